@@ -1,0 +1,39 @@
+"""The one error type archviz raises for bad input.
+
+Every problem with what a user hands archviz (a config, a checkpoint header, a model path) is an
+``InputError`` that names the file and, where there is one, the line and column. The CLI prints it on
+one line and exits with code 2; nothing else is allowed to escape as a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Location:
+    """Where in a file a problem is."""
+
+    path: str
+    """The file, as the user named it (or the bundled model's name for a bundled file)."""
+    line: int | None = None
+    """1-based line, when the problem has one."""
+    column: int | None = None
+    """1-based column, when the problem has one."""
+
+    def __str__(self) -> str:
+        text = self.path
+        if self.line is not None:
+            text += f":{self.line}"
+            if self.column is not None:
+                text += f":{self.column}"
+        return text
+
+
+class InputError(Exception):
+    """Bad input: reported as ``path[:line[:column]]: message`` with exit code 2."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None, column: int | None = None):
+        self.message = message
+        self.location = Location(path=path, line=line, column=column)
+        super().__init__(f"{self.location}: {message}")
