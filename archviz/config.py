@@ -1,0 +1,152 @@
+"""Reading ``config.json`` with the line span of every key.
+
+The cards cite the config lines that set each number, so the reader keeps, for every key path, the
+1-based inclusive line span from the key to the end of its value. The JSON is parsed by the standard
+library first (which gives exact line:column errors); the spans come from a second, lexical walk over
+the text that is then known to be valid.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from pathlib import Path
+from typing import Any
+
+from archviz.errors import InputError
+
+KeyPath = tuple[str, ...]
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LineSpan:
+    """A 1-based, inclusive range of lines in a file."""
+
+    start: int
+    """First line."""
+    end: int
+    """Last line (inclusive)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigDocument:
+    """A parsed config.json with the line span of every key."""
+
+    path: str
+    """How the file is named in messages and citations (a path, or ``bundled:NAME/config.json``)."""
+    text: str
+    """The file's exact text; line numbers refer to it."""
+    data: Mapping[str, Any]
+    """The whole parsed document."""
+    spans: Mapping[KeyPath, LineSpan]
+    """Line span of every key path, e.g. ``("rope_scaling", "factor")``; ``()`` is the whole document."""
+    root: KeyPath
+    """Where the model's own settings live: ``()`` or ``("text_config",)`` for wrapped configs."""
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        """The model's settings: the document, or its nested ``text_config``."""
+        node: Any = self.data
+        for key in self.root:
+            node = node[key]
+        return node  # type: ignore[no-any-return]
+
+    def span(self, *keys: str) -> LineSpan | None:
+        """The line span of a settings key (relative to ``root``), or None if it is not set."""
+        return self.spans.get((*self.root, *keys))
+
+
+def load_config(path: Path, *, display_path: str | None = None) -> ConfigDocument:
+    """Read a config.json file; ``display_path`` is how messages name it."""
+    shown = display_path or str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read the config: {error.strerror or error}", path=shown) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise InputError("the config is not UTF-8 text", path=shown, line=line) from None
+    return parse_config(text, display_path=shown)
+
+
+def parse_config(text: str, *, display_path: str) -> ConfigDocument:
+    """Parse config text, validating that it is a JSON object."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"invalid JSON: {error.msg}", path=display_path, line=error.lineno, column=error.colno) from None
+    except RecursionError:
+        raise InputError("invalid JSON: nested too deeply", path=display_path) from None
+    if not isinstance(data, dict):
+        kind = type(data).__name__ if data is not None else "null"
+        raise InputError(f"the config must be a JSON object, not a {_json_type(kind)}", path=display_path, line=1)
+    spans = _key_spans(text)
+    root: KeyPath = ()
+    if "text_config" in data:
+        if not isinstance(data["text_config"], dict):
+            line = spans[("text_config",)].start
+            raise InputError("text_config must be a JSON object", path=display_path, line=line)
+        root = ("text_config",)
+    return ConfigDocument(path=display_path, text=text, data=data, spans=spans, root=root)
+
+
+def _json_type(python_name: str) -> str:
+    return {"list": "list", "str": "string", "int": "number", "float": "number", "bool": "boolean"}.get(
+        python_name, python_name
+    )
+
+
+def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
+    """Line spans of every object key in text that ``json.loads`` has already accepted."""
+    line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
+    spans: dict[KeyPath, LineSpan] = {}
+
+    def line_of(offset: int) -> int:
+        return bisect.bisect_right(line_starts, offset)
+
+    def skip(index: int) -> int:
+        match = _WHITESPACE.match(text, index)
+        return match.end() if match else index
+
+    def value_end(index: int, path: KeyPath) -> int:
+        """Walk the value starting at ``index``; return the offset just past it."""
+        index = skip(index)
+        opener = text[index]
+        if opener == '"':
+            return int(scanstring(text, index + 1)[1])
+        if opener in "{[":
+            closer = "}" if opener == "{" else "]"
+            index = skip(index + 1)
+            if text[index] == closer:
+                return index + 1
+            while True:
+                if opener == "{":
+                    key_start = index
+                    key, index = scanstring(text, index + 1)
+                    index = skip(index) + 1  # the colon
+                    end = value_end(index, (*path, key))
+                    spans[(*path, key)] = LineSpan(start=line_of(key_start), end=line_of(end - 1))
+                else:
+                    end = value_end(index, path)
+                index = skip(end)
+                if text[index] == closer:
+                    return index + 1
+                index = skip(index + 1)  # the comma
+        match = _SCALAR.match(text, index)
+        if match is None:  # cannot happen for text json.loads accepted
+            raise ValueError(f"unexpected JSON at offset {index}")
+        return match.end()
+
+    start = skip(0)
+    end = value_end(start, ())
+    spans[()] = LineSpan(start=line_of(start), end=line_of(end - 1))
+    return spans

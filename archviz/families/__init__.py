@@ -1,0 +1,77 @@
+"""Graph families: which builder describes a config, chosen by model_type, then by architecture."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from archviz.config import ConfigDocument
+from archviz.errors import InputError
+from archviz.families import deepseek_v3
+from archviz.graph import Graph, ModelInfo
+from archviz.settings import Settings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Family:
+    """A hand-written graph builder and the configs it accepts."""
+
+    name: str
+    """The family's name (``deepseek_v3``)."""
+    model_types: tuple[str, ...]
+    """``model_type`` values it accepts."""
+    architectures: tuple[str, ...]
+    """``architectures`` entries it accepts when the model_type is unknown (``kimi_k2`` configs)."""
+    transformers_model_type: str
+    """The model_type whose transformers classes implement the family."""
+    build: Callable[[Settings, ModelInfo], Graph]
+    """Builds the graph."""
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        name=deepseek_v3.NAME,
+        model_types=deepseek_v3.MODEL_TYPES,
+        architectures=deepseek_v3.ARCHITECTURES,
+        transformers_model_type=deepseek_v3.TRANSFORMERS_MODEL_TYPE,
+        build=deepseek_v3.build,
+    ),
+)
+
+
+def find_family(document: ConfigDocument) -> Family:
+    """The family for a config, or an error naming what the config says it is."""
+    settings = document.settings
+    model_type = settings.get("model_type", document.data.get("model_type"))
+    architectures = settings.get("architectures") or []
+    for family in FAMILIES:
+        if model_type in family.model_types:
+            return family
+    for family in FAMILIES:
+        if isinstance(architectures, list) and any(name in family.architectures for name in architectures):
+            return family
+    known = ", ".join(sorted(t for family in FAMILIES for t in family.model_types))
+    said = f"model_type {model_type!r}" if model_type else "no model_type"
+    line = document.span("model_type")
+    raise InputError(f"{said} is not a supported architecture (supported: {known})", path=document.path,
+                     line=line.start if line else None)
+
+
+def build_graph(document: ConfigDocument, *, name: str, repo: str | None, revision: str | None) -> Graph:
+    """Build the typed graph of the model a config describes."""
+    family = find_family(document)
+    settings = Settings(document, family=family.name)
+    architectures = document.settings.get("architectures")
+    architecture = architectures[0] if isinstance(architectures, list) and architectures else None
+    model_type = document.settings.get("model_type", document.data.get("model_type"))
+    model = ModelInfo(
+        name=name,
+        model_type=str(model_type or family.transformers_model_type),
+        family=family.name,
+        transformers_model_type=family.transformers_model_type,
+        architecture=str(architecture) if architecture else None,
+        repo=repo,
+        revision=revision,
+        config_path="config.json",
+    )
+    return family.build(settings, model)

@@ -1,0 +1,254 @@
+"""What every family builder uses: dimensions from config keys, tensor rows, placements, and an
+accumulator that turns nodes and groups, added in forward order, into a frozen ``Graph``."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from archviz.graph import (
+    Dim,
+    Factor,
+    Graph,
+    Group,
+    GroupKind,
+    ModelInfo,
+    Node,
+    NodeKind,
+    Part,
+    Placement,
+    Setting,
+    Shape,
+    TensorRow,
+)
+from archviz.settings import Settings
+
+# The symbolic dimensions every decoder shares.
+BATCH = Dim(symbol="B", label="batch")
+POSITIONS = Dim(symbol="T", label="positions", decode_value=1)
+KEY_POSITIONS = Dim(symbol="S", label="key positions", formula="cached positions + T")
+TOKENS = Dim(symbol="N", label="tokens", formula="B × T")
+ROUTED_TOKENS = Dim(symbol="N_e", label="routed tokens", formula="tokens routed to this expert")
+
+# safetensors dtype names for the dtypes configs name.
+SAFETENSORS_DTYPES = {
+    "bfloat16": "BF16",
+    "float16": "F16",
+    "float32": "F32",
+    "float64": "F64",
+}
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def fixed(label: str, value: int, formula: str, symbol: str | None = None) -> Dim:
+    """A dimension the config fixes; its config keys are the identifiers in ``formula``."""
+    return Dim(
+        symbol=symbol or label,
+        label=label,
+        value=value,
+        formula=formula,
+        config_keys=tuple(_IDENTIFIER.findall(formula)),
+    )
+
+
+def shape(name: str, *dims: Dim, dtype: str | None = None) -> Shape:
+    """A named tensor shape."""
+    return Shape(name=name, dims=dims, dtype=dtype)
+
+
+def factor(name: str, value: int) -> Factor:
+    """One factor of a calculation."""
+    return Factor(name=name, value=value)
+
+
+def layer_placement(layers: Sequence[int], *, per_layer: int = 1, active_per_layer: int | None = None) -> Placement:
+    """Instances in the given checkpoint layers."""
+    active = per_layer if active_per_layer is None else active_per_layer
+    return Placement(
+        layers=tuple(layers),
+        per_layer=per_layer,
+        active_per_layer=active,
+        count=len(layers) * per_layer,
+        active=len(layers) * active,
+    )
+
+
+MODEL_LEVEL = Placement()
+
+
+@dataclass(slots=True)
+class _GroupDraft:
+    title: str
+    kind: GroupKind
+    summary: str
+    placement: Placement
+    parent: str | None
+    members: list[str] = field(default_factory=list)
+
+
+class GraphBuilder:
+    """Collects nodes and groups in forward order for one config."""
+
+    def __init__(self, settings: Settings, *, dtype: str, quantization_block: tuple[int, int] | None):
+        self.settings = settings
+        self.dtype = dtype
+        self.quantization_block = quantization_block
+        self.quantized_dtype = "F8_E4M3"
+        self._nodes: list[Node] = []
+        self._node_ids: set[str] = set()
+        self._groups: dict[str, _GroupDraft] = {}
+
+    # -- tensors ------------------------------------------------------------------------------
+
+    def tensor(
+        self,
+        component: str,
+        tensor: str,
+        factors: Sequence[Factor],
+        *,
+        quantized: bool = False,
+        dtype: str | None = None,
+    ) -> TensorRow:
+        """A checkpoint tensor whose shape is the factors' values, outermost first."""
+        block = self.quantization_block if quantized else None
+        return TensorRow(
+            component=component,
+            tensor=tensor,
+            shape=tuple(item.value for item in factors),
+            factors=tuple(factors),
+            elements=math.prod(item.value for item in factors),
+            dtype=dtype or (self.quantized_dtype if block else self.dtype),
+            scale_block=block,
+        )
+
+    # -- structure ----------------------------------------------------------------------------
+
+    def group(
+        self,
+        id: str,
+        *,
+        title: str,
+        kind: GroupKind,
+        summary: str,
+        parent: str | None,
+        placement: Placement = MODEL_LEVEL,
+    ) -> str:
+        """Open a group (it stays open: members join it by naming it)."""
+        if id in self._groups or id in self._node_ids:
+            raise ValueError(f"duplicate id {id}")
+        self._groups[id] = _GroupDraft(title=title, kind=kind, summary=summary, placement=placement, parent=parent)
+        if parent is not None:
+            self._groups[parent].members.append(id)
+        return id
+
+    def node(
+        self,
+        id: str,
+        *,
+        title: str,
+        kind: NodeKind,
+        code: str,
+        summary: str,
+        group: str,
+        inputs: Iterable[Shape] = (),
+        outputs: Iterable[Shape] = (),
+        parameters: Iterable[TensorRow] = (),
+        buffers: Iterable[TensorRow] = (),
+        placement: Placement = MODEL_LEVEL,
+        settings: Iterable[Setting] = (),
+        extra_keys: Iterable[str] = (),
+        part: Part = Part.MAIN,
+        shares_parameters_with: str | None = None,
+    ) -> str:
+        """Add an operator or tensor state to a group, after everything added before it."""
+        if id in self._node_ids or id in self._groups:
+            raise ValueError(f"duplicate id {id}")
+        inputs, outputs = tuple(inputs), tuple(outputs)
+        parameters, buffers, settings = tuple(parameters), tuple(buffers), tuple(settings)
+        node = Node(
+            id=id,
+            title=title,
+            kind=kind,
+            code=code,
+            summary=summary,
+            group=group,
+            inputs=inputs,
+            outputs=outputs,
+            parameters=parameters,
+            buffers=buffers,
+            placement=placement,
+            settings=settings,
+            config_keys=self._config_keys(inputs, outputs, parameters, buffers, settings, extra_keys),
+            part=part,
+            shares_parameters_with=shares_parameters_with,
+        )
+        self._nodes.append(node)
+        self._node_ids.add(id)
+        self._groups[group].members.append(id)
+        return id
+
+    def state(
+        self,
+        id: str,
+        *,
+        title: str,
+        code: str,
+        summary: str,
+        group: str,
+        value: Shape,
+        placement: Placement = MODEL_LEVEL,
+        part: Part = Part.MAIN,
+    ) -> str:
+        """Add a tensor state: a node whose single output is the tensor itself."""
+        return self.node(
+            id, title=title, kind=NodeKind.TENSOR, code=code, summary=summary, group=group,
+            outputs=(value,), placement=placement, part=part,
+        )
+
+    def _config_keys(
+        self,
+        inputs: tuple[Shape, ...],
+        outputs: tuple[Shape, ...],
+        parameters: tuple[TensorRow, ...],
+        buffers: tuple[TensorRow, ...],
+        settings: tuple[Setting, ...],
+        extra: Iterable[str],
+    ) -> tuple[str, ...]:
+        keys: list[str] = []
+        for item in (*inputs, *outputs):
+            for dim in item.dims:
+                keys.extend(dim.config_keys)
+        for row in (*parameters, *buffers):
+            for item in row.factors:
+                keys.extend(_IDENTIFIER.findall(item.name))
+        for setting in settings:
+            keys.extend(setting.config_keys)
+        keys.extend(extra)
+        known = [key for key in keys if self.settings.has(key.split(".")[0])]
+        return tuple(dict.fromkeys(known))
+
+    def finish(self, model: ModelInfo, *, input_embedding: str | None, not_modelled: Iterable[str] = ()) -> Graph:
+        """Freeze everything added into a graph."""
+        groups = tuple(
+            Group(
+                id=id,
+                title=draft.title,
+                kind=draft.kind,
+                summary=draft.summary,
+                members=tuple(draft.members),
+                placement=draft.placement,
+                parent=draft.parent,
+            )
+            for id, draft in self._groups.items()
+        )
+        return Graph(
+            model=model,
+            nodes=tuple(self._nodes),
+            groups=groups,
+            dtype=self.dtype,
+            input_embedding=input_embedding,
+            not_modelled=tuple(not_modelled),
+        )

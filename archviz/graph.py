@@ -1,0 +1,233 @@
+"""The typed operator graph: plain, frozen data.
+
+A graph lists, in forward order, every operator and tensor state of a model's forward pass. Repeated
+structure is stored once with its placement (one routed expert node standing for 384 experts in each of
+60 layers), so the per-instance parameters times the instance count, summed over the nodes, is the
+model's total. Containers (a block, the MoE, the model) are ``Group``s that name their members.
+
+Nothing here does I/O or display; ``archviz.shapes`` renders shapes and ``archviz.totals`` adds up.
+This module must not import torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class NodeKind(StrEnum):
+    """What a node is."""
+
+    LEARNED = "learned"
+    """An operator that owns learned parameters (a linear projection, a norm, an embedding table)."""
+    OPERATOR = "operator"
+    """A parameter-free operator (an activation, a residual add, a split, attention's core)."""
+    TENSOR = "tensor"
+    """A tensor state between operators (the embedded state, the residual stream, the logits)."""
+
+
+class GroupKind(StrEnum):
+    """What a group of nodes is."""
+
+    MODEL = "model"
+    BLOCK = "block"
+    ATTENTION = "attention"
+    MLP = "mlp"
+    MOE = "moe"
+    EXPERTS = "experts"
+    MTP = "mtp"
+
+
+class Part(StrEnum):
+    """Which part of the checkpoint a node belongs to."""
+
+    MAIN = "main"
+    """The model that the forward pass runs; counted in the total."""
+    MTP = "mtp"
+    """Multi-token-prediction layers: shipped in the checkpoint, reported apart from the total."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dim:
+    """One dimension of a symbolic shape."""
+
+    symbol: str
+    """Short symbol (``B``, ``T``, ``d``); symbolic dimensions are shown by it."""
+    label: str
+    """What the dimension counts (``batch``, ``positions``, ``d``)."""
+    value: int | None = None
+    """The fixed size, when the config sets it; None for batch and sequence dimensions."""
+    formula: str | None = None
+    """How the value follows from the config, in config names (``num_attention_heads × v_head_dim``)."""
+    config_keys: tuple[str, ...] = ()
+    """The config keys the value comes from."""
+    decode_value: int | None = None
+    """The size during single-token decode, when it differs from prefill (1 for ``T``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shape:
+    """The shape of one tensor flowing into or out of a node."""
+
+    name: str
+    """The tensor's name in the modeling code (``input_ids``, ``hidden_states``)."""
+    dims: tuple[Dim, ...]
+    """Its dimensions, outermost first."""
+    dtype: str | None = None
+    """Its element type where the code fixes one (``float32`` logits); None means the model's dtype."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Factor:
+    """One factor of a parameter count: a config expression and its value."""
+
+    name: str
+    """The expression in config names (``vocab_size``, ``qk_nope_head_dim + qk_rope_head_dim``)."""
+    value: int
+    """Its value for this config."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TensorRow:
+    """One checkpoint tensor a node owns, per instance: a row of the card's calculation table."""
+
+    component: str
+    """What the tensor is (``q_a_proj weight``)."""
+    tensor: str
+    """Checkpoint name template, with ``{layer}`` and ``{expert}`` placeholders where repeated."""
+    shape: tuple[int, ...]
+    """Its shape in the checkpoint."""
+    factors: tuple[Factor, ...]
+    """The calculation in config terms; their product is ``elements``."""
+    elements: int
+    """Number of elements (parameters, for a weight)."""
+    dtype: str
+    """Its dtype in the checkpoint, as safetensors names it (``BF16``, ``F8_E4M3``, ``F32``)."""
+    scale_block: tuple[int, int] | None = None
+    """For block-quantized weights: the block, which implies a ``weight_scale_inv`` tensor."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Placement:
+    """Where a node's instances are and how many of them run per token."""
+
+    layers: tuple[int, ...] = ()
+    """Checkpoint layer indices (0-based, as in ``model.layers.{layer}``); empty for model-level nodes."""
+    per_layer: int = 1
+    """Instances in each of those layers (384 routed experts)."""
+    active_per_layer: int = 1
+    """Instances a token runs through in each layer (8 of 384 routed experts)."""
+    count: int = 1
+    """Total instances: ``len(layers) * per_layer``, or 1 for a model-level node."""
+    active: int = 1
+    """Instances a token runs through in all: ``len(layers) * active_per_layer``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Setting:
+    """A number or choice that shapes what an operator does (not a parameter)."""
+
+    name: str
+    """What it is (``softmax scale``, ``top-k``)."""
+    value: str
+    """Its value, as shown."""
+    formula: str | None = None
+    """How it follows from the config, in config names."""
+    config_keys: tuple[str, ...] = ()
+    """The config keys it comes from."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Node:
+    """An operator or a tensor state of the forward pass."""
+
+    id: str
+    """Stable, URL-safe identifier (``token-embedding``, ``moe.routed-expert``)."""
+    title: str
+    """Human title (``Token embedding``)."""
+    kind: NodeKind
+    """Learned operator, parameter-free operator or tensor state."""
+    code: str
+    """The expression in the modeling code that computes it (``self.embed_tokens(input_ids)``)."""
+    summary: str
+    """One plain sentence saying what it does."""
+    group: str
+    """Id of the innermost group that contains it."""
+    inputs: tuple[Shape, ...] = ()
+    """Tensors it reads; empty for a tensor state."""
+    outputs: tuple[Shape, ...] = ()
+    """Tensors it produces; a tensor state has exactly one, itself."""
+    parameters: tuple[TensorRow, ...] = ()
+    """Learned tensors per instance."""
+    buffers: tuple[TensorRow, ...] = ()
+    """Persistent buffers per instance that checkpoints carry (``e_score_correction_bias``)."""
+    placement: Placement = Placement()
+    """How many instances exist and where."""
+    settings: tuple[Setting, ...] = ()
+    """Hyperparameters that shape the operator."""
+    config_keys: tuple[str, ...] = ()
+    """Every config key the node's shapes, parameters and settings use."""
+    part: Part = Part.MAIN
+    """Main model or multi-token-prediction layers."""
+    shares_parameters_with: str | None = None
+    """Id of the node whose weight this one reuses (a tied output head), counted there once."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Group:
+    """A container of nodes: the model, a block, the attention, the MoE."""
+
+    id: str
+    """Stable, URL-safe identifier."""
+    title: str
+    """Human title."""
+    kind: GroupKind
+    """What kind of container it is."""
+    summary: str
+    """One plain sentence saying what it does."""
+    members: tuple[str, ...]
+    """Ids of the nodes and groups directly inside it, in forward order."""
+    placement: Placement = Placement()
+    """Where its instances are."""
+    parent: str | None = None
+    """Id of the enclosing group; None for the model."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelInfo:
+    """Which model a graph describes."""
+
+    name: str
+    """How the user named it (a bundled name, a folder, a repo id)."""
+    model_type: str
+    """``model_type`` as the config says it (``kimi_k2``)."""
+    family: str
+    """The graph family that built it (``deepseek_v3``)."""
+    transformers_model_type: str
+    """The model_type whose transformers class implements it (``deepseek_v3``)."""
+    architecture: str | None
+    """The config's first ``architectures`` entry."""
+    repo: str | None
+    """Hub repository id, when known."""
+    revision: str | None
+    """Revision of the config and checkpoint, when known."""
+    config_path: str
+    """The config file, as messages and citations name it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Graph:
+    """A model's forward pass as typed nodes and groups."""
+
+    model: ModelInfo
+    """Which model this is."""
+    nodes: tuple[Node, ...]
+    """Operators and tensor states, in forward order."""
+    groups: tuple[Group, ...]
+    """Containers; the first is the model."""
+    dtype: str
+    """The checkpoint's unquantized dtype as safetensors names it (``BF16``)."""
+    input_embedding: str | None
+    """Id of the token-embedding node, for the active count that leaves it out."""
+    not_modelled: tuple[str, ...] = ()
+    """Parts of the model the graph does not describe, each said in one sentence."""

@@ -1,0 +1,207 @@
+"""Presenting a graph: the ``inspect --json`` document and the terminal tree.
+
+Pure functions of the graph and its totals; the CLI prints what they return.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group as RichGroup
+from rich.table import Table
+from rich.tree import Tree
+
+from archviz.graph import Graph, Group, Node, NodeKind, Placement, TensorRow
+from archviz.shapes import Phase, format_shape
+from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
+
+JSON_SCHEMA = "archviz.inspect/1"
+ACTIVE_CONVENTION = (
+    "active_parameters counts every parameter a token's forward pass touches: all non-expert weights, the "
+    "whole input embedding table and output head, and top-k of the routed experts in each MoE layer; "
+    "active_parameters_without_embedding leaves out the input embedding table, of which a token reads one row"
+)
+
+
+def format_layers(layers: tuple[int, ...]) -> str:
+    """``0–60``, ``0, 2, 4–9``: checkpoint layer indices as compact ranges."""
+    parts: list[str] = []
+    start = previous = None
+    for index in (*layers, None):
+        if index is not None and previous is not None and index == previous + 1:
+            previous = index
+            continue
+        if start is not None:
+            parts.append(str(start) if start == previous else f"{start}–{previous}")
+        start = previous = index
+    return ", ".join(parts)
+
+
+def format_placement(placement: Placement, unit: str = "") -> str:
+    """Where the instances are: ``model``, ``layers 0–60``, ``layers 1–60 × 384 experts``."""
+    if not placement.layers:
+        return "model"
+    noun = "layer" if len(placement.layers) == 1 else "layers"
+    text = f"{noun} {format_layers(placement.layers)}"
+    if placement.per_layer > 1:
+        text += f" × {placement.per_layer:,} {unit or 'instances'}"
+    return text
+
+
+def _unit(node: Node) -> str:
+    return "experts" if "expert" in node.id else "instances"
+
+
+def _row_json(row: TensorRow) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "component": row.component,
+        "tensor": row.tensor,
+        "shape": list(row.shape),
+        "dtype": row.dtype,
+        "formula": " × ".join(item.name for item in row.factors),
+        "arithmetic": " × ".join(f"{item.value:,}" for item in row.factors),
+        "elements": row.elements,
+    }
+    if row.scale_block is not None:
+        data["scale"] = {"tensor": scale_name(row.tensor), "shape": list(scale_shape(row)), "dtype": "F32",
+                         "block": list(row.scale_block)}
+    return data
+
+
+def node_json(node: Node) -> dict[str, Any]:
+    """One node as the JSON document lists it."""
+    return {
+        "id": node.id,
+        "title": node.title,
+        "kind": node.kind.value,
+        "code": node.code,
+        "summary": node.summary,
+        "group": node.group,
+        "part": node.part.value,
+        "inputs": [format_shape(item) for item in node.inputs],
+        "outputs": [format_shape(item) for item in node.outputs],
+        "decode": {
+            "inputs": [format_shape(item, Phase.DECODE) for item in node.inputs],
+            "outputs": [format_shape(item, Phase.DECODE) for item in node.outputs],
+        },
+        "dtypes": {item.name: item.dtype for item in (*node.inputs, *node.outputs) if item.dtype},
+        "parameters_per_instance": node_parameters(node),
+        "buffers_per_instance": node_buffers(node),
+        "instances": node.placement.count,
+        "active_instances": node.placement.active,
+        "placement": {
+            "layers": list(node.placement.layers),
+            "per_layer": node.placement.per_layer,
+            "active_per_layer": node.placement.active_per_layer,
+            "where": format_placement(node.placement, _unit(node)),
+        },
+        "calculation": [_row_json(row) for row in node.parameters],
+        "buffers": [_row_json(row) for row in node.buffers],
+        "settings": [
+            {"name": item.name, "value": item.value, "formula": item.formula, "config_keys": list(item.config_keys)}
+            for item in node.settings
+        ],
+        "config_keys": list(node.config_keys),
+        "shares_parameters_with": node.shares_parameters_with,
+        "source": [],
+    }
+
+
+def _group_json(group: Group) -> dict[str, Any]:
+    return {
+        "id": group.id,
+        "title": group.title,
+        "kind": group.kind.value,
+        "summary": group.summary,
+        "parent": group.parent,
+        "members": list(group.members),
+        "instances": group.placement.count,
+        "where": format_placement(group.placement, "experts" if group.kind.value == "experts" else ""),
+    }
+
+
+def graph_json(graph: Graph, totals: Totals) -> dict[str, Any]:
+    """The ``inspect --json`` document (schema in the README)."""
+    model = graph.model
+    return {
+        "schema": JSON_SCHEMA,
+        "model": {
+            "name": model.name,
+            "model_type": model.model_type,
+            "family": model.family,
+            "transformers_model_type": model.transformers_model_type,
+            "architecture": model.architecture,
+            "repo": model.repo,
+            "revision": model.revision,
+            "checkpoint_dtype": graph.dtype,
+        },
+        "totals": {
+            "parameters": totals.parameters,
+            "active_parameters": totals.active_parameters,
+            "active_parameters_without_embedding": totals.active_parameters_without_embedding,
+            "active_convention": ACTIVE_CONVENTION,
+            "buffers": totals.buffers,
+            "mtp_parameters": totals.mtp_parameters,
+            "mtp_buffers": totals.mtp_buffers,
+            "scale_elements": totals.scale_elements,
+            "by_dtype": totals.by_dtype,
+        },
+        "nodes": [node_json(node) for node in graph.nodes],
+        "groups": [_group_json(group) for group in graph.groups],
+        "not_modelled": list(graph.not_modelled),
+    }
+
+
+# -- terminal ---------------------------------------------------------------------------------
+
+_KIND_STYLE = {NodeKind.LEARNED: "bold green", NodeKind.OPERATOR: "cyan", NodeKind.TENSOR: "magenta"}
+
+
+def _node_label(node: Node, phase: Phase) -> str:
+    from rich.markup import escape
+
+    shapes = ", ".join(format_shape(item, phase) for item in node.outputs)
+    text = f"[{_KIND_STYLE[node.kind]}]{escape(node.title)}[/] [dim]{node.kind.value}[/]  {escape(shapes)}"
+    params = node_parameters(node)
+    if params:
+        text += f"  [yellow]{params:,}[/] params"
+        if node.placement.count > 1:
+            text += f" × {node.placement.count:,}"
+    if node.shares_parameters_with:
+        text += f"  [dim](shares {escape(node.shares_parameters_with)})[/]"
+    return text
+
+
+def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> RichGroup:
+    """The graph as a rich tree with folded repeats, followed by the totals."""
+    from rich.markup import escape
+
+    groups = {group.id: group for group in graph.groups}
+    nodes = {node.id: node for node in graph.nodes}
+
+    def add(tree: Tree, group: Group) -> None:
+        for member in group.members:
+            if member in groups:
+                child = groups[member]
+                where = format_placement(child.placement, "experts" if child.kind.value == "experts" else "")
+                add(tree.add(f"[bold]{escape(child.title)}[/] [dim]{escape(where)}[/]"), child)
+            else:
+                tree.add(_node_label(nodes[member], phase))
+
+    root_group = graph.groups[0]
+    root = Tree(f"[bold]{escape(graph.model.name)}[/] [dim]{escape(graph.model.family)} · {phase.value}[/]")
+    add(root, root_group)
+    table = Table(title="Totals", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("parameters", f"{totals.parameters:,}")
+    table.add_row("active per token", f"{totals.active_parameters:,}")
+    table.add_row("active per token, without input embedding", f"{totals.active_parameters_without_embedding:,}")
+    table.add_row("persistent buffers (elements)", f"{totals.buffers:,}")
+    if totals.mtp_parameters:
+        table.add_row("MTP parameters (not in the total)", f"{totals.mtp_parameters:,}")
+    if totals.scale_elements:
+        table.add_row("FP8 scale elements", f"{totals.scale_elements:,}")
+    for dtype, elements in totals.by_dtype.items():
+        table.add_row(f"checkpoint {dtype} elements", f"{elements:,}")
+    return RichGroup(root, table)

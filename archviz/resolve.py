@@ -1,0 +1,141 @@
+"""Finding a model's config.json: a bundled name, a folder, a file, or a Hub repo id (HF cache first).
+
+This is the first stage; it reads nothing but the location of files and never imports code from them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from archviz.errors import InputError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BundledModel:
+    """A model whose config ships inside archviz, byte for byte as its repository has it."""
+
+    repo: str
+    """Its Hub repository."""
+    revision: str
+    """The revision the config was taken at."""
+    remote_code: str | None
+    """The modeling file its config's auto_map names, if any."""
+
+
+BUNDLED: dict[str, BundledModel] = {
+    "kimi-k2-instruct": BundledModel(
+        repo="moonshotai/Kimi-K2-Instruct", revision="fd1984e2b7a3", remote_code="modeling_deepseek.py"
+    ),
+}
+
+# Hub ids: "org/name", letters, digits and - _ . only, no leading dot, no "..".
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSource:
+    """Where a model's files are."""
+
+    name: str
+    """How the user named the model."""
+    config_path: Path
+    """The config.json to read."""
+    display_path: str
+    """How messages name the config file."""
+    folder: Path | None
+    """The folder holding the model's files (modeling code, checkpoint), if there is one."""
+    repo: str | None
+    """Hub repository id, when known."""
+    revision: str | None
+    """Revision, when known."""
+    bundled: bool
+    """Whether the config ships with archviz."""
+
+
+def bundled_config(name: str) -> Path:
+    """The path of a bundled model's config.json."""
+    return Path(str(resources.files("archviz") / "bundled" / name / "config.json"))
+
+
+def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
+    """Find the config for MODEL as the CLI accepts it."""
+    if name in BUNDLED:
+        bundled = BUNDLED[name]
+        return ModelSource(
+            name=name,
+            config_path=bundled_config(name),
+            display_path=f"{name}/config.json",
+            folder=None,
+            repo=bundled.repo,
+            revision=revision or bundled.revision,
+            bundled=True,
+        )
+    if "\x00" in name or not name.strip():
+        raise InputError("not a model name, folder or repo id", path=repr(name))
+    path = Path(name)
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.is_file():
+            raise InputError("the folder has no config.json", path=name)
+        return ModelSource(name=name, config_path=config, display_path=str(config), folder=path,
+                           repo=None, revision=revision, bundled=False)
+    if path.is_file():
+        return ModelSource(name=name, config_path=path, display_path=name, folder=path.parent,
+                           repo=None, revision=revision, bundled=False)
+    if _REPO_ID.match(name) and ".." not in name:
+        return _from_hub(name, revision)
+    if os.sep in name or name.startswith(".") or name.endswith(".json"):
+        raise InputError("no such file or folder", path=name)
+    raise InputError(
+        f"not a bundled model ({', '.join(sorted(BUNDLED))}), an existing folder or file, or a Hub repo id "
+        "of the form org/name",
+        path=name,
+    )
+
+
+def _from_hub(repo: str, revision: str | None) -> ModelSource:
+    """The HF cache first (works with HF_HUB_OFFLINE=1), then the Hub with a bounded timeout."""
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    cached = try_to_load_from_cache(repo, "config.json", revision=revision)
+    if isinstance(cached, str):
+        config = Path(cached)
+        return ModelSource(name=repo, config_path=config, display_path=f"{repo}/config.json", folder=config.parent,
+                           repo=repo, revision=_snapshot_revision(config) or revision, bundled=False)
+    try:
+        downloaded = hf_hub_download(repo, "config.json", revision=revision, etag_timeout=10)
+    except LocalEntryNotFoundError:
+        raise InputError(
+            "not in the HF cache and the Hub cannot be reached (or HF_HUB_OFFLINE is set); pass a local folder "
+            "holding config.json, or fill the cache with `hf download` on a machine that can reach the Hub",
+            path=repo,
+        ) from None
+    except RepositoryNotFoundError:
+        raise InputError("no such repository on the Hub (or it is private)", path=repo) from None
+    except RevisionNotFoundError:
+        raise InputError(f"the repository has no revision {revision!r}", path=repo) from None
+    except EntryNotFoundError:
+        raise InputError("the repository has no config.json", path=repo) from None
+    except OSError as error:
+        raise InputError(f"cannot reach the Hub ({error}); pass a local folder or use the HF cache", path=repo) from None
+    config = Path(str(downloaded))
+    return ModelSource(name=repo, config_path=config, display_path=f"{repo}/config.json", folder=config.parent,
+                       repo=repo, revision=_snapshot_revision(config) or revision, bundled=False)
+
+
+def _snapshot_revision(config: Path) -> str | None:
+    """The commit sha of an HF-cache snapshot folder (``…/snapshots/<sha>/config.json``)."""
+    parent = config.parent
+    if parent.parent.name == "snapshots" and re.fullmatch(r"[0-9a-f]{40}", parent.name):
+        return parent.name
+    return None

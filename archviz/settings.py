@@ -1,0 +1,137 @@
+"""Typed, validated access to a config's settings, with errors that name the file and line.
+
+A family declares the keys it needs; ``Settings.require`` reports every missing one at once. Each
+getter checks the type and range of one value and raises ``InputError`` at the line that sets it.
+Values are never rewritten: a bad value is an error, not a default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from archviz.config import ConfigDocument
+from archviz.errors import InputError
+
+# Larger than any real model dimension by orders of magnitude; catches typos such as 71680000.
+MAX_DIMENSION = 2**31 - 1
+
+_MISSING = object()
+
+
+class Settings:
+    """The settings a graph family reads from one config document."""
+
+    def __init__(self, document: ConfigDocument, *, family: str):
+        self.document = document
+        self.family = family
+        self.values: Mapping[str, Any] = document.settings
+
+    def has(self, key: str) -> bool:
+        """Whether the key is set (to anything, null included)."""
+        return key in self.values
+
+    def require(self, keys: Iterable[str]) -> None:
+        """Raise one error naming every key of ``keys`` the config lacks."""
+        missing = [key for key in keys if key not in self.values]
+        if missing:
+            where = " (in text_config)" if self.document.root else ""
+            raise InputError(
+                f"missing {'key' if len(missing) == 1 else 'keys'} required by the {self.family} family"
+                f"{where}: {', '.join(missing)}",
+                path=self.document.path,
+            )
+
+    def line(self, *keys: str) -> int | None:
+        """The first line of a key, for messages."""
+        span = self.document.span(*keys)
+        return span.start if span else None
+
+    def _value(self, keys: tuple[str, ...], default: Any) -> Any:
+        node: Any = self.values
+        for key in keys:
+            if not isinstance(node, Mapping) or key not in node:
+                if default is _MISSING:
+                    raise InputError(
+                        f"missing key required by the {self.family} family: {'.'.join(keys)}",
+                        path=self.document.path,
+                        line=self.line(*keys[:-1]) if len(keys) > 1 else None,
+                    )
+                return default
+            node = node[key]
+        return node
+
+    def fail(self, keys: tuple[str, ...], message: str) -> InputError:
+        """An error at the line that sets ``keys``."""
+        return InputError(f"{'.'.join(keys)}: {message}", path=self.document.path, line=self.line(*keys))
+
+    def dim(self, *keys: str) -> int:
+        """A positive integer dimension."""
+        value = self._value(keys, _MISSING)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(keys, f"expected a positive integer, got {_describe(value)}")
+        if value <= 0:
+            raise self.fail(keys, f"expected a positive integer, got {value}")
+        if value > MAX_DIMENSION:
+            raise self.fail(keys, f"{value} is not a plausible dimension (more than {MAX_DIMENSION:,})")
+        return value
+
+    def optional_dim(self, *keys: str) -> int | None:
+        """A positive integer dimension, or None when the key is null or absent."""
+        if self._value(keys, None) is None:
+            return None
+        return self.dim(*keys)
+
+    def count(self, *keys: str, default: int | None = None) -> int:
+        """A non-negative integer (a layer count that may be zero)."""
+        value = self._value(keys, _MISSING if default is None else default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.fail(keys, f"expected a non-negative integer, got {_describe(value)}")
+        if value > MAX_DIMENSION:
+            raise self.fail(keys, f"{value} is not a plausible count")
+        return value
+
+    def number(self, *keys: str, default: float | None = None) -> float:
+        """A finite real number."""
+        value = self._value(keys, _MISSING if default is None else default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise self.fail(keys, f"expected a number, got {_describe(value)}")
+        return float(value)
+
+    def flag(self, *keys: str, default: bool) -> bool:
+        """A boolean."""
+        value = self._value(keys, default)
+        if not isinstance(value, bool):
+            raise self.fail(keys, f"expected true or false, got {_describe(value)}")
+        return value
+
+    def text(self, *keys: str, default: str | None = None) -> str:
+        """A string."""
+        value = self._value(keys, _MISSING if default is None else default)
+        if not isinstance(value, str):
+            raise self.fail(keys, f"expected a string, got {_describe(value)}")
+        return value
+
+    def mapping(self, *keys: str) -> Mapping[str, Any] | None:
+        """A nested object, or None when absent or null."""
+        value = self._value(keys, None)
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise self.fail(keys, f"expected an object, got {_describe(value)}")
+        return value
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {shown!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return repr(value)

@@ -1,0 +1,154 @@
+"""Adding up a graph: totals, active parameters per token, and the predicted checkpoint manifest."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from archviz.graph import Graph, Node, Part, TensorRow
+
+
+class TensorRole:
+    """Why a tensor is in the checkpoint."""
+
+    WEIGHT = "weight"
+    SCALE = "scale"
+    BUFFER = "buffer"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Totals:
+    """A model's parameter arithmetic."""
+
+    parameters: int
+    """Learned parameters of the main model, each tied weight counted once."""
+    active_parameters: int
+    """Parameters a token runs through, counting the whole input embedding table."""
+    active_parameters_without_embedding: int
+    """The same without the input embedding table (only one of its rows is read per token)."""
+    buffers: int
+    """Elements of persistent buffers the checkpoint carries (not learned weights)."""
+    mtp_parameters: int
+    """Learned parameters of the multi-token-prediction layers, not in ``parameters``."""
+    mtp_buffers: int
+    """Persistent-buffer elements of the multi-token-prediction layers."""
+    scale_elements: int
+    """Elements of block-quantization scale tensors (``weight_scale_inv``)."""
+    by_dtype: dict[str, int]
+    """Elements of the predicted checkpoint per dtype: weights, buffers, scales and MTP layers."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManifestTensor:
+    """One tensor the checkpoint should hold."""
+
+    name: str
+    """Its checkpoint name."""
+    shape: tuple[int, ...]
+    """Its shape."""
+    dtype: str
+    """Its dtype, as safetensors names it."""
+    node: str
+    """Id of the graph node it belongs to."""
+    role: str
+    """``weight``, ``scale`` or ``buffer`` (see ``TensorRole``)."""
+    part: Part
+    """Main model or multi-token-prediction layers."""
+
+
+def node_parameters(node: Node) -> int:
+    """Learned parameters of one instance of a node."""
+    return sum(row.elements for row in node.parameters)
+
+
+def node_buffers(node: Node) -> int:
+    """Persistent-buffer elements of one instance of a node."""
+    return sum(row.elements for row in node.buffers)
+
+
+def scale_shape(row: TensorRow) -> tuple[int, int]:
+    """Shape of a block-quantized weight's ``weight_scale_inv``: ``[ceil(out/128), ceil(in/128)]``."""
+    if row.scale_block is None or len(row.shape) != 2:
+        raise ValueError(f"{row.tensor} is not a block-quantized matrix")
+    return math.ceil(row.shape[0] / row.scale_block[0]), math.ceil(row.shape[1] / row.scale_block[1])
+
+
+def scale_name(weight_name: str) -> str:
+    """``…q_a_proj.weight`` -> ``…q_a_proj.weight_scale_inv``."""
+    return weight_name + "_scale_inv"
+
+
+def compute_totals(graph: Graph) -> Totals:
+    """Add up the graph; per-instance counts times instance counts, never a list of every expert."""
+    parameters = active = active_embedding = buffers = mtp_parameters = mtp_buffers = scales = 0
+    by_dtype: Counter[str] = Counter()
+    for node in graph.nodes:
+        count = node.placement.count
+        for row in node.parameters:
+            by_dtype[row.dtype] += row.elements * count
+            if row.scale_block is not None:
+                scale_elements = math.prod(scale_shape(row)) * count
+                scales += scale_elements
+                by_dtype["F32"] += scale_elements
+        for row in node.buffers:
+            by_dtype[row.dtype] += row.elements * count
+        if node.part is Part.MTP:
+            mtp_parameters += node_parameters(node) * count
+            mtp_buffers += node_buffers(node) * count
+            continue
+        parameters += node_parameters(node) * count
+        buffers += node_buffers(node) * count
+        active += node_parameters(node) * node.placement.active
+        if node.id == graph.input_embedding:
+            active_embedding += node_parameters(node) * node.placement.active
+    return Totals(
+        parameters=parameters,
+        active_parameters=active,
+        active_parameters_without_embedding=active - active_embedding,
+        buffers=buffers,
+        mtp_parameters=mtp_parameters,
+        mtp_buffers=mtp_buffers,
+        scale_elements=scales,
+        by_dtype=dict(sorted(by_dtype.items())),
+    )
+
+
+def _instances(node: Node, template: str) -> Iterator[str]:
+    layers = node.placement.layers or (None,)
+    experts = range(node.placement.per_layer) if "{expert}" in template else (None,)
+    for layer in layers:
+        for expert in experts:
+            yield template.format(layer=layer, expert=expert)
+
+
+def predicted_manifest(graph: Graph) -> list[ManifestTensor]:
+    """Every tensor the checkpoint should hold, sorted by name."""
+    tensors: list[ManifestTensor] = []
+    for node in graph.nodes:
+        for row in node.parameters:
+            for name in _instances(node, row.tensor):
+                tensors.append(
+                    ManifestTensor(
+                        name=name, shape=row.shape, dtype=row.dtype, node=node.id,
+                        role=TensorRole.WEIGHT, part=node.part,
+                    )
+                )
+                if row.scale_block is not None:
+                    tensors.append(
+                        ManifestTensor(
+                            name=scale_name(name), shape=scale_shape(row), dtype="F32", node=node.id,
+                            role=TensorRole.SCALE, part=node.part,
+                        )
+                    )
+        for row in node.buffers:
+            for name in _instances(node, row.tensor):
+                tensors.append(
+                    ManifestTensor(
+                        name=name, shape=row.shape, dtype=row.dtype, node=node.id,
+                        role=TensorRole.BUFFER, part=node.part,
+                    )
+                )
+    tensors.sort(key=lambda tensor: tensor.name)
+    return tensors
