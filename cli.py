@@ -29,9 +29,7 @@ ModelArgument = Annotated[
         help="A bundled model name (kimi-k2-instruct), a folder holding config.json, a config.json, or a Hub repo id.",
     ),
 ]
-RevisionOption = Annotated[
-    str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub repo id.")
-]
+RevisionOption = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub repo id.")]
 
 
 @app.callback()

@@ -83,7 +83,9 @@ def parse_config(text: str, *, display_path: str) -> ConfigDocument:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise InputError(f"invalid JSON: {error.msg}", path=display_path, line=error.lineno, column=error.colno) from None
+        raise InputError(
+            f"invalid JSON: {error.msg}", path=display_path, line=error.lineno, column=error.colno
+        ) from None
     except RecursionError:
         raise InputError("invalid JSON: nested too deeply", path=display_path) from None
     if not isinstance(data, dict):

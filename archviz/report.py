@@ -63,8 +63,12 @@ def _row_json(row: TensorRow) -> dict[str, Any]:
         "elements": row.elements,
     }
     if row.scale_block is not None:
-        data["scale"] = {"tensor": scale_name(row.tensor), "shape": list(scale_shape(row)), "dtype": "F32",
-                         "block": list(row.scale_block)}
+        data["scale"] = {
+            "tensor": scale_name(row.tensor),
+            "shape": list(scale_shape(row)),
+            "dtype": "F32",
+            "block": list(row.scale_block),
+        }
     return data
 
 

@@ -81,11 +81,25 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
         config = path / "config.json"
         if not config.is_file():
             raise InputError("the folder has no config.json", path=name)
-        return ModelSource(name=name, config_path=config, display_path=str(config), folder=path,
-                           repo=None, revision=revision, bundled=False)
+        return ModelSource(
+            name=name,
+            config_path=config,
+            display_path=str(config),
+            folder=path,
+            repo=None,
+            revision=revision,
+            bundled=False,
+        )
     if path.is_file():
-        return ModelSource(name=name, config_path=path, display_path=name, folder=path.parent,
-                           repo=None, revision=revision, bundled=False)
+        return ModelSource(
+            name=name,
+            config_path=path,
+            display_path=name,
+            folder=path.parent,
+            repo=None,
+            revision=revision,
+            bundled=False,
+        )
     if _REPO_ID.match(name) and ".." not in name:
         return _from_hub(name, revision)
     if os.sep in name or name.startswith(".") or name.endswith(".json"):
@@ -110,8 +124,15 @@ def _from_hub(repo: str, revision: str | None) -> ModelSource:
     cached = try_to_load_from_cache(repo, "config.json", revision=revision)
     if isinstance(cached, str):
         config = Path(cached)
-        return ModelSource(name=repo, config_path=config, display_path=f"{repo}/config.json", folder=config.parent,
-                           repo=repo, revision=_snapshot_revision(config) or revision, bundled=False)
+        return ModelSource(
+            name=repo,
+            config_path=config,
+            display_path=f"{repo}/config.json",
+            folder=config.parent,
+            repo=repo,
+            revision=_snapshot_revision(config) or revision,
+            bundled=False,
+        )
     try:
         downloaded = hf_hub_download(repo, "config.json", revision=revision, etag_timeout=10)
     except LocalEntryNotFoundError:
@@ -127,10 +148,19 @@ def _from_hub(repo: str, revision: str | None) -> ModelSource:
     except EntryNotFoundError:
         raise InputError("the repository has no config.json", path=repo) from None
     except OSError as error:
-        raise InputError(f"cannot reach the Hub ({error}); pass a local folder or use the HF cache", path=repo) from None
+        raise InputError(
+            f"cannot reach the Hub ({error}); pass a local folder or use the HF cache", path=repo
+        ) from None
     config = Path(str(downloaded))
-    return ModelSource(name=repo, config_path=config, display_path=f"{repo}/config.json", folder=config.parent,
-                       repo=repo, revision=_snapshot_revision(config) or revision, bundled=False)
+    return ModelSource(
+        name=repo,
+        config_path=config,
+        display_path=f"{repo}/config.json",
+        folder=config.parent,
+        repo=repo,
+        revision=_snapshot_revision(config) or revision,
+        bundled=False,
+    )
 
 
 def _snapshot_revision(config: Path) -> str | None:

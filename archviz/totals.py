@@ -131,23 +131,35 @@ def predicted_manifest(graph: Graph) -> list[ManifestTensor]:
             for name in _instances(node, row.tensor):
                 tensors.append(
                     ManifestTensor(
-                        name=name, shape=row.shape, dtype=row.dtype, node=node.id,
-                        role=TensorRole.WEIGHT, part=node.part,
+                        name=name,
+                        shape=row.shape,
+                        dtype=row.dtype,
+                        node=node.id,
+                        role=TensorRole.WEIGHT,
+                        part=node.part,
                     )
                 )
                 if row.scale_block is not None:
                     tensors.append(
                         ManifestTensor(
-                            name=scale_name(name), shape=scale_shape(row), dtype="F32", node=node.id,
-                            role=TensorRole.SCALE, part=node.part,
+                            name=scale_name(name),
+                            shape=scale_shape(row),
+                            dtype="F32",
+                            node=node.id,
+                            role=TensorRole.SCALE,
+                            part=node.part,
                         )
                     )
         for row in node.buffers:
             for name in _instances(node, row.tensor):
                 tensors.append(
                     ManifestTensor(
-                        name=name, shape=row.shape, dtype=row.dtype, node=node.id,
-                        role=TensorRole.BUFFER, part=node.part,
+                        name=name,
+                        shape=row.shape,
+                        dtype=row.dtype,
+                        node=node.id,
+                        role=TensorRole.BUFFER,
+                        part=node.part,
                     )
                 )
     tensors.sort(key=lambda tensor: tensor.name)

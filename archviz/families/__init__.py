@@ -53,8 +53,11 @@ def find_family(document: ConfigDocument) -> Family:
     known = ", ".join(sorted(t for family in FAMILIES for t in family.model_types))
     said = f"model_type {model_type!r}" if model_type else "no model_type"
     line = document.span("model_type")
-    raise InputError(f"{said} is not a supported architecture (supported: {known})", path=document.path,
-                     line=line.start if line else None)
+    raise InputError(
+        f"{said} is not a supported architecture (supported: {known})",
+        path=document.path,
+        line=line.start if line else None,
+    )
 
 
 def build_graph(document: ConfigDocument, *, name: str, repo: str | None, revision: str | None) -> Graph:

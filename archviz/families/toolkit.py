@@ -204,8 +204,15 @@ class GraphBuilder:
     ) -> str:
         """Add a tensor state: a node whose single output is the tensor itself."""
         return self.node(
-            id, title=title, kind=NodeKind.TENSOR, code=code, summary=summary, group=group,
-            outputs=(value,), placement=placement, part=part,
+            id,
+            title=title,
+            kind=NodeKind.TENSOR,
+            code=code,
+            summary=summary,
+            group=group,
+            outputs=(value,),
+            placement=placement,
+            part=part,
         )
 
     def _config_keys(
@@ -218,8 +225,8 @@ class GraphBuilder:
         extra: Iterable[str],
     ) -> tuple[str, ...]:
         keys: list[str] = []
-        for item in (*inputs, *outputs):
-            for dim in item.dims:
+        for tensor in (*inputs, *outputs):
+            for dim in tensor.dims:
                 keys.extend(dim.config_keys)
         for row in (*parameters, *buffers):
             for item in row.factors:

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Set up everything the tests need on a fresh machine, then run them.
+# Idempotent: a second run reuses .venv and skips what is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m venv .venv
+.venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+
+# The browser tests drive Debian's Chromium (root can install it; elsewhere they skip with a reason).
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,102 @@
+"""The command line, through typer's CliRunner and once as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+
+runner = CliRunner()
+
+
+def test_inspect_json_k2_golden(golden: Callable[[str, str], None]) -> None:
+    result = runner.invoke(app, ["inspect", "kimi-k2-instruct", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["model"] == {
+        "name": "kimi-k2-instruct",
+        "model_type": "kimi_k2",
+        "family": "deepseek_v3",
+        "transformers_model_type": "deepseek_v3",
+        "architecture": "DeepseekV3ForCausalLM",
+        "repo": "moonshotai/Kimi-K2-Instruct",
+        "revision": "fd1984e2b7a3",
+        "checkpoint_dtype": "BF16",
+    }
+    totals = document["totals"]
+    assert totals["parameters"] == 1_026_408_209_408 and totals["buffers"] == 23_040
+    assert sum(n["parameters_per_instance"] * n["instances"] for n in document["nodes"]) == totals["parameters"]
+    embedding = next(n for n in document["nodes"] if n["id"] == "token-embedding")
+    assert embedding["parameters_per_instance"] == 1_174_405_120 and embedding["instances"] == 1
+    assert embedding["calculation"][0]["formula"] == "vocab_size × hidden_size"
+    assert embedding["calculation"][0]["arithmetic"] == "163,840 × 7,168"
+    state = next(n for n in document["nodes"] if n["id"] == "embedded-state")
+    assert state["outputs"] == ["[B batch, T positions, 7168 d]"]
+    assert state["decode"]["outputs"] == ["[B batch, 1 positions, 7168 d]"]
+    expert = next(n for n in document["nodes"] if n["id"] == "moe.routed-expert")
+    assert (expert["parameters_per_instance"], expert["instances"]) == (44_040_192, 23_040)
+    assert expert["placement"]["where"] == "layers 1–60 × 384 experts"
+    assert {g["id"] for g in document["groups"]} >= {"model", "block", "attention", "mlp", "moe", "moe.experts"}
+    golden("kimi-k2-instruct.inspect.json", result.stdout)
+
+
+def test_inspect_tree_shows_folded_repeats() -> None:
+    result = runner.invoke(app, ["inspect", "kimi-k2-instruct"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "Routed experts layers 1–60 × 384 experts" in result.stdout
+    assert "44,040,192 params × 23,040" in result.stdout
+    assert "1,026,408,209,408" in result.stdout
+
+
+def test_inspect_decode_shapes() -> None:
+    result = runner.invoke(app, ["inspect", "kimi-k2-instruct", "--decode"], env={"COLUMNS": "160"})
+    assert "[B batch, 1 positions, 7168 d]" in result.stdout
+    assert "T positions" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{\n  "hidden_size": 7168,\n}', "config.json:3:1: invalid JSON: Expecting property name"),
+        ("[1]", "config.json:1: the config must be a JSON object, not a list"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(write_config: Callable[..., Path], text: str, expected: str) -> None:
+    folder = write_config(text=text)
+    result = runner.invoke(app, ["inspect", str(folder)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and lines[0].startswith("archviz: error: ")
+    assert "Traceback" not in result.output
+
+
+def test_unknown_model_name() -> None:
+    result = runner.invoke(app, ["inspect", "no-such-model"])
+    assert result.exit_code == 2
+    assert "not a bundled model (kimi-k2-instruct)" in result.stderr
+
+
+def test_config_path_and_folder_are_the_same(write_config: Callable[..., Path]) -> None:
+    folder = write_config()
+    by_folder = runner.invoke(app, ["inspect", str(folder), "--json"])
+    by_file = runner.invoke(app, ["inspect", str(folder / "config.json"), "--json"])
+    assert json.loads(by_folder.stdout)["totals"] == json.loads(by_file.stdout)["totals"]
+
+
+def test_console_script_subprocess(write_config: Callable[..., Path]) -> None:
+    executable = shutil.which("archviz") or str(Path(sys.executable).parent / "archviz")
+    ok = subprocess.run([executable, "inspect", "kimi-k2-instruct", "--json"], capture_output=True, text=True)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["totals"]["parameters"] == 1_026_408_209_408
+    folder = write_config({"hidden_size": 0})
+    bad = subprocess.run([executable, "inspect", str(folder)], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1 and "hidden_size: expected a positive integer, got 0" in bad.stderr
+    assert f"{folder / 'config.json'}:" in bad.stderr
