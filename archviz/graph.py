@@ -194,6 +194,20 @@ class Group:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Layer:
+    """What one decoder layer is made of: the layer map of the overview."""
+
+    index: int
+    """Checkpoint layer index (``model.layers.{index}``)."""
+    mixer: str
+    """Its token mixer: ``MLA``, ``KDA``, ``attention``."""
+    ffn: str
+    """Its feed-forward part: ``dense`` or ``MoE``."""
+    part: Part = Part.MAIN
+    """Main model or multi-token-prediction layer."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelInfo:
     """Which model a graph describes."""
 
@@ -229,5 +243,7 @@ class Graph:
     """The checkpoint's unquantized dtype as safetensors names it (``BF16``)."""
     input_embedding: str | None
     """Id of the token-embedding node, for the active count that leaves it out."""
+    layers: tuple[Layer, ...] = ()
+    """Every decoder layer's mixer and FFN kind, in order (MTP layers last)."""
     not_modelled: tuple[str, ...] = ()
     """Parts of the model the graph does not describe, each said in one sentence."""

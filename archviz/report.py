@@ -152,6 +152,10 @@ def graph_json(graph: Graph, totals: Totals) -> dict[str, Any]:
         },
         "nodes": [node_json(node) for node in graph.nodes],
         "groups": [_group_json(group) for group in graph.groups],
+        "layers": [
+            {"index": layer.index, "mixer": layer.mixer, "ffn": layer.ffn, "part": layer.part.value}
+            for layer in graph.layers
+        ],
         "not_modelled": list(graph.not_modelled),
     }
 

@@ -20,8 +20,8 @@ class BundledModel:
 
     repo: str
     """Its Hub repository."""
-    revision: str
-    """The revision the config was taken at."""
+    revision: str | None
+    """The revision the config was taken at, when known."""
     remote_code: str | None
     """The modeling file its config's auto_map names, if any."""
 
@@ -29,6 +29,10 @@ class BundledModel:
 BUNDLED: dict[str, BundledModel] = {
     "kimi-k2-instruct": BundledModel(
         repo="moonshotai/Kimi-K2-Instruct", revision="fd1984e2b7a3", remote_code="modeling_deepseek.py"
+    ),
+    # The config's values as released; its formatting (and so its line numbers) is archviz's own.
+    "kimi-linear-48b-a3b-instruct": BundledModel(
+        repo="moonshotai/Kimi-Linear-48B-A3B-Instruct", revision=None, remote_code=None
     ),
 }
 

@@ -275,3 +275,50 @@ def test_graph_building_does_not_import_torch() -> None:
 def test_totals_are_recomputed_from_the_graph(k2: ModelDocs) -> None:
     assert compute_totals(k2.graph) == k2.totals
     assert json.loads(json.dumps(k2.totals.by_dtype)) == k2.totals.by_dtype
+
+
+KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
+
+
+def test_kimi_linear_acceptance_numbers() -> None:
+    docs = describe_model(KIMI_LINEAR)
+    # = transformers' KimiLinearForCausalLM on the meta device (tests/test_meta.py builds it).
+    assert docs.totals.parameters == 49_122_675_072
+    assert docs.totals.buffers == 6_656
+    mixers = Counter(layer.mixer for layer in docs.graph.layers)
+    assert mixers == {"KDA": 20, "MLA": 7}
+    assert [layer.index + 1 for layer in docs.graph.layers if layer.mixer == "MLA"] == [4, 8, 12, 16, 20, 24, 27]
+    assert [layer.ffn for layer in docs.graph.layers[:2]] == ["dense", "MoE"]
+    state = by_id(docs, "kda.recurrent-state")
+    assert format_shape(state.outputs[0]) == "[B batch, 32 kda_heads, 128 kda_head_dim, 128 kda_head_dim]"
+    assert state.placement.count == 20
+    conv = by_id(docs, "kda.short-conv")
+    assert [row.shape for row in conv.parameters] == [(4096, 1, 4)] * 3
+    assert by_id(docs, "attention.o-proj").placement.count == 7
+    ids = {node.id for node in docs.graph.nodes}
+    assert "rotary-embedding" not in ids and "attention.apply-rotary" not in ids  # mla_use_nope
+    manifest = {tensor.name: tensor for tensor in predicted_manifest(docs.graph)}
+    assert manifest["model.layers.1.block_sparse_moe.experts.255.w2.weight"].shape == (2304, 1024)
+    assert manifest["model.layers.0.self_attn.A_log"].shape == (1, 1, 32, 1)
+    assert "model.layers.3.self_attn.q_conv1d.weight" not in manifest  # layer 4 (1-based) is MLA
+
+
+@pytest.mark.parametrize(
+    ("linear", "message"),
+    [
+        ({"kda_layers": [1, 2, 3, 5, 99]}, "linear_attn_config.kda_layers: layers [99] are outside 1–27"),
+        ({"kda_layers": [1, 2, 3, 4]}, "linear_attn_config.kda_layers: layers [4] are both KDA and full attention"),
+        ({"kda_layers": [1, 2]}, "linear_attn_config: layers [3, 5, 6"),
+        ({"kda_layers": "all"}, "linear_attn_config.kda_layers: expected a list of 1-based layer numbers"),
+    ],
+)
+def test_kimi_linear_layer_lists_are_checked(
+    write_config: Callable[..., Path], linear: dict[str, object], message: str
+) -> None:
+    config = json.loads((Path(__file__).parents[1] / "archviz" / "bundled" / KIMI_LINEAR / "config.json").read_text())
+    config["linear_attn_config"].update(linear)
+    folder = write_config(text=json.dumps(config, indent=2))
+    with pytest.raises(InputError) as caught:
+        describe_model(str(folder))
+    assert caught.value.message.startswith(message)
+    assert caught.value.location.line is not None

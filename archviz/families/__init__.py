@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
-from archviz.families import deepseek_v3
+from archviz.families import deepseek_v3, kimi_linear
 from archviz.graph import Graph, ModelInfo
 from archviz.settings import Settings
 
@@ -35,6 +35,13 @@ FAMILIES: tuple[Family, ...] = (
         architectures=deepseek_v3.ARCHITECTURES,
         transformers_model_type=deepseek_v3.TRANSFORMERS_MODEL_TYPE,
         build=deepseek_v3.build,
+    ),
+    Family(
+        name=kimi_linear.NAME,
+        model_types=kimi_linear.MODEL_TYPES,
+        architectures=kimi_linear.ARCHITECTURES,
+        transformers_model_type=kimi_linear.TRANSFORMERS_MODEL_TYPE,
+        build=kimi_linear.build,
     ),
 )
 

@@ -36,7 +36,7 @@ from archviz.families.toolkit import (
     layer_placement,
     shape,
 )
-from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting, Shape, TensorRow
+from archviz.graph import Dim, Graph, GroupKind, Layer, ModelInfo, NodeKind, Part, Placement, Setting, Shape, TensorRow
 from archviz.settings import Settings
 
 
@@ -326,7 +326,19 @@ class MlaMoeBuilder:
         )
         if self.mtp_layers:
             self.mtp()
-        return b.finish(model, input_embedding="token-embedding")
+        layers = [
+            Layer(index=index, mixer=self.mixer_kind(index), ffn="MoE" if self.is_moe_layer(index) else "dense")
+            for index in range(self.layers)
+        ]
+        layers += [
+            Layer(index=index, mixer=self.mixer_kind(index), ffn="MoE", part=Part.MTP)
+            for index in range(self.layers, self.layers + self.mtp_layers)
+        ]
+        return b.finish(model, input_embedding="token-embedding", layers=layers)
+
+    def mixer_kind(self, index: int) -> str:
+        """The token mixer of a layer (MLA everywhere here)."""
+        return "MLA"
 
     def eps(self) -> Setting:
         return Setting(name="epsilon", value=f"{self.s.number('rms_norm_eps'):g}", config_keys=("rms_norm_eps",))
@@ -672,18 +684,32 @@ class MlaMoeBuilder:
             )
         q_pass = shape("q_pass", BATCH, dims.heads, POSITIONS, dims.nope)
         q_rot = shape("q_rot", BATCH, dims.heads, POSITIONS, dims.rope)
-        b.node(
-            f"{prefix}attention.query-split",
-            title="Query nope/rope split",
-            kind=NodeKind.OPERATOR,
-            code="torch.split(q_states, [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)",
-            group=group,
-            summary="View the queries per head and split each into a position-free part and a rotary part.",
-            inputs=[q_states],
-            outputs=[q_pass, q_rot],
-            placement=at,
-            part=part,
-        )
+        if self.use_rope:
+            b.node(
+                f"{prefix}attention.query-split",
+                title="Query nope/rope split",
+                kind=NodeKind.OPERATOR,
+                code="torch.split(q_states, [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)",
+                group=group,
+                summary="View the queries per head and split each into a position-free part and a rotary part.",
+                inputs=[q_states],
+                outputs=[q_pass, q_rot],
+                placement=at,
+                part=part,
+            )
+        else:
+            b.node(
+                f"{prefix}attention.query-view",
+                title="Query heads",
+                kind=NodeKind.OPERATOR,
+                code="q_states.view(query_shape).transpose(1, 2)",
+                group=group,
+                summary="View the projected queries as one vector per head; no rotary slice is rotated in this model.",
+                inputs=[q_states],
+                outputs=[shape("query_states", BATCH, dims.heads, POSITIONS, dims.qk_head)],
+                placement=at,
+                part=part,
+            )
         compressed = shape("compressed_kv", BATCH, POSITIONS, dims.kv_a)
         linear(
             "kv-a-proj",
@@ -771,18 +797,19 @@ class MlaMoeBuilder:
             outputs=[cached_latent, cached_rot],
         )
         query = shape("query_states", BATCH, dims.heads, POSITIONS, dims.qk_head)
-        b.node(
-            f"{prefix}attention.query-concat",
-            title="Query assembly",
-            kind=NodeKind.OPERATOR,
-            code="torch.cat((q_pass, q_rot), dim=-1)",
-            group=group,
-            placement=at,
-            part=part,
-            summary="Join each head's position-free and rotated query parts.",
-            inputs=[q_pass, q_rot],
-            outputs=[query],
-        )
+        if self.use_rope:
+            b.node(
+                f"{prefix}attention.query-concat",
+                title="Query assembly",
+                kind=NodeKind.OPERATOR,
+                code="torch.cat((q_pass, q_rot), dim=-1)",
+                group=group,
+                placement=at,
+                part=part,
+                summary="Join each head's position-free and rotated query parts.",
+                inputs=[q_pass, q_rot],
+                outputs=[query],
+            )
         kv_full = shape("kv", BATCH, dims.heads, KEY_POSITIONS, dims.qk_nope_v)
         rows = [
             b.tensor(

@@ -14,6 +14,7 @@ from archviz.graph import (
     Graph,
     Group,
     GroupKind,
+    Layer,
     ModelInfo,
     Node,
     NodeKind,
@@ -237,7 +238,14 @@ class GraphBuilder:
         known = [key for key in keys if self.settings.has(key.split(".")[0])]
         return tuple(dict.fromkeys(known))
 
-    def finish(self, model: ModelInfo, *, input_embedding: str | None, not_modelled: Iterable[str] = ()) -> Graph:
+    def finish(
+        self,
+        model: ModelInfo,
+        *,
+        input_embedding: str | None,
+        layers: Iterable[Layer] = (),
+        not_modelled: Iterable[str] = (),
+    ) -> Graph:
         """Freeze everything added into a graph."""
         groups = tuple(
             Group(
@@ -257,5 +265,6 @@ class GraphBuilder:
             groups=groups,
             dtype=self.dtype,
             input_embedding=input_embedding,
+            layers=tuple(layers),
             not_modelled=tuple(not_modelled),
         )

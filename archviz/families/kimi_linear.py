@@ -1,0 +1,334 @@
+"""The kimi_linear family: Kimi Linear (and the text model of Kimi-K3).
+
+Kimi Delta Attention (KDA) layers mixed with MLA layers by the 1-based layer lists of
+``linear_attn_config``; MLA without rotary position when ``mla_use_nope``; the dense MLP and the MoE of
+``archviz.families.mla_moe`` under this family's key names and checkpoint names.
+
+Sources: transformers ``models/kimi_linear/modeling_kimi_linear.py`` (KimiLinearDeltaAttention,
+KimiLinearForgetGate, KimiLinearRMSNormGated, KimiLinearAttention, KimiLinearMoE) and its checkpoint conversion
+mapping (``q_conv1d``/``k_conv1d``/``v_conv1d``, ``f_a_proj``/``f_b_proj``/``A_log``/``dt_bias`` directly under
+``self_attn``, ``block_sparse_moe``, experts ``w1``/``w2``/``w3``).
+"""
+
+from __future__ import annotations
+
+from archviz.families.mla_moe import MlaMoeBuilder, Naming
+from archviz.families.toolkit import BATCH, POSITIONS, factor, fixed, layer_placement, shape
+from archviz.graph import Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting
+from archviz.settings import Settings
+
+NAME = "kimi_linear"
+MODEL_TYPES = ("kimi_linear",)
+ARCHITECTURES = ("KimiLinearForCausalLM",)
+TRANSFORMERS_MODEL_TYPE = "kimi_linear"
+
+# Config keys: Kimi Linear's config.json (transformers maps them through KimiLinearConfig.attribute_map).
+NAMING = Naming(
+    family=NAME,
+    experts="num_experts",
+    top_k="num_experts_per_token",
+    shared="num_shared_experts",
+    normalize="moe_renormalize",
+    groups="num_expert_group",
+    scoring="moe_router_activation_func",
+    moe_prefix="model.layers.{layer}.block_sparse_moe",
+    expert_projections=("w1", "w3", "w2"),
+)
+
+LINEAR = "linear_attn_config"
+
+
+class KimiLinearBuilder(MlaMoeBuilder):
+    """KDA and MLA layers by the configured layer map."""
+
+    def __init__(self, s: Settings):
+        super().__init__(s, NAMING)
+        s.require([LINEAR])
+        self.use_rope = not s.flag("mla_use_nope", default=False)
+        self.kda_layers = self._layer_list("kda_layers")
+        self.mla_layers = self._layer_list("full_attn_layers")
+        both = set(self.kda_layers) & set(self.mla_layers)
+        if both:
+            raise s.fail(
+                (LINEAR, "kda_layers"), f"layers {sorted(i + 1 for i in both)} are both KDA and full attention"
+            )
+        missing = set(range(self.layers)) - set(self.kda_layers) - set(self.mla_layers)
+        if missing:
+            raise s.fail(
+                (LINEAR,), f"layers {sorted(i + 1 for i in missing)} are in neither kda_layers nor full_attn_layers"
+            )
+        self.kda_heads = s.dim(LINEAR, "num_heads")
+        self.kda_head_dim = s.dim(LINEAR, "head_dim")
+        self.conv_kernel = s.dim(LINEAR, "short_conv_kernel_size")
+
+    def _layer_list(self, key: str) -> list[int]:
+        """A 1-based layer list of linear_attn_config as 0-based checkpoint indices."""
+        s = self.s
+        value = s.values[LINEAR].get(key) if isinstance(s.values.get(LINEAR), dict) else None
+        if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+            raise s.fail((LINEAR, key), "expected a list of 1-based layer numbers")
+        outside = [i for i in value if not 1 <= i <= self.layers]
+        if outside:
+            raise s.fail((LINEAR, key), f"layers {outside} are outside 1–{self.layers} (num_hidden_layers)")
+        if len(set(value)) != len(value):
+            raise s.fail((LINEAR, key), "lists a layer twice")
+        return sorted(i - 1 for i in value)
+
+    def mixer_kind(self, index: int) -> str:
+        return "KDA" if index in set(self.kda_layers) else "MLA"
+
+    def mixers(self, prefix: str, layers: list[int], *, parent: str, part: Part) -> None:
+        kda = [i for i in layers if i in set(self.kda_layers)]
+        mla = [i for i in layers if i in set(self.mla_layers)]
+        if kda:
+            self.kda(prefix, layer_placement(kda), parent=parent, part=part)
+        if mla:
+            self.attention(prefix, layer_placement(mla), parent=parent, part=part)
+
+    def kda(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
+        b, dims = self.b, self.dims
+        d = dims.d.value or 0
+        heads = fixed("kda_heads", self.kda_heads, f"{LINEAR}.num_heads")
+        head = fixed("kda_head_dim", self.kda_head_dim, f"{LINEAR}.head_dim")
+        qkv_dim = self.kda_heads * self.kda_head_dim
+        qkv = fixed("kda_heads·kda_head_dim", qkv_dim, f"{LINEAR}.num_heads × {LINEAR}.head_dim")
+        conv = fixed("3·kda_heads·kda_head_dim", 3 * qkv_dim, f"3 × {LINEAR}.num_heads × {LINEAR}.head_dim")
+        kernel = fixed("kernel", self.conv_kernel, f"{LINEAR}.short_conv_kernel_size")
+        group = b.group(
+            f"{prefix}kda",
+            title="Kimi Delta Attention",
+            kind=GroupKind.ATTENTION,
+            parent=parent,
+            placement=at,
+            summary=(
+                "Linear attention with a fixed-size recurrent state per head: short causal convolutions on "
+                "queries, keys and values, a per-channel forget gate and a delta-rule update, then a gated "
+                "RMSNorm and an output projection."
+            ),
+        )
+        attn = "model.layers.{layer}.self_attn"
+        hidden = shape("hidden_states", BATCH, POSITIONS, dims.d)
+        per_head = shape("hidden_shape", BATCH, POSITIONS, heads, head)
+        width = f"{LINEAR}.num_heads × {LINEAR}.head_dim"
+
+        def node(id: str, title: str, **kwargs: object) -> None:
+            b.node(f"{prefix}kda.{id}", title=title, group=group, placement=at, part=part, **kwargs)  # type: ignore[arg-type]
+
+        for name in ("q", "k", "v"):
+            node(
+                f"{name}-proj",
+                f"KDA {dict(q='query', k='key', v='value')[name]} projection",
+                kind=NodeKind.LEARNED,
+                code=f"self.{name}_proj(hidden_states)",
+                summary=f"Project each position to every KDA head's {dict(q='query', k='key', v='value')[name]}.",
+                inputs=[hidden],
+                outputs=[shape(f"{name}", BATCH, POSITIONS, qkv)],
+                parameters=[
+                    b.tensor(
+                        f"{name}_proj weight",
+                        f"{attn}.{name}_proj.weight",
+                        [factor(width, qkv_dim), factor("hidden_size", d)],
+                    )
+                ],
+            )
+        mixed = shape("mixed_qkv", BATCH, conv, POSITIONS)
+        node(
+            "short-conv",
+            "Short causal convolution",
+            kind=NodeKind.LEARNED,
+            code="causal_conv1d_fn(mixed_qkv, weight=self.conv1d.weight.squeeze(1), activation=self.activation)",
+            summary=(
+                "Mix each channel of the queries, keys and values with its last few positions (a depthwise causal "
+                "convolution) and apply SiLU; the last positions are cached for decode."
+            ),
+            inputs=[mixed],
+            outputs=[mixed],
+            parameters=[
+                b.tensor(
+                    f"{name}_conv1d weight",
+                    f"{attn}.{name}_conv1d.weight",
+                    [
+                        factor(width, qkv_dim),
+                        factor("1", 1),
+                        factor(f"{LINEAR}.short_conv_kernel_size", self.conv_kernel),
+                    ],
+                )
+                for name in ("q", "k", "v")
+            ],
+            settings=[
+                Setting(
+                    name="kernel size", value=str(self.conv_kernel), config_keys=(f"{LINEAR}.short_conv_kernel_size",)
+                )
+            ],
+        )
+        node(
+            "conv-state",
+            "Convolution state",
+            kind=NodeKind.TENSOR,
+            code="cache.get_conv_state(self.layer_idx)",
+            summary="The last short_conv_kernel_size positions of queries, keys and values, cached for decode.",
+            outputs=[shape("conv_state", BATCH, conv, kernel)],
+        )
+        node(
+            "qkv-split",
+            "Query / key / value split",
+            kind=NodeKind.OPERATOR,
+            code="torch.split(mixed_qkv.transpose(1, 2), [self.qkv_dim] * 3, dim=-1)",
+            summary="Split the convolved channels back into queries, keys and values, one vector per head.",
+            inputs=[mixed],
+            outputs=[
+                shape("query", BATCH, POSITIONS, heads, head),
+                shape("key", BATCH, POSITIONS, heads, head),
+                shape("value", BATCH, POSITIONS, heads, head),
+            ],
+        )
+        node(
+            "forget-gate",
+            "Forget gate",
+            kind=NodeKind.LEARNED,
+            code="self.forget_gate(hidden_states)",
+            summary=(
+                "Compute a per-channel decay: a low-rank projection plus dt_bias through softplus, scaled by "
+                "−exp(A_log) per head (the log of how much of the state each channel keeps)."
+            ),
+            inputs=[hidden],
+            outputs=[shape("g", BATCH, POSITIONS, heads, head, dtype="float32")],
+            parameters=[
+                b.tensor(
+                    "f_a_proj weight",
+                    f"{attn}.f_a_proj.weight",
+                    [factor(f"{LINEAR}.head_dim", self.kda_head_dim), factor("hidden_size", d)],
+                ),
+                b.tensor(
+                    "f_b_proj weight",
+                    f"{attn}.f_b_proj.weight",
+                    [factor(width, qkv_dim), factor(f"{LINEAR}.head_dim", self.kda_head_dim)],
+                ),
+                b.tensor("dt_bias", f"{attn}.dt_bias", [factor(width, qkv_dim)], dtype="F32"),
+                b.tensor(
+                    "A_log",
+                    f"{attn}.A_log",
+                    [factor("1", 1), factor("1", 1), factor(f"{LINEAR}.num_heads", self.kda_heads), factor("1", 1)],
+                    dtype="F32",
+                ),
+            ],
+        )
+        node(
+            "beta",
+            "Update strength β",
+            kind=NodeKind.LEARNED,
+            code="torch.sigmoid(self.b_proj(hidden_states))",
+            summary="Project each position to one write strength per head, squashed to (0, 1) by a sigmoid.",
+            inputs=[hidden],
+            outputs=[shape("beta", BATCH, POSITIONS, heads)],
+            parameters=[
+                b.tensor(
+                    "b_proj weight",
+                    f"{attn}.b_proj.weight",
+                    [factor(f"{LINEAR}.num_heads", self.kda_heads), factor("hidden_size", d)],
+                )
+            ],
+        )
+        state = shape("recurrent_state", BATCH, heads, head, head, dtype="float32")
+        node(
+            "delta-rule",
+            "Gated delta-rule recurrence",
+            kind=NodeKind.OPERATOR,
+            code="chunk_kimi_delta_attention(query, key, value, g=g, beta=beta, initial_state=recurrent_state, ...)",
+            summary=(
+                "L2-normalize queries and keys, decay the state per channel, write each value against what the "
+                "state already predicts for its key (the delta rule, weighted by β), and read the state with the "
+                "query; chunked for prefill, one step at a time for decode."
+            ),
+            inputs=[
+                per_head,
+                per_head,
+                per_head,
+                shape("g", BATCH, POSITIONS, heads, head),
+                shape("beta", BATCH, POSITIONS, heads),
+            ],
+            outputs=[shape("core_attn_out", BATCH, POSITIONS, heads, head), state],
+            settings=[
+                Setting(
+                    name="query scale",
+                    value=f"{self.kda_head_dim**-0.5:.6g}",
+                    formula=f"{LINEAR}.head_dim^-0.5",
+                    config_keys=(f"{LINEAR}.head_dim",),
+                )
+            ],
+        )
+        node(
+            "recurrent-state",
+            "Recurrent state",
+            kind=NodeKind.TENSOR,
+            code="last_recurrent_state",
+            summary=(
+                "The layer's memory, a key × value matrix per head kept in float32: what a KDA layer caches instead "
+                "of keys and values, the same size at every context length."
+            ),
+            outputs=[state],
+        )
+        node(
+            "output-gate",
+            "Output gate projection",
+            kind=NodeKind.LEARNED,
+            code="self.g_b_proj(self.g_a_proj(hidden_states))",
+            summary="A low-rank projection of each position to one gate per channel of the attention output.",
+            inputs=[hidden],
+            outputs=[shape("gate", BATCH, POSITIONS, heads, head)],
+            parameters=[
+                b.tensor(
+                    "g_a_proj weight",
+                    f"{attn}.g_a_proj.weight",
+                    [factor(f"{LINEAR}.head_dim", self.kda_head_dim), factor("hidden_size", d)],
+                ),
+                b.tensor(
+                    "g_b_proj weight",
+                    f"{attn}.g_b_proj.weight",
+                    [factor(width, qkv_dim), factor(f"{LINEAR}.head_dim", self.kda_head_dim)],
+                ),
+            ],
+        )
+        node(
+            "gated-norm",
+            "Gated RMSNorm",
+            kind=NodeKind.LEARNED,
+            code="self.o_norm(core_attn_out, gate)",
+            summary=(
+                "Normalize each head's output in float32, rescale it, and multiply by the sigmoid of the output gate."
+            ),
+            inputs=[
+                shape("core_attn_out", BATCH, POSITIONS, heads, head),
+                shape("gate", BATCH, POSITIONS, heads, head),
+            ],
+            outputs=[shape("output", BATCH, POSITIONS, qkv)],
+            parameters=[
+                b.tensor("o_norm weight", f"{attn}.o_norm.weight", [factor(f"{LINEAR}.head_dim", self.kda_head_dim)])
+            ],
+            settings=[self.eps()],
+        )
+        node(
+            "o-proj",
+            "KDA output projection",
+            kind=NodeKind.LEARNED,
+            code="self.o_proj(output)",
+            summary="Project the gated head outputs back to the model width.",
+            inputs=[shape("output", BATCH, POSITIONS, qkv)],
+            outputs=[hidden],
+            parameters=[
+                b.tensor("o_proj weight", f"{attn}.o_proj.weight", [factor("hidden_size", d), factor(width, qkv_dim)])
+            ],
+        )
+        node(
+            "output",
+            "KDA output",
+            kind=NodeKind.TENSOR,
+            code="output",
+            summary="What KDA adds to the residual stream.",
+            outputs=[hidden],
+        )
+
+
+def build(settings: Settings, model: ModelInfo) -> Graph:
+    """The kimi_linear graph for one config."""
+    return KimiLinearBuilder(settings).build(model)
