@@ -1,0 +1,577 @@
+"""Build the real transformers model on torch's meta device, and read off what it holds.
+
+This is the second of archviz's three witnesses (analytic graph, meta model, checkpoint header): the
+modeling code transformers ships, instantiated on the ``meta`` device so that no weight is allocated,
+and asked for its parameters, buffers, tied weights and, by a forward pass on meta tensors, the shape
+that every module outputs.
+
+transformers 5 keeps some weights in a different layout from the checkpoints on the Hub (MoE experts
+fused into one ``[E, 2I, d]`` tensor instead of one ``[I, d]`` tensor per expert and projection). The
+names and shapes reported here are put back into checkpoint layout with transformers' own save path
+(``remove_tied_weights_from_state_dict`` then ``revert_weight_conversion``, exactly what
+``save_pretrained`` runs), so no second table of expert names exists in archviz.
+
+This is the only archviz module that imports torch and transformers, and it imports them inside
+functions: importing ``archviz.meta`` for its dataclasses costs nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from archviz.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PreTrainedModel
+
+Shape = tuple[int, ...]
+"""A tensor shape, e.g. ``(2048, 7168)``."""
+
+# config.json keys dropped before transformers sees them. Each would make transformers build something
+# other than the plain architecture, or reach outside transformers:
+# - auto_map names classes in the model folder's own .py files (remote code);
+# - quantization_config / compression_config would make a loader swap nn.Linear for quantized linears;
+# - model_type is the caller's choice, passed separately (Kimi-K2 says "kimi_k2" but is built as
+#   "deepseek_v3"); left in, it would be stored on the config and hide the family's conversion mapping.
+_DROPPED_CONFIG_KEYS = frozenset({"auto_map", "quantization_config", "compression_config", "model_type"})
+
+# auto_map entries tried, in order, for the model class when remote code is allowed.
+_REMOTE_MODEL_AUTO_CLASSES = ("AutoModelForCausalLM", "AutoModel")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetaModel:
+    """The real modeling code built on the meta device, and what it holds."""
+
+    class_name: str
+    """The transformers class that was instantiated, e.g. ``DeepseekV3ForCausalLM``."""
+    model_type: str
+    """The transformers ``model_type`` whose config class read the config, e.g. ``deepseek_v3``."""
+    parameters: dict[str, Shape]
+    """Every parameter as the checkpoint stores it: checkpoint name -> shape. Fused expert tensors are
+    split back into one tensor per expert (``model.layers.1.mlp.experts.7.gate_proj.weight``) and tied
+    aliases are left out, exactly as ``save_pretrained`` writes them."""
+    module_parameters: dict[str, Shape]
+    """Every parameter as the modeling code holds it (``named_parameters()``, tied aliases once):
+    module name -> shape."""
+    persistent_buffers: dict[str, Shape]
+    """Buffers that are saved with the weights (e.g. ``e_score_correction_bias``): checkpoint name ->
+    shape."""
+    non_persistent_buffers: dict[str, Shape]
+    """Buffers the modeling code computes and never saves (e.g. rotary ``inv_freq``): module name ->
+    shape."""
+    tied: tuple[tuple[str, str], ...]
+    """Tied weights as ``(alias, source)`` module names: the alias is the same tensor as the source and is
+    not in :attr:`parameters`."""
+    total_parameters: int
+    """Number of parameter elements, each tied weight counted once; equals the sum over
+    :attr:`parameters` and over :attr:`module_parameters`."""
+    total_persistent_buffer_elements: int
+    """Number of elements in :attr:`persistent_buffers`."""
+    module: nn.Module = field(repr=False, compare=False)
+    """The meta-device ``torch.nn.Module`` itself, kept for :func:`trace_shapes`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceNote:
+    """Something :func:`trace_shapes` has to report about one module in one pass."""
+
+    phase: str
+    """``"prefill"`` or ``"decode"``."""
+    module: str
+    """The module path (``model.layers.1.mlp.experts``); ``""`` is the whole model."""
+    message: str
+    """What happened, in one sentence."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShapeTrace:
+    """Output shapes of every module in a prefill and a decode forward pass on meta tensors."""
+
+    batch_size: int
+    """Sequences in the batch (``B``)."""
+    prefill_tokens: int
+    """Tokens in the prefill pass (``T``): its input is ``input_ids`` of shape ``(B, T)``."""
+    past_tokens: int
+    """Positions already in the cache for the decode pass, whose input is ``(B, 1)``."""
+    experts_implementation: str | None
+    """The transformers experts implementation the passes ran with (``batched_mm``), or ``None`` when
+    the model has no switchable experts or it was left as built."""
+    prefill: dict[str, tuple[Shape, ...]]
+    """Module path -> shapes of the tensors it output in the prefill pass (first call, when a module
+    runs more than once). ``""`` is the whole model."""
+    decode: dict[str, tuple[Shape, ...]]
+    """The same for the decode pass; empty when the model takes no cache."""
+    prefill_logits: Shape | None
+    """Shape of the final logits of the prefill pass, e.g. ``(2, 5, 163840)``; ``None`` if it failed."""
+    decode_logits: Shape | None
+    """Shape of the final logits of the decode pass, e.g. ``(2, 1, 163840)``; ``None`` if not run."""
+    not_executed: tuple[TraceNote, ...]
+    """Modules whose code could not run on meta tensors and were replaced by a stand-in that returns
+    zeros shaped like their input; their recorded shapes come from the stand-in."""
+    errors: tuple[TraceNote, ...]
+    """Passes that failed or could not be run, with the module that failed."""
+
+
+def build_meta_model(
+    config: dict[str, Any],
+    *,
+    model_type: str,
+    architecture: str | None = None,
+    trust_remote_code: bool = False,
+    model_dir: Path | None = None,
+    config_path: str = "config.json",
+) -> MetaModel:
+    """Instantiate the model ``config`` describes on the meta device and describe what it holds.
+
+    ``config`` is the parsed config.json; ``model_type`` the transformers family to read it with.
+    The class is ``architecture`` when transformers has a class of that name for this config, else the
+    family's causal-LM class, else its base model. The model folder's own code (``auto_map``) is
+    imported only when ``trust_remote_code`` is true and ``model_dir`` is given. Anything transformers
+    rejects in the config is raised as :class:`InputError` naming ``config_path``.
+    """
+    module = _instantiate_on_meta(
+        config,
+        model_type=model_type,
+        architecture=architecture,
+        trust_remote_code=trust_remote_code,
+        model_dir=model_dir,
+        config_path=config_path,
+    )
+    return describe_meta_module(module)
+
+
+def describe_meta_module(module: nn.Module) -> MetaModel:
+    """Read parameters, buffers and tied weights off a (meta-device) transformers model."""
+    module_parameters = {name: _shape(p) for name, p in module.named_parameters()}
+    parameter_names = {name for name, _ in module.named_parameters(remove_duplicate=False)}
+    full_state = module.state_dict()
+    saved_state = _saved_state_dict(module, dict(full_state))
+    parameter_state = {k: v for k, v in saved_state.items() if k in parameter_names}
+    buffer_state = {k: v for k, v in saved_state.items() if k not in parameter_names}
+    persistent_module_names = {k for k in full_state if k not in parameter_names}
+    non_persistent = {name: _shape(b) for name, b in module.named_buffers() if name not in persistent_module_names}
+    config = getattr(module, "config", None)
+    return MetaModel(
+        class_name=type(module).__name__,
+        model_type=str(getattr(config, "model_type", "")),
+        parameters=_checkpoint_shapes(module, parameter_state),
+        module_parameters=module_parameters,
+        persistent_buffers=_checkpoint_shapes(module, buffer_state),
+        non_persistent_buffers=non_persistent,
+        tied=_tied_pairs(module, saved_state),
+        total_parameters=sum(p.numel() for p in module.parameters()),
+        total_persistent_buffer_elements=sum(math.prod(_shape(full_state[name])) for name in persistent_module_names),
+        module=module,
+    )
+
+
+def trace_shapes(
+    model: MetaModel | nn.Module,
+    *,
+    batch: int = 2,
+    prefill: int = 5,
+    past: int = 3,
+    experts_implementation: str | None = "batched_mm",
+) -> ShapeTrace:
+    """Run a prefill and a decode forward pass on meta tensors and record every module's output shapes.
+
+    Prefill feeds ``input_ids`` of shape ``(batch, prefill)``. Decode first fills a cache with ``past``
+    positions (that pass is not recorded), then feeds ``(batch, 1)``. ``experts_implementation`` is the
+    transformers experts kernel switched to for the passes and switched back afterwards: ``grouped_mm``
+    and ``batched_mm`` run on meta tensors, the eager loop does not (it calls ``nonzero``). ``None``
+    leaves the model as built. A module whose code cannot run on meta tensors is replaced by a stand-in
+    returning zeros shaped like its input, and reported in ``not_executed``.
+    """
+    for name, value, least in (("batch", batch, 1), ("prefill", prefill, 1), ("past", past, 1)):
+        if value < least:
+            raise ValueError(f"trace_shapes: {name} must be at least {least}, got {value}")
+    module = model.module if isinstance(model, MetaModel) else model
+    tracer = _Tracer(module)
+    with (
+        tracer.attached(),
+        _eval_mode(module),
+        _experts_implementation(module, experts_implementation) as used,
+    ):
+        prefill_logits, decode_logits = tracer.run_passes(batch=batch, prefill=prefill, past=past)
+    return ShapeTrace(
+        batch_size=batch,
+        prefill_tokens=prefill,
+        past_tokens=past,
+        experts_implementation=used,
+        prefill=tracer.shapes["prefill"],
+        decode=tracer.shapes["decode"],
+        prefill_logits=prefill_logits,
+        decode_logits=decode_logits,
+        not_executed=tuple(tracer.not_executed.values()),
+        errors=tuple(tracer.errors),
+    )
+
+
+# --- building -------------------------------------------------------------------------------------
+
+
+def _instantiate_on_meta(
+    config: dict[str, Any],
+    *,
+    model_type: str,
+    architecture: str | None,
+    trust_remote_code: bool,
+    model_dir: Path | None,
+    config_path: str,
+) -> nn.Module:
+    import torch
+
+    # A deep copy: transformers rewrites nested values in place (rope_scaling gains rope_type) and the
+    # caller's parsed config.json must stay as the user wrote it.
+    settings = copy.deepcopy({key: value for key, value in config.items() if key not in _DROPPED_CONFIG_KEYS})
+    auto_map = config.get("auto_map")
+    config_class: Any = None
+    model_class: Any = None
+    if trust_remote_code and model_dir is not None and isinstance(auto_map, dict):
+        config_class, model_class = _remote_classes(auto_map, model_dir, config_path)
+    if config_class is None:
+        config_class = _native_config_class(model_type, config_path)
+    try:
+        hf_config = config_class.from_dict(settings)
+    except Exception as exc:  # transformers validates in __init__ with many exception types
+        raise InputError(
+            f"transformers rejects this {model_type} config: {type(exc).__name__}: {exc}", path=config_path
+        ) from exc
+    if model_class is None:
+        model_class = _native_model_class(hf_config, model_type, architecture, config_path)
+    try:
+        with torch.device("meta"):
+            # What AutoModel*.from_config calls: applies the config's dtype and attention choice.
+            module: nn.Module = model_class._from_config(hf_config)
+    except Exception as exc:  # a config value the modeling code cannot build (bad size, ratio, name)
+        raise InputError(
+            f"transformers cannot build {model_class.__name__} from this config: {type(exc).__name__}: {exc}",
+            path=config_path,
+        ) from exc
+    return module
+
+
+def _native_config_class(model_type: str, config_path: str) -> Any:
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        raise InputError(
+            f"transformers has no model_type {model_type!r} (it may need the model's own code)",
+            path=config_path,
+        )
+    return CONFIG_MAPPING[model_type]
+
+
+def _native_model_class(hf_config: Any, model_type: str, architecture: str | None, config_path: str) -> Any:
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING
+
+    if architecture is not None:
+        named = getattr(transformers, architecture, None)
+        config_class = getattr(named, "config_class", None)
+        if isinstance(named, type) and isinstance(config_class, type) and isinstance(hf_config, config_class):
+            return named
+    for mapping in (MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING):
+        if type(hf_config) in mapping:
+            candidates: Any = mapping[type(hf_config)]
+            if isinstance(candidates, list | tuple):
+                by_name = {candidate.__name__: candidate for candidate in candidates}
+                wanted = [name for name in getattr(hf_config, "architectures", None) or [] if name in by_name]
+                return by_name[wanted[0]] if wanted else candidates[0]
+            return candidates
+    raise InputError(f"transformers has no model class for model_type {model_type!r}", path=config_path)
+
+
+def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str) -> tuple[Any, Any]:
+    """The config and model classes ``auto_map`` names in the model folder's own code (``None`` if not named).
+
+    Only ever called with the user's explicit trust: this imports and runs the folder's .py files.
+    """
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    model_reference = next((auto_map[name] for name in _REMOTE_MODEL_AUTO_CLASSES if auto_map.get(name)), None)
+    classes: list[Any] = []
+    for reference in (auto_map.get("AutoConfig"), model_reference):
+        if not isinstance(reference, str):
+            classes.append(None)
+            continue
+        try:
+            classes.append(get_class_from_dynamic_module(reference, str(model_dir), local_files_only=True))
+        except (OSError, ImportError, AttributeError, ValueError) as exc:
+            raise InputError(
+                f"cannot import {reference} from the model's own code in {model_dir}: {exc}", path=config_path
+            ) from exc
+    return classes[0], classes[1]
+
+
+# --- parameters and buffers in checkpoint naming -----------------------------------------------------
+
+
+def _saved_state_dict(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What ``save_pretrained`` keeps before reverting conversions: ignored keys and tied aliases go."""
+    from transformers import PreTrainedModel
+    from transformers.modeling_utils import remove_tied_weights_from_state_dict
+
+    if not isinstance(module, PreTrainedModel):
+        return state
+    for key in module._keys_to_ignore_on_save or ():
+        state.pop(key, None)
+    kept: dict[str, torch.Tensor] = remove_tied_weights_from_state_dict(state, module)
+    return kept
+
+
+def _checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, Shape]:
+    """Rename and reshape ``state`` as a checkpoint stores it, with transformers' save-time reversal.
+
+    ``revert_weight_conversion`` reverses the family's checkpoint conversion mapping (e.g. the fused
+    ``experts.gate_up_proj`` ``[E, 2I, d]`` becomes ``experts.{j}.gate_proj.weight`` ``[I, d]`` and
+    ``experts.{j}.up_proj.weight``); it runs its ops on meta tensors, so nothing is allocated.
+    """
+    from transformers import PreTrainedModel
+    from transformers.core_model_loading import revert_weight_conversion
+
+    if not state:
+        return {}
+    if isinstance(module, PreTrainedModel):
+        state = revert_weight_conversion(module, state)
+    # Kept in the order revert_weight_conversion produces: natural name order (layers.2 before
+    # layers.10), each fused tensor expanded in place.
+    return {name: _shape(tensor) for name, tensor in state.items()}
+
+
+def _tied_pairs(module: nn.Module, saved_state: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``(alias, source)`` for every parameter reachable under two names; the source is the saved one."""
+    names_by_tensor: dict[int, list[str]] = {}
+    for name, parameter in module.named_parameters(remove_duplicate=False):
+        names_by_tensor.setdefault(id(parameter), []).append(name)
+    pairs: list[tuple[str, str]] = []
+    for names in names_by_tensor.values():
+        if len(names) < 2:
+            continue
+        saved = [name for name in names if name in saved_state]
+        source = saved[0] if saved else names[0]
+        pairs.extend((name, source) for name in names if name != source)
+    return tuple(sorted(pairs))
+
+
+def _shape(tensor: torch.Tensor) -> Shape:
+    return tuple(int(size) for size in tensor.shape)
+
+
+# --- tracing ------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _eval_mode(module: nn.Module) -> Iterator[None]:
+    """Inference behaviour (no dropout, no router jitter) for the duration; each module's mode restored."""
+    modes = {sub: sub.training for sub in module.modules()}
+    module.eval()
+    try:
+        yield
+    finally:
+        for sub, training in modes.items():
+            sub.training = training
+
+
+@contextmanager
+def _experts_implementation(module: nn.Module, wanted: str | None) -> Iterator[str | None]:
+    """Switch the model's experts kernel for the duration, and back; yields the one in use."""
+    from transformers import PreTrainedModel
+
+    if wanted is None or not isinstance(module, PreTrainedModel) or not _has_switchable_experts(module):
+        yield None
+        return
+    original = module.get_experts_implementation()
+    module.set_experts_implementation(wanted)
+    try:
+        # transformers may adjust the request (to what this torch supports): report what is in force.
+        yield module.get_experts_implementation()[""]
+    finally:
+        module.set_experts_implementation(original)
+
+
+def _has_switchable_experts(module: PreTrainedModel) -> bool:
+    # use_experts_implementation marks the experts classes it wraps with these attributes.
+    return module._can_set_experts_implementation() and any(
+        hasattr(sub, "has_gate") and hasattr(sub, "is_transposed") for sub in module.modules()
+    )
+
+
+class _Tracer:
+    """Forward hooks recording output shapes, and stand-ins for modules that cannot run on meta."""
+
+    def __init__(self, root: nn.Module) -> None:
+        self.root = root
+        self.paths = {sub: name for name, sub in root.named_modules()}
+        self.phase = "prefill"
+        self.recording = True
+        self.shapes: dict[str, dict[str, tuple[Shape, ...]]] = {"prefill": {}, "decode": {}}
+        self.not_executed: dict[tuple[str, str], TraceNote] = {}
+        self.errors: list[TraceNote] = []
+        self.stack: list[str] = []
+        self.stubbed_classes: set[type] = set()
+        self.stubbed_modules: list[nn.Module] = []
+
+    @contextmanager
+    def attached(self) -> Iterator[None]:
+        handles = []
+        for sub, path in self.paths.items():
+            handles.append(sub.register_forward_pre_hook(self._enter(path)))
+            handles.append(sub.register_forward_hook(self._leave(path)))
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+            for sub in self.stubbed_modules:
+                del sub.forward
+
+    def _enter(self, path: str) -> Callable[..., None]:
+        def hook(_module: nn.Module, _args: Any) -> None:
+            self.stack.append(path)
+
+        return hook
+
+    def _leave(self, path: str) -> Callable[..., None]:
+        def hook(_module: nn.Module, _args: Any, output: Any) -> None:
+            # Truncate back to this module even if an inner module raised and something caught it.
+            if path in self.stack:
+                del self.stack[len(self.stack) - 1 - self.stack[::-1].index(path) :]
+            if self.recording:
+                self.shapes[self.phase].setdefault(path, tuple(_output_shapes(output)))
+
+        return hook
+
+    def run_passes(self, *, batch: int, prefill: int, past: int) -> tuple[Shape | None, Shape | None]:
+        import torch
+
+        device = next((p.device for p in self.root.parameters()), torch.device("meta"))
+        forward_parameters = inspect.signature(self.root.forward).parameters
+        cache_argument = next((n for n in ("cache", "past_key_values") if n in forward_parameters), None)
+        extra: dict[str, Any] = {"use_cache": True} if "use_cache" in forward_parameters else {}
+
+        def tokens(length: int) -> torch.Tensor:
+            return torch.zeros((batch, length), dtype=torch.long, device=device)
+
+        with torch.no_grad():
+            self.phase = "prefill"
+            prefill_output = self._run("prefill", lambda: self.root(input_ids=tokens(prefill), **extra))
+            prefill_logits = _logits_shape(prefill_output)
+            if cache_argument is None or not extra:
+                self.errors.append(
+                    TraceNote(
+                        phase="decode",
+                        module="",
+                        message=f"{type(self.root).__name__}.forward takes no cache: there is no decode step",
+                    )
+                )
+                return prefill_logits, None
+            self.phase = "decode"
+            self.recording = False
+            filled = self._run("decode", lambda: self.root(input_ids=tokens(past), **extra))
+            self.recording = True
+            cache = _cache_of(filled)
+            if cache is None:
+                if filled is not None:
+                    self.errors.append(
+                        TraceNote(phase="decode", module="", message="the cache-filling pass returned no cache")
+                    )
+                return prefill_logits, None
+            decode_output = self._run(
+                "decode", lambda: self.root(input_ids=tokens(1), **{cache_argument: cache}, **extra)
+            )
+            return prefill_logits, _logits_shape(decode_output)
+
+    def _run(self, phase: str, call: Callable[[], Any]) -> Any:
+        """Run ``call``; on failure stand in for the failing module's class and retry, else record it."""
+        while True:
+            self.stack.clear()
+            if self.recording:
+                self.shapes[phase].clear()
+            try:
+                return call()
+            except Exception as exc:  # any failure inside modeling code is reported, never raised
+                failing = self.stack[-1] if self.stack else ""
+                message = f"{type(exc).__name__}: {_first_line(exc)}"
+                if not self._stand_in_for(failing, message):
+                    self.errors.append(TraceNote(phase=phase, module=failing, message=message))
+                    return None
+
+    def _stand_in_for(self, path: str, message: str) -> bool:
+        """Replace every module of the failing module's class by a zeros stand-in; False if not sensible."""
+        from transformers import PreTrainedModel
+
+        failing = self.root.get_submodule(path)
+        if path == "" or isinstance(failing, PreTrainedModel) or type(failing) in self.stubbed_classes:
+            return False
+        self.stubbed_classes.add(type(failing))
+        for sub, sub_path in self.paths.items():
+            if type(sub) is type(failing):
+                sub.forward = self._zeros_like_input(sub_path, message)
+                self.stubbed_modules.append(sub)
+        return True
+
+    def _zeros_like_input(self, path: str, message: str) -> Callable[..., torch.Tensor]:
+        import torch
+
+        def stand_in(*args: Any, **kwargs: Any) -> torch.Tensor:
+            first = next((v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)), None)
+            if first is None:
+                raise RuntimeError("no tensor input to shape a stand-in output like")
+            key = (self.phase, path)
+            if key not in self.not_executed:
+                self.not_executed[key] = TraceNote(
+                    phase=self.phase,
+                    module=path,
+                    message=f"cannot run on meta tensors ({message}); replaced by zeros like its input",
+                )
+            return torch.zeros_like(first)
+
+        return stand_in
+
+
+def _output_shapes(output: Any) -> Iterator[Shape]:
+    """Shapes of the tensors in a module output, depth first (ModelOutput, tuples, dicts); caches skipped."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        yield _shape(output)
+    elif isinstance(output, Mapping):
+        for value in output.values():
+            yield from _output_shapes(value)
+    elif isinstance(output, list | tuple):
+        for value in output:
+            yield from _output_shapes(value)
+
+
+def _logits_shape(output: Any) -> Shape | None:
+    import torch
+
+    logits = output.get("logits") if isinstance(output, Mapping) else None
+    if logits is None and isinstance(output, tuple) and output:
+        logits = output[0]
+    return _shape(logits) if isinstance(logits, torch.Tensor) else None
+
+
+def _cache_of(output: Any) -> Any:
+    if not isinstance(output, Mapping):
+        return None
+    for key in ("cache", "past_key_values"):
+        if (cache := output.get(key)) is not None:
+            return cache
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
