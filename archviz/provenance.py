@@ -1,0 +1,927 @@
+"""Source provenance: the lines of a modeling file that define and use each operator.
+
+Every node of the graph cites code at a pinned revision. This module pins a file (``load_source_file``,
+``transformers_source_file``, ``hub_source_file``), finds the code that matters in it by walking its
+syntax tree (``find_attribute_definition``, ``find_attribute_use``, ``find_statement`` and friends),
+and cuts excerpts the way the cards show them (``excerpt``, ``format_excerpt``, ``code_reference``,
+``link``). Line numbers are always an output, computed from the file's text; nothing stores them.
+
+The source is only ever *read*: it is parsed with ``ast`` and tokenized with ``tokenize``, never
+imported, compiled to bytecode or executed, so a planted modeling file cannot run code here. This
+module must not import torch or transformers; it finds transformers' files through package metadata.
+
+Class names are matched by the rule in ``resolve_class_name``: an exact name, then the family's own
+class (``<Family><suffix>``, where ``<Family>PreTrainedModel`` names the family), then a unique suffix.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
+import itertools
+import os
+import re
+import subprocess
+import tokenize
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeGuard, TypeVar
+from urllib.parse import quote
+
+from archviz.errors import InputError
+
+_GIT_TIMEOUT_SECONDS = 10
+_CONTENT_HASH_HEX_CHARS = 40
+_TRANSFORMERS_REPO_URL = "https://github.com/huggingface/transformers"
+# Only final releases have a ``v<version>`` tag on GitHub; a dev or local build has no page to link to.
+_RELEASE_VERSION = re.compile(r"\d+\.\d+\.\d+")
+_MODEL_TYPE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
+# Python's tokenizer ends lines at \r\n, \r and \n only; str.splitlines would also split at form feeds
+# and \u2028, which do occur in real files, and shift every line number after them.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_NodeT = TypeVar("_NodeT", bound=ast.AST)
+
+
+class RevisionKind(StrEnum):
+    """How a source file's revision was pinned."""
+
+    GIT = "git"
+    """The full sha of HEAD in the git checkout holding the file, whose blob at HEAD equals the file."""
+    CONTENT_HASH = "content-hash"
+    """The first 40 hex digits of the sha256 of the file's bytes (a file outside any clean checkout)."""
+    PACKAGE_VERSION = "package-version"
+    """The installed package's release tag, ``v<version>``."""
+    HUB = "hub"
+    """A Hugging Face Hub commit sha."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceSpan:
+    """A range of lines in one file, 1-based and inclusive (like griffe's ``lineno``/``endlineno``)."""
+
+    path: str
+    """The file's display name, the same as ``SourceFile.path`` (``modeling_deepseek_v3.py``)."""
+    start: int
+    """First line, 1-based."""
+    end: int
+    """Last line, inclusive; equal to ``start`` for a one-line span."""
+
+    def __post_init__(self) -> None:
+        if self.start < 1 or self.end < self.start:
+            raise ValueError(f"bad span {self.path} {self.start}–{self.end}: need 1 <= start <= end")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceFile:
+    """The text of one source file and the revision that pins it."""
+
+    path: str
+    """Display name shown on cards and carried by spans (``modeling_deepseek_v3.py``, ``config.json``)."""
+    text: str = field(repr=False)
+    """The whole file, decoded as UTF-8."""
+    revision: str
+    """What pins the text: a commit sha, a content hash or ``v<version>``, per ``revision_kind``."""
+    revision_kind: RevisionKind
+    """How ``revision`` was obtained (a ``str`` enum: compares equal to ``"git"`` and so on)."""
+    url_template: str | None
+    """Web address of the file at ``revision`` with ``{start}`` and ``{end}`` standing for a line range,
+    or None when the file has no public page (a local file)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExcerptLines:
+    """A run of consecutive lines shown in an excerpt."""
+
+    start: int
+    """Line number of the first line, 1-based."""
+    lines: tuple[str, ...]
+    """The lines, original indentation kept, without line breaks."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExcerptOmission:
+    """Lines left out between two shown runs (``… lines 1363–1439 omitted …``)."""
+
+    start: int
+    """First omitted line, 1-based."""
+    end: int
+    """Last omitted line, inclusive."""
+
+
+ExcerptPart = ExcerptLines | ExcerptOmission
+"""One part of an excerpt: shown lines or an omission marker."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pinning files
+
+
+def load_source_file(path: Path, *, display_name: str | None = None) -> SourceFile:
+    """Read a local file and pin it.
+
+    The revision is HEAD's full sha when the file sits in a git checkout and its bytes equal its blob
+    at HEAD (so the sha really pins these lines); otherwise (outside a checkout, untracked, modified,
+    or git unavailable) it is a content hash. Local files have no ``url_template``.
+    """
+    data = _read_bytes(path)
+    name = display_name if display_name is not None else path.name
+    text = _decode(data, name)
+    git_sha = _git_revision(path)
+    if git_sha is not None:
+        return SourceFile(path=name, text=text, revision=git_sha, revision_kind=RevisionKind.GIT, url_template=None)
+    return SourceFile(
+        path=name,
+        text=text,
+        revision=content_hash(data),
+        revision_kind=RevisionKind.CONTENT_HASH,
+        url_template=None,
+    )
+
+
+def content_hash(data: bytes) -> str:
+    """The content-hash revision of a file's bytes: the first 40 hex digits of their sha256."""
+    return hashlib.sha256(data).hexdigest()[:_CONTENT_HASH_HEX_CHARS]
+
+
+def hub_url_template(repo_id: str, revision: str, filename: str) -> str:
+    """The ``url_template`` of a file in a Hub model repository at a commit.
+
+    ``revision`` must be a full 40-hex commit sha: a branch name would not pin the lines.
+    """
+    if _COMMIT_SHA.fullmatch(revision) is None:
+        raise ValueError(f"hub revision must be a 40-hex commit sha, got {revision!r}")
+    return (
+        f"https://huggingface.co/{quote(repo_id, safe='/')}/blob/{revision}/{quote(filename, safe='/')}"
+        "#L{start}-L{end}"
+    )
+
+
+def hub_source_file(path: Path, *, repo_id: str, revision: str, filename: str) -> SourceFile:
+    """A file downloaded from a Hub repository at commit ``revision``, read from ``path``.
+
+    ``filename`` is its path inside the repository and becomes the display name.
+    """
+    url_template = hub_url_template(repo_id, revision, filename)
+    text = _decode(_read_bytes(path), filename)
+    return SourceFile(
+        path=filename,
+        text=text,
+        revision=revision,
+        revision_kind=RevisionKind.HUB,
+        url_template=url_template,
+    )
+
+
+def transformers_source_file(model_type: str) -> SourceFile:
+    """The installed transformers' ``modeling_<model_type>.py``, pinned to its release tag.
+
+    transformers is located through its package metadata (never imported, so nothing of it runs).
+    """
+    module = model_type.replace("-", "_")
+    display_name = f"modeling_{module}.py"
+    if _MODEL_TYPE.fullmatch(model_type) is None:
+        raise InputError(f"not a model_type: {model_type!r}", path=display_name)
+    relative = f"models/{module}/{display_name}"
+    try:
+        distribution = importlib.metadata.distribution("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        raise InputError("transformers is not installed", path=display_name) from None
+    version = distribution.version
+    path = _transformers_file(distribution, relative)
+    if path is None:
+        raise InputError(
+            f"transformers {version} ships no modeling file for model_type {model_type!r}",
+            path=display_name,
+        )
+    url_template = None
+    if _RELEASE_VERSION.fullmatch(version) is not None:
+        url_template = f"{_TRANSFORMERS_REPO_URL}/blob/v{version}/src/transformers/{relative}#L{{start}}-L{{end}}"
+    return SourceFile(
+        path=display_name,
+        text=_decode(_read_bytes(path), display_name),
+        revision=f"v{version}",
+        revision_kind=RevisionKind.PACKAGE_VERSION,
+        url_template=url_template,
+    )
+
+
+def _transformers_file(distribution: importlib.metadata.Distribution, relative: str) -> Path | None:
+    """Where the installed transformers keeps ``relative`` (a path under its package folder)."""
+    candidates = [Path(str(distribution.locate_file(f"transformers/{relative}")))]
+    # An editable install keeps the package outside site-packages; find_spec on a top-level name only
+    # searches the path (it imports parents of dotted names, and this name has none).
+    spec = importlib.util.find_spec("transformers")
+    if spec is not None and spec.submodule_search_locations is not None:
+        candidates.extend(Path(folder) / relative for folder in spec.submodule_search_locations)
+    return next((candidate for candidate in candidates if candidate.is_file()), None)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("no such file", path=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a folder, not a file", path=str(path)) from None
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror or error}", path=str(path)) from None
+
+
+def _decode(data: bytes, display_name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise InputError("not UTF-8 text", path=display_name, line=line) from None
+
+
+def _git_revision(path: Path) -> str | None:
+    """HEAD's sha when ``path`` is tracked by a git checkout and unmodified, else None."""
+    resolved = path.resolve()
+    folder = resolved.parent
+    head = _git(folder, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    if head is None:
+        return None
+    blob_at_head = _git(folder, "rev-parse", "--verify", "--quiet", f"HEAD:./{resolved.name}")
+    if blob_at_head is None:
+        return None  # untracked, or not in HEAD's tree
+    # --no-filters: hash the bytes as they are, without running any clean filter the checkout configures.
+    blob_on_disk = _git(folder, "hash-object", "--no-filters", "--", resolved.name)
+    if blob_on_disk != blob_at_head:
+        return None  # modified since HEAD: the sha would not pin these bytes
+    return head
+
+
+def _git(folder: Path, *arguments: str) -> str | None:
+    """Run one read-only git command in ``folder``; its trimmed output, or None on any failure."""
+    # GIT_DIR and friends (set, for example, while a git hook runs) would point git at another
+    # repository than the one holding the file.
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
+    try:
+        completed = subprocess.run(
+            ["git", "-c", "core.fsmonitor=false", *arguments],
+            cwd=folder,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if completed.returncode != 0:
+        return None
+    output = completed.stdout.strip()
+    return output or None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Parsing (never executing)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Parsed:
+    """A parsed module and the lookups the locators need."""
+
+    lines: tuple[str, ...]
+    classes: dict[str, ast.ClassDef]
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    comment_lines: frozenset[int]
+
+
+# A memo of a pure function of its arguments, so not observable state: locating twenty nodes in one file
+# parses it once. Callers must not mutate the trees it returns.
+@lru_cache(maxsize=16)
+def _parse(path: str, text: str) -> _Parsed:
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as error:
+        raise InputError(f"not valid Python: {error.msg}", path=path, line=error.lineno, column=error.offset) from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise InputError(f"cannot parse as Python: {error}", path=path) from None
+    classes: dict[str, ast.ClassDef] = {}
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    # Later definitions win, as they do when the module runs.
+    for statement in _module_level_statements(tree.body):
+        if isinstance(statement, ast.ClassDef):
+            classes[statement.name] = statement
+        elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions[statement.name] = statement
+    return _Parsed(
+        lines=tuple(split_lines(text)),
+        classes=classes,
+        functions=functions,
+        comment_lines=_comment_lines(text),
+    )
+
+
+def _module_level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Module-level statements, including those under module-level ``if``/``try`` (optional imports)."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, ast.If):
+            yield from _module_level_statements(statement.body)
+            yield from _module_level_statements(statement.orelse)
+        elif isinstance(statement, ast.Try | ast.TryStar):
+            for block in (statement.body, statement.orelse, statement.finalbody):
+                yield from _module_level_statements(block)
+            for handler in statement.handlers:
+                yield from _module_level_statements(handler.body)
+
+
+def _comment_lines(text: str) -> frozenset[int]:
+    """Lines holding nothing but a comment (a ``#`` inside a string does not count)."""
+    lines: set[int] = set()
+    code_lines: set[int] = set()
+    ignored = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+    try:
+        # newline=None: read \r and \r\n as line ends, as ast does.
+        for token in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
+            if token.type == tokenize.COMMENT:
+                lines.add(token.start[0])
+            elif token.type not in ignored:
+                code_lines.update(range(token.start[0], token.end[0] + 1))
+    except (tokenize.TokenError, SyntaxError):
+        return frozenset()  # ast accepted the file, so this does not happen; excerpts just lose comments
+    return frozenset(lines - code_lines)
+
+
+def split_lines(text: str) -> list[str]:
+    """The file's lines as Python numbers them (line ``n`` is item ``n - 1``), without line breaks."""
+    lines = _LINE_BREAK.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()  # the break ending the last line does not start another
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------
+# Locating code
+
+
+ClassPattern = str | tuple[str, ...]
+"""A class-name suffix, or several tried in order (the first that names a class wins)."""
+
+
+def resolve_class_name(src: SourceFile, class_suffix: ClassPattern) -> str | None:
+    """The module-level class that ``class_suffix`` names in ``src``, or None when none matches.
+
+    For each suffix in turn (a tuple is tried in order):
+
+    1. a class named exactly the suffix;
+    2. the family's own class ``<Family><suffix>``, where the module defines a
+       ``<Family>PreTrainedModel``, when exactly one family has such a class (so ``"Model"`` is
+       ``DeepseekV3Model``, not ``DeepseekV3PreTrainedModel``, and ``"Attention"`` is
+       ``KimiLinearAttention``, not ``KimiLinearDeltaAttention``);
+    3. the only class whose name ends with the suffix.
+
+    Several classes ending with the suffix and none chosen by rules 1–2 is ambiguous: ``InputError``
+    names the candidates. Pass a longer suffix (``"DeltaAttention"``) or the full name.
+    """
+    parsed = _parse(src.path, src.text)
+    patterns = (class_suffix,) if isinstance(class_suffix, str) else class_suffix
+    family_prefixes = {
+        name.removesuffix("PreTrainedModel")
+        for name in parsed.classes
+        if name.endswith("PreTrainedModel") and name != "PreTrainedModel"
+    }
+    for pattern in patterns:
+        if not pattern:
+            raise ValueError("empty class suffix")
+        if pattern in parsed.classes:
+            return pattern
+        family_names = [prefix + pattern for prefix in family_prefixes if prefix + pattern in parsed.classes]
+        if len(family_names) == 1:
+            return family_names[0]
+        candidates = [name for name in parsed.classes if name.endswith(pattern)]
+        if len(candidates) == 1:
+            return candidates[0]
+        if candidates:
+            raise InputError(
+                f"class suffix {pattern!r} is ambiguous: {', '.join(candidates)}",
+                path=src.path,
+                line=parsed.classes[candidates[0]].lineno,
+            )
+    return None
+
+
+def find_class(src: SourceFile, class_suffix: ClassPattern) -> SourceSpan | None:
+    """The whole class definition, decorators included."""
+    class_def = _find_class_def(src, class_suffix)
+    return None if class_def is None else _span(src, _node_start(class_def), _node_end(class_def))
+
+
+def find_function(src: SourceFile, name: str) -> SourceSpan | None:
+    """A module-level function (``yarn_get_mscale``), decorators included."""
+    function = _parse(src.path, src.text).functions.get(name)
+    return None if function is None else _span(src, _node_start(function), _node_end(function))
+
+
+def find_method(src: SourceFile, *, class_suffix: ClassPattern, method: str) -> SourceSpan | None:
+    """A method of the class, decorators included; inherited from a base class in the same file when
+    the class does not define it."""
+    function = _find_method_def(src, class_suffix, method)
+    return None if function is None else _span(src, _node_start(function), _node_end(function))
+
+
+def find_attribute_definition(
+    src: SourceFile, *, class_suffix: ClassPattern, attribute: str, method: str = "__init__"
+) -> SourceSpan | None:
+    """The statement in ``method`` (``__init__``) that assigns ``self.<attribute>``, all its lines.
+
+    When the attribute is assigned in several places (``if …: self.mlp = MoE(…) else: self.mlp =
+    MLP(…)``) the span is the smallest statement holding them all, or the run of sibling statements
+    from the first to the last. Base classes defined in the same file are searched when the class's
+    own ``method`` does not assign it.
+    """
+    for function in _method_chain(src, class_suffix, method):
+        self_name = _self_name(function)
+        if self_name is None:
+            continue
+        parents = _parent_map(function)
+        assignments = [
+            statement for statement in _statements(function) if _assigns_attribute(statement, self_name, attribute)
+        ]
+        if assignments:
+            first, last = _common_statements(assignments, parents, function)
+            return _span(src, _node_start(first), _node_end(last))
+    return None
+
+
+def find_attribute_uses(
+    src: SourceFile,
+    *,
+    class_suffix: ClassPattern,
+    attribute: str,
+    method: str | None = "forward",
+    with_context: bool = False,
+) -> list[SourceSpan]:
+    """Every statement that calls ``self.<attribute>(…)`` in ``method`` and in the methods it calls
+    through ``self`` (``forward`` → ``expand_kv`` → ``self.kv_b_proj(…)``): ``method``'s own uses
+    first, then each called method's, breadth first, each in source order.
+
+    Only when nothing calls it are plain reads returned instead (``for layer in self.layers[…]:``).
+    The span is the innermost statement holding the call, all its lines; a call in the header of a
+    compound statement (an ``if`` test, a ``for`` iterable) yields that whole compound statement.
+    ``with_context`` also takes the header of the ``if``/``elif`` directly enclosing the statement and
+    the comment lines right above (``# Get inputs_embeds`` / ``if inputs_embeds is None:``).
+    Methods are inherited from base classes in the same file. ``method=None`` searches every method
+    the class itself defines except ``__init__``.
+    """
+    parsed = _parse(src.path, src.text)
+    class_def = _find_class_def(src, class_suffix)
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    if class_def is not None and method is None:
+        functions = [function for function in _methods(class_def) if function.name != "__init__"]
+    elif class_def is not None and method is not None:
+        functions = _reachable_methods(src, class_def, method)
+    calls: list[tuple[ast.stmt, dict[ast.AST, ast.AST]]] = []
+    reads: list[tuple[ast.stmt, dict[ast.AST, ast.AST]]] = []
+    for function in functions:
+        self_name = _self_name(function)
+        if self_name is None:
+            continue
+        parents = _parent_map(function)
+        for node in _source_order(ast.walk(function)):
+            if not _is_self_attribute(node, self_name, attribute) or not isinstance(node.ctx, ast.Load):
+                continue
+            statement = _enclosing_statement(node, parents)
+            if statement is None or statement is function:
+                continue
+            parent = parents.get(node)
+            is_call = isinstance(parent, ast.Call) and parent.func is node
+            (calls if is_call else reads).append((statement, parents))
+    found = calls or reads
+    spans: list[SourceSpan] = []
+    seen: set[int] = set()
+    for statement, parents in found:
+        if id(statement) in seen:
+            continue
+        seen.add(id(statement))
+        start = _context_start(statement, parents, parsed) if with_context else _node_start(statement)
+        spans.append(_span(src, start, _node_end(statement)))
+    return spans
+
+
+def find_attribute_use(
+    src: SourceFile,
+    *,
+    class_suffix: ClassPattern,
+    attribute: str,
+    method: str | None = "forward",
+    with_context: bool = False,
+) -> SourceSpan | None:
+    """The first statement in ``method`` that calls ``self.<attribute>(…)``; see ``find_attribute_uses``
+    (``inputs_embeds = self.embed_tokens(input_ids)``)."""
+    spans = find_attribute_uses(
+        src, class_suffix=class_suffix, attribute=attribute, method=method, with_context=with_context
+    )
+    return spans[0] if spans else None
+
+
+def find_statement(
+    src: SourceFile,
+    *,
+    class_suffix: ClassPattern | None,
+    method: str,
+    contains: str,
+    with_context: bool = False,
+) -> SourceSpan | None:
+    """The innermost statement in ``method`` whose source text contains ``contains``, the first in
+    source order (``contains="logits = self.lm_head"``).
+
+    ``class_suffix=None`` makes ``method`` a module-level function. ``with_context`` is as for
+    ``find_attribute_uses``.
+    """
+    if not contains:
+        raise ValueError("find_statement needs a non-empty 'contains'")
+    parsed = _parse(src.path, src.text)
+    function = parsed.functions.get(method) if class_suffix is None else _find_method_def(src, class_suffix, method)
+    if function is None:
+        return None
+    parents = _parent_map(function)
+    matches = [statement for statement in _statements(function) if contains in _source_segment(parsed, statement)]
+    matched = {id(statement) for statement in matches}
+    innermost = [
+        statement
+        for statement in matches
+        if not any(id(inner) in matched for inner in _descendant_statements(statement))
+    ]
+    if not innermost:
+        return None
+    statement = min(innermost, key=lambda node: (node.lineno, node.col_offset))
+    start = _context_start(statement, parents, parsed) if with_context else _node_start(statement)
+    return _span(src, start, _node_end(statement))
+
+
+def _find_class_def(src: SourceFile, class_suffix: ClassPattern) -> ast.ClassDef | None:
+    name = resolve_class_name(src, class_suffix)
+    return None if name is None else _parse(src.path, src.text).classes[name]
+
+
+def _class_chain(src: SourceFile, class_def: ast.ClassDef) -> list[ast.ClassDef]:
+    """The class, then its bases defined in the same file, depth first (a plain-name approximation of
+    the method resolution order; bases from other modules are not followed)."""
+    classes = _parse(src.path, src.text).classes
+    chain: list[ast.ClassDef] = []
+    pending = [class_def]
+    while pending:
+        current = pending.pop(0)
+        if any(current is seen for seen in chain):
+            continue
+        chain.append(current)
+        bases = [classes[base.id] for base in current.bases if isinstance(base, ast.Name) and base.id in classes]
+        pending = bases + pending
+    return chain
+
+
+def _methods(class_def: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [node for node in class_def.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
+
+
+def _method_chain(
+    src: SourceFile, class_suffix: ClassPattern, method: str
+) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """``method`` as defined by the class and by each same-file base, nearest first."""
+    class_def = _find_class_def(src, class_suffix)
+    return [] if class_def is None else _method_definitions(src, class_def, method)
+
+
+def _method_definitions(
+    src: SourceFile, class_def: ast.ClassDef, method: str
+) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for owner in _class_chain(src, class_def):
+        # The last definition in a class body wins, as at run time.
+        definitions = [function for function in _methods(owner) if function.name == method]
+        if definitions:
+            found.append(definitions[-1])
+    return found
+
+
+def _find_method_def(
+    src: SourceFile, class_suffix: ClassPattern, method: str
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    chain = _method_chain(src, class_suffix, method)
+    return chain[0] if chain else None
+
+
+def _reachable_methods(
+    src: SourceFile, class_def: ast.ClassDef, method: str
+) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """``method``, then the methods it calls as ``self.<name>(…)``, breadth first, each once."""
+    first = _method_definitions(src, class_def, method)
+    order: list[ast.FunctionDef | ast.AsyncFunctionDef] = first[:1]
+    index = 0
+    while index < len(order):
+        function = order[index]
+        index += 1
+        self_name = _self_name(function)
+        if self_name is None:
+            continue
+        for node in _source_order(ast.walk(function)):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and _is_self_attribute(node.func, self_name, node.func.attr)
+            ):
+                continue
+            called = _method_definitions(src, class_def, node.func.attr)
+            if called and not any(called[0] is known for known in order):
+                order.append(called[0])
+    return order
+
+
+def _self_name(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The name a method calls its instance (``self``), or None for a method without one."""
+    for decorator in function.decorator_list:
+        if isinstance(decorator, ast.Name) and decorator.id in {"staticmethod", "classmethod"}:
+            return None
+    positional = [*function.args.posonlyargs, *function.args.args]
+    return positional[0].arg if positional else None
+
+
+def _is_self_attribute(node: ast.AST, self_name: str, attribute: str) -> TypeGuard[ast.Attribute]:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attribute
+        and isinstance(node.value, ast.Name)
+        and node.value.id == self_name
+    )
+
+
+def _assigns_attribute(statement: ast.stmt, self_name: str, attribute: str) -> bool:
+    if isinstance(statement, ast.Assign):
+        targets: list[ast.expr] = list(statement.targets)
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        targets = [statement.target]
+    else:
+        return False
+    return any(_is_self_attribute(target, self_name, attribute) for target in _flatten_targets(targets))
+
+
+def _flatten_targets(targets: Iterable[ast.expr]) -> Iterator[ast.expr]:
+    for target in targets:
+        if isinstance(target, ast.Tuple | ast.List):
+            yield from _flatten_targets(target.elts)
+        elif isinstance(target, ast.Starred):
+            yield from _flatten_targets([target.value])
+        else:
+            yield target
+
+
+def _statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    """Every statement in the function body, nested blocks included, in source order; nested
+    functions and classes are skipped (their ``self`` is not this method's)."""
+    found: list[ast.stmt] = []
+
+    def visit(body: Iterable[ast.AST]) -> None:
+        for node in body:
+            if isinstance(node, ast.stmt):
+                found.append(node)
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    continue
+            visit(ast.iter_child_nodes(node))
+
+    visit(function.body)
+    return _source_order(found)
+
+
+def _source_segment(parsed: _Parsed, node: ast.stmt) -> str:
+    """The node's own source text (ast.get_source_segment re-splits the whole file on every call)."""
+    end_line = node.end_lineno if node.end_lineno is not None else node.lineno
+    end_column = node.end_col_offset if node.end_col_offset is not None else None
+    first = parsed.lines[node.lineno - 1]
+    last = parsed.lines[end_line - 1]
+    # ast's columns count UTF-8 bytes, not characters.
+    start = len(first.encode()[: node.col_offset].decode(errors="ignore"))
+    end = len(last) if end_column is None else len(last.encode()[:end_column].decode(errors="ignore"))
+    if node.lineno == end_line:
+        return first[start:end]
+    middle = parsed.lines[node.lineno : end_line - 1]
+    return "\n".join([first[start:], *middle, last[:end]])
+
+
+def _descendant_statements(statement: ast.stmt) -> Iterator[ast.stmt]:
+    for node in ast.walk(statement):
+        if node is not statement and isinstance(node, ast.stmt):
+            yield node
+
+
+def _parent_map(root: ast.AST) -> dict[ast.AST, ast.AST]:
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(root):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    return parents
+
+
+def _enclosing_statement(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.stmt | None:
+    current: ast.AST | None = node
+    while current is not None and not isinstance(current, ast.stmt):
+        current = parents.get(current)
+    return current
+
+
+def _statement_chain(statement: ast.stmt, parents: dict[ast.AST, ast.AST], root: ast.AST) -> list[ast.AST]:
+    """The statements from ``root`` down to ``statement``, both included."""
+    chain: list[ast.AST] = [statement]
+    current: ast.AST | None = parents.get(statement)
+    while current is not None:
+        if isinstance(current, ast.stmt):
+            chain.append(current)
+        if current is root:
+            break
+        current = parents.get(current)
+    chain.reverse()
+    return chain
+
+
+def _common_statements(
+    statements: list[ast.stmt], parents: dict[ast.AST, ast.AST], root: ast.AST
+) -> tuple[ast.AST, ast.AST]:
+    """The first and last statement of the smallest citation holding every one of ``statements``.
+
+    Statements in one block give the run from the first to the last; statements in different blocks
+    (the two branches of an ``if``) give the innermost statement holding both.
+    """
+    chains = [_statement_chain(statement, parents, root) for statement in statements]
+    depth = 0
+    while all(len(chain) > depth for chain in chains) and all(chain[depth] is chains[0][depth] for chain in chains):
+        depth += 1
+    if all(len(chain) == depth for chain in chains):
+        return chains[0][-1], chains[0][-1]  # one statement (assigned once)
+    children = _source_order(chain[depth] for chain in chains)
+    if len({_block_of(child, parents) for child in children}) > 1:
+        common = chains[0][depth - 1]
+        return common, common
+    return children[0], children[-1]
+
+
+def _block_of(statement: ast.AST, parents: dict[ast.AST, ast.AST]) -> tuple[int, str]:
+    """Which statement list holds ``statement``: its parent's identity and the field's name."""
+    parent = parents[statement]
+    for name, value in ast.iter_fields(parent):
+        if isinstance(value, list) and any(statement is item for item in value):
+            return id(parent), name
+    return id(parent), ""
+
+
+def _context_start(statement: ast.stmt, parents: dict[ast.AST, ast.AST], parsed: _Parsed) -> int:
+    """Where a statement's excerpt starts with its context: the directly enclosing ``if``/``elif``
+    header, then the comment lines right above."""
+    start = _node_start(statement)
+    parent = parents.get(statement)
+    if isinstance(parent, ast.If) and any(statement is child for child in (*parent.body, *parent.orelse)):
+        start = parent.lineno
+    while start - 1 in parsed.comment_lines:
+        start -= 1
+    return start
+
+
+def _source_order(nodes: Iterable[_NodeT]) -> list[_NodeT]:
+    return sorted(nodes, key=lambda node: (getattr(node, "lineno", 0), getattr(node, "col_offset", 0)))
+
+
+def _node_start(node: ast.AST) -> int:
+    """First line of a node, counting the decorators of a definition."""
+    line: int = getattr(node, "lineno", 1)
+    for decorator in getattr(node, "decorator_list", ()):
+        line = min(line, decorator.lineno)
+    return line
+
+
+def _node_end(node: ast.AST) -> int:
+    end: int | None = getattr(node, "end_lineno", None)
+    return end if end is not None else _node_start(node)
+
+
+def _span(src: SourceFile, start: int, end: int) -> SourceSpan:
+    return SourceSpan(path=src.path, start=start, end=end)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Excerpts, references and links
+
+
+def excerpt(src_text: str, spans: Sequence[SourceSpan], *, max_span_lines: int = 40) -> list[ExcerptPart]:
+    """The lines of ``spans`` in ``src_text``, in order, with the gaps between them marked.
+
+    Overlapping and adjacent spans merge. A span longer than ``max_span_lines`` keeps its first and
+    last lines (``max_span_lines`` in all) with an omission between. A gap of one line is shown rather
+    than marked, since the marker would take that line anyway. Nothing before the first or after the
+    last shown line is marked. All spans must be of one file, the one ``src_text`` holds.
+    """
+    if max_span_lines < 2:
+        raise ValueError("max_span_lines must be at least 2 (a head line and a tail line)")
+    if not spans:
+        return []
+    lines = split_lines(src_text)
+    paths = {span.path for span in spans}
+    if len(paths) > 1:
+        raise ValueError(f"an excerpt shows one file, got spans of {sorted(paths)}")
+    shown: set[int] = set()
+    for span in spans:
+        if span.end > len(lines):
+            raise ValueError(f"span {span.path} {span.start}–{span.end} ends after the last line {len(lines)}")
+        length = span.end - span.start + 1
+        if length <= max_span_lines:
+            shown.update(range(span.start, span.end + 1))
+        else:
+            head = (max_span_lines + 1) // 2
+            tail = max_span_lines - head
+            shown.update(range(span.start, span.start + head))
+            shown.update(range(span.end - tail + 1, span.end + 1))
+    ordered = sorted(shown)
+    for before, after in itertools.pairwise(ordered):
+        if after - before == 2:
+            shown.add(before + 1)
+    runs = _runs(sorted(shown))
+    parts: list[ExcerptPart] = []
+    for index, (start, end) in enumerate(runs):
+        if index:
+            parts.append(ExcerptOmission(start=runs[index - 1][1] + 1, end=start - 1))
+        parts.append(ExcerptLines(start=start, lines=tuple(lines[start - 1 : end])))
+    return parts
+
+
+def omission_label(omission: ExcerptOmission) -> str:
+    """The marker text for an omission: ``… lines 1363–1439 omitted …`` (``… line 7 omitted …``)."""
+    if omission.start == omission.end:
+        return f"… line {omission.start} omitted …"
+    return f"… lines {omission.start}–{omission.end} omitted …"
+
+
+def format_excerpt(parts: Sequence[ExcerptPart]) -> str:
+    """An excerpt as plain text, as the cards show it: the lines, and one marker line per gap."""
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, ExcerptLines):
+            out.extend(part.lines)
+        else:
+            out.append(omission_label(part))
+    return "\n".join(out)
+
+
+def code_reference(spans: Sequence[SourceSpan]) -> str:
+    """A compact citation: ``modeling_kimi_linear.py 1096–1097, 1156–1158 · config.json 18–254``.
+
+    Files appear in the order of their first span; each file's ranges are sorted and merged where
+    they overlap or touch; a one-line range is just its number.
+    """
+    by_path: dict[str, list[tuple[int, int]]] = {}
+    for span in spans:
+        by_path.setdefault(span.path, []).append((span.start, span.end))
+    cited: list[str] = []
+    for path, ranges in by_path.items():
+        merged = _merge_ranges(ranges)
+        text = ", ".join(str(start) if start == end else f"{start}–{end}" for start, end in merged)
+        cited.append(f"{path} {text}")
+    return " · ".join(cited)
+
+
+def covering_range(spans: Sequence[SourceSpan]) -> tuple[int, int]:
+    """First and last line over all spans, for a card's ``lines 1360–1441``."""
+    if not spans:
+        raise ValueError("no spans")
+    return min(span.start for span in spans), max(span.end for span in spans)
+
+
+def link(source_file: SourceFile, span: SourceSpan) -> str | None:
+    """The web address of ``span`` in ``source_file`` at its pinned revision, or None for a local file."""
+    if span.path != source_file.path:
+        raise ValueError(f"span of {span.path!r} does not belong to {source_file.path!r}")
+    if source_file.url_template is None:
+        return None
+    line_count = len(split_lines(source_file.text))
+    if span.end > line_count:
+        raise ValueError(f"span {span.start}–{span.end} ends after the last line {line_count} of {span.path}")
+    # Plain replacement, not str.format: a template may hold other braces (it is an address).
+    return source_file.url_template.replace("{start}", str(span.start)).replace("{end}", str(span.end))
+
+
+def _runs(numbers: list[int]) -> list[tuple[int, int]]:
+    """Consecutive runs in sorted, distinct numbers."""
+    runs: list[tuple[int, int]] = []
+    for number in numbers:
+        if runs and runs[-1][1] == number - 1:
+            runs[-1] = (runs[-1][0], number)
+        else:
+            runs.append((number, number))
+    return runs
+
+
+def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
