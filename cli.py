@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from archviz.errors import InputError
-from archviz.pipeline import describe_model
-from archviz.report import graph_json, render_tree
+from archviz.pipeline import ModelDocs, describe_model
+from archviz.report import graph_json, render_tree, render_verification, verification_json
 from archviz.shapes import Phase
 
 app = typer.Typer(
@@ -59,6 +60,93 @@ def inspect(
         sys.stdout.write(json.dumps(graph_json(docs.graph, docs.totals), indent=2, ensure_ascii=False) + "\n")
         return
     Console().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
+
+
+CheckpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--checkpoint",
+        help="A .safetensors file, a folder of shards, a manifest written by `archviz manifest`, or a Hub repo id.",
+    ),
+]
+TrustOption = Annotated[
+    bool, typer.Option("--trust-remote-code", help="Allow importing the model folder's own modeling code.")
+]
+
+
+def _checkpoint_location(docs: ModelDocs, checkpoint: str | None) -> str | None:
+    """--checkpoint, else the Hub repo's (HF cache first), else the model folder's own safetensors."""
+    from archviz.verify import find_local_checkpoint
+
+    if checkpoint is not None:
+        return checkpoint
+    if docs.source.repo is not None and not docs.source.bundled:
+        return docs.source.repo
+    return find_local_checkpoint(docs.source.folder)
+
+
+@app.command()
+def check(
+    model: ModelArgument,
+    checkpoint: CheckpointOption = None,
+    revision: RevisionOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Also fail on tensor states whose shapes could not be checked.")
+    ] = False,
+    no_meta: Annotated[bool, typer.Option("--no-meta", help="Skip the meta-device model (no torch needed).")] = False,
+    trust_remote_code: TrustOption = False,
+) -> None:
+    """Verify MODEL three ways: analytic graph, meta-device model, checkpoint tensors. Exit 1 on disagreement."""
+    from archviz.checkpoint import read_checkpoint
+    from archviz.verify import verify
+
+    try:
+        docs = describe_model(model, revision=revision)
+        location = _checkpoint_location(docs, checkpoint)
+        held = read_checkpoint(location, revision=revision) if location is not None else None
+        verification = verify(docs, checkpoint=held, run_meta=not no_meta, trust_remote_code=trust_remote_code)
+    except InputError as error:
+        raise _fail(error) from None
+    if as_json:
+        sys.stdout.write(json.dumps(verification_json(verification), indent=2, ensure_ascii=False) + "\n")
+    else:
+        Console().print(render_verification(model, verification))
+    failed = not verification.agrees or (strict and any("shape of" in item for item in verification.unchecked))
+    raise typer.Exit(code=1 if failed else 0)
+
+
+@app.command()
+def manifest(
+    model: ModelArgument,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The manifest file to write.")],
+    predicted: Annotated[
+        bool, typer.Option("--predicted", help="Write the graph's predicted checkpoint instead of a real one.")
+    ] = False,
+    checkpoint: CheckpointOption = None,
+    revision: RevisionOption = None,
+) -> None:
+    """Write the tensor names, shapes and dtypes of MODEL's checkpoint (or, --predicted, of the graph's)."""
+    from archviz.checkpoint import read_checkpoint, write_manifest
+    from archviz.verify import predicted_checkpoint
+
+    try:
+        docs = describe_model(model, revision=revision)
+        if predicted:
+            held = predicted_checkpoint(docs)
+        else:
+            location = _checkpoint_location(docs, checkpoint)
+            if location is None:
+                raise InputError("no checkpoint to read: pass --checkpoint, or --predicted for the graph's", path=model)
+            held = read_checkpoint(location, revision=revision)
+        text = write_manifest(held)
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as error:
+            raise InputError(f"cannot write the manifest: {error.strerror or error}", path=str(output)) from None
+    except InputError as error:
+        raise _fail(error) from None
+    Console(stderr=True).print(f"wrote {len(held.tensors):,} tensors to {output}", markup=False)
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -336,17 +337,50 @@ def _checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dic
     ``revert_weight_conversion`` reverses the family's checkpoint conversion mapping (e.g. the fused
     ``experts.gate_up_proj`` ``[E, 2I, d]`` becomes ``experts.{j}.gate_proj.weight`` ``[I, d]`` and
     ``experts.{j}.up_proj.weight``); it runs its ops on meta tensors, so nothing is allocated.
+
+    Layers with the same structure (the same names and shapes below ``layers.{i}``) are reverted once, on a
+    representative, and the result is renumbered: Kimi-K2's 60 identical MoE layers cost one reversal, not 60.
+    If a reversal ever moved a tensor across layers, every layer is reverted as it is.
     """
     from transformers import PreTrainedModel
+
+    if not state:
+        return {}
+    if not isinstance(module, PreTrainedModel):
+        return {name: _shape(tensor) for name, tensor in state.items()}
+    other: dict[str, torch.Tensor] = {}
+    layers: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
+    for name, tensor in state.items():
+        match = _LAYER.match(name)
+        if match is None:
+            other[name] = tensor
+        else:
+            layers.setdefault((match["prefix"], int(match["index"])), {})[match["rest"]] = tensor
+    shapes = {name: _shape(tensor) for name, tensor in _revert(module, other).items()}
+    representatives: dict[tuple[str, tuple[tuple[str, Shape], ...]], tuple[int, dict[str, Shape]]] = {}
+    for (prefix, index), members in layers.items():
+        signature = (prefix, tuple(sorted((rest, _shape(tensor)) for rest, tensor in members.items())))
+        if signature not in representatives:
+            reverted = _revert(module, {f"{prefix}{index}.{rest}": tensor for rest, tensor in members.items()})
+            own = f"{prefix}{index}."
+            if not all(name.startswith(own) for name in reverted):
+                return {name: _shape(tensor) for name, tensor in _revert(module, state).items()}
+            representatives[signature] = (index, {name[len(own) :]: _shape(t) for name, t in reverted.items()})
+        _, relative = representatives[signature]
+        shapes.update({f"{prefix}{index}.{rest}": shape for rest, shape in relative.items()})
+    return shapes
+
+
+_LAYER = re.compile(r"^(?P<prefix>(?:.*\.)?layers\.)(?P<index>\d+)\.(?P<rest>.+)$")
+
+
+def _revert(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     from transformers.core_model_loading import revert_weight_conversion
 
     if not state:
         return {}
-    if isinstance(module, PreTrainedModel):
-        state = revert_weight_conversion(module, state)
-    # Kept in the order revert_weight_conversion produces: natural name order (layers.2 before
-    # layers.10), each fused tensor expanded in place.
-    return {name: _shape(tensor) for name, tensor in state.items()}
+    reverted: dict[str, torch.Tensor] = revert_weight_conversion(module, state)  # type: ignore[arg-type]
+    return reverted
 
 
 def _tied_pairs(module: nn.Module, saved_state: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -14,6 +14,7 @@ from rich.tree import Tree
 from archviz.graph import Graph, Group, Node, NodeKind, Placement, TensorRow
 from archviz.shapes import Phase, format_shape
 from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
+from archviz.verify import LegTotals, Verdict, Verification, verification_sentence
 
 JSON_SCHEMA = "archviz.inspect/1"
 ACTIVE_CONVENTION = (
@@ -213,3 +214,126 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
     for dtype, elements in totals.by_dtype.items():
         table.add_row(f"checkpoint {dtype} elements", f"{elements:,}")
     return RichGroup(root, table)
+
+
+# -- verification -----------------------------------------------------------------------------
+
+
+def verification_json(verification: Verification) -> dict[str, Any]:
+    """The ``check --json`` document."""
+
+    def totals(leg: LegTotals | None) -> dict[str, int | None] | None:
+        return None if leg is None else {"parameters": leg.parameters, "buffers": leg.buffers}
+
+    return {
+        "schema": "archviz.check/1",
+        "agrees": verification.agrees,
+        "totals": {
+            "analytic": totals(verification.analytic),
+            "meta_model": totals(verification.meta),
+            "checkpoint": totals(verification.checkpoint),
+        },
+        "meta_class": verification.meta_class,
+        "checkpoint_source": verification.checkpoint_source,
+        "nodes": [
+            {
+                "id": check.node,
+                "title": check.title,
+                "analytic": check.analytic,
+                "meta_model": check.meta,
+                "checkpoint": check.checkpoint,
+                "verdict": check.verdict.value,
+            }
+            for check in verification.nodes
+        ],
+        "tensors": [
+            {
+                "name": check.name,
+                "node": check.node,
+                "leg": check.leg,
+                "verdict": check.verdict.value,
+                "expected": check.expected,
+                "found": check.found,
+            }
+            for check in verification.tensors
+        ],
+        "shapes": [
+            {
+                "node": check.node,
+                "phase": check.phase,
+                "expected": list(check.expected) if check.expected is not None else None,
+                "found": list(check.found) if check.found is not None else None,
+                "verdict": check.verdict.value,
+                "reason": check.reason,
+            }
+            for check in verification.shapes
+        ],
+        "notes": list(verification.notes),
+        "problems": list(verification.problems),
+        "unchecked": list(verification.unchecked),
+        "sentence": verification_sentence(verification),
+    }
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def render_verification(name: str, verification: Verification, *, limit: int = 40) -> RichGroup:
+    """The ``check`` report: totals per leg, nodes per leg, disagreeing tensors, what was not checked."""
+    from rich.markup import escape
+
+    totals = Table(title=f"archviz check {escape(name)}")
+    for column in ("", "analytic graph", "meta model", "checkpoint"):
+        totals.add_column(column, justify="right" if column else "left")
+    legs = (verification.analytic, verification.meta, verification.checkpoint)
+    totals.add_row("parameters", *(_count(leg.parameters if leg else None) for leg in legs))
+    totals.add_row("persistent buffers", *(_count(leg.buffers if leg else None) for leg in legs))
+    nodes = Table(title="Per node (parameters and buffers over all instances)")
+    for column in ("node", "analytic", "meta model", "checkpoint", "verdict"):
+        nodes.add_column(column, justify="left" if column in ("node", "verdict") else "right")
+    for check in verification.nodes:
+        style = "green" if check.verdict is Verdict.OK else "bold red"
+        nodes.add_row(
+            escape(check.title),
+            _count(check.analytic),
+            _count(check.meta),
+            _count(check.checkpoint),
+            f"[{style}]{check.verdict.value}[/]",
+        )
+    parts: list[Any] = [totals, nodes]
+    if verification.tensors:
+        tensors = Table(title=f"Disagreeing tensors ({len(verification.tensors):,})")
+        for column in ("tensor", "node", "leg", "verdict", "expected", "found"):
+            tensors.add_column(column)
+        for tensor_check in verification.tensors[:limit]:
+            tensors.add_row(
+                escape(tensor_check.name),
+                escape(tensor_check.node or "—"),
+                tensor_check.leg,
+                f"[bold red]{tensor_check.verdict.value}[/]",
+                escape(tensor_check.expected),
+                escape(tensor_check.found),
+            )
+        parts.append(tensors)
+        if len(verification.tensors) > limit:
+            parts.append(f"… and {len(verification.tensors) - limit:,} more (see --json)")
+    checked = [shape for shape in verification.shapes if shape.verdict is Verdict.OK]
+    mismatched = [shape for shape in verification.shapes if shape.verdict is Verdict.MISMATCH]
+    if verification.shapes:
+        parts.append(
+            f"shapes: {len(checked)} tensor shapes agree with the meta forward pass (prefill and decode)"
+            + (f", [bold red]{len(mismatched)} disagree[/]" if mismatched else "")
+        )
+    for note in verification.notes:
+        parts.append(f"[dim]note:[/] {escape(note)}")
+    for item in verification.unchecked:
+        parts.append(f"[yellow]not checked:[/] {escape(item)}")
+    for problem in verification.problems[:limit]:
+        parts.append(f"[bold red]✗[/] {escape(problem)}")
+    parts.append(
+        "[bold green]✓ everything checked agrees[/]"
+        if verification.agrees
+        else f"[bold red]✗ {len(verification.problems):,} disagreements[/]"
+    )
+    return RichGroup(*parts)

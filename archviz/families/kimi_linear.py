@@ -301,7 +301,7 @@ class KimiLinearBuilder(MlaMoeBuilder):
                 shape("core_attn_out", BATCH, POSITIONS, heads, head),
                 shape("gate", BATCH, POSITIONS, heads, head),
             ],
-            outputs=[shape("output", BATCH, POSITIONS, qkv)],
+            outputs=[shape("output", BATCH, POSITIONS, heads, head)],
             parameters=[
                 b.tensor("o_norm weight", f"{attn}.o_norm.weight", [factor(f"{LINEAR}.head_dim", self.kda_head_dim)])
             ],
@@ -311,8 +311,8 @@ class KimiLinearBuilder(MlaMoeBuilder):
             "o-proj",
             "KDA output projection",
             kind=NodeKind.LEARNED,
-            code="self.o_proj(output)",
-            summary="Project the gated head outputs back to the model width.",
+            code="self.o_proj(output.reshape(batch_size, seq_len, -1))",
+            summary="Flatten the gated head outputs of each position and project them back to the model width.",
             inputs=[shape("output", BATCH, POSITIONS, qkv)],
             outputs=[hidden],
             parameters=[

@@ -101,7 +101,6 @@ class _Dims:
     kv_rank: Dim
     kv_a: Dim
     kv_b: Dim
-    qk_nope_v: Dim
     o_in: Dim
     ffn: Dim
     expert_ffn: Dim
@@ -159,7 +158,6 @@ def _dims(s: Settings, n: Naming) -> _Dims:
             heads * (nope + v),
             "num_attention_heads × (qk_nope_head_dim + v_head_dim)",
         ),
-        qk_nope_v=fixed("qk_nope_head_dim+v_head_dim", nope + v, "qk_nope_head_dim + v_head_dim"),
         o_in=fixed("heads·v_head_dim", heads * v, "num_attention_heads × v_head_dim"),
         ffn=fixed("ffn", s.dim("intermediate_size"), "intermediate_size"),
         expert_ffn=fixed("expert_ffn", moe_ffn, "moe_intermediate_size"),
@@ -180,6 +178,10 @@ def _validate(s: Settings, dims: _Dims, n: Naming) -> None:
     groups = s.dim(n.groups) if s.has(n.groups) else 1
     if experts % groups:
         raise s.fail((n.groups,), f"{n.experts} ({experts}) is not divisible by {n.groups} ({groups})")
+    pad = s.values.get("pad_token_id")
+    vocab = dims.vocab.value or 0
+    if isinstance(pad, int) and not isinstance(pad, bool) and not 0 <= pad < vocab:
+        raise s.fail(("pad_token_id",), f"{pad} is not a token of the vocabulary (vocab_size {vocab})")
     if s.has("topk_group") and s.dim("topk_group") > groups:
         raise s.fail(("topk_group",), f"topk_group is larger than {n.groups} ({groups})")
 
@@ -810,7 +812,7 @@ class MlaMoeBuilder:
                 inputs=[q_pass, q_rot],
                 outputs=[query],
             )
-        kv_full = shape("kv", BATCH, dims.heads, KEY_POSITIONS, dims.qk_nope_v)
+        kv_full = shape("kv", BATCH, dims.one_head, KEY_POSITIONS, dims.kv_b)
         rows = [
             b.tensor(
                 "KV up-projection weight",
@@ -846,7 +848,8 @@ class MlaMoeBuilder:
             placement=at,
             part=part,
             summary=(
-                "Split each head's expansion into key and value parts and join the key part with the shared rotary key."
+                "View the expansion per head, split it into key and value parts, and join the key part with the "
+                "shared rotary key."
             ),
             inputs=[kv_full, cached_rot],
             outputs=[key, value],

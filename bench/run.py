@@ -1,0 +1,71 @@
+"""Benchmarks archviz against the plain alternatives, in one run, side by side.
+
+    python bench/run.py [--repeat N]
+
+1. `archviz check kimi-k2-instruct` (graph + meta-device model + shape trace, no checkpoint) against
+   bench/plain_meta_count.py (import transformers, build the same model on the meta device, sum parameters).
+2. `archviz render kimi-k2-instruct --out DIR` against the same `archviz check` (target: at most 1.5x).
+
+Each command runs as a fresh process; wall time is the median of N runs, peak memory is the child's maximum
+resident set size. Prints a table and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+K2_CONFIG = ROOT / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
+
+
+def measure(command: list[str], repeat: int) -> tuple[float, float]:
+    """Median wall seconds and peak RSS (MiB) of a command run ``repeat`` times in fresh processes."""
+    times: list[float] = []
+    peak = 0.0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+        _, err = process.communicate()
+        elapsed = time.perf_counter() - start
+        if process.returncode != 0:
+            sys.exit(f"{' '.join(command)} failed ({process.returncode}): {err.decode()[-2000:]}")
+        times.append(elapsed)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return statistics.median(times), peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    archviz = shutil.which("archviz") or str(Path(sys.executable).parent / "archviz")
+    out = Path(tempfile.mkdtemp(prefix="archviz-bench-")) / "site"
+    rows = []
+    for label, command in (
+        (
+            "plain: transformers on meta + sum",
+            [sys.executable, "bench/plain_meta_count.py", str(K2_CONFIG), "deepseek_v3"],
+        ),
+        ("archviz check kimi-k2-instruct", [archviz, "check", "kimi-k2-instruct"]),
+        ("archviz render kimi-k2-instruct", [archviz, "render", "kimi-k2-instruct", "--out", str(out), "--force"]),
+    ):
+        seconds, _ = measure(command, args.repeat)
+        rows.append((label, seconds))
+    print(f"{'command':40} {'median s':>9}")
+    for label, seconds in rows:
+        print(f"{label:40} {seconds:9.2f}")
+    plain, check, render = (seconds for _, seconds in rows)
+    print(f"check / plain  = {check / plain:.2f}  (target <= 1.3)")
+    print(f"render / check = {render / check:.2f}  (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+"""`archviz check` and `archviz manifest`: the graph against the meta model and real safetensors files.
+
+Checkpoints here are real: tiny models with random weights written by transformers' save_pretrained, an FP8
+block-quantized DeepSeek-style checkpoint (with an MTP layer) written with the safetensors library, and an HF
+cache laid out as huggingface_hub lays it out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from transformers import AutoConfig, AutoModelForCausalLM
+from typer.testing import CliRunner
+
+from cli import app
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY_DEEPSEEK: dict[str, Any] = {
+    "model_type": "deepseek_v3",
+    "vocab_size": 96,
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "moe_intermediate_size": 16,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "n_shared_experts": 1,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_group": 2,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
+    "kv_lora_rank": 8,
+    "q_lora_rank": 12,
+    "qk_nope_head_dim": 8,
+    "qk_rope_head_dim": 4,
+    "v_head_dim": 8,
+    "max_position_embeddings": 64,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": False,
+}
+
+TINY_KIMI_LINEAR: dict[str, Any] = {
+    "model_type": "kimi_linear",
+    "vocab_size": 96,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "moe_intermediate_size": 16,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "num_experts": 4,
+    "num_experts_per_token": 2,
+    "num_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "kv_lora_rank": 8,
+    "q_lora_rank": None,
+    "qk_nope_head_dim": 8,
+    "qk_rope_head_dim": 4,
+    "v_head_dim": 8,
+    "mla_use_nope": True,
+    "moe_renormalize": True,
+    "moe_router_activation_func": "sigmoid",
+    "num_expert_group": 1,
+    "topk_group": 1,
+    "rms_norm_eps": 1e-5,
+    "linear_attn_config": {
+        "full_attn_layers": [4],
+        "kda_layers": [1, 2, 3],
+        "head_dim": 8,
+        "num_heads": 4,
+        "short_conv_kernel_size": 4,
+    },
+}
+
+
+def save_tiny(folder: Path, config: dict[str, Any], *, shard: str | None = None) -> Path:
+    """A tiny model with random weights, saved by transformers exactly as a release would be."""
+    settings = dict(config)
+    model_type = settings.pop("model_type")
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **settings))
+    model.save_pretrained(folder, **({"max_shard_size": shard} if shard else {}))
+    # save_pretrained writes transformers' own spellings; keep the keys the released configs use.
+    written = json.loads((folder / "config.json").read_text())
+    for key, value in config.items():
+        written.setdefault(key, value)
+    (folder / "config.json").write_text(json.dumps(written, indent=2))
+    return folder
+
+
+def check(*args: str) -> Any:
+    return runner.invoke(app, ["check", *args], env={"COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module")
+def tiny_deepseek(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("deepseek") / "model", TINY_DEEPSEEK)
+
+
+@pytest.fixture(scope="module")
+def tiny_sharded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("sharded") / "model", TINY_DEEPSEEK, shard="40KB")
+
+
+def test_k2_check_analytic_equals_meta() -> None:
+    result = check("kimi-k2-instruct", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["totals"]["analytic"] == {"parameters": 1_026_408_209_408, "buffers": 23_040}
+    assert report["totals"]["meta_model"] == report["totals"]["analytic"]
+    assert report["totals"]["checkpoint"] is None
+    assert report["meta_class"] == "DeepseekV3ForCausalLM"
+    assert {check["verdict"] for check in report["nodes"]} == {"ok"}
+    assert report["tensors"] == []
+    ok = [s for s in report["shapes"] if s["verdict"] == "ok"]
+    assert {"embedded-state", "attention.output", "ffn-output", "logits"} <= {s["node"] for s in ok}
+    assert {s["phase"] for s in ok} == {"prefill", "decode"}
+    assert "no checkpoint was checked" in report["unchecked"]
+    assert "matches transformers' DeepseekV3ForCausalLM built on the meta device" in report["sentence"]
+
+
+def test_k2_predicted_manifest_round_trip(tmp_path: Path) -> None:
+    manifest = tmp_path / "k2.manifest.json"
+    written = runner.invoke(app, ["manifest", "kimi-k2-instruct", "--predicted", "-o", str(manifest)])
+    assert written.exit_code == 0, written.output
+    data = json.loads(manifest.read_text())
+    weights = sum(math.prod(t["shape"]) for t in data["tensors"] if t["dtype"] in ("BF16", "F8_E4M3"))
+    biases = [t for t in data["tensors"] if t["name"].endswith("e_score_correction_bias")]
+    scales = [t for t in data["tensors"] if t["name"].endswith("weight_scale_inv")]
+    assert weights == 1_026_408_209_408
+    assert sum(math.prod(t["shape"]) for t in biases) == 23_040
+    assert len(scales) == 61 * 5 + 3 + 60 * (384 + 1) * 3
+    result = check("kimi-k2-instruct", "--checkpoint", str(manifest), "--no-meta", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["totals"]["checkpoint"] == {"parameters": 1_026_408_209_408, "buffers": 23_040}
+    assert any("weight_scale_inv" in note for note in report["notes"])
+
+
+def test_tiny_save_pretrained_checks(tiny_deepseek: Path) -> None:
+    result = check(str(tiny_deepseek), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    totals = report["totals"]
+    assert totals["analytic"] == totals["meta_model"] == totals["checkpoint"]
+    assert report["checkpoint_source"] == str(tiny_deepseek)
+
+
+def test_sharded_checkpoint_with_index(tiny_sharded: Path) -> None:
+    assert (tiny_sharded / "model.safetensors.index.json").is_file()
+    assert len(list(tiny_sharded.glob("*.safetensors"))) > 1
+    result = check(str(tiny_sharded))
+    assert result.exit_code == 0, result.output
+    assert "everything checked agrees" in result.stdout
+
+
+def _rewrite(folder: Path, edit: Any) -> None:
+    """Apply ``edit(tensors)`` to a single-file checkpoint and write it back."""
+    path = folder / "model.safetensors"
+    with safe_open(path, framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118 - safe_open API
+    edit(tensors)
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize(
+    ("mutation", "tensor", "verdict"),
+    [
+        (
+            lambda t: t.pop("model.layers.2.mlp.experts.3.down_proj.weight"),
+            "model.layers.2.mlp.experts.3.down_proj.weight",
+            "missing",
+        ),
+        (
+            lambda t: t.__setitem__("model.layers.1.self_attn.kv_b_proj.weight", torch.zeros(64, 9)),
+            "model.layers.1.self_attn.kv_b_proj.weight",
+            "wrong shape",
+        ),
+        (
+            lambda t: t.__setitem__("model.layers.1.mlp.experts.4.up_proj.weight", torch.zeros(16, 32)),
+            "model.layers.1.mlp.experts.4.up_proj.weight",
+            "unexpected",
+        ),
+        (
+            lambda t: t.__setitem__("model.norm.weight", t["model.norm.weight"].to(torch.bfloat16)),
+            "model.norm.weight",
+            "wrong dtype",
+        ),
+    ],
+    ids=["dropped", "reshaped", "extra", "retyped"],
+)
+def test_mutated_checkpoints_fail_naming_the_tensor(
+    tiny_deepseek: Path, tmp_path: Path, mutation: Any, tensor: str, verdict: str
+) -> None:
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_deepseek, folder)
+    _rewrite(folder, mutation)
+    result = check(str(folder), "--json")
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    found = [(t["name"], t["verdict"], t["leg"]) for t in report["tensors"]]
+    assert (tensor, verdict, "checkpoint") in found
+    assert len(found) == 1
+    plain = check(str(folder))
+    assert plain.exit_code == 1 and tensor in plain.stdout
+
+
+def test_kimi_linear_tiny_checks(tmp_path: Path) -> None:
+    folder = save_tiny(tmp_path / "model", TINY_KIMI_LINEAR)
+    result = check(str(folder), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["totals"]["analytic"] == report["totals"]["checkpoint"] == report["totals"]["meta_model"]
+    unchecked = "\n".join(report["unchecked"])
+    assert "kda.recurrent-state" in unchecked  # the cache is not a module output: said, not hidden
+
+
+def _fp8_checkpoint(source: Path, folder: Path) -> dict[str, torch.Tensor]:
+    """DeepSeek's FP8 layout from a bf16 save_pretrained model: every linear weight of attention, dense MLP,
+    experts and shared experts becomes F8_E4M3 with an F32 weight_scale_inv of [ceil(out/128), ceil(in/128)];
+    an MTP layer is appended as layer N (DeepSeek-V3's names)."""
+    with safe_open(source / "model.safetensors", framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name).to(torch.bfloat16) for name in handle.keys()}  # noqa: SIM118
+    last = TINY_DEEPSEEK["num_hidden_layers"] - 1
+    mtp = TINY_DEEPSEEK["num_hidden_layers"]
+    d, vocab = TINY_DEEPSEEK["hidden_size"], TINY_DEEPSEEK["vocab_size"]
+    for name, tensor in list(tensors.items()):
+        if name.startswith(f"model.layers.{last}."):
+            tensors[name.replace(f"layers.{last}.", f"layers.{mtp}.")] = tensor.clone()
+    tensors.update(
+        {
+            f"model.layers.{mtp}.embed_tokens.weight": torch.zeros(vocab, d, dtype=torch.bfloat16),
+            f"model.layers.{mtp}.enorm.weight": torch.ones(d, dtype=torch.bfloat16),
+            f"model.layers.{mtp}.hnorm.weight": torch.ones(d, dtype=torch.bfloat16),
+            f"model.layers.{mtp}.eh_proj.weight": torch.zeros(d, 2 * d, dtype=torch.bfloat16),
+            f"model.layers.{mtp}.shared_head.norm.weight": torch.ones(d, dtype=torch.bfloat16),
+            f"model.layers.{mtp}.shared_head.head.weight": torch.zeros(vocab, d, dtype=torch.bfloat16),
+        }
+    )
+    quantized = (".self_attn.", ".mlp.")
+    for name, tensor in list(tensors.items()):
+        linear = name.endswith("_proj.weight") or name.endswith("_proj_with_mqa.weight")
+        if linear and any(part in name for part in quantized) and ".eh_proj." not in name and tensor.dim() == 2:
+            tensors[name] = tensor.to(torch.float8_e4m3fn)
+            rows, cols = tensor.shape
+            tensors[name + "_scale_inv"] = torch.ones(math.ceil(rows / 128), math.ceil(cols / 128))
+        elif name.endswith("e_score_correction_bias"):
+            tensors[name] = tensor.to(torch.float32)
+    folder.mkdir(parents=True)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    return tensors
+
+
+def test_fp8_checkpoint_with_mtp(tiny_deepseek: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "fp8"
+    tensors = _fp8_checkpoint(tiny_deepseek, folder)
+    config = json.loads((tiny_deepseek / "config.json").read_text())
+    config.update(
+        {
+            "dtype": "bfloat16",
+            "num_nextn_predict_layers": 1,
+            "quantization_config": {
+                "activation_scheme": "dynamic",
+                "fmt": "e4m3",
+                "quant_method": "fp8",
+                "weight_block_size": [128, 128],
+            },
+        }
+    )
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    result = check(str(folder), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["totals"]["analytic"] == report["totals"]["meta_model"] == report["totals"]["checkpoint"]
+    scales = [name for name in tensors if name.endswith("weight_scale_inv")]
+    assert any(f"{len(scales):,} weight_scale_inv tensors" in note for note in report["notes"])
+    assert any("multi-token-prediction" in note for note in report["notes"])
+    inspected = json.loads(runner.invoke(app, ["inspect", str(folder), "--json"]).stdout)
+    mtp = sum(
+        math.prod(t.shape)
+        for n, t in tensors.items()
+        if n.startswith("model.layers.3.") and not n.endswith("_scale_inv") and "correction_bias" not in n
+    )
+    assert inspected["totals"]["mtp_parameters"] == mtp
+
+
+def test_hf_cache_layout_offline(tiny_deepseek: Path, tmp_path: Path) -> None:
+    """`archviz check org/name` against a cache laid out as huggingface_hub lays it out, with the Hub off."""
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hf" / "hub" / "models--tiny-org--tiny-deepseek"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(sha)
+    (repo / "blobs").mkdir()
+    snapshot = repo / "snapshots" / sha
+    snapshot.mkdir(parents=True)
+    for index, source in enumerate(sorted(tiny_deepseek.iterdir())):
+        blob = repo / "blobs" / f"{index:040x}"
+        shutil.copy(source, blob)
+        (snapshot / source.name).symlink_to(os.path.relpath(blob, snapshot))
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
+    env.pop("HF_HUB_CACHE", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "check", "tiny-org/tiny-deepseek", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    report = json.loads(result.stdout)
+    assert report["checkpoint_source"] == "hf-cache:tiny-org/tiny-deepseek"
+    assert report["totals"]["checkpoint"] == report["totals"]["analytic"]
+    missing = subprocess.run(
+        [sys.executable, "-m", "cli", "check", "tiny-org/not-cached"], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert missing.returncode == 2
+    assert "HF_HUB_OFFLINE" in missing.stderr and missing.stderr.count("\n") == 1
