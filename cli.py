@@ -149,6 +149,47 @@ def manifest(
     Console(stderr=True).print(f"wrote {len(held.tensors):,} tensors to {output}", markup=False)
 
 
+@app.command()
+def render(
+    models: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[MODEL]...", help="Models to render; the bundled models when none are given."),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="The site folder to write.")] = Path("site"),
+    template_dir: Annotated[
+        Path | None, typer.Option("--template-dir", help="A folder of templates searched before the built-in ones.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace OUT even if it exists and is not an archviz site.")
+    ] = False,
+    no_verify: Annotated[
+        bool, typer.Option("--no-verify", help="Skip the meta-model and checkpoint verification (no torch needed).")
+    ] = False,
+    trust_remote_code: TrustOption = False,
+) -> None:
+    """Build the static documentation site for MODELs into OUT (written whole, then moved into place)."""
+    from archviz.checkpoint import read_checkpoint
+    from archviz.resolve import BUNDLED
+    from archviz.site import ModelContext, write_site
+    from archviz.verify import verification_sentence, verify
+
+    names = models or sorted(BUNDLED)
+    try:
+        described = [describe_model(name) for name in names]
+        contexts: dict[str, ModelContext] = {}
+        for docs in described:
+            sentence = None
+            if not no_verify:
+                location = _checkpoint_location(docs, None)
+                held = read_checkpoint(location) if location is not None else None
+                sentence = verification_sentence(verify(docs, checkpoint=held, trust_remote_code=trust_remote_code))
+            contexts[docs.graph.model.name] = ModelContext(verification=sentence)
+        write_site(described, out, template_dir=template_dir, force=force, contexts=contexts)
+    except InputError as error:
+        raise _fail(error) from None
+    Console(stderr=True).print(f"wrote {out} ({len(described)} models)", markup=False)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

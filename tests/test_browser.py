@@ -1,0 +1,205 @@
+"""The site in a real headless Chromium, loaded from file://: no errors, search, the phase toggle,
+hostile config strings that must not run, and screenshots for a human to look at."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from archviz.pipeline import describe_model
+from archviz.site import write_site
+
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+
+REPO = Path(__file__).parent.parent
+K2 = "kimi-k2-instruct"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PHONE = {"width": 390, "height": 844}
+WIDE = {"width": 1280, "height": 900}
+HOSTILE = {
+    "architectures": ['"><img src=x onerror=alert(1)>'],
+    "hidden_act": "<script>alert(1)</script>",
+    "topk_method": "</script><script>window.__pwned=1</script>",
+    "scoring_func": '"><img src=x onerror="window.__pwned=1">',
+    "x_note": "<script>alert(1)</script> </script><img src=x onerror=alert(1)> \u2028",
+}
+
+
+def artifacts() -> Path:
+    folder = Path(os.environ.get("ARCHVIZ_ARTIFACTS") or REPO / "artifacts" / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@dataclass
+class Watch:
+    """Everything a page reports that a clean page must not."""
+
+    errors: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+
+    def clean(self) -> bool:
+        return not (self.errors or self.failed or self.dialogs)
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("browser")
+    k2 = root / "k2-site"
+    write_site([describe_model(K2)], k2)
+    config = json.loads((REPO / "archviz" / "bundled" / K2 / "config.json").read_text(encoding="utf-8"))
+    config.update(HOSTILE)
+    (root / "hostile").mkdir()
+    (root / "hostile" / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    hostile = root / "hostile-site"
+    write_site([describe_model(str(root / "hostile"))], hostile)
+    return {"k2": k2, "hostile": hostile}
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
+                                              env={**os.environ, "HOME": str(profile)})
+        yield chromium
+        chromium.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def open_page(browser: Any) -> Iterator[Callable[..., tuple[Any, Watch]]]:
+    contexts: list[Any] = []
+
+    def open_(path: Path, *, viewport: dict[str, int] = WIDE, scheme: str = "light") -> tuple[Any, Watch]:
+        context = browser.new_context(viewport=viewport, color_scheme=scheme)
+        contexts.append(context)
+        page = context.new_page()
+        watch = Watch()
+        page.on("console", lambda message: watch.errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: watch.errors.append(str(error)))
+        page.on("requestfailed", lambda request: watch.failed.append(request.url))
+        page.on("dialog", lambda dialog: (watch.dialogs.append(dialog.message), dialog.dismiss()))
+        page.goto(path.as_uri())
+        page.wait_for_load_state("load")
+        return page, watch
+
+    yield open_
+    for context in contexts:
+        context.close()
+
+
+PAGES = {
+    "home": "index.html",
+    "overview": f"{K2}/index.html",
+    "token-embedding": f"{K2}/nodes/token-embedding.html",
+}
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_loads_cleanly_and_is_screenshotted(sites: dict[str, Path], open_page: Callable[..., Any],
+                                                 name: str) -> None:
+    for label, viewport, scheme in (("wide", WIDE, "light"), ("phone", PHONE, "dark")):
+        page, watch = open_page(sites["k2"] / PAGES[name], viewport=viewport, scheme=scheme)
+        assert watch.clean(), watch
+        assert page.evaluate("document.documentElement.classList.contains('js')")
+        assert page.evaluate("Array.isArray(window.ARCHVIZ_SEARCH_INDEX)")
+        # Nothing wider than the screen (tables and code scroll inside their own boxes).
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), label
+        page.screenshot(path=str(artifacts() / f"{K2}.{name}.{label}-{scheme}.png"), full_page=True)
+
+
+def test_search_finds_embeddings_from_file_urls(sites: dict[str, Path], open_page: Callable[..., Any]) -> None:
+    page, watch = open_page(sites["k2"] / "index.html")
+    page.fill("#search-input", "embed")
+    results = page.locator("#search-results a")
+    results.first.wait_for()
+    titles = results.all_inner_texts()
+    assert "Token embedding" in titles and "Embedded state" in titles
+    page.locator("#search-results a", has_text="Token embedding").first.click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith(f"{K2}/nodes/token-embedding.html")
+    assert page.locator("h1").inner_text() == "Token embedding"
+    # The same search from a card two folders down resolves its links from there.
+    page.fill("#search-input", "embedded")
+    page.locator("#search-results a", has_text="Embedded state").first.click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith(f"{K2}/nodes/embedded-state.html")
+    assert watch.clean(), watch
+
+
+def test_card_numbers_and_decode_toggle(sites: dict[str, Path], open_page: Callable[..., Any]) -> None:
+    page, watch = open_page(sites["k2"] / PAGES["token-embedding"])
+    text = page.locator("article").inner_text()
+    assert "1,174,405,120" in text
+    prefill = page.get_by_text("[B batch, T positions, 7168 d]", exact=True)
+    decode = page.get_by_text("[B batch, 1 positions, 7168 d]", exact=True)
+    assert prefill.is_visible() and not decode.is_visible()
+    page.click("button[data-set-phase=decode]")
+    assert decode.is_visible() and not prefill.is_visible()
+    assert page.get_attribute("button[data-set-phase=decode]", "aria-pressed") == "true"
+    page.screenshot(path=str(artifacts() / f"{K2}.token-embedding.decode.png"), full_page=True)
+    page.click("button[data-set-phase=prefill]")
+    assert prefill.is_visible() and not decode.is_visible()
+    page.click("details summary")
+    assert page.locator("details pre").first.is_visible()
+    assert watch.clean(), watch
+
+
+def test_cards_read_without_javascript(browser: Any, sites: dict[str, Path]) -> None:
+    context = browser.new_context(java_script_enabled=False, viewport=WIDE)
+    try:
+        page = context.new_page()
+        page.goto((sites["k2"] / PAGES["token-embedding"]).as_uri())
+        assert page.get_by_text("[B batch, T positions, 7168 d]", exact=True).is_visible()
+        assert page.get_by_text("[B batch, 1 positions, 7168 d]", exact=True).is_visible()
+        assert not page.locator("#search-input").is_visible()
+    finally:
+        context.close()
+
+
+def test_the_watch_catches_what_it_looks_for(tmp_path: Path, open_page: Callable[..., Any]) -> None:
+    # A canary: the hostile-config test below would pass vacuously if dialogs went unnoticed.
+    canary = tmp_path / "canary.html"
+    canary.write_text("<!DOCTYPE html><p>canary</p><script>window.__pwned = 1; alert(1);</script>", encoding="utf-8")
+    page, watch = open_page(canary)
+    assert watch.dialogs == ["1"]
+    assert page.evaluate("window.__pwned") == 1
+
+
+@pytest.mark.parametrize("page_path", ["index.html", "hostile/index.html", "hostile/nodes/mlp.act.html",
+                                       "hostile/nodes/moe.selection.html", "hostile/nodes/moe.scores.html"])
+def test_hostile_config_runs_nothing(sites: dict[str, Path], open_page: Callable[..., Any], page_path: str) -> None:
+    page, watch = open_page(sites["hostile"] / page_path)
+    page.fill("#search-input", "img")  # search results are built from the index: must stay text
+    page.wait_for_timeout(50)
+    assert watch.dialogs == []
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("img").count() == 0
+    sources = page.evaluate("Array.from(document.scripts, s => s.getAttribute('src'))")
+    assert [src.rsplit("/", 1)[-1] for src in sources] == ["archviz.js", "search-index.js"]
+    assert page.evaluate("Array.from(document.querySelectorAll('*')).some("
+                         "e => Array.from(e.attributes).some(a => a.name.startsWith('on')))") is False
+    assert watch.clean(), watch
+    if page_path.endswith("mlp.act.html"):
+        assert "<script>alert(1)</script>" in page.locator("article").inner_text()
+        page.screenshot(path=str(artifacts() / "hostile.mlp-act.png"), full_page=True)
