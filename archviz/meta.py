@@ -201,6 +201,7 @@ def trace_shapes(
     with (
         tracer.attached(),
         _eval_mode(module),
+        _quiet_transformers(),
         _experts_implementation(module, experts_implementation) as used,
     ):
         prefill_logits, decode_logits = tracer.run_passes(batch=batch, prefill=prefill, past=past)
@@ -403,6 +404,19 @@ def _shape(tensor: torch.Tensor) -> Shape:
 
 
 # --- tracing ------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Hide transformers' advice about faster kernels: on meta tensors the reference code is what we want."""
+    from transformers.utils import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
 
 
 @contextmanager
