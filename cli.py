@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from archviz.errors import InputError
+from archviz.graph import Assumption
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.report import graph_json, render_tree, render_verification, verification_json
 from archviz.shapes import Phase
@@ -30,12 +31,39 @@ ModelArgument = Annotated[
         help="A bundled model name (kimi-k2-instruct), a folder holding config.json, a config.json, or a Hub repo id.",
     ),
 ]
+AssumeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--assume",
+        metavar="KEY=VALUE",
+        help="Supply a value the config lacks (JSON, e.g. hidden_size=7168); shown as an assumption. Repeatable.",
+    ),
+]
+PartialOption = Annotated[
+    bool,
+    typer.Option("--partial", help="Build what an incomplete config allows and list the rest as not modelled."),
+]
 RevisionOption = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub repo id.")]
 
 
 @app.callback()
 def _root() -> None:
     """archviz: read large-model architectures from their config, code and checkpoint."""
+
+
+def _assumptions(items: list[str] | None) -> list[Assumption]:
+    """``KEY=VALUE`` pairs as assumptions; VALUE is JSON, or else taken as a string."""
+    parsed: list[Assumption] = []
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError("expected KEY=VALUE", path=f"--assume {item}")
+        try:
+            text = json.dumps(json.loads(value))
+        except json.JSONDecodeError:
+            text = json.dumps(value)
+        parsed.append(Assumption(key=key.strip(), value=text, source="--assume on the command line"))
+    return parsed
 
 
 def _fail(error: InputError) -> typer.Exit:
@@ -50,14 +78,18 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="Print the graph as JSON (schema in the README).")] = False,
     decode: Annotated[bool, typer.Option("--decode", help="Show single-token decode shapes (T = 1).")] = False,
     revision: RevisionOption = None,
+    assume: AssumeOption = None,
+    partial: PartialOption = False,
 ) -> None:
     """Show every operator and tensor state of MODEL's forward pass, with shapes and parameter counts."""
     try:
-        docs = describe_model(model, revision=revision)
+        docs = describe_model(model, revision=revision, assumptions=_assumptions(assume), partial=partial)
     except InputError as error:
         raise _fail(error) from None
     if as_json:
-        sys.stdout.write(json.dumps(graph_json(docs.graph, docs.totals), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json.dumps(graph_json(docs.graph, docs.totals, docs.sources), indent=2, ensure_ascii=False) + "\n"
+        )
         return
     Console().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
 
@@ -96,13 +128,15 @@ def check(
     ] = False,
     no_meta: Annotated[bool, typer.Option("--no-meta", help="Skip the meta-device model (no torch needed).")] = False,
     trust_remote_code: TrustOption = False,
+    assume: AssumeOption = None,
+    partial: PartialOption = False,
 ) -> None:
     """Verify MODEL three ways: analytic graph, meta-device model, checkpoint tensors. Exit 1 on disagreement."""
     from archviz.checkpoint import read_checkpoint
     from archviz.verify import verify
 
     try:
-        docs = describe_model(model, revision=revision)
+        docs = describe_model(model, revision=revision, assumptions=_assumptions(assume), partial=partial)
         location = _checkpoint_location(docs, checkpoint)
         held = read_checkpoint(location, revision=revision) if location is not None else None
         verification = verify(docs, checkpoint=held, run_meta=not no_meta, trust_remote_code=trust_remote_code)

@@ -208,6 +208,18 @@ class Layer:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Assumption:
+    """A value the config lacks, supplied by the user or a bundled model's documentation, and said so."""
+
+    key: str
+    """The config key."""
+    value: str
+    """Its value, as JSON text."""
+    source: str
+    """Where the value comes from (``--assume``, or the document that states it)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelInfo:
     """Which model a graph describes."""
 
@@ -247,3 +259,8 @@ class Graph:
     """Every decoder layer's mixer and FFN kind, in order (MTP layers last)."""
     not_modelled: tuple[str, ...] = ()
     """Parts of the model the graph does not describe, each said in one sentence."""
+    assumptions: tuple[Assumption, ...] = ()
+    """Values the graph used that the config does not set."""
+    beyond_transformers: tuple[str, ...] = ()
+    """Features of this config that transformers' class for the model_type does not implement; the meta-device
+    model cannot witness a graph that has any."""

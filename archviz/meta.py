@@ -412,7 +412,7 @@ def _quiet_transformers() -> Iterator[None]:
     from transformers.utils import logging
 
     level = logging.get_verbosity()
-    logging.set_verbosity_error()
+    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     try:
         yield
     finally:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from archviz.config import ConfigDocument, load_config
 from archviz.families import build_graph
-from archviz.graph import Graph
+from archviz.graph import Assumption, Graph
 from archviz.resolve import ModelSource, resolve_model
+from archviz.sources import GraphSources, choose_source_file, locate_sources
 from archviz.totals import Totals, compute_totals
 
 
@@ -23,11 +25,47 @@ class ModelDocs:
     """Its typed graph."""
     totals: Totals
     """Its parameter arithmetic."""
+    sources: GraphSources
+    """Where each node lives in the modeling code and the config, at a pinned revision."""
 
 
-def describe_model(name: str, *, revision: str | None = None) -> ModelDocs:
-    """Resolve, read and build; raises ``InputError`` for anything wrong with the input."""
-    source = resolve_model(name, revision=revision)
-    config = load_config(source.config_path, display_path=source.display_path)
-    graph = build_graph(config, name=name, repo=source.repo, revision=source.revision)
-    return ModelDocs(source=source, config=config, graph=graph, totals=compute_totals(graph))
+def describe_model(
+    name: str,
+    *,
+    revision: str | None = None,
+    assumptions: Iterable[Assumption] = (),
+    partial: bool = False,
+    source: str = "auto",
+) -> ModelDocs:
+    """Resolve, read and build; raises ``InputError`` for anything wrong with the input.
+
+    ``assumptions`` (the user's, then a bundled model's own) fill keys the config lacks; ``partial`` builds
+    what an incomplete config allows instead of failing. ``source`` picks the modeling file to cite:
+    ``auto`` (the model's own remote code when its folder has it, else transformers'), ``remote`` or
+    ``transformers``. Nothing is imported from the model folder: provenance reads source text only.
+    """
+    where = resolve_model(name, revision=revision)
+    config = load_config(where.config_path, display_path=where.display_path)
+    graph = build_graph(
+        config,
+        name=name,
+        repo=where.repo,
+        revision=where.revision,
+        assumptions=[*where.assumptions, *assumptions],  # the user's own win
+        partial=partial or where.partial,
+    )
+    modeling = choose_source_file(
+        family_transformers_model_type=graph.model.transformers_model_type,
+        model_folder=where.folder,
+        config_data=config.data,
+        repo=where.repo,
+        revision=where.revision,
+        prefer=source,
+    )
+    return ModelDocs(
+        source=where,
+        config=config,
+        graph=graph,
+        totals=compute_totals(graph),
+        sources=locate_sources(graph, config, modeling),
+    )

@@ -5,6 +5,7 @@ Pure functions of the graph and its totals; the CLI prints what they return.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rich.console import Group as RichGroup
@@ -13,6 +14,7 @@ from rich.tree import Tree
 
 from archviz.graph import Graph, Group, Node, NodeKind, Placement, TensorRow
 from archviz.shapes import Phase, format_shape
+from archviz.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
 from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
 from archviz.verify import LegTotals, Verdict, Verification, verification_sentence
 
@@ -73,7 +75,7 @@ def _row_json(row: TensorRow) -> dict[str, Any]:
     return data
 
 
-def node_json(node: Node) -> dict[str, Any]:
+def node_json(node: Node, sources: NodeSources | None = None) -> dict[str, Any]:
     """One node as the JSON document lists it."""
     return {
         "id": node.id,
@@ -108,7 +110,21 @@ def node_json(node: Node) -> dict[str, Any]:
         ],
         "config_keys": list(node.config_keys),
         "shares_parameters_with": node.shares_parameters_with,
-        "source": [],
+        "source": source_entries(sources) if sources is not None else [],
+        "source_located": sources.located if sources is not None else None,
+        "source_note": sources.reason if sources is not None else None,
+    }
+
+
+def _file_json(summary: FileSummary) -> dict[str, Any]:
+    return {
+        "path": summary.path,
+        "repo": summary.repo,
+        "revision": summary.revision,
+        "revision_kind": summary.revision_kind.value,
+        "url": summary.url,
+        "origin": summary.origin.value if summary.origin else None,
+        "fallback_reason": summary.fallback_reason,
     }
 
 
@@ -125,7 +141,7 @@ def _group_json(group: Group) -> dict[str, Any]:
     }
 
 
-def graph_json(graph: Graph, totals: Totals) -> dict[str, Any]:
+def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None) -> dict[str, Any]:
     """The ``inspect --json`` document (schema in the README)."""
     model = graph.model
     return {
@@ -151,13 +167,25 @@ def graph_json(graph: Graph, totals: Totals) -> dict[str, Any]:
             "scale_elements": totals.scale_elements,
             "by_dtype": totals.by_dtype,
         },
-        "nodes": [node_json(node) for node in graph.nodes],
+        "sources": None
+        if sources is None
+        else {
+            "modeling_file": _file_json(sources.file),
+            "config_file": _file_json(sources.config_file),
+            "located": coverage(sources).located,
+            "unlocated": list(coverage(sources).unlocated),
+        },
+        "nodes": [node_json(node, sources.nodes.get(node.id) if sources else None) for node in graph.nodes],
         "groups": [_group_json(group) for group in graph.groups],
         "layers": [
             {"index": layer.index, "mixer": layer.mixer, "ffn": layer.ffn, "part": layer.part.value}
             for layer in graph.layers
         ],
         "not_modelled": list(graph.not_modelled),
+        "assumptions": [
+            {"key": item.key, "value": json.loads(item.value), "source": item.source} for item in graph.assumptions
+        ],
+        "beyond_transformers": list(graph.beyond_transformers),
     }
 
 
@@ -213,7 +241,16 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
         table.add_row("FP8 scale elements", f"{totals.scale_elements:,}")
     for dtype, elements in totals.by_dtype.items():
         table.add_row(f"checkpoint {dtype} elements", f"{elements:,}")
-    return RichGroup(root, table)
+    parts: list[Any] = [root, table]
+    if graph.not_modelled:
+        parts.append("[bold yellow]Not modelled[/] (the totals cover only what is):")
+        parts.extend(f"  • {escape(sentence)}" for sentence in graph.not_modelled)
+    if graph.assumptions:
+        parts.append("[bold yellow]Assumed[/] (the config does not set these):")
+        parts.extend(
+            f"  • {escape(item.key)} = {escape(item.value)} — {escape(item.source)}" for item in graph.assumptions
+        )
+    return RichGroup(*parts)
 
 
 # -- verification -----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from archviz.errors import InputError
+from archviz.graph import Assumption
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,6 +25,10 @@ class BundledModel:
     """The revision the config was taken at, when known."""
     remote_code: str | None
     """The modeling file its config's auto_map names, if any."""
+    partial: bool = False
+    """The config is known to be incomplete: build what it allows and list the rest."""
+    assumptions: tuple[Assumption, ...] = ()
+    """Values the config lacks that the release's own documentation states, each with its source."""
 
 
 BUNDLED: dict[str, BundledModel] = {
@@ -33,6 +38,27 @@ BUNDLED: dict[str, BundledModel] = {
     # The config's values as released; its formatting (and so its line numbers) is archviz's own.
     "kimi-linear-48b-a3b-instruct": BundledModel(
         repo="moonshotai/Kimi-Linear-48B-A3B-Instruct", revision=None, remote_code=None
+    ),
+    # Only the part of Kimi-K3's text_config that its reference card shows; two values the card states in
+    # prose and in its parameter table are supplied as labelled assumptions, everything else is reported
+    # as missing.
+    "kimi-k3": BundledModel(
+        repo="moonshotai/Kimi-K3",
+        revision="f831ab668142",
+        remote_code="modeling_kimi_linear.py",
+        partial=True,
+        assumptions=(
+            Assumption(
+                key="hidden_size",
+                value="7168",
+                source="Kimi-K3's reference card: the released configuration has width 7,168",
+            ),
+            Assumption(
+                key="vocab_size",
+                value="163840",
+                source="Kimi-K3's reference card: the token embedding table is 163,840 × 7,168",
+            ),
+        ),
     ),
 }
 
@@ -58,6 +84,10 @@ class ModelSource:
     """Revision, when known."""
     bundled: bool
     """Whether the config ships with archviz."""
+    partial: bool = False
+    """Whether the config is known to be incomplete."""
+    assumptions: tuple[Assumption, ...] = ()
+    """Documented values for keys the config lacks."""
 
 
 def bundled_config(name: str) -> Path:
@@ -77,6 +107,8 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
             repo=bundled.repo,
             revision=revision or bundled.revision,
             bundled=True,
+            partial=bundled.partial,
+            assumptions=bundled.assumptions,
         )
     if "\x00" in name or not name.strip():
         raise InputError("not a model name, folder or repo id", path=repr(name))

@@ -7,11 +7,13 @@ Values are never rewritten: a bad value is an error, not a default.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
+from archviz.graph import Assumption
 
 # Larger than any real model dimension by orders of magnitude; catches typos such as 71680000.
 MAX_DIMENSION = 2**31 - 1
@@ -22,10 +24,28 @@ _MISSING = object()
 class Settings:
     """The settings a graph family reads from one config document."""
 
-    def __init__(self, document: ConfigDocument, *, family: str):
+    def __init__(
+        self,
+        document: ConfigDocument,
+        *,
+        family: str,
+        assumptions: Iterable[Assumption] = (),
+        partial: bool = False,
+    ):
         self.document = document
         self.family = family
-        self.values: Mapping[str, Any] = document.settings
+        self.partial = partial
+        """Build what the config allows and list the rest as not modelled, instead of failing on missing keys."""
+        self.assumed = {item.key: item for item in assumptions if item.key not in document.settings}
+        """Assumptions for keys the config lacks; a key the config sets is never overridden."""
+        self.values: Mapping[str, Any] = {
+            **document.settings,
+            **{key: json.loads(item.value) for key, item in self.assumed.items()},
+        }
+
+    def missing(self, keys: Iterable[str]) -> list[str]:
+        """The keys of ``keys`` that neither the config nor an assumption sets."""
+        return [key for key in keys if key not in self.values]
 
     def has(self, key: str) -> bool:
         """Whether the key is set (to anything, null included)."""
@@ -33,7 +53,7 @@ class Settings:
 
     def require(self, keys: Iterable[str]) -> None:
         """Raise one error naming every key of ``keys`` the config lacks."""
-        missing = [key for key in keys if key not in self.values]
+        missing = self.missing(keys)
         if missing:
             where = " (in text_config)" if self.document.root else ""
             raise InputError(

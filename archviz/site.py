@@ -48,8 +48,11 @@ from archviz.config import ConfigDocument
 from archviz.errors import InputError
 from archviz.graph import Graph, Group, GroupKind, Node, NodeKind, Part, Shape, TensorRow
 from archviz.pipeline import ModelDocs
+from archviz.provenance import ExcerptOmission
 from archviz.report import format_layers, format_placement
 from archviz.shapes import Phase, format_shape
+from archviz.sources import Evidence as ProvenanceEvidence
+from archviz.sources import GraphSources
 from archviz.totals import Totals, node_parameters, scale_name, scale_shape
 
 SITE_MARKER = ".archviz-site"
@@ -61,8 +64,10 @@ ASSETS = ("assets/archviz.css", "assets/archviz.js")
 """Static files copied from the template folders (a user folder may override them)."""
 
 UNVERIFIED_SENTENCE = "Derived from the config; this count has not been verified against a checkpoint here."
-UNVERIFIED_STATUS = ("Not verified: every count on this site is derived from the config; no checkpoint or "
-                     "meta-device model was checked in this run.")
+UNVERIFIED_STATUS = (
+    "Not verified: every count on this site is derived from the config; no checkpoint or "
+    "meta-device model was checked in this run."
+)
 SOURCE_NOT_LOCATED = "source not located"
 
 # Node and group ids become file names and URL fragments: letters, digits, dot, dash, underscore.
@@ -567,8 +572,13 @@ def safe_url(url: str | None) -> str | None:
 def script_json(value: object) -> str:
     """JSON safe inside an HTML ``<script>`` and a JS file: ``<``, ``>``, ``&``, U+2028/2029 escaped."""
     text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    for raw, escaped in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(raw, escaped)
     return text
 
@@ -679,8 +689,10 @@ def config_url(docs: ModelDocs, start: int, end: int) -> str | None:
     repo, revision = docs.source.repo, docs.source.revision
     if repo is None or revision is None:
         return None
-    return (f"https://huggingface.co/{quote(repo, safe='/')}/blob/{quote(revision, safe='')}/"
-            f"{quote(_config_file(docs), safe='/')}#L{start}-L{end}")
+    return (
+        f"https://huggingface.co/{quote(repo, safe='/')}/blob/{quote(revision, safe='')}/"
+        f"{quote(_config_file(docs), safe='/')}#L{start}-L{end}"
+    )
 
 
 def _config_file(docs: ModelDocs) -> str:
@@ -719,6 +731,8 @@ class ModelIndex:
         self.docs = docs
         self.graph: Graph = docs.graph
         self.slug = slug
+        if not context.evidence:
+            context = dataclasses.replace(context, evidence=provenance_evidence(docs.sources))
         self.context = context
         self.nodes: dict[str, Node] = {check_id(node.id): node for node in self.graph.nodes}
         self.groups: dict[str, Group] = {check_id(group.id): group for group in self.graph.groups}
@@ -764,7 +778,7 @@ class ModelIndex:
     def contextual(self, node: Node) -> list[Evidence]:
         """Context for a tensor state: its producer's evidence and its groups' evidence."""
         items: list[Evidence] = [item for item in self.context.evidence.get(node.id, ()) if not item.direct]
-        if node.kind is not NodeKind.TENSOR:
+        if node.kind is not NodeKind.TENSOR or items:  # provenance already chose this node's context
             return items
         producer = self.producer(node)
         if producer is not None:
@@ -772,6 +786,33 @@ class ModelIndex:
         for group in self.ancestors(node.group):
             items.extend(_as_context(item, group.title) for item in self.context.evidence.get(group.id, ()))
         return items
+
+
+def provenance_evidence(sources: GraphSources) -> dict[str, list[Evidence]]:
+    """Provenance's evidence as the cards show it, by node id."""
+
+    def convert(item: ProvenanceEvidence) -> Evidence:
+        excerpt: list[ExcerptLine | Omission] = []
+        for part in item.excerpt:
+            if isinstance(part, ExcerptOmission):
+                excerpt.append(Omission(start=part.start, end=part.end))
+            else:
+                excerpt.extend(ExcerptLine(number=part.start + i, text=line) for i, line in enumerate(part.lines))
+        return Evidence(
+            direct=item.direct,
+            from_title=item.from_title,
+            claim=item.claim,
+            category=item.category.value,
+            repo=item.repo,
+            file=item.file,
+            revision=item.revision,
+            url=item.url,
+            start=min(span.start for span in item.spans),
+            end=max(span.end for span in item.spans),
+            excerpt=tuple(excerpt),
+        )
+
+    return {node_id: [convert(item) for item in found.evidence] for node_id, found in sources.nodes.items()}
 
 
 def _as_context(item: Evidence, title: str) -> Evidence:
@@ -819,8 +860,13 @@ def group_href(group_id: str, *, root: str, slug: str) -> str:
 
 def shape_view(shape: Shape) -> ShapeView:
     prefill, decode = format_shape(shape, Phase.PREFILL), format_shape(shape, Phase.DECODE)
-    return ShapeView(name=shape.name, prefill=prefill, decode=decode, varies=prefill != decode,
-                     dtype=f" · {shape.dtype}" if shape.dtype else "")
+    return ShapeView(
+        name=shape.name,
+        prefill=prefill,
+        decode=decode,
+        varies=prefill != decode,
+        dtype=f" · {shape.dtype}" if shape.dtype else "",
+    )
 
 
 def shape_rows(node: Node) -> tuple[ShapeRow, ...]:
@@ -838,9 +884,11 @@ def calculation_row(row: TensorRow) -> CalculationRow:
     note = ""
     if row.scale_block is not None:
         scale = scale_shape(row)
-        note = (f"plus {scale_name(row.tensor).rsplit('.', 1)[-1]} F32 [{scale[0]}, {scale[1]}]: one scale per "
-                f"{row.scale_block[0]} × {row.scale_block[1]} block, {count(math.prod(scale))} elements "
-                "(not parameters)")
+        note = (
+            f"plus {scale_name(row.tensor).rsplit('.', 1)[-1]} F32 [{scale[0]}, {scale[1]}]: one scale per "
+            f"{row.scale_block[0]} × {row.scale_block[1]} block, {count(math.prod(scale))} elements "
+            "(not parameters)"
+        )
     return CalculationRow(
         component=row.component,
         tensor=f"{row.tensor} · {row.dtype} · [{', '.join(str(n) for n in row.shape)}]",
@@ -859,15 +907,17 @@ def parameters_view(index: ModelIndex, node: Node) -> ParametersView | None:
     where = format_placement(placement, index.unit(node))
     text = f"{plural(placement.count, 'instance')}: {where}" if placement.layers else "One instance, at model level"
     if placement.layers and placement.active != placement.count:
-        text += (f"; a token runs through {count(placement.active_per_layer)} per layer, "
-                 f"{count(placement.active)} in all")
+        text += (
+            f"; a token runs through {count(placement.active_per_layer)} per layer, {count(placement.active)} in all"
+        )
     text += "."
     total = per_instance * placement.count
     if placement.count == 1:
         across = f"Total across instances: {count(total)} parameters (one instance)."
     else:
-        across = (f"Total across instances: {count(per_instance)} × {count(placement.count)} = "
-                  f"{count(total)} parameters.")
+        across = (
+            f"Total across instances: {count(per_instance)} × {count(placement.count)} = {count(total)} parameters."
+        )
     return ParametersView(
         per_instance=f"{count(per_instance)} parameters per instance.",
         rows=tuple(calculation_row(row) for row in node.parameters),
@@ -875,8 +925,11 @@ def parameters_view(index: ModelIndex, node: Node) -> ParametersView | None:
         placement=text,
         across=across,
         buffers=tuple(calculation_row(row) for row in node.buffers),
-        part_note=("Multi-token-prediction layers: shipped in the checkpoint, not counted in the model's total."
-                   if node.part is Part.MTP else ""),
+        part_note=(
+            "Multi-token-prediction layers: shipped in the checkpoint, not counted in the model's total."
+            if node.part is Part.MTP
+            else ""
+        ),
     )
 
 
@@ -891,8 +944,9 @@ def evidence_view(item: Evidence) -> EvidenceView:
             parts.append(ExcerptPartView(item="lines", lines=code_lines(run, item.file)))
             run = []
         if isinstance(part, Omission):
-            parts.append(ExcerptPartView(item="omission",
-                                         label=f"… lines {line_range(part.start, part.end)} omitted …"))
+            parts.append(
+                ExcerptPartView(item="omission", label=f"… lines {line_range(part.start, part.end)} omitted …")
+            )
     revision = f"Pinned revision {item.revision[:12]}" if item.revision else "Revision not pinned (a local file)"
     location = f"{item.repo} / {item.file}" if item.repo else item.file
     return EvidenceView(
@@ -936,8 +990,10 @@ def cited_runs(items: Sequence[Evidence]) -> tuple[tuple[CodeLine, ...], ...]:
 
 
 def _crumbs(index: ModelIndex, root: str) -> list[Link]:
-    return [Link(title="Home", href=f"{root}index.html"),
-            Link(title=index.title(), href=f"{root}{index.slug}/index.html")]
+    return [
+        Link(title="Home", href=f"{root}index.html"),
+        Link(title=index.title(), href=f"{root}{index.slug}/index.html"),
+    ]
 
 
 def build_card_view(index: ModelIndex, node: Node) -> CardView:
@@ -962,8 +1018,10 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
         page=Page(
             title=f"{node.title} · {index.title()} · archviz",
             root=root,
-            crumbs=(*_crumbs(index, root),
-                    *(Link(title=g.title, href=group_href(g.id, root=root, slug=slug)) for g in reversed(groups[:-1]))),
+            crumbs=(
+                *_crumbs(index, root),
+                *(Link(title=g.title, href=group_href(g.id, root=root, slug=slug)) for g in reversed(groups[:-1])),
+            ),
             phase_toggle=any(item.varies for row in shapes for item in row.shapes),
         ),
         id=node.id,
@@ -975,11 +1033,9 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
         shapes=shapes,
         parameters_headline=headline,
         parameters=parameters_view(index, node),
-        shares=None if shares is None else Link(title=shares.title,
-                                                href=node_href(shares.id, root=root, slug=slug)),
+        shares=None if shares is None else Link(title=shares.title, href=node_href(shares.id, root=root, slug=slug)),
         settings=tuple(
-            SettingView(name=item.name, value=item.value, formula=item.formula or "",
-                        keys=", ".join(item.config_keys))
+            SettingView(name=item.name, value=item.value, formula=item.formula or "", keys=", ".join(item.config_keys))
             for item in node.settings
         ),
         verification=(index.context.verification or UNVERIFIED_SENTENCE) if per_instance or shares else "",
@@ -990,8 +1046,7 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
         sources=tuple(evidence_view(item) for item in (*direct, *contextual)),
         previous=None if position == 0 else _node_link(index, nodes[position - 1], root),
         next=None if position == len(nodes) - 1 else _node_link(index, nodes[position + 1], root),
-        groups=tuple(Link(title=g.title, href=group_href(g.id, root=root, slug=slug),
-                          note=_repeat(g)) for g in groups),
+        groups=tuple(Link(title=g.title, href=group_href(g.id, root=root, slug=slug), note=_repeat(g)) for g in groups),
     )
 
 
@@ -1017,19 +1072,23 @@ def _repeat(group: Group) -> str:
 def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
     figures = [
         Figure(label="Parameters", value=count(totals.parameters), short=short_count(totals.parameters)),
-        Figure(label="Active per token", value=count(totals.active_parameters),
-               short=short_count(totals.active_parameters)),
-        Figure(label="Active per token, without the input embedding",
-               value=count(totals.active_parameters_without_embedding),
-               short=short_count(totals.active_parameters_without_embedding)),
+        Figure(
+            label="Active per token", value=count(totals.active_parameters), short=short_count(totals.active_parameters)
+        ),
+        Figure(
+            label="Active per token, without the input embedding",
+            value=count(totals.active_parameters_without_embedding),
+            short=short_count(totals.active_parameters_without_embedding),
+        ),
     ]
-    figures += [Figure(label=f"Checkpoint {dtype} elements", value=count(elements), short=short_count(elements))
-                for dtype, elements in sorted(totals.by_dtype.items())]
+    figures += [
+        Figure(label=f"Checkpoint {dtype} elements", value=count(elements), short=short_count(elements))
+        for dtype, elements in sorted(totals.by_dtype.items())
+    ]
     figures.append(Figure(label="Persistent buffers (elements)", value=count(totals.buffers), short=""))
     if totals.scale_elements:
         figures.append(Figure(label="Quantization scale elements", value=count(totals.scale_elements), short=""))
-    mtp = (f"{count(totals.mtp_parameters)} parameters, not in the total" if totals.mtp_parameters
-           else "none")
+    mtp = f"{count(totals.mtp_parameters)} parameters, not in the total" if totals.mtp_parameters else "none"
     figures.append(Figure(label="Multi-token prediction", value=mtp, short=""))
     figures.append(Figure(label="Checkpoint dtype", value=graph.dtype, short=""))
     return tuple(figures)
@@ -1052,10 +1111,15 @@ def _choices(index: ModelIndex, parent: Group, members: Sequence[str]) -> list[l
     for member in members:
         group = index.groups.get(member)
         previous = result[-1] if result else None
-        if (group is not None and previous is not None and previous[0] in index.groups and layers
-                and all(set(index.groups[g].placement.layers).isdisjoint(group.placement.layers) for g in previous)
-                and set(group.placement.layers) < layers
-                and all(set(index.groups[g].placement.layers) < layers for g in previous)):
+        if (
+            group is not None
+            and previous is not None
+            and previous[0] in index.groups
+            and layers
+            and all(set(index.groups[g].placement.layers).isdisjoint(group.placement.layers) for g in previous)
+            and set(group.placement.layers) < layers
+            and all(set(index.groups[g].placement.layers) < layers for g in previous)
+        ):
             previous.append(member)
         else:
             result.append([member])
@@ -1066,14 +1130,23 @@ def diagram(index: ModelIndex, group: Group, root: str) -> DiagramItem:
     """The group as a box holding its members in forward order; alternatives side by side."""
     children: list[DiagramItem] = []
     for run in _choices(index, group, group.members):
-        boxes = [diagram(index, index.groups[m], root) if m in index.groups else _chip(index, index.nodes[m], root)
-                 for m in run]
+        boxes = [
+            diagram(index, index.groups[m], root) if m in index.groups else _chip(index, index.nodes[m], root)
+            for m in run
+        ]
         if len(boxes) > 1:
             children.append(DiagramItem(item="choice", title="By layer, one of", children=tuple(boxes)))
         else:
             children.extend(boxes)
-    return DiagramItem(item="box", title=group.title, kind=group.kind.value, href=f"#group-{group.id}",
-                       anchor=f"diagram-{group.id}", repeat=_repeat(group), children=tuple(children))
+    return DiagramItem(
+        item="box",
+        title=group.title,
+        kind=group.kind.value,
+        href=f"#group-{group.id}",
+        anchor=f"diagram-{group.id}",
+        repeat=_repeat(group),
+        children=tuple(children),
+    )
 
 
 def _chip(index: ModelIndex, node: Node, root: str) -> DiagramItem:
@@ -1083,8 +1156,14 @@ def _chip(index: ModelIndex, node: Node, root: str) -> DiagramItem:
         note = short_count(parameters)
         if node.placement.count > 1:
             note += f" × {count(node.placement.count)}"
-    return DiagramItem(item="node", title=node.title, kind=node.kind.value, anchor=f"diagram-{node.id}",
-                       href=node_href(node.id, root=root, slug=index.slug), note=note)
+    return DiagramItem(
+        item="node",
+        title=node.title,
+        kind=node.kind.value,
+        anchor=f"diagram-{node.id}",
+        href=node_href(node.id, root=root, slug=index.slug),
+        note=note,
+    )
 
 
 _SHARE_BY_GROUP: dict[GroupKind, str] = {
@@ -1119,8 +1198,13 @@ def parameter_shares(index: ModelIndex) -> tuple[ShareRow, ...]:
         active[category] = active.get(category, 0) + node_parameters(node) * node.placement.active
     whole = sum(totals.values())
     return tuple(
-        ShareRow(label=label, value=count(value), percent=percent(value, whole),
-                 width=max(1, round(1000 * value / whole)), active=count(active[label]))
+        ShareRow(
+            label=label,
+            value=count(value),
+            percent=percent(value, whole),
+            width=max(1, round(1000 * value / whole)),
+            active=count(active[label]),
+        )
         for label, value in sorted(totals.items(), key=lambda item: (-item[1], item[0]))
     )
 
@@ -1173,12 +1257,18 @@ def group_rows(index: ModelIndex, root: str) -> tuple[GroupRow, ...]:
     for group in index.graph.groups:
         parent = index.groups.get(group.parent or "")
         unit = "experts" if group.kind is GroupKind.EXPERTS else ""
-        rows.append(GroupRow(
-            anchor=f"group-{group.id}", title=group.title, kind=group.kind.value,
-            where=format_placement(group.placement, unit), parameters=count(_group_parameters(index, group)),
-            summary=group.summary, diagram_href=f"#diagram-{group.id}",
-            parent=None if parent is None else Link(title=parent.title, href=f"#group-{parent.id}"),
-        ))
+        rows.append(
+            GroupRow(
+                anchor=f"group-{group.id}",
+                title=group.title,
+                kind=group.kind.value,
+                where=format_placement(group.placement, unit),
+                parameters=count(_group_parameters(index, group)),
+                summary=group.summary,
+                diagram_href=f"#diagram-{group.id}",
+                parent=None if parent is None else Link(title=parent.title, href=f"#group-{parent.id}"),
+            )
+        )
     return tuple(rows)
 
 
@@ -1209,8 +1299,9 @@ def build_overview_view(index: ModelIndex) -> OverviewView:
     cells, legend = layer_map(index)
     mtp = index.docs.totals.mtp_parameters
     return OverviewView(
-        page=Page(title=f"{index.title()} · archviz", root=root, crumbs=tuple(_crumbs(index, root)[:1]),
-                  phase_toggle=False),
+        page=Page(
+            title=f"{index.title()} · archviz", root=root, crumbs=tuple(_crumbs(index, root)[:1]), phase_toggle=False
+        ),
         name=index.title(),
         architecture=graph.model.architecture or "",
         description=_model_description(graph),
@@ -1219,8 +1310,11 @@ def build_overview_view(index: ModelIndex) -> OverviewView:
         diagram=diagram(index, graph.groups[0], root),
         kinds=tuple(kind.value for kind in NodeKind),
         shares=parameter_shares(index),
-        share_note=(f"Multi-token-prediction layers ({count(mtp)} parameters) are not in the total and not shown."
-                    if mtp else ""),
+        share_note=(
+            f"Multi-token-prediction layers ({count(mtp)} parameters) are not in the total and not shown."
+            if mtp
+            else ""
+        ),
         layers=cells,
         legend=legend,
         groups=group_rows(index, root),
@@ -1254,17 +1348,31 @@ def build_search_index(indexes: Sequence[ModelIndex]) -> str:
     entries: list[dict[str, str]] = []
     for index in indexes:
         name = index.title()
-        entries.append({"t": name, "k": "model", "m": name, "u": f"{index.slug}/index.html",
-                        "s": _model_description(index.graph)})
+        entries.append(
+            {"t": name, "k": "model", "m": name, "u": f"{index.slug}/index.html", "s": _model_description(index.graph)}
+        )
         for group in index.graph.groups:
-            entries.append({"t": group.title, "k": f"group · {group.kind.value}", "m": name,
-                            "u": group_href(group.id, root="", slug=index.slug), "s": group.summary})
+            entries.append(
+                {
+                    "t": group.title,
+                    "k": f"group · {group.kind.value}",
+                    "m": name,
+                    "u": group_href(group.id, root="", slug=index.slug),
+                    "s": group.summary,
+                }
+            )
         for node in index.graph.nodes:
             where = " › ".join(g.title for g in reversed(index.ancestors(node.group)))
-            entries.append({"t": node.title, "k": node.kind.value, "m": f"{name} · {where}",
-                            "u": node_href(node.id, root="", slug=index.slug), "s": f"{node.summary} {node.code}"})
-    return (f"// archviz search index: models, groups and nodes.\n"
-            f"window.{SEARCH_GLOBAL} = {script_json(entries)};\n")
+            entries.append(
+                {
+                    "t": node.title,
+                    "k": node.kind.value,
+                    "m": f"{name} · {where}",
+                    "u": node_href(node.id, root="", slug=index.slug),
+                    "s": f"{node.summary} {node.code}",
+                }
+            )
+    return f"// archviz search index: models, groups and nodes.\nwindow.{SEARCH_GLOBAL} = {script_json(entries)};\n"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1278,8 +1386,10 @@ def site_files(
 ) -> Iterator[tuple[str, str]]:
     """Every file of the site as (relative path, text), in a fixed order."""
     contexts = contexts or {}
-    indexes = [ModelIndex(docs, slug, contexts.get(docs.graph.model.name, ModelContext()))
-               for docs, slug in zip(models, model_slugs(models), strict=True)]
+    indexes = [
+        ModelIndex(docs, slug, contexts.get(docs.graph.model.name, ModelContext()))
+        for docs, slug in zip(models, model_slugs(models), strict=True)
+    ]
     yield SITE_MARKER, SITE_MARKER_TEXT
     for asset in ASSETS:
         yield asset, read_asset(asset, context)

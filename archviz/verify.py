@@ -418,11 +418,22 @@ def verify(
     notes: list[str] = []
     unchecked: list[str] = [f"not modelled: {sentence}" for sentence in graph.not_modelled]
 
+    incomparable = bool(graph.beyond_transformers or graph.not_modelled)
+    if run_meta and incomparable:
+        why = []
+        if graph.beyond_transformers:
+            why.append(
+                f"transformers' {graph.model.transformers_model_type} does not implement "
+                + ", ".join(graph.beyond_transformers)
+            )
+        if graph.not_modelled:
+            why.append("the graph leaves parts of the model out")
+        unchecked.append("the meta-device model was not compared: " + "; ".join(why))
     meta_totals: LegTotals | None = None
     meta_counts: Counter[str] | None = None
     meta_class = None
     shapes: list[ShapeCheck] = []
-    if run_meta:
+    if run_meta and not incomparable:
         from archviz.meta import build_meta_model
 
         settings = dict(docs.config.settings)
@@ -452,7 +463,7 @@ def verify(
             notes.append("tied weights, counted once: " + ", ".join(f"{a} = {b}" for a, b in meta.tied))
         if trace:
             shapes = _check_shapes(graph, settings, model_type, graph.model.architecture)
-    else:
+    elif not run_meta:
         unchecked.append("the meta-device model was not built (--no-meta)")
 
     checkpoint_totals: LegTotals | None = None

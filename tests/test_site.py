@@ -174,14 +174,16 @@ REFERENCE_ELEMENTS: list[tuple[str, str | None, str | None, str]] = [
     ("per-instance total", "tfoot", None, "Per-instance total 1,174,405,120"),
     ("placement", "p", "placement", "One instance, at model level."),
     ("verification sentence", "p", "verification", UNVERIFIED),
-    ("code references", "p", "code-refs", "Code config.json 17, 68"),
-    ("sources", "h2", None, "Sources 1"),
+    # The bundled K2 config has no model folder, so transformers' own deepseek_v3 file is cited (pinned to the
+    # installed release's tag); the config is cited at the bundled revision.
+    ("code references", "p", "code-refs", "Code modeling_deepseek_v3.py 570, 601–602 · config.json 15–68"),
+    ("sources", "h2", None, "Sources 3"),
     ("direct evidence", "h3", None, "Direct evidence"),
-    ("evidence category and file", "p", "where", "config · moonshotai/Kimi-K2-Instruct / config.json"),
-    ("pinned revision", "a", None, "Pinned revision fd1984e2b7a3 ↗"),
-    ("cited lines", "p", "pin", "lines 17–68"),
+    ("evidence category and file", "p", "where", "embedding · huggingface/transformers / modeling_deepseek_v3.py"),
+    ("pinned revision", "a", None, "Pinned revision v5.24.0 ↗"),
+    ("cited lines", "p", "pin", "lines 570–602"),
     ("read code excerpt", "summary", None, "Read code excerpt"),
-    ("omission marker", "p", "omission", "… lines 18–67 omitted …"),
+    ("omission marker", "p", "omission", "… lines 571–600 omitted …"),
 ]
 
 
@@ -201,10 +203,11 @@ def test_card_elements_in_reference_order(k2_site: Path) -> None:
 
 
 def test_card_excerpt_is_collapsible_and_highlighted(k2_site: Path) -> None:
-    details = article(k2_site, "token-embedding").find("details")
-    assert squash(details.find("summary").text()) == "Read code excerpt"
-    assert '"hidden_size"' in details.find("span", "nt").text()
-    assert [int(e.attrs["data-line"]) for e in details.find_all("span", "ln")] == [17, 68]
+    code, config, *_ = article(k2_site, "token-embedding").find_all("details")
+    assert squash(code.find("summary").text()) == "Read code excerpt"
+    assert [int(e.attrs["data-line"]) for e in code.find_all("span", "ln")] == [570, 601, 602]
+    assert "embed_tokens" in " ".join(e.text() for e in code.find_all("span"))
+    assert any('"hidden_size"' in e.text() for e in config.find_all("span", "nt"))
 
 
 def test_tensor_state_card_mirrors_reference(k2_site: Path) -> None:
@@ -218,7 +221,13 @@ def test_tensor_state_card_mirrors_reference(k2_site: Path) -> None:
     assert "shape prefill [B batch, T positions, 7168 d]" in squash(card_element.find("dl", "facts").text())
     assert not card_element.find_all("section", "parameters")
     headings = [squash(e.text()) for e in card_element.find_all("h3")]
-    assert headings == ["Direct evidence", "Contextual evidence from Token embedding"]
+    # Its own lines first, then the reference card's context: the token embedding's code and the released
+    # configuration, then the model's forward and the block.
+    assert headings[:2] == ["Direct evidence", "Direct evidence"]
+    assert headings[2:] == ["Contextual evidence from Token embedding"] * 2 + [
+        "Contextual evidence from DeepseekV3ForCausalLM",
+        "Contextual evidence from Decoder block",
+    ]
 
 
 def test_card_links_neighbours_and_groups(k2_site: Path) -> None:
@@ -332,7 +341,9 @@ def test_pages_link_nothing_external_but_provenance(k2_site: Path) -> None:
             for name in ("href", "src"):
                 value = element.attrs.get(name, "")
                 if value.startswith(("http:", "https:", "//")):
-                    assert name == "href" and value.startswith("https://huggingface.co/"), (path, value)
+                    assert name == "href" and value.startswith(
+                        ("https://huggingface.co/", "https://github.com/huggingface/transformers/blob/v")
+                    ), (path, value)
     css = (k2_site / "assets" / "archviz.css").read_text(encoding="utf-8")
     assert "url(" not in css and "@import" not in css
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
 from archviz.families import deepseek_v3, kimi_linear
-from archviz.graph import Graph, ModelInfo
+from archviz.graph import Assumption, Graph, ModelInfo
 from archviz.settings import Settings
 
 
@@ -67,10 +67,22 @@ def find_family(document: ConfigDocument) -> Family:
     )
 
 
-def build_graph(document: ConfigDocument, *, name: str, repo: str | None, revision: str | None) -> Graph:
-    """Build the typed graph of the model a config describes."""
+def build_graph(
+    document: ConfigDocument,
+    *,
+    name: str,
+    repo: str | None,
+    revision: str | None,
+    assumptions: Iterable[Assumption] = (),
+    partial: bool = False,
+) -> Graph:
+    """Build the typed graph of the model a config describes.
+
+    ``assumptions`` supply values for keys the config lacks (each is listed on the graph); ``partial`` builds
+    what the config allows and lists the rest as not modelled instead of failing on missing keys.
+    """
     family = find_family(document)
-    settings = Settings(document, family=family.name)
+    settings = Settings(document, family=family.name, assumptions=assumptions, partial=partial)
     architectures = document.settings.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
     model_type = document.settings.get("model_type", document.data.get("model_type"))
@@ -84,4 +96,5 @@ def build_graph(document: ConfigDocument, *, name: str, repo: str | None, revisi
         revision=revision,
         config_path="config.json",
     )
-    return family.build(settings, model)
+    graph = family.build(settings, model)
+    return replace(graph, assumptions=tuple(settings.assumed[key] for key in sorted(settings.assumed)))

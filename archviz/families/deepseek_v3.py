@@ -6,7 +6,7 @@ structure is ``archviz.families.mla_moe``'s, with DeepSeek's config keys and che
 
 from __future__ import annotations
 
-from archviz.families.mla_moe import MlaMoeBuilder, Naming
+from archviz.families.mla_moe import MlaMoeBuilder, Naming, build_graph
 from archviz.graph import Graph, ModelInfo
 from archviz.settings import Settings
 
@@ -31,4 +31,4 @@ NAMING = Naming(
 
 def build(settings: Settings, model: ModelInfo) -> Graph:
     """The deepseek_v3 graph for one config."""
-    return MlaMoeBuilder(settings, NAMING).build(model)
+    return build_graph(settings, model, lambda s: MlaMoeBuilder(s, NAMING), NAMING)

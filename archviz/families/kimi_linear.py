@@ -12,9 +12,9 @@ mapping (``q_conv1d``/``k_conv1d``/``v_conv1d``, ``f_a_proj``/``f_b_proj``/``A_l
 
 from __future__ import annotations
 
-from archviz.families.mla_moe import MlaMoeBuilder, Naming
+from archviz.families.mla_moe import MlaMoeBuilder, Naming, build_graph
 from archviz.families.toolkit import BATCH, POSITIONS, factor, fixed, layer_placement, shape
-from archviz.graph import Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting
+from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting
 from archviz.settings import Settings
 
 NAME = "kimi_linear"
@@ -60,6 +60,36 @@ class KimiLinearBuilder(MlaMoeBuilder):
         self.kda_heads = s.dim(LINEAR, "num_heads")
         self.kda_head_dim = s.dim(LINEAR, "head_dim")
         self.conv_kernel = s.dim(LINEAR, "short_conv_kernel_size")
+        # Kimi-K3's extensions, each present only when its key is (../README of the K3 config: public
+        # descriptions of the release). transformers' kimi_linear implements none of them.
+        self.block_size = s.dim("attn_res_block_size") if s.has("attn_res_block_size") else None
+        self.output_gate = s.flag("mla_use_output_gate", default=False)
+        self.full_rank_gate = s.flag(LINEAR, "use_full_rank_gate", default=False)
+        self.gate_lower_bound = s.number(LINEAR, "gate_lower_bound") if "gate_lower_bound" in s.values[LINEAR] else None
+        self.situ = s.text("hidden_act", default="silu") == "situ"
+        latent = s.optional_dim("routed_expert_hidden_size")
+        self.routed_latent = latent if latent is not None and latent != self.dims.d.value else None
+        for present, feature in (
+            (self.block_size is not None, "Block Attention Residuals (attn_res_block_size)"),
+            (self.output_gate, "the MLA output gate (mla_use_output_gate)"),
+            (self.full_rank_gate, "the full-rank KDA output gate (linear_attn_config.use_full_rank_gate)"),
+            (self.gate_lower_bound is not None, "the forget-gate lower bound (linear_attn_config.gate_lower_bound)"),
+            (self.situ, "the SiTU activation (hidden_act = situ)"),
+            (self.routed_latent is not None, "routed experts in a latent (routed_expert_hidden_size)"),
+        ):
+            if present:
+                self.beyond_transformers.append(feature)
+        if self.routed_latent is not None:
+            self.not_modelled.append(
+                f"The routed experts: they work in a {self.routed_latent:,}-feature latent (routed_expert_hidden_size) "
+                "whose projections no public description documents, so the graph leaves them and their "
+                "parameters out rather than guess; the totals exclude them."
+            )
+        if self.block_size is not None or self.output_gate or self.full_rank_gate:
+            self.not_modelled.append(
+                "Checkpoint names of the Block Attention Residual, output-gate and full-rank-gate tensors follow "
+                "third-party descriptions of the release and are not verified against a checkpoint."
+            )
 
     def _layer_list(self, key: str) -> list[int]:
         """A 1-based layer list of linear_attn_config as 0-based checkpoint indices."""
@@ -73,6 +103,136 @@ class KimiLinearBuilder(MlaMoeBuilder):
         if len(set(value)) != len(value):
             raise s.fail((LINEAR, key), "lists a layer twice")
         return sorted(i - 1 for i in value)
+
+    def routed_experts_modelled(self) -> bool:
+        return self.routed_latent is None
+
+    def activation(self) -> tuple[str, str, list[Setting]]:
+        if not self.situ:
+            return super().activation()
+        s = self.s
+        beta = s.number("activation_situ_beta")
+        linear_beta = s.number("activation_situ_linear_beta")
+        return (
+            "SiTU activation",
+            "Softly bound both halves and multiply them: gate' = β·tanh(gate/β)·sigmoid(gate) and "
+            "up' = β₂·tanh(up/β₂), then gate' × up', element by element.",
+            [
+                Setting(name="activation", value="situ", config_keys=("hidden_act",)),
+                Setting(name="β (gate bound)", value=f"{beta:g}", config_keys=("activation_situ_beta",)),
+                Setting(name="β₂ (up bound)", value=f"{linear_beta:g}", config_keys=("activation_situ_linear_beta",)),
+            ],
+        )
+
+    def before_sublayer(self, prefix: str, sublayer: str, at: Placement, *, parent: str, part: Part) -> None:
+        """Block Attention Residuals: the sublayer's input is an attention-weighted mix of the block history."""
+        if self.block_size is None:
+            return
+        b, dims = self.b, self.dims
+        d = dims.d.value or 0
+        blocks = -(-self.layers // self.block_size)
+        sources = Dim(
+            symbol="N_b",
+            label="sources",
+            formula="completed blocks of attn_res_block_size layers + the current block's partial sum",
+        )
+        history = shape("block_history", sources, BATCH, POSITIONS, dims.d)
+        hidden = shape("hidden_states", BATCH, POSITIONS, dims.d)
+        tensor = "self_attention_res" if sublayer == "attention" else "mlp_res"
+        where = "attention" if sublayer == "attention" else "the MLP"
+        if sublayer == "attention":
+            b.state(
+                f"{prefix}attn-res.history",
+                title="Block history",
+                code="block_history",
+                group=parent,
+                summary=(
+                    f"The outputs of the completed blocks of {self.block_size} layers and the current block's partial "
+                    f"sum, the sources Block Attention Residuals attend over (at most {blocks + 1} in this model)."
+                ),
+                value=history,
+                placement=at,
+                part=part,
+            )
+        b.node(
+            f"{prefix}attn-res.{sublayer}-norm",
+            title=f"AttnRes RMSNorm before {where}",
+            kind=NodeKind.LEARNED,
+            code=f"self.{tensor}_norm(block_history)",
+            group=parent,
+            summary="Normalize every source of the block history before it is scored.",
+            inputs=[history],
+            outputs=[history],
+            placement=at,
+            part=part,
+            settings=[self.eps()],
+            parameters=[
+                self.b.tensor(
+                    "RMSNorm scale", f"model.layers.{{layer}}.{tensor}_norm.weight", [factor("hidden_size", d)]
+                )
+            ],
+        )
+        b.node(
+            f"{prefix}attn-res.{sublayer}-query",
+            title=f"AttnRes pseudo-query before {where}",
+            kind=NodeKind.LEARNED,
+            code=f"self.{tensor}_proj(block_history)",
+            group=parent,
+            summary="Score each normalized source with one learned d → 1 projection.",
+            inputs=[history],
+            outputs=[shape("scores", sources, BATCH, POSITIONS)],
+            placement=at,
+            part=part,
+            parameters=[
+                self.b.tensor(
+                    "pseudo-query weight",
+                    f"model.layers.{{layer}}.{tensor}_proj.weight",
+                    [factor("1", 1), factor("hidden_size", d)],
+                )
+            ],
+            settings=[Setting(name="block size", value=str(self.block_size), config_keys=("attn_res_block_size",))],
+        )
+        b.node(
+            f"{prefix}attn-res.{sublayer}-mix",
+            title=f"AttnRes mix before {where}",
+            kind=NodeKind.OPERATOR,
+            code="torch.softmax(scores, dim=0) · block_history",
+            group=parent,
+            summary=f"Softmax the scores over the sources and take the weighted sum as the input to {where}.",
+            inputs=[shape("scores", sources, BATCH, POSITIONS), history],
+            outputs=[hidden],
+            placement=at,
+            part=part,
+        )
+
+    def after_attention_core(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
+        """The MLA output gate: a sigmoid gate per head channel on the attention output."""
+        if not self.output_gate:
+            return
+        dims = self.dims
+        d, width = dims.d.value or 0, dims.o_in.value or 0
+        attn_out = shape("attn_output", BATCH, POSITIONS, dims.o_in)
+        self.b.node(
+            f"{prefix}attention.output-gate",
+            title="Attention output gate",
+            kind=NodeKind.LEARNED,
+            code="attn_output * torch.sigmoid(self.g_proj(hidden_states))",
+            group=parent,
+            summary="Project each position to one gate per head channel, squash it with a sigmoid and multiply "
+            "the attention output by it.",
+            inputs=[shape("hidden_states", BATCH, POSITIONS, dims.d), attn_out],
+            outputs=[attn_out],
+            placement=at,
+            part=part,
+            parameters=[
+                self.b.tensor(
+                    "output gate weight",
+                    "model.layers.{layer}.self_attn.g_proj.weight",
+                    [factor("num_attention_heads × v_head_dim", width), factor("hidden_size", d)],
+                )
+            ],
+            extra_keys=["mla_use_output_gate"],
+        )
 
     def mixer_kind(self, index: int) -> str:
         return "KDA" if index in set(self.kda_layers) else "MLA"
@@ -212,6 +372,13 @@ class KimiLinearBuilder(MlaMoeBuilder):
                     dtype="F32",
                 ),
             ],
+            settings=[
+                Setting(
+                    name="lower bound", value=f"{self.gate_lower_bound:g}", config_keys=(f"{LINEAR}.gate_lower_bound",)
+                )
+            ]
+            if self.gate_lower_bound is not None
+            else [],
         )
         node(
             "beta",
@@ -272,11 +439,17 @@ class KimiLinearBuilder(MlaMoeBuilder):
             "output-gate",
             "Output gate projection",
             kind=NodeKind.LEARNED,
-            code="self.g_b_proj(self.g_a_proj(hidden_states))",
-            summary="A low-rank projection of each position to one gate per channel of the attention output.",
+            code="self.g_proj(hidden_states)" if self.full_rank_gate else "self.g_b_proj(self.g_a_proj(hidden_states))",
+            summary=f"A {'full-rank' if self.full_rank_gate else 'low-rank'} projection of each position to one gate "
+            "per channel of the attention output.",
             inputs=[hidden],
             outputs=[shape("gate", BATCH, POSITIONS, heads, head)],
+            extra_keys=[f"{LINEAR}.use_full_rank_gate"] if self.full_rank_gate else [],
             parameters=[
+                b.tensor("g_proj weight", f"{attn}.g_proj.weight", [factor(width, qkv_dim), factor("hidden_size", d)])
+            ]
+            if self.full_rank_gate
+            else [
                 b.tensor(
                     "g_a_proj weight",
                     f"{attn}.g_a_proj.weight",
@@ -331,4 +504,4 @@ class KimiLinearBuilder(MlaMoeBuilder):
 
 def build(settings: Settings, model: ModelInfo) -> Graph:
     """The kimi_linear graph for one config."""
-    return KimiLinearBuilder(settings).build(model)
+    return build_graph(settings, model, KimiLinearBuilder, NAMING, [LINEAR])

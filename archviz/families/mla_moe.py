@@ -21,6 +21,7 @@ Sources of the structure (the names and shapes below follow them):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from archviz.families.toolkit import (
@@ -208,6 +209,32 @@ class MlaMoeBuilder:
         self.moe_every = s.dim("moe_layer_freq") if s.has("moe_layer_freq") else 1
         self.mtp_layers = s.count("num_nextn_predict_layers", default=0)
         self.tied = s.flag("tie_word_embeddings", default=False)
+        self.not_modelled: list[str] = []
+        """Sentences naming what the graph leaves out; families add to it."""
+        self.beyond_transformers: list[str] = []
+        """Config features transformers' class does not implement; families add to it."""
+
+    # -- hooks a family overrides --------------------------------------------------------------
+
+    def before_sublayer(self, prefix: str, sublayer: str, at: Placement, *, parent: str, part: Part) -> None:
+        """Nodes that run before attention (``sublayer="attention"``) or the FFN (``"mlp"``); none here."""
+
+    def after_attention_core(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
+        """Nodes between attention's core and its output projection; none here."""
+
+    def routed_experts_modelled(self) -> bool:
+        """Whether the routed experts' structure is known (a family says no when it is not documented)."""
+        return True
+
+    def activation(self) -> tuple[str, str, list[Setting]]:
+        """Title, summary and settings of the gated activation: SwiGLU from ``hidden_act``."""
+        act = self.s.text("hidden_act", default="silu")
+        return (
+            "SwiGLU activation",
+            f"Multiply the {act.upper() if act == 'silu' else act} of the gate projection by the up projection, "
+            "element by element.",
+            [Setting(name="activation", value=act, config_keys=("hidden_act",) if self.s.has("hidden_act") else ())],
+        )
 
     def is_moe_layer(self, index: int) -> bool:
         # The remote code's rule; transformers' port drops the moe_layer_freq test (equal when it is 1).
@@ -336,7 +363,13 @@ class MlaMoeBuilder:
             Layer(index=index, mixer=self.mixer_kind(index), ffn="MoE", part=Part.MTP)
             for index in range(self.layers, self.layers + self.mtp_layers)
         ]
-        return b.finish(model, input_embedding="token-embedding", layers=layers)
+        return b.finish(
+            model,
+            input_embedding="token-embedding",
+            layers=layers,
+            not_modelled=self.not_modelled,
+            beyond_transformers=self.beyond_transformers,
+        )
 
     def mixer_kind(self, index: int) -> str:
         """The token mixer of a layer (MLA everywhere here)."""
@@ -457,6 +490,7 @@ class MlaMoeBuilder:
             placement=at,
             part=part,
         )
+        self.before_sublayer(prefix, "attention", at, parent=block, part=part)
         b.node(
             f"{prefix}input-norm",
             title="Input RMSNorm",
@@ -496,6 +530,7 @@ class MlaMoeBuilder:
             placement=at,
             part=part,
         )
+        self.before_sublayer(prefix, "mlp", at, parent=block, part=part)
         b.node(
             f"{prefix}post-attention-norm",
             title="Post-attention RMSNorm",
@@ -879,6 +914,7 @@ class MlaMoeBuilder:
                 ),
             ],
         )
+        self.after_attention_core(prefix, at, parent=group, part=part)
         rows = [
             b.tensor(
                 "Attention output projection weight",
@@ -989,20 +1025,19 @@ class MlaMoeBuilder:
                     )
                 ],
             )
+        title, summary, settings = self.activation()
         b.node(
             f"{prefix}mlp.act",
-            title="SwiGLU activation",
+            title=title,
             kind=NodeKind.OPERATOR,
             code="self.act_fn(self.gate_proj(x)) * self.up_proj(x)",
             group=group,
             placement=at,
             part=part,
-            summary="Multiply the SiLU of the gate projection by the up projection, element by element.",
+            summary=summary,
             inputs=[inner, inner],
             outputs=[inner],
-            settings=[
-                Setting(name="activation", value=self.s.text("hidden_act", default="silu"), config_keys=("hidden_act",))
-            ],
+            settings=settings,
         )
         b.node(
             f"{prefix}mlp.down-proj",
@@ -1159,52 +1194,53 @@ class MlaMoeBuilder:
                 ),
             ],
         )
-        experts_group = b.group(
-            f"{prefix}moe.experts",
-            title="Routed experts",
-            kind=GroupKind.EXPERTS,
-            parent=group,
-            placement=layer_placement(layers, per_layer=experts, active_per_layer=top_k),
-            summary=f"{experts} SwiGLU experts per layer, of which each token uses {top_k}.",
-        )
-        expert_in = shape("current_state", ROUTED_TOKENS, dims.d)
-        b.node(
-            f"{prefix}moe.routed-expert",
-            title="Routed expert",
-            kind=NodeKind.LEARNED,
-            code="self.experts(hidden_states, topk_indices, topk_weights)",
-            group=experts_group,
-            summary=(
-                "A SwiGLU feed-forward network of width moe_intermediate_size applied to the tokens "
-                "routed to it; one representative of every expert in every MoE layer."
-            ),
-            inputs=[expert_in],
-            outputs=[shape("current_hidden_states", ROUTED_TOKENS, dims.d)],
-            placement=layer_placement(layers, per_layer=experts, active_per_layer=top_k),
-            part=part,
-            parameters=self.swiglu_rows(
-                f"{mlp}.experts.{{expert}}",
-                "moe_intermediate_size",
-                dims.expert_ffn.value or 0,
-                "Expert",
-                names=n.expert_projections,
-            ),
-            settings=[
-                Setting(name="activation", value=s.text("hidden_act", default="silu"), config_keys=("hidden_act",))
-            ],
-        )
-        b.node(
-            f"{prefix}moe.combine",
-            title="Weighted expert sum",
-            kind=NodeKind.OPERATOR,
-            code="final_hidden_states.index_add_(0, token_idx, current_hidden_states)",
-            group=experts_group,
-            summary="Scale each routed expert's output by its routing weight and add them up per token.",
-            inputs=[shape("current_hidden_states", ROUTED_TOKENS, dims.d), weights],
-            outputs=[hidden],
-            placement=at,
-            part=part,
-        )
+        if self.routed_experts_modelled():
+            experts_group = b.group(
+                f"{prefix}moe.experts",
+                title="Routed experts",
+                kind=GroupKind.EXPERTS,
+                parent=group,
+                placement=layer_placement(layers, per_layer=experts, active_per_layer=top_k),
+                summary=f"{experts} SwiGLU experts per layer, of which each token uses {top_k}.",
+            )
+            expert_in = shape("current_state", ROUTED_TOKENS, dims.d)
+            b.node(
+                f"{prefix}moe.routed-expert",
+                title="Routed expert",
+                kind=NodeKind.LEARNED,
+                code="self.experts(hidden_states, topk_indices, topk_weights)",
+                group=experts_group,
+                summary=(
+                    "A SwiGLU feed-forward network of width moe_intermediate_size applied to the tokens "
+                    "routed to it; one representative of every expert in every MoE layer."
+                ),
+                inputs=[expert_in],
+                outputs=[shape("current_hidden_states", ROUTED_TOKENS, dims.d)],
+                placement=layer_placement(layers, per_layer=experts, active_per_layer=top_k),
+                part=part,
+                parameters=self.swiglu_rows(
+                    f"{mlp}.experts.{{expert}}",
+                    "moe_intermediate_size",
+                    dims.expert_ffn.value or 0,
+                    "Expert",
+                    names=n.expert_projections,
+                ),
+                settings=[
+                    *self.activation()[2][:1],
+                ],
+            )
+            b.node(
+                f"{prefix}moe.combine",
+                title="Weighted expert sum",
+                kind=NodeKind.OPERATOR,
+                code="final_hidden_states.index_add_(0, token_idx, current_hidden_states)",
+                group=experts_group,
+                summary="Scale each routed expert's output by its routing weight and add them up per token.",
+                inputs=[shape("current_hidden_states", ROUTED_TOKENS, dims.d), weights],
+                outputs=[hidden],
+                placement=at,
+                part=part,
+            )
         shared = s.count(n.shared, default=0)
         if shared:
             b.node(
@@ -1365,3 +1401,67 @@ class MlaMoeBuilder:
                 )
             ],
         )
+
+
+def build_partial(s: Settings, model: ModelInfo, missing: list[str]) -> Graph:
+    """What an incomplete config allows: the token embedding and its output, the rest listed as missing."""
+    s.require(["vocab_size", "hidden_size"])
+    dtype, block = _checkpoint_dtypes(s)
+    b = GraphBuilder(s, dtype=dtype, quantization_block=block)
+    d = fixed("d", s.dim("hidden_size"), "hidden_size")
+    vocab = s.dim("vocab_size")
+    b.group(
+        "model",
+        title=model.architecture or "Model",
+        kind=GroupKind.MODEL,
+        parent=None,
+        summary="Embeds the tokens; the rest of the forward pass needs keys this config does not set.",
+    )
+    b.node(
+        "token-embedding",
+        title="Token embedding",
+        kind=NodeKind.LEARNED,
+        code="self.embed_tokens(input_ids)",
+        group="model",
+        summary="Look up a learned feature vector for each token ID.",
+        inputs=[shape("input_ids", BATCH, POSITIONS)],
+        outputs=[shape("inputs_embeds", BATCH, POSITIONS, d)],
+        parameters=[
+            b.tensor(
+                "Token embedding",
+                "model.embed_tokens.weight",
+                [factor("vocab_size", vocab), factor("hidden_size", d.value or 0)],
+            )
+        ],
+        extra_keys=["pad_token_id"],
+    )
+    b.state(
+        "embedded-state",
+        title="Embedded state",
+        code="inputs_embeds",
+        group="model",
+        summary="Learned token vectors entering the first block.",
+        value=shape("inputs_embeds", BATCH, POSITIONS, d),
+    )
+    return b.finish(
+        model,
+        input_embedding="token-embedding",
+        not_modelled=[
+            "Everything after the token embedding (the decoder blocks, the final norm and the output head): "
+            f"the config does not set {', '.join(missing)}, which the {s.family} family needs."
+        ],
+    )
+
+
+def build_graph(
+    s: Settings,
+    model: ModelInfo,
+    builder: Callable[[Settings], MlaMoeBuilder],
+    naming: Naming,
+    extra_required: Sequence[str] = (),
+) -> Graph:
+    """The whole graph, or with ``s.partial`` and missing keys, the part the config allows."""
+    missing = s.missing([*naming.required, *extra_required])
+    if missing and s.partial:
+        return build_partial(s, model, missing)
+    return builder(s).build(model)

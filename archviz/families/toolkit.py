@@ -245,6 +245,7 @@ class GraphBuilder:
         input_embedding: str | None,
         layers: Iterable[Layer] = (),
         not_modelled: Iterable[str] = (),
+        beyond_transformers: Iterable[str] = (),
     ) -> Graph:
         """Freeze everything added into a graph."""
         groups = tuple(
@@ -267,4 +268,5 @@ class GraphBuilder:
             input_embedding=input_embedding,
             layers=tuple(layers),
             not_modelled=tuple(not_modelled),
+            beyond_transformers=tuple(beyond_transformers),
         )
