@@ -43,6 +43,14 @@ PartialOption = Annotated[
     bool,
     typer.Option("--partial", help="Build what an incomplete config allows and list the rest as not modelled."),
 ]
+SourceOption = Annotated[
+    str,
+    typer.Option(
+        "--source",
+        help="Which modeling file to cite: auto (the model's own remote code when its folder has it, else "
+        "transformers'), remote, or transformers. Source is only read, never imported.",
+    ),
+]
 RevisionOption = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub repo id.")]
 
 
@@ -66,6 +74,14 @@ def _assumptions(items: list[str] | None) -> list[Assumption]:
     return parsed
 
 
+def _source(choice: str) -> str:
+    from archviz.sources import PREFERENCES
+
+    if choice not in PREFERENCES:
+        raise InputError(f"--source must be one of {', '.join(PREFERENCES)}", path=f"--source {choice}")
+    return choice
+
+
 def _fail(error: InputError) -> typer.Exit:
     """Bad input: one line on stderr, exit code 2."""
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"archviz: error: {error}", markup=False)
@@ -80,10 +96,13 @@ def inspect(
     revision: RevisionOption = None,
     assume: AssumeOption = None,
     partial: PartialOption = False,
+    source: SourceOption = "auto",
 ) -> None:
     """Show every operator and tensor state of MODEL's forward pass, with shapes and parameter counts."""
     try:
-        docs = describe_model(model, revision=revision, assumptions=_assumptions(assume), partial=partial)
+        docs = describe_model(
+            model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
+        )
     except InputError as error:
         raise _fail(error) from None
     if as_json:
@@ -130,13 +149,20 @@ def check(
     trust_remote_code: TrustOption = False,
     assume: AssumeOption = None,
     partial: PartialOption = False,
+    source: SourceOption = "auto",
 ) -> None:
-    """Verify MODEL three ways: analytic graph, meta-device model, checkpoint tensors. Exit 1 on disagreement."""
+    """Verify MODEL three ways: analytic graph, meta-device model, checkpoint tensors. Exit 1 on disagreement.
+
+    With --strict, also fail when a tensor state's shape could not be checked or a node's source was not located.
+    """
     from archviz.checkpoint import read_checkpoint
+    from archviz.sources import coverage
     from archviz.verify import verify
 
     try:
-        docs = describe_model(model, revision=revision, assumptions=_assumptions(assume), partial=partial)
+        docs = describe_model(
+            model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
+        )
         location = _checkpoint_location(docs, checkpoint)
         held = read_checkpoint(location, revision=revision) if location is not None else None
         verification = verify(docs, checkpoint=held, run_meta=not no_meta, trust_remote_code=trust_remote_code)
@@ -146,7 +172,16 @@ def check(
         sys.stdout.write(json.dumps(verification_json(verification), indent=2, ensure_ascii=False) + "\n")
     else:
         Console().print(render_verification(model, verification))
-    failed = not verification.agrees or (strict and any("shape of" in item for item in verification.unchecked))
+    unlocated = coverage(docs.sources).unlocated
+    unshaped = [item for item in verification.unchecked if item.startswith("shape of")]
+    if strict and (unlocated or unshaped):
+        console = Console(stderr=True, highlight=False, soft_wrap=True)
+        for node in unlocated:
+            reason = docs.sources.nodes[node].reason or "source not located"
+            console.print(f"archviz: strict: {node}: {reason}", markup=False)
+        for item in unshaped:
+            console.print(f"archviz: strict: {item}", markup=False)
+    failed = not verification.agrees or (strict and bool(unlocated or unshaped))
     raise typer.Exit(code=1 if failed else 0)
 
 
@@ -200,6 +235,7 @@ def render(
         bool, typer.Option("--no-verify", help="Skip the meta-model and checkpoint verification (no torch needed).")
     ] = False,
     trust_remote_code: TrustOption = False,
+    source: SourceOption = "auto",
 ) -> None:
     """Build the static documentation site for MODELs into OUT (written whole, then moved into place)."""
     from archviz.checkpoint import read_checkpoint
@@ -209,7 +245,7 @@ def render(
 
     names = models or sorted(BUNDLED)
     try:
-        described = [describe_model(name) for name in names]
+        described = [describe_model(name, source=_source(source)) for name in names]
         contexts: dict[str, ModelContext] = {}
         for docs in described:
             sentence = None
