@@ -1,0 +1,108 @@
+/* archviz: the search box and the prefill/decode toggle. No dependencies; works from file://. */
+(function () {
+  "use strict";
+  var html = document.documentElement;
+  var STORE = "archviz-phase";
+  html.classList.add("js");
+
+  function storedPhase() {
+    try {
+      return window.localStorage.getItem(STORE) === "decode" ? "decode" : "prefill";
+    } catch (error) {
+      return "prefill";
+    }
+  }
+
+  function setPhase(phase, remember) {
+    html.setAttribute("data-phase", phase);
+    var buttons = document.querySelectorAll("[data-set-phase]");
+    for (var i = 0; i < buttons.length; i++) {
+      buttons[i].setAttribute("aria-pressed", String(buttons[i].getAttribute("data-set-phase") === phase));
+    }
+    if (remember) {
+      try {
+        window.localStorage.setItem(STORE, phase);
+      } catch (error) {
+        /* storage unavailable: the choice lasts for this page only */
+      }
+    }
+  }
+
+  setPhase(storedPhase(), false);
+
+  function score(entry, query) {
+    var title = entry.t.toLowerCase();
+    if (title.indexOf(query) === 0) return 0;
+    if ((" " + title).indexOf(" " + query) >= 0) return 1;
+    if (title.indexOf(query) >= 0) return 2;
+    if (entry.s.toLowerCase().indexOf(query) >= 0 || entry.k.toLowerCase().indexOf(query) >= 0) return 3;
+    return -1;
+  }
+
+  function search(query) {
+    var index = window.ARCHVIZ_SEARCH_INDEX || [];
+    var hits = [];
+    for (var i = 0; i < index.length; i++) {
+      var rank = score(index[i], query);
+      if (rank >= 0) hits.push({ rank: rank, order: i, entry: index[i] });
+    }
+    hits.sort(function (a, b) { return a.rank - b.rank || a.order - b.order; });
+    return hits.slice(0, 30);
+  }
+
+  function showResults(list, query) {
+    var root = document.body.getAttribute("data-root") || "";
+    while (list.firstChild) list.removeChild(list.firstChild);
+    if (!query) return;
+    var hits = search(query);
+    if (!hits.length) {
+      var none = document.createElement("li");
+      none.className = "empty";
+      none.textContent = "No match for \u201c" + query + "\u201d";
+      list.appendChild(none);
+      return;
+    }
+    for (var i = 0; i < hits.length; i++) {
+      var entry = hits[i].entry;
+      var item = document.createElement("li");
+      var link = document.createElement("a");
+      link.href = root + entry.u;
+      link.textContent = entry.t;
+      var meta = document.createElement("span");
+      meta.className = "note";
+      meta.textContent = entry.k + " \u00b7 " + entry.m;
+      item.appendChild(link);
+      item.appendChild(document.createTextNode(" "));
+      item.appendChild(meta);
+      list.appendChild(item);
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    setPhase(html.getAttribute("data-phase") || "prefill", false);
+    var buttons = document.querySelectorAll("[data-set-phase]");
+    for (var i = 0; i < buttons.length; i++) {
+      buttons[i].addEventListener("click", function (event) {
+        setPhase(event.currentTarget.getAttribute("data-set-phase"), true);
+      });
+    }
+    var form = document.getElementById("search-form");
+    var input = document.getElementById("search-input");
+    var list = document.getElementById("search-results");
+    if (!form || !input || !list) return;
+    input.addEventListener("input", function () {
+      showResults(list, input.value.trim().toLowerCase());
+    });
+    input.addEventListener("keydown", function (event) {
+      if (event.key === "Escape") {
+        input.value = "";
+        showResults(list, "");
+      }
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var first = list.querySelector("a");
+      if (first) window.location.href = first.href;
+    });
+  });
+})();

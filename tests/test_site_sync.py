@@ -1,0 +1,23 @@
+"""The committed site/ is exactly what `archviz render` produces for the bundled models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cli import app
+
+SITE = Path(__file__).resolve().parent.parent / "site"
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def test_committed_site_is_in_sync(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["render", "--out", str(tmp_path / "site")])
+    assert result.exit_code == 0, result.output
+    rendered, committed = files(tmp_path / "site"), files(SITE)
+    stale = sorted(name for name in rendered.keys() | committed.keys() if rendered.get(name) != committed.get(name))
+    assert not stale, f"site/ differs from `archviz render` in {len(stale)} files ({stale[:5]}…): run it and commit"
