@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
-from archviz.families import deepseek_v3, kimi_linear
+from archviz.families import deepseek_v3, generic, kimi_linear, llama
 from archviz.graph import Assumption, Graph, ModelInfo
 from archviz.settings import Settings
 
@@ -43,6 +43,16 @@ FAMILIES: tuple[Family, ...] = (
         transformers_model_type=kimi_linear.TRANSFORMERS_MODEL_TYPE,
         build=kimi_linear.build,
     ),
+    *(
+        Family(
+            name=variant.name,
+            model_types=variant.model_types,
+            architectures=variant.architectures,
+            transformers_model_type=variant.transformers_model_type,
+            build=variant.build,
+        )
+        for variant in llama.VARIANTS
+    ),
 )
 
 
@@ -54,6 +64,16 @@ def find_family(document: ConfigDocument) -> Family:
     for family in FAMILIES:
         if model_type in family.model_types:
             return family
+    if isinstance(model_type, str) and model_type and generic.transformers_ships(model_type):
+        # No hand-written table, but transformers ships the modeling code: read the graph off it
+        # (before the architecture fallback, which is for model_types transformers does not know).
+        return Family(
+            name=generic.NAME,
+            model_types=(model_type,),
+            architectures=(),
+            transformers_model_type=model_type,
+            build=generic.build,
+        )
     for family in FAMILIES:
         if isinstance(architectures, list) and any(name in family.architectures for name in architectures):
             return family

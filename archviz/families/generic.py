@@ -1,0 +1,727 @@
+"""Any model_type transformers ships without a hand-written table: the graph read off the real modeling code.
+
+The model is built on torch's meta device (``archviz.meta``) and its module tree walked: every module that
+owns parameters or saved buffers becomes a learned node whose rows are its tensors, named as
+``save_pretrained`` writes them (transformers' own weight-conversion reversal, run on that module's
+tensors alone, so fused experts come back one tensor per expert). Repeated layers are folded: modules at the
+same path in every item of a ``ModuleList`` (``model.layers.{layer}``) with the same class and the same
+tensors become one node with a layer placement, and a module whose checkpoint tensors repeat per expert
+(``experts.{expert}.w1.weight``) one node with ``{expert}`` instances. Output shapes come from a prefill and a
+decode pass on meta tensors (``archviz.meta.trace_shapes``); nodes are in the order the forward pass left them.
+
+Such a graph describes the code with the code, so it is not an independent witness: ``Graph.not_modelled``
+says so first. torch and transformers load only when ``build`` runs, through ``archviz.meta``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from archviz.families.mla_moe import _checkpoint_dtypes
+from archviz.families.toolkit import (
+    BATCH,
+    KEY_POSITIONS,
+    MODEL_LEVEL,
+    POSITIONS,
+    SAFETENSORS_DTYPES,
+    TOKENS,
+    GraphBuilder,
+    factor,
+    fixed,
+    layer_placement,
+)
+from archviz.graph import Dim, Graph, GroupKind, Layer, ModelInfo, NodeKind, Placement, Setting, Shape, TensorRow
+from archviz.settings import Settings
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from archviz.meta import MetaModel, ShapeTrace
+
+NAME = "generic"
+
+DERIVED_FROM_CODE = (
+    "Derived from the modeling code, not from an independent table: the three-way check has two independent legs here."
+)
+
+# Sizes of the traced passes. Odd, distinct numbers so that a traced size can be read back as a symbol:
+# 3 is B, 7 is T (1 in decode), 21 is B·T, and a key axis of 7 in prefill and PAST + 1 in decode is S.
+TRACE_BATCH = 3
+TRACE_PREFILL = 7
+TRACE_PAST = 4
+
+# Config keys a traced size is named after when exactly one of them has that value, in this order.
+DIMENSION_KEYS = (
+    "hidden_size",
+    "d_model",
+    "n_embd",
+    "intermediate_size",
+    "ffn_dim",
+    "d_ff",
+    "n_inner",
+    "moe_intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "n_positions",
+    "type_vocab_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "kv_lora_rank",
+    "q_lora_rank",
+)
+
+# Words in the name of a layer's token-mixing child (``self_attn``, ``mixer``, ``mamba``), for the layer map.
+MIXER_WORDS = ("attn", "attention", "mixer", "mamba", "ssm", "linear_attn")
+
+# Config keys a norm's epsilon is named after when one of them has the module's value.
+EPSILON_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "norm_epsilon")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassSummary:
+    """What a kind of module does, for modules whose class name matches."""
+
+    suffix: str
+    """The end of the class name it applies to (``Linear``, ``RMSNorm``)."""
+    summary: str
+    """One plain sentence; ``{rows}``/``{cols}`` are filled from its 2-D weight's shape, ``{bias}`` from its
+    having a bias."""
+    input_rule: str | None
+    """How its input shape follows from its output: ``linear`` (the last axis is the weight's ``cols``),
+    ``transposed`` (the weight's ``rows``), ``lookup`` (drop the last axis: IDs), ``same``; None when it
+    cannot be said."""
+
+
+# The common module classes, most specific first. Matching by suffix covers the families' own norms
+# (``LlamaRMSNorm``, ``GptOssRMSNorm``) and routers.
+CLASS_SUMMARIES: tuple[ClassSummary, ...] = (
+    ClassSummary(
+        suffix="Linear",
+        summary="Multiply each vector by a learned {rows}×{cols} matrix{bias}.",
+        input_rule="linear",
+    ),
+    ClassSummary(
+        suffix="Embedding",
+        summary="Look up a learned {cols}-dimensional vector for each of {rows} IDs.",
+        input_rule="lookup",
+    ),
+    ClassSummary(
+        suffix="RMSNorm",
+        summary="Normalize each vector to unit root-mean-square and rescale it with a learned scale.",
+        input_rule="same",
+    ),
+    ClassSummary(
+        suffix="LayerNorm",
+        summary="Normalize each vector to zero mean and unit variance, then rescale and shift it.",
+        input_rule="same",
+    ),
+    ClassSummary(
+        suffix="GroupNorm",
+        summary="Normalize each group of channels to zero mean and unit variance, then rescale and shift it.",
+        input_rule="same",
+    ),
+    ClassSummary(
+        suffix="Conv1D",
+        summary="GPT-2's linear layer, its weight stored transposed: map each {rows}-dimensional vector to {cols} "
+        "features{bias}.",
+        input_rule="transposed",
+    ),
+    ClassSummary(
+        suffix="Conv1d",
+        summary="Slide learned one-dimensional kernels along the sequence.",
+        input_rule=None,
+    ),
+    ClassSummary(
+        suffix="Conv2d",
+        summary="Slide learned two-dimensional kernels over the image.",
+        input_rule=None,
+    ),
+    ClassSummary(
+        suffix="Conv3d",
+        summary="Slide learned three-dimensional kernels over the volume.",
+        input_rule=None,
+    ),
+    ClassSummary(
+        suffix="Experts",
+        summary="A bank of expert feed-forward networks, each applied to the tokens routed to it.",
+        input_rule=None,
+    ),
+    ClassSummary(
+        suffix="Router",
+        summary="Score every expert for every token and choose the experts each token runs through.",
+        input_rule=None,
+    ),
+)
+
+_ID_UNSAFE = re.compile(r"[^a-z0-9.-]+")
+
+
+def transformers_ships(model_type: str) -> bool:
+    """Whether the installed transformers has a config class for ``model_type`` (imports transformers)."""
+    from archviz.errors import InputError
+    from archviz.meta import _native_config_class
+
+    try:
+        _native_config_class(model_type, "config.json")
+    except InputError:
+        return False
+    return True
+
+
+def build(settings: Settings, model: ModelInfo) -> Graph:
+    """The graph of the modeling code transformers ships for ``model.transformers_model_type``."""
+    from archviz.meta import build_meta_model, trace_shapes
+
+    meta = build_meta_model(
+        dict(settings.values),
+        model_type=model.transformers_model_type,
+        architecture=model.architecture,
+        config_path=settings.document.path,
+    )
+    trace = trace_shapes(meta, batch=TRACE_BATCH, prefill=TRACE_PREFILL, past=TRACE_PAST)
+    return CodeGraph(settings, meta, trace).build(model)
+
+
+# -- the module tree ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class _Instance:
+    """One module that owns checkpoint tensors, at one place in the tree."""
+
+    path: str
+    """Its module path (``model.layers.3.self_attn.q_proj``)."""
+    template: str
+    """The path with repeated-list indices as placeholders (``model.layers.{layer}.self_attn.q_proj``)."""
+    layer: int | None
+    """Its index in the first repeated list on its path."""
+    class_name: str
+    """Its class."""
+    own: tuple[str, ...]
+    """Names of the parameters it holds directly."""
+    is_container: bool
+    """Whether child modules of it own parameters too (then its node is named after its own parameters)."""
+    tensors: dict[str, tuple[tuple[int, ...], str, str]]
+    """Checkpoint name -> (shape, safetensors dtype, role ``parameter`` or ``buffer``)."""
+    shares_with: str | None
+    """Module path of the module whose parameter a tied parameter of this one is."""
+
+
+@dataclass(slots=True, kw_only=True)
+class _Folded:
+    """Instances with the same template and signature: one node."""
+
+    key: tuple[Any, ...]
+    first: _Instance
+    rows: list[tuple[str, tuple[int, ...], str, str]]
+    """(checkpoint template, shape, dtype, role) per instance."""
+    per_item: int = 1
+    """Instances per layer (experts) implied by ``{expert}`` in the row templates."""
+    instances: list[_Instance] = field(default_factory=list)
+
+
+def _class_names(module: Any) -> set[str]:
+    return {cls.__name__ for cls in type(module).__mro__}
+
+
+def _is_repeated_list(module: Any) -> bool:
+    # torch.nn.ModuleList, by name: this module does not import torch.
+    return "ModuleList" in _class_names(module)
+
+
+def _templated(name: str, layer: int | None) -> str:
+    """A checkpoint name with its layer index as ``{layer}``: the first segment equal to the index.
+
+    The layer index is the first number in every name transformers writes for a layer (renamings such as
+    Mixtral's ``mlp`` -> ``block_sparse_moe`` change words, not numbers); the manifest test checks it.
+    """
+    if layer is None:
+        return name
+    segments = name.split(".")
+    if str(layer) in segments:
+        segments[segments.index(str(layer))] = "{layer}"
+    return ".".join(segments)
+
+
+def _safetensors_dtype(dtype: Any) -> str:
+    name = str(dtype).removeprefix("torch.")
+    return SAFETENSORS_DTYPES.get(name, name.upper())
+
+
+class CodeGraph:
+    """Turns a meta-device model and its shape trace into a graph."""
+
+    def __init__(self, s: Settings, meta: MetaModel, trace: ShapeTrace):
+        self.s = s
+        self.meta = meta
+        self.trace = trace
+        dtype, _ = _checkpoint_dtypes(s)
+        self.b = GraphBuilder(s, dtype=dtype, quantization_block=None)
+        self.root: nn.Module = meta.module
+        self.modules: dict[str, Any] = dict(self.root.named_modules())
+        base = getattr(self.root, "base_model", None)
+        self.base_model = base if base is not self.root else None
+        self.saved = {**{n: "parameter" for n in meta.parameters}, **{n: "buffer" for n in meta.persistent_buffers}}
+        self.notes: list[str] = [DERIVED_FROM_CODE]
+        self.unknown_inputs: list[str] = []
+        self.unattributed: list[str] = []
+
+    # -- reading the tree -------------------------------------------------------------------------
+
+    def _template(self, path: str) -> tuple[str, int | None]:
+        """The path with the index in the first repeated list on it as ``{layer}``, and that index.
+
+        Lists nested inside a layer (T5's sub-layers) keep their literal indices: transformers 5 keeps no
+        experts as a ModuleList, and expert tensors are folded from their checkpoint names instead.
+        """
+        segments = path.split(".") if path else []
+        for position, segment in enumerate(segments):
+            if segment.isdigit() and _is_repeated_list(self.modules[".".join(segments[:position])]):
+                return ".".join([*segments[:position], "{layer}", *segments[position + 1 :]]), int(segment)
+        return path, None
+
+    def _instances(self) -> list[_Instance]:
+        from archviz.meta import _checkpoint_shapes
+
+        aliases = dict(self.meta.tied)
+        instances: list[_Instance] = []
+        seen: set[str] = set()
+        for path, module in self.modules.items():
+            prefix = f"{path}." if path else ""
+            parameters = dict(module.named_parameters(recurse=False))
+            non_persistent: set[str] = getattr(module, "_non_persistent_buffers_set", set())
+            buffers = {n: t for n, t in module.named_buffers(recurse=False) if n not in non_persistent}
+            own = {prefix + n: t for n, t in parameters.items() if prefix + n not in aliases}
+            shared = [aliases[prefix + n] for n in parameters if prefix + n in aliases]
+            state = {**own, **{prefix + n: t for n, t in buffers.items()}}
+            if not state and not shared:
+                continue
+            dtypes = {name: _safetensors_dtype(tensor.dtype) for name, tensor in state.items()}
+            fallback = next(iter(dtypes.values()), self.b.dtype)
+            tensors: dict[str, tuple[tuple[int, ...], str, str]] = {}
+            for name, size in (_checkpoint_shapes(self.root, state) if state else {}).items():
+                if name in self.saved:
+                    tensors[name] = (size, dtypes.get(name, fallback), self.saved[name])
+                    seen.add(name)
+            if not tensors and not shared:
+                continue  # everything it holds is left out of checkpoints
+            template, layer = self._template(path)
+            instances.append(
+                _Instance(
+                    path=path,
+                    template=template,
+                    layer=layer,
+                    class_name=type(module).__name__,
+                    own=tuple(parameters),
+                    is_container=any(any(True for _ in child.parameters()) for child in module.children()),
+                    tensors=tensors,
+                    shares_with=shared[0].rsplit(".", 1)[0] if shared else None,
+                )
+            )
+        missing = [name for name in self.saved if name not in seen]
+        if missing:
+            self.notes.append(
+                f"{len(missing)} checkpoint tensors could not be attributed to the module that holds them and are "
+                f"listed on one node ({missing[0]}, …)."
+            )
+            self.unattributed = missing
+        return instances
+
+    def _fold(self, instances: list[_Instance]) -> list[_Folded]:
+        """One ``_Folded`` per template and signature (class, checkpoint rows, tie), instances in tree order."""
+        folded: dict[tuple[Any, ...], _Folded] = {}
+        for instance in instances:
+            rows = [
+                (_templated(name, instance.layer), size, dtype, role)
+                for name, (size, dtype, role) in instance.tensors.items()
+            ]
+            rows, per_item = _fold_experts(rows)
+            shares = self._template(instance.shares_with)[0] if instance.shares_with else None
+            key = (instance.template, instance.class_name, tuple(rows), per_item, shares)
+            entry = folded.setdefault(key, _Folded(key=key, first=instance, rows=rows, per_item=per_item))
+            entry.instances.append(instance)
+        return list(folded.values())
+
+    # -- shapes ------------------------------------------------------------------------------------
+
+    def _dim_for_value(self, value: int) -> tuple[str, Dim]:
+        """A fixed size, named after the one dimension key with that value, else by its number."""
+        matches = [
+            key
+            for key in DIMENSION_KEYS
+            if isinstance(self.s.values.get(key), int)
+            and not isinstance(self.s.values.get(key), bool)
+            and self.s.values[key] == value
+        ]
+        if len(matches) == 1:
+            return matches[0], fixed(matches[0], value, matches[0])
+        return str(value), Dim(symbol=str(value), label="dim", value=value)
+
+    def _shape(self, name: str, prefill: tuple[int, ...], decode: tuple[int, ...] | None) -> Shape:
+        dims: list[Dim] = []
+        for axis, size in enumerate(prefill):
+            later = decode[axis] if decode is not None and len(decode) == len(prefill) else None
+            if size == TRACE_PREFILL and later in (1, None):
+                dims.append(POSITIONS)
+            elif size == TRACE_PREFILL and later == TRACE_PAST + 1:
+                dims.append(KEY_POSITIONS)
+            elif size == TRACE_BATCH * TRACE_PREFILL and later in (TRACE_BATCH, None):
+                dims.append(TOKENS)
+            elif size == TRACE_BATCH and axis == 0 and later in (TRACE_BATCH, None):
+                dims.append(BATCH)
+            elif later is not None and later != size:
+                dims.append(Dim(symbol="?", label="varies with the input"))
+            else:
+                dims.append(self._dim_for_value(size)[1])
+        return Shape(name=name, dims=tuple(dims))
+
+    def _outputs(self, path: str) -> tuple[Shape, ...]:
+        prefill = self.trace.prefill.get(path)
+        if prefill is None:
+            return ()
+        decode = self.trace.decode.get(path)
+        return tuple(
+            self._shape(
+                "output" if len(prefill) == 1 else f"output[{i}]",
+                size,
+                decode[i] if decode is not None and i < len(decode) else None,
+            )
+            for i, size in enumerate(prefill)
+        )
+
+    def _inputs(self, instance: _Instance, outputs: tuple[Shape, ...], rule: str | None) -> tuple[Shape, ...]:
+        if not outputs or rule is None or instance.is_container:
+            return ()
+        out = outputs[0]
+        if rule == "same":
+            return (Shape(name="input", dims=out.dims),)
+        if rule == "lookup":
+            return (Shape(name="input_ids", dims=out.dims[:-1]),)
+        weight = self._weight_shape(instance)
+        if weight is None or not out.dims or rule not in ("linear", "transposed"):
+            return ()
+        width = weight[1] if rule == "linear" else weight[0]
+        return (Shape(name="input", dims=(*out.dims[:-1], self._dim_for_value(width)[1])),)
+
+    # -- words -------------------------------------------------------------------------------------
+
+    def _class_summary(self, class_name: str) -> ClassSummary | None:
+        return next((entry for entry in CLASS_SUMMARIES if class_name.endswith(entry.suffix)), None)
+
+    def _weight_shape(self, instance: _Instance) -> tuple[int, ...] | None:
+        """The module's 2-D ``weight`` as the modeling code holds it (also when tied to another module's)."""
+        weight = getattr(self.modules[instance.path], "weight", None)
+        shape = tuple(int(size) for size in getattr(weight, "shape", ()))
+        return shape if len(shape) == 2 else None
+
+    def _summary(self, entry: _Folded, known: ClassSummary | None) -> str:
+        instance = entry.first
+        if known is None or instance.is_container:
+            names = ", ".join(instance.own) or "its tensors"
+            return f"The {instance.class_name} module's own learned tensors ({names}), used in its forward pass."
+        has_bias = any(template.endswith(".bias") for template, _, _, _ in entry.rows)
+        text = known.summary.replace("{bias}", " and add a learned bias" if has_bias else "")
+        shape = self._weight_shape(instance)
+        if shape is not None:
+            text = text.replace("{rows}", f"{shape[0]:,}").replace("{cols}", f"{shape[1]:,}")
+        if "{" in text:
+            text = f"A {instance.class_name} module with learned parameters."
+        return text
+
+    def _settings(self, instance: _Instance) -> list[Setting]:
+        module = self.modules[instance.path]
+        settings: list[Setting] = []
+        eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+        if isinstance(eps, float):
+            keys = tuple(key for key in EPSILON_KEYS if self.s.values.get(key) == eps)
+            settings.append(Setting(name="epsilon", value=f"{eps:g}", config_keys=keys[:1]))
+        padding = getattr(module, "padding_idx", None)
+        if isinstance(padding, int):
+            settings.append(Setting(name="padding index", value=str(padding), config_keys=("pad_token_id",)))
+        return settings
+
+    # -- ids and groups ----------------------------------------------------------------------------
+
+    def _id(self, template: str, taken: set[str]) -> str:
+        text = template.replace(".{layer}", "").replace("{layer}.", "")
+        base = _ID_UNSAFE.sub("-", text.lower().replace("_", "-")).strip("-.") or "module"
+        if base == "model":
+            base = "model-module"
+        candidate, n = base, 2
+        while candidate in taken:
+            candidate, n = f"{base}-{n}", n + 1
+        taken.add(candidate)
+        return candidate
+
+    def _group_kind(self, attr: str, class_name: str, is_layer: bool) -> GroupKind:
+        lowered, name = attr.lower(), class_name.lower()
+        if is_layer:
+            return GroupKind.BLOCK
+        if "experts" in name:
+            return GroupKind.EXPERTS
+        if "moe" in name or "sparse" in name:
+            return GroupKind.MOE
+        if "attn" in lowered or "attention" in lowered or "attention" in name:
+            return GroupKind.ATTENTION
+        if any(word in lowered for word in ("mlp", "ffn", "feed_forward", "intermediate")) or "mlp" in name:
+            return GroupKind.MLP
+        return GroupKind.BLOCK
+
+    # -- the graph ---------------------------------------------------------------------------------
+
+    def build(self, model: ModelInfo) -> Graph:
+        b = self.b
+        root_class = type(self.root).__name__
+        b.group(
+            "model",
+            title=model.architecture or root_class,
+            kind=GroupKind.MODEL,
+            parent=None,
+            summary=f"{root_class} as transformers builds it, read off its module tree.",
+        )
+        folded = self._fold(self._instances())
+        order = {path: position for position, path in enumerate(self.trace.prefill)}
+        unvisited = len(order)
+        tree = {path: position for position, path in enumerate(self.modules)}
+        folded.sort(key=lambda e: (order.get(e.first.path, unvisited), tree[e.first.path]))
+        taken: set[str] = {"model"}
+        groups: dict[tuple[str, str], str] = {}
+        node_of_path: dict[str, str] = {}
+        ids: list[str] = []
+        for entry in folded:
+            first = entry.first
+            # A container's node is named after its own tensors: its path names its group.
+            suffix = f".{first.own[0]}" if first.is_container and first.own else ""
+            ids.append(self._id(first.template + suffix, taken))
+            node_of_path.update({instance.path: ids[-1] for instance in entry.instances})
+        for entry, id in zip(folded, ids, strict=True):
+            self._node(entry, id, self._parent_group(entry.first, groups, taken), node_of_path)
+        if self.unattributed:
+            b.node(
+                "unattributed",
+                title="Unattributed checkpoint tensors",
+                kind=NodeKind.LEARNED,
+                code="model.state_dict()",
+                summary="Checkpoint tensors the module walk could not place on the module that holds them.",
+                group="model",
+                parameters=[
+                    b.tensor(name, name, [factor(str(n), n) for n in self.meta.parameters.get(name, ())])
+                    for name in self.unattributed
+                    if name in self.meta.parameters
+                ],
+                buffers=[
+                    b.tensor(name, name, [factor(str(n), n) for n in self.meta.persistent_buffers[name]])
+                    for name in self.unattributed
+                    if name in self.meta.persistent_buffers
+                ],
+            )
+        self._trace_notes()
+        embedding = self._input_embedding(node_of_path)
+        return b.finish(model, input_embedding=embedding, layers=self._layers(folded), not_modelled=self.notes)
+
+    def _parent_group(self, instance: _Instance, groups: dict[tuple[str, str], str], taken: set[str]) -> str:
+        """The innermost group around a module's node, opening the groups on its path as needed.
+
+        A container that owns parameters (an attention module's ``sinks``) sits in its own group.
+        """
+        segments = instance.path.split(".") if instance.path else []
+        if not instance.is_container:
+            segments = segments[:-1]
+        parent = "model"
+        for depth in range(1, len(segments) + 1):
+            path = ".".join(segments[:depth])
+            module = self.modules[path]
+            # The ModuleList itself and the base model a task model wraps (``model``, ``bert``) are transparent.
+            if _is_repeated_list(module) or module is self.base_model:
+                continue
+            template, layer = self._template(path)
+            class_name = type(module).__name__
+            key = (template, class_name)
+            if key not in groups:
+                is_layer = template.endswith("{layer}")
+                placement = self._group_placement(template, class_name) if layer is not None else MODEL_LEVEL
+                groups[key] = self.b.group(
+                    self._id(template, taken),
+                    title=class_name,
+                    kind=self._group_kind(segments[depth - 1], class_name, is_layer),
+                    parent=parent,
+                    placement=placement,
+                    summary=(
+                        f"One {class_name} layer, the same modules in each of its {len(placement.layers)} layers."
+                        if is_layer
+                        else f"The {class_name} module ({template}) and the modules it contains."
+                    ),
+                )
+            parent = groups[key]
+        return parent
+
+    def _group_placement(self, template: str, class_name: str) -> Placement:
+        layers = sorted(
+            {
+                layer
+                for path, module in self.modules.items()
+                if type(module).__name__ == class_name
+                for t, layer in [self._template(path)]
+                if t == template and layer is not None
+            }
+        )
+        return layer_placement(layers)
+
+    def _node(self, entry: _Folded, id: str, group: str, node_of_path: Mapping[str, str]) -> None:
+        b, instance = self.b, entry.first
+        layers = [i.layer for i in entry.instances if i.layer is not None]
+        if layers:
+            placement = layer_placement(sorted(layers), per_layer=entry.per_item)
+        elif entry.per_item > 1:
+            placement = Placement(
+                per_layer=entry.per_item, active_per_layer=entry.per_item, count=entry.per_item, active=entry.per_item
+            )
+        else:
+            placement = MODEL_LEVEL
+        known = self._class_summary(instance.class_name)
+        # A container's outputs are its whole computation's, not its own tensors': leave them unknown.
+        outputs = () if instance.is_container else self._outputs(instance.path)
+        inputs = self._inputs(instance, outputs, known.input_rule if known else None)
+        if not inputs:
+            self.unknown_inputs.append(id)
+        parameters: list[TensorRow] = []
+        buffers: list[TensorRow] = []
+        for template, size, dtype, role in entry.rows:
+            factors = [factor(self._dim_for_value(n)[0], n) for n in size]
+            component = template.rsplit(".", 1)[-1] if "." in template else template
+            owner = template.rsplit(".", 2)[-2] if template.count(".") >= 1 else ""
+            row = b.tensor(f"{owner} {component}".strip(), template, factors, dtype=dtype)
+            (parameters if role == "parameter" else buffers).append(row)
+        attr = instance.path.rsplit(".", 1)[-1] if instance.path else ""
+        if instance.is_container:
+            code = ", ".join(f"self.{name}" for name in instance.own)
+            title = f"{', '.join(instance.own)} ({instance.class_name})"
+        else:
+            code = f"self.{attr}" if not attr.isdigit() else f"self[{attr}]"
+            title = f"{attr} ({instance.class_name})"
+        shares = node_of_path.get(instance.shares_with) if instance.shares_with else None
+        summary = self._summary(entry, known)
+        if shares is not None:
+            summary = summary[:-1] + f"; its tied weight is {shares}'s, counted there."
+        b.node(
+            id,
+            title=title,
+            kind=NodeKind.LEARNED,
+            code=code,
+            summary=summary,
+            group=group,
+            inputs=inputs,
+            outputs=outputs,
+            parameters=parameters,
+            buffers=buffers,
+            placement=placement,
+            settings=self._settings(instance),
+            shares_parameters_with=shares,
+        )
+
+    def _trace_notes(self) -> None:
+        trace = self.trace
+        for note in trace.errors:
+            where = f" at {note.module}" if note.module else ""
+            self.notes.append(f"The {note.phase} pass on meta tensors stopped{where}: {note.message}.")
+        stubbed = sorted({note.module for note in trace.not_executed})
+        if stubbed:
+            self.notes.append(
+                f"{len(stubbed)} modules cannot run on meta tensors and were traced as stand-ins returning zeros "
+                f"shaped like their input ({stubbed[0]}, …): their output shapes are the stand-in's."
+            )
+        if not trace.prefill:
+            self.notes.append("No shapes are known: the traced forward pass did not run.")
+        if self.unknown_inputs:
+            self.notes.append(
+                "Input shapes are given only for linear, embedding and normalization layers (the trace records "
+                f"outputs only); {len(self.unknown_inputs)} nodes have none."
+            )
+        self.notes.append(
+            "Only modules that own parameters or saved buffers are nodes: parameter-free operators (activations, "
+            "attention's core, residual additions) and the tensor states between them are not shown."
+        )
+        self.notes.append(
+            "Sizes are named after the one config key of that value (by value, not from the code); a size several "
+            "keys share is shown as a number."
+        )
+        self.notes.append(
+            "Active parameters count every parameter: the generic path does not know which experts a router picks."
+        )
+        quantization = self.s.values.get("quantization_config")
+        if isinstance(quantization, Mapping):
+            method = quantization.get("quant_method", "unknown")
+            self.notes.append(
+                f"quantization_config ({method}) is ignored: the tensors predicted are the unquantized weights the "
+                "modeling code holds, not the checkpoint's quantized ones."
+            )
+
+    def _input_embedding(self, node_of_path: Mapping[str, str]) -> str | None:
+        getter = getattr(self.root, "get_input_embeddings", None)
+        try:
+            module = getter() if getter is not None else None
+        except (AttributeError, NotImplementedError):
+            return None
+        path = next((p for p, m in self.modules.items() if m is module), None)
+        return node_of_path.get(path) if path is not None else None
+
+    def _layers(self, folded: list[_Folded]) -> list[Layer]:
+        """The layer map, when one repeated list holds the model's layers."""
+        lists = {i.template.split(".{layer}")[0] for entry in folded for i in entry.instances if i.layer is not None}
+        if len(lists) != 1:
+            return []
+        prefix = lists.pop()
+        depth = prefix.count(".") + 1
+        items = [(p, m) for p, m in self.modules.items() if p.startswith(prefix + ".") and p.count(".") == depth]
+        types = self.s.values.get("layer_types")
+        layers: list[Layer] = []
+        for path, module in items:
+            index = int(path.rsplit(".", 1)[-1])
+            children = dict(module.named_children())
+            mixing = [
+                "attention" if "attn" in name.lower() or "attention" in name.lower() else type(child).__name__
+                for name, child in children.items()
+                if any(word in name.lower() for word in MIXER_WORDS)
+            ]
+            if isinstance(types, list) and len(types) == len(items) and isinstance(types[index], str):
+                mixer = types[index].replace("_", " ")
+            else:  # a hybrid layer runs several (Falcon-H1: attention and a Mamba mixer side by side)
+                mixer = " + ".join(dict.fromkeys(mixing)) or type(module).__name__
+            names = {type(sub).__name__ for sub in module.modules()}
+            ffn = "MoE" if any(n.endswith("Experts") or "Moe" in n or "MoE" in n for n in names) else "dense"
+            layers.append(Layer(index=index, mixer=mixer, ffn=ffn))
+        return layers
+
+
+def _fold_experts(
+    rows: list[tuple[str, tuple[int, ...], str, str]],
+) -> tuple[list[tuple[str, tuple[int, ...], str, str]], int]:
+    """Rows that repeat per expert (``experts.3.w1.weight``) as ``{expert}`` rows and the expert count."""
+    by_template: dict[tuple[str, tuple[int, ...], str, str], set[int]] = {}
+    for name, size, dtype, role in rows:
+        segments = name.split(".")
+        position = next((i for i, segment in enumerate(segments) if segment.isdigit()), None)
+        if position is None:
+            return rows, 1
+        index = int(segments[position])
+        segments[position] = "{expert}"
+        by_template.setdefault((".".join(segments), size, dtype, role), set()).add(index)
+    indices = {frozenset(found) for found in by_template.values()}
+    if len(indices) != 1:
+        return rows, 1
+    found = indices.pop()
+    count = len(found)
+    if count < 2 or found != frozenset(range(count)):
+        return rows, 1
+    names = [template for template, _, _, _ in by_template]
+    if len(names) != len(set(names)) or len(by_template) * count != len(rows):
+        return rows, 1
+    return list(by_template), count
