@@ -432,6 +432,7 @@ def verify(
     meta_totals: LegTotals | None = None
     meta_counts: Counter[str] | None = None
     meta_class = None
+    recomputed: set[str] = set()  # buffers the modeling code rebuilds at load time (never needed from a checkpoint)
     shapes: list[ShapeCheck] = []
     if run_meta and not incomparable:
         from archviz.meta import build_meta_model
@@ -447,6 +448,7 @@ def verify(
             config_path=docs.source.display_path,
         )
         meta_class = meta.class_name
+        recomputed = set(meta.non_persistent_buffers)
         found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
         tensors += _compare_names(main, found, leg="meta model", check_dtype=False)
         meta_counts = _per_node(main.values(), found)
@@ -477,7 +479,15 @@ def verify(
                 f"{len(packed):,} tensors hold packed quantized data ({kinds}); "
                 "their element counts are not parameter counts, so they are not compared."
             )
-        compared = {name: value for name, value in held.items() if name not in packed}
+        stale = sorted(name for name in held if name not in everything and name in recomputed)
+        if stale:
+            notes.append(
+                f"{', '.join(stale)}: carried by the checkpoint, but the modeling code recomputes "
+                "{} at load time (a non-persistent buffer in this transformers version), so {} not a parameter.".format(
+                    "it" if len(stale) == 1 else "them", "it is" if len(stale) == 1 else "they are"
+                )
+            )
+        compared = {name: value for name, value in held.items() if name not in packed and name not in stale}
         expected = everything
         mtp_names = [t.name for t in manifest if t.part is Part.MTP]
         if mtp_names and not any(canonical_name(name) in _canonical(compared) for name in mtp_names):
