@@ -261,6 +261,11 @@ class Graph:
     """Parts of the model the graph does not describe, each said in one sentence."""
     assumptions: tuple[Assumption, ...] = ()
     """Values the graph used that the config does not set."""
+    partial: bool = False
+    """Whether the config was incomplete and only part of the model was built (``--partial``)."""
+    derived_from_code: bool = False
+    """Whether the graph was read off the modeling code rather than built from an independent table: then the
+    meta-device model is not an independent witness, and the three-way check has two independent legs."""
     beyond_transformers: tuple[str, ...] = ()
     """Features of this config that transformers' class for the model_type does not implement; the meta-device
     model cannot witness a graph that has any."""

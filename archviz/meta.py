@@ -165,9 +165,9 @@ def describe_meta_module(module: nn.Module) -> MetaModel:
     return MetaModel(
         class_name=type(module).__name__,
         model_type=str(getattr(config, "model_type", "")),
-        parameters=_checkpoint_shapes(module, parameter_state),
+        parameters=checkpoint_shapes(module, parameter_state),
         module_parameters=module_parameters,
-        persistent_buffers=_checkpoint_shapes(module, buffer_state),
+        persistent_buffers=checkpoint_shapes(module, buffer_state),
         non_persistent_buffers=non_persistent,
         tied=_tied_pairs(module, saved_state),
         total_parameters=sum(p.numel() for p in module.parameters()),
@@ -242,7 +242,7 @@ def _instantiate_on_meta(
     if trust_remote_code and model_dir is not None and isinstance(auto_map, dict):
         config_class, model_class = _remote_classes(auto_map, model_dir, config_path)
     if config_class is None:
-        config_class = _native_config_class(model_type, config_path)
+        config_class = transformers_config_class(model_type, config_path)
     try:
         hf_config = config_class.from_dict(settings)
     except Exception as exc:  # transformers validates in __init__ with many exception types
@@ -263,7 +263,8 @@ def _instantiate_on_meta(
     return module
 
 
-def _native_config_class(model_type: str, config_path: str) -> Any:
+def transformers_config_class(model_type: str, config_path: str) -> Any:
+    """transformers' config class for a model_type; ``InputError`` naming ``config_path`` when it has none."""
     from transformers import CONFIG_MAPPING
 
     if model_type not in CONFIG_MAPPING:
@@ -332,7 +333,7 @@ def _saved_state_dict(module: nn.Module, state: dict[str, torch.Tensor]) -> dict
     return kept
 
 
-def _checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, Shape]:
+def checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, Shape]:
     """Rename and reshape ``state`` as a checkpoint stores it, with transformers' save-time reversal.
 
     ``revert_weight_conversion`` reverses the family's checkpoint conversion mapping (e.g. the fused

@@ -148,6 +148,8 @@ class Verification:
     """What the checkpoint holds beyond the main model's weights (scales, MTP, packed tensors), explained."""
     problems: tuple[str, ...]
     """One sentence per disagreement; empty when everything checked agrees."""
+    derived_from_code: bool
+    """Whether the graph was read off the modeling code (then the meta model is not an independent leg)."""
     unchecked: tuple[str, ...]
     """What could not be checked (a leg that did not run, states the trace could not reach, unlocated sources)."""
 
@@ -161,6 +163,12 @@ def verification_sentence(verification: Verification | None) -> str:
     """The cards' sentence about verification, saying exactly what was and was not checked."""
     if verification is None:
         return "Derived from the configuration; not verified against the modeling code or a checkpoint here."
+    if verification.derived_from_code:
+        if not verification.agrees:
+            return "Read off the modeling code; the checkpoint disagrees: " + " ".join(verification.problems[:3])
+        if verification.checkpoint is None:
+            return "Read off transformers' modeling code, not an independent table; no checkpoint was checked."
+        return "Read off transformers' modeling code, not an independent table; it matches the checkpoint's tensors."
     if not verification.agrees:
         return "Verification found disagreements: " + " ".join(verification.problems[:3])
     legs = []
@@ -418,7 +426,7 @@ def verify(
     notes: list[str] = []
     unchecked: list[str] = [f"not modelled: {sentence}" for sentence in graph.not_modelled]
 
-    incomparable = bool(graph.beyond_transformers or graph.not_modelled)
+    incomparable = bool(graph.beyond_transformers or graph.partial)
     if run_meta and incomparable:
         why = []
         if graph.beyond_transformers:
@@ -426,9 +434,14 @@ def verify(
                 f"transformers' {graph.model.transformers_model_type} does not implement "
                 + ", ".join(graph.beyond_transformers)
             )
-        if graph.not_modelled:
-            why.append("the graph leaves parts of the model out")
+        if graph.partial:
+            why.append("the config is partial, so the graph leaves most of the model out")
         unchecked.append("the meta-device model was not compared: " + "; ".join(why))
+    if graph.derived_from_code:
+        unchecked.append(
+            "independence: the graph was read off the modeling code, so the meta-device model is not an "
+            "independent witness; the two independent legs are the code and the checkpoint"
+        )
     meta_totals: LegTotals | None = None
     meta_counts: Counter[str] | None = None
     meta_class = None
@@ -564,6 +577,7 @@ def verify(
         shapes=tuple(shapes),
         notes=tuple(notes),
         problems=tuple(dict.fromkeys(problems)),
+        derived_from_code=graph.derived_from_code,
         unchecked=tuple(dict.fromkeys(unchecked)),
     )
 

