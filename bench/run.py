@@ -13,7 +13,7 @@ resident set size. Prints a table and the ratios.
 from __future__ import annotations
 
 import argparse
-import resource
+import os
 import shutil
 import statistics
 import subprocess
@@ -27,18 +27,18 @@ K2_CONFIG = ROOT / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
 
 
 def measure(command: list[str], repeat: int) -> tuple[float, float]:
-    """Median wall seconds and peak RSS (MiB) of a command run ``repeat`` times in fresh processes."""
+    """Median wall seconds and the largest peak RSS (MiB) of a command run ``repeat`` times in fresh processes."""
     times: list[float] = []
     peak = 0.0
     for _ in range(repeat):
         start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-        _, err = process.communicate()
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+        _, status, usage = os.wait4(process.pid, 0)
         elapsed = time.perf_counter() - start
-        if process.returncode != 0:
-            sys.exit(f"{' '.join(command)} failed ({process.returncode}): {err.decode()[-2000:]}")
+        if status != 0:
+            sys.exit(f"{' '.join(command)} failed with status {status}")
         times.append(elapsed)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        peak = max(peak, usage.ru_maxrss / 1024)  # ru_maxrss is in KiB on Linux
     return statistics.median(times), peak
 
 
@@ -48,7 +48,7 @@ def main() -> None:
     args = parser.parse_args()
     archviz = shutil.which("archviz") or str(Path(sys.executable).parent / "archviz")
     out = Path(tempfile.mkdtemp(prefix="archviz-bench-")) / "site"
-    rows = []
+    rows: list[tuple[str, float, float]] = []
     for label, command in (
         (
             "plain: transformers on meta + sum",
@@ -57,14 +57,14 @@ def main() -> None:
         ("archviz check kimi-k2-instruct", [archviz, "check", "kimi-k2-instruct"]),
         ("archviz render kimi-k2-instruct", [archviz, "render", "kimi-k2-instruct", "--out", str(out), "--force"]),
     ):
-        seconds, _ = measure(command, args.repeat)
-        rows.append((label, seconds))
-    print(f"{'command':40} {'median s':>9}")
-    for label, seconds in rows:
-        print(f"{label:40} {seconds:9.2f}")
-    plain, check, render = (seconds for _, seconds in rows)
-    print(f"check / plain  = {check / plain:.2f}  (target <= 1.3)")
-    print(f"render / check = {render / check:.2f}  (target <= 1.5)")
+        seconds, peak = measure(command, args.repeat)
+        rows.append((label, seconds, peak))
+    print("| command | median s | peak RSS MiB |\n|---|---:|---:|")
+    for label, seconds, peak in rows:
+        print(f"| {label} | {seconds:.2f} | {peak:.0f} |")
+    plain, check, render = (seconds for _, seconds, _ in rows)
+    print(f"\ncheck / plain = {check / plain:.2f} (target <= 1.3)")
+    print(f"render / check = {render / check:.2f} (target <= 1.5)")
 
 
 if __name__ == "__main__":

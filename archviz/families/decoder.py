@@ -103,10 +103,14 @@ def decoder_block(
     ffn: Callable[[str], None],
     title: str = "Decoder block",
     part: Part = Part.MAIN,
+    before_mixer: Callable[[str], None] | None = None,
+    before_ffn: Callable[[str], None] | None = None,
 ) -> str:
     """One pre-norm residual block: norm, ``mixer``, residual add, norm, ``ffn``, residual add.
 
-    ``mixer`` and ``ffn`` receive the block's group id and add the token mixer's and the FFN's nodes.
+    ``mixer`` and ``ffn`` receive the block's group id and add the token mixer's and the FFN's nodes;
+    ``before_mixer`` and ``before_ffn``, when given, add nodes that run before each half's norm (Kimi-K3's
+    Block Attention Residuals).
     """
     at = layer_placement(layers)
     value = hidden(d)
@@ -123,6 +127,8 @@ def decoder_block(
         placement=at,
         part=part,
     )
+    if before_mixer is not None:
+        before_mixer(block)
     rms_norm(
         b,
         f"{prefix}input-norm",
@@ -161,6 +167,8 @@ def decoder_block(
         placement=at,
         part=part,
     )
+    if before_ffn is not None:
+        before_ffn(block)
     rms_norm(
         b,
         f"{prefix}post-attention-norm",

@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from archviz.families.decoder import decoder_block, output_head, token_embedding
 from archviz.families.toolkit import (
     BATCH,
     KEY_POSITIONS,
@@ -222,7 +223,6 @@ class MlaMoeBuilder:
 
     def build(self, model: ModelInfo) -> Graph:
         b, dims = self.b, self.dims
-        hidden = shape("hidden_states", BATCH, POSITIONS, dims.d)
         b.group(
             "model",
             title=model.architecture or "Model",
@@ -230,107 +230,12 @@ class MlaMoeBuilder:
             parent=None,
             summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
         )
-        b.node(
-            "token-embedding",
-            title="Token embedding",
-            kind=NodeKind.LEARNED,
-            code="self.embed_tokens(input_ids)",
-            group="model",
-            summary="Look up a learned feature vector for each token ID.",
-            inputs=[shape("input_ids", BATCH, POSITIONS)],
-            outputs=[shape("inputs_embeds", BATCH, POSITIONS, dims.d)],
-            parameters=[
-                b.tensor(
-                    "Token embedding",
-                    "model.embed_tokens.weight",
-                    [factor("vocab_size", dims.vocab.value or 0), factor("hidden_size", dims.d.value or 0)],
-                )
-            ],
-            extra_keys=["pad_token_id"],
-        )
-        b.state(
-            "embedded-state",
-            title="Embedded state",
-            code="inputs_embeds",
-            group="model",
-            summary="Learned token vectors entering the first block.",
-            value=shape("inputs_embeds", BATCH, POSITIONS, dims.d),
-        )
+        token_embedding(b, d=dims.d, vocab=dims.vocab)
         if self.use_rope:
             self.rotary()
-        all_layers = list(range(self.layers))
-        self.block("", all_layers, parent="model", part=Part.MAIN)
-        b.node(
-            "final-norm",
-            title="Final RMSNorm",
-            kind=NodeKind.LEARNED,
-            code="self.norm(hidden_states)",
-            group="model",
-            summary="Normalize the last block's output to unit root-mean-square and rescale it.",
-            inputs=[hidden],
-            outputs=[hidden],
-            parameters=[b.tensor("RMSNorm scale", "model.norm.weight", [factor("hidden_size", dims.d.value or 0)])],
-            settings=[self.eps()],
-        )
-        b.state(
-            "final-hidden-state",
-            title="Final hidden state",
-            code="outputs.last_hidden_state",
-            group="model",
-            summary="The normalized output of the last block, one vector per position.",
-            value=hidden,
-        )
-        logits = shape("logits", BATCH, POSITIONS, dims.vocab)
-        b.node(
-            "lm-head",
-            title="Output head",
-            kind=NodeKind.LEARNED,
-            code="self.lm_head(hidden_states)",
-            group="model",
-            summary=(
-                "Project each position's hidden state to one score per vocabulary entry"
-                + (", reusing the token embedding's table." if self.tied else " with an untied matrix.")
-            ),
-            inputs=[hidden],
-            outputs=[logits],
-            parameters=[]
-            if self.tied
-            else [
-                b.tensor(
-                    "Output head",
-                    "lm_head.weight",
-                    [factor("vocab_size", dims.vocab.value or 0), factor("hidden_size", dims.d.value or 0)],
-                )
-            ],
-            extra_keys=["tie_word_embeddings"],
-            shares_parameters_with="token-embedding" if self.tied else None,
-        )
-        b.state(
-            "logits",
-            title="Logits",
-            code="logits",
-            group="model",
-            summary="Unnormalized next-token scores in the model's dtype.",
-            value=logits,
-        )
-        b.node(
-            "logits-float",
-            title="Logits cast to float32",
-            kind=NodeKind.OPERATOR,
-            code="logits.float()",
-            group="model",
-            summary="Upcast the logits to float32 before sampling or the loss.",
-            inputs=[logits],
-            outputs=[shape("logits", BATCH, POSITIONS, dims.vocab, dtype="float32")],
-        )
-        b.state(
-            "logits-float32",
-            title="Float32 logits",
-            code="logits",
-            group="model",
-            summary="The next-token scores the model returns, in float32.",
-            value=shape("logits", BATCH, POSITIONS, dims.vocab, dtype="float32"),
-        )
+        self.block("", list(range(self.layers)), parent="model", part=Part.MAIN)
+        # The models' own remote code returns float32 logits (``logits = logits.float()``).
+        output_head(b, d=dims.d, vocab=dims.vocab, tied=self.tied, eps=self.eps(), float_logits=True)
         if self.mtp_layers:
             self.mtp()
         layers = [
@@ -439,120 +344,33 @@ class MlaMoeBuilder:
     # -- one decoder block (main stack or MTP) ------------------------------------------------
 
     def block(self, prefix: str, layers: list[int], *, parent: str, part: Part) -> None:
-        b, dims = self.b, self.dims
         at = layer_placement(layers)
         dense = [index for index in layers if not self.is_moe_layer(index)]
         moe = [index for index in layers if self.is_moe_layer(index)]
-        hidden = shape("hidden_states", BATCH, POSITIONS, dims.d)
-        residual = shape("residual", BATCH, POSITIONS, dims.d)
-        block = b.group(
-            f"{prefix}block",
-            title="MTP decoder block" if part is Part.MTP else "Decoder block",
-            kind=GroupKind.BLOCK,
+
+        def ffn(block: str) -> None:
+            if dense:
+                self.dense_mlp(prefix, layer_placement(dense), parent=block, part=part)
+            if moe:
+                self.moe(prefix, moe, parent=block, part=part)
+
+        decoder_block(
+            self.b,
+            prefix,
+            layers,
             parent=parent,
-            placement=at,
+            d=self.dims.d,
+            eps=self.eps(),
+            title="MTP decoder block" if part is Part.MTP else "Decoder block",
             summary=(
                 "A block applies input RMSNorm, attention and a residual addition, then "
                 "post-attention RMSNorm, the FFN and a second residual addition; the first "
                 "first_k_dense_replace blocks use the dense MLP, the rest the MoE."
             ),
-        )
-        layer = "model.layers.{layer}"
-        b.state(
-            f"{prefix}residual-stream",
-            title="Residual stream",
-            code="hidden_states",
-            group=block,
-            summary="The hidden state entering the block, carried past attention and the FFN by residual additions.",
-            value=hidden,
-            placement=at,
-            part=part,
-        )
-        self.before_sublayer(prefix, "attention", at, parent=block, part=part)
-        b.node(
-            f"{prefix}input-norm",
-            title="Input RMSNorm",
-            kind=NodeKind.LEARNED,
-            code="self.input_layernorm(hidden_states)",
-            group=block,
-            summary="Normalize the block's input to unit root-mean-square and rescale it before attention.",
-            inputs=[hidden],
-            outputs=[hidden],
-            placement=at,
-            part=part,
-            settings=[self.eps()],
-            parameters=[
-                b.tensor("RMSNorm scale", f"{layer}.input_layernorm.weight", [factor("hidden_size", dims.d.value or 0)])
-            ],
-        )
-        self.mixers(prefix, layers, parent=block, part=part)
-        b.node(
-            f"{prefix}attention-residual",
-            title="Attention residual add",
-            kind=NodeKind.OPERATOR,
-            code="residual + hidden_states",
-            group=block,
-            summary="Add the attention output to the block's input.",
-            inputs=[residual, shape("attn_output", BATCH, POSITIONS, dims.d)],
-            outputs=[hidden],
-            placement=at,
-            part=part,
-        )
-        b.state(
-            f"{prefix}mid-residual",
-            title="Mid-block residual stream",
-            code="hidden_states",
-            group=block,
-            summary="The residual stream after attention, entering the FFN half of the block.",
-            value=hidden,
-            placement=at,
-            part=part,
-        )
-        self.before_sublayer(prefix, "mlp", at, parent=block, part=part)
-        b.node(
-            f"{prefix}post-attention-norm",
-            title="Post-attention RMSNorm",
-            kind=NodeKind.LEARNED,
-            code="self.post_attention_layernorm(hidden_states)",
-            group=block,
-            summary="Normalize the residual stream to unit root-mean-square and rescale it before the FFN.",
-            inputs=[hidden],
-            outputs=[hidden],
-            placement=at,
-            part=part,
-            settings=[self.eps()],
-            parameters=[
-                b.tensor(
-                    "RMSNorm scale",
-                    f"{layer}.post_attention_layernorm.weight",
-                    [factor("hidden_size", dims.d.value or 0)],
-                )
-            ],
-        )
-        if dense:
-            self.dense_mlp(prefix, layer_placement(dense), parent=block, part=part)
-        if moe:
-            self.moe(prefix, moe, parent=block, part=part)
-        b.state(
-            f"{prefix}ffn-output",
-            title="FFN output",
-            code="hidden_states",
-            group=block,
-            summary="What the dense MLP or the MoE adds to the residual stream.",
-            value=hidden,
-            placement=at,
-            part=part,
-        )
-        b.node(
-            f"{prefix}ffn-residual",
-            title="FFN residual add",
-            kind=NodeKind.OPERATOR,
-            code="residual + hidden_states",
-            group=block,
-            summary="Add the FFN output to the residual stream; the sum is the block's output.",
-            inputs=[residual, hidden],
-            outputs=[hidden],
-            placement=at,
+            mixer=lambda block: self.mixers(prefix, layers, parent=block, part=part),
+            ffn=ffn,
+            before_mixer=lambda block: self.before_sublayer(prefix, "attention", at, parent=block, part=part),
+            before_ffn=lambda block: self.before_sublayer(prefix, "mlp", at, parent=block, part=part),
             part=part,
         )
 
@@ -1395,32 +1213,7 @@ def build_partial(s: Settings, model: ModelInfo, missing: list[str]) -> Graph:
         parent=None,
         summary="Embeds the tokens; the rest of the forward pass needs keys this config does not set.",
     )
-    b.node(
-        "token-embedding",
-        title="Token embedding",
-        kind=NodeKind.LEARNED,
-        code="self.embed_tokens(input_ids)",
-        group="model",
-        summary="Look up a learned feature vector for each token ID.",
-        inputs=[shape("input_ids", BATCH, POSITIONS)],
-        outputs=[shape("inputs_embeds", BATCH, POSITIONS, d)],
-        parameters=[
-            b.tensor(
-                "Token embedding",
-                "model.embed_tokens.weight",
-                [factor("vocab_size", vocab), factor("hidden_size", d.value or 0)],
-            )
-        ],
-        extra_keys=["pad_token_id"],
-    )
-    b.state(
-        "embedded-state",
-        title="Embedded state",
-        code="inputs_embeds",
-        group="model",
-        summary="Learned token vectors entering the first block.",
-        value=shape("inputs_embeds", BATCH, POSITIONS, d),
-    )
+    token_embedding(b, d=d, vocab=fixed("vocab", vocab, "vocab_size"))
     return b.finish(
         model,
         input_embedding="token-embedding",
