@@ -82,6 +82,11 @@ def _source(choice: str) -> str:
     return choice
 
 
+def _stdout() -> Console:
+    """The report console; piped to a file or a CI log, it is 120 columns wide rather than rich's 80."""
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
 def _fail(error: InputError) -> typer.Exit:
     """Bad input: one line on stderr, exit code 2."""
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"archviz: error: {error}", markup=False)
@@ -110,7 +115,7 @@ def inspect(
             json.dumps(graph_json(docs.graph, docs.totals, docs.sources), indent=2, ensure_ascii=False) + "\n"
         )
         return
-    Console().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
+    _stdout().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
 
 
 CheckpointOption = Annotated[
@@ -171,7 +176,7 @@ def check(
     if as_json:
         sys.stdout.write(json.dumps(verification_json(verification), indent=2, ensure_ascii=False) + "\n")
     else:
-        Console().print(render_verification(model, verification))
+        _stdout().print(render_verification(model, verification))
     unlocated = coverage(docs.sources).unlocated
     unshaped = [item for item in verification.unchecked if item.startswith("shape of")]
     if strict and (unlocated or unshaped):
