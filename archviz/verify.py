@@ -209,14 +209,17 @@ def _compare_names(
     leg: str,
     check_dtype: bool,
 ) -> list[TensorCheck]:
-    """Disagreements between predicted and held tensors, names compared in canonical spelling."""
+    """Disagreements between predicted and held tensors, names compared in canonical spelling and reported
+    as the leg holds them (or, for a missing tensor, as the graph predicts it)."""
+    spelled = {canonical_name(name): name for name in found}
+    predicted = {canonical_name(name): name for name in expected}
     expected, found = _canonical(expected), _canonical(found)
     checks: list[TensorCheck] = []
     for name, tensor in expected.items():
         if name not in found:
             checks.append(
                 TensorCheck(
-                    name=name,
+                    name=predicted[name],
                     node=tensor.node,
                     leg=leg,
                     verdict=Verdict.MISSING,
@@ -234,7 +237,7 @@ def _compare_names(
             continue
         checks.append(
             TensorCheck(
-                name=name,
+                name=spelled[name],
                 node=tensor.node,
                 leg=leg,
                 verdict=verdict,
@@ -246,7 +249,12 @@ def _compare_names(
         shape, dtype = found[name]
         checks.append(
             TensorCheck(
-                name=name, node=None, leg=leg, verdict=Verdict.UNEXPECTED, expected="-", found=_describe(shape, dtype)
+                name=spelled[name],
+                node=None,
+                leg=leg,
+                verdict=Verdict.UNEXPECTED,
+                expected="-",
+                found=_describe(shape, dtype),
             )
         )
     return checks
