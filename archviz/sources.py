@@ -7,10 +7,14 @@ the code through per-family locator tables (``NODE_LOCATORS``, ``GROUP_LOCATORS`
 locators of ``archviz.provenance``, and the config.json lines of every key the node uses, and turns them
 into citations (``SourceRef``) and evidence (``Evidence``) for the cards.
 
-The tables name classes by suffix patterns that hold in transformers' port and in the remote code alike
-(transformers' ``DeepseekV3TopkRouter`` is the remote code's ``MoEGate``); line numbers are never stored,
-only computed from the file at its pinned revision. A node whose code the file does not have is reported
-as not located, with the reason; nothing is guessed.
+The MLA families' tables name classes by suffix patterns that hold in transformers' port and in the remote
+code alike (transformers' ``DeepseekV3TopkRouter`` is the remote code's ``MoEGate``); the llama-style
+families' tables name transformers' own classes (``LlamaAttention``, ``MixtralTopKRouter``), from one
+builder over each family's ``DecoderCode``. The generic family has no fixed node ids, so its locators are
+made per graph (``generic_locators``): each node is ``self.<attribute>`` of the module class that owns it,
+read off its module path. Line numbers are never stored, only computed from the file at its pinned
+revision. A node whose code the file does not have is reported as not located, with the reason; nothing
+is guessed.
 
 Nothing here imports, compiles or runs a modeling file: they are read as text and parsed with ``ast``.
 This module must not import torch or transformers.
@@ -32,9 +36,9 @@ from urllib.parse import quote
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
-from archviz.families import deepseek_v3, kimi_linear
-from archviz.families.mla_moe import Naming
-from archviz.graph import Graph, GroupKind, Node, NodeKind, Part
+from archviz.families import deepseek_v3, generic, kimi_linear, llama
+from archviz.families.llama import AttentionBias, SlidingWindow, Variant
+from archviz.graph import Graph, Group, GroupKind, Node, NodeKind, Part
 from archviz.provenance import (
     ClassPattern,
     ExcerptLines,
@@ -184,34 +188,42 @@ class Locator:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FamilyCode:
-    """How one family's modeling files name their classes and attributes, in transformers' port and in the
-    model's remote code; each pattern tuple is tried in order."""
+class DecoderClasses:
+    """The classes every pre-norm decoder family's modeling file has, each as class-name patterns tried in
+    order (``resolve_class_name``)."""
 
     family: str
-    """The graph family (``deepseek_v3``)."""
+    """The graph family (``deepseek_v3``, ``llama``)."""
     model: tuple[str, ...]
-    """The decoder stack (``DeepseekV3Model``, ``KimiLinearModel``)."""
+    """The decoder stack (``DeepseekV3Model``, ``KimiLinearModel``, ``LlamaModel``)."""
     causal_lm: tuple[str, ...]
-    """The model with its output head."""
+    """The model with its output head (``LlamaForCausalLM``)."""
     layer: tuple[str, ...]
-    """One decoder block."""
+    """One decoder block (``LlamaDecoderLayer``)."""
     attention: tuple[str, ...]
-    """Multi-head latent attention."""
+    """The attention: multi-head latent attention (``DeepseekV3Attention``) or grouped-query attention
+    (``LlamaAttention``)."""
+    mlp: tuple[str, ...]
+    """The dense SwiGLU MLP (also DeepSeek's remote code's experts); empty when no layer has one (Mixtral)."""
+    moe: tuple[str, ...]
+    """The mixture of experts (``DeepseekV3MoE``, ``MixtralSparseMoeBlock``); empty for a dense family."""
+    router: tuple[str, ...]
+    """The MoE router (``DeepseekV3TopkRouter``, ``MixtralTopKRouter``); empty for a dense family."""
+    experts: tuple[str, ...]
+    """The routed experts' module (``MixtralExperts``); empty for a dense family."""
+    rotary: tuple[str, ...]
+    """The rotary embedding (``LlamaRotaryEmbedding``)."""
+    norm: tuple[str, ...]
+    """RMSNorm (``LlamaRMSNorm``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FamilyCode(DecoderClasses):
+    """How one MLA family's modeling files name their classes and attributes, in transformers' port and in
+    the model's remote code."""
+
     delta_attention: tuple[str, ...]
     """Kimi Delta Attention; empty for families without it."""
-    mlp: tuple[str, ...]
-    """The dense SwiGLU MLP (also the remote code's experts)."""
-    moe: tuple[str, ...]
-    """The mixture of experts."""
-    router: tuple[str, ...]
-    """The MoE router."""
-    experts: tuple[str, ...]
-    """The routed experts' module."""
-    rotary: tuple[str, ...]
-    """The rotary embedding."""
-    norm: tuple[str, ...]
-    """RMSNorm."""
     gated_norm: tuple[str, ...]
     """The gated RMSNorm of KDA."""
     forget_gate: tuple[str, ...]
@@ -268,6 +280,69 @@ KIMI_LINEAR_CODE = FamilyCode(
     ),
 )
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecoderCode(DecoderClasses):
+    """How one llama-style family's transformers file names its classes (the full names, ``LlamaAttention``),
+    and which of the optional parts (query/key norms, sliding window, dense MLP, MoE) its graphs can have."""
+
+    qk_norm: bool
+    """Whether attention normalizes each query and key head (Qwen3's ``q_norm``/``k_norm``)."""
+    sliding_window: bool
+    """Whether a config can make attention use a sliding window (every family but Llama)."""
+    attention_bias: AttentionBias
+    """Which attention projections the file builds with a bias."""
+    normalize_key: str | None
+    """The config key that switches renormalizing the top-k routing weights; None when they always are."""
+    cast_weights: bool
+    """Whether the router casts the routing weights back to the model's dtype (Qwen3-MoE)."""
+
+
+# The class-name prefix of each llama-style family in transformers 5.24 (``Qwen3MoeAttention`` in
+# ``models/qwen3_moe/modeling_qwen3_moe.py``); the suffixes are Llama's, which the other files' modular
+# sources copy, and the MoE files' ``SparseMoeBlock``, ``TopKRouter`` and ``Experts``.
+DECODER_CLASS_PREFIXES: Mapping[str, str] = MappingProxyType(
+    {
+        "llama": "Llama",
+        "mistral": "Mistral",
+        "qwen2": "Qwen2",
+        "qwen3": "Qwen3",
+        "mixtral": "Mixtral",
+        "qwen3_moe": "Qwen3Moe",
+    }
+)
+
+
+def decoder_code(variant: Variant) -> DecoderCode:
+    """The class names of one llama-style family's transformers file, and its optional parts."""
+    prefix = DECODER_CLASS_PREFIXES[variant.name]
+    moe = variant.moe
+
+    def named(suffix: str, *, present: bool = True) -> tuple[str, ...]:
+        return (f"{prefix}{suffix}",) if present else ()
+
+    # Mixtral routes every layer; Qwen3-MoE keeps the dense MLP in mlp_only_layers and between sparse steps.
+    dense = moe is None or moe.sparse_step is not None or moe.dense_layers is not None
+    return DecoderCode(
+        family=variant.name,
+        model=named("Model"),
+        causal_lm=named("ForCausalLM"),
+        layer=named("DecoderLayer"),
+        attention=named("Attention"),
+        mlp=named("MLP", present=dense),
+        moe=named("SparseMoeBlock", present=moe is not None),
+        router=named("TopKRouter", present=moe is not None),
+        experts=named("Experts", present=moe is not None),
+        rotary=named("RotaryEmbedding"),
+        norm=named("RMSNorm"),
+        qk_norm=variant.qk_norm,
+        sliding_window=variant.sliding_window is not SlidingWindow.NONE,
+        attention_bias=variant.attention_bias,
+        normalize_key=None if moe is None else moe.normalize,
+        cast_weights=moe is not None and moe.cast_weights,
+    )
+
+
 _LOGITS_FLOAT_ABSENT = (
     "This file returns the logits in the model's dtype: transformers' port does not upcast them unless it "
     "computes a loss; DeepSeek's remote modeling code has `logits = logits.float()`."
@@ -318,15 +393,17 @@ def _class(classes: tuple[str, ...]) -> Site:
     return Site(kind=SiteKind.CLASS, role=Role.DEFINITION, classes=classes)
 
 
-def _node_table(c: FamilyCode) -> dict[str, Locator]:
-    """Every node id a family's builder can produce (MTP copies of block nodes reuse these entries)."""
-    table = [
-        # -- model level --------------------------------------------------------------------------
+# -- entries every pre-norm decoder shares: the stack, the block, the dense MLP, the routed experts ----------
+
+
+def _stack_entries(model: tuple[str, ...], causal_lm: tuple[str, ...], norm: tuple[str, ...]) -> list[Locator]:
+    """The model level around the blocks: embedding, final norm, output head and logits."""
+    return [
         Locator(
             id="token-embedding",
             claim="The token embedding is a learned table of vocabulary × width rows, looked up by token ID.",
             category=Category.EMBEDDING,
-            sites=_attribute(c.model, "embed_tokens"),
+            sites=_attribute(model, "embed_tokens"),
             whole_config=True,
         ),
         Locator(
@@ -334,11 +411,247 @@ def _node_table(c: FamilyCode) -> dict[str, Locator]:
             claim="The embedded state is the looked-up token vectors, the hidden state entering the first block.",
             category=Category.EMBEDDING,
             sites=(
-                _statement(c.model, "inputs_embeds = self.embed_tokens("),
-                _statement(c.model, "hidden_states = inputs_embeds"),
+                # Llama's forward annotates the assignment (``inputs_embeds: torch.Tensor = …``).
+                _statement(
+                    model, "inputs_embeds = self.embed_tokens(", "inputs_embeds: torch.Tensor = self.embed_tokens("
+                ),
+                _statement(model, "hidden_states = inputs_embeds"),
             ),
             context=("block",),
         ),
+        Locator(
+            id="final-norm",
+            claim=(
+                "The final RMSNorm normalizes the last block's output to unit root-mean-square and rescales it by "
+                "a learned vector."
+            ),
+            category=Category.NORM,
+            sites=(*_attribute(model, "norm"), _method(norm, "forward")),
+        ),
+        Locator(
+            id="final-hidden-state",
+            claim="The final hidden state is the normalized output of the last block, which the output head reads.",
+            category=Category.TRANSFORMER,
+            sites=(_statement(causal_lm, "outputs.last_hidden_state", "hidden_states = outputs[0]"),),
+        ),
+        Locator(
+            id="lm-head",
+            claim="The output head is a linear map from the model width to one score per vocabulary entry.",
+            category=Category.HEAD,
+            sites=_attribute(causal_lm, "lm_head"),
+        ),
+        Locator(
+            id="logits",
+            claim="The logits are the output head's scores for every vocabulary entry at every position.",
+            category=Category.HEAD,
+            sites=(_statement(causal_lm, "logits = self.lm_head("),),
+        ),
+    ]
+
+
+def _block_entries(layer: tuple[str, ...], norm: tuple[str, ...], ffn_attributes: tuple[str, ...]) -> list[Locator]:
+    """One pre-norm block: its norms, residual additions and the FFN's output."""
+    return [
+        Locator(
+            id="residual-stream",
+            claim="The residual stream is the hidden state a block receives, kept aside as the first residual.",
+            category=Category.BLOCK,
+            sites=(_statement(layer, "residual = hidden_states"),),
+        ),
+        Locator(
+            id="input-norm",
+            claim="The input RMSNorm normalizes the block's input before the token mixer.",
+            category=Category.NORM,
+            sites=(*_attribute(layer, "input_layernorm"), _method(norm, "forward")),
+        ),
+        Locator(
+            id="attention-residual",
+            claim="The first residual addition adds the token mixer's output to the block's input.",
+            category=Category.BLOCK,
+            sites=(_statement(layer, "hidden_states = residual + hidden_states"),),
+        ),
+        Locator(
+            id="mid-residual",
+            claim="After the first residual addition the stream is kept aside again as the residual of the FFN half.",
+            category=Category.BLOCK,
+            sites=(_statement(layer, "residual = hidden_states", occurrence=2),),
+        ),
+        Locator(
+            id="post-attention-norm",
+            claim="The post-attention RMSNorm normalizes the residual stream before the FFN.",
+            category=Category.NORM,
+            sites=(*_attribute(layer, "post_attention_layernorm"), _method(norm, "forward")),
+        ),
+        Locator(
+            id="ffn-output",
+            claim="The FFN output is what the dense MLP or the MoE returns for the normalized stream.",
+            category=Category.BLOCK,
+            sites=tuple(_statement(layer, f"= self.{name}(") for name in ffn_attributes),
+        ),
+        Locator(
+            id="ffn-residual",
+            claim="The second residual addition adds the FFN output to the stream; the sum is the block's output.",
+            category=Category.BLOCK,
+            sites=(_statement(layer, "hidden_states = residual + hidden_states", occurrence=2),),
+        ),
+    ]
+
+
+def _attention_output_entries(attention: tuple[str, ...]) -> list[Locator]:
+    """What every attention does after its own projections: the cache update and the output projection."""
+    return [
+        Locator(
+            id="attention.cache-update",
+            claim="The cache update stores this step's attention state in the layer's cache and returns all positions.",
+            category=Category.ATTENTION,
+            sites=(_statement(attention, "cache.update(", "past_key_value.update(", "past_key_values.update("),),
+        ),
+        Locator(
+            id="attention.o-proj",
+            claim="The output projection maps the concatenated head outputs back to the model width.",
+            category=Category.ATTENTION,
+            sites=_attribute(attention, "o_proj"),
+        ),
+        Locator(
+            id="attention.output",
+            claim="The attention output is the projected result that the block adds to its residual stream.",
+            category=Category.ATTENTION,
+            sites=(_statement(attention, "attn_output = self.o_proj("),),
+        ),
+    ]
+
+
+def _mlp_entries(mlp: tuple[str, ...]) -> list[Locator]:
+    """The dense SwiGLU MLP."""
+    return [
+        Locator(
+            id="mlp.gate-proj",
+            claim="The gate projection maps each position to the FFN width; its activation gates the up projection.",
+            category=Category.MLP,
+            sites=_attribute(mlp, "gate_proj"),
+        ),
+        Locator(
+            id="mlp.up-proj",
+            claim="The up projection maps each position to the FFN width: the values the gate lets through.",
+            category=Category.MLP,
+            sites=_attribute(mlp, "up_proj"),
+        ),
+        Locator(
+            id="mlp.act",
+            claim="The SwiGLU activation multiplies the activated gate projection by the up projection.",
+            category=Category.MLP,
+            sites=_attribute(mlp, "act_fn"),
+        ),
+        Locator(
+            id="mlp.down-proj",
+            claim="The down projection maps the gated activations back to the model width.",
+            category=Category.MLP,
+            sites=_attribute(mlp, "down_proj"),
+        ),
+    ]
+
+
+def _expert_entries(moe: tuple[str, ...], experts: tuple[str, ...]) -> list[Locator]:
+    """The routed experts and their weighted sum."""
+    return [
+        Locator(
+            id="moe.routed-expert",
+            claim="Each routed expert is a SwiGLU network applied only to the tokens routed to it.",
+            category=Category.MOE,
+            sites=(*_attribute(moe, "experts"), _method(experts, "forward")),
+        ),
+        Locator(
+            id="moe.combine",
+            claim="The routed experts' outputs are weighted by their routing weights and summed per token.",
+            category=Category.MOE,
+            sites=(
+                _statement(experts, "* top_k_weights["),
+                _statement(experts, "index_add_("),
+                _statement(moe, ".mul_(topk_weight", method="moe_infer"),
+            ),
+        ),
+    ]
+
+
+def _stack_group_entries(
+    model: tuple[str, ...], causal_lm: tuple[str, ...], layer: tuple[str, ...], ffn_attributes: tuple[str, ...]
+) -> list[Locator]:
+    """The model's forward and one block, whose claims are composed from the config when located."""
+    return [
+        Locator(
+            id="model",
+            claim="The model embeds the tokens, applies every block, normalizes and projects to vocabulary logits.",
+            category=Category.TRANSFORMER,
+            sites=(
+                _defined(model, "embed_tokens"),
+                _defined(model, "layers"),
+                _defined(model, "norm"),
+                _used(model, "embed_tokens"),
+                _statement(model, "if position_ids is None"),
+                # Mistral and the MoE families pick the mask function first (``mask_function(…)``).
+                _statement(model, "create_causal_mask(", "_prepare_4d_causal_attention_mask(", "= mask_function("),
+                _used(model, "layers"),
+                _used(model, "norm"),
+                *_attribute(causal_lm, "lm_head"),
+                _statement(causal_lm, "logits = logits.float()"),
+            ),
+        ),
+        Locator(
+            id="block",
+            claim="A block applies input RMSNorm, the token mixer and a residual addition, then the FFN half.",
+            category=Category.BLOCK,
+            sites=(
+                _defined(layer, "self_attn"),
+                *(_defined(layer, name) for name in ffn_attributes),
+                _defined(layer, "input_layernorm"),
+                _defined(layer, "post_attention_layernorm"),
+                _statement(layer, "residual = hidden_states"),
+                _used(layer, "input_layernorm"),
+                _used(layer, "self_attn", every=True),
+                _statement(layer, "hidden_states = residual + hidden_states"),
+                _statement(layer, "residual = hidden_states", occurrence=2),
+                _used(layer, "post_attention_layernorm"),
+                *(_used(layer, name, every=True) for name in ffn_attributes),
+                _statement(layer, "hidden_states = residual + hidden_states", occurrence=2),
+            ),
+        ),
+    ]
+
+
+def _mlp_group(mlp: tuple[str, ...]) -> Locator:
+    return Locator(
+        id="mlp",
+        claim="The dense MLP is a gated feed-forward network: activated gate projection times up projection, "
+        "projected back down.",
+        category=Category.MLP,
+        sites=(_class(mlp),),
+    )
+
+
+def _experts_group(moe: tuple[str, ...], experts: tuple[str, ...]) -> Locator:
+    return Locator(
+        id="moe.experts",
+        claim="The routed experts run each expert on the tokens routed to it and add the weighted results.",
+        category=Category.MOE,
+        sites=(_method(experts, "forward"), _method(moe, "moe_infer")),
+    )
+
+
+def _keyed(table: list[Locator], family: str) -> dict[str, Locator]:
+    entries = {locator.id: locator for locator in table}
+    if len(entries) != len(table):
+        raise ValueError(f"duplicate locator ids in the {family} table")
+    return entries
+
+
+# -- the MLA families: deepseek_v3 and kimi_linear ------------------------------------------------
+
+
+def _node_table(c: FamilyCode) -> dict[str, Locator]:
+    """Every node id a family's builder can produce (MTP copies of block nodes reuse these entries)."""
+    table = [
+        # -- model level --------------------------------------------------------------------------
+        *_stack_entries(c.model, c.causal_lm, c.norm),
         Locator(
             id="rotary-embedding",
             claim=(
@@ -359,33 +672,6 @@ def _node_table(c: FamilyCode) -> dict[str, Locator]:
             absent=c.rope_absent,
         ),
         Locator(
-            id="final-norm",
-            claim=(
-                "The final RMSNorm normalizes the last block's output to unit root-mean-square and rescales it by "
-                "a learned vector."
-            ),
-            category=Category.NORM,
-            sites=(*_attribute(c.model, "norm"), _method(c.norm, "forward")),
-        ),
-        Locator(
-            id="final-hidden-state",
-            claim="The final hidden state is the normalized output of the last block, which the output head reads.",
-            category=Category.TRANSFORMER,
-            sites=(_statement(c.causal_lm, "outputs.last_hidden_state", "hidden_states = outputs[0]"),),
-        ),
-        Locator(
-            id="lm-head",
-            claim="The output head is a linear map from the model width to one score per vocabulary entry.",
-            category=Category.HEAD,
-            sites=_attribute(c.causal_lm, "lm_head"),
-        ),
-        Locator(
-            id="logits",
-            claim="The logits are the output head's scores for every vocabulary entry at every position.",
-            category=Category.HEAD,
-            sites=(_statement(c.causal_lm, "logits = self.lm_head("),),
-        ),
-        Locator(
             id="logits-float",
             claim="The logits are upcast to float32 before the model returns them.",
             category=Category.HEAD,
@@ -400,48 +686,7 @@ def _node_table(c: FamilyCode) -> dict[str, Locator]:
             absent=_LOGITS_FLOAT_ABSENT,
         ),
         # -- one block ----------------------------------------------------------------------------
-        Locator(
-            id="residual-stream",
-            claim="The residual stream is the hidden state a block receives, kept aside as the first residual.",
-            category=Category.BLOCK,
-            sites=(_statement(c.layer, "residual = hidden_states"),),
-        ),
-        Locator(
-            id="input-norm",
-            claim="The input RMSNorm normalizes the block's input before the token mixer.",
-            category=Category.NORM,
-            sites=(*_attribute(c.layer, "input_layernorm"), _method(c.norm, "forward")),
-        ),
-        Locator(
-            id="attention-residual",
-            claim="The first residual addition adds the token mixer's output to the block's input.",
-            category=Category.BLOCK,
-            sites=(_statement(c.layer, "hidden_states = residual + hidden_states"),),
-        ),
-        Locator(
-            id="mid-residual",
-            claim="After the first residual addition the stream is kept aside again as the residual of the FFN half.",
-            category=Category.BLOCK,
-            sites=(_statement(c.layer, "residual = hidden_states", occurrence=2),),
-        ),
-        Locator(
-            id="post-attention-norm",
-            claim="The post-attention RMSNorm normalizes the residual stream before the FFN.",
-            category=Category.NORM,
-            sites=(*_attribute(c.layer, "post_attention_layernorm"), _method(c.norm, "forward")),
-        ),
-        Locator(
-            id="ffn-output",
-            claim="The FFN output is what the dense MLP or the MoE returns for the normalized stream.",
-            category=Category.BLOCK,
-            sites=tuple(_statement(c.layer, f"= self.{name}(") for name in c.ffn_attributes),
-        ),
-        Locator(
-            id="ffn-residual",
-            claim="The second residual addition adds the FFN output to the stream; the sum is the block's output.",
-            category=Category.BLOCK,
-            sites=(_statement(c.layer, "hidden_states = residual + hidden_states", occurrence=2),),
-        ),
+        *_block_entries(c.layer, c.norm, c.ffn_attributes),
         # -- multi-head latent attention ------------------------------------------------------------
         Locator(
             id="attention.q-proj",
@@ -512,12 +757,6 @@ def _node_table(c: FamilyCode) -> dict[str, Locator]:
             absent=c.rope_absent,
         ),
         Locator(
-            id="attention.cache-update",
-            claim="The cache update stores this step's attention state in the layer's cache and returns all positions.",
-            category=Category.ATTENTION,
-            sites=(_statement(c.attention, "cache.update(", "past_key_value.update(", "past_key_values.update("),),
-        ),
-        Locator(
             id="attention.query-concat",
             claim="Each head's query is assembled from its position-free and rotated parts.",
             category=Category.ATTENTION,
@@ -562,43 +801,9 @@ def _node_table(c: FamilyCode) -> dict[str, Locator]:
                 _function("yarn_get_mscale"),
             ),
         ),
-        Locator(
-            id="attention.o-proj",
-            claim="The output projection maps the concatenated head outputs back to the model width.",
-            category=Category.ATTENTION,
-            sites=_attribute(c.attention, "o_proj"),
-        ),
-        Locator(
-            id="attention.output",
-            claim="The attention output is the projected result that the block adds to its residual stream.",
-            category=Category.ATTENTION,
-            sites=(_statement(c.attention, "attn_output = self.o_proj("),),
-        ),
+        *_attention_output_entries(c.attention),
         # -- dense MLP ----------------------------------------------------------------------------
-        Locator(
-            id="mlp.gate-proj",
-            claim="The gate projection maps each position to the FFN width; its activation gates the up projection.",
-            category=Category.MLP,
-            sites=_attribute(c.mlp, "gate_proj"),
-        ),
-        Locator(
-            id="mlp.up-proj",
-            claim="The up projection maps each position to the FFN width: the values the gate lets through.",
-            category=Category.MLP,
-            sites=_attribute(c.mlp, "up_proj"),
-        ),
-        Locator(
-            id="mlp.act",
-            claim="The SwiGLU activation multiplies the activated gate projection by the up projection.",
-            category=Category.MLP,
-            sites=_attribute(c.mlp, "act_fn"),
-        ),
-        Locator(
-            id="mlp.down-proj",
-            claim="The down projection maps the gated activations back to the model width.",
-            category=Category.MLP,
-            sites=_attribute(c.mlp, "down_proj"),
-        ),
+        *_mlp_entries(c.mlp),
         # -- mixture of experts -------------------------------------------------------------------
         Locator(
             id="moe.router",
@@ -649,22 +854,7 @@ def _node_table(c: FamilyCode) -> dict[str, Locator]:
                 _statement(c.router, "* self.routed_scaling_factor"),
             ),
         ),
-        Locator(
-            id="moe.routed-expert",
-            claim="Each routed expert is a SwiGLU network applied only to the tokens routed to it.",
-            category=Category.MOE,
-            sites=(*_attribute(c.moe, "experts"), _method(c.experts, "forward")),
-        ),
-        Locator(
-            id="moe.combine",
-            claim="The routed experts' outputs are weighted by their routing weights and summed per token.",
-            category=Category.MOE,
-            sites=(
-                _statement(c.experts, "* top_k_weights["),
-                _statement(c.experts, "index_add_("),
-                _statement(c.moe, ".mul_(topk_weight", method="moe_infer"),
-            ),
-        ),
+        *_expert_entries(c.moe, c.experts),
         Locator(
             id="moe.shared-expert",
             claim="The shared experts are one SwiGLU network, as wide as all of them together, applied to every token.",
@@ -693,9 +883,7 @@ def _node_table(c: FamilyCode) -> dict[str, Locator]:
     ]
     if c.delta_attention:
         table.extend(_kda_table(c))
-    entries = {locator.id: locator for locator in table}
-    if len(entries) != len(table):
-        raise ValueError(f"duplicate locator ids in the {c.family} table")
+    entries = _keyed(table, c.family)
     if not c.delta_attention:
         del entries["attention.query-view"]  # only NoPE MLA (kimi_linear) views queries without a split
     return entries
@@ -818,42 +1006,7 @@ def _group_table(c: FamilyCode) -> dict[str, Locator]:
     """Evidence for groups, shown as context on their members; the model and block claims are composed
     from the config when located (``_model_claim``, ``_block_claim``)."""
     table = [
-        Locator(
-            id="model",
-            claim="The model embeds the tokens, applies every block, normalizes and projects to vocabulary logits.",
-            category=Category.TRANSFORMER,
-            sites=(
-                _defined(c.model, "embed_tokens"),
-                _defined(c.model, "layers"),
-                _defined(c.model, "norm"),
-                _used(c.model, "embed_tokens"),
-                _statement(c.model, "if position_ids is None"),
-                _statement(c.model, "create_causal_mask(", "_prepare_4d_causal_attention_mask("),
-                _used(c.model, "layers"),
-                _used(c.model, "norm"),
-                *_attribute(c.causal_lm, "lm_head"),
-                _statement(c.causal_lm, "logits = logits.float()"),
-            ),
-        ),
-        Locator(
-            id="block",
-            claim="A block applies input RMSNorm, the token mixer and a residual addition, then the FFN half.",
-            category=Category.BLOCK,
-            sites=(
-                _defined(c.layer, "self_attn"),
-                *(_defined(c.layer, name) for name in c.ffn_attributes),
-                _defined(c.layer, "input_layernorm"),
-                _defined(c.layer, "post_attention_layernorm"),
-                _statement(c.layer, "residual = hidden_states"),
-                _used(c.layer, "input_layernorm"),
-                _used(c.layer, "self_attn", every=True),
-                _statement(c.layer, "hidden_states = residual + hidden_states"),
-                _statement(c.layer, "residual = hidden_states", occurrence=2),
-                _used(c.layer, "post_attention_layernorm"),
-                *(_used(c.layer, name, every=True) for name in c.ffn_attributes),
-                _statement(c.layer, "hidden_states = residual + hidden_states", occurrence=2),
-            ),
-        ),
+        *_stack_group_entries(c.model, c.causal_lm, c.layer, c.ffn_attributes),
         Locator(
             id="attention",
             claim=(
@@ -864,13 +1017,7 @@ def _group_table(c: FamilyCode) -> dict[str, Locator]:
             category=Category.ATTENTION,
             sites=(_method(c.attention, "forward"),),
         ),
-        Locator(
-            id="mlp",
-            claim="The dense MLP is a gated feed-forward network: activated gate projection times up projection, "
-            "projected back down.",
-            category=Category.MLP,
-            sites=(_class(c.mlp),),
-        ),
+        _mlp_group(c.mlp),
         Locator(
             id="moe",
             claim=(
@@ -885,12 +1032,7 @@ def _group_table(c: FamilyCode) -> dict[str, Locator]:
                 _method(c.moe, "forward"),
             ),
         ),
-        Locator(
-            id="moe.experts",
-            claim="The routed experts run each expert on the tokens routed to it and add the weighted results.",
-            category=Category.MOE,
-            sites=(_method(c.experts, "forward"), _method(c.moe, "moe_infer")),
-        ),
+        _experts_group(c.moe, c.experts),
         Locator(
             id="mtp",
             claim="The multi-token-prediction layers.",
@@ -915,22 +1057,399 @@ def _group_table(c: FamilyCode) -> dict[str, Locator]:
     return {locator.id: locator for locator in table}
 
 
+# -- the llama-style families: llama, mistral, qwen2, qwen3, mixtral, qwen3_moe -------------------
+
+_QKV_BIAS = {
+    AttentionBias.CONFIG: ", with a bias when attention_bias is set",
+    AttentionBias.QKV: ", adding a learned bias",
+    AttentionBias.NONE: ", without a bias",
+}
+
+
+def _decoder_table(c: DecoderCode) -> dict[str, Locator]:
+    """Every node id the llama-style builder can produce for the family (``archviz.families.llama``)."""
+    a, bias = c.attention, _QKV_BIAS[c.attention_bias]
+    # The three ``….view(hidden_shape)…transpose(1, 2)`` statements of the queries, keys and values.
+    views = tuple(_statement(a, ".view(hidden_shape)", occurrence=n) for n in (1, 2, 3))
+    table = [
+        *_stack_entries(c.model, c.causal_lm, c.norm),
+        Locator(
+            id="rotary-embedding",
+            claim=(
+                "The rotary embedding computes each position's cosine and sine tables from the configured base, "
+                "rescaled by the rotary scaling type when the config names one."
+            ),
+            category=Category.ROPE,
+            sites=(
+                _defined(c.model, "rotary_emb"),
+                _used(c.model, "rotary_emb"),
+                _statement(c.rotary, "ROPE_INIT_FUNCTIONS[", method="__init__", role=Role.DEFINITION),
+                _method(c.rotary, "compute_default_rope_parameters"),
+                _method(c.rotary, "forward"),
+            ),
+        ),
+        *_block_entries(c.layer, c.norm, ("mlp",)),
+        # -- grouped-query attention ----------------------------------------------------------------
+        Locator(
+            id="attention.q-proj",
+            claim=f"The query projection maps each position's hidden state to every query head{bias}.",
+            category=Category.ATTENTION,
+            sites=_attribute(a, "q_proj"),
+        ),
+        Locator(
+            id="attention.k-proj",
+            claim=f"The key projection maps each position's hidden state to the num_key_value_heads key heads{bias}.",
+            category=Category.ATTENTION,
+            sites=_attribute(a, "k_proj"),
+        ),
+        Locator(
+            id="attention.v-proj",
+            claim=f"The value projection maps each position's hidden state to as many value heads as key heads{bias}.",
+            category=Category.ATTENTION,
+            sites=_attribute(a, "v_proj"),
+        ),
+        Locator(
+            id="attention.head-split",
+            claim="The projections are viewed as one head_dim vector per head"
+            + ("." if c.qk_norm else ", heads before positions."),
+            category=Category.ATTENTION,
+            sites=(_statement(a, "hidden_shape = ("), *views),
+        ),
+        *_attention_output_entries(a),
+        Locator(
+            id="attention.apply-rotary",
+            claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
+            category=Category.ROPE,
+            sites=(
+                _statement(a, "= apply_rotary_pos_emb("),
+                _function("apply_rotary_pos_emb"),
+                _function("rotate_half"),
+            ),
+        ),
+        Locator(
+            id="attention.sdpa",
+            claim=(
+                "Attention scores each query head against the cached keys of its key/value head under the causal "
+                "mask"
+                + (" (within the sliding window where the config sets one)" if c.sliding_window else "")
+                + ", takes the softmax at scale head_dim^-0.5 and mixes the values."
+            ),
+            category=Category.ATTENTION,
+            sites=(
+                _statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
+                _statement(a, "= attention_interface("),
+                _function("eager_attention_forward"),
+                _function("repeat_kv"),
+                _defined(a, "scaling"),
+                # Where the window applies: the layer's own window, and the model's sliding-window mask.
+                *(
+                    (_defined(a, "sliding_window"), _statement(c.model, "create_sliding_window_causal_mask"))
+                    if c.sliding_window
+                    else ()
+                ),
+            ),
+        ),
+    ]
+    if c.qk_norm:
+        table += [
+            *(
+                Locator(
+                    id=f"attention.{name[0]}-norm",
+                    claim=f"The {which} head RMSNorm normalizes each {which} head over head_dim and rescales it, "
+                    "before the rotary embedding.",
+                    category=Category.NORM,
+                    sites=(*_attribute(a, name), _method(c.norm, "forward")),
+                )
+                for name, which in (("q_norm", "query"), ("k_norm", "key"))
+            ),
+            Locator(
+                id="attention.head-transpose",
+                claim="The normalized heads are moved before the positions for attention.",
+                category=Category.ATTENTION,
+                sites=tuple(_statement(a, ".transpose(1, 2)", occurrence=n) for n in (1, 2, 3)),
+            ),
+        ]
+    if c.mlp:
+        table += _mlp_entries(c.mlp)
+    if c.moe:
+        table += [*_routing_entries(c), *_expert_entries(c.moe, c.experts)]
+    return _keyed(table, c.family)
+
+
+def _routing_entries(c: DecoderCode) -> list[Locator]:
+    """The softmax top-k router of Mixtral and Qwen3-MoE."""
+    router = c.router
+    if c.normalize_key is None:
+        weights = "divided by their sum, so each token's weights add up to one"
+    else:
+        weights = f"divided by their sum when {c.normalize_key} is set"
+    if c.cast_weights:
+        weights += ", then cast back to the model's dtype"
+    return [
+        Locator(
+            id="moe.router",
+            claim="The router flattens the batch into tokens and scores every expert for every token with one "
+            "linear map.",
+            category=Category.MOE,
+            sites=(*_attribute(c.moe, "gate"), _defined(router, "weight"), _statement(router, "= F.linear(")),
+        ),
+        Locator(
+            id="moe.router-logits",
+            claim="The router logits are one score per expert for every token.",
+            category=Category.MOE,
+            sites=(_statement(router, "router_logits = F.linear("),),
+        ),
+        Locator(
+            id="moe.scores",
+            claim="The routing probabilities are the softmax of each token's router logits over all experts, in "
+            "float32.",
+            category=Category.MOE,
+            sites=(_statement(router, "router_probs = torch.nn.functional.softmax("),),
+        ),
+        Locator(
+            id="moe.selection",
+            claim="Selection keeps each token's top-k most probable experts.",
+            category=Category.MOE,
+            sites=(_defined(router, "top_k"), _statement(router, "= torch.topk(")),
+        ),
+        Locator(
+            id="moe.routing-weights",
+            claim=f"The routing weights are the chosen experts' probabilities, {weights}.",
+            category=Category.MOE,
+            sites=(
+                _statement(router, "self.norm_topk_prob"),
+                _statement(router, "router_top_value /="),
+                _statement(router, "router_top_value = router_top_value.to("),
+                _statement(router, "router_scores = router_top_value"),
+            ),
+        ),
+    ]
+
+
+def _decoder_group_table(c: DecoderCode) -> dict[str, Locator]:
+    """Evidence for the llama-style groups; the model and block claims are composed as for the MLA families."""
+    table = [
+        *_stack_group_entries(c.model, c.causal_lm, c.layer, ("mlp",)),
+        Locator(
+            id="attention",
+            claim=(
+                "Grouped-query attention projects each position to the query heads and to num_key_value_heads key "
+                "and value heads"
+                + (", normalizes each query and key head" if c.qk_norm else "")
+                + ", rotates queries and keys by position, caches keys and values, attends causally and projects "
+                "the joined heads back to the model width."
+            ),
+            category=Category.ATTENTION,
+            sites=(_method(c.attention, "forward"),),
+        ),
+    ]
+    if c.mlp:
+        table.append(_mlp_group(c.mlp))
+    if c.moe:
+        table += [
+            Locator(
+                id="moe",
+                claim="The sparse mixture of experts routes each token to its top-k experts by softmax probability "
+                "and sums their weighted outputs.",
+                category=Category.MOE,
+                sites=(_defined(c.moe, "gate"), _defined(c.moe, "experts"), _method(c.moe, "forward")),
+            ),
+            _experts_group(c.moe, c.experts),
+        ]
+    return _keyed(table, c.family)
+
+
 FAMILY_CODE: Mapping[str, FamilyCode] = MappingProxyType(
     {code.family: code for code in (DEEPSEEK_V3_CODE, KIMI_LINEAR_CODE)}
 )
-"""How each family's modeling files name things, by family name."""
+"""How each MLA family's modeling files name things, by family name."""
+DECODER_CODE: Mapping[str, DecoderCode] = MappingProxyType(
+    {variant.name: decoder_code(variant) for variant in llama.VARIANTS}
+)
+"""How each llama-style family's transformers file names things, by family name."""
 NODE_LOCATORS: Mapping[str, Mapping[str, Locator]] = MappingProxyType(
-    {name: MappingProxyType(_node_table(code)) for name, code in FAMILY_CODE.items()}
+    {
+        **{name: MappingProxyType(_node_table(code)) for name, code in FAMILY_CODE.items()},
+        **{name: MappingProxyType(_decoder_table(code)) for name, code in DECODER_CODE.items()},
+    }
 )
-"""Per family, the locator of every node id its builder produces (``mtp.`` copies of block nodes reuse
-the main entry)."""
+"""Per hand-written family, the locator of every node id its builder produces (``mtp.`` copies of block
+nodes reuse the main entry). The generic family's are made per graph (``generic_locators``)."""
 GROUP_LOCATORS: Mapping[str, Mapping[str, Locator]] = MappingProxyType(
-    {name: MappingProxyType(_group_table(code)) for name, code in FAMILY_CODE.items()}
+    {
+        **{name: MappingProxyType(_group_table(code)) for name, code in FAMILY_CODE.items()},
+        **{name: MappingProxyType(_decoder_group_table(code)) for name, code in DECODER_CODE.items()},
+    }
 )
-"""Per family, the locator of every group id, for contextual evidence."""
-_NAMING: Mapping[str, Naming] = MappingProxyType(
-    {deepseek_v3.NAME: deepseek_v3.NAMING, kimi_linear.NAME: kimi_linear.NAMING}
+"""Per hand-written family, the locator of every group id, for contextual evidence."""
+
+
+class _MoeKeys(NamedTuple):
+    """The config keys a family's MoE sentence of the released configuration reads."""
+
+    experts: str
+    top_k: str
+    shared: str | None = None
+    scoring: str | None = None
+    groups: str | None = None
+
+
+_MOE_KEYS: Mapping[str, _MoeKeys] = MappingProxyType(
+    {
+        **{
+            naming.family: _MoeKeys(
+                experts=naming.experts,
+                top_k=naming.top_k,
+                shared=naming.shared,
+                scoring=naming.scoring,
+                groups=naming.groups,
+            )
+            for naming in (deepseek_v3.NAMING, kimi_linear.NAMING)
+        },
+        **{
+            variant.name: _MoeKeys(experts=variant.moe.experts, top_k=variant.moe.top_k)
+            for variant in llama.VARIANTS
+            if variant.moe is not None
+        },
+    }
 )
+
+
+# -- the generic family: locators made per graph from its module paths ----------------------------
+
+# A generic node's title is ``<attribute> (<its module's class>)`` (``q_proj (Linear)``), or for a module
+# that holds parameters besides its children ``<param>, <param> (<its class>)``: generic.CodeGraph._node.
+_GENERIC_TITLE = re.compile(r"(?P<names>.+) \((?P<cls>[A-Za-z_][A-Za-z0-9_]*)\)")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def generic_locators(graph: Graph, source: SourceFile) -> tuple[dict[str, Locator], dict[str, Locator]]:
+    """Locators for a generic graph's nodes and groups, read off their module paths.
+
+    A node stands for ``self.<attribute>`` of the module class that owns it (its code, ``self.q_proj``, is
+    its module path's last component; a module holding parameters besides its children names those). The
+    owner is its group's class when the node sits directly in its parent module's group, else the only
+    class of ``source`` whose ``__init__`` assigns the attribute; the sites are that assignment and its
+    uses in ``forward`` (and the methods ``forward`` calls). A node whose owner the file does not define,
+    or which several classes could own, gets no sites and says why.
+    """
+    built = _init_attributes(source)
+    groups = {group.id: group for group in graph.groups}
+    nodes = {node.id: _generic_node_locator(node, groups, built, source) for node in graph.nodes}
+    group_locators = {
+        group.id: locator
+        for group in graph.groups
+        if (locator := _generic_group_locator(group, built, source)) is not None
+    }
+    return nodes, group_locators
+
+
+def _init_attributes(source: SourceFile) -> dict[str, frozenset[str]]:
+    """For every module-level class of the file, the ``self.<attribute>`` names its own ``__init__`` assigns."""
+    built: dict[str, frozenset[str]] = {}
+    for node in _module_tree(source.path, source.text).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        names: set[str] = set()
+        for function in node.body:
+            if not isinstance(function, ast.FunctionDef) or function.name != "__init__" or not function.args.args:
+                continue
+            self_name = function.args.args[0].arg
+            names.update(
+                target.attr
+                for target in ast.walk(function)
+                if isinstance(target, ast.Attribute)
+                and isinstance(target.ctx, ast.Store)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == self_name
+            )
+        built[node.name] = frozenset(names)
+    return built
+
+
+def _generic_node_locator(
+    node: Node, groups: Mapping[str, Group], built: Mapping[str, frozenset[str]], source: SourceFile
+) -> Locator:
+    title = _GENERIC_TITLE.fullmatch(node.title)
+    group = groups.get(node.group)
+    category = _generic_category(title.group("cls") if title else "", group)
+    parts = node.code.split(", ")
+    attributes = [part.removeprefix("self.") for part in parts]
+    if not all(part.startswith("self.") and _IDENTIFIER.fullmatch(part[5:]) for part in parts):
+        why = f"{node.title} is not an attribute of a module class (its code is {node.code})"
+        return Locator(id=node.id, claim=f"{node.title}.", category=category, sites=(), absent=why)
+    owner = _generic_owner(node, group)
+    if owner is not None and owner not in built:
+        why = f"its owner {owner}, which builds self.{attributes[0]}, is not defined in {source.path}"
+        return Locator(id=node.id, claim=f"{owner} builds {node.title}.", category=category, sites=(), absent=why)
+    if owner is None:
+        candidates = [name for name, names in built.items() if attributes[0] in names]
+        if len(candidates) != 1:
+            said = ", ".join(candidates) if candidates else "no class"
+            why = (
+                f"the node does not say which module class owns self.{attributes[0]}, and {said} in "
+                f"{source.path} {'builds' if len(candidates) < 2 else 'build'} it"
+            )
+            return Locator(id=node.id, claim=f"{node.title}.", category=category, sites=(), absent=why)
+        owner = candidates[0]
+    classes = (owner,)
+    sites = tuple(site for name in attributes for site in _attribute(classes, name))
+    module_class = title.group("cls") if title else None
+    what = ", ".join(f"self.{name}" for name in attributes)
+    if module_class is not None and module_class != owner:
+        what += f" ({module_class})"
+    used = any(find_site(site, source) for site in sites if site.role is Role.USE)
+    them = "them" if len(attributes) > 1 else "it"
+    claim = f"{owner} builds {what} in __init__" + (f" and uses {them} in its forward pass." if used else ".")
+    return Locator(id=node.id, claim=claim, category=category, sites=sites)
+
+
+def _generic_owner(node: Node, group: Group | None) -> str | None:
+    """The class of the module that owns the node's attribute, when the node's group is that module's.
+
+    Group and node ids are both made from module paths, so the node sits directly in its owner's group
+    when its id is the group's id and one more component. The root group is the root module, titled after
+    the architecture it is built as: it owns the nodes of one component (``lm_head``, T5's ``shared``),
+    while deeper ones in it belong to the base model a task model wraps (``model.embed_tokens``), which
+    has no group of its own and so is not named.
+    """
+    if group is None or not _IDENTIFIER.fullmatch(group.title):
+        return None
+    if group.parent is None:
+        return group.title if "." not in node.id else None
+    rest = node.id.removeprefix(f"{group.id}.")
+    return group.title if rest != node.id and "." not in rest else None
+
+
+def _generic_category(module_class: str, group: Group | None) -> Category:
+    if module_class.endswith("Embedding"):
+        return Category.EMBEDDING
+    if "Norm" in module_class:
+        return Category.NORM
+    kinds = {
+        GroupKind.ATTENTION: Category.ATTENTION,
+        GroupKind.MLP: Category.MLP,
+        GroupKind.MOE: Category.MOE,
+        GroupKind.EXPERTS: Category.MOE,
+        GroupKind.BLOCK: Category.BLOCK,
+    }
+    return kinds.get(group.kind, Category.TRANSFORMER) if group is not None else Category.TRANSFORMER
+
+
+def _generic_group_locator(group: Group, built: Mapping[str, frozenset[str]], source: SourceFile) -> Locator | None:
+    """A group is a module class (the root group its architecture): its ``__init__`` and ``forward``."""
+    if group.title not in built:
+        return None
+    classes = (group.title,)
+    sites = (_method(classes, "__init__"), _method(classes, "forward"))
+    runs = find_site(sites[1], source)
+    if group.parent is None:
+        claim = f"{group.title} builds the model in __init__" + (" and runs it in its forward pass." if runs else ".")
+    else:
+        claim = f"{group.title} builds this group's modules in __init__" + (
+            " and runs them in its forward pass." if runs else "."
+        )
+    return Locator(id=group.id, claim=claim, category=_generic_category(group.title, group), sites=sites)
 
 
 def locator_for(table: Mapping[str, Locator], id: str) -> Locator | None:
@@ -1341,8 +1860,12 @@ def locate_sources(graph: Graph, config: ConfigDocument, source: SourceFile) -> 
     """
     _module_tree(source.path, source.text)  # a file that is not Python fails here, not as "not located"
     family = graph.model.family
-    node_table = NODE_LOCATORS.get(family, {})
-    group_table = GROUP_LOCATORS.get(family, {})
+    node_table: Mapping[str, Locator]
+    group_table: Mapping[str, Locator]
+    if family == generic.NAME:
+        node_table, group_table = generic_locators(graph, source)
+    else:
+        node_table, group_table = NODE_LOCATORS.get(family, {}), GROUP_LOCATORS.get(family, {})
     pins = _pins(graph, config, source)
     found_cache: dict[str, _Found] = {}
 
@@ -1718,12 +2241,12 @@ def _configuration_evidence(context: _Context) -> Evidence | None:
 
 def _configuration_claim(graph: Graph, config: ConfigDocument) -> tuple[str, list[str]]:
     values = config.settings
-    naming = _NAMING.get(graph.model.family)
+    naming = _MOE_KEYS.get(graph.model.family)
     keys: list[str] = []
     parts: list[str] = []
 
-    def get(key: str) -> Any:
-        if key in values:
+    def get(key: str | None) -> Any:
+        if key is not None and key in values:
             keys.append(key)
             return values[key]
         return None
@@ -1736,10 +2259,11 @@ def _configuration_claim(graph: Graph, config: ConfigDocument) -> tuple[str, lis
         dense = [layer.index for layer in main if layer.ffn == "dense"]
         get("first_k_dense_replace")
         text = f"{layers} layers"
-        if dense and dense == list(range(len(dense))):
+        sparse = len(main) - len(dense)
+        if dense and sparse and dense == list(range(len(dense))):
             text += f" (the first {len(dense)} dense, the rest MoE)"
-        elif dense:
-            text += f" ({len(dense)} dense, {len(main) - len(dense)} MoE)"
+        elif dense and sparse:
+            text += f" ({len(dense)} dense, {sparse} MoE)"
         parts.append(text)
     mixers = {
         kind: sum(1 for layer in main if layer.mixer == kind) for kind in dict.fromkeys(layer.mixer for layer in main)
@@ -1786,7 +2310,11 @@ def _configuration_claim(graph: Graph, config: ConfigDocument) -> tuple[str, lis
         parts.append(f"vocabulary {vocabulary:,}")
     parts.append(_rope_text(values, get))
     tied = get("tie_word_embeddings")
-    parts.append("output head tied to the embedding" if tied is True else "untied output head")
+    if not isinstance(tied, bool):  # unset: what the graph shares (a generic graph reads transformers' default)
+        shared_head = any(node.shares_parameters_with for node in graph.nodes)
+        tied = True if shared_head else (False if graph.model.family in NODE_LOCATORS else None)
+    if tied is not None:
+        parts.append("output head tied to the embedding" if tied else "untied output head")
     which = "text configuration" if config.root else "configuration"
     return f"The released {which}: {', '.join(part for part in parts if part)}.", list(dict.fromkeys(keys))
 
@@ -1797,18 +2325,27 @@ def _rope_text(values: Mapping[str, Any], get: Any) -> str:
         return "no rotary position in MLA (NoPE)"
     scaling = get("rope_scaling") if "rope_scaling" in values else get("rope_parameters")
     theta = get("rope_theta")
+    if theta is None and isinstance(scaling, Mapping):  # transformers 5's rope_parameters hold the base too
+        theta = scaling.get("rope_theta")
+    if theta is None and not isinstance(scaling, Mapping):
+        return ""  # no rotary keys: the model may number positions otherwise (BERT's learned positions)
     base = f"θ {theta:,g}" if isinstance(theta, int | float) and not isinstance(theta, bool) else ""
-    if isinstance(scaling, Mapping) and (scaling.get("type") or scaling.get("rope_type")) == "yarn":
+    kind = scaling.get("type") or scaling.get("rope_type") if isinstance(scaling, Mapping) else None
+    if kind == "yarn" and isinstance(scaling, Mapping):
         factor, original = scaling.get("factor"), scaling.get("original_max_position_embeddings")
         details = [f"factor {factor:g}" if isinstance(factor, int | float) else ""]
         if isinstance(original, int):
             details.append(f"over {original:,} positions")
         scaled = " ".join(item for item in details if item)
         return f"YaRN RoPE ({', '.join(item for item in (scaled, base) if item)})"
+    if isinstance(kind, str) and kind != "default":
+        base = ", ".join(item for item in (f"{kind} scaling", base) if item)
     return f"RoPE ({base})" if base else "RoPE"
 
 
 def _group_claim(context: _Context, locator: Locator, matches: Sequence[SiteMatch]) -> str:
+    if context.graph.model.family not in GROUP_LOCATORS:
+        return locator.claim  # a generic graph's groups are module classes, not the decoder stack
     if locator.id == "model":
         return _model_claim(context, matches)
     if locator.id == "block":
@@ -1833,10 +2370,22 @@ def _model_claim(context: _Context, matches: Sequence[SiteMatch]) -> str:
     )
 
 
+_SLIDING = "sliding-window attention"
+"""The llama-style builder's mixer name for a layer that attends through a sliding window."""
+
+
 def _block_claim(context: _Context) -> str:
     main = [layer for layer in context.graph.layers if layer.part is Part.MAIN]
     mixers = list(dict.fromkeys(layer.mixer for layer in main))
-    mixer = "attention" if mixers in ([], ["MLA"]) else f"the token mixer ({' or '.join(mixers)}, by the layer map)"
+    windowed = sum(1 for layer in main if layer.mixer == _SLIDING)
+    if set(mixers) <= {"MLA", "attention"}:
+        mixer = "attention"
+    elif set(mixers) == {_SLIDING}:
+        mixer = "sliding-window attention"
+    elif set(mixers) == {"attention", _SLIDING}:
+        mixer = f"attention (through a sliding window in {windowed} of {len(main)} blocks)"
+    else:
+        mixer = f"the token mixer ({' or '.join(mixers)}, by the layer map)"
     dense = [layer.index for layer in main if layer.ffn == "dense"]
     if not dense:
         ffn = "every block uses the MoE"

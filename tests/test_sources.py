@@ -1,12 +1,15 @@
 """Tests for archviz.sources: choosing the modeling file, the locator tables, and every node's citations.
 
-Everything runs on real files: the installed transformers' deepseek_v3 and kimi_linear modeling files, the
-bundled configs, copies of them in temporary model folders (as remote code, in a git checkout, in an
-HF-cache snapshot), and one skeleton in the shape of DeepSeek's remote code (tests/data/sources).
+Everything runs on real files: the installed transformers' modeling files of every hand-written family
+(deepseek_v3, kimi_linear and the llama-style llama, mistral, qwen2, qwen3, mixtral, qwen3_moe) and of the
+generic family's bert and gpt_oss, the bundled configs and published ones (tests/test_families.py's
+``PUBLISHED``), copies of them in temporary model folders (as remote code, in a git checkout, in an HF-cache
+snapshot), and one skeleton in the shape of DeepSeek's remote code (tests/data/sources).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib.metadata
 import json
@@ -19,9 +22,12 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from archviz.errors import InputError
-from archviz.graph import NodeKind
+from archviz.families import FAMILIES
+from archviz.families.llama import VARIANTS, Variant
+from archviz.graph import Graph, NodeKind
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.provenance import (
     ExcerptLines,
@@ -35,12 +41,13 @@ from archviz.provenance import (
 )
 from archviz.resolve import bundled_config
 from archviz.sources import (
-    FAMILY_CODE,
+    DECODER_CODE,
     GROUP_LOCATORS,
     MAX_EXCERPT_LINES,
     NODE_LOCATORS,
     Category,
     Coverage,
+    DecoderClasses,
     GraphSources,
     Locator,
     ModelingSource,
@@ -50,11 +57,14 @@ from archviz.sources import (
     choose_source_file,
     coverage,
     find_site,
+    generic_locators,
     locate_sources,
     locator_for,
     remote_code_file,
     source_entries,
 )
+from cli import app
+from tests.test_families import PUBLISHED, tiny
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -71,8 +81,10 @@ NOT_IN_TRANSFORMERS = {
     "logits-float32": "does not upcast",
 }
 MTP_ONLY = ("mtp.embedding", "mtp.enorm", "mtp.hnorm", "mtp.concat", "mtp.eh-proj", "mtp.head-norm", "mtp.head")
-# Per family, the table entries transformers' file does not have, and a phrase of the reason.
+# Per family, the table entries transformers' file does not have, and a phrase of the reason. The
+# llama-style files have every entry: their builder makes no float32 logits and no MTP layer.
 EXPECTED_ABSENT: dict[str, dict[str, str]] = {
+    **{family: {} for family in DECODER_CODE},
     "deepseek_v3": {**NOT_IN_TRANSFORMERS, **dict.fromkeys(MTP_ONLY, "no code in the modeling file")},
     "kimi_linear": {
         **NOT_IN_TRANSFORMERS,
@@ -92,9 +104,13 @@ def docs_of(name: str) -> ModelDocs:
     return describe_model(name)
 
 
+TRANSFORMERS_MODEL_TYPES = {family.name: family.transformers_model_type for family in FAMILIES}
+
+
 @cache
-def transformers_file(family: str) -> SourceFile:
-    return transformers_source_file(FAMILY_CODE[family].family)
+def transformers_file(family_or_model_type: str) -> SourceFile:
+    """transformers' modeling file of a hand-written family, or of a model_type (the generic family's)."""
+    return transformers_source_file(TRANSFORMERS_MODEL_TYPES.get(family_or_model_type, family_or_model_type))
 
 
 def locate(docs: ModelDocs, source: SourceFile) -> GraphSources:
@@ -650,3 +666,351 @@ def test_a_wrapped_config_cites_keys_inside_text_config(tmp_path: Path) -> None:
     assert isinstance(first, ExcerptLines) and first.lines[0].strip() == '"text_config": {'
     norm = next(item for item in sources.nodes["final-norm"].evidence if item.file == "config.json")
     assert norm.claim.startswith("The text configuration sets hidden_size = 2,304")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The llama-style families on transformers' files, with published configs (tests/test_families.py)
+
+LLAMA_STYLE = {
+    "llama-3.1-8b": "llama",
+    "qwen3-8b": "qwen3",
+    "mistral-7b-v0.3": "mistral",
+    "qwen2-7b": "qwen2",
+    "mixtral-8x7b": "mixtral",
+    "qwen3-30b-a3b": "qwen3_moe",
+}
+# Structure flags the published configs leave off, at tiny sizes: each family's optional nodes.
+VARIATIONS = {
+    "llama-biases": ("llama-3.1-8b", {"attention_bias": True, "mlp_bias": True}),
+    "qwen2-sliding": ("qwen2-7b", {"use_sliding_window": True}),
+    "qwen3-sliding": ("qwen3-8b", {"use_sliding_window": True, "sliding_window": 16}),
+    "mistral-sliding": ("mistral-7b-v0.3", {"sliding_window": 16}),
+    "qwen3-moe-dense-layers": (
+        "qwen3-30b-a3b",
+        {"mlp_only_layers": [0], "use_sliding_window": True, "sliding_window": 16},
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def published(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A model folder per published config and per variation, by name."""
+    root = tmp_path_factory.mktemp("published")
+    configs = {name: PUBLISHED[name] for name in (*LLAMA_STYLE, *GENERIC_OWNERS)}
+    configs |= {name: tiny(base, **changes) for name, (base, changes) in VARIATIONS.items()}
+    folders: dict[str, Path] = {}
+    for name, config in configs.items():
+        folders[name] = root / name
+        folders[name].mkdir()
+        (folders[name] / "config.json").write_text(json.dumps(config, indent=2))
+    return folders
+
+
+def code_text(source: SourceFile, sources: GraphSources, id: str, role: Role) -> str:
+    """The cited lines of one role of a node, joined."""
+    return "\n".join(text_of(source, ref.start, ref.end) for ref in sources.nodes[id].refs if ref.role is role)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda variant: variant.name)
+def test_every_llama_style_family_has_tables_naming_classes_its_file_defines(variant: Variant) -> None:
+    code = DECODER_CODE[variant.name]
+    assert variant.name in NODE_LOCATORS and variant.name in GROUP_LOCATORS
+    defined = {
+        node.name for node in ast.parse(transformers_file(variant.name).text).body if isinstance(node, ast.ClassDef)
+    }
+    named = [
+        name
+        for field in dataclasses.fields(DecoderClasses)
+        if field.name != "family"
+        for name in getattr(code, field.name)
+    ]
+    assert named and set(named) <= defined, set(named) - defined
+    assert code.attention == (f"{code.model[0].removesuffix('Model')}Attention",)
+    assert bool(code.moe) is (variant.moe is not None)
+
+
+@pytest.mark.parametrize("name", [*LLAMA_STYLE, *VARIATIONS])
+def test_every_node_and_group_a_llama_style_config_builds_has_a_locator(name: str, published: dict[str, Path]) -> None:
+    graph = docs_of(str(published[name])).graph
+    nodes, groups = NODE_LOCATORS[graph.model.family], GROUP_LOCATORS[graph.model.family]
+    assert [node.id for node in graph.nodes if locator_for(nodes, node.id) is None] == []
+    assert [group.id for group in graph.groups if locator_for(groups, group.id) is None] == []
+
+
+@pytest.mark.parametrize("name", [*LLAMA_STYLE, *VARIATIONS])
+def test_llama_style_configs_are_located_in_full(name: str, published: dict[str, Path]) -> None:
+    docs = docs_of(str(published[name]))
+    family = docs.graph.model.family
+    base = VARIATIONS[name][0] if name in VARIATIONS else name
+    assert family == LLAMA_STYLE[base]
+    sources = locate(docs, transformers_file(family))
+    assert coverage(sources) == Coverage(located=len(docs.graph.nodes), total=len(docs.graph.nodes), unlocated=())
+    modeling = f"modeling_{TRANSFORMERS_MODEL_TYPES[family]}.py"
+    assert sources.file.path == modeling and sources.file.origin is SourceOrigin.TRANSFORMERS
+    for id, node in sources.nodes.items():
+        assert node.reason is None
+        assert any(ref.role is not Role.CONFIG for ref in node.refs), id
+        assert node.evidence[0].direct and node.evidence[0].file == modeling, id
+    # Every group has code evidence: the model's forward, the block, attention, the MLP and the MoE.
+    assert set(sources.groups) == {group.id for group in docs.graph.groups}
+    # The pipeline cites the same file.
+    assert coverage(docs.sources) == coverage(sources)
+
+
+def test_llama_style_citations_show_each_familys_own_code(published: dict[str, Path]) -> None:
+    def located(name: str) -> tuple[SourceFile, GraphSources]:
+        docs = docs_of(str(published[name]))
+        source = transformers_file(docs.graph.model.family)
+        return source, locate(docs, source)
+
+    source, llama = located("llama-3.1-8b")
+    # Llama annotates the embedding's assignment; the entry cites it anyway.
+    assert "inputs_embeds: torch.Tensor = self.embed_tokens(input_ids)" in code_text(
+        source, llama, "embedded-state", Role.USE
+    )
+    assert "bias=config.attention_bias" in code_text(source, llama, "attention.q-proj", Role.DEFINITION)
+    assert "ROPE_INIT_FUNCTIONS[" in code_text(source, llama, "rotary-embedding", Role.DEFINITION)
+    split = [ref for ref in llama.nodes["attention.head-split"].refs if ref.role is Role.USE]
+    assert [text_of(source, ref.start, ref.end).split("=")[0].strip() for ref in split] == [
+        "hidden_shape",
+        "query_states",
+        "key_states",
+        "value_states",
+    ]
+    assert "sliding" not in code_text(source, llama, "attention.sdpa", Role.DEFINITION)
+
+    source, qwen2 = located("qwen2-7b")
+    assert "self.q_proj = nn.Linear(" in code_text(source, qwen2, "attention.q-proj", Role.DEFINITION)
+    assert "bias=True" in code_text(source, qwen2, "attention.q-proj", Role.DEFINITION)
+    assert "bias=False" in code_text(source, qwen2, "attention.o-proj", Role.DEFINITION)
+    assert qwen2.nodes["attention.q-proj"].evidence[0].claim.endswith("adding a learned bias.")
+    assert "self.sliding_window = " in code_text(source, qwen2, "attention.sdpa", Role.DEFINITION)
+    assert "create_sliding_window_causal_mask(" in code_text(source, qwen2, "attention.sdpa", Role.USE)
+
+    source, qwen3 = located("qwen3-8b")
+    assert "self.q_norm = Qwen3RMSNorm(" in code_text(source, qwen3, "attention.q-norm", Role.DEFINITION)
+    assert "self.k_norm(self.k_proj(" in code_text(source, qwen3, "attention.k-norm", Role.USE)
+    transposes = code_text(source, qwen3, "attention.head-transpose", Role.USE).splitlines()
+    assert len(transposes) == 3 and all(line.endswith(".transpose(1, 2)") for line in transposes)
+
+    source, mixtral = located("mixtral-8x7b")
+    assert "self.gate = MixtralTopKRouter(config)" in code_text(source, mixtral, "moe.router", Role.DEFINITION)
+    assert "router_logits.float()" in code_text(source, mixtral, "moe.scores", Role.USE)
+    assert "self.experts = MixtralExperts(config)" in code_text(source, mixtral, "moe.routed-expert", Role.DEFINITION)
+    assert "norm_topk_prob" not in mixtral.nodes["moe.routing-weights"].evidence[0].claim
+
+    source, qwen3_moe = located("qwen3-30b-a3b")
+    weights = code_text(source, qwen3_moe, "moe.routing-weights", Role.USE)
+    assert "if self.norm_topk_prob:" in weights and "router_top_value.to(router_logits.dtype)" in weights
+    assert "when norm_topk_prob is set" in qwen3_moe.nodes["moe.routing-weights"].evidence[0].claim
+
+
+def test_qwen3_moe_dense_layers_cite_the_mlp_and_the_moe(published: dict[str, Path]) -> None:
+    docs = docs_of(str(published["qwen3-moe-dense-layers"]))
+    source = transformers_file("qwen3_moe")
+    sources = locate(docs, source)
+    assert {"mlp.gate-proj", "moe.router"} <= set(sources.nodes)
+    assert "self.gate_proj = nn.Linear(" in code_text(source, sources, "mlp.gate-proj", Role.DEFINITION)
+    mlp = sources.groups["mlp"][0]
+    assert mlp.excerpt and text_of(source, mlp.spans[0].start, mlp.spans[0].start) == "class Qwen3MoeMLP(nn.Module):"
+    block = sources.groups["block"][0]
+    assert (
+        block.claim.endswith("the first 1 block uses the dense MLP, the rest the MoE.")
+        and "sliding-window attention" in block.claim
+    )
+
+
+def test_llama_style_composed_claims(published: dict[str, Path]) -> None:
+    def sources_of(name: str) -> GraphSources:
+        docs = docs_of(str(published[name]))
+        return locate(docs, transformers_file(docs.graph.model.family))
+
+    llama = sources_of("llama-3.1-8b")
+    assert llama.groups["model"][0].claim == (
+        "The model embeds tokens, numbers positions from the cached length, builds the causal mask, applies all 32 "
+        "blocks, normalizes and projects to vocabulary logits with an untied head; the logits keep the model's "
+        "dtype in this file."
+    )
+    assert llama.groups["block"][0].claim == (
+        "A block applies input RMSNorm, attention and a residual addition, then post-attention RMSNorm, the FFN and "
+        "a second residual addition; every block uses the dense MLP."
+    )
+    # Regression: a dense llama-style config was described as "32 layers (the first 32 dense, the rest MoE)".
+    assert llama.configuration is not None
+    assert llama.configuration.claim == (
+        "The released configuration: width 4,096, 32 layers, 32 attention heads, vocabulary 128,256, RoPE (llama3 "
+        "scaling, θ 500,000), untied output head."
+    )
+    mixtral = sources_of("mixtral-8x7b")
+    assert mixtral.configuration is not None and "top-2 of 8 routed experts" in mixtral.configuration.claim
+    assert mixtral.groups["block"][0].claim.endswith("every block uses the MoE.")
+    # Qwen2 with the window on: layers from max_window_layers (1 of the tiny config's 3) attend through it.
+    windowed = sources_of("qwen2-sliding")
+    assert "attention (through a sliding window in 2 of 3 blocks)" in windowed.groups["block"][0].claim
+    assert "within the sliding window" in windowed.nodes["attention.sdpa"].evidence[0].claim
+
+
+def test_check_strict_passes_on_a_llama_config(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(PUBLISHED["llama-3.1-8b"], indent=2))
+    result = CliRunner().invoke(app, ["check", str(tmp_path), "--strict", "--no-meta"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "strict:" not in result.output and "not located" not in result.output
+
+
+# ---------------------------------------------------------------------------------------------------
+# The generic family: locators made per graph from module paths, on bert-base-uncased and gpt-oss-20b
+
+# Per published config, every node the generic graph has, with the class that builds it and its attribute.
+GENERIC_OWNERS: dict[str, dict[str, tuple[str, str]]] = {
+    "bert-base-uncased": {
+        "bert.embeddings.word-embeddings": ("BertEmbeddings", "word_embeddings"),
+        "bert.embeddings.token-type-embeddings": ("BertEmbeddings", "token_type_embeddings"),
+        "bert.embeddings.position-embeddings": ("BertEmbeddings", "position_embeddings"),
+        "bert.embeddings.layernorm": ("BertEmbeddings", "LayerNorm"),
+        "bert.encoder.layer.attention.self.query": ("BertSelfAttention", "query"),
+        "bert.encoder.layer.attention.self.key": ("BertSelfAttention", "key"),
+        "bert.encoder.layer.attention.self.value": ("BertSelfAttention", "value"),
+        "bert.encoder.layer.attention.output.dense": ("BertSelfOutput", "dense"),
+        "bert.encoder.layer.attention.output.layernorm": ("BertSelfOutput", "LayerNorm"),
+        "bert.encoder.layer.intermediate.dense": ("BertIntermediate", "dense"),
+        "bert.encoder.layer.output.dense": ("BertOutput", "dense"),
+        "bert.encoder.layer.output.layernorm": ("BertOutput", "LayerNorm"),
+        "cls.predictions.transform.dense": ("BertPredictionHeadTransform", "dense"),
+        "cls.predictions.transform.layernorm": ("BertPredictionHeadTransform", "LayerNorm"),
+        "cls.predictions.decoder": ("BertLMPredictionHead", "decoder"),
+        # A parameter the head holds itself, beside its child modules.
+        "cls.predictions.bias": ("BertLMPredictionHead", "bias"),
+    },
+    "gpt-oss-20b": {
+        # In the root group: owned by the base model, the only class that builds the attribute.
+        "model.embed-tokens": ("GptOssModel", "embed_tokens"),
+        "model.layers.input-layernorm": ("GptOssDecoderLayer", "input_layernorm"),
+        "model.layers.self-attn.q-proj": ("GptOssAttention", "q_proj"),
+        "model.layers.self-attn.k-proj": ("GptOssAttention", "k_proj"),
+        "model.layers.self-attn.v-proj": ("GptOssAttention", "v_proj"),
+        "model.layers.self-attn.o-proj": ("GptOssAttention", "o_proj"),
+        "model.layers.self-attn.sinks": ("GptOssAttention", "sinks"),
+        "model.layers.post-attention-layernorm": ("GptOssDecoderLayer", "post_attention_layernorm"),
+        "model.layers.mlp.router": ("GptOssMLP", "router"),
+        "model.layers.mlp.experts": ("GptOssMLP", "experts"),
+        "model.norm": ("GptOssModel", "norm"),
+        # A child of the root module: owned by the architecture's class.
+        "lm-head": ("GptOssForCausalLM", "lm_head"),
+    },
+}
+# Generic entries transformers' file does not have, with a phrase of the reason: none for these two.
+GENERIC_ABSENT: dict[str, str] = {}
+GENERIC_CASES = [(name, id) for name, owners in GENERIC_OWNERS.items() for id in owners]
+
+
+def generic_graph(name: str, published: dict[str, Path]) -> tuple[Graph, SourceFile]:
+    graph = docs_of(str(published[name])).graph
+    assert graph.model.family == "generic"
+    return graph, transformers_file(graph.model.transformers_model_type)
+
+
+@pytest.mark.parametrize("name", GENERIC_OWNERS)
+def test_generic_graphs_have_the_listed_nodes(name: str, published: dict[str, Path]) -> None:
+    graph, source = generic_graph(name, published)
+    assert [node.id for node in graph.nodes] == list(GENERIC_OWNERS[name])
+    nodes, groups = generic_locators(graph, source)
+    assert list(nodes) == list(GENERIC_OWNERS[name])
+    assert list(groups) == [group.id for group in graph.groups]
+
+
+@pytest.mark.parametrize(("name", "id"), GENERIC_CASES, ids=[f"{n}:{i}" for n, i in GENERIC_CASES])
+def test_every_generic_node_locator_finds_its_attribute_in_its_owner(
+    name: str, id: str, published: dict[str, Path]
+) -> None:
+    graph, source = generic_graph(name, published)
+    locator = generic_locators(graph, source)[0][id]
+    check_matches(locator, source, GENERIC_ABSENT)
+    owner, attribute = GENERIC_OWNERS[name][id]
+    assert {site.classes for site in locator.sites} == {(owner,)}
+    definitions = [match for site in locator.sites if site.role is Role.DEFINITION for match in find_site(site, source)]
+    (definition,) = definitions
+    assert f"self.{attribute} = " in text_of(source, definition.span.start, definition.span.end)
+    assert locator.claim.startswith(f"{owner} builds self.{attribute}")
+
+
+@pytest.mark.parametrize("name", GENERIC_OWNERS)
+def test_every_generic_group_locator_finds_its_class(name: str, published: dict[str, Path]) -> None:
+    graph, source = generic_graph(name, published)
+    groups = generic_locators(graph, source)[1]
+    for group in graph.groups:
+        check_matches(groups[group.id], source, {})
+        assert all(site.classes == (group.title,) for site in groups[group.id].sites)
+
+
+@pytest.mark.parametrize("name", GENERIC_OWNERS)
+def test_generic_configs_are_located_in_full(name: str, published: dict[str, Path]) -> None:
+    docs = docs_of(str(published[name]))
+    sources = docs.sources
+    assert coverage(sources) == Coverage(located=len(docs.graph.nodes), total=len(docs.graph.nodes), unlocated=())
+    assert sources.file.path == f"modeling_{docs.graph.model.transformers_model_type}.py"
+    for id, node in sources.nodes.items():
+        assert any(ref.role is Role.DEFINITION for ref in node.refs), id
+    assert set(sources.groups) == {group.id for group in docs.graph.groups}
+    # A generic graph's groups are module classes: their claims are not the decoder stack's composed ones.
+    model = sources.groups["model"][0]
+    assert (
+        model.claim == f"{docs.graph.model.architecture} builds the model in __init__ and runs it in its forward pass."
+    )
+
+
+def test_generic_evidence_of_bert(published: dict[str, Path]) -> None:
+    docs = docs_of(str(published["bert-base-uncased"]))
+    source = transformers_file("bert")
+    sources = docs.sources
+    assert "self.dense = nn.Linear(config.intermediate_size, config.hidden_size)" in code_text(
+        source, sources, "bert.encoder.layer.output.dense", Role.DEFINITION
+    )
+    assert "self.query(hidden_states)" in code_text(
+        source, sources, "bert.encoder.layer.attention.self.query", Role.USE
+    )
+    # The head's bias is built but never called: the claim says only what the lines show.
+    assert (
+        sources.nodes["cls.predictions.bias"].evidence[0].claim == "BertLMPredictionHead builds self.bias in __init__."
+    )
+    embedding = sources.nodes["bert.embeddings.word-embeddings"].evidence[0]
+    assert embedding.category is Category.EMBEDDING
+    assert embedding.claim == (
+        "BertEmbeddings builds self.word_embeddings (Embedding) in __init__ and uses it in its forward pass."
+    )
+    # BERT numbers positions with a learned table and ties its head by transformers' default.
+    assert sources.configuration is not None
+    assert "RoPE" not in sources.configuration.claim
+    assert sources.configuration.claim.endswith("output head tied to the embedding.")
+
+
+def test_generic_nodes_whose_owner_is_unknown_say_why(published: dict[str, Path], tmp_path: Path) -> None:
+    bert, _ = generic_graph("bert-base-uncased", published)
+    # Cited against another model's file, the owning classes are not there.
+    sources = locate_sources(bert, docs_of(str(published["bert-base-uncased"])).config, transformers_file("gpt2"))
+    assert coverage(sources).located == 0
+    reason = sources.nodes["bert.embeddings.word-embeddings"].reason or ""
+    assert reason == (
+        "source not located: its owner BertEmbeddings, which builds self.word_embeddings, is not defined in "
+        "modeling_gpt2.py"
+    )
+    assert sources.groups == {}
+    # A node in the root group below the base model names no owner: the attribute must be built by one class.
+    gpt_oss, _ = generic_graph("gpt-oss-20b", published)
+    path = tmp_path / "modeling_two.py"
+    path.write_text(
+        "class AModel:\n    def __init__(self):\n        self.embed_tokens = 1\n"
+        "class BModel:\n    def __init__(self):\n        self.embed_tokens = 2\n"
+    )
+    nodes, groups = generic_locators(gpt_oss, load_source_file(path))
+    assert nodes["model.embed-tokens"].sites == () and groups == {}
+    assert nodes["model.embed-tokens"].absent == (
+        "the node does not say which module class owns self.embed_tokens, and AModel, BModel in modeling_two.py "
+        "build it"
+    )
+    assert "and no class in modeling_two.py builds it" in (nodes["model.norm"].absent or "")
+    # A node that is not an attribute (generic's "unattributed" tensors) says so.
+    odd = dataclasses.replace(
+        gpt_oss.nodes[0], id="unattributed", title="Unattributed tensors", code="model.state_dict()"
+    )
+    nodes, _ = generic_locators(dataclasses.replace(gpt_oss, nodes=(odd,)), transformers_file("gpt_oss"))
+    assert "is not an attribute of a module class" in (nodes["unattributed"].absent or "")
