@@ -671,18 +671,27 @@ def _node_table(c: FamilyCode) -> dict[str, Locator]:
             ),
             absent=c.rope_absent,
         ),
+        # The models' own remote code upcasts in forward (`logits = logits.float()`); transformers' port returns
+        # the model's dtype and upcasts inside the loss it computes here (and in generate() before sampling).
         Locator(
             id="logits-float",
-            claim="The logits are upcast to float32 before the model returns them.",
+            claim=(
+                "The logits are upcast to float32: the model's own code does it before returning them "
+                "(`logits = logits.float()`); transformers' port does it inside the loss function called here, "
+                "and generate() before sampling, returning the model's dtype otherwise."
+            ),
             category=Category.HEAD,
-            sites=(_statement(c.causal_lm, "logits = logits.float()"),),
+            sites=(_statement(c.causal_lm, "logits = logits.float()", "loss = self.loss_function("),),
             absent=_LOGITS_FLOAT_ABSENT,
         ),
         Locator(
             id="logits-float32",
-            claim="The float32 logits are what the model returns.",
+            claim=(
+                "The float32 logits are what the model's own code returns and what transformers' port computes "
+                "its loss from."
+            ),
             category=Category.HEAD,
-            sites=(_statement(c.causal_lm, "logits = logits.float()"),),
+            sites=(_statement(c.causal_lm, "logits = logits.float()", "loss = self.loss_function("),),
             absent=_LOGITS_FLOAT_ABSENT,
         ),
         # -- one block ----------------------------------------------------------------------------
