@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
@@ -22,6 +23,8 @@ from archviz.errors import InputError
 KeyPath = tuple[str, ...]
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+# Far beyond any config (a few kilobytes); a stranger's multi-gigabyte file is refused before it is read.
+MAX_CONFIG_BYTES = 100_000_000
 _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
 
 
@@ -67,6 +70,9 @@ def load_config(path: Path, *, display_path: str | None = None) -> ConfigDocumen
     """Read a config.json file; ``display_path`` is how messages name it."""
     shown = display_path or str(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise InputError(f"the config is {size} bytes, more than the limit of {MAX_CONFIG_BYTES}", path=shown)
         raw = path.read_bytes()
     except OSError as error:
         raise InputError(f"cannot read the config: {error.strerror or error}", path=shown) from None
@@ -88,6 +94,14 @@ def parse_config(text: str, *, display_path: str) -> ConfigDocument:
         ) from None
     except RecursionError:
         raise InputError("invalid JSON: nested too deeply", path=display_path) from None
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits, 4300 by default)
+        line, column = _long_integer_position(text)
+        raise InputError(
+            f"invalid JSON: a number has more than {sys.get_int_max_str_digits()} digits",
+            path=display_path,
+            line=line,
+            column=column,
+        ) from None
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "null"
         raise InputError(f"the config must be a JSON object, not a {_json_type(kind)}", path=display_path, line=1)
@@ -99,6 +113,17 @@ def parse_config(text: str, *, display_path: str) -> ConfigDocument:
             raise InputError("text_config must be a JSON object", path=display_path, line=line)
         root = ("text_config",)
     return ConfigDocument(path=display_path, text=text, data=data, spans=spans, root=root)
+
+
+def _long_integer_position(text: str) -> tuple[int | None, int | None]:
+    """1-based line and column of the first JSON integer longer than Python converts to an int."""
+    # Strings are matched (and skipped) so that digits inside them are not taken for the number.
+    tokens = re.compile(rf'"(?:[^"\\]|\\.)*"|(?<![\d.eE+-])-?\d{{{sys.get_int_max_str_digits() + 1},}}(?![\d.eE])')
+    for match in tokens.finditer(text):
+        if not match.group().startswith('"'):
+            line_start = text.rfind("\n", 0, match.start()) + 1
+            return text.count("\n", 0, match.start()) + 1, match.start() - line_start + 1
+    return None, None
 
 
 def _json_type(python_name: str) -> str:

@@ -5,6 +5,7 @@ This is the first stage; it reads nothing but the location of files and never im
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -62,8 +63,13 @@ BUNDLED: dict[str, BundledModel] = {
     ),
 }
 
-# Hub ids: "org/name", letters, digits and - _ . only, no leading dot, no "..".
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
+# Hub ids: "org/name", letters, digits and - _ . only, neither part starting or ending with "." or "-",
+# no ".." or "--", at most 96 characters (huggingface_hub's own rules, checked before it sees the id).
+_REPO_ID_PART = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?"
+_REPO_ID = re.compile(rf"{_REPO_ID_PART}/{_REPO_ID_PART}")
+_REPO_ID_MAX = 96
+# A branch, tag, PR ref (`refs/pr/1`) or commit sha; it becomes a path in the HF cache and a URL.
+_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +103,14 @@ def bundled_config(name: str) -> Path:
 
 def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
     """Find the config for MODEL as the CLI accepts it."""
+    if not name.isprintable() or not name.strip():  # NUL, line breaks, other control characters
+        raise InputError("not a model name, folder or repo id", path=repr(name))
+    if revision is not None and (not _REVISION.fullmatch(revision) or ".." in revision):
+        raise InputError(
+            f"invalid revision {json.dumps(revision)}: expected a branch, tag or commit sha "
+            "(letters, digits, '.', '_', '-', '/'; no '..')",
+            path=name,
+        )
     if name in BUNDLED:
         bundled = BUNDLED[name]
         return ModelSource(
@@ -110,10 +124,12 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
             partial=bundled.partial,
             assumptions=bundled.assumptions,
         )
-    if "\x00" in name or not name.strip():
-        raise InputError("not a model name, folder or repo id", path=repr(name))
     path = Path(name)
-    if path.is_dir():
+    try:
+        is_dir, is_file = path.is_dir(), path.is_file()
+    except OSError as error:  # e.g. a name too long for the file system
+        raise InputError(f"cannot access the path: {error.strerror or error}", path=name) from None
+    if is_dir:
         config = path / "config.json"
         if not config.is_file():
             raise InputError("the folder has no config.json", path=name)
@@ -126,7 +142,7 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
             revision=revision,
             bundled=False,
         )
-    if path.is_file():
+    if is_file:
         return ModelSource(
             name=name,
             config_path=path,
@@ -136,7 +152,7 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
             revision=revision,
             bundled=False,
         )
-    if _REPO_ID.match(name) and ".." not in name:
+    if _REPO_ID.fullmatch(name) and ".." not in name and "--" not in name and len(name) <= _REPO_ID_MAX:
         return _from_hub(name, revision)
     if os.sep in name or name.startswith(".") or name.endswith(".json"):
         raise InputError("no such file or folder", path=name)
@@ -147,17 +163,27 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
     )
 
 
+_UNREACHABLE = (
+    "not in the HF cache and the Hub cannot be reached{why}; pass a local folder holding config.json, or fill the "
+    "cache with `hf download` on a machine that can reach the Hub"
+)
+
+
 def _from_hub(repo: str, revision: str | None) -> ModelSource:
     """The HF cache first (works with HF_HUB_OFFLINE=1), then the Hub with a bounded timeout."""
-    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+    from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import (
         EntryNotFoundError,
+        HFValidationError,
         LocalEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
 
-    cached = try_to_load_from_cache(repo, "config.json", revision=revision)
+    try:
+        cached = try_to_load_from_cache(repo, "config.json", revision=revision)
+    except HFValidationError as error:  # resolve_model checks the id first; this is the library's last word
+        raise InputError(f"not a valid Hub repo id: {str(error).splitlines()[0]}", path=repo) from None
     if isinstance(cached, str):
         config = Path(cached)
         return ModelSource(
@@ -169,14 +195,12 @@ def _from_hub(repo: str, revision: str | None) -> ModelSource:
             revision=_snapshot_revision(config) or revision,
             bundled=False,
         )
+    if not constants.is_offline_mode():
+        _ask_hub_once(repo, revision)
     try:
-        downloaded = hf_hub_download(repo, "config.json", revision=revision, etag_timeout=10)
+        downloaded = hf_hub_download(repo, "config.json", revision=revision, etag_timeout=constants.HF_HUB_ETAG_TIMEOUT)
     except LocalEntryNotFoundError:
-        raise InputError(
-            "not in the HF cache and the Hub cannot be reached (or HF_HUB_OFFLINE is set); pass a local folder "
-            "holding config.json, or fill the cache with `hf download` on a machine that can reach the Hub",
-            path=repo,
-        ) from None
+        raise InputError(_UNREACHABLE.format(why=" (or HF_HUB_OFFLINE is set)"), path=repo) from None
     except RepositoryNotFoundError:
         raise InputError("no such repository on the Hub (or it is private)", path=repo) from None
     except RevisionNotFoundError:
@@ -197,6 +221,32 @@ def _from_hub(repo: str, revision: str | None) -> ModelSource:
         revision=_snapshot_revision(config) or revision,
         bundled=False,
     )
+
+
+def _ask_hub_once(repo: str, revision: str | None) -> None:
+    """One HEAD request for config.json, bounded by HF_HUB_ETAG_TIMEOUT and never retried.
+
+    When the Hub cannot be reached, ``hf_hub_download`` retries on its own (five more times, 60 s timeout each,
+    with backoff between, logging each retry on stderr); asking once first keeps the failure short and one line.
+    Any answer from the Hub, an error included, is left to ``hf_hub_download`` to report.
+    """
+    import httpx2
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    try:
+        get_hf_file_metadata(hf_hub_url(repo, "config.json", revision=revision), timeout=constants.HF_HUB_ETAG_TIMEOUT)
+    except (httpx2.RequestError, OfflineModeIsEnabled) as error:  # no connection, a timeout, redirect loops
+        raise InputError(_UNREACHABLE.format(why=f" ({type(error).__name__}: {_one_line(error)})"), path=repo) from None
+    except HfHubHTTPError as error:
+        status = error.response.status_code if error.response is not None else None
+        if status is not None and status >= 500:
+            raise InputError(_UNREACHABLE.format(why=f" (HTTP {status})"), path=repo) from None
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _snapshot_revision(config: Path) -> str | None:

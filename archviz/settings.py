@@ -8,6 +8,7 @@ Values are never rewritten: a bad value is an error, not a default.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,6 +18,12 @@ from archviz.graph import Assumption
 
 # Larger than any real model dimension by orders of magnitude; catches typos such as 71680000.
 MAX_DIMENSION = 2**31 - 1
+
+# Graphs are built layer by layer, so a layer count bounds the work: the deepest released models have a
+# few hundred layers, and 2**31 - 1 of them would keep the builder busy for hours.
+MAX_LAYERS = 10_000
+LAYER_COUNT_KEYS = frozenset({"num_hidden_layers", "num_nextn_predict_layers"})
+"""Keys whose value is a number of layers the graph builders iterate over, bounded by ``MAX_LAYERS``."""
 
 _MISSING = object()
 
@@ -93,7 +100,8 @@ class Settings:
         if value <= 0:
             raise self.fail(keys, f"expected a positive integer, got {value}")
         if value > MAX_DIMENSION:
-            raise self.fail(keys, f"{value} is not a plausible dimension (more than {MAX_DIMENSION:,})")
+            raise self.fail(keys, f"{_describe(value)} is not a plausible dimension (more than {MAX_DIMENSION:,})")
+        self._check_layers(keys, value)
         return value
 
     def optional_dim(self, *keys: str) -> int | None:
@@ -108,15 +116,26 @@ class Settings:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise self.fail(keys, f"expected a non-negative integer, got {_describe(value)}")
         if value > MAX_DIMENSION:
-            raise self.fail(keys, f"{value} is not a plausible count")
+            raise self.fail(keys, f"{_describe(value)} is not a plausible count")
+        self._check_layers(keys, value)
         return value
+
+    def _check_layers(self, keys: tuple[str, ...], value: int) -> None:
+        if keys[-1] in LAYER_COUNT_KEYS and value > MAX_LAYERS:
+            raise self.fail(keys, f"{value} is not a plausible number of layers (more than {MAX_LAYERS:,})")
 
     def number(self, *keys: str, default: float | None = None) -> float:
         """A finite real number."""
         value = self._value(keys, _MISSING if default is None else default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(keys, f"expected a number, got {_describe(value)}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            raise self.fail(keys, f"{_describe(value)} is too large for a number") from None
+        if not math.isfinite(number):  # NaN, Infinity and 1e400 parse; none is a usable setting
+            raise self.fail(keys, f"expected a finite number, got {_describe(value)}")
+        return number
 
     def flag(self, *keys: str, default: bool) -> bool:
         """A boolean."""
@@ -154,4 +173,5 @@ def _describe(value: Any) -> str:
         return "a list"
     if isinstance(value, dict):
         return "an object"
-    return repr(value)
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
