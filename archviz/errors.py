@@ -36,4 +36,12 @@ class InputError(Exception):
     def __init__(self, message: str, *, path: str, line: int | None = None, column: int | None = None):
         self.message = message
         self.location = Location(path=path, line=line, column=column)
-        super().__init__(f"{self.location}: {message}")
+        # A stranger's string (a tensor name, a path) must not break the one-line error: escape what does not print.
+        super().__init__(_printable(f"{self.location}: {message}"))
+
+
+def _printable(text: str) -> str:
+    """``text`` with every non-printable character written as its escape (a line break as ``\\n``)."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)

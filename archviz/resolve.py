@@ -133,6 +133,12 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
         config = path / "config.json"
         if not config.is_file():
             raise InputError("the folder has no config.json", path=name)
+        if not within_model_folder(config, path):
+            raise InputError(
+                "config.json is a link that leads out of the model folder; archviz publishes what it reads, so it "
+                "reads only the folder's own files (name the target file itself if you mean it)",
+                path=str(config),
+            )
         return ModelSource(
             name=name,
             config_path=config,
@@ -147,7 +153,8 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
             name=name,
             config_path=path,
             display_path=name,
-            folder=path.parent,
+            # A file named config.json sits in its model's folder; any other JSON file is just a config.
+            folder=path.parent if path.name == "config.json" else None,
             repo=None,
             revision=revision,
             bundled=False,
@@ -167,6 +174,18 @@ _UNREACHABLE = (
     "not in the HF cache and the Hub cannot be reached{why}; pass a local folder holding config.json, or fill the "
     "cache with `hf download` on a machine that can reach the Hub"
 )
+
+
+def within_model_folder(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (perhaps a link) resolves inside ``folder``, or, for an HF-cache snapshot, inside its
+    repository's ``blobs`` (the cache stores every snapshot file as a link there)."""
+    target, root = path.resolve(), folder.resolve()
+    if target.is_relative_to(root):
+        return True
+    snapshot = folder.absolute()
+    if snapshot.parent.name == "snapshots":
+        return target.is_relative_to((snapshot.parent.parent / "blobs").resolve())
+    return False
 
 
 def _from_hub(repo: str, revision: str | None) -> ModelSource:

@@ -22,7 +22,19 @@ MAX_DIMENSION = 2**31 - 1
 # Graphs are built layer by layer, so a layer count bounds the work: the deepest released models have a
 # few hundred layers, and 2**31 - 1 of them would keep the builder busy for hours.
 MAX_LAYERS = 10_000
-LAYER_COUNT_KEYS = frozenset({"num_hidden_layers", "num_nextn_predict_layers"})
+LAYER_COUNT_KEYS = frozenset(
+    {
+        "num_hidden_layers",
+        "num_nextn_predict_layers",
+        # the spellings other model types use, which the generic path builds from
+        "n_layer",
+        "n_layers",
+        "num_layers",
+        "encoder_layers",
+        "decoder_layers",
+        "num_decoder_layers",
+    }
+)
 """Keys whose value is a number of layers the graph builders iterate over, bounded by ``MAX_LAYERS``."""
 
 _MISSING = object()

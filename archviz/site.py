@@ -1436,22 +1436,61 @@ def write_site(
     """
     shown = str(out)  # errors name the folder as the caller did
     out = Path(os.path.abspath(out))
+    _recover_interrupted(out)
     _check_destination(out, force, shown)
     if template_dir is not None and not template_dir.is_dir():
         raise InputError("the template folder does not exist", path=str(template_dir))
     context = render_context(template_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    (staging / OWNER_FILE).write_text(str(os.getpid()), encoding="utf-8")
     try:
         for relative, text in site_files(models, context, contexts):
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(text.encode("utf-8"))
+        (staging / OWNER_FILE).unlink()  # not part of the site
         staging.chmod(0o755)
+    except jinja2.TemplateError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        where = getattr(error, "filename", None) or getattr(error, "name", None) or str(template_dir or "templates")
+        line = getattr(error, "lineno", None)
+        raise InputError(f"the template failed: {error.message or error}", path=str(where), line=line) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     _swap_into_place(staging, out, force, shown)
+
+
+OWNER_FILE = ".archviz-render-pid"
+"""Written into staging folders: the process that owns one, so a later render knows a leftover is stale."""
+
+
+def _recover_interrupted(out: Path) -> None:
+    """Clean up after a render that was killed: put back a site caught between the two renames of the swap, and
+    delete staging folders whose render is no longer running."""
+    for leftover in sorted(out.parent.glob(f".{out.name}.old-*")):
+        if not out.exists() and (leftover / "site").is_dir():
+            os.rename(leftover / "site", out)
+        if not _owned_by_live_process(leftover):
+            shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in sorted(out.parent.glob(f".{out.name}.new-*")):
+        if not _owned_by_live_process(leftover):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _owned_by_live_process(folder: Path) -> bool:
+    try:
+        pid = int((folder / OWNER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def _swap_into_place(staging: Path, out: Path, force: bool, shown: str) -> None:
@@ -1464,6 +1503,7 @@ def _swap_into_place(staging: Path, out: Path, force: bool, shown: str) -> None:
     old: Path | None = None
     if out.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        (old / OWNER_FILE).write_text(str(os.getpid()), encoding="utf-8")
         os.rename(out, old / "site")
     try:
         os.rename(staging, out)

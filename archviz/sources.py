@@ -63,6 +63,7 @@ from archviz.provenance import (
     split_lines,
     transformers_source_file,
 )
+from archviz.resolve import within_model_folder
 
 TRANSFORMERS_REPO = "huggingface/transformers"
 """The repository cited for transformers' own modeling files."""
@@ -1679,8 +1680,8 @@ def _remote_source(relative: str, *, model_folder: Path | None, repo: str | None
     if model_folder is None:
         return None
     path = model_folder / relative
-    if not path.is_file():
-        return None
+    if not path.is_file() or not within_model_folder(path, model_folder):
+        return None  # a link out of the folder is not the model's code: transformers' file stands in
     parts = PurePosixPath(relative).parts
     snapshot = Path(*path.parts[: len(path.parts) - len(parts)])
     if snapshot.parent.name == "snapshots" and _HUB_SHA.fullmatch(snapshot.name):

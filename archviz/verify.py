@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from archviz.checkpoint import Checkpoint
+from archviz.errors import InputError
 from archviz.graph import Dim, Graph, Node, NodeKind, Part, Shape
 from archviz.pipeline import ModelDocs
 from archviz.totals import ManifestTensor, TensorRole, node_buffers, node_parameters, predicted_manifest
@@ -425,7 +426,7 @@ def verify(
 ) -> Verification:
     """Reconcile the graph with the meta model and with a checkpoint's tensors."""
     graph = docs.graph
-    manifest = predicted_manifest(graph)
+    manifest = bounded_manifest(docs)
     main = {t.name: t for t in manifest if t.part is Part.MAIN and t.role != TensorRole.SCALE}
     everything = {t.name: t for t in manifest}
     analytic = LegTotals(parameters=docs.totals.parameters, buffers=docs.totals.buffers)
@@ -607,13 +608,33 @@ def group_by_node(checks: Iterable[TensorCheck]) -> dict[str | None, list[Tensor
     return dict(grouped)
 
 
+MAX_PREDICTED_TENSORS = 5_000_000
+"""More checkpoint tensors than any released model has (Kimi-K2: about 140,000); a config asking for more is an
+input error, not a reason to fill memory."""
+
+
+def bounded_manifest(docs: ModelDocs) -> list[ManifestTensor]:
+    """The predicted checkpoint, refusing configs that would predict an absurd number of tensors."""
+    count = sum(
+        node.placement.count * (len(node.buffers) + sum(2 if row.scale_block else 1 for row in node.parameters))
+        for node in docs.graph.nodes
+    )
+    if count > MAX_PREDICTED_TENSORS:
+        raise InputError(
+            f"the config predicts {count:,} checkpoint tensors, more than archviz expands "
+            f"({MAX_PREDICTED_TENSORS:,}); check the expert and layer counts",
+            path=docs.source.display_path,
+        )
+    return predicted_manifest(docs.graph)
+
+
 def predicted_checkpoint(docs: ModelDocs) -> Checkpoint:
     """The graph's predicted checkpoint, as a manifest can hold it."""
     from archviz.checkpoint import CheckpointTensor
 
     tensors = tuple(
         CheckpointTensor(name=tensor.name, shape=tensor.shape, dtype=tensor.dtype, file="predicted")
-        for tensor in predicted_manifest(docs.graph)
+        for tensor in bounded_manifest(docs)
     )
     return Checkpoint(
         source=f"predicted:{docs.graph.model.name}", revision=docs.graph.model.revision, tensors=tensors, metadata={}

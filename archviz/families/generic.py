@@ -175,7 +175,11 @@ def transformers_ships(model_type: str) -> bool:
 def build(settings: Settings, model: ModelInfo) -> Graph:
     """The graph of the modeling code transformers ships for ``model.transformers_model_type``."""
     from archviz.meta import build_meta_model, trace_shapes
+    from archviz.settings import LAYER_COUNT_KEYS
 
+    for key in sorted(LAYER_COUNT_KEYS):  # bound what the real code would build before building it
+        if settings.has(key) and settings.values[key] is not None:
+            settings.count(key)
     meta = build_meta_model(
         dict(settings.values),
         model_type=model.transformers_model_type,

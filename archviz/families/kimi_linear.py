@@ -47,6 +47,7 @@ class KimiLinearBuilder(MlaMoeBuilder):
         self.use_rope = not s.flag("mla_use_nope", default=False)
         self.kda_layers = self._layer_list("kda_layers")
         self.mla_layers = self._layer_list("full_attn_layers")
+        self.kda_set = frozenset(self.kda_layers)
         both = set(self.kda_layers) & set(self.mla_layers)
         if both:
             raise s.fail(
@@ -235,11 +236,11 @@ class KimiLinearBuilder(MlaMoeBuilder):
         )
 
     def mixer_kind(self, index: int) -> str:
-        return "KDA" if index in set(self.kda_layers) else "MLA"
+        return "KDA" if index in self.kda_set else "MLA"
 
     def mixers(self, prefix: str, layers: list[int], *, parent: str, part: Part) -> None:
-        kda = [i for i in layers if i in set(self.kda_layers)]
-        mla = [i for i in layers if i in set(self.mla_layers)]
+        kda = [i for i in layers if i in self.kda_set]
+        mla = [i for i in layers if i not in self.kda_set]
         if kda:
             self.kda(prefix, layer_placement(kda), parent=parent, part=part)
         if mla:

@@ -318,7 +318,7 @@ class MlaMoeBuilder:
         base = (dims.qk_head.value or 1) ** -0.5
         rope_key = "rope_scaling" if s.mapping("rope_scaling") is not None else "rope_parameters"
         scaling = s.mapping(rope_key) or {}
-        mscale_all = float(scaling.get("mscale_all_dim", 0) or 0)
+        mscale_all = s.number(rope_key, "mscale_all_dim", default=0) if "mscale_all_dim" in scaling else 0.0
         kind = scaling.get("type") or scaling.get("rope_type") or "default"
         if kind != "default" and mscale_all:
             m = _yarn_mscale(s.number(rope_key, "factor"), mscale_all)
