@@ -140,7 +140,29 @@ def build_meta_model(
     imported only when ``trust_remote_code`` is true and ``model_dir`` is given. Anything transformers
     rejects in the config is raised as :class:`InputError` naming ``config_path``.
     """
-    module = _instantiate_on_meta(
+    return describe_meta_module(
+        instantiate_meta_module(
+            config,
+            model_type=model_type,
+            architecture=architecture,
+            trust_remote_code=trust_remote_code,
+            model_dir=model_dir,
+            config_path=config_path,
+        )
+    )
+
+
+def instantiate_meta_module(
+    config: dict[str, Any],
+    *,
+    model_type: str,
+    architecture: str | None = None,
+    trust_remote_code: bool = False,
+    model_dir: Path | None = None,
+    config_path: str = "config.json",
+) -> nn.Module:
+    """The model on the meta device, without describing it (enough for ``trace_shapes``)."""
+    return _instantiate_on_meta(
         config,
         model_type=model_type,
         architecture=architecture,
@@ -148,7 +170,6 @@ def build_meta_model(
         model_dir=model_dir,
         config_path=config_path,
     )
-    return describe_meta_module(module)
 
 
 def describe_meta_module(module: nn.Module) -> MetaModel:
@@ -358,18 +379,31 @@ def checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dict
             other[name] = tensor
         else:
             layers.setdefault((match["prefix"], int(match["index"])), {})[match["rest"]] = tensor
-    shapes = {name: _shape(tensor) for name, tensor in _revert(module, other).items()}
-    representatives: dict[tuple[str, tuple[tuple[str, Shape], ...]], tuple[int, dict[str, Shape]]] = {}
+    # The first layer of each structure stands for the others; everything is reverted in one call (building the
+    # conversion mapping is most of a call's cost).
+    representative: dict[tuple[str, tuple[tuple[str, Shape], ...]], tuple[str, int]] = {}
+    stands_for: dict[tuple[str, int], tuple[str, int]] = {}
     for (prefix, index), members in layers.items():
         signature = (prefix, tuple(sorted((rest, _shape(tensor)) for rest, tensor in members.items())))
-        if signature not in representatives:
-            reverted = _revert(module, {f"{prefix}{index}.{rest}": tensor for rest, tensor in members.items()})
-            own = f"{prefix}{index}."
-            if not all(name.startswith(own) for name in reverted):
-                return {name: _shape(tensor) for name, tensor in _revert(module, state).items()}
-            representatives[signature] = (index, {name[len(own) :]: _shape(t) for name, t in reverted.items()})
-        _, relative = representatives[signature]
-        shapes.update({f"{prefix}{index}.{rest}": shape for rest, shape in relative.items()})
+        stands_for[(prefix, index)] = representative.setdefault(signature, (prefix, index))
+    chosen = set(stands_for.values())
+    batch = dict(other)
+    for prefix, index in chosen:
+        batch.update({f"{prefix}{index}.{rest}": tensor for rest, tensor in layers[(prefix, index)].items()})
+    reverted = {name: _shape(tensor) for name, tensor in _revert(module, batch).items()}
+    shapes: dict[str, Shape] = {}
+    relative: dict[tuple[str, int], dict[str, Shape]] = {key: {} for key in chosen}
+    for name, size in reverted.items():
+        match = _LAYER.match(name)
+        key = (match["prefix"], int(match["index"])) if match else None
+        if key in relative:
+            relative[key][match["rest"]] = size  # type: ignore[index]
+        elif match is None or key not in layers:
+            shapes[name] = size
+        else:  # a reversal moved a tensor into another layer: revert every layer as it is
+            return {n: _shape(t) for n, t in _revert(module, state).items()}
+    for (prefix, index), key in stands_for.items():
+        shapes.update({f"{prefix}{index}.{rest}": size for rest, size in relative[key].items()})
     return shapes
 
 

@@ -9,6 +9,7 @@ the graph's tensor states are compared with a forward pass on meta tensors.
 from __future__ import annotations
 
 import copy
+import gc
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -199,28 +200,41 @@ def canonical_name(name: str) -> str:
     return name
 
 
-def _canonical(tensors: Mapping[str, Any]) -> dict[str, Any]:
-    return {canonical_name(name): value for name, value in tensors.items()}
+Held = Mapping[str, tuple[tuple[int, ...], str | None]]
+"""What a leg holds: checkpoint name -> (shape, dtype, or None when the leg has no dtypes)."""
+
+
+def pair_names(expected: Iterable[str], held: Iterable[str]) -> dict[str, str]:
+    """Predicted name -> the held name that is the same tensor: the same spelling, or, for what is left, the same
+    canonical spelling. Exact matches cost one set lookup each; only the leftovers are respelled."""
+    held = set(held)
+    pairs: dict[str, str] = {}
+    leftover: list[str] = []
+    for name in expected:
+        if name in held:
+            pairs[name] = name
+        else:
+            leftover.append(name)
+    if leftover:
+        spelled = {canonical_name(name): name for name in held.difference(pairs.values())}
+        for name in leftover:
+            match = spelled.get(canonical_name(name))
+            if match is not None:
+                pairs[name] = match
+    return pairs
 
 
 def _compare_names(
-    expected: Mapping[str, ManifestTensor],
-    found: Mapping[str, tuple[tuple[int, ...], str | None]],
-    *,
-    leg: str,
-    check_dtype: bool,
+    expected: Mapping[str, ManifestTensor], found: Held, pairs: Mapping[str, str], *, leg: str, check_dtype: bool
 ) -> list[TensorCheck]:
-    """Disagreements between predicted and held tensors, names compared in canonical spelling and reported
-    as the leg holds them (or, for a missing tensor, as the graph predicts it)."""
-    spelled = {canonical_name(name): name for name in found}
-    predicted = {canonical_name(name): name for name in expected}
-    expected, found = _canonical(expected), _canonical(found)
+    """Disagreements between predicted and held tensors, reported as the leg holds them (or, for a missing
+    tensor, as the graph predicts it)."""
     checks: list[TensorCheck] = []
     for name, tensor in expected.items():
-        if name not in found:
+        if name not in pairs:
             checks.append(
                 TensorCheck(
-                    name=predicted[name],
+                    name=name,
                     node=tensor.node,
                     leg=leg,
                     verdict=Verdict.MISSING,
@@ -229,7 +243,8 @@ def _compare_names(
                 )
             )
             continue
-        shape, dtype = found[name]
+        held = pairs[name]
+        shape, dtype = found[held]
         if tuple(shape) != tuple(tensor.shape):
             verdict = Verdict.WRONG_SHAPE
         elif check_dtype and dtype != tensor.dtype:
@@ -238,7 +253,7 @@ def _compare_names(
             continue
         checks.append(
             TensorCheck(
-                name=spelled[name],
+                name=held,
                 node=tensor.node,
                 leg=leg,
                 verdict=verdict,
@@ -246,48 +261,36 @@ def _compare_names(
                 found=_describe(shape, dtype),
             )
         )
-    for name in sorted(set(found) - set(expected)):
+    for name in sorted(set(found).difference(pairs.values())):
         shape, dtype = found[name]
         checks.append(
             TensorCheck(
-                name=spelled[name],
-                node=None,
-                leg=leg,
-                verdict=Verdict.UNEXPECTED,
-                expected="-",
-                found=_describe(shape, dtype),
+                name=name, node=None, leg=leg, verdict=Verdict.UNEXPECTED, expected="-", found=_describe(shape, dtype)
             )
         )
     return checks
 
 
-def _per_node(
-    manifest: Iterable[ManifestTensor], found: Mapping[str, tuple[tuple[int, ...], str | None]]
-) -> Counter[str]:
-    """Elements per node of the tensors a leg holds, for the names the graph predicts."""
+def _per_node(expected: Mapping[str, ManifestTensor], found: Held, pairs: Mapping[str, str]) -> Counter[str]:
+    """Elements per node of the tensors a leg holds, for the names the graph predicts (scales left out)."""
     counts: Counter[str] = Counter()
-    found = _canonical(found)
-    for tensor in manifest:
-        name = canonical_name(tensor.name)
-        if tensor.role != TensorRole.SCALE and name in found:
-            counts[tensor.node] += math.prod(found[name][0])
+    for name, held in pairs.items():
+        tensor = expected[name]
+        if tensor.role != TensorRole.SCALE:
+            counts[tensor.node] += math.prod(found[held][0])
     return counts
 
 
-def _main_totals(
-    manifest: Iterable[ManifestTensor], found: Mapping[str, tuple[tuple[int, ...], str | None]]
-) -> LegTotals:
+def _main_totals(expected: Mapping[str, ManifestTensor], found: Held, pairs: Mapping[str, str]) -> LegTotals:
     parameters = buffers = 0
-    found = _canonical(found)
-    for tensor in manifest:
-        name = canonical_name(tensor.name)
-        if tensor.part is not Part.MAIN or name not in found:
+    for name, held in pairs.items():
+        tensor = expected[name]
+        if tensor.part is not Part.MAIN:
             continue
-        elements = math.prod(found[name][0])
         if tensor.role == TensorRole.WEIGHT:
-            parameters += elements
+            parameters += math.prod(found[held][0])
         elif tensor.role == TensorRole.BUFFER:
-            buffers += elements
+            buffers += math.prod(found[held][0])
     return LegTotals(parameters=parameters, buffers=buffers)
 
 
@@ -357,11 +360,11 @@ def reduced_config(config: Mapping[str, Any], layers: int) -> dict[str, Any]:
 def _check_shapes(
     graph: Graph, config: Mapping[str, Any], model_type: str, architecture: str | None
 ) -> list[ShapeCheck]:
-    from archviz.meta import build_meta_model, trace_shapes
+    from archviz.meta import instantiate_meta_module, trace_shapes
 
     layers = _layer_prefix(graph)
-    meta = build_meta_model(reduced_config(config, layers), model_type=model_type, architecture=architecture)
-    trace = trace_shapes(meta)
+    reduced = instantiate_meta_module(reduced_config(config, layers), model_type=model_type, architecture=architecture)
+    trace = trace_shapes(reduced)
     skipped = {note.module for note in trace.not_executed}
     checks: list[ShapeCheck] = []
     for node in graph.nodes:
@@ -425,6 +428,25 @@ def verify(
     trust_remote_code: bool = False,
 ) -> Verification:
     """Reconcile the graph with the meta model and with a checkpoint's tensors."""
+    # Hundreds of thousands of short-lived names and tuples, next to torch's large heap: the cyclic collector
+    # would rescan that heap again and again for nothing (none of this makes cycles), so it waits until the end.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _verify(docs, checkpoint=checkpoint, run_meta=run_meta, trace=trace, trust_remote_code=trust_remote_code)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _verify(
+    docs: ModelDocs,
+    *,
+    checkpoint: Checkpoint | None,
+    run_meta: bool,
+    trace: bool,
+    trust_remote_code: bool,
+) -> Verification:
     graph = docs.graph
     manifest = bounded_manifest(docs)
     main = {t.name: t for t in manifest if t.part is Part.MAIN and t.role != TensorRole.SCALE}
@@ -472,8 +494,9 @@ def verify(
         meta_class = meta.class_name
         recomputed = set(meta.non_persistent_buffers)
         found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
-        tensors += _compare_names(main, found, leg="meta model", check_dtype=False)
-        meta_counts = _per_node(main.values(), found)
+        pairs = pair_names(main, found)
+        tensors += _compare_names(main, found, pairs, leg="meta model", check_dtype=False)
+        meta_counts = _per_node(main, found, pairs)
         meta_totals = LegTotals(parameters=meta.total_parameters, buffers=meta.total_persistent_buffer_elements)
         if meta_totals.parameters != analytic.parameters:
             problems.append(
@@ -511,18 +534,19 @@ def verify(
             )
         compared = {name: value for name, value in held.items() if name not in packed and name not in stale}
         expected = everything
+        pairs = pair_names(expected, compared)
         mtp_names = [t.name for t in manifest if t.part is Part.MTP]
-        if mtp_names and not any(canonical_name(name) in _canonical(compared) for name in mtp_names):
+        if mtp_names and not any(name in pairs for name in mtp_names):
             # transformers' save_pretrained drops MTP layers; a checkpoint without any of them is not broken.
             notes.append(
                 f"the config declares multi-token-prediction layers ({len(mtp_names):,} tensors), "
                 "but the checkpoint carries none of them."
             )
             expected = {name: tensor for name, tensor in everything.items() if tensor.part is not Part.MTP}
-        tensors += _compare_names(expected, compared, leg="checkpoint", check_dtype=True)
-        checkpoint_counts = _per_node(main.values(), compared)
-        checkpoint_totals = _main_totals(manifest, compared)
-        scales = [t for t in manifest if t.role == TensorRole.SCALE and t.name in compared]
+        tensors += _compare_names(expected, compared, pairs, leg="checkpoint", check_dtype=True)
+        checkpoint_counts = _per_node(main, compared, {n: h for n, h in pairs.items() if n in main})
+        checkpoint_totals = _main_totals(everything, compared, pairs)
+        scales = [t for t in manifest if t.role == TensorRole.SCALE and t.name in pairs]
         if scales:
             notes.append(
                 f"{len(scales):,} weight_scale_inv tensors ({sum(math.prod(t.shape) for t in scales):,} F32 "
