@@ -50,15 +50,24 @@ class Settings:
         family: str,
         assumptions: Iterable[Assumption] = (),
         partial: bool = False,
+        aliases: Mapping[str, tuple[str, ...]] | None = None,
     ):
         self.document = document
         self.family = family
         self.partial = partial
         """Build what the config allows and list the rest as not modelled, instead of failing on missing keys."""
-        self.assumed = {item.key: item for item in assumptions if item.key not in document.settings}
+        values = dict(document.settings)
+        self.aliased: dict[str, str] = {}
+        """Keys read under another spelling the config uses (``num_experts`` <- ``num_local_experts``)."""
+        for key, spellings in (aliases or {}).items():
+            found = next((spelling for spelling in spellings if spelling in values), None)
+            if key not in values and found is not None:
+                values[key] = values[found]
+                self.aliased[key] = found
+        self.assumed = {item.key: item for item in assumptions if item.key not in values}
         """Assumptions for keys the config lacks; a key the config sets is never overridden."""
         self.values: Mapping[str, Any] = {
-            **document.settings,
+            **values,
             **{key: json.loads(item.value) for key, item in self.assumed.items()},
         }
 
@@ -83,6 +92,8 @@ class Settings:
 
     def line(self, *keys: str) -> int | None:
         """The first line of a key, for messages."""
+        if keys and keys[0] in self.aliased:
+            keys = (self.aliased[keys[0]], *keys[1:])
         span = self.document.span(*keys)
         return span.start if span else None
 

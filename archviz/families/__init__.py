@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
@@ -26,6 +26,9 @@ class Family:
     """The model_type whose transformers classes implement the family."""
     build: Callable[[Settings, ModelInfo], Graph]
     """Builds the graph."""
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Other spellings of the keys the family reads (transformers' ``attribute_map``): a config saved by
+    transformers writes its canonical names (``num_local_experts``) where a release wrote its own (``num_experts``)."""
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -42,6 +45,7 @@ FAMILIES: tuple[Family, ...] = (
         architectures=kimi_linear.ARCHITECTURES,
         transformers_model_type=kimi_linear.TRANSFORMERS_MODEL_TYPE,
         build=kimi_linear.build,
+        aliases=kimi_linear.ALIASES,
     ),
     *(
         Family(
@@ -50,6 +54,7 @@ FAMILIES: tuple[Family, ...] = (
             architectures=variant.architectures,
             transformers_model_type=variant.transformers_model_type,
             build=variant.build,
+            aliases=variant.aliases,
         )
         for variant in llama.VARIANTS
     ),
@@ -102,7 +107,7 @@ def build_graph(
     what the config allows and lists the rest as not modelled instead of failing on missing keys.
     """
     family = find_family(document)
-    settings = Settings(document, family=family.name, assumptions=assumptions, partial=partial)
+    settings = Settings(document, family=family.name, assumptions=assumptions, partial=partial, aliases=family.aliases)
     architectures = document.settings.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
     model_type = document.settings.get("model_type", document.data.get("model_type"))

@@ -37,6 +37,15 @@ NAMING = Naming(
 
 LINEAR = "linear_attn_config"
 
+# transformers' KimiLinearConfig.attribute_map: a config saved by transformers writes these canonical names.
+ALIASES = {
+    "num_experts": ("num_local_experts",),
+    "num_experts_per_token": ("num_experts_per_tok",),
+    "num_shared_experts": ("n_shared_experts",),
+    "moe_renormalize": ("norm_topk_prob",),
+    "num_expert_group": ("n_group",),
+}
+
 
 class KimiLinearBuilder(MlaMoeBuilder):
     """KDA and MLA layers by the configured layer map."""

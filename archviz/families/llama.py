@@ -23,7 +23,8 @@ Sources (names, shapes and defaults below follow them, at transformers 5.24):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from archviz.families.decoder import (
@@ -140,6 +141,8 @@ class Variant:
     """``sliding_window`` when absent."""
     moe: MoeNaming | None = None
     """The MoE's naming; None for a dense model."""
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Other spellings of keys it reads, from the config class's ``attribute_map`` (what save_pretrained writes)."""
 
     @property
     def required(self) -> tuple[str, ...]:
@@ -258,6 +261,7 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant(
         name="qwen3_moe",
+        aliases={"num_experts": ("num_local_experts",)},  # Qwen3MoeConfig.attribute_map
         model_types=("qwen3_moe",),
         architectures=("Qwen3MoeForCausalLM",),
         transformers_model_type="qwen3_moe",
