@@ -260,12 +260,22 @@ def dense_swiglu_mlp(
     d: Dim,
     ffn: Dim,
     width_key: str,
-    activation: Setting,
+    activation: Setting | tuple[str, str, list[Setting]],
     bias: bool = False,
     tensor: str = f"{LAYER}.mlp",
     part: Part = Part.MAIN,
 ) -> None:
-    """The dense MLP ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` as gate, up, activation and down nodes."""
+    """The dense MLP ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` as gate, up, activation and down nodes.
+
+    ``activation`` is the ``hidden_act`` setting of a SwiGLU, or a family's own (title, summary, settings) for
+    another gated activation (Kimi-K3's SiTU)."""
+    if isinstance(activation, Setting):
+        activation = (
+            "SwiGLU activation",
+            "Multiply the SiLU of the gate projection by the up projection, element by element.",
+            [activation],
+        )
+    act_title, act_summary, act_settings = activation
     group = b.group(
         f"{prefix}mlp",
         title="Dense SwiGLU MLP",
@@ -317,16 +327,16 @@ def dense_swiglu_mlp(
         )
     b.node(
         f"{prefix}mlp.act",
-        title="SwiGLU activation",
+        title=act_title,
         kind=NodeKind.OPERATOR,
         code="self.act_fn(self.gate_proj(x)) * self.up_proj(x)",
         group=group,
         placement=at,
         part=part,
-        summary="Multiply the SiLU of the gate projection by the up projection, element by element.",
+        summary=act_summary,
         inputs=[inner, inner],
         outputs=[inner],
-        settings=[activation],
+        settings=act_settings,
     )
     b.node(
         f"{prefix}mlp.down-proj",

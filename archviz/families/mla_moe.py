@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from archviz.families.decoder import decoder_block, output_head, token_embedding
+from archviz.families.decoder import decoder_block, dense_swiglu_mlp, output_head, swiglu_rows, token_embedding
 from archviz.families.toolkit import (
     BATCH,
     KEY_POSITIONS,
@@ -210,7 +210,7 @@ class MlaMoeBuilder:
         act = self.s.text("hidden_act", default="silu")
         return (
             "SwiGLU activation",
-            f"Multiply the {act.upper() if act == 'silu' else act} of the gate projection by the up projection, "
+            f"Multiply the {'SiLU' if act == 'silu' else act} of the gate projection by the up projection, "
             "element by element.",
             [Setting(name="activation", value=act, config_keys=("hidden_act",) if self.s.has("hidden_act") else ())],
         )
@@ -756,104 +756,19 @@ class MlaMoeBuilder:
     ) -> list[TensorRow]:
         """The three weights of a SwiGLU network: gate and up [width, d], down [d, width]."""
         d = self.dims.d.value or 0
-        gate, up, down = names
-        return [
-            self.b.tensor(
-                f"{title} {gate}",
-                f"{tensor}.{gate}.weight",
-                [factor(width_name, width), factor("hidden_size", d)],
-                quantized=True,
-            ),
-            self.b.tensor(
-                f"{title} {up}",
-                f"{tensor}.{up}.weight",
-                [factor(width_name, width), factor("hidden_size", d)],
-                quantized=True,
-            ),
-            self.b.tensor(
-                f"{title} {down}",
-                f"{tensor}.{down}.weight",
-                [factor("hidden_size", d), factor(width_name, width)],
-                quantized=True,
-            ),
-        ]
+        return swiglu_rows(self.b, tensor, width_name=width_name, width=width, d=d, title=title, names=names)
 
     def dense_mlp(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
-        b, dims = self.b, self.dims
-        group = b.group(
-            f"{prefix}mlp",
-            title="Dense SwiGLU MLP",
-            kind=GroupKind.MLP,
+        dense_swiglu_mlp(
+            self.b,
+            prefix,
+            at,
             parent=parent,
-            placement=at,
-            summary="A gated feed-forward network: SiLU(gate) × up, projected back down.",
-        )
-        mlp = "model.layers.{layer}.mlp"
-        d, width = dims.d.value or 0, dims.ffn.value or 0
-        hidden = shape("hidden_states", BATCH, POSITIONS, dims.d)
-        inner = shape("x", BATCH, POSITIONS, dims.ffn)
-        for id, title, tensor, summary in (
-            (
-                "gate-proj",
-                "MLP gate projection",
-                "gate_proj",
-                "Project to the FFN width; its SiLU gates the up projection.",
-            ),
-            ("up-proj", "MLP up projection", "up_proj", "Project to the FFN width; the values the gate lets through."),
-        ):
-            b.node(
-                f"{prefix}mlp.{id}",
-                title=title,
-                kind=NodeKind.LEARNED,
-                code=f"self.{tensor}(x)",
-                group=group,
-                summary=summary,
-                inputs=[hidden],
-                outputs=[inner],
-                placement=at,
-                part=part,
-                parameters=[
-                    b.tensor(
-                        f"{tensor} weight",
-                        f"{mlp}.{tensor}.weight",
-                        [factor("intermediate_size", width), factor("hidden_size", d)],
-                        quantized=True,
-                    )
-                ],
-            )
-        title, summary, settings = self.activation()
-        b.node(
-            f"{prefix}mlp.act",
-            title=title,
-            kind=NodeKind.OPERATOR,
-            code="self.act_fn(self.gate_proj(x)) * self.up_proj(x)",
-            group=group,
-            placement=at,
+            d=self.dims.d,
+            ffn=self.dims.ffn,
+            width_key="intermediate_size",
+            activation=self.activation(),
             part=part,
-            summary=summary,
-            inputs=[inner, inner],
-            outputs=[inner],
-            settings=settings,
-        )
-        b.node(
-            f"{prefix}mlp.down-proj",
-            title="MLP down projection",
-            kind=NodeKind.LEARNED,
-            code="self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))",
-            group=group,
-            summary="Project the gated activations back to the model width.",
-            inputs=[inner],
-            outputs=[hidden],
-            placement=at,
-            part=part,
-            parameters=[
-                b.tensor(
-                    "down_proj weight",
-                    f"{mlp}.down_proj.weight",
-                    [factor("hidden_size", d), factor("intermediate_size", width)],
-                    quantized=True,
-                )
-            ],
         )
 
     def moe(self, prefix: str, layers: list[int], *, parent: str, part: Part) -> None:
