@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from archviz.errors import InputError
+from archviz.resolve import check_repo_id, check_revision
 
 SAFETENSORS_DTYPE_BITS: Mapping[str, int] = {
     "BOOL": 8,
@@ -80,11 +80,6 @@ _LENGTH_PREFIX = struct.Struct("<Q")  # the header length: unsigned 64-bit littl
 _METADATA_KEY = "__metadata__"
 _MANIFEST_KEYS = frozenset({"format", "version", "source", "revision", "metadata", "tensors"})
 _MANIFEST_TENSOR_KEYS = frozenset({"name", "shape", "dtype", "file"})
-# One part of a Hub repo id (the same characters the Hub allows); `..` and `--` are rejected separately.
-_REPO_ID_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-# A branch, tag, PR ref (`refs/pr/1`) or commit sha; it becomes a path under the cache's `refs/` folder,
-# so anything that could climb out of that folder is refused.
-_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -513,7 +508,7 @@ def read_checkpoint(location: str, *, revision: str | None = None) -> Checkpoint
     if "\x00" in location:
         raise InputError("location contains a NUL character", path=location.replace("\x00", "\\x00"))
     if revision is not None:
-        _check_revision(revision, location)
+        check_revision(revision, path=location)
     path = Path(location).expanduser()
     try:
         exists = path.exists()
@@ -521,7 +516,7 @@ def read_checkpoint(location: str, *, revision: str | None = None) -> Checkpoint
         raise InputError(f"cannot access the path: {error.strerror or error}", path=location) from error
     if exists:
         return _read_local(path, location=location, revision=revision)
-    repo_id = _check_repo_id(location)
+    repo_id = check_repo_id(location)
     return _read_hub_repo(repo_id, revision)
 
 
@@ -553,33 +548,6 @@ def _read_local(path: Path, *, location: str, revision: str | None) -> Checkpoin
         "unsupported file: expected a .safetensors file, a safetensors index, an archviz manifest or a folder",
         path=str(path),
     )
-
-
-def _check_repo_id(location: str) -> str:
-    """``location`` as a Hub repo id ``org/name``, or an ``InputError`` for a missing path or a bad id."""
-    parts = location.split("/")
-    if len(parts) != 2 or location.startswith(("/", ".", "~")) or "\\" in location:
-        raise InputError("no such file or folder, and not a Hub repo id of the form org/name", path=location)
-    if ".." in parts or "." in parts:
-        raise InputError("not a valid Hub repo id: '.' and '..' components are not allowed", path=location)
-    if not all(_REPO_ID_PART.fullmatch(part) for part in parts) or ".." in location or "--" in location:
-        raise InputError(
-            "not a valid Hub repo id: use letters, digits, '-', '_' and '.', start each part with a letter "
-            "or digit, and no '..' or '--'",
-            path=location,
-        )
-    if len(location) > 96:  # the Hub's own limit
-        raise InputError("not a valid Hub repo id: longer than 96 characters", path=location)
-    return location
-
-
-def _check_revision(revision: str, location: str) -> None:
-    if not _REVISION.fullmatch(revision) or ".." in revision:
-        raise InputError(
-            f"invalid revision {_show(revision)}: expected a branch, tag or commit sha "
-            "(letters, digits, '.', '_', '-', '/'; no '..')",
-            path=location,
-        )
 
 
 def _read_hub_repo(repo_id: str, revision: str | None) -> Checkpoint:

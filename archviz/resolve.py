@@ -65,8 +65,7 @@ BUNDLED: dict[str, BundledModel] = {
 
 # Hub ids: "org/name", letters, digits and - _ . only, neither part starting or ending with "." or "-",
 # no ".." or "--", at most 96 characters (huggingface_hub's own rules, checked before it sees the id).
-_REPO_ID_PART = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?"
-_REPO_ID = re.compile(rf"{_REPO_ID_PART}/{_REPO_ID_PART}")
+_REPO_ID_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 _REPO_ID_MAX = 96
 # A branch, tag, PR ref (`refs/pr/1`) or commit sha; it becomes a path in the HF cache and a URL.
 _REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
@@ -105,12 +104,8 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
     """Find the config for MODEL as the CLI accepts it."""
     if not name.isprintable() or not name.strip():  # NUL, line breaks, other control characters
         raise InputError("not a model name, folder or repo id", path=repr(name))
-    if revision is not None and (not _REVISION.fullmatch(revision) or ".." in revision):
-        raise InputError(
-            f"invalid revision {json.dumps(revision)}: expected a branch, tag or commit sha "
-            "(letters, digits, '.', '_', '-', '/'; no '..')",
-            path=name,
-        )
+    if revision is not None:
+        check_revision(revision, path=name)
     if name in BUNDLED:
         bundled = BUNDLED[name]
         return ModelSource(
@@ -159,7 +154,7 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
             revision=revision,
             bundled=False,
         )
-    if _REPO_ID.fullmatch(name) and ".." not in name and "--" not in name and len(name) <= _REPO_ID_MAX:
+    if is_repo_id(name):
         return _from_hub(name, revision)
     if os.sep in name or name.startswith(".") or name.endswith(".json"):
         raise InputError("no such file or folder", path=name)
@@ -174,6 +169,45 @@ _UNREACHABLE = (
     "not in the HF cache and the Hub cannot be reached{why}; pass a local folder holding config.json, or fill the "
     "cache with `hf download` on a machine that can reach the Hub"
 )
+
+
+def check_revision(revision: str, *, path: str) -> None:
+    """Refuse a revision that is not a branch, tag, PR ref or commit sha: it becomes a path under the HF cache's
+    ``refs/`` and a URL, so nothing that could climb out of them gets through."""
+    if not _REVISION.fullmatch(revision) or ".." in revision:
+        shown = json.dumps(revision)
+        raise InputError(
+            f"invalid revision {shown if len(shown) <= 60 else shown[:57] + '...'}: expected a branch, tag or "
+            "commit sha (letters, digits, '.', '_', '-', '/'; no '..')",
+            path=path,
+        )
+
+
+def check_repo_id(location: str) -> str:
+    """``location`` as a Hub repo id ``org/name`` by the Hub's own rules, or an ``InputError`` saying why not."""
+    parts = location.split("/")
+    if len(parts) != 2 or location.startswith(("/", ".", "~")) or "\\" in location:
+        raise InputError("no such file or folder, and not a Hub repo id of the form org/name", path=location)
+    if ".." in parts or "." in parts:
+        raise InputError("not a valid Hub repo id: '.' and '..' components are not allowed", path=location)
+    if not all(_REPO_ID_PART.fullmatch(part) for part in parts) or ".." in location or "--" in location:
+        raise InputError(
+            "not a valid Hub repo id: use letters, digits, '-', '_' and '.', start each part with a letter "
+            "or digit and end it with a letter, digit or '_', and no '..' or '--'",
+            path=location,
+        )
+    if len(location) > _REPO_ID_MAX:  # the Hub's own limit
+        raise InputError(f"not a valid Hub repo id: longer than {_REPO_ID_MAX} characters", path=location)
+    return location
+
+
+def is_repo_id(name: str) -> bool:
+    """Whether ``name`` is a valid Hub repo id."""
+    try:
+        check_repo_id(name)
+    except InputError:
+        return False
+    return True
 
 
 def within_model_folder(path: Path, folder: Path) -> bool:

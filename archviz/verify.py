@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import gc
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -622,14 +622,6 @@ def find_local_checkpoint(folder: Path | None) -> str | None:
     if (folder / "model.safetensors.index.json").is_file() or any(folder.glob("*.safetensors")):
         return str(folder)
     return None
-
-
-def group_by_node(checks: Iterable[TensorCheck]) -> dict[str | None, list[TensorCheck]]:
-    """Disagreeing tensors per node, for the report table."""
-    grouped: dict[str | None, list[TensorCheck]] = defaultdict(list)
-    for check in checks:
-        grouped[check.node].append(check)
-    return dict(grouped)
 
 
 MAX_PREDICTED_TENSORS = 5_000_000

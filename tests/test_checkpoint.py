@@ -620,17 +620,22 @@ def test_folder_without_weights(tmp_path: Path) -> None:
         (
             "org/na me",
             "not a valid Hub repo id: use letters, digits, '-', '_' and '.', start each part with a letter or "
-            "digit, and no '..' or '--'",
+            "digit and end it with a letter, digit or '_', and no '..' or '--'",
         ),
         (
             "org/a..b",
             "not a valid Hub repo id: use letters, digits, '-', '_' and '.', start each part with a letter or "
-            "digit, and no '..' or '--'",
+            "digit and end it with a letter, digit or '_', and no '..' or '--'",
         ),
         (
             "org--x/name",
             "not a valid Hub repo id: use letters, digits, '-', '_' and '.', start each part with a letter or "
-            "digit, and no '..' or '--'",
+            "digit and end it with a letter, digit or '_', and no '..' or '--'",
+        ),
+        (
+            "org/name-",
+            "not a valid Hub repo id: use letters, digits, '-', '_' and '.', start each part with a letter or "
+            "digit and end it with a letter, digit or '_', and no '..' or '--'",
         ),
         ("org/" + "n" * 100, "not a valid Hub repo id: longer than 96 characters"),
     ],

@@ -566,7 +566,7 @@ CHECKPOINT_CASES: list[CheckpointCase] = [
         {},
         "org/<script>",
         "org/<script>: not a valid Hub repo id: use letters, digits, '-', '_' and '.', start each part with a letter "
-        "or digit, and no '..' or '--'",
+        "or digit and end it with a letter, digit or '_', and no '..' or '--'",
     ),
     CheckpointCase("nul-character", {}, "a\x00b", "a\\x00b: location contains a NUL character"),
 ]
