@@ -35,6 +35,7 @@ from typing import TypeGuard, TypeVar
 from urllib.parse import quote
 
 from archviz.errors import InputError
+from archviz.locators import Role, Site, SiteKind
 
 _GIT_TIMEOUT_SECONDS = 10
 _CONTENT_HASH_HEX_CHARS = 40
@@ -322,6 +323,11 @@ def _parse(path: str, text: str) -> _Parsed:
     )
 
 
+def ensure_python(src: SourceFile) -> None:
+    """Parse the file (once; the tree is kept for the locators): ``InputError`` at its line if it is not Python."""
+    _parse(src.path, src.text)
+
+
 def _module_level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Module-level statements, including those under module-level ``if``/``try`` (optional imports)."""
     for statement in body:
@@ -532,13 +538,17 @@ def find_statement(
     method: str,
     contains: str,
     with_context: bool = False,
+    occurrence: int = 1,
 ) -> SourceSpan | None:
-    """The innermost statement in ``method`` whose source text contains ``contains``, the first in
-    source order (``contains="logits = self.lm_head"``).
+    """The innermost statement in ``method`` whose source text contains ``contains``, the ``occurrence``-th
+    in source order (``contains="logits = self.lm_head"``; ``occurrence=2`` is a block's second
+    ``residual = hidden_states``).
 
     ``class_suffix=None`` makes ``method`` a module-level function. ``with_context`` is as for
     ``find_attribute_uses``.
     """
+    if occurrence < 1:
+        raise ValueError(f"occurrence must be at least 1, got {occurrence}")
     if not contains:
         raise ValueError("find_statement needs a non-empty 'contains'")
     parsed = _parse(src.path, src.text)
@@ -553,11 +563,92 @@ def find_statement(
         for statement in matches
         if not any(id(inner) in matched for inner in _descendant_statements(statement))
     ]
-    if not innermost:
+    if len(innermost) < occurrence:
         return None
-    statement = min(innermost, key=lambda node: (node.lineno, node.col_offset))
+    statement = sorted(innermost, key=lambda node: (node.lineno, node.col_offset))[occurrence - 1]
     start = _context_start(statement, parents, parsed) if with_context else _node_start(statement)
     return _span(src, start, _node_end(statement))
+
+
+def class_attributes(src: SourceFile) -> dict[str, frozenset[str]]:
+    """For every module-level class of the file, the ``self.<attribute>`` names its own ``__init__`` assigns."""
+    built: dict[str, frozenset[str]] = {}
+    for name, class_def in _parse(src.path, src.text).classes.items():
+        names: set[str] = set()
+        for function in _methods(class_def):
+            self_name = _self_name(function)
+            if function.name != "__init__" or self_name is None:
+                continue
+            names.update(
+                target.attr
+                for target in ast.walk(function)
+                if isinstance(target, ast.Attribute)
+                and isinstance(target.ctx, ast.Store)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == self_name
+            )
+        built[name] = frozenset(names)
+    return built
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SiteMatch:
+    """A locator site that was found: the needle that matched and the lines."""
+
+    site: Site
+    """The site."""
+    needle: str
+    """The attribute, substring or name that matched (empty for a class)."""
+    span: SourceSpan
+    """The lines."""
+
+
+def find_site(site: Site, source: SourceFile) -> tuple[SiteMatch, ...]:
+    """Where one locator site is in ``source``; empty when it is not there.
+
+    An ambiguous class pattern raises ``InputError``; the provenance stage records it per node.
+    """
+    if site.kind is not SiteKind.FUNCTION and not site.classes:
+        return ()
+    if site.kind is SiteKind.CLASS:
+        span = find_class(source, site.classes)
+        return () if span is None else (SiteMatch(site=site, needle="", span=span),)
+    for needle in site.needles:
+        spans = _find_needle(site, source, needle)
+        if spans:
+            return tuple(SiteMatch(site=site, needle=needle, span=span) for span in spans)
+    return ()
+
+
+def _find_needle(site: Site, source: SourceFile, needle: str) -> list[SourceSpan]:
+    classes = site.classes
+    if site.kind is SiteKind.FUNCTION:
+        span = find_function(source, needle)
+    elif site.kind is SiteKind.METHOD:
+        span = find_method(source, class_suffix=classes, method=needle)
+    elif site.kind is SiteKind.ATTRIBUTE and site.role is Role.DEFINITION:
+        span = find_attribute_definition(
+            source, class_suffix=classes, attribute=needle, method=site.method or "__init__"
+        )
+    elif site.kind is SiteKind.ATTRIBUTE:
+        spans = find_attribute_uses(
+            source,
+            class_suffix=classes,
+            attribute=needle,
+            method=site.method or "forward",
+            with_context=site.with_context,
+        )
+        return spans if site.every else spans[:1]
+    else:
+        span = find_statement(
+            source,
+            class_suffix=classes,
+            method=site.method or "forward",
+            contains=needle,
+            with_context=site.with_context and site.role is Role.USE,
+            occurrence=site.occurrence,
+        )
+    return [] if span is None else [span]
 
 
 def _find_class_def(src: SourceFile, class_suffix: ClassPattern) -> ast.ClassDef | None:
