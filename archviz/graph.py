@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from archviz.locators import Locator
+
 
 class NodeKind(StrEnum):
     """What a node is."""
@@ -171,6 +173,8 @@ class Node:
     """Main model or multi-token-prediction layers."""
     shares_parameters_with: str | None = None
     """Id of the node whose weight this one reuses (a tied output head), counted there once."""
+    locate: Locator | None = None
+    """How to find the node in its family's modeling code (provenance runs it); None when nothing says."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,6 +195,8 @@ class Group:
     """Where its instances are."""
     parent: str | None = None
     """Id of the enclosing group; None for the model."""
+    locate: Locator | None = None
+    """How to find the group's code (its class, its forward), for contextual evidence; None when nothing says."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -296,6 +296,13 @@ def transformers_config_class(model_type: str, config_path: str) -> Any:
     return CONFIG_MAPPING[model_type]
 
 
+def transformers_ships(model_type: str) -> bool:
+    """Whether the installed transformers has a config class for ``model_type``."""
+    from transformers import CONFIG_MAPPING
+
+    return model_type in CONFIG_MAPPING
+
+
 def _native_model_class(hf_config: Any, model_type: str, architecture: str | None, config_path: str) -> Any:
     import transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING

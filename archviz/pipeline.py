@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from archviz.config import ConfigDocument, load_config
-from archviz.families import build_graph
+from archviz.families import build_graph, family_settings, find_family
 from archviz.graph import Assumption, Graph
 from archviz.resolve import ModelSource, resolve_model
 from archviz.sources import GraphSources, choose_source_file, locate_sources
@@ -46,14 +46,14 @@ def describe_model(
     """
     where = resolve_model(name, revision=revision)
     config = load_config(where.config_path, display_path=where.display_path)
-    graph = build_graph(
+    family = find_family(config, transformers_ships=_transformers_ships)
+    settings = family_settings(
         config,
-        name=name,
-        repo=where.repo,
-        revision=where.revision,
+        family,
         assumptions=[*where.assumptions, *assumptions],  # the user's own win
         partial=partial or where.partial,
     )
+    graph = build_graph(config, family, settings, name=name, repo=where.repo, revision=where.revision)
     modeling = choose_source_file(
         family_transformers_model_type=graph.model.transformers_model_type,
         model_folder=where.folder,
@@ -69,3 +69,10 @@ def describe_model(
         totals=compute_totals(graph),
         sources=locate_sources(graph, config, modeling),
     )
+
+
+def _transformers_ships(model_type: str) -> bool:
+    """Whether the installed transformers has a config class for ``model_type`` (imports transformers)."""
+    from archviz.meta import transformers_ships
+
+    return transformers_ships(model_type)

@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -26,8 +26,11 @@ from typer.testing import CliRunner
 
 from archviz.errors import InputError
 from archviz.families import FAMILIES
+from archviz.families.blocks.code import DecoderCode
+from archviz.families.generic import locators as generic_locators
 from archviz.families.llama import VARIANTS, Variant
 from archviz.graph import Graph, NodeKind
+from archviz.locators import Category, Locator, Role, SiteKind
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.provenance import (
     ExcerptLines,
@@ -35,31 +38,21 @@ from archviz.provenance import (
     RevisionKind,
     SourceFile,
     content_hash,
+    find_site,
     load_source_file,
     split_lines,
     transformers_source_file,
 )
 from archviz.resolve import bundled_config
 from archviz.sources import (
-    DECODER_CODE,
-    GROUP_LOCATORS,
     MAX_EXCERPT_LINES,
-    NODE_LOCATORS,
-    Category,
     Coverage,
-    DecoderClasses,
     GraphSources,
-    Locator,
     ModelingSource,
-    Role,
-    SiteKind,
     SourceOrigin,
     choose_source_file,
     coverage,
-    find_site,
-    generic_locators,
     locate_sources,
-    locator_for,
     remote_code_file,
     source_entries,
 )
@@ -82,7 +75,7 @@ MTP_ONLY = ("mtp.embedding", "mtp.enorm", "mtp.hnorm", "mtp.concat", "mtp.eh-pro
 # Per family, the table entries transformers' file does not have, and a phrase of the reason. The
 # llama-style files have every entry: their builder makes no float32 logits and no MTP layer.
 EXPECTED_ABSENT: dict[str, dict[str, str]] = {
-    **{family: {} for family in DECODER_CODE},
+    **{variant.name: {} for variant in VARIANTS},
     "deepseek_v3": dict.fromkeys(MTP_ONLY, "no code in the modeling file"),
     "kimi_linear": {
         **dict.fromkeys(MTP_ONLY, "no code in the modeling file"),
@@ -137,27 +130,58 @@ def git(folder: Path, *arguments: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The tables: every entry, on the transformers file of its family
+# The locators the builders attach: every one, on the transformers file of its family
+
+# Configs that make every node a hand-written builder can build: the bundled models, DeepSeek-V3 (MTP, the query
+# LoRA), Moonlight (a plain query projection), Kimi Linear with rotary MLA, and every llama-style test config.
+def _kimi_linear_with_rope() -> dict[str, object]:
+    config: dict[str, object] = json.loads(bundled_config(KIMI_LINEAR).read_text())
+    config["mla_use_nope"] = False
+    return config
 
 
-def _entries(tables: Mapping[str, Mapping[str, Locator]]) -> Iterator[tuple[str, str]]:
-    for family, table in tables.items():
-        for id in table:
-            yield family, id
+@cache
+def corpus() -> tuple[Graph, ...]:
+    """Graphs holding every node and group the hand-written families build."""
+    from tests.test_families import TINY
+
+    root = Path(tempfile.mkdtemp(prefix="archviz-locators-"))
+    configs = {"kimi-linear-rope": _kimi_linear_with_rope(), **TINY}
+    for name, config in configs.items():
+        (root / name).mkdir()
+        (root / name / "config.json").write_text(json.dumps(config, indent=2))
+    names = [K2, KIMI_LINEAR, str(DATA / "deepseek-v3.config.json"), str(DATA / "moonlight-16b-a3b.config.json")]
+    graphs = [docs_of(name).graph for name in [*names, *(str(root / name) for name in configs)]]
+    return tuple(graph for graph in graphs if graph.model.family != "generic")
 
 
-NODE_CASES = list(_entries(NODE_LOCATORS))
-GROUP_CASES = list(_entries(GROUP_LOCATORS))
+def _cases(kind: str) -> dict[tuple[str, str], Locator]:
+    """(family, id) -> locator, each distinct locator once (an MTP copy of a block node carries the main one)."""
+    cases: dict[tuple[str, str], Locator] = {}
+    seen: set[tuple[str, Locator]] = set()
+    for graph in corpus():
+        items = graph.nodes if kind == "node" else graph.groups
+        for item in items:
+            family = graph.model.family
+            if item.locate is None or (family, item.locate) in seen:
+                continue
+            seen.add((family, item.locate))
+            cases.setdefault((family, item.id), item.locate)
+    return cases
 
 
-def check_matches(locator: Locator, source: SourceFile, absent: dict[str, str]) -> None:
+NODE_CASES = sorted(_cases("node"))
+GROUP_CASES = sorted(_cases("group"))
+
+
+def check_matches(id: str, locator: Locator, source: SourceFile, absent: dict[str, str]) -> None:
     matches = [match for site in locator.sites for match in find_site(site, source)]
-    if locator.id in absent:
-        assert not matches, f"{locator.id} was expected to be absent from {source.path}"
+    if id in absent:
+        assert not matches, f"{id} was expected to be absent from {source.path}"
         assert locator.absent is not None
-        assert absent[locator.id] in locator.absent
+        assert absent[id] in locator.absent
         return
-    assert matches, f"{locator.id}: no site found in {source.path}"
+    assert matches, f"{id}: no site found in {source.path}"
     for match in matches:
         text = text_of(source, match.span.start, match.span.end)
         if match.site.kind is SiteKind.ATTRIBUTE:
@@ -172,24 +196,24 @@ def check_matches(locator: Locator, source: SourceFile, absent: dict[str, str]) 
 
 @pytest.mark.parametrize(("family", "id"), NODE_CASES, ids=[f"{f}:{i}" for f, i in NODE_CASES])
 def test_every_node_locator_finds_its_code_in_transformers_file(family: str, id: str) -> None:
-    locator = NODE_LOCATORS[family][id]
-    check_matches(locator, transformers_file(family), EXPECTED_ABSENT[family])
+    check_matches(id, _cases("node")[(family, id)], transformers_file(family), EXPECTED_ABSENT[family])
 
 
 @pytest.mark.parametrize(("family", "id"), GROUP_CASES, ids=[f"{f}:{i}" for f, i in GROUP_CASES])
 def test_every_group_locator_finds_its_code_in_transformers_file(family: str, id: str) -> None:
-    check_matches(GROUP_LOCATORS[family][id], transformers_file(family), GROUPS_ABSENT)
+    check_matches(id, _cases("group")[(family, id)], transformers_file(family), GROUPS_ABSENT)
 
 
 @pytest.mark.parametrize(
-    ("family", "id"), NODE_CASES + GROUP_CASES, ids=[f"{f}:{i}" for f, i in NODE_CASES + GROUP_CASES]
+    ("family", "id", "kind"),
+    [(*case, "node") for case in NODE_CASES] + [(*case, "group") for case in GROUP_CASES],
+    ids=[f"{f}:{i}" for f, i in NODE_CASES + GROUP_CASES],
 )
-def test_every_entry_is_well_formed(family: str, id: str) -> None:
-    locator = NODE_LOCATORS[family].get(id) or GROUP_LOCATORS[family][id]
-    assert locator.id == id
+def test_every_locator_is_well_formed(family: str, id: str, kind: str) -> None:
+    locator = _cases(kind)[(family, id)]
     assert locator.claim.endswith(".") and locator.claim[0].isupper()
     assert isinstance(locator.category, Category) and locator.category is not Category.CONFIG
-    assert locator.sites or locator.absent, "an entry without sites must say why"
+    assert locator.sites or locator.absent, "a locator without sites must say why"
     for site in locator.sites:
         assert site.role in (Role.DEFINITION, Role.USE)
         assert site.needles or site.kind is SiteKind.CLASS
@@ -197,23 +221,37 @@ def test_every_entry_is_well_formed(family: str, id: str) -> None:
         assert site.occurrence >= 1
 
 
-@pytest.mark.parametrize(
-    "name",
-    [K2, KIMI_LINEAR, str(DATA / "deepseek-v3.config.json"), str(DATA / "moonlight-16b-a3b.config.json")],
-)
-def test_every_node_and_group_a_family_builds_has_a_locator(name: str) -> None:
-    graph = docs_of(name).graph
-    nodes, groups = NODE_LOCATORS[graph.model.family], GROUP_LOCATORS[graph.model.family]
-    assert [node.id for node in graph.nodes if locator_for(nodes, node.id) is None] == []
-    assert [group.id for group in graph.groups if locator_for(groups, group.id) is None] == []
+def test_every_node_and_group_a_hand_written_family_builds_carries_a_locator() -> None:
+    for graph in corpus():
+        assert [node.id for node in graph.nodes if node.locate is None] == [], graph.model.name
+        assert [group.id for group in graph.groups if group.locate is None] == [], graph.model.name
 
 
-def test_mtp_copies_reuse_the_main_entries_and_mtp_only_nodes_have_their_own() -> None:
-    table = NODE_LOCATORS["deepseek_v3"]
-    assert locator_for(table, "mtp.input-norm") is table["input-norm"]
-    assert locator_for(table, "mtp.moe.router") is table["moe.router"]
-    assert locator_for(table, "mtp.enorm") is table["mtp.enorm"]
-    assert locator_for(table, "no-such-node") is None
+def test_the_corpus_holds_every_family_and_the_optional_parts() -> None:
+    ids = {(family, id) for family, id in NODE_CASES}
+    assert {family for family, _ in ids} == {family.name for family in FAMILIES}
+    for family, id in (
+        ("deepseek_v3", "attention.q-a-proj"),
+        ("deepseek_v3", "attention.q-proj"),
+        ("deepseek_v3", "mtp.enorm"),
+        ("kimi_linear", "rotary-embedding"),
+        ("kimi_linear", "attention.query-view"),
+        ("kimi_linear", "kda.delta-rule"),
+        ("qwen3", "attention.q-norm"),
+        ("qwen3_moe", "moe.routing-weights"),
+        ("qwen3_moe", "mlp.gate-proj"),
+        ("mixtral", "moe.routed-expert"),
+    ):
+        assert (family, id) in ids
+
+
+def test_mtp_copies_carry_the_main_locators_and_mtp_only_nodes_their_own() -> None:
+    graph = docs_of(str(DATA / "deepseek-v3.config.json")).graph
+    nodes = {node.id: node for node in graph.nodes}
+    for id in ("input-norm", "moe.router", "attention.kv-b-proj"):
+        assert nodes[f"mtp.{id}"].locate == nodes[id].locate
+    enorm = nodes["mtp.enorm"].locate
+    assert enorm is not None and enorm.sites == () and "no code in the modeling file" in (enorm.absent or "")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -371,12 +409,16 @@ def test_source_entries_are_the_json_shape(k2_sources: GraphSources) -> None:
     assert json.loads(json.dumps(entries)) == entries
 
 
-def test_a_family_without_tables_is_reported_not_located() -> None:
+def test_a_node_without_a_locator_is_reported_not_located() -> None:
     docs = docs_of(K2)
-    graph = dataclasses.replace(docs.graph, model=dataclasses.replace(docs.graph.model, family="unknown"))
-    sources = locate_sources(graph, docs.config, transformers_file("deepseek_v3"))
+    bare = dataclasses.replace(
+        docs.graph,
+        nodes=tuple(dataclasses.replace(node, locate=None) for node in docs.graph.nodes),
+        groups=tuple(dataclasses.replace(group, locate=None) for group in docs.graph.groups),
+    )
+    sources = locate_sources(bare, docs.config, transformers_file("deepseek_v3"))
     assert coverage(sources).located == 0
-    assert "no locator" in (sources.nodes["token-embedding"].reason or "")
+    assert "names no code" in (sources.nodes["token-embedding"].reason or "")
     # The config lines are still cited.
     assert {ref.start for ref in sources.nodes["token-embedding"].refs} == {17, 68}
 
@@ -704,16 +746,15 @@ def code_text(source: SourceFile, sources: GraphSources, id: str, role: Role) ->
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda variant: variant.name)
-def test_every_llama_style_family_has_tables_naming_classes_its_file_defines(variant: Variant) -> None:
-    code = DECODER_CODE[variant.name]
-    assert variant.name in NODE_LOCATORS and variant.name in GROUP_LOCATORS
+def test_every_llama_style_family_names_classes_its_file_defines(variant: Variant) -> None:
+    code = variant.code
     defined = {
         node.name for node in ast.parse(transformers_file(variant.name).text).body if isinstance(node, ast.ClassDef)
     }
     named = [
         name
-        for field in dataclasses.fields(DecoderClasses)
-        if field.name != "family"
+        for field in dataclasses.fields(DecoderCode)
+        if field.name not in ("ffn_attributes", "rope_absent")
         for name in getattr(code, field.name)
     ]
     assert named and set(named) <= defined, set(named) - defined
@@ -722,11 +763,12 @@ def test_every_llama_style_family_has_tables_naming_classes_its_file_defines(var
 
 
 @pytest.mark.parametrize("name", [*LLAMA_STYLE, *VARIATIONS])
-def test_every_node_and_group_a_llama_style_config_builds_has_a_locator(name: str, published: dict[str, Path]) -> None:
+def test_every_node_and_group_a_llama_style_config_builds_carries_a_locator(
+    name: str, published: dict[str, Path]
+) -> None:
     graph = docs_of(str(published[name])).graph
-    nodes, groups = NODE_LOCATORS[graph.model.family], GROUP_LOCATORS[graph.model.family]
-    assert [node.id for node in graph.nodes if locator_for(nodes, node.id) is None] == []
-    assert [group.id for group in graph.groups if locator_for(groups, group.id) is None] == []
+    assert [node.id for node in graph.nodes if node.locate is None] == []
+    assert [group.id for group in graph.groups if group.locate is None] == []
 
 
 @pytest.mark.parametrize("name", [*LLAMA_STYLE, *VARIATIONS])
@@ -916,7 +958,7 @@ def test_every_generic_node_locator_finds_its_attribute_in_its_owner(
 ) -> None:
     graph, source = generic_graph(name, published)
     locator = generic_locators(graph, source)[0][id]
-    check_matches(locator, source, GENERIC_ABSENT)
+    check_matches(id, locator, source, GENERIC_ABSENT)
     owner, attribute = GENERIC_OWNERS[name][id]
     assert {site.classes for site in locator.sites} == {(owner,)}
     definitions = [match for site in locator.sites if site.role is Role.DEFINITION for match in find_site(site, source)]
@@ -930,7 +972,7 @@ def test_every_generic_group_locator_finds_its_class(name: str, published: dict[
     graph, source = generic_graph(name, published)
     groups = generic_locators(graph, source)[1]
     for group in graph.groups:
-        check_matches(groups[group.id], source, {})
+        check_matches(group.id, groups[group.id], source, {})
         assert all(site.classes == (group.title,) for site in groups[group.id].sites)
 
 

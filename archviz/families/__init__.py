@@ -1,84 +1,57 @@
-"""Graph families: which builder describes a config, chosen by model_type, then by architecture."""
+"""Graph families: which builder describes a config, chosen by model_type, then by architecture.
+
+A family is one home: ``deepseek_v3`` (DeepSeek-V3, Kimi-K2, Moonlight), ``kimi_linear`` (Kimi Linear, Kimi-K3's
+text model), ``llama`` (the llama-style decoders and their MoE cousins) and ``generic`` (any other model_type
+transformers ships, read off its modeling code). Each home holds the family's settings, builder, checkpoint
+naming and the locators of the nodes it builds; the shared building blocks are in ``archviz.families.blocks``.
+Choosing a hand-written family imports neither torch nor transformers.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
 from archviz.families import deepseek_v3, generic, kimi_linear, llama
+from archviz.families.registry import Family
 from archviz.graph import Assumption, Graph, ModelInfo
 from archviz.settings import Settings
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Family:
-    """A hand-written graph builder and the configs it accepts."""
-
-    name: str
-    """The family's name (``deepseek_v3``)."""
-    model_types: tuple[str, ...]
-    """``model_type`` values it accepts."""
-    architectures: tuple[str, ...]
-    """``architectures`` entries it accepts when the model_type is unknown (``kimi_k2`` configs)."""
-    transformers_model_type: str
-    """The model_type whose transformers classes implement the family."""
-    build: Callable[[Settings, ModelInfo], Graph]
-    """Builds the graph."""
-    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    """Other spellings of the keys the family reads (transformers' ``attribute_map``): a config saved by
-    transformers writes its canonical names (``num_local_experts``) where a release wrote its own (``num_experts``)."""
+FAMILIES: tuple[Family, ...] = (deepseek_v3.FAMILY, kimi_linear.FAMILY, *llama.FAMILIES)
+"""The hand-written families, in the order they are tried."""
 
 
-FAMILIES: tuple[Family, ...] = (
-    Family(
-        name=deepseek_v3.NAME,
-        model_types=deepseek_v3.MODEL_TYPES,
-        architectures=deepseek_v3.ARCHITECTURES,
-        transformers_model_type=deepseek_v3.TRANSFORMERS_MODEL_TYPE,
-        build=deepseek_v3.build,
-    ),
-    Family(
-        name=kimi_linear.NAME,
-        model_types=kimi_linear.MODEL_TYPES,
-        architectures=kimi_linear.ARCHITECTURES,
-        transformers_model_type=kimi_linear.TRANSFORMERS_MODEL_TYPE,
-        build=kimi_linear.build,
-        aliases=kimi_linear.ALIASES,
-    ),
-    *(
-        Family(
-            name=variant.name,
-            model_types=variant.model_types,
-            architectures=variant.architectures,
-            transformers_model_type=variant.transformers_model_type,
-            build=variant.build,
-            aliases=variant.aliases,
-        )
-        for variant in llama.VARIANTS
-    ),
-)
+def family_named(name: str) -> Family | None:
+    """The hand-written family of that name (None for the generic family or an unknown name)."""
+    return next((family for family in FAMILIES if family.name == name), None)
 
 
-def find_family(document: ConfigDocument) -> Family:
-    """The family for a config, or an error naming what the config says it is."""
+def family_for(model: ModelInfo) -> Family | None:
+    """The family that built a graph, from its ``ModelInfo`` (the generic family for its model_type)."""
+    if model.family == generic.NAME:
+        return generic.family(model.transformers_model_type)
+    return family_named(model.family)
+
+
+def find_family(document: ConfigDocument, *, transformers_ships: Callable[[str], bool]) -> Family:
+    """The family for a config, or an error naming what the config says it is.
+
+    ``transformers_ships`` answers whether the installed transformers has a config class for a model_type; it is
+    asked only about model_types no hand-written family accepts.
+    """
     settings = document.settings
     model_type = settings.get("model_type", document.data.get("model_type"))
     architectures = settings.get("architectures") or []
     for family in FAMILIES:
         if model_type in family.model_types:
             return family
-    if isinstance(model_type, str) and model_type and generic.transformers_ships(model_type):
+    if isinstance(model_type, str) and model_type and transformers_ships(model_type):
         # No hand-written table, but transformers ships the modeling code: read the graph off it
         # (before the architecture fallback, which is for model_types transformers does not know).
-        return Family(
-            name=generic.NAME,
-            model_types=(model_type,),
-            architectures=(),
-            transformers_model_type=model_type,
-            build=generic.build,
-        )
+        return generic.family(model_type)
     for family in FAMILIES:
         if isinstance(architectures, list) and any(name in family.architectures for name in architectures):
             return family
@@ -92,22 +65,27 @@ def find_family(document: ConfigDocument) -> Family:
     )
 
 
+def family_settings(
+    document: ConfigDocument, family: Family, *, assumptions: Iterable[Assumption] = (), partial: bool = False
+) -> Settings:
+    """The settings a family reads from a config, with the user's assumptions."""
+    return Settings(document, family=family.name, assumptions=assumptions, partial=partial, aliases=family.aliases)
+
+
 def build_graph(
     document: ConfigDocument,
+    family: Family,
+    settings: Settings,
     *,
     name: str,
     repo: str | None,
     revision: str | None,
-    assumptions: Iterable[Assumption] = (),
-    partial: bool = False,
+    code: Any = None,
 ) -> Graph:
-    """Build the typed graph of the model a config describes.
+    """Build the typed graph of the model a config describes, with the family ``find_family`` chose.
 
-    ``assumptions`` supply values for keys the config lacks (each is listed on the graph); ``partial`` builds
-    what the config allows and lists the rest as not modelled instead of failing on missing keys.
+    ``code`` is what the pipeline read off transformers' modeling code, for a family that reads it.
     """
-    family = find_family(document)
-    settings = Settings(document, family=family.name, assumptions=assumptions, partial=partial, aliases=family.aliases)
     architectures = document.settings.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
     model_type = document.settings.get("model_type", document.data.get("model_type"))
@@ -121,5 +99,5 @@ def build_graph(
         revision=revision,
         config_path="config.json",
     )
-    graph = family.build(settings, model)
+    graph = family.build(settings, model, code)
     return replace(graph, assumptions=tuple(settings.assumed[key] for key in sorted(settings.assumed)))

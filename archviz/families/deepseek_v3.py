@@ -1,34 +1,294 @@
-"""The deepseek_v3 family: DeepSeek-V3, Kimi-K2 and Moonlight.
+"""The deepseek_v3 family: DeepSeek-V3, Kimi-K2 and Moonlight — and the MLA + MoE decoder Kimi Linear extends.
 
-MLA with YaRN rotary in every layer, dense SwiGLU MLP then sigmoid-routed MoE, optional MTP layers; the
-structure is ``archviz.families.mla_moe``'s, with DeepSeek's config keys and checkpoint names.
+Every layer has multi-head latent attention with YaRN rotary; the first ``first_k_dense_replace`` layers a dense
+SwiGLU MLP, the rest a sigmoid-routed mixture of experts with shared experts; optional multi-token-prediction
+(MTP) layers follow the main stack; checkpoints may be FP8 block-quantized (``weight_scale_inv`` beside each
+quantized linear weight). ``DeepseekV3Builder`` builds it; ``archviz.families.kimi_linear`` subclasses it.
+
+Sources: transformers ``models/deepseek_v3/modeling_deepseek_v3.py`` (DeepseekV3Model, DeepseekV3DecoderLayer,
+DeepseekV3Attention, DeepseekV3MoE, DeepseekV3TopkRouter, DeepseekV3MLP) and ``configuration_deepseek_v3.py``;
+DeepSeek-V3's remote ``modeling_deepseek.py`` (also shipped by Kimi-K2 and Moonlight: MoEGate,
+DeepseekV3YarnRotaryEmbedding, DeepseekV3MoE.moe_infer, ``logits = logits.float()``) for the layer rule with
+``moe_layer_freq`` and the float32 logits; the released checkpoints' names.
 """
 
 from __future__ import annotations
 
-from archviz.families.mla_moe import MlaMoeBuilder, Naming, build_graph
-from archviz.graph import Graph, ModelInfo
+from archviz.families.blocks.builder import GraphBuilder, checkpoint_dtypes, fixed, layer_placement
+from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.decoder import (
+    decoder_block,
+    dense_swiglu_mlp,
+    model_group,
+    output_head,
+    partial_graph,
+    swiglu,
+    token_embedding,
+)
+from archviz.families.blocks.mla import MlaAttention, mla_dims, mtp_layers
+from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
+from archviz.families.blocks.rotary import deepseek_rope_settings, rotary_embedding, rotary_locator
+from archviz.families.registry import Family
+from archviz.graph import Graph, Layer, ModelInfo, Part, Placement, Setting
 from archviz.settings import Settings
 
 NAME = "deepseek_v3"
-MODEL_TYPES = ("deepseek_v3", "kimi_k2")
-ARCHITECTURES = ("DeepseekV3ForCausalLM",)
-TRANSFORMERS_MODEL_TYPE = "deepseek_v3"
+
+# The class-name patterns hold in transformers' port and in DeepSeek's remote code alike (transformers'
+# ``DeepseekV3TopkRouter`` is the remote code's ``MoEGate``).
+CODE = DecoderCode(
+    model=("Model",),
+    causal_lm=("ForCausalLM",),
+    layer=("DecoderLayer",),
+    attention=("Attention",),
+    mlp=("MLP",),
+    moe=("MoE",),
+    router=("TopkRouter", "MoEGate"),
+    experts=("Experts",),
+    rotary=("YarnRotaryEmbedding", "RotaryEmbedding"),
+    norm=("RMSNorm",),
+)
 
 # Config keys: transformers' DeepseekV3Config; checkpoint names: DeepSeek-V3's and Kimi-K2's safetensors index.
-NAMING = Naming(
-    family=NAME,
+NAMING = MoeNaming(
+    scoring=Scoring.SIGMOID,
     experts="n_routed_experts",
     top_k="num_experts_per_tok",
-    shared="n_shared_experts",
+    width="moe_intermediate_size",
+    prefix="model.layers.{layer}.mlp",
+    projections=("gate_proj", "up_proj", "down_proj"),
     normalize="norm_topk_prob",
+    experts_call="self.experts(hidden_states, topk_indices, topk_weights)",
+    shared="n_shared_experts",
     groups="n_group",
-    scoring="scoring_func",
-    moe_prefix="model.layers.{layer}.mlp",
-    expert_projections=("gate_proj", "up_proj", "down_proj"),
+    scoring_key="scoring_func",
 )
 
 
-def build(settings: Settings, model: ModelInfo) -> Graph:
-    """The deepseek_v3 graph for one config."""
-    return build_graph(settings, model, lambda s: MlaMoeBuilder(s, NAMING), NAMING)
+def required(n: MoeNaming) -> tuple[str, ...]:
+    """Keys every config of an MLA + MoE family must set."""
+    return (
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "moe_intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "kv_lora_rank",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "v_head_dim",
+        n.experts,
+        n.top_k,
+        "first_k_dense_replace",
+        "rms_norm_eps",
+    )
+
+
+class DeepseekV3Builder:
+    """Builds the graph of an MLA + MoE decoder for one config; Kimi Linear overrides the hooks."""
+
+    naming = NAMING
+    code = CODE
+
+    def __init__(self, s: Settings):
+        s.require(required(self.naming))
+        self.s = s
+        dtype, block = checkpoint_dtypes(s)
+        self.b = GraphBuilder(s, dtype=dtype, quantization_block=block)
+        self.mla = mla_dims(s)
+        self.d = self.mla.d
+        self.vocab = fixed("vocab", s.dim("vocab_size"), "vocab_size")
+        self.ffn = fixed("ffn", s.dim("intermediate_size"), "intermediate_size")
+        self.moe_dims = moe_dims(s, self.naming)
+        self._validate()
+        self.use_rope = True
+        self.layers = s.dim("num_hidden_layers")
+        self.first_dense = s.count("first_k_dense_replace")
+        self.moe_every = s.dim("moe_layer_freq") if s.has("moe_layer_freq") else 1
+        self.mtp_count = s.count("num_nextn_predict_layers", default=0)
+        self.tied = s.flag("tie_word_embeddings", default=False)
+        self.not_modelled: list[str] = []
+        """Sentences naming what the graph leaves out; families add to it."""
+        self.beyond_transformers: list[str] = []
+        """Config features transformers' class does not implement; families add to it."""
+
+    def _validate(self) -> None:
+        """Contradictions between keys, reported at the line of the key that cannot hold."""
+        s, n = self.s, self.naming
+        layers = s.dim("num_hidden_layers")
+        if s.count("first_k_dense_replace") > layers:
+            raise s.fail(("first_k_dense_replace",), f"is larger than num_hidden_layers ({layers})")
+        experts, top_k = self.moe_dims.experts.value or 0, self.moe_dims.top_k.value or 0
+        if top_k > experts:
+            raise s.fail((n.top_k,), f"top-k {top_k} is larger than {n.experts} ({experts})")
+        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else 1
+        if experts % groups:
+            raise s.fail((str(n.groups),), f"{n.experts} ({experts}) is not divisible by {n.groups} ({groups})")
+        pad = s.values.get("pad_token_id")
+        vocab = self.vocab.value or 0
+        if isinstance(pad, int) and not isinstance(pad, bool) and not 0 <= pad < vocab:
+            raise s.fail(("pad_token_id",), f"{pad} is not a token of the vocabulary (vocab_size {vocab})")
+        if s.has("topk_group") and s.dim("topk_group") > groups:
+            raise s.fail(("topk_group",), f"topk_group is larger than {n.groups} ({groups})")
+
+    # -- hooks a family overrides --------------------------------------------------------------
+
+    def before_sublayer(self, prefix: str, sublayer: str, at: Placement, *, parent: str, part: Part) -> None:
+        """Nodes that run before attention (``sublayer="attention"``) or the FFN (``"mlp"``); none here."""
+
+    def after_attention_core(self, prefix: str, at: Placement, group: str, part: Part) -> None:
+        """Nodes between attention's core and its output projection; none here."""
+
+    def routed_experts_modelled(self) -> bool:
+        """Whether the routed experts' structure is known (a family says no when it is not documented)."""
+        return True
+
+    def activation(self) -> tuple[str, str, list[Setting]]:
+        """Title, summary and settings of the gated activation: SwiGLU from ``hidden_act``."""
+        return swiglu(self.s)
+
+    def is_moe_layer(self, index: int) -> bool:
+        """The remote code's rule; transformers' port drops the moe_layer_freq test (equal when it is 1)."""
+        return index >= self.first_dense and index % self.moe_every == 0
+
+    def mixer_kind(self, index: int) -> str:
+        """The token mixer of a layer (MLA everywhere here)."""
+        return "MLA"
+
+    def mixers(self, prefix: str, layers: list[int], *, parent: str, part: Part) -> None:
+        """The token mixers of the given layers: MLA in every layer here."""
+        self.attention(prefix, layer_placement(layers), parent=parent, part=part)
+
+    # -- the graph ----------------------------------------------------------------------------
+
+    def build(self, model: ModelInfo) -> Graph:
+        b = self.b
+        model_group(
+            b,
+            title=model.architecture or "Model",
+            summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+            code=self.code,
+        )
+        token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
+        if self.use_rope:
+            settings, summary = deepseek_rope_settings(self.s)
+            rotary_embedding(
+                b,
+                rotated=self.mla.rope,
+                settings=settings,
+                summary=summary,
+                locate=rotary_locator(self.code, deepseek=True),
+            )
+        self.block("", list(range(self.layers)), parent="model", part=Part.MAIN)
+        # The models' own remote code returns float32 logits (``logits = logits.float()``).
+        output_head(b, d=self.d, vocab=self.vocab, tied=self.tied, eps=self.eps(), float_logits=True, code=self.code)
+        mtp = list(range(self.layers, self.layers + self.mtp_count))
+        if mtp:
+            mtp_layers(
+                b,
+                mtp,
+                d=self.d,
+                vocab=self.vocab,
+                eps=self.eps(),
+                block=lambda prefix, layers, group: self.block(prefix, layers, parent=group, part=Part.MTP),
+            )
+        layers = [
+            Layer(index=index, mixer=self.mixer_kind(index), ffn="MoE" if self.is_moe_layer(index) else "dense")
+            for index in range(self.layers)
+        ]
+        layers += [Layer(index=index, mixer=self.mixer_kind(index), ffn="MoE", part=Part.MTP) for index in mtp]
+        return b.finish(
+            model,
+            input_embedding="token-embedding",
+            layers=layers,
+            not_modelled=self.not_modelled,
+            beyond_transformers=self.beyond_transformers,
+        )
+
+    def eps(self) -> Setting:
+        return Setting(name="epsilon", value=f"{self.s.number('rms_norm_eps'):g}", config_keys=("rms_norm_eps",))
+
+    # -- one decoder block (main stack or MTP) ------------------------------------------------
+
+    def block(self, prefix: str, layers: list[int], *, parent: str, part: Part) -> None:
+        at = layer_placement(layers)
+        dense = [index for index in layers if not self.is_moe_layer(index)]
+        moe = [index for index in layers if self.is_moe_layer(index)]
+
+        def ffn(block: str) -> None:
+            if dense:
+                self.dense_mlp(prefix, layer_placement(dense), parent=block, part=part)
+            if moe:
+                self.moe(prefix, moe, parent=block, part=part)
+
+        decoder_block(
+            self.b,
+            prefix,
+            layers,
+            parent=parent,
+            d=self.d,
+            eps=self.eps(),
+            title="MTP decoder block" if part is Part.MTP else "Decoder block",
+            summary=(
+                "A block applies input RMSNorm, attention and a residual addition, then "
+                "post-attention RMSNorm, the FFN and a second residual addition; the first "
+                "first_k_dense_replace blocks use the dense MLP, the rest the MoE."
+            ),
+            code=self.code,
+            mixer=lambda block: self.mixers(prefix, layers, parent=block, part=part),
+            ffn=ffn,
+            before_mixer=lambda block: self.before_sublayer(prefix, "attention", at, parent=block, part=part),
+            before_ffn=lambda block: self.before_sublayer(prefix, "mlp", at, parent=block, part=part),
+            part=part,
+        )
+
+    def attention(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
+        """Multi-head latent attention in the layers of ``at``."""
+        MlaAttention(self.b, self.s, self.mla, self.code, use_rope=self.use_rope).build(
+            prefix, at, parent=parent, part=part, after_core=self.after_attention_core
+        )
+
+    def dense_mlp(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
+        dense_swiglu_mlp(
+            self.b,
+            prefix,
+            at,
+            parent=parent,
+            d=self.d,
+            ffn=self.ffn,
+            width_key="intermediate_size",
+            activation=self.activation(),
+            code=self.code,
+            part=part,
+        )
+
+    def moe(self, prefix: str, layers: list[int], *, parent: str, part: Part) -> None:
+        MoeBlock(
+            self.b,
+            self.s,
+            self.naming,
+            self.moe_dims,
+            d=self.d,
+            code=self.code,
+            activation=self.activation()[2][0],
+            experts_modelled=self.routed_experts_modelled(),
+        ).build(prefix, layers, parent=parent, part=part)
+
+
+def build_family(s: Settings, model: ModelInfo, builder: type[DeepseekV3Builder], extra: tuple[str, ...] = ()) -> Graph:
+    """The whole graph, or with ``s.partial`` and missing keys, the part the config allows."""
+    missing = s.missing([*required(builder.naming), *extra])
+    if missing and s.partial:
+        return partial_graph(s, model, missing, builder.code)
+    return builder(s).build(model)
+
+
+FAMILY = Family(
+    name=NAME,
+    model_types=("deepseek_v3", "kimi_k2"),
+    architectures=("DeepseekV3ForCausalLM",),
+    transformers_model_type="deepseek_v3",
+    build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder),
+    moe=NAMING,
+)

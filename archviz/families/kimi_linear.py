@@ -1,41 +1,79 @@
 """The kimi_linear family: Kimi Linear (and the text model of Kimi-K3).
 
-Kimi Delta Attention (KDA) layers mixed with MLA layers by the 1-based layer lists of
-``linear_attn_config``; MLA without rotary position when ``mla_use_nope``; the dense MLP and the MoE of
-``archviz.families.mla_moe`` under this family's key names and checkpoint names.
+Kimi Delta Attention (KDA) layers mixed with MLA layers by the 1-based layer lists of ``linear_attn_config``;
+MLA without rotary position when ``mla_use_nope``; the dense MLP and the MoE of the deepseek_v3 family's decoder
+under this family's key names and checkpoint names; Kimi-K3's extensions (Block Attention Residuals, the MLA output
+gate, SiTU, the full-rank KDA gate), each built only when its key is set.
 
 Sources: transformers ``models/kimi_linear/modeling_kimi_linear.py`` (KimiLinearDeltaAttention,
 KimiLinearForgetGate, KimiLinearRMSNormGated, KimiLinearAttention, KimiLinearMoE) and its checkpoint conversion
 mapping (``q_conv1d``/``k_conv1d``/``v_conv1d``, ``f_a_proj``/``f_b_proj``/``A_log``/``dt_bias`` directly under
-``self_attn``, ``block_sparse_moe``, experts ``w1``/``w2``/``w3``).
+``self_attn``, ``block_sparse_moe``, experts ``w1``/``w2``/``w3``); Kimi Linear's remote code (KimiMLAAttention,
+KimiDeltaAttention, KimiSparseMoeBlock, KimiBlockSparseMLP, KimiMoEGate, ``block_sparse_moe``), written from its
+public release and not checked here against a copy of that file; public descriptions of Kimi-K3 for its extensions.
 """
 
 from __future__ import annotations
 
-from archviz.families.mla_moe import MlaMoeBuilder, Naming, build_graph
-from archviz.families.toolkit import BATCH, POSITIONS, factor, fixed, layer_placement, shape
-from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting
+from archviz.families.blocks.builder import BATCH, POSITIONS, factor, fixed, layer_placement, shape
+from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.moe import MoeNaming, Scoring
+from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
+from archviz.families.registry import Family
+from archviz.graph import Dim, GroupKind, NodeKind, Part, Placement, Setting, Shape, TensorRow
+from archviz.locators import Category, Locator, Site, attribute, defined, function, method, statement, used
 from archviz.settings import Settings
 
 NAME = "kimi_linear"
-MODEL_TYPES = ("kimi_linear",)
-ARCHITECTURES = ("KimiLinearForCausalLM",)
-TRANSFORMERS_MODEL_TYPE = "kimi_linear"
+LINEAR = "linear_attn_config"
+
+CODE = DecoderCode(
+    model=("LinearModel", "Model"),
+    causal_lm=("ForCausalLM",),
+    layer=("DecoderLayer",),
+    attention=("MLAAttention", "KimiLinearAttention"),
+    mlp=("KimiMLP", "MLP"),
+    moe=("SparseMoeBlock", "MoE"),
+    router=("TopkRouter", "MoEGate"),
+    experts=("Experts", "BlockSparseMLP"),
+    rotary=("RotaryEmbedding",),
+    norm=("RMSNorm",),
+    ffn_attributes=("mlp", "block_sparse_moe"),
+    rope_absent=(
+        "transformers' kimi_linear port has no rotary position embedding: its MLA layers use none "
+        "(the released Kimi Linear configs set mla_use_nope)"
+    ),
+)
+DELTA_ATTENTION = ("DeltaAttention",)
+"""Kimi Delta Attention's class."""
+GATED_NORM = ("RMSNormGated",)
+"""KDA's gated RMSNorm."""
+FORGET_GATE = ("ForgetGate",)
+"""KDA's forget gate."""
+
+ATTN = "model.layers.{layer}.self_attn"
+"""Checkpoint prefix of a layer's attention (KDA's tensors sit directly under it)."""
+ATTN_RES_SOURCES = Dim(
+    symbol="N_b",
+    label="sources",
+    formula="completed blocks of attn_res_block_size layers + the current block's partial sum",
+)
+"""The sources Block Attention Residuals attend over."""
 
 # Config keys: Kimi Linear's config.json (transformers maps them through KimiLinearConfig.attribute_map).
-NAMING = Naming(
-    family=NAME,
+NAMING = MoeNaming(
+    scoring=Scoring.SIGMOID,
     experts="num_experts",
     top_k="num_experts_per_token",
-    shared="num_shared_experts",
+    width="moe_intermediate_size",
+    prefix="model.layers.{layer}.block_sparse_moe",
+    projections=("w1", "w3", "w2"),
     normalize="moe_renormalize",
+    experts_call="self.experts(hidden_states, topk_indices, topk_weights)",
+    shared="num_shared_experts",
     groups="num_expert_group",
-    scoring="moe_router_activation_func",
-    moe_prefix="model.layers.{layer}.block_sparse_moe",
-    expert_projections=("w1", "w3", "w2"),
+    scoring_key="moe_router_activation_func",
 )
-
-LINEAR = "linear_attn_config"
 
 # transformers' KimiLinearConfig.attribute_map: a config saved by transformers writes these canonical names.
 ALIASES = {
@@ -47,11 +85,14 @@ ALIASES = {
 }
 
 
-class KimiLinearBuilder(MlaMoeBuilder):
+class KimiLinearBuilder(DeepseekV3Builder):
     """KDA and MLA layers by the configured layer map."""
 
+    naming = NAMING
+    code = CODE
+
     def __init__(self, s: Settings):
-        super().__init__(s, NAMING)
+        super().__init__(s)
         s.require([LINEAR])
         self.use_rope = not s.flag("mla_use_nope", default=False)
         self.kda_layers = self._layer_list("kda_layers")
@@ -78,7 +119,7 @@ class KimiLinearBuilder(MlaMoeBuilder):
         self.gate_lower_bound = s.number(LINEAR, "gate_lower_bound") if "gate_lower_bound" in s.values[LINEAR] else None
         self.situ = s.text("hidden_act", default="silu") == "situ"
         latent = s.optional_dim("routed_expert_hidden_size")
-        self.routed_latent = latent if latent is not None and latent != self.dims.d.value else None
+        self.routed_latent = latent if latent is not None and latent != self.d.value else None
         for present, feature in (
             (self.block_size is not None, "Block Attention Residuals (attn_res_block_size)"),
             (self.output_gate, "the MLA output gate (mla_use_output_gate)"),
@@ -138,20 +179,11 @@ class KimiLinearBuilder(MlaMoeBuilder):
         """Block Attention Residuals: the sublayer's input is an attention-weighted mix of the block history."""
         if self.block_size is None:
             return
-        b, dims = self.b, self.dims
-        d = dims.d.value or 0
-        blocks = -(-self.layers // self.block_size)
-        sources = Dim(
-            symbol="N_b",
-            label="sources",
-            formula="completed blocks of attn_res_block_size layers + the current block's partial sum",
-        )
-        history = shape("block_history", sources, BATCH, POSITIONS, dims.d)
-        hidden = shape("hidden_states", BATCH, POSITIONS, dims.d)
-        tensor = "self_attention_res" if sublayer == "attention" else "mlp_res"
         where = "attention" if sublayer == "attention" else "the MLP"
+        history = shape("block_history", ATTN_RES_SOURCES, BATCH, POSITIONS, self.d)
         if sublayer == "attention":
-            b.state(
+            blocks = -(-self.layers // self.block_size)
+            self.b.state(
                 f"{prefix}attn-res.history",
                 title="Block history",
                 code="block_history",
@@ -164,7 +196,28 @@ class KimiLinearBuilder(MlaMoeBuilder):
                 placement=at,
                 part=part,
             )
-        b.node(
+        self._attn_res_scores(prefix, sublayer, at, parent=parent, part=part, history=history)
+        self.b.node(
+            f"{prefix}attn-res.{sublayer}-mix",
+            title=f"AttnRes mix before {where}",
+            kind=NodeKind.OPERATOR,
+            code="torch.softmax(scores, dim=0) · block_history",
+            group=parent,
+            summary=f"Softmax the scores over the sources and take the weighted sum as the input to {where}.",
+            inputs=[shape("scores", ATTN_RES_SOURCES, BATCH, POSITIONS), history],
+            outputs=[shape("hidden_states", BATCH, POSITIONS, self.d)],
+            placement=at,
+            part=part,
+        )
+
+    def _attn_res_scores(
+        self, prefix: str, sublayer: str, at: Placement, *, parent: str, part: Part, history: Shape
+    ) -> None:
+        """The RMSNorm of every source of the block history and the pseudo-query that scores it."""
+        d = self.d.value or 0
+        tensor = "self_attention_res" if sublayer == "attention" else "mlp_res"
+        where = "attention" if sublayer == "attention" else "the MLP"
+        self.b.node(
             f"{prefix}attn-res.{sublayer}-norm",
             title=f"AttnRes RMSNorm before {where}",
             kind=NodeKind.LEARNED,
@@ -182,7 +235,7 @@ class KimiLinearBuilder(MlaMoeBuilder):
                 )
             ],
         )
-        b.node(
+        self.b.node(
             f"{prefix}attn-res.{sublayer}-query",
             title=f"AttnRes pseudo-query before {where}",
             kind=NodeKind.LEARNED,
@@ -190,7 +243,7 @@ class KimiLinearBuilder(MlaMoeBuilder):
             group=parent,
             summary="Score each normalized source with one learned d → 1 projection.",
             inputs=[history],
-            outputs=[shape("scores", sources, BATCH, POSITIONS)],
+            outputs=[shape("scores", ATTN_RES_SOURCES, BATCH, POSITIONS)],
             placement=at,
             part=part,
             parameters=[
@@ -202,26 +255,13 @@ class KimiLinearBuilder(MlaMoeBuilder):
             ],
             settings=[Setting(name="block size", value=str(self.block_size), config_keys=("attn_res_block_size",))],
         )
-        b.node(
-            f"{prefix}attn-res.{sublayer}-mix",
-            title=f"AttnRes mix before {where}",
-            kind=NodeKind.OPERATOR,
-            code="torch.softmax(scores, dim=0) · block_history",
-            group=parent,
-            summary=f"Softmax the scores over the sources and take the weighted sum as the input to {where}.",
-            inputs=[shape("scores", sources, BATCH, POSITIONS), history],
-            outputs=[hidden],
-            placement=at,
-            part=part,
-        )
 
-    def after_attention_core(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
+    def after_attention_core(self, prefix: str, at: Placement, parent: str, part: Part) -> None:
         """The MLA output gate: a sigmoid gate per head channel on the attention output."""
         if not self.output_gate:
             return
-        dims = self.dims
-        d, width = dims.d.value or 0, dims.o_in.value or 0
-        attn_out = shape("attn_output", BATCH, POSITIONS, dims.o_in)
+        d, width = self.d.value or 0, self.mla.o_in.value or 0
+        attn_out = shape("attn_output", BATCH, POSITIONS, self.mla.o_in)
         self.b.node(
             f"{prefix}attention.output-gate",
             title="Attention output gate",
@@ -230,7 +270,7 @@ class KimiLinearBuilder(MlaMoeBuilder):
             group=parent,
             summary="Project each position to one gate per head channel, squash it with a sigmoid and multiply "
             "the attention output by it.",
-            inputs=[shape("hidden_states", BATCH, POSITIONS, dims.d), attn_out],
+            inputs=[shape("hidden_states", BATCH, POSITIONS, self.d), attn_out],
             outputs=[attn_out],
             placement=at,
             part=part,
@@ -251,20 +291,30 @@ class KimiLinearBuilder(MlaMoeBuilder):
         kda = [i for i in layers if i in self.kda_set]
         mla = [i for i in layers if i not in self.kda_set]
         if kda:
-            self.kda(prefix, layer_placement(kda), parent=parent, part=part)
+            KimiDeltaAttention(self).build(prefix, layer_placement(kda), parent=parent, part=part)
         if mla:
             self.attention(prefix, layer_placement(mla), parent=parent, part=part)
 
-    def kda(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
-        b, dims = self.b, self.dims
-        d = dims.d.value or 0
-        heads = fixed("kda_heads", self.kda_heads, f"{LINEAR}.num_heads")
-        head = fixed("kda_head_dim", self.kda_head_dim, f"{LINEAR}.head_dim")
-        qkv_dim = self.kda_heads * self.kda_head_dim
-        qkv = fixed("kda_heads·kda_head_dim", qkv_dim, f"{LINEAR}.num_heads × {LINEAR}.head_dim")
-        conv = fixed("3·kda_heads·kda_head_dim", 3 * qkv_dim, f"3 × {LINEAR}.num_heads × {LINEAR}.head_dim")
-        kernel = fixed("kernel", self.conv_kernel, f"{LINEAR}.short_conv_kernel_size")
-        group = b.group(
+
+class KimiDeltaAttention:
+    """Builds a KDA layer's nodes in forward order: projections, short convolutions, gates, the delta-rule
+    recurrence and its state, the gated output."""
+
+    def __init__(self, family: KimiLinearBuilder):
+        self.b, self.d, self.eps = family.b, family.d, family.eps()
+        self.full_rank_gate, self.gate_lower_bound = family.full_rank_gate, family.gate_lower_bound
+        self.head_count, self.head_width, self.kernel = family.kda_heads, family.kda_head_dim, family.conv_kernel
+        self.heads = fixed("kda_heads", self.head_count, f"{LINEAR}.num_heads")
+        self.head = fixed("kda_head_dim", self.head_width, f"{LINEAR}.head_dim")
+        self.qkv_dim = self.head_count * self.head_width
+        self.qkv = fixed("kda_heads·kda_head_dim", self.qkv_dim, f"{LINEAR}.num_heads × {LINEAR}.head_dim")
+        self.conv = fixed("3·kda_heads·kda_head_dim", 3 * self.qkv_dim, f"3 × {LINEAR}.num_heads × {LINEAR}.head_dim")
+        self.width = f"{LINEAR}.num_heads × {LINEAR}.head_dim"
+        self.prefix, self.group, self.at, self.part = "", "", Placement(), Part.MAIN
+
+    def build(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
+        self.prefix, self.at, self.part = prefix, at, part
+        self.group = self.b.group(
             f"{prefix}kda",
             title="Kimi Delta Attention",
             kind=GroupKind.ATTENTION,
@@ -275,34 +325,85 @@ class KimiLinearBuilder(MlaMoeBuilder):
                 "queries, keys and values, a per-channel forget gate and a delta-rule update, then a gated "
                 "RMSNorm and an output projection."
             ),
+            locate=Locator(
+                claim=(
+                    "Kimi Delta Attention keeps a fixed-size state per head: short convolutions on queries, keys "
+                    "and values, a per-channel forget gate, a delta-rule update weighted by β, then a gated RMSNorm "
+                    "and an output projection."
+                ),
+                category=Category.LINEAR_ATTENTION,
+                sites=(method(DELTA_ATTENTION, "forward"),),
+            ),
         )
-        attn = "model.layers.{layer}.self_attn"
-        hidden = shape("hidden_states", BATCH, POSITIONS, dims.d)
-        per_head = shape("hidden_shape", BATCH, POSITIONS, heads, head)
-        width = f"{LINEAR}.num_heads × {LINEAR}.head_dim"
+        self._projections()
+        self._convolution()
+        self._gates()
+        self._recurrence()
+        self._output()
 
-        def node(id: str, title: str, **kwargs: object) -> None:
-            b.node(f"{prefix}kda.{id}", title=title, group=group, placement=at, part=part, **kwargs)  # type: ignore[arg-type]
+    def _node(
+        self,
+        id: str,
+        title: str,
+        *,
+        kind: NodeKind,
+        code: str,
+        summary: str,
+        claim: str,
+        sites: tuple[Site, ...],
+        inputs: list[Shape] | None = None,
+        outputs: list[Shape],
+        parameters: list[TensorRow] | None = None,
+        settings: list[Setting] | None = None,
+        extra_keys: list[str] | None = None,
+    ) -> None:
+        self.b.node(
+            f"{self.prefix}kda.{id}",
+            title=title,
+            kind=kind,
+            code=code,
+            summary=summary,
+            group=self.group,
+            inputs=inputs or [],
+            outputs=outputs,
+            parameters=parameters or [],
+            settings=settings or [],
+            extra_keys=extra_keys or [],
+            placement=self.at,
+            part=self.part,
+            locate=Locator(claim=claim, category=Category.LINEAR_ATTENTION, sites=sites),
+        )
 
-        for name in ("q", "k", "v"):
-            node(
+    def _weight(self, name: str, out: tuple[str, int], into: tuple[str, int]) -> TensorRow:
+        """``self_attn.<name>.weight`` of shape [out, into]."""
+        return self.b.tensor(f"{name} weight", f"{ATTN}.{name}.weight", [factor(*out), factor(*into)])
+
+    def _hidden(self) -> Shape:
+        return shape("hidden_states", BATCH, POSITIONS, self.d)
+
+    def _per_head(self, name: str) -> Shape:
+        return shape(name, BATCH, POSITIONS, self.heads, self.head)
+
+    def _projections(self) -> None:
+        d = self.d.value or 0
+        for name, what in (("q", "query"), ("k", "key"), ("v", "value")):
+            self._node(
                 f"{name}-proj",
-                f"KDA {dict(q='query', k='key', v='value')[name]} projection",
+                f"KDA {what} projection",
                 kind=NodeKind.LEARNED,
                 code=f"self.{name}_proj(hidden_states)",
-                summary=f"Project each position to every KDA head's {dict(q='query', k='key', v='value')[name]}.",
-                inputs=[hidden],
-                outputs=[shape(f"{name}", BATCH, POSITIONS, qkv)],
-                parameters=[
-                    b.tensor(
-                        f"{name}_proj weight",
-                        f"{attn}.{name}_proj.weight",
-                        [factor(width, qkv_dim), factor("hidden_size", d)],
-                    )
-                ],
+                summary=f"Project each position to every KDA head's {what}.",
+                inputs=[self._hidden()],
+                outputs=[shape(f"{name}", BATCH, POSITIONS, self.qkv)],
+                parameters=[self._weight(f"{name}_proj", (self.width, self.qkv_dim), ("hidden_size", d))],
+                claim=f"The KDA {what} projection maps each position to every KDA head's {what}.",
+                sites=attribute(DELTA_ATTENTION, f"{name}_proj"),
             )
-        mixed = shape("mixed_qkv", BATCH, conv, POSITIONS)
-        node(
+
+    def _convolution(self) -> None:
+        kda = DELTA_ATTENTION
+        mixed = shape("mixed_qkv", BATCH, self.conv, POSITIONS)
+        self._node(
             "short-conv",
             "Short causal convolution",
             kind=NodeKind.LEARNED,
@@ -314,45 +415,63 @@ class KimiLinearBuilder(MlaMoeBuilder):
             inputs=[mixed],
             outputs=[mixed],
             parameters=[
-                b.tensor(
+                self.b.tensor(
                     f"{name}_conv1d weight",
-                    f"{attn}.{name}_conv1d.weight",
+                    f"{ATTN}.{name}_conv1d.weight",
                     [
-                        factor(width, qkv_dim),
+                        factor(self.width, self.qkv_dim),
                         factor("1", 1),
-                        factor(f"{LINEAR}.short_conv_kernel_size", self.conv_kernel),
+                        factor(f"{LINEAR}.short_conv_kernel_size", self.kernel),
                     ],
                 )
                 for name in ("q", "k", "v")
             ],
             settings=[
-                Setting(
-                    name="kernel size", value=str(self.conv_kernel), config_keys=(f"{LINEAR}.short_conv_kernel_size",)
-                )
+                Setting(name="kernel size", value=str(self.kernel), config_keys=(f"{LINEAR}.short_conv_kernel_size",))
             ],
+            claim=(
+                "A short depthwise causal convolution mixes each query, key and value channel with its last few "
+                "positions, then applies the activation."
+            ),
+            sites=(
+                defined(kda, "conv1d"),
+                *(defined(kda, f"{name}_conv1d") for name in ("q", "k", "v")),
+                statement(kda, "= causal_conv1d_fn("),
+                used(kda, "q_conv1d"),
+                function("causal_conv1d_fn"),
+            ),
         )
-        node(
+        self._conv_state_and_split(mixed)
+
+    def _conv_state_and_split(self, mixed: Shape) -> None:
+        """The cached convolution state, and the convolved channels split back into queries, keys and values."""
+        kda = DELTA_ATTENTION
+        kernel = fixed("kernel", self.kernel, f"{LINEAR}.short_conv_kernel_size")
+        self._node(
             "conv-state",
             "Convolution state",
             kind=NodeKind.TENSOR,
             code="cache.get_conv_state(self.layer_idx)",
             summary="The last short_conv_kernel_size positions of queries, keys and values, cached for decode.",
-            outputs=[shape("conv_state", BATCH, conv, kernel)],
+            outputs=[shape("conv_state", BATCH, self.conv, kernel)],
+            claim="The convolution state caches the last positions of the queries, keys and values for decode.",
+            sites=(statement(kda, "cache.get_conv_state(", "conv_state_q"), statement(kda, "cache.update_conv_state(")),
         )
-        node(
+        self._node(
             "qkv-split",
             "Query / key / value split",
             kind=NodeKind.OPERATOR,
             code="torch.split(mixed_qkv.transpose(1, 2), [self.qkv_dim] * 3, dim=-1)",
             summary="Split the convolved channels back into queries, keys and values, one vector per head.",
             inputs=[mixed],
-            outputs=[
-                shape("query", BATCH, POSITIONS, heads, head),
-                shape("key", BATCH, POSITIONS, heads, head),
-                shape("value", BATCH, POSITIONS, heads, head),
-            ],
+            outputs=[self._per_head("query"), self._per_head("key"), self._per_head("value")],
+            claim="The convolved channels are split back into queries, keys and values and viewed per head.",
+            sites=(statement(kda, "[self.qkv_dim] * 3"), statement(kda, "query = query.view(")),
         )
-        node(
+
+    def _gates(self) -> None:
+        kda, d = DELTA_ATTENTION, self.d.value or 0
+        self._node(
             "forget-gate",
             "Forget gate",
             kind=NodeKind.LEARNED,
@@ -361,24 +480,16 @@ class KimiLinearBuilder(MlaMoeBuilder):
                 "Compute a per-channel decay: a low-rank projection plus dt_bias through softplus, scaled by "
                 "−exp(A_log) per head (the log of how much of the state each channel keeps)."
             ),
-            inputs=[hidden],
-            outputs=[shape("g", BATCH, POSITIONS, heads, head, dtype="float32")],
+            inputs=[self._hidden()],
+            outputs=[shape("g", BATCH, POSITIONS, self.heads, self.head, dtype="float32")],
             parameters=[
-                b.tensor(
-                    "f_a_proj weight",
-                    f"{attn}.f_a_proj.weight",
-                    [factor(f"{LINEAR}.head_dim", self.kda_head_dim), factor("hidden_size", d)],
-                ),
-                b.tensor(
-                    "f_b_proj weight",
-                    f"{attn}.f_b_proj.weight",
-                    [factor(width, qkv_dim), factor(f"{LINEAR}.head_dim", self.kda_head_dim)],
-                ),
-                b.tensor("dt_bias", f"{attn}.dt_bias", [factor(width, qkv_dim)], dtype="F32"),
-                b.tensor(
+                self._weight("f_a_proj", (f"{LINEAR}.head_dim", self.head_width), ("hidden_size", d)),
+                self._weight("f_b_proj", (self.width, self.qkv_dim), (f"{LINEAR}.head_dim", self.head_width)),
+                self.b.tensor("dt_bias", f"{ATTN}.dt_bias", [factor(self.width, self.qkv_dim)], dtype="F32"),
+                self.b.tensor(
                     "A_log",
-                    f"{attn}.A_log",
-                    [factor("1", 1), factor("1", 1), factor(f"{LINEAR}.num_heads", self.kda_heads), factor("1", 1)],
+                    f"{ATTN}.A_log",
+                    [factor("1", 1), factor("1", 1), factor(f"{LINEAR}.num_heads", self.head_count), factor("1", 1)],
                     dtype="F32",
                 ),
             ],
@@ -389,25 +500,35 @@ class KimiLinearBuilder(MlaMoeBuilder):
             ]
             if self.gate_lower_bound is not None
             else [],
+            claim=(
+                "The forget gate computes a per-channel decay: a low-rank projection plus dt_bias through softplus, "
+                "scaled by −exp(A_log) per head."
+            ),
+            sites=(
+                *attribute(kda, "forget_gate"),
+                method(FORGET_GATE, "forward"),
+                *(defined(kda, name) for name in ("f_a_proj", "f_b_proj", "A_log", "dt_bias")),
+                statement(kda, "fused_kda_gate("),
+            ),
         )
-        node(
+        self._node(
             "beta",
             "Update strength β",
             kind=NodeKind.LEARNED,
             code="torch.sigmoid(self.b_proj(hidden_states))",
             summary="Project each position to one write strength per head, squashed to (0, 1) by a sigmoid.",
-            inputs=[hidden],
-            outputs=[shape("beta", BATCH, POSITIONS, heads)],
-            parameters=[
-                b.tensor(
-                    "b_proj weight",
-                    f"{attn}.b_proj.weight",
-                    [factor(f"{LINEAR}.num_heads", self.kda_heads), factor("hidden_size", d)],
-                )
-            ],
+            inputs=[self._hidden()],
+            outputs=[shape("beta", BATCH, POSITIONS, self.heads)],
+            parameters=[self._weight("b_proj", (f"{LINEAR}.num_heads", self.head_count), ("hidden_size", d))],
+            claim="The update strength β is the sigmoid of one projection per head.",
+            sites=attribute(kda, "b_proj"),
         )
-        state = shape("recurrent_state", BATCH, heads, head, head, dtype="float32")
-        node(
+
+    def _recurrence(self) -> None:
+        kda = DELTA_ATTENTION
+        state = shape("recurrent_state", BATCH, self.heads, self.head, self.head, dtype="float32")
+        per_head = self._per_head("hidden_shape")
+        self._node(
             "delta-rule",
             "Gated delta-rule recurrence",
             kind=NodeKind.OPERATOR,
@@ -421,20 +542,28 @@ class KimiLinearBuilder(MlaMoeBuilder):
                 per_head,
                 per_head,
                 per_head,
-                shape("g", BATCH, POSITIONS, heads, head),
-                shape("beta", BATCH, POSITIONS, heads),
+                shape("g", BATCH, POSITIONS, self.heads, self.head),
+                shape("beta", BATCH, POSITIONS, self.heads),
             ],
-            outputs=[shape("core_attn_out", BATCH, POSITIONS, heads, head), state],
+            outputs=[self._per_head("core_attn_out"), state],
             settings=[
                 Setting(
                     name="query scale",
-                    value=f"{self.kda_head_dim**-0.5:.6g}",
+                    value=f"{self.head_width**-0.5:.6g}",
                     formula=f"{LINEAR}.head_dim^-0.5",
                     config_keys=(f"{LINEAR}.head_dim",),
                 )
             ],
+            claim=(
+                "The gated delta rule decays the state per channel, writes each value against what the state "
+                "predicts for its key, weighted by β, and reads the state with the query."
+            ),
+            sites=(
+                statement(kda, "= chunk_kimi_delta_attention(", "= chunk_kda("),
+                function("chunk_kimi_delta_attention"),
+            ),
         )
-        node(
+        self._node(
             "recurrent-state",
             "Recurrent state",
             kind=NodeKind.TENSOR,
@@ -444,35 +573,43 @@ class KimiLinearBuilder(MlaMoeBuilder):
                 "of keys and values, the same size at every context length."
             ),
             outputs=[state],
+            claim="The recurrent state is each head's key × value memory, carried between steps in the cache.",
+            sites=(
+                statement(kda, "cache.get_recurrent_state(", "recurrent_state = last_state["),
+                statement(kda, "cache.update_recurrent_state(", "recurrent_state=recurrent_state"),
+            ),
         )
-        node(
+
+    def _output_gate(self) -> None:
+        """The output gate's projection: low-rank, or full-rank in Kimi-K3."""
+        kda, d = DELTA_ATTENTION, self.d.value or 0
+        head_dim = (f"{LINEAR}.head_dim", self.head_width)
+        self._node(
             "output-gate",
             "Output gate projection",
             kind=NodeKind.LEARNED,
             code="self.g_proj(hidden_states)" if self.full_rank_gate else "self.g_b_proj(self.g_a_proj(hidden_states))",
             summary=f"A {'full-rank' if self.full_rank_gate else 'low-rank'} projection of each position to one gate "
             "per channel of the attention output.",
-            inputs=[hidden],
-            outputs=[shape("gate", BATCH, POSITIONS, heads, head)],
+            inputs=[self._hidden()],
+            outputs=[self._per_head("gate")],
             extra_keys=[f"{LINEAR}.use_full_rank_gate"] if self.full_rank_gate else [],
-            parameters=[
-                b.tensor("g_proj weight", f"{attn}.g_proj.weight", [factor(width, qkv_dim), factor("hidden_size", d)])
-            ]
+            parameters=[self._weight("g_proj", (self.width, self.qkv_dim), ("hidden_size", d))]
             if self.full_rank_gate
             else [
-                b.tensor(
-                    "g_a_proj weight",
-                    f"{attn}.g_a_proj.weight",
-                    [factor(f"{LINEAR}.head_dim", self.kda_head_dim), factor("hidden_size", d)],
-                ),
-                b.tensor(
-                    "g_b_proj weight",
-                    f"{attn}.g_b_proj.weight",
-                    [factor(width, qkv_dim), factor(f"{LINEAR}.head_dim", self.kda_head_dim)],
-                ),
+                self._weight("g_a_proj", head_dim, ("hidden_size", d)),
+                self._weight("g_b_proj", (self.width, self.qkv_dim), head_dim),
             ],
+            claim="The output gate is a low-rank projection of each position to one gate per channel of the output.",
+            sites=(defined(kda, "g_a_proj"), *attribute(kda, "g_b_proj")),
         )
-        node(
+
+    def _output(self) -> None:
+        """The gated RMSNorm of the heads' outputs, the output projection and the output."""
+        kda, d = DELTA_ATTENTION, self.d.value or 0
+        head_dim = (f"{LINEAR}.head_dim", self.head_width)
+        self._output_gate()
+        self._node(
             "gated-norm",
             "Gated RMSNorm",
             kind=NodeKind.LEARNED,
@@ -480,38 +617,46 @@ class KimiLinearBuilder(MlaMoeBuilder):
             summary=(
                 "Normalize each head's output in float32, rescale it, and multiply by the sigmoid of the output gate."
             ),
-            inputs=[
-                shape("core_attn_out", BATCH, POSITIONS, heads, head),
-                shape("gate", BATCH, POSITIONS, heads, head),
-            ],
-            outputs=[shape("output", BATCH, POSITIONS, heads, head)],
-            parameters=[
-                b.tensor("o_norm weight", f"{attn}.o_norm.weight", [factor(f"{LINEAR}.head_dim", self.kda_head_dim)])
-            ],
-            settings=[self.eps()],
+            inputs=[self._per_head("core_attn_out"), self._per_head("gate")],
+            outputs=[self._per_head("output")],
+            parameters=[self.b.tensor("o_norm weight", f"{ATTN}.o_norm.weight", [factor(*head_dim)])],
+            settings=[self.eps],
+            claim=(
+                "The gated RMSNorm normalizes each head's output, rescales it and multiplies it by the sigmoid of "
+                "the output gate."
+            ),
+            sites=(*attribute(kda, "o_norm"), method(GATED_NORM, "forward")),
         )
-        node(
+        self._node(
             "o-proj",
             "KDA output projection",
             kind=NodeKind.LEARNED,
             code="self.o_proj(output.reshape(batch_size, seq_len, -1))",
             summary="Flatten the gated head outputs of each position and project them back to the model width.",
-            inputs=[shape("output", BATCH, POSITIONS, qkv)],
-            outputs=[hidden],
-            parameters=[
-                b.tensor("o_proj weight", f"{attn}.o_proj.weight", [factor("hidden_size", d), factor(width, qkv_dim)])
-            ],
+            inputs=[shape("output", BATCH, POSITIONS, self.qkv)],
+            outputs=[self._hidden()],
+            parameters=[self._weight("o_proj", ("hidden_size", d), (self.width, self.qkv_dim))],
+            claim="The KDA output projection maps the gated head outputs back to the model width.",
+            sites=attribute(kda, "o_proj"),
         )
-        node(
+        self._node(
             "output",
             "KDA output",
             kind=NodeKind.TENSOR,
             code="output",
             summary="What KDA adds to the residual stream.",
-            outputs=[hidden],
+            outputs=[self._hidden()],
+            claim="The KDA output is the projected result that the block adds to its residual stream.",
+            sites=(statement(kda, "output = self.o_proj(", "o = self.o_proj("),),
         )
 
 
-def build(settings: Settings, model: ModelInfo) -> Graph:
-    """The kimi_linear graph for one config."""
-    return build_graph(settings, model, KimiLinearBuilder, NAMING, [LINEAR])
+FAMILY = Family(
+    name=NAME,
+    model_types=("kimi_linear",),
+    architectures=("KimiLinearForCausalLM",),
+    transformers_model_type="kimi_linear",
+    build=lambda settings, model, _code: build_family(settings, model, KimiLinearBuilder, (LINEAR,)),
+    aliases=ALIASES,
+    moe=NAMING,
+)

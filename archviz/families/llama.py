@@ -5,8 +5,8 @@ Every one is the same pre-norm decoder: token embedding; per block input RMSNorm
 rotary position on whole heads, residual add, post-attention RMSNorm, a SwiGLU MLP (or a softmax-routed mixture
 of SwiGLU experts), residual add; final RMSNorm and output head. What differs is data, one ``Variant`` per
 model_type below: which projections carry a bias, whether queries and keys get a per-head RMSNorm, which layers
-use a sliding window, transformers' defaults for keys a config may leave out, and the MoE's key and checkpoint
-names.
+use a sliding window, transformers' defaults for keys a config may leave out, the MoE's key and checkpoint
+names, and the class-name prefix of its modeling file.
 
 Sources (names, shapes and defaults below follow them, at transformers 5.24):
 - ``models/llama/modeling_llama.py`` (LlamaModel, LlamaDecoderLayer, LlamaAttention, LlamaMLP,
@@ -22,38 +22,45 @@ Sources (names, shapes and defaults below follow them, at transformers 5.24):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from archviz.families.decoder import (
+from archviz.families.blocks.attention import attention_output, cache_locator
+from archviz.families.blocks.builder import (
+    BATCH,
+    KEY_POSITIONS,
+    POSITIONS,
+    GraphBuilder,
+    checkpoint_dtypes,
+    fixed,
+    layer_placement,
+    linear_rows,
+    shape,
+)
+from archviz.families.blocks.code import DecoderCode, prefixed
+from archviz.families.blocks.decoder import (
     LAYER,
     decoder_block,
     dense_swiglu_mlp,
     hidden,
-    linear_rows,
+    model_group,
+    norm_locator,
     output_head,
+    partial_graph,
     rms_norm,
-    swiglu_rows,
+    swiglu,
     token_embedding,
 )
-from archviz.families.mla_moe import build_partial
-from archviz.families.toolkit import (
-    BATCH,
-    KEY_POSITIONS,
-    POSITIONS,
-    ROUTED_TOKENS,
-    TOKENS,
-    GraphBuilder,
-    checkpoint_dtypes,
-    factor,
-    fixed,
-    layer_placement,
-    shape,
-)
-from archviz.graph import Dim, Graph, GroupKind, Layer, ModelInfo, NodeKind, Setting
+from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
+from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
+from archviz.families.registry import Family
+from archviz.graph import Dim, Graph, GroupKind, Layer, ModelInfo, NodeKind, Setting, Shape
+from archviz.locators import Category, Locator, attribute, defined, function, method, statement
 from archviz.settings import Settings
+
+EXPERTS_CALL = "self.experts(hidden_states, top_k_index, top_k_weights)"
+"""How the llama-style MoE blocks call their experts."""
 
 
 class AttentionBias(StrEnum):
@@ -77,32 +84,6 @@ class SlidingWindow(StrEnum):
     LAYER_TYPES = "layer_types"
     """The layers ``layer_types`` names ``sliding_attention``; by default layers from ``max_window_layers`` on,
     when ``use_sliding_window`` is true (Qwen2, Qwen3)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MoeNaming:
-    """How one MoE family names its config keys and checkpoint tensors."""
-
-    experts: str
-    """Config key of the expert count (``num_local_experts``)."""
-    top_k: str
-    """Config key of the experts per token (``num_experts_per_tok``)."""
-    width: str
-    """Config key of one expert's hidden width (``intermediate_size``, ``moe_intermediate_size``)."""
-    prefix: str
-    """Checkpoint prefix of a layer's MoE (``model.layers.{layer}.block_sparse_moe``)."""
-    projections: tuple[str, str, str]
-    """Checkpoint names of an expert's gate, up and down projections (``w1``, ``w3``, ``w2``)."""
-    normalize: str | None
-    """Config key that switches renormalizing the top-k probabilities; None when they always are (Mixtral)."""
-    sparse_step: str | None
-    """Config key of the MoE-layer period (``decoder_sparse_step``): layer ``i`` is MoE when ``(i+1) % step == 0``."""
-    dense_layers: str | None
-    """Config key listing layers that keep the dense MLP (``mlp_only_layers``)."""
-    cast_weights: bool
-    """Whether the routing weights are cast back to the model's dtype (Qwen3-MoE) or stay float32 (Mixtral)."""
-    softmax_code: str
-    """The modeling code's softmax over the router logits."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +120,8 @@ class Variant:
     """Config key that must be true for ``sliding_window`` to apply (``use_sliding_window``)."""
     sliding_window_default: int | None
     """``sliding_window`` when absent."""
+    class_prefix: str
+    """The class-name prefix of its transformers file (``Qwen3Moe`` in ``Qwen3MoeAttention``)."""
     moe: MoeNaming | None = None
     """The MoE's naming; None for a dense model."""
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -152,11 +135,18 @@ class Variant:
             keys += [key for key in (self.moe.experts, self.moe.top_k, self.moe.width) if key not in keys]
         return tuple(keys)
 
+    @property
+    def code(self) -> DecoderCode:
+        """The class names of its transformers file; Mixtral routes every layer, so its file has no dense MLP."""
+        moe = self.moe
+        dense = moe is None or moe.sparse_step is not None or moe.dense_layers is not None
+        return prefixed(self.class_prefix, mlp=dense, moe=moe is not None)
+
     def build(self, settings: Settings, model: ModelInfo) -> Graph:
         """The graph for one config; with ``settings.partial`` and missing keys, the part the config allows."""
         missing = settings.missing(self.required)
         if missing and settings.partial:
-            return build_partial(settings, model, missing)
+            return partial_graph(settings, model, missing, self.code)
         return LlamaBuilder(settings, self).build(model)
 
 
@@ -164,6 +154,7 @@ class Variant:
 VARIANTS: tuple[Variant, ...] = (
     Variant(
         name="llama",
+        class_prefix="Llama",
         model_types=("llama",),
         architectures=("LlamaForCausalLM",),
         transformers_model_type="llama",
@@ -181,6 +172,7 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant(
         name="mistral",
+        class_prefix="Mistral",
         model_types=("mistral",),
         architectures=("MistralForCausalLM",),
         transformers_model_type="mistral",
@@ -198,6 +190,7 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant(
         name="qwen2",
+        class_prefix="Qwen2",
         model_types=("qwen2",),
         architectures=("Qwen2ForCausalLM",),
         transformers_model_type="qwen2",
@@ -215,6 +208,7 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant(
         name="qwen3",
+        class_prefix="Qwen3",
         model_types=("qwen3",),
         architectures=("Qwen3ForCausalLM",),
         transformers_model_type="qwen3",
@@ -232,6 +226,7 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant(
         name="mixtral",
+        class_prefix="Mixtral",
         model_types=("mixtral",),
         architectures=("MixtralForCausalLM",),
         transformers_model_type="mixtral",
@@ -247,6 +242,8 @@ VARIANTS: tuple[Variant, ...] = (
         sliding_window_gate=None,
         sliding_window_default=None,
         moe=MoeNaming(
+            scoring=Scoring.SOFTMAX,
+            experts_call=EXPERTS_CALL,
             experts="num_local_experts",
             top_k="num_experts_per_tok",
             width="intermediate_size",
@@ -261,6 +258,7 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant(
         name="qwen3_moe",
+        class_prefix="Qwen3Moe",
         aliases={"num_experts": ("num_local_experts",)},  # Qwen3MoeConfig.attribute_map
         model_types=("qwen3_moe",),
         architectures=("Qwen3MoeForCausalLM",),
@@ -277,6 +275,8 @@ VARIANTS: tuple[Variant, ...] = (
         sliding_window_gate="use_sliding_window",
         sliding_window_default=4096,
         moe=MoeNaming(
+            scoring=Scoring.SOFTMAX,
+            experts_call=EXPERTS_CALL,
             experts="num_experts",
             top_k="num_experts_per_tok",
             width="moe_intermediate_size",
@@ -291,34 +291,11 @@ VARIANTS: tuple[Variant, ...] = (
     ),
 )
 
-# Rotary scaling types transformers implements (ROPE_INIT_FUNCTIONS plus the default), with the keys each
-# reads from the scaling object, in the order the rotary card lists them.
-ROPE_SCALING_KEYS: dict[str, tuple[str, ...]] = {
-    "default": (),
-    "linear": ("factor",),
-    "dynamic": ("factor",),
-    "yarn": ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor"),
-    "longrope": ("factor", "original_max_position_embeddings", "attention_factor"),
-    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
-}
 
-_ROPE_SUMMARIES = {
-    "default": "Compute the cosine and sine tables that rotate queries and keys by position.",
-    "linear": "Compute cosine and sine tables with positions divided by the scaling factor (linear interpolation).",
-    "dynamic": (
-        "Compute cosine and sine tables whose base grows with the sequence once it exceeds the trained length "
-        "(dynamic NTK scaling)."
-    ),
-    "yarn": (
-        "Compute YaRN-scaled cosine and sine tables: low frequencies interpolated by the factor, high frequencies "
-        "kept, a ramp between, and the tables scaled by the attention factor."
-    ),
-    "longrope": "Compute cosine and sine tables with LongRoPE's per-frequency rescaling factors.",
-    "llama3": (
-        "Compute cosine and sine tables with Llama 3's frequency rescaling: wavelengths longer than the original "
-        "context over low_freq_factor are stretched by the factor, those shorter than it over high_freq_factor "
-        "are kept, and the ones between are blended."
-    ),
+_QKV_BIAS = {
+    AttentionBias.CONFIG: ", with a bias when attention_bias is set",
+    AttentionBias.QKV: ", adding a learned bias",
+    AttentionBias.NONE: ", without a bias",
 }
 
 
@@ -328,6 +305,7 @@ class LlamaBuilder:
     def __init__(self, s: Settings, variant: Variant):
         self.s = s
         self.v = variant
+        self.code = variant.code
         moe = variant.moe
         s.require(variant.required)
         dtype, block = checkpoint_dtypes(s)
@@ -347,12 +325,10 @@ class LlamaBuilder:
         self.sliding = self._sliding_layers()
         self.moe_layers = self._moe_layers()
         if moe is not None and self.moe_layers:
-            experts, top_k = s.dim(moe.experts), s.dim(moe.top_k)
+            self.moe_dims = moe_dims(s, moe)
+            experts, top_k = self.moe_dims.experts.value or 0, self.moe_dims.top_k.value or 0
             if top_k > experts:
                 raise s.fail((moe.top_k,), f"top-k {top_k} is larger than {moe.experts} ({experts})")
-            self.experts = fixed("experts", experts, moe.experts)
-            self.top_k = fixed("top_k", top_k, moe.top_k)
-            self.expert_ffn = fixed("expert_ffn", s.dim(moe.width), moe.width)
 
     # -- config ---------------------------------------------------------------------------------
 
@@ -399,7 +375,7 @@ class LlamaBuilder:
             )
         return fixed("head_dim", d // heads, "hidden_size / num_attention_heads")
 
-    def _window(self) -> int | None:
+    def window(self) -> int | None:
         """The sliding window in force, or None."""
         s, v = self.s, self.v
         if v.sliding_window is SlidingWindow.NONE:
@@ -410,10 +386,14 @@ class LlamaBuilder:
             return s.optional_dim("sliding_window")
         return v.sliding_window_default
 
+    def can_slide(self) -> bool:
+        """Whether a config of this variant can make attention use a sliding window (every variant but Llama)."""
+        return self.v.sliding_window is not SlidingWindow.NONE
+
     def _sliding_layers(self) -> tuple[int, ...]:
         """Checkpoint indices of the layers that attend through the sliding window."""
         s, v = self.s, self.v
-        window = self._window()
+        window = self.window()
         if window is None:
             return ()
         if v.sliding_window is SlidingWindow.ALL:
@@ -460,22 +440,29 @@ class LlamaBuilder:
         )
 
     def activation(self) -> Setting:
-        keys = ("hidden_act",) if self.s.has("hidden_act") else ()
-        return Setting(name="activation", value=self.s.text("hidden_act", default="silu"), config_keys=keys)
+        return swiglu(self.s)[2][0]
 
     # -- the graph ------------------------------------------------------------------------------
 
     def build(self, model: ModelInfo) -> Graph:
         b, v = self.b, self.v
-        b.group(
-            "model",
+        model_group(
+            b,
             title=model.architecture or f"{v.title} causal LM",
-            kind=GroupKind.MODEL,
-            parent=None,
             summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+            code=self.code,
         )
-        token_embedding(b, d=self.d, vocab=self.vocab)
-        self.rotary()
+        token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
+        settings, summary = rope_settings(
+            self.s, head_dim=self.head_dim.value or 0, theta_default=v.rope_theta_default, title=v.title
+        )
+        rotary_embedding(
+            b,
+            rotated=self.head_dim,
+            settings=settings,
+            summary=summary,
+            locate=rotary_locator(self.code, deepseek=False),
+        )
         moe = set(self.moe_layers)
         kinds = "the MoE in every layer" if len(moe) == self.layers else "the dense MLP or the MoE"
         decoder_block(
@@ -489,10 +476,11 @@ class LlamaBuilder:
                 f"A block applies input RMSNorm, {self.attention_title().lower()} and a residual addition, then "
                 f"post-attention RMSNorm, {kinds if v.moe else 'the SwiGLU MLP'} and a second residual addition."
             ),
-            mixer=self.attention,
+            code=self.code,
+            mixer=lambda block: GroupedQueryAttention(self).build(block),
             ffn=self.ffn_part,
         )
-        output_head(b, d=self.d, vocab=self.vocab, tied=self.tied, eps=self.eps(), float_logits=False)
+        output_head(b, d=self.d, vocab=self.vocab, tied=self.tied, eps=self.eps(), float_logits=False, code=self.code)
         sliding = set(self.sliding)
         layers = [
             Layer(
@@ -503,286 +491,6 @@ class LlamaBuilder:
             for index in range(self.layers)
         ]
         return b.finish(model, input_embedding="token-embedding", layers=layers)
-
-    def rotary(self) -> None:
-        s, b = self.s, self.b
-        key = "rope_parameters" if s.mapping("rope_parameters") is not None else "rope_scaling"
-        scaling = s.mapping(key) or {}
-        kind_key = "rope_type" if "rope_type" in scaling else "type"
-        kind = s.text(key, kind_key) if kind_key in scaling else "default"
-        if kind not in ROPE_SCALING_KEYS:
-            known = ", ".join(ROPE_SCALING_KEYS)
-            raise s.fail((key, kind_key), f"unknown rotary scaling type {kind!r} (known: {known})")
-        theta_keys: tuple[str, ...]
-        if "rope_theta" in scaling:
-            theta, theta_keys = s.number(key, "rope_theta"), (f"{key}.rope_theta",)
-        elif s.has("rope_theta"):
-            theta, theta_keys = s.number("rope_theta"), ("rope_theta",)
-        else:
-            theta, theta_keys = self.v.rope_theta_default, ()
-        settings = [
-            Setting(
-                name="base θ",
-                value=f"{int(theta):,}" if theta.is_integer() else f"{theta:g}",
-                config_keys=theta_keys,
-                formula=None if theta_keys else f"unset: {self.v.title}'s default",
-            ),
-            Setting(name="rotated dimensions", value=f"{self.head_dim.value} (the whole head)", formula="head_dim"),
-        ]
-        if kind != "default":
-            settings.append(Setting(name="scaling", value=kind, config_keys=(f"{key}.{kind_key}",)))
-        for name in ROPE_SCALING_KEYS[kind]:
-            if scaling.get(name) is None:
-                continue
-            number = s.number(key, name)
-            shown = f"{int(number):,}" if name == "original_max_position_embeddings" else f"{number:g}"
-            settings.append(Setting(name=name.replace("_", " "), value=shown, config_keys=(f"{key}.{name}",)))
-        if kind == "yarn" and scaling.get("attention_factor") is None and scaling.get("factor") is not None:
-            # _compute_yarn_parameters: cos and sin are scaled by get_mscale(factor) when no factor is given.
-            stretch = s.number(key, "factor")
-            settings.append(
-                Setting(
-                    name="attention factor",
-                    value=f"{0.1 * math.log(stretch) + 1 if stretch > 1 else 1.0:.6g}",
-                    formula="0.1 × ln(factor) + 1 (scales cos and sin)",
-                    config_keys=(f"{key}.factor",),
-                )
-            )
-        one = Dim(symbol="1", label="batch", value=1, formula="broadcast")
-        b.node(
-            "rotary-embedding",
-            title="Rotary embedding",
-            kind=NodeKind.OPERATOR,
-            code="self.rotary_emb(hidden_states, position_ids)",
-            group="model",
-            summary=_ROPE_SUMMARIES[kind],
-            inputs=[shape("position_ids", one, POSITIONS)],
-            outputs=[shape("cos", one, POSITIONS, self.head_dim), shape("sin", one, POSITIONS, self.head_dim)],
-            settings=settings,
-            extra_keys=["max_position_embeddings"],
-        )
-
-    # -- attention ------------------------------------------------------------------------------
-
-    def attention(self, block: str) -> None:
-        s, b, v = self.s, self.b, self.v
-        at = layer_placement(list(range(self.layers)))
-        grouped = (self.kv_heads.value or 0) < (self.heads.value or 0)
-        group = b.group(
-            "attention",
-            title=self.attention_title(),
-            kind=GroupKind.ATTENTION,
-            parent=block,
-            placement=at,
-            summary=(
-                "Project to num_attention_heads query heads and num_key_value_heads key and value heads"
-                + (", RMSNorm each query and key head" if v.qk_norm else "")
-                + ", rotate queries and keys by position, cache keys and values, causal softmax attention"
-                + (" with each key/value head shared by a group of query heads" if grouped else "")
-                + ", output projection."
-            ),
-        )
-        attn = f"{LAYER}.self_attn"
-        d, q_width, kv_width = self.d.value or 0, self.q_width.value or 0, self.kv_width.value or 0
-        config_bias = s.flag("attention_bias", default=False) if v.attention_bias is AttentionBias.CONFIG else False
-        qkv_bias = v.attention_bias is AttentionBias.QKV or config_bias
-        bias_keys = ["attention_bias"] if v.attention_bias is AttentionBias.CONFIG else []
-        x = hidden(self.d)
-        q_flat = shape("query_states", BATCH, POSITIONS, self.q_width)
-        k_flat = shape("key_states", BATCH, POSITIONS, self.kv_width)
-        v_flat = shape("value_states", BATCH, POSITIONS, self.kv_width)
-        heads_out = "num_attention_heads × head_dim"
-        kv_out = "num_key_value_heads × head_dim"
-        for id, title, name, out, out_name, out_shape, summary in (
-            (
-                "q-proj",
-                "Query projection",
-                "q_proj",
-                q_width,
-                heads_out,
-                q_flat,
-                "Project each position's hidden state to every query head.",
-            ),
-            (
-                "k-proj",
-                "Key projection",
-                "k_proj",
-                kv_width,
-                kv_out,
-                k_flat,
-                "Project each position's hidden state to the key heads"
-                + (", fewer than the query heads." if grouped else ", one per query head."),
-            ),
-            (
-                "v-proj",
-                "Value projection",
-                "v_proj",
-                kv_width,
-                kv_out,
-                v_flat,
-                "Project each position's hidden state to the value heads, as many as the key heads.",
-            ),
-        ):
-            b.node(
-                f"attention.{id}",
-                title=title,
-                kind=NodeKind.LEARNED,
-                code=f"self.{name}(hidden_states)",
-                group=group,
-                summary=summary[:-1] + (", plus a learned bias." if qkv_bias else "."),
-                inputs=[x],
-                outputs=[out_shape],
-                placement=at,
-                parameters=linear_rows(
-                    b, f"{name}", f"{attn}.{name}", (out_name, out), ("hidden_size", d), bias=qkv_bias
-                ),
-                extra_keys=bias_keys,
-            )
-        per_head = (
-            shape("query_states", BATCH, POSITIONS, self.heads, self.head_dim),
-            shape("key_states", BATCH, POSITIONS, self.kv_heads, self.head_dim),
-            shape("value_states", BATCH, POSITIONS, self.kv_heads, self.head_dim),
-        )
-        query = shape("query_states", BATCH, self.heads, POSITIONS, self.head_dim)
-        key = shape("key_states", BATCH, self.kv_heads, POSITIONS, self.head_dim)
-        value = shape("value_states", BATCH, self.kv_heads, POSITIONS, self.head_dim)
-        # Qwen3 normalizes each head between the view and the transpose; the others transpose at once.
-        b.node(
-            "attention.head-split",
-            title="Split into heads",
-            kind=NodeKind.OPERATOR,
-            code="self.q_proj(hidden_states).view(hidden_shape)" + ("" if v.qk_norm else ".transpose(1, 2)"),
-            group=group,
-            summary="View each projection as one head_dim vector per head"
-            + ("." if v.qk_norm else ", heads before positions."),
-            inputs=[q_flat, k_flat, v_flat],
-            outputs=list(per_head) if v.qk_norm else [query, key, value],
-            placement=at,
-        )
-        if v.qk_norm:
-            for id, title, name, which, value_shape in (
-                ("q-norm", "Query head RMSNorm", "q_norm", "query", per_head[0]),
-                ("k-norm", "Key head RMSNorm", "k_norm", "key", per_head[1]),
-            ):
-                rms_norm(
-                    b,
-                    f"attention.{id}",
-                    title=title,
-                    code=f"self.{name}(self.{which[0]}_proj(hidden_states).view(hidden_shape))",
-                    summary=f"Normalize each {which} head to unit root-mean-square over head_dim and rescale it.",
-                    group=group,
-                    tensor=f"{attn}.{name}.weight",
-                    width_name="head_dim",
-                    width=self.head_dim.value or 0,
-                    value=value_shape,
-                    eps=self.eps(),
-                    at=at,
-                )
-            b.node(
-                "attention.head-transpose",
-                title="Heads first",
-                kind=NodeKind.OPERATOR,
-                code="query_states.transpose(1, 2)",
-                group=group,
-                summary="Move the head axis before the position axis for attention.",
-                inputs=list(per_head),
-                outputs=[query, key, value],
-                placement=at,
-            )
-        cos = shape("cos", BATCH, POSITIONS, self.head_dim)
-        b.node(
-            "attention.apply-rotary",
-            title="Apply rotary embedding",
-            kind=NodeKind.OPERATOR,
-            code="apply_rotary_pos_emb(query_states, key_states, cos, sin)",
-            group=group,
-            summary="Rotate each query and key head by its position: q·cos + rotate_half(q)·sin.",
-            inputs=[query, key, cos],
-            outputs=[query, key],
-            placement=at,
-            settings=[Setting(name="layout", value="halves (rotate_half)")],
-        )
-        cached_key = shape("key_states", BATCH, self.kv_heads, KEY_POSITIONS, self.head_dim)
-        cached_value = shape("value_states", BATCH, self.kv_heads, KEY_POSITIONS, self.head_dim)
-        window = self._window()
-        b.node(
-            "attention.cache-update",
-            title="KV cache",
-            kind=NodeKind.OPERATOR,
-            code="cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)",
-            group=group,
-            summary=(
-                "Append this step's keys and values to the cache and return all cached positions; it holds "
-                "2 × num_key_value_heads × head_dim numbers per position and layer"
-                + (", at most sliding_window − 1 past positions in sliding-window layers." if window else ".")
-            ),
-            inputs=[key, value],
-            outputs=[cached_key, cached_value],
-            placement=at,
-        )
-        heads, kv = self.heads.value or 0, self.kv_heads.value or 0
-        attn_out = shape("attn_output", BATCH, POSITIONS, self.q_width)
-        b.node(
-            "attention.sdpa",
-            title="Scaled dot-product attention",
-            kind=NodeKind.OPERATOR,
-            code="attention_interface(self, query_states, key_states, value_states, attention_mask, ...)",
-            group=group,
-            summary=(
-                "Score each query head against the cached keys of its key/value head"
-                + (" within the sliding window" if window else " at all earlier and current positions")
-                + " (causal mask), softmax, mix the values, and join the heads."
-            ),
-            inputs=[query, cached_key, cached_value],
-            outputs=[attn_out],
-            placement=at,
-            settings=[
-                Setting(
-                    name="softmax scale",
-                    value=f"{(self.head_dim.value or 1) ** -0.5:.6g}",
-                    formula="head_dim^-0.5",
-                    config_keys=("head_dim",) if s.has("head_dim") else (),
-                ),
-                Setting(
-                    name="query heads per KV head",
-                    value=str(heads // kv if kv else 0),
-                    formula="num_attention_heads / num_key_value_heads",
-                    config_keys=tuple(k for k in ("num_attention_heads", "num_key_value_heads") if s.has(k)),
-                ),
-                self.mask_setting(window),
-                Setting(
-                    name="dropout",
-                    value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
-                    config_keys=("attention_dropout",) if s.has("attention_dropout") else (),
-                ),
-            ],
-        )
-        o_bias = config_bias
-        b.node(
-            "attention.o-proj",
-            title="Attention output projection",
-            kind=NodeKind.LEARNED,
-            code="self.o_proj(attn_output)",
-            group=group,
-            summary="Project the joined head outputs back to the model width"
-            + (", plus a learned bias." if o_bias else "."),
-            inputs=[attn_out],
-            outputs=[shape("attn_output", BATCH, POSITIONS, self.d)],
-            placement=at,
-            parameters=linear_rows(
-                b, "o_proj", f"{attn}.o_proj", ("hidden_size", d), (heads_out, q_width), bias=o_bias
-            ),
-            extra_keys=bias_keys,
-        )
-        b.state(
-            "attention.output",
-            title="Attention output",
-            code="attn_output",
-            group=group,
-            summary="What attention adds to the residual stream.",
-            value=shape("attn_output", BATCH, POSITIONS, self.d),
-            placement=at,
-        )
 
     def attention_title(self) -> str:
         """Grouped-query attention when key/value heads are fewer than query heads, else multi-head."""
@@ -822,161 +530,353 @@ class LlamaBuilder:
                 d=self.d,
                 ffn=self.ffn,
                 width_key="intermediate_size",
-                activation=self.activation(),
+                activation=swiglu(self.s),
+                code=self.code,
                 bias=bias,
             )
         if moe and self.v.moe is not None:
-            self.moe(block, sorted(moe), self.v.moe)
+            MoeBlock(
+                self.b, self.s, self.v.moe, self.moe_dims, d=self.d, code=self.code, activation=self.activation()
+            ).build("", sorted(moe), parent=block)
 
-    def moe(self, block: str, layers: list[int], n: MoeNaming) -> None:
-        s, b = self.s, self.b
-        at = layer_placement(layers)
-        experts, top_k = self.experts.value or 0, self.top_k.value or 0
-        d = self.d.value or 0
-        normalize = True if n.normalize is None else s.flag(n.normalize, default=False)
-        group = b.group(
-            "moe",
-            title="Sparse mixture of experts",
-            kind=GroupKind.MOE,
+
+class GroupedQueryAttention:
+    """Builds grouped-query attention's nodes in forward order for every layer: the projections, the heads
+    (normalized per head in Qwen3), rotary position, the cache, the core and the output projection."""
+
+    def __init__(self, family: LlamaBuilder):
+        self.f, self.b, self.s, self.v, self.code = family, family.b, family.s, family.v, family.code
+        self.at = layer_placement(list(range(family.layers)))
+        self.grouped = (family.kv_heads.value or 0) < (family.heads.value or 0)
+        self.config_bias = (
+            self.s.flag("attention_bias", default=False) if self.v.attention_bias is AttentionBias.CONFIG else False
+        )
+        self.bias_keys = ["attention_bias"] if self.v.attention_bias is AttentionBias.CONFIG else []
+        self.group = ""
+
+    def build(self, block: str) -> None:
+        f, v, a = self.f, self.v, self.code.attention
+        self.group = self.b.group(
+            "attention",
+            title=f.attention_title(),
+            kind=GroupKind.ATTENTION,
             parent=block,
-            placement=at,
+            placement=self.at,
             summary=(
-                f"A softmax router picks the top {top_k} of {experts} SwiGLU experts for each token and adds "
-                "their outputs, weighted by the routing probabilities"
-                + (" renormalized over the chosen experts." if normalize else ".")
+                "Project to num_attention_heads query heads and num_key_value_heads key and value heads"
+                + (", RMSNorm each query and key head" if v.qk_norm else "")
+                + ", rotate queries and keys by position, cache keys and values, causal softmax attention"
+                + (" with each key/value head shared by a group of query heads" if self.grouped else "")
+                + ", output projection."
+            ),
+            locate=Locator(
+                claim=(
+                    "Grouped-query attention projects each position to the query heads and to num_key_value_heads "
+                    "key and value heads"
+                    + (", normalizes each query and key head" if v.qk_norm else "")
+                    + ", rotates queries and keys by position, caches keys and values, attends causally and projects "
+                    "the joined heads back to the model width."
+                ),
+                category=Category.ATTENTION,
+                sites=(method(a, "forward"),),
             ),
         )
-        logits = shape("router_logits", TOKENS, self.experts)
-        b.node(
-            "moe.router",
-            title="Router gate",
-            kind=NodeKind.LEARNED,
-            code="F.linear(hidden_states, self.weight)",
-            group=group,
-            summary="Flatten the batch into tokens and score every expert for every token with one linear map.",
-            inputs=[hidden(self.d)],
-            outputs=[logits],
-            placement=at,
-            settings=[
-                Setting(
-                    name="jitter noise",
-                    value=f"{s.number('router_jitter_noise'):g} (training only)",
-                    config_keys=("router_jitter_noise",),
-                )
-            ]
-            if s.has("router_jitter_noise")
-            else [],
-            parameters=[
-                b.tensor(
-                    "Router weight", f"{n.prefix}.gate.weight", [factor(n.experts, experts), factor("hidden_size", d)]
-                )
+        self._projections()
+        query, key, value = self._heads()
+        self._rotary(query, key)
+        cached_key, cached_value = self._cache(key, value)
+        self._core(query, cached_key, cached_value)
+        heads_out = "num_attention_heads × head_dim"
+        attention_output(
+            self.b,
+            "",
+            group=self.group,
+            at=self.at,
+            d=f.d,
+            heads_output=shape("attn_output", BATCH, POSITIONS, f.q_width),
+            rows=linear_rows(
+                self.b,
+                "o_proj",
+                f"{LAYER}.self_attn.o_proj",
+                ("hidden_size", f.d.value or 0),
+                (heads_out, f.q_width.value or 0),
+                bias=self.config_bias,
+            ),
+            summary="Project the joined head outputs back to the model width"
+            + (", plus a learned bias." if self.config_bias else "."),
+            extra_keys=self.bias_keys,
+            code=self.code,
+        )
+
+    def _projections(self) -> None:
+        f, a = self.f, self.code.attention
+        qkv_bias = self.v.attention_bias is AttentionBias.QKV or self.config_bias
+        bias_phrase = _QKV_BIAS[self.v.attention_bias]
+        d, q_width, kv_width = f.d.value or 0, f.q_width.value or 0, f.kv_width.value or 0
+        for name, width, out_name, out, summary, claim in (
+            (
+                "q_proj",
+                q_width,
+                "num_attention_heads × head_dim",
+                f.q_width,
+                "Project each position's hidden state to every query head.",
+                "The query projection maps each position's hidden state to every query head",
+            ),
+            (
+                "k_proj",
+                kv_width,
+                "num_key_value_heads × head_dim",
+                f.kv_width,
+                "Project each position's hidden state to the key heads"
+                + (", fewer than the query heads." if self.grouped else ", one per query head."),
+                "The key projection maps each position's hidden state to the num_key_value_heads key heads",
+            ),
+            (
+                "v_proj",
+                kv_width,
+                "num_key_value_heads × head_dim",
+                f.kv_width,
+                "Project each position's hidden state to the value heads, as many as the key heads.",
+                "The value projection maps each position's hidden state to as many value heads as key heads",
+            ),
+        ):
+            which = {"q_proj": "query", "k_proj": "key", "v_proj": "value"}[name]
+            self.b.node(
+                f"attention.{name[0]}-proj",
+                title=f"{which.capitalize()} projection",
+                kind=NodeKind.LEARNED,
+                code=f"self.{name}(hidden_states)",
+                group=self.group,
+                summary=summary[:-1] + (", plus a learned bias." if qkv_bias else "."),
+                inputs=[hidden(f.d)],
+                outputs=[shape(f"{which}_states", BATCH, POSITIONS, out)],
+                placement=self.at,
+                parameters=linear_rows(
+                    self.b, name, f"{LAYER}.self_attn.{name}", (out_name, width), ("hidden_size", d), bias=qkv_bias
+                ),
+                extra_keys=self.bias_keys,
+                locate=Locator(claim=f"{claim}{bias_phrase}.", category=Category.ATTENTION, sites=attribute(a, name)),
+            )
+
+    def _heads(self) -> tuple[Shape, Shape, Shape]:
+        """Views each projection per head (and, in Qwen3, normalizes each query and key head); returns the query,
+        key and value heads, heads before positions."""
+        f, v, a = self.f, self.v, self.code.attention
+        per_head = (
+            shape("query_states", BATCH, POSITIONS, f.heads, f.head_dim),
+            shape("key_states", BATCH, POSITIONS, f.kv_heads, f.head_dim),
+            shape("value_states", BATCH, POSITIONS, f.kv_heads, f.head_dim),
+        )
+        heads = (
+            shape("query_states", BATCH, f.heads, POSITIONS, f.head_dim),
+            shape("key_states", BATCH, f.kv_heads, POSITIONS, f.head_dim),
+            shape("value_states", BATCH, f.kv_heads, POSITIONS, f.head_dim),
+        )
+        # Qwen3 normalizes each head between the view and the transpose; the others transpose at once.
+        self.b.node(
+            "attention.head-split",
+            title="Split into heads",
+            kind=NodeKind.OPERATOR,
+            code="self.q_proj(hidden_states).view(hidden_shape)" + ("" if v.qk_norm else ".transpose(1, 2)"),
+            group=self.group,
+            summary="View each projection as one head_dim vector per head"
+            + ("." if v.qk_norm else ", heads before positions."),
+            inputs=[
+                shape("query_states", BATCH, POSITIONS, f.q_width),
+                shape("key_states", BATCH, POSITIONS, f.kv_width),
+                shape("value_states", BATCH, POSITIONS, f.kv_width),
             ],
-        )
-        b.state(
-            "moe.router-logits",
-            title="Router logits",
-            code="router_logits",
-            group=group,
-            summary="One score per expert for every token.",
-            value=logits,
-            placement=at,
-        )
-        probs = shape("router_probs", TOKENS, self.experts, dtype="float32")
-        b.node(
-            "moe.scores",
-            title="Routing probabilities",
-            kind=NodeKind.OPERATOR,
-            code=n.softmax_code,
-            group=group,
-            summary="Turn each token's router logits into probabilities over all experts, in float32.",
-            inputs=[logits],
-            outputs=[probs],
-            placement=at,
-            settings=[Setting(name="scoring", value="softmax")],
-        )
-        indices = shape("router_indices", TOKENS, self.top_k)
-        top_values = shape("router_top_value", TOKENS, self.top_k, dtype="float32")
-        b.node(
-            "moe.selection",
-            title="Top-k selection",
-            kind=NodeKind.OPERATOR,
-            code="torch.topk(router_probs, self.top_k, dim=-1)",
-            group=group,
-            summary=f"Choose the {top_k} most probable experts for each token.",
-            inputs=[probs],
-            outputs=[top_values, indices],
-            placement=at,
-            settings=[Setting(name="top-k", value=str(top_k), config_keys=(n.top_k,))],
-        )
-        weights = shape("top_k_weights", TOKENS, self.top_k, dtype=None if n.cast_weights else "float32")
-        b.node(
-            "moe.routing-weights",
-            title="Routing weights",
-            kind=NodeKind.OPERATOR,
-            code=(
-                "router_top_value /= router_top_value.sum(dim=-1, keepdim=True)"
-                if normalize
-                else "router_top_value.to(router_logits.dtype)"
+            outputs=list(per_head) if v.qk_norm else list(heads),
+            placement=self.at,
+            locate=Locator(
+                claim="The projections are viewed as one head_dim vector per head"
+                + ("." if v.qk_norm else ", heads before positions."),
+                category=Category.ATTENTION,
+                sites=(
+                    statement(a, "hidden_shape = ("),
+                    # The three ``….view(hidden_shape)…transpose(1, 2)`` statements of the queries, keys and values.
+                    *(statement(a, ".view(hidden_shape)", occurrence=n) for n in (1, 2, 3)),
+                ),
             ),
-            group=group,
+        )
+        if v.qk_norm:
+            self._head_norms(per_head, heads)
+        return heads
+
+    def _head_norms(self, per_head: tuple[Shape, Shape, Shape], heads: tuple[Shape, Shape, Shape]) -> None:
+        f, a = self.f, self.code.attention
+        for id, name, which, value_shape in (
+            ("q-norm", "q_norm", "query", per_head[0]),
+            ("k-norm", "k_norm", "key", per_head[1]),
+        ):
+            rms_norm(
+                self.b,
+                f"attention.{id}",
+                title=f"{which.capitalize()} head RMSNorm",
+                code=f"self.{name}(self.{which[0]}_proj(hidden_states).view(hidden_shape))",
+                summary=f"Normalize each {which} head to unit root-mean-square over head_dim and rescale it.",
+                group=self.group,
+                tensor=f"{LAYER}.self_attn.{name}.weight",
+                width_name="head_dim",
+                width=f.head_dim.value or 0,
+                value=value_shape,
+                eps=f.eps(),
+                at=self.at,
+                locate=norm_locator(
+                    f"The {which} head RMSNorm normalizes each {which} head over head_dim and rescales it, "
+                    "before the rotary embedding.",
+                    a,
+                    name,
+                    self.code,
+                ),
+            )
+        self.b.node(
+            "attention.head-transpose",
+            title="Heads first",
+            kind=NodeKind.OPERATOR,
+            code="query_states.transpose(1, 2)",
+            group=self.group,
+            summary="Move the head axis before the position axis for attention.",
+            inputs=list(per_head),
+            outputs=list(heads),
+            placement=self.at,
+            locate=Locator(
+                claim="The normalized heads are moved before the positions for attention.",
+                category=Category.ATTENTION,
+                sites=tuple(statement(a, ".transpose(1, 2)", occurrence=n) for n in (1, 2, 3)),
+            ),
+        )
+
+    def _rotary(self, query: Shape, key: Shape) -> None:
+        a = self.code.attention
+        self.b.node(
+            "attention.apply-rotary",
+            title="Apply rotary embedding",
+            kind=NodeKind.OPERATOR,
+            code="apply_rotary_pos_emb(query_states, key_states, cos, sin)",
+            group=self.group,
+            summary="Rotate each query and key head by its position: q·cos + rotate_half(q)·sin.",
+            inputs=[query, key, shape("cos", BATCH, POSITIONS, self.f.head_dim)],
+            outputs=[query, key],
+            placement=self.at,
+            settings=[Setting(name="layout", value="halves (rotate_half)")],
+            locate=Locator(
+                claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
+                category=Category.ROPE,
+                sites=(
+                    statement(a, "= apply_rotary_pos_emb("),
+                    function("apply_rotary_pos_emb"),
+                    function("rotate_half"),
+                ),
+            ),
+        )
+
+    def _cache(self, key: Shape, value: Shape) -> tuple[Shape, Shape]:
+        f = self.f
+        cached_key = shape("key_states", BATCH, f.kv_heads, KEY_POSITIONS, f.head_dim)
+        cached_value = shape("value_states", BATCH, f.kv_heads, KEY_POSITIONS, f.head_dim)
+        window = f.window()
+        self.b.node(
+            "attention.cache-update",
+            title="KV cache",
+            kind=NodeKind.OPERATOR,
+            code="cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)",
+            group=self.group,
             summary=(
-                "Divide the chosen experts' probabilities by their sum, so each token's weights add up to one."
-                if normalize
-                else "Keep the chosen experts' probabilities as they are (they add up to less than one)."
+                "Append this step's keys and values to the cache and return all cached positions; it holds "
+                "2 × num_key_value_heads × head_dim numbers per position and layer"
+                + (", at most sliding_window − 1 past positions in sliding-window layers." if window else ".")
             ),
-            inputs=[top_values],
-            outputs=[weights],
-            placement=at,
-            settings=[
-                Setting(
-                    name="normalize top-k",
-                    value=str(normalize).lower(),
-                    formula="always" if n.normalize is None else None,
-                    config_keys=(n.normalize,) if n.normalize is not None and s.has(n.normalize) else (),
-                )
-            ],
+            inputs=[key, value],
+            outputs=[cached_key, cached_value],
+            placement=self.at,
+            locate=cache_locator(self.code),
         )
-        experts_at = layer_placement(layers, per_layer=experts, active_per_layer=top_k)
-        experts_group = b.group(
-            "moe.experts",
-            title="Routed experts",
-            kind=GroupKind.EXPERTS,
-            parent=group,
-            placement=experts_at,
-            summary=f"{experts} SwiGLU experts per layer, of which each token uses {top_k}.",
-        )
-        b.node(
-            "moe.routed-expert",
-            title="Routed expert",
-            kind=NodeKind.LEARNED,
-            code="self.experts(hidden_states, top_k_index, top_k_weights)",
-            group=experts_group,
-            summary=(
-                f"A SwiGLU feed-forward network of width {n.width} applied to the tokens routed to it; "
-                "one representative of every expert in every MoE layer."
+        return cached_key, cached_value
+
+    def _core_settings(self) -> list[Setting]:
+        """Softmax scale, query heads per KV head, the mask and dropout."""
+        f, s = self.f, self.s
+        window = f.window()
+        heads, kv = f.heads.value or 0, f.kv_heads.value or 0
+        return [
+            Setting(
+                name="softmax scale",
+                value=f"{(f.head_dim.value or 1) ** -0.5:.6g}",
+                formula="head_dim^-0.5",
+                config_keys=("head_dim",) if s.has("head_dim") else (),
             ),
-            inputs=[shape("current_state", ROUTED_TOKENS, self.d)],
-            outputs=[shape("current_hidden_states", ROUTED_TOKENS, self.d)],
-            placement=experts_at,
-            parameters=swiglu_rows(
-                b,
-                f"{n.prefix}.experts.{{expert}}",
-                width_name=n.width,
-                width=self.expert_ffn.value or 0,
-                d=d,
-                title="Expert",
-                names=n.projections,
+            Setting(
+                name="query heads per KV head",
+                value=str(heads // kv if kv else 0),
+                formula="num_attention_heads / num_key_value_heads",
+                config_keys=tuple(k for k in ("num_attention_heads", "num_key_value_heads") if s.has(k)),
             ),
-            settings=[self.activation()],
-        )
-        b.node(
-            "moe.combine",
-            title="Weighted expert sum",
+            f.mask_setting(window),
+            Setting(
+                name="dropout",
+                value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
+                config_keys=("attention_dropout",) if s.has("attention_dropout") else (),
+            ),
+        ]
+
+    def _core(self, query: Shape, cached_key: Shape, cached_value: Shape) -> None:
+        f, a = self.f, self.code.attention
+        window = f.window()
+        self.b.node(
+            "attention.sdpa",
+            title="Scaled dot-product attention",
             kind=NodeKind.OPERATOR,
-            code="final_hidden_states.index_add_(0, token_idx, current_hidden_states)",
-            group=experts_group,
-            summary="Scale each expert's output by its routing weight, add them up per token, and restore (B, T, d).",
-            inputs=[shape("current_hidden_states", ROUTED_TOKENS, self.d), weights],
-            outputs=[hidden(self.d)],
-            placement=at,
+            code="attention_interface(self, query_states, key_states, value_states, attention_mask, ...)",
+            group=self.group,
+            summary=(
+                "Score each query head against the cached keys of its key/value head"
+                + (" within the sliding window" if window else " at all earlier and current positions")
+                + " (causal mask), softmax, mix the values, and join the heads."
+            ),
+            inputs=[query, cached_key, cached_value],
+            outputs=[shape("attn_output", BATCH, POSITIONS, f.q_width)],
+            placement=self.at,
+            settings=self._core_settings(),
+            locate=Locator(
+                claim=(
+                    "Attention scores each query head against the cached keys of its key/value head under the causal "
+                    "mask"
+                    + (" (within the sliding window where the config sets one)" if f.can_slide() else "")
+                    + ", takes the softmax at scale head_dim^-0.5 and mixes the values."
+                ),
+                category=Category.ATTENTION,
+                sites=(
+                    statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
+                    statement(a, "= attention_interface("),
+                    function("eager_attention_forward"),
+                    function("repeat_kv"),
+                    defined(a, "scaling"),
+                    # Where the window applies: the layer's own window, and the model's sliding-window mask.
+                    *(
+                        (defined(a, "sliding_window"), statement(self.code.model, "create_sliding_window_causal_mask"))
+                        if f.can_slide()
+                        else ()
+                    ),
+                ),
+            ),
         )
+
+
+def _family(variant: Variant) -> Family:
+    def build(settings: Settings, model: ModelInfo, _code: object) -> Graph:
+        return variant.build(settings, model)
+
+    return Family(
+        name=variant.name,
+        model_types=variant.model_types,
+        architectures=variant.architectures,
+        transformers_model_type=variant.transformers_model_type,
+        build=build,
+        aliases=variant.aliases,
+        moe=variant.moe,
+    )
+
+
+FAMILIES: tuple[Family, ...] = tuple(_family(variant) for variant in VARIANTS)
+"""One family per variant."""

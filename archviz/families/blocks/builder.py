@@ -1,5 +1,6 @@
-"""What every family builder uses: dimensions from config keys, tensor rows, placements, and an
-accumulator that turns nodes and groups, added in forward order, into a frozen ``Graph``."""
+"""What every family builder uses: dimensions from config keys, tensor rows (one way to write a linear layer's),
+placements, and an accumulator that turns nodes and groups, added in forward order, each with the locator that
+finds its code, into a frozen ``Graph``."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from archviz.graph import (
     Shape,
     TensorRow,
 )
+from archviz.locators import Locator
 from archviz.settings import Settings
 
 # The symbolic dimensions every decoder shares.
@@ -109,6 +111,7 @@ class _GroupDraft:
     summary: str
     placement: Placement
     parent: str | None
+    locate: Locator | None
     members: list[str] = field(default_factory=list)
 
 
@@ -158,11 +161,14 @@ class GraphBuilder:
         summary: str,
         parent: str | None,
         placement: Placement = MODEL_LEVEL,
+        locate: Locator | None = None,
     ) -> str:
         """Open a group (it stays open: members join it by naming it)."""
         if id in self._groups or id in self._node_ids:
             raise ValueError(f"duplicate id {id}")
-        self._groups[id] = _GroupDraft(title=title, kind=kind, summary=summary, placement=placement, parent=parent)
+        self._groups[id] = _GroupDraft(
+            title=title, kind=kind, summary=summary, placement=placement, parent=parent, locate=locate
+        )
         if parent is not None:
             self._groups[parent].members.append(id)
         return id
@@ -185,6 +191,7 @@ class GraphBuilder:
         extra_keys: Iterable[str] = (),
         part: Part = Part.MAIN,
         shares_parameters_with: str | None = None,
+        locate: Locator | None = None,
     ) -> str:
         """Add an operator or tensor state to a group, after everything added before it."""
         if id in self._node_ids or id in self._groups:
@@ -207,6 +214,7 @@ class GraphBuilder:
             config_keys=self._config_keys(inputs, outputs, parameters, buffers, settings, extra_keys),
             part=part,
             shares_parameters_with=shares_parameters_with,
+            locate=locate,
         )
         self._nodes.append(node)
         self._node_ids.add(id)
@@ -224,6 +232,7 @@ class GraphBuilder:
         value: Shape,
         placement: Placement = MODEL_LEVEL,
         part: Part = Part.MAIN,
+        locate: Locator | None = None,
     ) -> str:
         """Add a tensor state: a node whose single output is the tensor itself."""
         return self.node(
@@ -236,6 +245,7 @@ class GraphBuilder:
             outputs=(value,),
             placement=placement,
             part=part,
+            locate=locate,
         )
 
     def _config_keys(
@@ -281,6 +291,7 @@ class GraphBuilder:
                 members=tuple(draft.members),
                 placement=draft.placement,
                 parent=draft.parent,
+                locate=draft.locate,
             )
             for id, draft in self._groups.items()
         )
@@ -296,3 +307,51 @@ class GraphBuilder:
             partial=partial,
             derived_from_code=derived_from_code,
         )
+
+
+def joined(*parts: tuple[str, int]) -> tuple[str, int]:
+    """Several output factors as the one flattened dimension a checkpoint stores: ``num_attention_heads ×
+    qk_nope_head_dim + qk_rope_head_dim`` and the product of their values."""
+    return " × ".join(name for name, _ in parts), math.prod(value for _, value in parts)
+
+
+def linear_rows(
+    b: GraphBuilder,
+    title: str,
+    tensor: str,
+    out: tuple[str, int],
+    into: tuple[str, int],
+    *,
+    bias: bool,
+    quantized: bool = True,
+) -> list[TensorRow]:
+    """An ``nn.Linear``'s checkpoint tensors: ``weight`` ``[out, in]`` and, with ``bias``, ``bias`` ``[out]``.
+
+    ``tensor`` is the module's checkpoint name (``model.layers.{layer}.self_attn.q_proj``); ``out`` and ``into``
+    are (config expression, value). The weight is block-quantized when the checkpoint is and ``quantized``
+    allows; the bias never.
+    """
+    rows = [b.tensor(f"{title} weight", f"{tensor}.weight", [factor(*out), factor(*into)], quantized=quantized)]
+    if bias:
+        rows.append(b.tensor(f"{title} bias", f"{tensor}.bias", [factor(*out)]))
+    return rows
+
+
+def swiglu_rows(
+    b: GraphBuilder,
+    tensor: str,
+    *,
+    width_name: str,
+    width: int,
+    d: int,
+    title: str,
+    names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"),
+    bias: bool = False,
+) -> list[TensorRow]:
+    """The weights of a SwiGLU network: gate and up ``[width, d]``, down ``[d, width]`` (and their biases)."""
+    gate, up, down = names
+    return [
+        *linear_rows(b, f"{title} {gate}", f"{tensor}.{gate}", (width_name, width), ("hidden_size", d), bias=bias),
+        *linear_rows(b, f"{title} {up}", f"{tensor}.{up}", (width_name, width), ("hidden_size", d), bias=bias),
+        *linear_rows(b, f"{title} {down}", f"{tensor}.{down}", ("hidden_size", d), (width_name, width), bias=bias),
+    ]

@@ -1,0 +1,203 @@
+"""The sentences that describe a model from its config: the released configuration, what the model's forward
+does, what a block does, and how config values read.
+
+Provenance (``archviz.sources``) shows each sentence with the config and code lines it rests on; the sentences are
+composed here from the config and the graph, so that they are true of this config, not of the family in general.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from archviz.config import ConfigDocument
+from archviz.graph import Graph, Part
+
+if TYPE_CHECKING:
+    from archviz.families.blocks.moe import MoeNaming
+
+
+def value_at(config: ConfigDocument, key: str) -> Any:
+    node: Any = config.settings
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def format_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,g}"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    if isinstance(value, Mapping):
+        return "{…}"
+    return repr(value)
+
+
+def join(items: Sequence[str]) -> str:
+    if len(items) <= 2:
+        return " and ".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def configuration_claim(graph: Graph, config: ConfigDocument, moe: MoeNaming | None) -> tuple[str, list[str]]:
+    """The released configuration in one sentence (``moe`` names the family's MoE keys) and the keys it reads."""
+    values = config.settings
+    keys: list[str] = []
+    parts: list[str] = []
+
+    def get(key: str | None) -> Any:
+        if key is not None and key in values:
+            keys.append(key)
+            return values[key]
+        return None
+
+    width, layers = get("hidden_size"), get("num_hidden_layers")
+    if isinstance(width, int):
+        parts.append(f"width {width:,}")
+    main = [layer for layer in graph.layers if layer.part is Part.MAIN]
+    if isinstance(layers, int):
+        dense = [layer.index for layer in main if layer.ffn == "dense"]
+        get("first_k_dense_replace")
+        text = f"{layers} layers"
+        sparse = len(main) - len(dense)
+        if dense and sparse and dense == list(range(len(dense))):
+            text += f" (the first {len(dense)} dense, the rest MoE)"
+        elif dense and sparse:
+            text += f" ({len(dense)} dense, {sparse} MoE)"
+        parts.append(text)
+    mixers = {
+        kind: sum(1 for layer in main if layer.mixer == kind) for kind in dict.fromkeys(layer.mixer for layer in main)
+    }
+    if len(mixers) > 1 or "KDA" in mixers:
+        linear = values.get("linear_attn_config")
+        detail = ""
+        if (
+            isinstance(linear, Mapping)
+            and isinstance(linear.get("num_heads"), int)
+            and isinstance(linear.get("head_dim"), int)
+        ):
+            keys.append("linear_attn_config")
+            detail = f" ({linear['num_heads']} heads of {linear['head_dim']})"
+        parts.append(
+            join([f"{count} {kind}{detail if kind == 'KDA' else ''}" for kind, count in mixers.items()]) + " layers"
+        )
+    heads = get("num_attention_heads")
+    if isinstance(heads, int):
+        parts.append(f"{heads} attention heads")
+    if moe is not None:
+        experts, top_k, shared = get(moe.experts), get(moe.top_k), get(moe.shared)
+        if isinstance(experts, int) and isinstance(top_k, int):
+            routing = [str(value) + " scores" for value in [get(moe.scoring_key)] if isinstance(value, str)]
+            groups, kept = get(moe.groups), get("topk_group")
+            if isinstance(groups, int):
+                routing.append(f"{kept if isinstance(kept, int) else groups} of {groups} expert groups kept")
+            scale = get("routed_scaling_factor")
+            if isinstance(scale, int | float) and not isinstance(scale, bool):
+                routing.append(f"route scale {scale:g}")
+            text = f"top-{top_k} of {experts} routed experts"
+            if routing:
+                text += f" ({', '.join(routing)})"
+            if isinstance(shared, int) and shared:
+                text += f" and {shared} shared expert{'s' if shared > 1 else ''}"
+            parts.append(text)
+    q_rank, kv_rank = get("q_lora_rank"), get("kv_lora_rank")
+    nope, rope, v = get("qk_nope_head_dim"), get("qk_rope_head_dim"), get("v_head_dim")
+    if isinstance(kv_rank, int):
+        ranks = f"query rank {q_rank:,}, " if isinstance(q_rank, int) else "no query compression, "
+        parts.append(f"MLA with {ranks}KV rank {kv_rank:,}, head widths {nope} + {rope} rotary and values {v}")
+    vocabulary = get("vocab_size")
+    if isinstance(vocabulary, int):
+        parts.append(f"vocabulary {vocabulary:,}")
+    parts.append(_rope_text(values, get))
+    tied = get("tie_word_embeddings")
+    if not isinstance(tied, bool):  # unset: what the graph shares (a generic graph reads transformers' default)
+        shared_head = any(node.shares_parameters_with for node in graph.nodes)
+        tied = True if shared_head else (None if graph.derived_from_code else False)
+    if tied is not None:
+        parts.append("output head tied to the embedding" if tied else "untied output head")
+    which = "text configuration" if config.root else "configuration"
+    return f"The released {which}: {', '.join(part for part in parts if part)}.", list(dict.fromkeys(keys))
+
+
+def _rope_text(values: Mapping[str, Any], get: Any) -> str:
+    if values.get("mla_use_nope") is True:
+        get("mla_use_nope")
+        return "no rotary position in MLA (NoPE)"
+    scaling = get("rope_scaling") if "rope_scaling" in values else get("rope_parameters")
+    theta = get("rope_theta")
+    if theta is None and isinstance(scaling, Mapping):  # transformers 5's rope_parameters hold the base too
+        theta = scaling.get("rope_theta")
+    if theta is None and not isinstance(scaling, Mapping):
+        return ""  # no rotary keys: the model may number positions otherwise (BERT's learned positions)
+    base = f"θ {theta:,g}" if isinstance(theta, int | float) and not isinstance(theta, bool) else ""
+    kind = scaling.get("type") or scaling.get("rope_type") if isinstance(scaling, Mapping) else None
+    if kind == "yarn" and isinstance(scaling, Mapping):
+        factor, original = scaling.get("factor"), scaling.get("original_max_position_embeddings")
+        details = [f"factor {factor:g}" if isinstance(factor, int | float) else ""]
+        if isinstance(original, int):
+            details.append(f"over {original:,} positions")
+        scaled = " ".join(item for item in details if item)
+        return f"YaRN RoPE ({', '.join(item for item in (scaled, base) if item)})"
+    if isinstance(kind, str) and kind != "default":
+        base = ", ".join(item for item in (f"{kind} scaling", base) if item)
+    return f"RoPE ({base})" if base else "RoPE"
+
+
+def model_claim(config: ConfigDocument, *, upcast: bool) -> str:
+    """What the model's forward does, from the config: blocks, tied head, and whether the file upcasts the logits."""
+    values = config.settings
+    layers = values.get("num_hidden_layers")
+    blocks = f"all {layers} blocks" if isinstance(layers, int) else "every block"
+    tied = values.get("tie_word_embeddings") is True
+    ending = (
+        ", returning every position's logits in float32"
+        if upcast
+        else "; the logits keep the model's dtype in this file"
+    )
+    return (
+        f"The model embeds tokens, numbers positions from the cached length, builds the causal mask, applies "
+        f"{blocks}, normalizes and projects to vocabulary logits with {'a tied' if tied else 'an untied'} head{ending}."
+    )
+
+
+_SLIDING = "sliding-window attention"
+"""The llama-style builder's mixer name for a layer that attends through a sliding window."""
+
+
+def block_claim(graph: Graph) -> str:
+    """What every block does, from the layer map: its token mixers and which blocks use the dense MLP."""
+    main = [layer for layer in graph.layers if layer.part is Part.MAIN]
+    mixers = list(dict.fromkeys(layer.mixer for layer in main))
+    windowed = sum(1 for layer in main if layer.mixer == _SLIDING)
+    if set(mixers) <= {"MLA", "attention"}:
+        mixer = "attention"
+    elif set(mixers) == {_SLIDING}:
+        mixer = "sliding-window attention"
+    elif set(mixers) == {"attention", _SLIDING}:
+        mixer = f"attention (through a sliding window in {windowed} of {len(main)} blocks)"
+    else:
+        mixer = f"the token mixer ({' or '.join(mixers)}, by the layer map)"
+    dense = [layer.index for layer in main if layer.ffn == "dense"]
+    if not dense:
+        ffn = "every block uses the MoE"
+    elif len(dense) == len(main):
+        ffn = "every block uses the dense MLP"
+    elif dense == list(range(len(dense))):
+        ffn = f"the first {len(dense)} block{'s use' if len(dense) > 1 else ' uses'} the dense MLP, the rest the MoE"
+    else:
+        ffn = f"{len(dense)} blocks use the dense MLP, the other {len(main) - len(dense)} the MoE"
+    return (
+        f"A block applies input RMSNorm, {mixer} and a residual addition, then post-attention RMSNorm, the FFN "
+        f"and a second residual addition; {ffn}."
+    )

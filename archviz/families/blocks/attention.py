@@ -1,0 +1,77 @@
+"""What every attention does after its core: the cache update's locator, the output projection and the output.
+
+Multi-head latent attention (``archviz.families.blocks.mla``) and grouped-query attention
+(``archviz.families.llama``) both end with ``self.o_proj(attn_output)`` and hand the result to the block's first
+residual addition; their caches are updated by one ``cache.update(…)`` call in transformers' files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from archviz.families.blocks.builder import BATCH, POSITIONS, GraphBuilder, shape
+from archviz.families.blocks.code import DecoderCode
+from archviz.graph import Dim, NodeKind, Part, Placement, Shape, TensorRow
+from archviz.locators import Category, Locator, attribute, statement
+
+
+def cache_locator(code: DecoderCode) -> Locator:
+    """Where attention writes this step's state to the layer's cache and reads back all positions."""
+    return Locator(
+        claim="The cache update stores this step's attention state in the layer's cache and returns all positions.",
+        category=Category.ATTENTION,
+        sites=(statement(code.attention, "cache.update(", "past_key_value.update(", "past_key_values.update("),),
+    )
+
+
+def attention_output(
+    b: GraphBuilder,
+    prefix: str,
+    *,
+    group: str,
+    at: Placement,
+    d: Dim,
+    heads_output: Shape,
+    rows: Iterable[TensorRow],
+    summary: str,
+    extra_keys: Iterable[str],
+    code: DecoderCode,
+    part: Part = Part.MAIN,
+) -> None:
+    """The output projection of the joined heads (``heads_output``) back to the model width, and the attention
+    output the block adds to its residual stream."""
+    attn_output = shape("attn_output", BATCH, POSITIONS, d)
+    b.node(
+        f"{prefix}attention.o-proj",
+        title="Attention output projection",
+        kind=NodeKind.LEARNED,
+        code="self.o_proj(attn_output)",
+        group=group,
+        placement=at,
+        part=part,
+        summary=summary,
+        inputs=[heads_output],
+        outputs=[attn_output],
+        parameters=rows,
+        extra_keys=extra_keys,
+        locate=Locator(
+            claim="The output projection maps the concatenated head outputs back to the model width.",
+            category=Category.ATTENTION,
+            sites=attribute(code.attention, "o_proj"),
+        ),
+    )
+    b.state(
+        f"{prefix}attention.output",
+        title="Attention output",
+        code="attn_output",
+        group=group,
+        summary="What attention adds to the residual stream.",
+        value=attn_output,
+        placement=at,
+        part=part,
+        locate=Locator(
+            claim="The attention output is the projected result that the block adds to its residual stream.",
+            category=Category.ATTENTION,
+            sites=(statement(code.attention, "attn_output = self.o_proj("),),
+        ),
+    )

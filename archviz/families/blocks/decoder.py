@@ -1,0 +1,711 @@
+"""The parts every pre-norm decoder shares: the model group, token embedding, the residual block, RMSNorm, the
+dense SwiGLU MLP, and the final norm, output head and logits — each node with the locator that finds it.
+
+Each function adds nodes to a ``GraphBuilder`` in forward order and takes the dimensions it draws as ``Dim``s,
+so that a family passes its own config formulas, and the family's ``DecoderCode``, so that the locators name
+its classes. The MLA families (``deepseek_v3``, ``kimi_linear``) and the llama-style families build these
+same nodes (``token-embedding``, ``input-norm``, ``mlp.gate-proj``, ``final-norm``, ``lm-head``).
+
+Sources: transformers ``models/llama/modeling_llama.py`` (LlamaModel, LlamaDecoderLayer, LlamaMLP,
+LlamaRMSNorm, LlamaForCausalLM), whose structure the other llama-style files copy (they are generated from
+``modular_*.py`` files that import Llama's classes), and ``models/deepseek_v3/modeling_deepseek_v3.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from archviz.families.blocks.builder import (
+    BATCH,
+    POSITIONS,
+    GraphBuilder,
+    checkpoint_dtypes,
+    factor,
+    fixed,
+    layer_placement,
+    linear_rows,
+    shape,
+)
+from archviz.families.blocks.code import DecoderCode
+from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting, Shape, TensorRow
+from archviz.locators import Category, Locator, Site, attribute, defined, method, statement, used, whole_class
+from archviz.settings import Settings
+
+LAYER = "model.layers.{layer}"
+"""Checkpoint prefix of a decoder layer."""
+
+MTP_ABSENT = (
+    "The multi-token-prediction layer has no code in the modeling file: neither transformers' port nor "
+    "DeepSeek's remote code builds it, and both skip its weights; archviz knows it from the checkpoint's "
+    "tensor names."
+)
+"""Why the multi-token-prediction layers are found in no modeling file."""
+
+
+def hidden(d: Dim) -> Shape:
+    """The residual stream's shape, ``(B, T, d)``."""
+    return shape("hidden_states", BATCH, POSITIONS, d)
+
+
+def norm_sites(owner: tuple[str, ...], name: str, code: DecoderCode) -> tuple[Site, ...]:
+    """An RMSNorm attribute of ``owner``: where it is built and called, and the norm's own ``forward``."""
+    return (*attribute(owner, name), method(code.norm, "forward"))
+
+
+def norm_locator(claim: str, owner: tuple[str, ...], name: str, code: DecoderCode) -> Locator:
+    """The locator of an RMSNorm attribute of ``owner`` (``norm_sites``)."""
+    return Locator(claim=claim, category=Category.NORM, sites=norm_sites(owner, name, code))
+
+
+def rms_norm(
+    b: GraphBuilder,
+    id: str,
+    *,
+    title: str,
+    code: str,
+    summary: str,
+    group: str,
+    tensor: str,
+    width_name: str,
+    value: Shape,
+    width: int,
+    eps: Setting,
+    at: Placement,
+    locate: Locator,
+    part: Part = Part.MAIN,
+) -> str:
+    """An RMSNorm: ``weight * x / sqrt(mean(x²) + eps)`` over the last dimension, one learned scale per channel."""
+    return b.node(
+        id,
+        title=title,
+        kind=NodeKind.LEARNED,
+        code=code,
+        summary=summary,
+        group=group,
+        inputs=[value],
+        outputs=[value],
+        placement=at,
+        part=part,
+        settings=[eps],
+        parameters=[b.tensor("RMSNorm scale", tensor, [factor(width_name, width)])],
+        locate=locate,
+    )
+
+
+# -- the model level ----------------------------------------------------------------------------------
+
+
+def model_group(b: GraphBuilder, *, title: str, summary: str, code: DecoderCode) -> str:
+    """The ``model`` group, whose evidence (the model's forward, composed into a claim) is the context of the
+    model-level nodes."""
+    return b.group(
+        "model",
+        title=title,
+        kind=GroupKind.MODEL,
+        parent=None,
+        summary=summary,
+        locate=Locator(
+            claim="The model embeds the tokens, applies every block, normalizes and projects to vocabulary logits.",
+            category=Category.TRANSFORMER,
+            composed="model",
+            sites=(
+                defined(code.model, "embed_tokens"),
+                defined(code.model, "layers"),
+                defined(code.model, "norm"),
+                used(code.model, "embed_tokens"),
+                statement(code.model, "if position_ids is None"),
+                # Mistral and the MoE families pick the mask function first (``mask_function(…)``).
+                statement(code.model, "create_causal_mask(", "_prepare_4d_causal_attention_mask(", "= mask_function("),
+                used(code.model, "layers"),
+                used(code.model, "norm"),
+                *attribute(code.causal_lm, "lm_head"),
+                statement(code.causal_lm, "logits = logits.float()"),
+            ),
+        ),
+    )
+
+
+def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, group: str = "model") -> None:
+    """``token-embedding`` and the ``embedded-state`` it produces."""
+    b.node(
+        "token-embedding",
+        title="Token embedding",
+        kind=NodeKind.LEARNED,
+        code="self.embed_tokens(input_ids)",
+        group=group,
+        summary="Look up a learned feature vector for each token ID.",
+        inputs=[shape("input_ids", BATCH, POSITIONS)],
+        outputs=[shape("inputs_embeds", BATCH, POSITIONS, d)],
+        parameters=[
+            b.tensor(
+                "Token embedding",
+                "model.embed_tokens.weight",
+                [factor("vocab_size", vocab.value or 0), factor("hidden_size", d.value or 0)],
+            )
+        ],
+        extra_keys=["pad_token_id"],
+        locate=Locator(
+            claim="The token embedding is a learned table of vocabulary × width rows, looked up by token ID.",
+            category=Category.EMBEDDING,
+            sites=attribute(code.model, "embed_tokens"),
+            whole_config=True,
+        ),
+    )
+    b.state(
+        "embedded-state",
+        title="Embedded state",
+        code="inputs_embeds",
+        group=group,
+        summary="Learned token vectors entering the first block.",
+        value=shape("inputs_embeds", BATCH, POSITIONS, d),
+        locate=Locator(
+            claim="The embedded state is the looked-up token vectors, the hidden state entering the first block.",
+            category=Category.EMBEDDING,
+            sites=(
+                # Llama's forward annotates the assignment (``inputs_embeds: torch.Tensor = …``).
+                statement(
+                    code.model, "inputs_embeds = self.embed_tokens(", "inputs_embeds: torch.Tensor = self.embed_tokens("
+                ),
+                statement(code.model, "hidden_states = inputs_embeds"),
+            ),
+            context=("block",),
+        ),
+    )
+
+
+# -- one block ----------------------------------------------------------------------------------------
+
+
+def _block_locator(code: DecoderCode) -> Locator:
+    layer, ffn = code.layer, code.ffn_attributes
+    return Locator(
+        claim="A block applies input RMSNorm, the token mixer and a residual addition, then the FFN half.",
+        category=Category.BLOCK,
+        composed="block",
+        sites=(
+            defined(layer, "self_attn"),
+            *(defined(layer, name) for name in ffn),
+            defined(layer, "input_layernorm"),
+            defined(layer, "post_attention_layernorm"),
+            statement(layer, "residual = hidden_states"),
+            used(layer, "input_layernorm"),
+            used(layer, "self_attn", every=True),
+            statement(layer, "hidden_states = residual + hidden_states"),
+            statement(layer, "residual = hidden_states", occurrence=2),
+            used(layer, "post_attention_layernorm"),
+            *(used(layer, name, every=True) for name in ffn),
+            statement(layer, "hidden_states = residual + hidden_states", occurrence=2),
+        ),
+    )
+
+
+def _residual_add(b: GraphBuilder, half: str, *, block: _Block, inputs: Sequence[Shape], code: DecoderCode) -> None:
+    """The residual addition closing the attention half (``first``) or the FFN half (``second``) of a block."""
+    first = half == "first"
+    b.node(
+        f"{block.prefix}{'attention-residual' if first else 'ffn-residual'}",
+        title="Attention residual add" if first else "FFN residual add",
+        kind=NodeKind.OPERATOR,
+        code="residual + hidden_states",
+        group=block.group,
+        summary="Add the attention output to the block's input."
+        if first
+        else "Add the FFN output to the residual stream; the sum is the block's output.",
+        inputs=inputs,
+        outputs=[hidden(block.d)],
+        placement=block.at,
+        part=block.part,
+        locate=Locator(
+            claim="The first residual addition adds the token mixer's output to the block's input."
+            if first
+            else "The second residual addition adds the FFN output to the stream; the sum is the block's output.",
+            category=Category.BLOCK,
+            sites=(statement(code.layer, "hidden_states = residual + hidden_states", occurrence=1 if first else 2),),
+        ),
+    )
+
+
+def _block_norm(
+    b: GraphBuilder,
+    prefix: str,
+    which: str,
+    *,
+    block: str,
+    d: Dim,
+    eps: Setting,
+    at: Placement,
+    part: Part,
+    code: DecoderCode,
+) -> None:
+    """The input RMSNorm (``input``) or the post-attention RMSNorm (``post_attention``) of a block."""
+    name = f"{which}_layernorm"
+    before_mixer = which == "input"
+    rms_norm(
+        b,
+        f"{prefix}input-norm" if before_mixer else f"{prefix}post-attention-norm",
+        title="Input RMSNorm" if before_mixer else "Post-attention RMSNorm",
+        code=f"self.{name}(hidden_states)",
+        summary="Normalize the block's input to unit root-mean-square and rescale it before attention."
+        if before_mixer
+        else "Normalize the residual stream to unit root-mean-square and rescale it before the FFN.",
+        group=block,
+        tensor=f"{LAYER}.{name}.weight",
+        width_name="hidden_size",
+        width=d.value or 0,
+        value=hidden(d),
+        eps=eps,
+        at=at,
+        part=part,
+        locate=norm_locator(
+            "The input RMSNorm normalizes the block's input before the token mixer."
+            if before_mixer
+            else "The post-attention RMSNorm normalizes the residual stream before the FFN.",
+            code.layer,
+            name,
+            code,
+        ),
+    )
+
+
+# The residual stream inside a block, at three points of its forward pass: (title, summary, claim).
+_BLOCK_STATES = {
+    "residual-stream": (
+        "Residual stream",
+        "The hidden state entering the block, carried past attention and the FFN by residual additions.",
+        "The residual stream is the hidden state a block receives, kept aside as the first residual.",
+    ),
+    "mid-residual": (
+        "Mid-block residual stream",
+        "The residual stream after attention, entering the FFN half of the block.",
+        "After the first residual addition the stream is kept aside again as the residual of the FFN half.",
+    ),
+    "ffn-output": (
+        "FFN output",
+        "What the dense MLP or the MoE adds to the residual stream.",
+        "The FFN output is what the dense MLP or the MoE returns for the normalized stream.",
+    ),
+}
+
+
+def _block_state(b: GraphBuilder, id: str, sites: tuple[Site, ...], *, block: _Block) -> None:
+    """A state of the residual stream inside a block (``hidden_states`` at one point of the forward pass)."""
+    title, summary, claim = _BLOCK_STATES[id]
+    b.state(
+        f"{block.prefix}{id}",
+        title=title,
+        code="hidden_states",
+        group=block.group,
+        summary=summary,
+        value=hidden(block.d),
+        placement=block.at,
+        part=block.part,
+        locate=Locator(claim=claim, category=Category.BLOCK, sites=sites),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Block:
+    """Where a block's nodes go."""
+
+    prefix: str
+    group: str
+    at: Placement
+    part: Part
+    d: Dim
+
+
+def decoder_block(
+    b: GraphBuilder,
+    prefix: str,
+    layers: list[int],
+    *,
+    parent: str,
+    d: Dim,
+    eps: Setting,
+    summary: str,
+    code: DecoderCode,
+    mixer: Callable[[str], None],
+    ffn: Callable[[str], None],
+    title: str = "Decoder block",
+    part: Part = Part.MAIN,
+    before_mixer: Callable[[str], None] | None = None,
+    before_ffn: Callable[[str], None] | None = None,
+) -> str:
+    """One pre-norm residual block: norm, ``mixer``, residual add, norm, ``ffn``, residual add.
+
+    ``mixer`` and ``ffn`` receive the block's group id and add the token mixer's and the FFN's nodes;
+    ``before_mixer`` and ``before_ffn``, when given, add nodes that run before each half's norm (Kimi-K3's
+    Block Attention Residuals).
+    """
+    at = layer_placement(layers)
+    group = b.group(
+        f"{prefix}block",
+        title=title,
+        kind=GroupKind.BLOCK,
+        parent=parent,
+        placement=at,
+        summary=summary,
+        locate=_block_locator(code),
+    )
+    block = _Block(prefix=prefix, group=group, at=at, part=part, d=d)
+    residual = shape("residual", BATCH, POSITIONS, d)
+    layer = code.layer
+    _block_state(b, "residual-stream", (statement(layer, "residual = hidden_states"),), block=block)
+    if before_mixer is not None:
+        before_mixer(group)
+    _block_norm(b, prefix, "input", block=group, d=d, eps=eps, at=at, part=part, code=code)
+    mixer(group)
+    _residual_add(b, "first", block=block, inputs=[residual, shape("attn_output", BATCH, POSITIONS, d)], code=code)
+    _block_state(b, "mid-residual", (statement(layer, "residual = hidden_states", occurrence=2),), block=block)
+    if before_ffn is not None:
+        before_ffn(group)
+    _block_norm(b, prefix, "post_attention", block=group, d=d, eps=eps, at=at, part=part, code=code)
+    ffn(group)
+    ffn_sites = tuple(statement(layer, f"= self.{name}(") for name in code.ffn_attributes)
+    _block_state(b, "ffn-output", ffn_sites, block=block)
+    _residual_add(b, "second", block=block, inputs=[residual, hidden(d)], code=code)
+    return group
+
+
+# -- the dense MLP ------------------------------------------------------------------------------------
+
+# The dense MLP's projections: id, title, attribute, summary, claim.
+_MLP_PROJECTIONS = (
+    (
+        "gate-proj",
+        "MLP gate projection",
+        "gate_proj",
+        "Project to the FFN width; its SiLU gates the up projection.",
+        "The gate projection maps each position to the FFN width; its activation gates the up projection.",
+    ),
+    (
+        "up-proj",
+        "MLP up projection",
+        "up_proj",
+        "Project to the FFN width; the values the gate lets through.",
+        "The up projection maps each position to the FFN width: the values the gate lets through.",
+    ),
+    (
+        "down-proj",
+        "MLP down projection",
+        "down_proj",
+        "Project the gated activations back to the model width.",
+        "The down projection maps the gated activations back to the model width.",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Mlp:
+    """Where a dense MLP's nodes go, and what its projections share."""
+
+    prefix: str
+    group: str
+    at: Placement
+    part: Part
+    code: DecoderCode
+    bias: bool
+
+
+def _mlp_node(
+    b: GraphBuilder,
+    mlp: _Mlp,
+    id: str,
+    *,
+    title: str,
+    kind: NodeKind,
+    code: str,
+    summary: str,
+    claim: str,
+    attribute_name: str,
+    inputs: list[Shape],
+    outputs: list[Shape],
+    rows: Sequence[TensorRow] = (),
+    settings: Sequence[Setting] = (),
+) -> None:
+    b.node(
+        f"{mlp.prefix}mlp.{id}",
+        title=title,
+        kind=kind,
+        code=code,
+        group=mlp.group,
+        summary=summary,
+        inputs=inputs,
+        outputs=outputs,
+        placement=mlp.at,
+        part=mlp.part,
+        parameters=rows,
+        settings=settings,
+        extra_keys=["mlp_bias"] if mlp.bias and rows else [],
+        locate=Locator(claim=claim, category=Category.MLP, sites=attribute(mlp.code.mlp, attribute_name)),
+    )
+
+
+def _mlp_group(b: GraphBuilder, prefix: str, at: Placement, *, parent: str, code: DecoderCode) -> str:
+    return b.group(
+        f"{prefix}mlp",
+        title="Dense SwiGLU MLP",
+        kind=GroupKind.MLP,
+        parent=parent,
+        placement=at,
+        summary="A gated feed-forward network: SiLU(gate) × up, projected back down.",
+        locate=Locator(
+            claim="The dense MLP is a gated feed-forward network: activated gate projection times up projection, "
+            "projected back down.",
+            category=Category.MLP,
+            sites=(whole_class(code.mlp),),
+        ),
+    )
+
+
+def dense_swiglu_mlp(
+    b: GraphBuilder,
+    prefix: str,
+    at: Placement,
+    *,
+    parent: str,
+    d: Dim,
+    ffn: Dim,
+    width_key: str,
+    activation: tuple[str, str, list[Setting]],
+    code: DecoderCode,
+    bias: bool = False,
+    tensor: str = f"{LAYER}.mlp",
+    part: Part = Part.MAIN,
+) -> None:
+    """The dense MLP ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` as gate, up, activation and down nodes.
+
+    ``activation`` is the gated activation's (title, summary, settings): SwiGLU's (``swiglu``) or a family's
+    own (Kimi-K3's SiTU)."""
+    group = _mlp_group(b, prefix, at, parent=parent, code=code)
+    mlp = _Mlp(prefix=prefix, group=group, at=at, part=part, code=code, bias=bias)
+    width, model = (width_key, ffn.value or 0), ("hidden_size", d.value or 0)
+    inner = shape("x", BATCH, POSITIONS, ffn)
+    for id, title, name, summary, claim in _MLP_PROJECTIONS:
+        down = name == "down_proj"
+        if down:
+            act_title, act_summary, act_settings = activation
+            _mlp_node(
+                b,
+                mlp,
+                "act",
+                title=act_title,
+                kind=NodeKind.OPERATOR,
+                code="self.act_fn(self.gate_proj(x)) * self.up_proj(x)",
+                summary=act_summary,
+                claim="The SwiGLU activation multiplies the activated gate projection by the up projection.",
+                attribute_name="act_fn",
+                inputs=[inner, inner],
+                outputs=[inner],
+                settings=act_settings,
+            )
+        _mlp_node(
+            b,
+            mlp,
+            id,
+            title=title,
+            kind=NodeKind.LEARNED,
+            code="self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))" if down else f"self.{name}(x)",
+            summary=summary,
+            claim=claim,
+            attribute_name=name,
+            inputs=[inner] if down else [hidden(d)],
+            outputs=[hidden(d)] if down else [inner],
+            rows=linear_rows(
+                b, name, f"{tensor}.{name}", model if down else width, width if down else model, bias=bias
+            ),
+        )
+
+
+def swiglu(s: Settings, activation_key: str = "hidden_act") -> tuple[str, str, list[Setting]]:
+    """Title, summary and settings of the SwiGLU activation, named by ``hidden_act``."""
+    act = s.text(activation_key, default="silu")
+    keys = (activation_key,) if s.has(activation_key) else ()
+    return (
+        "SwiGLU activation",
+        f"Multiply the {'SiLU' if act == 'silu' else act} of the gate projection by the up projection, "
+        "element by element.",
+        [Setting(name="activation", value=act, config_keys=keys)],
+    )
+
+
+# -- the output head ----------------------------------------------------------------------------------
+
+# The models' own remote code upcasts in forward (`logits = logits.float()`); transformers' port returns the
+# model's dtype and upcasts inside the loss it computes (and in generate() before sampling).
+_LOGITS_FLOAT_ABSENT = (
+    "This file returns the logits in the model's dtype: transformers' port does not upcast them unless it "
+    "computes a loss; DeepSeek's remote modeling code has `logits = logits.float()`."
+)
+
+
+def output_head(
+    b: GraphBuilder,
+    *,
+    d: Dim,
+    vocab: Dim,
+    tied: bool,
+    eps: Setting,
+    float_logits: bool,
+    code: DecoderCode,
+    group: str = "model",
+) -> None:
+    """Final RMSNorm, final hidden state, output head (sharing the embedding's table when tied), logits, and,
+    when the modeling code upcasts them, the float32 logits."""
+    value = hidden(d)
+    rms_norm(
+        b,
+        "final-norm",
+        title="Final RMSNorm",
+        code="self.norm(hidden_states)",
+        summary="Normalize the last block's output to unit root-mean-square and rescale it.",
+        group=group,
+        tensor="model.norm.weight",
+        width_name="hidden_size",
+        width=d.value or 0,
+        value=value,
+        eps=eps,
+        at=Placement(),
+        locate=norm_locator(
+            "The final RMSNorm normalizes the last block's output to unit root-mean-square and rescales it by "
+            "a learned vector.",
+            code.model,
+            "norm",
+            code,
+        ),
+    )
+    b.state(
+        "final-hidden-state",
+        title="Final hidden state",
+        code="outputs.last_hidden_state",
+        group=group,
+        summary="The normalized output of the last block, one vector per position.",
+        value=value,
+        locate=Locator(
+            claim="The final hidden state is the normalized output of the last block, which the output head reads.",
+            category=Category.TRANSFORMER,
+            sites=(statement(code.causal_lm, "outputs.last_hidden_state", "hidden_states = outputs[0]"),),
+        ),
+    )
+    logits = _lm_head(b, d=d, vocab=vocab, tied=tied, float_logits=float_logits, code=code, group=group)
+    if float_logits:
+        _float_logits(b, logits=logits, vocab=vocab, group=group, code=code)
+
+
+def _lm_head(
+    b: GraphBuilder, *, d: Dim, vocab: Dim, tied: bool, float_logits: bool, code: DecoderCode, group: str
+) -> Shape:
+    """The output head and the logits it produces; returns the logits' shape."""
+    logits = shape("logits", BATCH, POSITIONS, vocab)
+    table = [factor("vocab_size", vocab.value or 0), factor("hidden_size", d.value or 0)]
+    b.node(
+        "lm-head",
+        title="Output head",
+        kind=NodeKind.LEARNED,
+        code="self.lm_head(hidden_states)",
+        group=group,
+        summary=(
+            "Project each position's hidden state to one score per vocabulary entry"
+            + (", reusing the token embedding's table." if tied else " with an untied matrix.")
+        ),
+        inputs=[hidden(d)],
+        outputs=[logits],
+        parameters=[] if tied else [b.tensor("Output head", "lm_head.weight", table)],
+        extra_keys=["tie_word_embeddings"],
+        shares_parameters_with="token-embedding" if tied else None,
+        locate=Locator(
+            claim="The output head is a linear map from the model width to one score per vocabulary entry.",
+            category=Category.HEAD,
+            sites=attribute(code.causal_lm, "lm_head"),
+        ),
+    )
+    b.state(
+        "logits",
+        title="Logits",
+        code="logits",
+        group=group,
+        summary=(
+            "Unnormalized next-token scores in the model's dtype."
+            if float_logits
+            else "The next-token scores the model returns, unnormalized and in the model's dtype."
+        ),
+        value=logits,
+        locate=Locator(
+            claim="The logits are the output head's scores for every vocabulary entry at every position.",
+            category=Category.HEAD,
+            sites=(statement(code.causal_lm, "logits = self.lm_head("),),
+        ),
+    )
+    return logits
+
+
+def _float_logits(b: GraphBuilder, *, logits: Shape, vocab: Dim, group: str, code: DecoderCode) -> None:
+    """The float32 cast of the logits and the float32 logits (cited where each implementation upcasts)."""
+    as_float = shape("logits", BATCH, POSITIONS, vocab, dtype="float32")
+    cast = (statement(code.causal_lm, "logits = logits.float()", "loss = self.loss_function("),)
+    b.node(
+        "logits-float",
+        title="Logits cast to float32",
+        kind=NodeKind.OPERATOR,
+        code="logits.float()",
+        group=group,
+        summary="Upcast the logits to float32 before sampling or the loss.",
+        inputs=[logits],
+        outputs=[as_float],
+        locate=Locator(
+            claim=(
+                "The logits are upcast to float32: the model's own code does it before returning them "
+                "(`logits = logits.float()`); transformers' port does it inside the loss function called here, "
+                "and generate() before sampling, returning the model's dtype otherwise."
+            ),
+            category=Category.HEAD,
+            sites=cast,
+            absent=_LOGITS_FLOAT_ABSENT,
+        ),
+    )
+    b.state(
+        "logits-float32",
+        title="Float32 logits",
+        code="logits",
+        group=group,
+        summary="The next-token scores the model returns, in float32.",
+        value=as_float,
+        locate=Locator(
+            claim=(
+                "The float32 logits are what the model's own code returns and what transformers' port computes "
+                "its loss from."
+            ),
+            category=Category.HEAD,
+            sites=cast,
+            absent=_LOGITS_FLOAT_ABSENT,
+        ),
+    )
+
+
+# -- an incomplete config -------------------------------------------------------------------------------
+
+
+def partial_graph(s: Settings, model: ModelInfo, missing: list[str], code: DecoderCode) -> Graph:
+    """What an incomplete config allows: the token embedding and its output, the rest listed as missing."""
+    s.require(["vocab_size", "hidden_size"])
+    dtype, block = checkpoint_dtypes(s)
+    b = GraphBuilder(s, dtype=dtype, quantization_block=block)
+    d = fixed("d", s.dim("hidden_size"), "hidden_size")
+    vocab = s.dim("vocab_size")
+    model_group(
+        b,
+        title=model.architecture or "Model",
+        summary="Embeds the tokens; the rest of the forward pass needs keys this config does not set.",
+        code=code,
+    )
+    token_embedding(b, d=d, vocab=fixed("vocab", vocab, "vocab_size"), code=code)
+    return b.finish(
+        model,
+        input_embedding="token-embedding",
+        not_modelled=[
+            "Everything after the token embedding (the decoder blocks, the final norm and the output head): "
+            f"the config does not set {', '.join(missing)}, which the {s.family} family needs."
+        ],
+        partial=True,
+    )

@@ -1,0 +1,729 @@
+"""Multi-head latent attention (MLA) and the multi-token-prediction (MTP) layers of the DeepSeek-style decoders.
+
+MLA queries go through a low-rank bottleneck (``q_a_proj``, ``q_b_proj``) or one projection; keys and values come
+from one compressed latent per position (``kv_a_proj_with_mqa``), the only thing cached, plus one rotary key slice
+shared by all heads; rotary position applies to a separate slice of each head, or, in Kimi Linear's NoPE MLA, to
+nothing. The deepseek_v3 and kimi_linear families both build it.
+
+Sources: transformers ``models/deepseek_v3/modeling_deepseek_v3.py`` (DeepseekV3Attention) and
+``models/kimi_linear/modeling_kimi_linear.py`` (KimiLinearAttention); DeepSeek-V3's checkpoint layout for the MTP
+layer (``model.layers.{N}.enorm``, ``hnorm``, ``eh_proj``, ``embed_tokens``, ``shared_head.norm``,
+``shared_head.head``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from archviz.families.blocks.attention import attention_output, cache_locator
+from archviz.families.blocks.builder import (
+    BATCH,
+    KEY_POSITIONS,
+    POSITIONS,
+    GraphBuilder,
+    factor,
+    fixed,
+    joined,
+    layer_placement,
+    linear_rows,
+    shape,
+)
+from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
+from archviz.families.blocks.rotary import deepseek_softmax_scale
+from archviz.graph import Dim, GroupKind, NodeKind, Part, Placement, Setting, Shape, TensorRow
+from archviz.locators import Category, Locator, Site, attribute, defined, function, method, statement
+from archviz.settings import Settings
+
+ATTN = "model.layers.{layer}.self_attn"
+"""Checkpoint prefix of a layer's attention."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MlaDims:
+    """The fixed dimensions of MLA for one config, each with its label and config formula."""
+
+    d: Dim
+    heads: Dim
+    one_head: Dim
+    q_rank: Dim | None
+    q_heads: Dim
+    qk_head: Dim
+    nope: Dim
+    rope: Dim
+    v_head: Dim
+    kv_rank: Dim
+    kv_a: Dim
+    kv_b: Dim
+    o_in: Dim
+
+
+def mla_dims(s: Settings) -> MlaDims:
+    """MLA's dimensions from the config's head counts, head widths and ranks."""
+    heads = s.dim("num_attention_heads")
+    nope, rope, v = s.dim("qk_nope_head_dim"), s.dim("qk_rope_head_dim"), s.dim("v_head_dim")
+    kv_rank = s.dim("kv_lora_rank")
+    q_lora = s.optional_dim("q_lora_rank")
+    return MlaDims(
+        d=fixed("d", s.dim("hidden_size"), "hidden_size"),
+        heads=fixed("heads", heads, "num_attention_heads"),
+        one_head=Dim(symbol="1", label="shared head", value=1, formula="one latent head shared by all heads"),
+        q_rank=fixed("q_lora_rank", q_lora, "q_lora_rank") if q_lora else None,
+        q_heads=fixed(
+            "heads·qk_head_dim", heads * (nope + rope), "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)"
+        ),
+        qk_head=fixed("qk_head_dim", nope + rope, "qk_nope_head_dim + qk_rope_head_dim"),
+        nope=fixed("qk_nope_head_dim", nope, "qk_nope_head_dim"),
+        rope=fixed("qk_rope_head_dim", rope, "qk_rope_head_dim"),
+        v_head=fixed("v_head_dim", v, "v_head_dim"),
+        kv_rank=fixed("kv_lora_rank", kv_rank, "kv_lora_rank"),
+        kv_a=fixed("kv_lora_rank+qk_rope_head_dim", kv_rank + rope, "kv_lora_rank + qk_rope_head_dim"),
+        kv_b=fixed(
+            "heads·(qk_nope_head_dim+v_head_dim)",
+            heads * (nope + v),
+            "num_attention_heads × (qk_nope_head_dim + v_head_dim)",
+        ),
+        o_in=fixed("heads·v_head_dim", heads * v, "num_attention_heads × v_head_dim"),
+    )
+
+
+AfterCore = Callable[[str, Placement, str, Part], None]
+"""Nodes a family adds between attention's core and its output projection: (prefix, placement, group, part)."""
+
+
+class MlaAttention:
+    """Builds MLA's nodes, in forward order, for the layers of one placement."""
+
+    def __init__(self, b: GraphBuilder, s: Settings, dims: MlaDims, code: DecoderCode, *, use_rope: bool):
+        self.b, self.s, self.dims, self.code, self.use_rope = b, s, dims, code, use_rope
+        self.bias = s.flag("attention_bias", default=False)
+
+    def build(self, prefix: str, at: Placement, *, parent: str, part: Part, after_core: AfterCore | None) -> None:
+        """The whole attention: queries, the compressed keys and values, the core, the output projection."""
+        group = self.b.group(
+            f"{prefix}attention",
+            title="Multi-head latent attention",
+            kind=GroupKind.ATTENTION,
+            parent=parent,
+            placement=at,
+            summary=(
+                "Queries through a low-rank bottleneck, keys and values from one compressed latent "
+                "per position (the only thing cached), rotary position on a separate slice of "
+                "each head, causal softmax attention, output projection."
+            ),
+            locate=Locator(
+                claim=(
+                    "Multi-head latent attention projects queries (through a low-rank bottleneck when configured) "
+                    "and derives every head's keys and values from one compressed latent per position plus a key "
+                    "slice shared by all heads."
+                ),
+                category=Category.ATTENTION,
+                sites=(method(self.code.attention, "forward"),),
+            ),
+        )
+        step = _Step(prefix=prefix, group=group, at=at, part=part)
+        self._queries(step)
+        self._compressed_kv(step)
+        self._cache(step)
+        self._expanded_kv(step)
+        self._core(step)
+        if after_core is not None:
+            after_core(prefix, at, group, part)
+        attention_output(
+            self.b,
+            prefix,
+            group=group,
+            at=at,
+            part=part,
+            d=self.dims.d,
+            heads_output=shape("attn_output", BATCH, POSITIONS, self.dims.o_in),
+            rows=linear_rows(
+                self.b,
+                "Attention output projection",
+                f"{ATTN}.o_proj",
+                ("hidden_size", self.dims.d.value or 0),
+                ("num_attention_heads × v_head_dim", self.dims.o_in.value or 0),
+                bias=self.bias,
+            ),
+            summary="Project the concatenated head outputs back to the model width.",
+            extra_keys=["attention_bias"],
+            code=self.code,
+        )
+
+    # -- the steps ------------------------------------------------------------------------------------
+
+    def _node(
+        self,
+        step: _Step,
+        id: str,
+        *,
+        title: str,
+        kind: NodeKind,
+        code: str,
+        summary: str,
+        inputs: list[Shape],
+        outputs: list[Shape],
+        claim: str,
+        sites: tuple[Site, ...],
+        category: Category = Category.ATTENTION,
+        absent: str | None = None,
+        parameters: Sequence[TensorRow] = (),
+        settings: Sequence[Setting] = (),
+        extra_keys: Sequence[str] = (),
+    ) -> None:
+        """One node of the attention group, with the locator that finds it."""
+        self.b.node(
+            f"{step.prefix}attention.{id}",
+            title=title,
+            kind=kind,
+            code=code,
+            summary=summary,
+            group=step.group,
+            inputs=inputs,
+            outputs=outputs,
+            parameters=parameters,
+            settings=settings,
+            extra_keys=extra_keys,
+            placement=step.at,
+            part=step.part,
+            locate=Locator(claim=claim, category=category, sites=sites, absent=absent),
+        )
+
+    def _projection(
+        self,
+        step: _Step,
+        id: str,
+        *,
+        title: str,
+        code: str,
+        summary: str,
+        claim: str,
+        tensor: str,
+        out: tuple[str, int],
+        into: tuple[str, int],
+        inputs: list[Shape],
+        outputs: list[Shape],
+        bias: bool,
+    ) -> None:
+        self._node(
+            step,
+            id,
+            title=title,
+            kind=NodeKind.LEARNED,
+            code=code,
+            summary=summary,
+            inputs=inputs,
+            outputs=outputs,
+            parameters=linear_rows(self.b, title, f"{ATTN}.{tensor}", out, into, bias=bias),
+            extra_keys=["attention_bias"] if bias else [],
+            claim=claim,
+            sites=attribute(self.code.attention, tensor),
+        )
+
+    def _queries(self, step: _Step) -> None:
+        """Every head's query: through the low-rank bottleneck when configured, then viewed per head."""
+        dims = self.dims
+        q_states = shape("q_states", BATCH, POSITIONS, dims.q_heads)
+        heads = joined(
+            ("num_attention_heads", dims.heads.value or 0),
+            ("qk_nope_head_dim + qk_rope_head_dim", dims.qk_head.value or 0),
+        )
+        if dims.q_rank is not None:
+            latent = shape("q_latent", BATCH, POSITIONS, dims.q_rank)
+            self._query_latent(step, latent, dims.q_rank.value or 0)
+            self._projection(
+                step,
+                "q-b-proj",
+                title="Query up-projection",
+                code="self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden_states)))",
+                summary="Expand the query latent into every head's query (position-free and rotary parts).",
+                claim="The query up-projection expands the normalized query latent into every head's query.",
+                tensor="q_b_proj",
+                out=heads,
+                into=("q_lora_rank", dims.q_rank.value or 0),
+                inputs=[latent],
+                outputs=[q_states],
+                bias=False,
+            )
+        else:
+            self._projection(
+                step,
+                "q-proj",
+                title="Query projection",
+                code="self.q_proj(hidden_states)",
+                summary="Project each position's hidden state to every head's query (position-free and rotary parts).",
+                claim="The query projection maps each position to every head's query.",
+                tensor="q_proj",
+                out=heads,
+                into=("hidden_size", dims.d.value or 0),
+                inputs=[hidden(dims.d)],
+                outputs=[q_states],
+                bias=False,
+            )
+        self._query_heads(step, q_states)
+
+    def _query_latent(self, step: _Step, latent: Shape, q_rank: int) -> None:
+        """The query down-projection into the low-rank latent of width ``q_rank`` and its RMSNorm."""
+        self._projection(
+            step,
+            "q-a-proj",
+            title="Query down-projection",
+            code="self.q_a_proj(hidden_states)",
+            summary="Compress each position's hidden state into the low-rank query latent.",
+            claim="The query down-projection compresses each position into the low-rank query latent.",
+            tensor="q_a_proj",
+            out=("q_lora_rank", q_rank),
+            into=("hidden_size", self.dims.d.value or 0),
+            inputs=[hidden(self.dims.d)],
+            outputs=[latent],
+            bias=self.bias,
+        )
+        self._node(
+            step,
+            "q-a-norm",
+            title="Query latent RMSNorm",
+            kind=NodeKind.LEARNED,
+            code="self.q_a_layernorm(q_latent)",
+            summary="Normalize the query latent before expanding it to all heads.",
+            inputs=[latent],
+            outputs=[latent],
+            parameters=[
+                self.b.tensor("RMSNorm scale", f"{ATTN}.q_a_layernorm.weight", [factor("q_lora_rank", q_rank)])
+            ],
+            claim="The query latent RMSNorm normalizes the low-rank query latent before it is expanded.",
+            category=Category.NORM,
+            sites=norm_sites(self.code.attention, "q_a_layernorm", self.code),
+        )
+
+    def _query_heads(self, step: _Step, q_states: Shape) -> None:
+        """The queries viewed per head: split into position-free and rotary parts, or whole heads under NoPE."""
+        a = self.code.attention
+        if self.use_rope:
+            self._node(
+                step,
+                "query-split",
+                title="Query nope/rope split",
+                kind=NodeKind.OPERATOR,
+                code="torch.split(q_states, [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)",
+                summary="View the queries per head and split each into a position-free part and a rotary part.",
+                inputs=[q_states],
+                outputs=[self._q_pass(), self._q_rot()],
+                claim="The queries are viewed per head and split into a position-free part and a rotary part.",
+                sites=(statement(a, "[self.qk_nope_head_dim, self.qk_rope_head_dim]"),),
+                absent=self.code.rope_absent,
+            )
+            return
+        self._node(
+            step,
+            "query-view",
+            title="Query heads",
+            kind=NodeKind.OPERATOR,
+            code="q_states.view(query_shape).transpose(1, 2)",
+            summary="View the projected queries as one vector per head; no rotary slice is rotated in this model.",
+            inputs=[q_states],
+            outputs=[self._query()],
+            claim="The projected queries are viewed as one vector per head; no rotary slice is split off.",
+            sites=(statement(a, "q_states.view(query_shape)", "q = q.view("),),
+        )
+
+    def _q_pass(self) -> Shape:
+        return shape("q_pass", BATCH, self.dims.heads, POSITIONS, self.dims.nope)
+
+    def _q_rot(self) -> Shape:
+        return shape("q_rot", BATCH, self.dims.heads, POSITIONS, self.dims.rope)
+
+    def _query(self) -> Shape:
+        return shape("query_states", BATCH, self.dims.heads, POSITIONS, self.dims.qk_head)
+
+    def _compressed_kv(self, step: _Step) -> None:
+        dims, b, a = self.dims, self.b, self.code.attention
+        compressed = shape("compressed_kv", BATCH, POSITIONS, dims.kv_a)
+        self._projection(
+            step,
+            "kv-a-proj",
+            title="KV down-projection with shared rotary key",
+            code="self.kv_a_proj_with_mqa(hidden_states)",
+            summary="Compress each position into the KV latent plus one rotary key shared by all heads.",
+            claim=(
+                "The KV down-projection compresses each position into the KV latent plus one key slice shared by "
+                "all heads."
+            ),
+            tensor="kv_a_proj_with_mqa",
+            out=("kv_lora_rank + qk_rope_head_dim", dims.kv_a.value or 0),
+            into=("hidden_size", dims.d.value or 0),
+            inputs=[hidden(dims.d)],
+            outputs=[compressed],
+            bias=self.bias,
+        )
+        kv_nope = shape("kv_nope", BATCH, POSITIONS, dims.kv_rank)
+        self._node(
+            step,
+            "kv-split",
+            title="KV latent / rotary key split",
+            kind=NodeKind.OPERATOR,
+            code="torch.split(compressed_kv, [self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)",
+            summary="Split the compressed projection into the KV latent and the shared rotary key.",
+            inputs=[compressed],
+            outputs=[kv_nope, self._k_rot()],
+            claim="The compressed projection is split into the KV latent and the shared key slice.",
+            sites=(statement(a, "[self.kv_lora_rank, self.qk_rope_head_dim]"),),
+        )
+        self._node(
+            step,
+            "kv-a-norm",
+            title="KV latent RMSNorm",
+            kind=NodeKind.LEARNED,
+            code="self.kv_a_layernorm(kv_nope)",
+            summary="Normalize the KV latent before it is cached and expanded.",
+            inputs=[kv_nope],
+            outputs=[kv_nope],
+            parameters=[
+                b.tensor(
+                    "RMSNorm scale", f"{ATTN}.kv_a_layernorm.weight", [factor("kv_lora_rank", dims.kv_rank.value or 0)]
+                )
+            ],
+            claim="The KV latent RMSNorm normalizes the latent before it is expanded into keys and values.",
+            category=Category.NORM,
+            sites=norm_sites(a, "kv_a_layernorm", self.code),
+        )
+        if self.use_rope:
+            self._rotate(step)
+
+    def _rotate(self, step: _Step) -> None:
+        """Rotary position on the queries' and the shared key's rotary slices."""
+        dims, a = self.dims, self.code.attention
+        interleaved = self.s.flag("rope_interleave", default=True)
+        self._node(
+            step,
+            "apply-rotary",
+            title="Apply rotary embedding",
+            kind=NodeKind.OPERATOR,
+            code=(
+                "apply_rotary_pos_emb_interleave(q_rot, k_rot, cos, sin)"
+                if interleaved
+                else "apply_rotary_pos_emb(q_rot, k_rot, cos, sin)"
+            ),
+            summary="Rotate the rotary slices of the queries and of the shared key by their positions.",
+            inputs=[self._q_rot(), self._k_rot(), shape("cos", BATCH, POSITIONS, dims.rope)],
+            outputs=[self._q_rot(), self._k_rot()],
+            settings=[
+                Setting(
+                    name="layout",
+                    value="interleaved pairs" if interleaved else "halves",
+                    config_keys=("rope_interleave",) if self.s.has("rope_interleave") else (),
+                )
+            ],
+            claim="The rotary slices of the queries and of the shared key are rotated by their positions.",
+            category=Category.ROPE,
+            sites=(
+                statement(a, "= apply_rotary_pos_emb"),
+                function("apply_rotary_pos_emb_interleave", "apply_rotary_pos_emb"),
+            ),
+            absent=self.code.rope_absent,
+        )
+
+    def _k_rot(self) -> Shape:
+        return shape("k_rot", BATCH, self.dims.one_head, POSITIONS, self.dims.rope)
+
+    def _cached(self) -> tuple[Shape, Shape]:
+        dims = self.dims
+        return (
+            shape("kv_nope", BATCH, dims.one_head, KEY_POSITIONS, dims.kv_rank),
+            shape("k_rot", BATCH, dims.one_head, KEY_POSITIONS, dims.rope),
+        )
+
+    def _cache(self, step: _Step) -> None:
+        dims = self.dims
+        self.b.node(
+            f"{step.prefix}attention.cache-update",
+            title="Latent KV cache",
+            kind=NodeKind.OPERATOR,
+            code="cache.update(kv_nope, k_rot, self.layer_idx, kwargs=kwargs)",
+            group=step.group,
+            placement=step.at,
+            part=step.part,
+            summary=(
+                "Append this step's KV latent and rotary key to the cache and return all cached positions; "
+                "MLA caches kv_lora_rank + qk_rope_head_dim numbers per position and layer."
+            ),
+            inputs=[shape("kv_nope", BATCH, dims.one_head, POSITIONS, dims.kv_rank), self._k_rot()],
+            outputs=list(self._cached()),
+            locate=cache_locator(self.code),
+        )
+        if not self.use_rope:
+            return
+        self._node(
+            step,
+            "query-concat",
+            title="Query assembly",
+            kind=NodeKind.OPERATOR,
+            code="torch.cat((q_pass, q_rot), dim=-1)",
+            summary="Join each head's position-free and rotated query parts.",
+            inputs=[self._q_pass(), self._q_rot()],
+            outputs=[self._query()],
+            claim="Each head's query is assembled from its position-free and rotated parts.",
+            sites=(statement(self.code.attention, "torch.cat((q_pass, q_rot)", "query_states = k_pe.new_empty("),),
+            absent=self.code.rope_absent,
+        )
+
+    def _expanded_kv(self, step: _Step) -> None:
+        dims, a = self.dims, self.code.attention
+        cached_latent, cached_rot = self._cached()
+        kv_full = shape("kv", BATCH, dims.one_head, KEY_POSITIONS, dims.kv_b)
+        self._node(
+            step,
+            "kv-b-proj",
+            title="KV up-projection",
+            kind=NodeKind.LEARNED,
+            code="self.kv_b_proj(kv_nope)",
+            summary="Expand the cached latents into every head's position-free key and value.",
+            inputs=[cached_latent],
+            outputs=[kv_full],
+            parameters=linear_rows(
+                self.b,
+                "KV up-projection",
+                f"{ATTN}.kv_b_proj",
+                ("num_attention_heads × (qk_nope_head_dim + v_head_dim)", dims.kv_b.value or 0),
+                ("kv_lora_rank", dims.kv_rank.value or 0),
+                bias=False,
+            ),
+            claim="The KV up-projection expands the latent into every head's position-free key and value.",
+            sites=attribute(a, "kv_b_proj"),
+        )
+        self._node(
+            step,
+            "key-value-split",
+            title="Key assembly and value split",
+            kind=NodeKind.OPERATOR,
+            code="self.expand_kv(kv_nope, k_rot)",
+            summary=(
+                "View the expansion per head, split it into key and value parts, and join the key part with the "
+                "shared rotary key."
+            ),
+            inputs=[kv_full, cached_rot],
+            outputs=list(self._keys_values()),
+            claim=(
+                "Each head's expansion is split into key and value parts, and the key part is joined with the "
+                "shared key slice."
+            ),
+            sites=(
+                method(a, "expand_kv"),
+                statement(a, "= self.expand_kv("),
+                statement(a, "[self.qk_nope_head_dim, self.v_head_dim]"),
+                statement(a, "key_states = k_pe.new_empty("),
+            ),
+        )
+
+    def _keys_values(self) -> tuple[Shape, Shape]:
+        dims = self.dims
+        return (
+            shape("key_states", BATCH, dims.heads, KEY_POSITIONS, dims.qk_head),
+            shape("value_states", BATCH, dims.heads, KEY_POSITIONS, dims.v_head),
+        )
+
+    def _core(self, step: _Step) -> None:
+        s, a = self.s, self.code.attention
+        self._node(
+            step,
+            "sdpa",
+            title="Scaled dot-product attention",
+            kind=NodeKind.OPERATOR,
+            code="attention_interface(self, query_states, key_states, value_states, attention_mask, ...)",
+            summary=(
+                "Score each query against the keys of all earlier and current positions (causal mask), "
+                "softmax with the YaRN-corrected scale, and mix the values; heads are concatenated."
+            ),
+            inputs=[self._query(), *self._keys_values()],
+            outputs=[shape("attn_output", BATCH, POSITIONS, self.dims.o_in)],
+            settings=[
+                deepseek_softmax_scale(s, self.dims.qk_head.value or 0),
+                Setting(name="mask", value="causal"),
+                Setting(
+                    name="dropout",
+                    value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
+                    config_keys=("attention_dropout",) if s.has("attention_dropout") else (),
+                ),
+            ],
+            claim=(
+                "Attention scores each query against the keys of the current and earlier positions under the causal "
+                "mask, takes the softmax at the configured scale and mixes the values."
+            ),
+            sites=(
+                statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
+                statement(a, "= attention_interface(", "torch.matmul(query_states, key_states.transpose("),
+                statement(a, "nn.functional.softmax(attn_weights"),
+                function("eager_attention_forward"),
+                defined(a, "scaling"),
+                defined(a, "softmax_scale"),
+                function("yarn_apply_mscale"),
+                function("yarn_get_mscale"),
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Step:
+    """Where the nodes of one attention go."""
+
+    prefix: str
+    group: str
+    at: Placement
+    part: Part
+
+
+# -- multi-token prediction -----------------------------------------------------------------------------------
+
+_MTP_CLAIMS = {
+    "embedding": "The MTP layer has its own copy of the token embedding table.",
+    "enorm": "The MTP layer normalizes the next token's embedding.",
+    "hnorm": "The MTP layer normalizes the main model's hidden state.",
+    "concat": "The MTP layer joins the two normalized vectors of each position.",
+    "eh-proj": "The MTP layer projects the joined vectors back to the model width.",
+    "head-norm": "The MTP layer normalizes its block's output before its head.",
+    "head": "The MTP layer has its own copy of the output head.",
+}
+
+
+class _Mtp:
+    """Adds the MTP layers' nodes; each is cited as built by no modeling file."""
+
+    def __init__(self, b: GraphBuilder, layers: list[int], *, d: Dim, vocab: Dim, eps: Setting):
+        self.b, self.layers, self.d, self.vocab, self.eps = b, layers, d, vocab, eps
+        self.at = layer_placement(layers)
+        self.width, self.vocabulary = d.value or 0, vocab.value or 0
+        self.state = hidden(d)
+        self.group = b.group(
+            "mtp",
+            title="Multi-token prediction",
+            kind=GroupKind.MTP,
+            parent="model",
+            placement=self.at,
+            summary=(
+                "Extra layers that predict a further token from the main model's hidden state and "
+                "the next token's embedding; shipped in the checkpoint, unused by the forward pass."
+            ),
+            locate=Locator(
+                claim="The multi-token-prediction layers.", category=Category.MTP, sites=(), absent=MTP_ABSENT
+            ),
+        )
+
+    def node(
+        self,
+        id: str,
+        title: str,
+        code: str,
+        summary: str,
+        *,
+        inputs: list[Shape],
+        outputs: list[Shape],
+        rows: Sequence[tuple[str, str, list[tuple[str, int]]]] = (),
+        settings: Sequence[Setting] = (),
+    ) -> None:
+        """One MTP node; ``rows`` are its tensors as (component, name under the layer, factors)."""
+        self.b.node(
+            f"mtp.{id}",
+            title=title,
+            kind=NodeKind.LEARNED if rows else NodeKind.OPERATOR,
+            code=code,
+            summary=summary,
+            group=self.group,
+            inputs=inputs,
+            outputs=outputs,
+            parameters=[
+                self.b.tensor(component, f"model.layers.{{layer}}.{name}", [factor(*item) for item in factors])
+                for component, name, factors in rows
+            ],
+            settings=settings,
+            placement=self.at,
+            part=Part.MTP,
+            locate=Locator(claim=_MTP_CLAIMS[id], category=Category.MTP, sites=(), absent=MTP_ABSENT),
+        )
+
+    def inputs(self) -> None:
+        """Its own embedding of the next token, two norms, their concatenation and the projection back."""
+        state, width, vocabulary = self.state, self.width, self.vocabulary
+        table = [("vocab_size", vocabulary), ("hidden_size", width)]
+        self.node(
+            "embedding",
+            "MTP token embedding",
+            "self.embed_tokens(input_ids)",
+            "The MTP layer's own copy of the token embedding table.",
+            inputs=[shape("input_ids", BATCH, POSITIONS)],
+            outputs=[state],
+            rows=[("Token embedding", "embed_tokens.weight", table)],
+        )
+        for id, title, what in (
+            ("enorm", "Embedding RMSNorm", "the next token's embedding"),
+            ("hnorm", "Hidden-state RMSNorm", "the main model's hidden state"),
+        ):
+            self.node(
+                id,
+                title,
+                f"self.{id}(...)",
+                f"Normalize {what} before the two are joined.",
+                inputs=[state],
+                outputs=[state],
+                settings=[self.eps],
+                rows=[("RMSNorm scale", f"{id}.weight", [("hidden_size", width)])],
+            )
+        both = shape("hidden_states", BATCH, POSITIONS, fixed("2d", 2 * width, "2 × hidden_size"))
+        self.node(
+            "concat",
+            "Embedding / hidden concat",
+            "torch.cat([self.enorm(embeds), self.hnorm(hidden_states)], dim=-1)",
+            "Join the two normalized vectors of each position.",
+            inputs=[state, state],
+            outputs=[both],
+        )
+        self.node(
+            "eh-proj",
+            "MTP input projection",
+            "self.eh_proj(hidden_states)",
+            "Project the joined vectors back to the model width.",
+            inputs=[both],
+            outputs=[state],
+            rows=[("eh_proj weight", "eh_proj.weight", [("hidden_size", width), ("2 × hidden_size", 2 * width)])],
+        )
+
+    def head(self) -> None:
+        """Its own norm and output head after its block."""
+        state, width = self.state, self.width
+        self.node(
+            "head-norm",
+            "MTP head RMSNorm",
+            "self.shared_head.norm(hidden_states)",
+            "Normalize the MTP block's output.",
+            inputs=[state],
+            outputs=[state],
+            settings=[self.eps],
+            rows=[("RMSNorm scale", "shared_head.norm.weight", [("hidden_size", width)])],
+        )
+        self.node(
+            "head",
+            "MTP output head",
+            "self.shared_head.head(hidden_states)",
+            "The MTP layer's own copy of the output head: scores for the token after next.",
+            inputs=[state],
+            outputs=[shape("logits", BATCH, POSITIONS, self.vocab)],
+            rows=[
+                ("Output head", "shared_head.head.weight", [("vocab_size", self.vocabulary), ("hidden_size", width)])
+            ],
+        )
+
+
+def mtp_layers(
+    b: GraphBuilder,
+    layers: list[int],
+    *,
+    d: Dim,
+    vocab: Dim,
+    eps: Setting,
+    block: Callable[[str, list[int], str], None],
+) -> None:
+    """The MTP layers after the main stack: their own embedding, two norms joined and projected back, a decoder
+    block (``block(prefix, layers, group)``), and their own head. Shipped in checkpoints; no forward pass runs them."""
+    mtp = _Mtp(b, layers, d=d, vocab=vocab, eps=eps)
+    mtp.inputs()
+    block("mtp.", layers, mtp.group)
+    mtp.head()

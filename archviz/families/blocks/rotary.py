@@ -1,0 +1,234 @@
+"""The rotary embedding: one node computing each position's cosine and sine tables, and its settings.
+
+A model without rotary position (Kimi Linear's NoPE MLA) builds no node. The settings are read from the config's
+rotary scaling object (``rope_scaling``, or transformers 5's ``rope_parameters``) in one of two spellings: the
+DeepSeek family's YaRN with its magnitude correction (``deepseek_rope_settings``, from DeepSeek-V3's remote code
+and transformers' ``modeling_deepseek_v3.py``) and transformers' rotary types of the llama-style families
+(``rope_settings``, from ``modeling_rope_utils.py``: default, linear, dynamic, yarn, longrope, llama3).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from archviz.families.blocks.builder import POSITIONS, GraphBuilder, shape
+from archviz.families.blocks.code import DecoderCode
+from archviz.graph import Dim, NodeKind, Setting
+from archviz.locators import Category, Locator, Role, defined, function, method, statement, used
+from archviz.settings import Settings
+
+BROADCAST = Dim(symbol="1", label="batch", value=1, formula="broadcast")
+"""The batch axis of the cosine and sine tables, shared by every sequence."""
+
+# Rotary scaling types transformers implements (ROPE_INIT_FUNCTIONS plus the default), with the keys each
+# reads from the scaling object, in the order the rotary card lists them.
+ROPE_SCALING_KEYS: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor"),
+    "longrope": ("factor", "original_max_position_embeddings", "attention_factor"),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
+
+_ROPE_SUMMARIES = {
+    "default": "Compute the cosine and sine tables that rotate queries and keys by position.",
+    "linear": "Compute cosine and sine tables with positions divided by the scaling factor (linear interpolation).",
+    "dynamic": (
+        "Compute cosine and sine tables whose base grows with the sequence once it exceeds the trained length "
+        "(dynamic NTK scaling)."
+    ),
+    "yarn": (
+        "Compute YaRN-scaled cosine and sine tables: low frequencies interpolated by the factor, high frequencies "
+        "kept, a ramp between, and the tables scaled by the attention factor."
+    ),
+    "longrope": "Compute cosine and sine tables with LongRoPE's per-frequency rescaling factors.",
+    "llama3": (
+        "Compute cosine and sine tables with Llama 3's frequency rescaling: wavelengths longer than the original "
+        "context over low_freq_factor are stretched by the factor, those shorter than it over high_freq_factor "
+        "are kept, and the ones between are blended."
+    ),
+}
+
+
+def rotary_embedding(b: GraphBuilder, *, rotated: Dim, settings: list[Setting], summary: str, locate: Locator) -> str:
+    """The ``rotary-embedding`` node: position ids in, ``cos`` and ``sin`` tables of ``rotated`` width out."""
+    return b.node(
+        "rotary-embedding",
+        title="Rotary embedding",
+        kind=NodeKind.OPERATOR,
+        code="self.rotary_emb(hidden_states, position_ids)",
+        group="model",
+        summary=summary,
+        inputs=[shape("position_ids", BROADCAST, POSITIONS)],
+        outputs=[shape("cos", BROADCAST, POSITIONS, rotated), shape("sin", BROADCAST, POSITIONS, rotated)],
+        settings=settings,
+        extra_keys=["max_position_embeddings"],
+        locate=locate,
+    )
+
+
+def rotary_locator(code: DecoderCode, *, deepseek: bool) -> Locator:
+    """Where the rotary embedding is built and run: the model's ``rotary_emb`` and the rotary class; in the
+    DeepSeek family also the attention's own (remote code) and the YaRN helpers."""
+    if not deepseek:
+        return Locator(
+            claim=(
+                "The rotary embedding computes each position's cosine and sine tables from the configured base, "
+                "rescaled by the rotary scaling type when the config names one."
+            ),
+            category=Category.ROPE,
+            sites=(
+                defined(code.model, "rotary_emb"),
+                used(code.model, "rotary_emb"),
+                statement(code.rotary, "ROPE_INIT_FUNCTIONS[", method="__init__", role=Role.DEFINITION),
+                method(code.rotary, "compute_default_rope_parameters"),
+                method(code.rotary, "forward"),
+            ),
+        )
+    return Locator(
+        claim=(
+            "The rotary embedding computes each position's cosine and sine tables from the configured rotary "
+            "frequencies, YaRN-scaled when the config asks for it."
+        ),
+        category=Category.ROPE,
+        sites=(
+            defined(code.model, "rotary_emb"),
+            defined(code.attention, "rotary_emb", method="_init_rope"),
+            used(code.model, "rotary_emb"),
+            used(code.attention, "rotary_emb"),
+            statement(code.rotary, "ROPE_INIT_FUNCTIONS[", method="__init__", role=Role.DEFINITION),
+            method(code.rotary, "forward"),
+            method(code.rotary, "_set_cos_sin_cache"),
+            function("yarn_find_correction_range"),
+        ),
+        absent=code.rope_absent,
+    )
+
+
+def _scaling(s: Settings, *, prefer: str) -> tuple[str, Mapping[str, Any]]:
+    """The config key of the rotary scaling object (``prefer`` when both could be) and the object ({} if none)."""
+    other = "rope_parameters" if prefer == "rope_scaling" else "rope_scaling"
+    key = prefer if s.mapping(prefer) is not None else other
+    return key, s.mapping(key) or {}
+
+
+# -- DeepSeek's YaRN ---------------------------------------------------------------------------------------
+
+
+def yarn_mscale(scale: float, mscale: float) -> float:
+    """DeepSeek's YaRN magnitude correction, as in ``yarn_get_mscale``."""
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def deepseek_rope_settings(s: Settings) -> tuple[list[Setting], str]:
+    """The settings and summary of the DeepSeek family's rotary embedding (YaRN with ``mscale``)."""
+    rope_key, scaling = _scaling(s, prefer="rope_scaling")
+    kind = scaling.get("type") or scaling.get("rope_type") or "default"
+    settings = [
+        Setting(name="base θ", value=f"{s.number('rope_theta', default=10000.0):g}", config_keys=("rope_theta",))
+    ]
+    if kind != "yarn":
+        return (
+            settings,
+            "Compute the cosine and sine tables that rotate the rotary part of queries and keys by position.",
+        )
+    factor_value = s.number(rope_key, "factor")
+    settings += [
+        Setting(name="scaling", value="YaRN", config_keys=(f"{rope_key}.type",)),
+        Setting(name="context factor", value=f"{factor_value:g}", config_keys=(f"{rope_key}.factor",)),
+        Setting(
+            name="original context",
+            value=f"{int(s.number(rope_key, 'original_max_position_embeddings')):,}",
+            config_keys=(f"{rope_key}.original_max_position_embeddings",),
+        ),
+        Setting(
+            name="β fast / β slow",
+            value=f"{s.number(rope_key, 'beta_fast', default=32):g} / {s.number(rope_key, 'beta_slow', default=1):g}",
+            config_keys=(f"{rope_key}.beta_fast", f"{rope_key}.beta_slow"),
+        ),
+        Setting(
+            name="mscale / mscale_all_dim",
+            value=f"{s.number(rope_key, 'mscale', default=1):g} / {s.number(rope_key, 'mscale_all_dim', default=0):g}",
+            config_keys=(f"{rope_key}.mscale", f"{rope_key}.mscale_all_dim"),
+        ),
+    ]
+    return settings, (
+        "Compute YaRN-scaled cosine and sine tables (extending the original context by the configured "
+        "factor) that rotate the rotary part of queries and keys by position."
+    )
+
+
+def deepseek_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
+    """MLA's softmax scale: ``qk_head_dim^-0.5``, times ``mscale²`` under YaRN with ``mscale_all_dim``."""
+    base = (qk_head_dim or 1) ** -0.5
+    rope_key, scaling = _scaling(s, prefer="rope_scaling")
+    mscale_all = s.number(rope_key, "mscale_all_dim", default=0) if "mscale_all_dim" in scaling else 0.0
+    kind = scaling.get("type") or scaling.get("rope_type") or "default"
+    if kind != "default" and mscale_all:
+        m = yarn_mscale(s.number(rope_key, "factor"), mscale_all)
+        return Setting(
+            name="softmax scale",
+            value=f"{base * m * m:.6g}",
+            formula=f"(qk_nope_head_dim + qk_rope_head_dim)^-0.5 × mscale² (mscale = 0.1 × "
+            f"mscale_all_dim × ln(factor) + 1 = {m:.6g})",
+            config_keys=("qk_nope_head_dim", "qk_rope_head_dim", f"{rope_key}.mscale_all_dim", f"{rope_key}.factor"),
+        )
+    return Setting(
+        name="softmax scale",
+        value=f"{base:.6g}",
+        formula="(qk_nope_head_dim + qk_rope_head_dim)^-0.5",
+        config_keys=("qk_nope_head_dim", "qk_rope_head_dim"),
+    )
+
+
+# -- transformers' rotary types ----------------------------------------------------------------------------
+
+
+def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: str) -> tuple[list[Setting], str]:
+    """The settings and summary of a rotary embedding on whole heads of ``head_dim``, with transformers' scaling
+    types; ``theta_default`` is the config class's base when the config sets none (``title``'s default)."""
+    key, scaling = _scaling(s, prefer="rope_parameters")
+    kind_key = "rope_type" if "rope_type" in scaling else "type"
+    kind = s.text(key, kind_key) if kind_key in scaling else "default"
+    if kind not in ROPE_SCALING_KEYS:
+        known = ", ".join(ROPE_SCALING_KEYS)
+        raise s.fail((key, kind_key), f"unknown rotary scaling type {kind!r} (known: {known})")
+    theta_keys: tuple[str, ...]
+    if "rope_theta" in scaling:
+        theta, theta_keys = s.number(key, "rope_theta"), (f"{key}.rope_theta",)
+    elif s.has("rope_theta"):
+        theta, theta_keys = s.number("rope_theta"), ("rope_theta",)
+    else:
+        theta, theta_keys = theta_default, ()
+    settings = [
+        Setting(
+            name="base θ",
+            value=f"{int(theta):,}" if theta.is_integer() else f"{theta:g}",
+            config_keys=theta_keys,
+            formula=None if theta_keys else f"unset: {title}'s default",
+        ),
+        Setting(name="rotated dimensions", value=f"{head_dim} (the whole head)", formula="head_dim"),
+    ]
+    if kind != "default":
+        settings.append(Setting(name="scaling", value=kind, config_keys=(f"{key}.{kind_key}",)))
+    for name in ROPE_SCALING_KEYS[kind]:
+        if scaling.get(name) is None:
+            continue
+        number = s.number(key, name)
+        shown = f"{int(number):,}" if name == "original_max_position_embeddings" else f"{number:g}"
+        settings.append(Setting(name=name.replace("_", " "), value=shown, config_keys=(f"{key}.{name}",)))
+    if kind == "yarn" and scaling.get("attention_factor") is None and scaling.get("factor") is not None:
+        # _compute_yarn_parameters: cos and sin are scaled by get_mscale(factor) when no factor is given.
+        stretch = s.number(key, "factor")
+        settings.append(
+            Setting(
+                name="attention factor",
+                value=f"{0.1 * math.log(stretch) + 1 if stretch > 1 else 1.0:.6g}",
+                formula="0.1 × ln(factor) + 1 (scales cos and sin)",
+                config_keys=(f"{key}.factor",),
+            )
+        )
+    return settings, _ROPE_SUMMARIES[kind]

@@ -1,0 +1,50 @@
+"""What the registry knows of a family: the configs it accepts and how it builds their graphs.
+
+Each family home (``archviz.families.deepseek_v3``, ``kimi_linear``, ``llama``, ``generic``) declares its
+``Family`` entries; ``archviz.families`` chooses among them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from archviz.graph import Graph, ModelInfo
+from archviz.settings import Settings
+
+if TYPE_CHECKING:
+    from archviz.families.blocks.moe import MoeNaming
+    from archviz.locators import Locator
+    from archviz.provenance import SourceFile
+
+Locators = Callable[["Graph", "SourceFile"], tuple[Mapping[str, "Locator"], Mapping[str, "Locator"]]]
+"""Locators made per graph from the cited file: by node id and by group id."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Family:
+    """A graph builder and the configs it accepts."""
+
+    name: str
+    """The family's name (``deepseek_v3``)."""
+    model_types: tuple[str, ...]
+    """``model_type`` values it accepts."""
+    architectures: tuple[str, ...]
+    """``architectures`` entries it accepts when the model_type is unknown (``kimi_k2`` configs)."""
+    transformers_model_type: str
+    """The model_type whose transformers classes implement the family."""
+    build: Callable[[Settings, ModelInfo, Any], Graph]
+    """Builds the graph from the settings, the model's identity and, for a family that reads the modeling code,
+    what the pipeline read off it (``None`` for the hand-written families)."""
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Other spellings of the keys the family reads (transformers' ``attribute_map``): a config saved by
+    transformers writes its canonical names (``num_local_experts``) where a release wrote its own (``num_experts``)."""
+    moe: MoeNaming | None = None
+    """How the family names its MoE keys, for the sentence describing a released configuration; None if dense."""
+    reads_code: bool = False
+    """Whether the graph is read off transformers' modeling code (the generic family): then the pipeline builds
+    the meta-device model first and hands it to ``build``."""
+    locators: Locators | None = None
+    """For a family whose nodes cannot carry their locators (the generic family's depend on the cited file), how
+    provenance makes them; None when every node carries its own (``Node.locate``)."""
