@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from archviz.cli import app
 from archviz.config import parse_config
 from archviz.errors import InputError
 from archviz.families import FAMILIES, generic
@@ -26,7 +27,6 @@ from archviz.meta import MetaModel, build_meta_model
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.settings import Settings
 from archviz.totals import compute_totals, node_parameters, predicted_manifest
-from cli import app
 
 _LLAMA_3_1_ROPE = {
     "factor": 8.0,
