@@ -11,8 +11,9 @@ names and shapes reported here are put back into checkpoint layout with transfor
 (``remove_tied_weights_from_state_dict`` then ``revert_weight_conversion``, exactly what
 ``save_pretrained`` runs), so no second table of expert names exists in archviz.
 
-This is the only archviz module that imports torch and transformers, and it imports them inside
-functions: importing ``archviz.meta`` for its dataclasses costs nothing.
+This is the only archviz module that imports torch and transformers (with ``archviz.transformers_internals``,
+through which it reaches every private or unstable transformers API), and it imports them inside functions:
+importing ``archviz.meta`` for its dataclasses costs nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from archviz import transformers_internals as internals
 from archviz.errors import InputError
 
 if TYPE_CHECKING:
@@ -222,7 +224,8 @@ def trace_shapes(
     with (
         tracer.attached(),
         _eval_mode(module),
-        _quiet_transformers(),
+        # Hide transformers' advice about faster kernels: on meta tensors the reference code is what we want.
+        internals.errors_only_logging(),
         _experts_implementation(module, experts_implementation) as used,
     ):
         prefill_logits, decode_logits = tracer.run_passes(batch=batch, prefill=prefill, past=past)
@@ -274,8 +277,7 @@ def _instantiate_on_meta(
         model_class = _native_model_class(hf_config, model_type, architecture, config_path)
     try:
         with torch.device("meta"):
-            # What AutoModel*.from_config calls: applies the config's dtype and attention choice.
-            module: nn.Module = model_class._from_config(hf_config)
+            module = internals.instantiate(model_class, hf_config)
     except Exception as exc:  # a config value the modeling code cannot build (bad size, ratio, name)
         raise InputError(
             f"transformers cannot build {model_class.__name__} from this config: {type(exc).__name__}: {exc}",
@@ -286,26 +288,24 @@ def _instantiate_on_meta(
 
 def transformers_config_class(model_type: str, config_path: str) -> Any:
     """transformers' config class for a model_type; ``InputError`` naming ``config_path`` when it has none."""
-    from transformers import CONFIG_MAPPING
-
-    if model_type not in CONFIG_MAPPING:
+    found = internals.config_class(model_type)
+    if found is None:
         raise InputError(
             f"transformers has no model_type {model_type!r} (it may need the model's own code)",
             path=config_path,
         )
-    return CONFIG_MAPPING[model_type]
+    return found
 
 
 def _native_model_class(hf_config: Any, model_type: str, architecture: str | None, config_path: str) -> Any:
     import transformers
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING
 
     if architecture is not None:
         named = getattr(transformers, architecture, None)
         config_class = getattr(named, "config_class", None)
         if isinstance(named, type) and isinstance(config_class, type) and isinstance(hf_config, config_class):
             return named
-    for mapping in (MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING):
+    for mapping in internals.auto_model_mappings():
         if type(hf_config) in mapping:
             candidates: Any = mapping[type(hf_config)]
             if isinstance(candidates, list | tuple):
@@ -321,8 +321,6 @@ def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str)
 
     Only ever called with the user's explicit trust: this imports and runs the folder's .py files.
     """
-    from transformers.dynamic_module_utils import get_class_from_dynamic_module
-
     model_reference = next((auto_map[name] for name in _REMOTE_MODEL_AUTO_CLASSES if auto_map.get(name)), None)
     classes: list[Any] = []
     for reference in (auto_map.get("AutoConfig"), model_reference):
@@ -330,7 +328,7 @@ def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str)
             classes.append(None)
             continue
         try:
-            classes.append(get_class_from_dynamic_module(reference, str(model_dir), local_files_only=True))
+            classes.append(internals.class_from_model_code(reference, model_dir))
         except (OSError, ImportError, AttributeError, ValueError) as exc:
             raise InputError(
                 f"cannot import {reference} from the model's own code in {model_dir}: {exc}", path=config_path
@@ -344,14 +342,12 @@ def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str)
 def _saved_state_dict(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """What ``save_pretrained`` keeps before reverting conversions: ignored keys and tied aliases go."""
     from transformers import PreTrainedModel
-    from transformers.modeling_utils import remove_tied_weights_from_state_dict
 
     if not isinstance(module, PreTrainedModel):
         return state
-    for key in module._keys_to_ignore_on_save or ():
+    for key in internals.keys_to_ignore_on_save(module):
         state.pop(key, None)
-    kept: dict[str, torch.Tensor] = remove_tied_weights_from_state_dict(state, module)
-    return kept
+    return internals.remove_tied_weights(state, module)
 
 
 def checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, Shape]:
@@ -410,13 +406,10 @@ def checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dict
 _LAYER = re.compile(r"^(?P<prefix>(?:.*\.)?layers\.)(?P<index>\d+)\.(?P<rest>.+)$")
 
 
-def _revert(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    from transformers.core_model_loading import revert_weight_conversion
-
+def _revert(module: PreTrainedModel, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     if not state:
         return {}
-    reverted: dict[str, torch.Tensor] = revert_weight_conversion(module, state)  # type: ignore[arg-type]
-    return reverted
+    return internals.revert_weight_conversion(module, state)
 
 
 def _tied_pairs(module: nn.Module, saved_state: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -442,19 +435,6 @@ def _shape(tensor: torch.Tensor) -> Shape:
 
 
 @contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Hide transformers' advice about faster kernels: on meta tensors the reference code is what we want."""
-    from transformers.utils import logging
-
-    level = logging.get_verbosity()
-    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
-
-
-@contextmanager
 def _eval_mode(module: nn.Module) -> Iterator[None]:
     """Inference behaviour (no dropout, no router jitter) for the duration; each module's mode restored."""
     modes = {sub: sub.training for sub in module.modules()}
@@ -471,23 +451,16 @@ def _experts_implementation(module: nn.Module, wanted: str | None) -> Iterator[s
     """Switch the model's experts kernel for the duration, and back; yields the one in use."""
     from transformers import PreTrainedModel
 
-    if wanted is None or not isinstance(module, PreTrainedModel) or not _has_switchable_experts(module):
+    if wanted is None or not isinstance(module, PreTrainedModel) or not internals.has_switchable_experts(module):
         yield None
         return
-    original = module.get_experts_implementation()
-    module.set_experts_implementation(wanted)
+    original = internals.experts_implementation(module)
+    internals.set_experts_implementation(module, wanted)
     try:
         # transformers may adjust the request (to what this torch supports): report what is in force.
-        yield module.get_experts_implementation()[""]
+        yield internals.experts_implementation(module)[""]
     finally:
-        module.set_experts_implementation(original)
-
-
-def _has_switchable_experts(module: PreTrainedModel) -> bool:
-    # use_experts_implementation marks the experts classes it wraps with these attributes.
-    return module._can_set_experts_implementation() and any(
-        hasattr(sub, "has_gate") and hasattr(sub, "is_transposed") for sub in module.modules()
-    )
+        internals.set_experts_implementation(module, original)
 
 
 class _Tracer:
