@@ -30,14 +30,21 @@ from typing import TYPE_CHECKING, Any
 
 from archviz import transformers_internals as internals
 from archviz.errors import InputError
+from archviz.modeltree import (
+    CodeRequest,
+    ModelCode,
+    ModuleRecord,
+    ModuleTree,
+    Shape,
+    ShapeTrace,
+    TensorRecord,
+    TraceNote,
+)
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
     from transformers import PreTrainedModel
-
-Shape = tuple[int, ...]
-"""A tensor shape, e.g. ``(2048, 7168)``."""
 
 # config.json keys dropped before transformers sees them. Each would make transformers build something
 # other than the plain architecture, or reach outside transformers:
@@ -82,47 +89,6 @@ class MetaModel:
     """Number of elements in :attr:`persistent_buffers`."""
     module: nn.Module = field(repr=False, compare=False)
     """The meta-device ``torch.nn.Module`` itself, kept for :func:`trace_shapes`."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TraceNote:
-    """Something :func:`trace_shapes` has to report about one module in one pass."""
-
-    phase: str
-    """``"prefill"`` or ``"decode"``."""
-    module: str
-    """The module path (``model.layers.1.mlp.experts``); ``""`` is the whole model."""
-    message: str
-    """What happened, in one sentence."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShapeTrace:
-    """Output shapes of every module in a prefill and a decode forward pass on meta tensors."""
-
-    batch_size: int
-    """Sequences in the batch (``B``)."""
-    prefill_tokens: int
-    """Tokens in the prefill pass (``T``): its input is ``input_ids`` of shape ``(B, T)``."""
-    past_tokens: int
-    """Positions already in the cache for the decode pass, whose input is ``(B, 1)``."""
-    experts_implementation: str | None
-    """The transformers experts implementation the passes ran with (``batched_mm``), or ``None`` when
-    the model has no switchable experts or it was left as built."""
-    prefill: dict[str, tuple[Shape, ...]]
-    """Module path -> shapes of the tensors it output in the prefill pass (first call, when a module
-    runs more than once). ``""`` is the whole model."""
-    decode: dict[str, tuple[Shape, ...]]
-    """The same for the decode pass; empty when the model takes no cache."""
-    prefill_logits: Shape | None
-    """Shape of the final logits of the prefill pass, e.g. ``(2, 5, 163840)``; ``None`` if it failed."""
-    decode_logits: Shape | None
-    """Shape of the final logits of the decode pass, e.g. ``(2, 1, 163840)``; ``None`` if not run."""
-    not_executed: tuple[TraceNote, ...]
-    """Modules whose code could not run on meta tensors and were replaced by a stand-in that returns
-    zeros shaped like their input; their recorded shapes come from the stand-in."""
-    errors: tuple[TraceNote, ...]
-    """Passes that failed or could not be run, with the module that failed."""
 
 
 def build_meta_model(
@@ -241,6 +207,75 @@ def trace_shapes(
         not_executed=tuple(tracer.not_executed.values()),
         errors=tuple(tracer.errors),
     )
+
+
+def read_model_code(request: CodeRequest) -> ModelCode:
+    """Build the model ``request`` asks for on the meta device, trace it, and read its module tree.
+
+    What a code-reading family (``archviz.families.generic``) builds its graph from, as plain data. The trace
+    runs before the tree is read, and the module is restored after it (mode, experts kernel, forwards).
+    """
+    meta = build_meta_model(
+        dict(request.config),
+        model_type=request.model_type,
+        architecture=request.architecture,
+        config_path=request.config_path,
+    )
+    trace = trace_shapes(meta, batch=request.batch, prefill=request.prefill, past=request.past)
+    return ModelCode(tree=read_module_tree(meta), trace=trace)
+
+
+def read_module_tree(meta: MetaModel) -> ModuleTree:
+    """Every module of a meta-device model as a plain record: what it holds itself, named as checkpoints name it."""
+    # The graph builders' table of dtype names (bfloat16 -> BF16), so that both spell dtypes alike.
+    from archviz.families.toolkit import SAFETENSORS_DTYPES
+
+    root = meta.module
+    aliases = dict(meta.tied)
+    # Buffers the state dict keeps are the persistent ones (the rest are computed by the modeling code).
+    saved_names = set(root.state_dict())
+    modules = dict(root.named_modules())
+    paths = {id(module): path for path, module in modules.items()}
+    records = []
+    for path, module in modules.items():
+        prefix = f"{path}." if path else ""
+        parameters = dict(module.named_parameters(recurse=False))
+        buffers = {n: b for n, b in module.named_buffers(recurse=False) if prefix + n in saved_names}
+        state = {prefix + n: p for n, p in parameters.items() if prefix + n not in aliases}
+        state.update({prefix + n: b for n, b in buffers.items()})
+        records.append(
+            ModuleRecord(
+                path=path,
+                class_name=type(module).__name__,
+                is_module_list=_is_module_list(module),
+                parameters=tuple(_tensor_record(n, p, SAFETENSORS_DTYPES) for n, p in parameters.items()),
+                buffers=tuple(_tensor_record(n, b, SAFETENSORS_DTYPES) for n, b in buffers.items()),
+                checkpoint=checkpoint_shapes(root, state) if state else {},
+                children_own_parameters=any(any(True for _ in child.parameters()) for child in module.children()),
+                children={name: type(child).__name__ for name, child in module.named_children()},
+                classes_below=frozenset(type(sub).__name__ for sub in module.modules()),
+                epsilon=_epsilon(module),
+                padding_index=_padding_index(module),
+                weight_shape=_weight_shape(module),
+            )
+        )
+    base = getattr(root, "base_model", None)
+    return ModuleTree(
+        class_name=type(root).__name__,
+        modules=tuple(records),
+        base_model=paths.get(id(base)) if base is not None and base is not root else None,
+        input_embeddings=_input_embeddings_path(root, paths),
+        tied=meta.tied,
+        parameters=meta.parameters,
+        persistent_buffers=meta.persistent_buffers,
+        total_parameters=meta.total_parameters,
+        total_persistent_buffer_elements=meta.total_persistent_buffer_elements,
+    )
+
+
+def transformers_ships(model_type: str) -> bool:
+    """Whether the installed transformers has a config class (so modeling code) for ``model_type``."""
+    return internals.config_class(model_type) is not None
 
 
 # --- building -------------------------------------------------------------------------------------
@@ -429,6 +464,45 @@ def _tied_pairs(module: nn.Module, saved_state: Mapping[str, Any]) -> tuple[tupl
 
 def _shape(tensor: torch.Tensor) -> Shape:
     return tuple(int(size) for size in tensor.shape)
+
+
+# --- the module tree as plain data ------------------------------------------------------------------
+
+
+def _is_module_list(module: nn.Module) -> bool:
+    from torch import nn
+
+    return isinstance(module, nn.ModuleList)
+
+
+def _tensor_record(name: str, tensor: torch.Tensor, safetensors_dtypes: Mapping[str, str]) -> TensorRecord:
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    return TensorRecord(name=name, shape=_shape(tensor), dtype=safetensors_dtypes.get(dtype, dtype.upper()))
+
+
+def _epsilon(module: nn.Module) -> float | None:
+    eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+    return eps if isinstance(eps, float) else None
+
+
+def _padding_index(module: nn.Module) -> int | None:
+    padding = getattr(module, "padding_idx", None)
+    return padding if isinstance(padding, int) else None
+
+
+def _weight_shape(module: nn.Module) -> Shape | None:
+    weight = getattr(module, "weight", None)
+    shape = tuple(int(size) for size in getattr(weight, "shape", ()))
+    return shape if len(shape) == 2 else None
+
+
+def _input_embeddings_path(root: nn.Module, paths: Mapping[int, str]) -> str | None:
+    getter = getattr(root, "get_input_embeddings", None)
+    try:
+        module = getter() if getter is not None else None
+    except (AttributeError, NotImplementedError):
+        return None
+    return paths.get(id(module)) if module is not None else None
 
 
 # --- tracing ------------------------------------------------------------------------------------------
