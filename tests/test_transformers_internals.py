@@ -260,6 +260,10 @@ def test_class_from_model_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         encoding="utf-8",
     )
     with pinned("class_from_model_code"):
+        from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+        accepted = parameter_names(get_class_from_dynamic_module)
+        assert accepted[:2] == ["class_reference", "pretrained_model_name_or_path"] and "local_files_only" in accepted
         found = internals.class_from_model_code("configuration_pinned.PinnedConfig", folder)
         assert found.__name__ == "PinnedConfig" and found.model_type == "pinned"  # type: ignore[attr-defined]
 
