@@ -11,8 +11,9 @@ names and shapes reported here are put back into checkpoint layout with transfor
 (``remove_tied_weights_from_state_dict`` then ``revert_weight_conversion``, exactly what
 ``save_pretrained`` runs), so no second table of expert names exists in archviz.
 
-This is the only archviz module that imports torch and transformers, and it imports them inside
-functions: importing ``archviz.meta`` for its dataclasses costs nothing.
+This is the only archviz module that imports torch and transformers (with ``archviz.transformers_internals``,
+through which it reaches every private or unstable transformers API), and it imports them inside functions:
+importing ``archviz.meta`` for its dataclasses costs nothing.
 """
 
 from __future__ import annotations
@@ -27,15 +28,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from archviz import transformers_internals as internals
+from archviz.dtypes import SAFETENSORS_DTYPES
 from archviz.errors import InputError
+from archviz.modeltree import (
+    CodeRequest,
+    ModelCode,
+    ModuleRecord,
+    ModuleTree,
+    Shape,
+    ShapeTrace,
+    TensorRecord,
+    TraceNote,
+)
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
     from transformers import PreTrainedModel
-
-Shape = tuple[int, ...]
-"""A tensor shape, e.g. ``(2048, 7168)``."""
 
 # config.json keys dropped before transformers sees them. Each would make transformers build something
 # other than the plain architecture, or reach outside transformers:
@@ -80,47 +90,6 @@ class MetaModel:
     """Number of elements in :attr:`persistent_buffers`."""
     module: nn.Module = field(repr=False, compare=False)
     """The meta-device ``torch.nn.Module`` itself, kept for :func:`trace_shapes`."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TraceNote:
-    """Something :func:`trace_shapes` has to report about one module in one pass."""
-
-    phase: str
-    """``"prefill"`` or ``"decode"``."""
-    module: str
-    """The module path (``model.layers.1.mlp.experts``); ``""`` is the whole model."""
-    message: str
-    """What happened, in one sentence."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShapeTrace:
-    """Output shapes of every module in a prefill and a decode forward pass on meta tensors."""
-
-    batch_size: int
-    """Sequences in the batch (``B``)."""
-    prefill_tokens: int
-    """Tokens in the prefill pass (``T``): its input is ``input_ids`` of shape ``(B, T)``."""
-    past_tokens: int
-    """Positions already in the cache for the decode pass, whose input is ``(B, 1)``."""
-    experts_implementation: str | None
-    """The transformers experts implementation the passes ran with (``batched_mm``), or ``None`` when
-    the model has no switchable experts or it was left as built."""
-    prefill: dict[str, tuple[Shape, ...]]
-    """Module path -> shapes of the tensors it output in the prefill pass (first call, when a module
-    runs more than once). ``""`` is the whole model."""
-    decode: dict[str, tuple[Shape, ...]]
-    """The same for the decode pass; empty when the model takes no cache."""
-    prefill_logits: Shape | None
-    """Shape of the final logits of the prefill pass, e.g. ``(2, 5, 163840)``; ``None`` if it failed."""
-    decode_logits: Shape | None
-    """Shape of the final logits of the decode pass, e.g. ``(2, 1, 163840)``; ``None`` if not run."""
-    not_executed: tuple[TraceNote, ...]
-    """Modules whose code could not run on meta tensors and were replaced by a stand-in that returns
-    zeros shaped like their input; their recorded shapes come from the stand-in."""
-    errors: tuple[TraceNote, ...]
-    """Passes that failed or could not be run, with the module that failed."""
 
 
 def build_meta_model(
@@ -222,7 +191,8 @@ def trace_shapes(
     with (
         tracer.attached(),
         _eval_mode(module),
-        _quiet_transformers(),
+        # Hide transformers' advice about faster kernels: on meta tensors the reference code is what we want.
+        internals.errors_only_logging(),
         _experts_implementation(module, experts_implementation) as used,
     ):
         prefill_logits, decode_logits = tracer.run_passes(batch=batch, prefill=prefill, past=past)
@@ -238,6 +208,74 @@ def trace_shapes(
         not_executed=tuple(tracer.not_executed.values()),
         errors=tuple(tracer.errors),
     )
+
+
+def read_model_code(request: CodeRequest) -> ModelCode:
+    """Build the model ``request`` asks for on the meta device, trace it, and read its module tree.
+
+    What a code-reading family (``archviz.families.generic``) builds its graph from, as plain data. The trace
+    runs before the tree is read, and the module is restored after it (mode, experts kernel, forwards).
+    """
+    meta = build_meta_model(
+        dict(request.config),
+        model_type=request.model_type,
+        architecture=request.architecture,
+        config_path=request.config_path,
+    )
+    trace = trace_shapes(meta, batch=request.batch, prefill=request.prefill, past=request.past)
+    return ModelCode(tree=read_module_tree(meta), trace=trace)
+
+
+def read_module_tree(meta: MetaModel) -> ModuleTree:
+    """Every module of a meta-device model as a plain record: what it holds itself, named as checkpoints name it."""
+    # The graph builders' table of dtype names (bfloat16 -> BF16), so that both spell dtypes alike.
+
+    root = meta.module
+    aliases = dict(meta.tied)
+    # Buffers the state dict keeps are the persistent ones (the rest are computed by the modeling code).
+    saved_names = set(root.state_dict())
+    modules = dict(root.named_modules())
+    paths = {id(module): path for path, module in modules.items()}
+    records = []
+    for path, module in modules.items():
+        prefix = f"{path}." if path else ""
+        parameters = dict(module.named_parameters(recurse=False))
+        buffers = {n: b for n, b in module.named_buffers(recurse=False) if prefix + n in saved_names}
+        state = {prefix + n: p for n, p in parameters.items() if prefix + n not in aliases}
+        state.update({prefix + n: b for n, b in buffers.items()})
+        records.append(
+            ModuleRecord(
+                path=path,
+                class_name=type(module).__name__,
+                is_module_list=_is_module_list(module),
+                parameters=tuple(_tensor_record(n, p, SAFETENSORS_DTYPES) for n, p in parameters.items()),
+                buffers=tuple(_tensor_record(n, b, SAFETENSORS_DTYPES) for n, b in buffers.items()),
+                checkpoint=checkpoint_shapes(root, state) if state else {},
+                children_own_parameters=any(any(True for _ in child.parameters()) for child in module.children()),
+                children={name: type(child).__name__ for name, child in module.named_children()},
+                classes_below=frozenset(type(sub).__name__ for sub in module.modules()),
+                epsilon=_epsilon(module),
+                padding_index=_padding_index(module),
+                weight_shape=_weight_shape(module),
+            )
+        )
+    base = getattr(root, "base_model", None)
+    return ModuleTree(
+        class_name=type(root).__name__,
+        modules=tuple(records),
+        base_model=paths.get(id(base)) if base is not None and base is not root else None,
+        input_embeddings=_input_embeddings_path(root, paths),
+        tied=meta.tied,
+        parameters=meta.parameters,
+        persistent_buffers=meta.persistent_buffers,
+        total_parameters=meta.total_parameters,
+        total_persistent_buffer_elements=meta.total_persistent_buffer_elements,
+    )
+
+
+def transformers_ships(model_type: str) -> bool:
+    """Whether the installed transformers has a config class (so modeling code) for ``model_type``."""
+    return internals.config_class(model_type) is not None
 
 
 # --- building -------------------------------------------------------------------------------------
@@ -274,8 +312,7 @@ def _instantiate_on_meta(
         model_class = _native_model_class(hf_config, model_type, architecture, config_path)
     try:
         with torch.device("meta"):
-            # What AutoModel*.from_config calls: applies the config's dtype and attention choice.
-            module: nn.Module = model_class._from_config(hf_config)
+            module = internals.instantiate(model_class, hf_config)
     except Exception as exc:  # a config value the modeling code cannot build (bad size, ratio, name)
         raise InputError(
             f"transformers cannot build {model_class.__name__} from this config: {type(exc).__name__}: {exc}",
@@ -286,33 +323,24 @@ def _instantiate_on_meta(
 
 def transformers_config_class(model_type: str, config_path: str) -> Any:
     """transformers' config class for a model_type; ``InputError`` naming ``config_path`` when it has none."""
-    from transformers import CONFIG_MAPPING
-
-    if model_type not in CONFIG_MAPPING:
+    found = internals.config_class(model_type)
+    if found is None:
         raise InputError(
             f"transformers has no model_type {model_type!r} (it may need the model's own code)",
             path=config_path,
         )
-    return CONFIG_MAPPING[model_type]
-
-
-def transformers_ships(model_type: str) -> bool:
-    """Whether the installed transformers has a config class for ``model_type``."""
-    from transformers import CONFIG_MAPPING
-
-    return model_type in CONFIG_MAPPING
+    return found
 
 
 def _native_model_class(hf_config: Any, model_type: str, architecture: str | None, config_path: str) -> Any:
     import transformers
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING
 
     if architecture is not None:
         named = getattr(transformers, architecture, None)
         config_class = getattr(named, "config_class", None)
         if isinstance(named, type) and isinstance(config_class, type) and isinstance(hf_config, config_class):
             return named
-    for mapping in (MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING):
+    for mapping in internals.auto_model_mappings():
         if type(hf_config) in mapping:
             candidates: Any = mapping[type(hf_config)]
             if isinstance(candidates, list | tuple):
@@ -328,8 +356,6 @@ def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str)
 
     Only ever called with the user's explicit trust: this imports and runs the folder's .py files.
     """
-    from transformers.dynamic_module_utils import get_class_from_dynamic_module
-
     model_reference = next((auto_map[name] for name in _REMOTE_MODEL_AUTO_CLASSES if auto_map.get(name)), None)
     classes: list[Any] = []
     for reference in (auto_map.get("AutoConfig"), model_reference):
@@ -337,7 +363,7 @@ def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str)
             classes.append(None)
             continue
         try:
-            classes.append(get_class_from_dynamic_module(reference, str(model_dir), local_files_only=True))
+            classes.append(internals.class_from_model_code(reference, model_dir))
         except (OSError, ImportError, AttributeError, ValueError) as exc:
             raise InputError(
                 f"cannot import {reference} from the model's own code in {model_dir}: {exc}", path=config_path
@@ -351,14 +377,12 @@ def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str)
 def _saved_state_dict(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """What ``save_pretrained`` keeps before reverting conversions: ignored keys and tied aliases go."""
     from transformers import PreTrainedModel
-    from transformers.modeling_utils import remove_tied_weights_from_state_dict
 
     if not isinstance(module, PreTrainedModel):
         return state
-    for key in module._keys_to_ignore_on_save or ():
+    for key in internals.keys_to_ignore_on_save(module):
         state.pop(key, None)
-    kept: dict[str, torch.Tensor] = remove_tied_weights_from_state_dict(state, module)
-    return kept
+    return internals.remove_tied_weights(state, module)
 
 
 def checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, Shape]:
@@ -417,13 +441,10 @@ def checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dict
 _LAYER = re.compile(r"^(?P<prefix>(?:.*\.)?layers\.)(?P<index>\d+)\.(?P<rest>.+)$")
 
 
-def _revert(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    from transformers.core_model_loading import revert_weight_conversion
-
+def _revert(module: PreTrainedModel, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     if not state:
         return {}
-    reverted: dict[str, torch.Tensor] = revert_weight_conversion(module, state)  # type: ignore[arg-type]
-    return reverted
+    return internals.revert_weight_conversion(module, state)
 
 
 def _tied_pairs(module: nn.Module, saved_state: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -445,20 +466,46 @@ def _shape(tensor: torch.Tensor) -> Shape:
     return tuple(int(size) for size in tensor.shape)
 
 
-# --- tracing ------------------------------------------------------------------------------------------
+# --- the module tree as plain data ------------------------------------------------------------------
 
 
-@contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Hide transformers' advice about faster kernels: on meta tensors the reference code is what we want."""
-    from transformers.utils import logging
+def _is_module_list(module: nn.Module) -> bool:
+    from torch import nn
 
-    level = logging.get_verbosity()
-    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    return isinstance(module, nn.ModuleList)
+
+
+def _tensor_record(name: str, tensor: torch.Tensor, safetensors_dtypes: Mapping[str, str]) -> TensorRecord:
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    return TensorRecord(name=name, shape=_shape(tensor), dtype=safetensors_dtypes.get(dtype, dtype.upper()))
+
+
+def _epsilon(module: nn.Module) -> float | None:
+    eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+    return eps if isinstance(eps, float) else None
+
+
+def _padding_index(module: nn.Module) -> int | None:
+    padding = getattr(module, "padding_idx", None)
+    return padding if isinstance(padding, int) else None
+
+
+def _weight_shape(module: nn.Module) -> Shape | None:
+    weight = getattr(module, "weight", None)
+    shape = tuple(int(size) for size in getattr(weight, "shape", ()))
+    return shape if len(shape) == 2 else None
+
+
+def _input_embeddings_path(root: nn.Module, paths: Mapping[int, str]) -> str | None:
+    getter = getattr(root, "get_input_embeddings", None)
     try:
-        yield
-    finally:
-        logging.set_verbosity(level)
+        module = getter() if getter is not None else None
+    except (AttributeError, NotImplementedError):
+        return None
+    return paths.get(id(module)) if module is not None else None
+
+
+# --- tracing ------------------------------------------------------------------------------------------
 
 
 @contextmanager
@@ -478,23 +525,16 @@ def _experts_implementation(module: nn.Module, wanted: str | None) -> Iterator[s
     """Switch the model's experts kernel for the duration, and back; yields the one in use."""
     from transformers import PreTrainedModel
 
-    if wanted is None or not isinstance(module, PreTrainedModel) or not _has_switchable_experts(module):
+    if wanted is None or not isinstance(module, PreTrainedModel) or not internals.has_switchable_experts(module):
         yield None
         return
-    original = module.get_experts_implementation()
-    module.set_experts_implementation(wanted)
+    original = internals.experts_implementation(module)
+    internals.set_experts_implementation(module, wanted)
     try:
         # transformers may adjust the request (to what this torch supports): report what is in force.
-        yield module.get_experts_implementation()[""]
+        yield internals.experts_implementation(module)[""]
     finally:
-        module.set_experts_implementation(original)
-
-
-def _has_switchable_experts(module: PreTrainedModel) -> bool:
-    # use_experts_implementation marks the experts classes it wraps with these attributes.
-    return module._can_set_experts_implementation() and any(
-        hasattr(sub, "has_gate") and hasattr(sub, "is_transposed") for sub in module.modules()
-    )
+        internals.set_experts_implementation(module, original)
 
 
 class _Tracer:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from archviz.config import ConfigDocument, load_config
 from archviz.families import build_graph, family_settings, find_family
 from archviz.graph import Assumption, Graph
+from archviz.modeltree import CodeRequest, ModelCode
 from archviz.resolve import ModelSource, resolve_model
 from archviz.sources import GraphSources, choose_source_file, locate_sources
 from archviz.totals import Totals, compute_totals
@@ -53,7 +54,9 @@ def describe_model(
         assumptions=[*where.assumptions, *assumptions],  # the user's own win
         partial=partial or where.partial,
     )
-    graph = build_graph(config, family, settings, name=name, repo=where.repo, revision=where.revision)
+    graph = build_graph(
+        config, family, settings, name=name, repo=where.repo, revision=where.revision, read_code=_read_code
+    )
     modeling = choose_source_file(
         family_transformers_model_type=graph.model.transformers_model_type,
         model_folder=where.folder,
@@ -71,8 +74,17 @@ def describe_model(
     )
 
 
+# The meta stage, for a model_type without a hand-written family only: these are the sole reasons reading a
+# config can import torch and transformers (through archviz.meta), and only then.
+
+
 def _transformers_ships(model_type: str) -> bool:
-    """Whether the installed transformers has a config class for ``model_type`` (imports transformers)."""
     from archviz.meta import transformers_ships
 
     return transformers_ships(model_type)
+
+
+def _read_code(request: CodeRequest) -> ModelCode:
+    from archviz.meta import read_model_code
+
+    return read_model_code(request)

@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 from transformers import AutoConfig, AutoModelForCausalLM
 from typer.testing import CliRunner
 
-from cli import app
+from archviz.cli import app
 from tests.test_families import TINY
 
 runner = CliRunner()

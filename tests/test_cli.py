@@ -6,15 +6,17 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
+from archviz.cli import app
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_inspect_json_k2_golden(golden: Callable[[str, str], None]) -> None:
@@ -100,3 +102,42 @@ def test_console_script_subprocess(write_config: Callable[..., Path]) -> None:
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "hidden_size: expected a positive integer, got 0" in bad.stderr
     assert f"{folder / 'config.json'}:" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["archviz"], id="console-script"),
+        pytest.param([sys.executable, "-m", "archviz"], id="python-m-archviz"),
+        pytest.param([sys.executable, "cli.py"], id="checkout-shim"),
+    ],
+)
+def test_every_way_to_run_the_command_line(command: list[str]) -> None:
+    if command == ["archviz"]:
+        command = [shutil.which("archviz") or str(Path(sys.executable).parent / "archviz")]
+    result = subprocess.run([*command, "--help"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Usage:" in result.stdout
+    assert all(name in result.stdout for name in ("inspect", "check", "manifest", "render"))
+
+
+def test_wheel_installs_the_package_only(tmp_path: Path) -> None:
+    # The command line is archviz.cli: the checkout's cli.py shim must not become a top-level `cli` module
+    # in site-packages, where it would shadow (or be shadowed by) any other distribution's.
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--quiet", "-w", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("archviz-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        entry_points = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
+    top_level = {name.split("/", 1)[0] for name in names}
+    assert {entry for entry in top_level if not entry.endswith(".dist-info")} == {"archviz"}
+    assert "cli.py" not in names and not any(name.startswith("cli/") for name in names)
+    assert {"archviz/cli.py", "archviz/__main__.py"} <= set(names)
+    assert {"archviz/templates/card.html", "archviz/templates/assets/archviz.css"} <= set(names)
+    assert "archviz = archviz.cli:main" in entry_points

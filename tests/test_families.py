@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from archviz.cli import app
 from archviz.config import parse_config
 from archviz.errors import InputError
 from archviz.families import FAMILIES, generic
 from archviz.families.llama import VARIANTS, Variant
 from archviz.graph import Graph, ModelInfo, Node, NodeKind
-from archviz.meta import MetaModel, build_meta_model
+from archviz.meta import MetaModel, build_meta_model, read_model_code
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.settings import Settings
 from archviz.totals import compute_totals, node_parameters, predicted_manifest
-from cli import app
 
 _LLAMA_3_1_ROPE = {
     "factor": 8.0,
@@ -529,7 +529,7 @@ def test_generic_folds_experts_stored_one_tensor_per_expert(tmp_path: Path) -> N
         revision=None,
         config_path="config.json",
     )
-    graph = generic.build(Settings(document, family=generic.NAME), model)
+    graph = generic.build(Settings(document, family=generic.NAME), model, read_model_code)
     experts = by_id(graph, "model.layers.mlp.experts")
     assert experts.placement.per_layer == 4 and experts.placement.count == 12
     assert sorted(row.tensor for row in experts.parameters) == [

@@ -41,11 +41,11 @@ from hypothesis import strategies as st
 from safetensors.numpy import save as save_numpy
 from typer.testing import CliRunner
 
+from archviz.cli import app
 from archviz.config import parse_config
 from archviz.errors import InputError
 from archviz.families import FAMILIES
 from archviz.pipeline import describe_model
-from cli import app
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED = REPO / "archviz" / "bundled"
@@ -776,7 +776,7 @@ def test_remote_code_canary_trust_does_import_it(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_MODULES_CACHE": str(tmp_path / "modules")}
 
     result = subprocess.run(
-        [sys.executable, "-m", "cli", "check", str(model), "--json", "--trust-remote-code"],
+        [sys.executable, "-m", "archviz", "check", str(model), "--json", "--trust-remote-code"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -924,7 +924,7 @@ def test_render_killed_mid_write_leaves_the_previous_site(tmp_path: Path) -> Non
     # see the staging folder appear and kill the process while it is still filling it.
     models = ["kimi-k2-instruct", "kimi-linear-48b-a3b-instruct"] * 2
     process = subprocess.Popen(
-        [sys.executable, "-m", "cli", "render", *models, "--out", str(out), "--no-verify"],
+        [sys.executable, "-m", "archviz", "render", *models, "--out", str(out), "--no-verify"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -1090,7 +1090,7 @@ HUB_MISSING = (
 
 def run_cli(args: list[str], env: Mapping[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "archviz", *args],
         cwd=REPO,
         env={**os.environ, **env},
         capture_output=True,

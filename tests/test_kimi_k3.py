@@ -7,11 +7,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from archviz.cli import app
 from archviz.graph import Assumption, NodeKind
 from archviz.pipeline import describe_model
 from archviz.report import graph_json
 from archviz.totals import node_parameters
-from cli import app
 
 runner = CliRunner()
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from archviz.errors import InputError
-from archviz.meta import MetaModel, build_meta_model, trace_shapes
+from archviz.meta import MetaModel, build_meta_model, read_model_code, read_module_tree, trace_shapes
+from archviz.modeltree import CodeRequest, ModuleTree
 
 K2_CONFIG = Path(__file__).parent.parent / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
 
@@ -257,6 +258,78 @@ def test_bert_buffers_are_not_saved() -> None:
         "bert.embeddings.token_type_ids": (1, 64),
     }
     assert ("cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight") in meta.tied
+
+
+# -- the module tree as plain data --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(FAMILY_CASES))
+def test_module_tree_accounts_for_every_checkpoint_tensor(case: str) -> None:
+    # Each module's own tensors, reverted to checkpoint layout on their own, add up to the whole model's.
+    tree = read_module_tree(_build_tiny(case))
+    held: dict[str, tuple[int, ...]] = {}
+    for module in tree.modules:
+        assert not set(module.checkpoint) & set(held), module.path
+        held |= module.checkpoint
+    assert held == {**tree.parameters, **tree.persistent_buffers}
+    assert _element_count(tree.parameters) == tree.total_parameters
+
+
+def test_module_tree_of_a_mixtral() -> None:
+    tree = read_module_tree(_build_tiny("mixtral"))
+    modules = {module.path: module for module in tree.modules}
+    assert tree.modules[0].path == "" and tree.class_name == tree.modules[0].class_name == "MixtralForCausalLM"
+    assert (tree.base_model, tree.input_embeddings) == ("model", "model.embed_tokens")
+    assert modules["model.layers"].is_module_list and not modules["model.layers.0"].is_module_list
+    experts = modules["model.layers.0.mlp.experts"]
+    # Held fused (E, 2I, d); written one tensor per expert and projection, under Mixtral's checkpoint names.
+    assert {(p.name, p.shape, p.dtype) for p in experts.parameters} == {
+        ("gate_up_proj", (4, 128, 32), "F32"),
+        ("down_proj", (4, 32, 64), "F32"),
+    }
+    assert len(experts.checkpoint) == 4 * 3
+    assert experts.checkpoint["model.layers.0.block_sparse_moe.experts.3.w1.weight"] == (64, 32)
+    layer = modules["model.layers.0"]
+    assert layer.children == {
+        "self_attn": "MixtralAttention",
+        "mlp": "MixtralSparseMoeBlock",
+        "input_layernorm": "MixtralRMSNorm",
+        "post_attention_layernorm": "MixtralRMSNorm",
+    }
+    assert layer.children_own_parameters and not layer.parameters and not layer.checkpoint
+    assert {"MixtralDecoderLayer", "MixtralExperts", "Linear"} <= layer.classes_below
+    assert modules["model.norm"].epsilon == 1e-5 and modules["model.norm"].weight_shape is None
+    assert modules["model.embed_tokens"].padding_index == 0
+    assert modules["model.embed_tokens"].weight_shape == (128, 32)
+    assert modules["model.layers.0.self_attn.q_proj"].epsilon is None
+
+
+def test_module_tree_of_tied_and_buffer_holding_models() -> None:
+    tied = read_module_tree(_build_tiny("llama-tied"))
+    head = next(module for module in tied.modules if module.path == "lm_head")
+    # The head holds the embedding's weight as its own attribute, but writes nothing: the embedding does.
+    assert [p.name for p in head.parameters] == ["weight"] and head.checkpoint == {}
+    assert head.weight_shape == (128, 32)
+    assert tied.tied == (("lm_head.weight", "model.embed_tokens.weight"),)
+    deepseek = read_module_tree(_build_tiny("deepseek_v3"))
+    gate = next(module for module in deepseek.modules if module.path == "model.layers.1.mlp.gate")
+    assert [b.name for b in gate.buffers] == ["e_score_correction_bias"]
+    assert gate.checkpoint["model.layers.1.mlp.gate.e_score_correction_bias"] == (4,)
+    rotary = next(module for module in deepseek.modules if module.path == "model.rotary_emb")
+    assert rotary.buffers == ()  # inv_freq is computed, never saved
+
+
+def test_read_model_code_builds_traces_and_reads_as_plain_data() -> None:
+    _, _, config = FAMILY_CASES["qwen3_moe"]
+    request = CodeRequest(
+        config=config, model_type="qwen3_moe", architecture=None, config_path="config.json", batch=3, prefill=7, past=4
+    )
+    code = read_model_code(request)
+    assert isinstance(code.tree, ModuleTree)
+    assert code.trace.prefill_logits == (3, 7, 128) and code.trace.decode_logits == (3, 1, 128)
+    assert code.tree.parameters == _build_tiny("qwen3_moe").parameters
+    # Nothing in the record is a live torch object.
+    assert "torch" not in repr(code.tree)
 
 
 def test_trace_decoder_prefill_and_decode_logits() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from cli import app
+from archviz.cli import app
 
 SITE = Path(__file__).resolve().parent.parent / "site"
 

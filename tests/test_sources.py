@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from archviz.cli import app
 from archviz.errors import InputError
 from archviz.families import FAMILIES
 from archviz.families.blocks.code import DecoderCode
@@ -56,7 +57,6 @@ from archviz.sources import (
     remote_code_file,
     source_entries,
 )
-from cli import app
 from tests.test_families import PUBLISHED, tiny
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

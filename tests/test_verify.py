@@ -23,7 +23,7 @@ from safetensors.torch import save_file
 from transformers import AutoConfig, AutoModelForCausalLM
 from typer.testing import CliRunner
 
-from cli import app
+from archviz.cli import app
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -317,7 +317,7 @@ def test_hf_cache_layout_offline(tiny_deepseek: Path, tmp_path: Path) -> None:
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
     env.pop("HF_HUB_CACHE", None)
     result = subprocess.run(
-        [sys.executable, "-m", "cli", "check", "tiny-org/tiny-deepseek", "--json"],
+        [sys.executable, "-m", "archviz", "check", "tiny-org/tiny-deepseek", "--json"],
         capture_output=True,
         text=True,
         env=env,
@@ -328,7 +328,11 @@ def test_hf_cache_layout_offline(tiny_deepseek: Path, tmp_path: Path) -> None:
     assert report["checkpoint_source"] == "hf-cache:tiny-org/tiny-deepseek"
     assert report["totals"]["checkpoint"] == report["totals"]["analytic"]
     missing = subprocess.run(
-        [sys.executable, "-m", "cli", "check", "tiny-org/not-cached"], capture_output=True, text=True, env=env, cwd=ROOT
+        [sys.executable, "-m", "archviz", "check", "tiny-org/not-cached"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
     assert missing.returncode == 2
     assert "HF_HUB_OFFLINE" in missing.stderr and missing.stderr.count("\n") == 1

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
 from archviz.families import deepseek_v3, generic, kimi_linear, llama
 from archviz.families.registry import Family
 from archviz.graph import Assumption, Graph, ModelInfo
+from archviz.modeltree import CodeReader
 from archviz.settings import Settings
 
 FAMILIES: tuple[Family, ...] = (deepseek_v3.FAMILY, kimi_linear.FAMILY, *llama.FAMILIES)
@@ -80,11 +80,12 @@ def build_graph(
     name: str,
     repo: str | None,
     revision: str | None,
-    code: Any = None,
+    read_code: CodeReader,
 ) -> Graph:
     """Build the typed graph of the model a config describes, with the family ``find_family`` chose.
 
-    ``code`` is what the pipeline read off transformers' modeling code, for a family that reads it.
+    ``read_code`` is the meta stage's reader of transformers' modeling code (the pipeline's); only a family that
+    reads the code (the generic family) calls it.
     """
     architectures = document.settings.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
@@ -99,5 +100,5 @@ def build_graph(
         revision=revision,
         config_path="config.json",
     )
-    graph = family.build(settings, model, code)
+    graph = family.build(settings, model, read_code)
     return replace(graph, assumptions=tuple(settings.assumed[key] for key in sorted(settings.assumed)))

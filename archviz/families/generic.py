@@ -1,16 +1,18 @@
 """Any model_type transformers ships without a hand-written table: the graph read off the real modeling code.
 
-The model is built on torch's meta device (``archviz.meta``) and its module tree walked: every module that
-owns parameters or saved buffers becomes a learned node whose rows are its tensors, named as
+The model is built on torch's meta device by the meta stage, which hands over its module tree as plain data
+(``archviz.modeltree.ModuleTree``, read by ``archviz.meta.read_model_code``); this module walks that record:
+every module that owns parameters or saved buffers becomes a learned node whose rows are its tensors, named as
 ``save_pretrained`` writes them (transformers' own weight-conversion reversal, run on that module's
 tensors alone, so fused experts come back one tensor per expert). Repeated layers are folded: modules at the
 same path in every item of a ``ModuleList`` (``model.layers.{layer}``) with the same class and the same
 tensors become one node with a layer placement, and a module whose checkpoint tensors repeat per expert
 (``experts.{expert}.w1.weight``) one node with ``{expert}`` instances. Output shapes come from a prefill and a
-decode pass on meta tensors (``archviz.meta.trace_shapes``); nodes are in the order the forward pass left them.
+decode pass on meta tensors (``archviz.modeltree.ShapeTrace``); nodes are in the order the forward pass left them.
 
 Such a graph describes the code with the code, so it is not an independent witness: ``Graph.not_modelled``
-says so (``Graph.derived_from_code``). torch and transformers load only when ``build`` runs, through ``archviz.meta``.
+says so (``Graph.derived_from_code``). This module imports neither torch, transformers nor ``archviz.meta``:
+``build`` asks the code reader it is handed (the pipeline's) for the model it needs.
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from archviz.families.blocks.builder import (
     BATCH,
     KEY_POSITIONS,
     MODEL_LEVEL,
     POSITIONS,
-    SAFETENSORS_DTYPES,
     TOKENS,
     GraphBuilder,
     checkpoint_dtypes,
@@ -49,13 +50,9 @@ from archviz.graph import (
     TensorRow,
 )
 from archviz.locators import Category, Locator, Role, attribute, method
+from archviz.modeltree import CodeReader, CodeRequest, ModuleRecord, ModuleTree, ShapeTrace
 from archviz.provenance import SourceFile, class_attributes, find_site
-from archviz.settings import Settings
-
-if TYPE_CHECKING:
-    from torch import nn
-
-    from archviz.meta import MetaModel, ShapeTrace
+from archviz.settings import LAYER_COUNT_KEYS, Settings
 
 NAME = "generic"
 
@@ -183,28 +180,33 @@ def family(model_type: str) -> Family:
         model_types=(model_type,),
         architectures=(),
         transformers_model_type=model_type,
-        build=lambda settings, model, _code: build(settings, model),
+        build=build,
         reads_code=True,
         locators=locators,
     )
 
 
-def build(settings: Settings, model: ModelInfo) -> Graph:
-    """The graph of the modeling code transformers ships for ``model.transformers_model_type``."""
-    from archviz.meta import build_meta_model, trace_shapes
-    from archviz.settings import LAYER_COUNT_KEYS
+def build(settings: Settings, model: ModelInfo, read_code: CodeReader) -> Graph:
+    """The graph of the modeling code transformers ships for ``model.transformers_model_type``.
 
+    ``read_code`` builds the model on the meta device and reads it (the pipeline hands over
+    ``archviz.meta.read_model_code``); it runs once the config's layer counts are known to be sane.
+    """
     for key in sorted(LAYER_COUNT_KEYS):  # bound what the real code would build before building it
         if settings.has(key) and settings.values[key] is not None:
             settings.count(key)
-    meta = build_meta_model(
-        dict(settings.values),
-        model_type=model.transformers_model_type,
-        architecture=model.architecture,
-        config_path=settings.document.path,
+    code = read_code(
+        CodeRequest(
+            config=dict(settings.values),
+            model_type=model.transformers_model_type,
+            architecture=model.architecture,
+            config_path=settings.document.path,
+            batch=TRACE_BATCH,
+            prefill=TRACE_PREFILL,
+            past=TRACE_PAST,
+        )
     )
-    trace = trace_shapes(meta, batch=TRACE_BATCH, prefill=TRACE_PREFILL, past=TRACE_PAST)
-    return CodeGraph(settings, meta, trace).build(model)
+    return CodeGraph(settings, code.tree, code.trace).build(model)
 
 
 # -- the module tree ------------------------------------------------------------------------------
@@ -245,15 +247,6 @@ class _Folded:
     instances: list[_Instance] = field(default_factory=list)
 
 
-def _class_names(module: Any) -> set[str]:
-    return {cls.__name__ for cls in type(module).__mro__}
-
-
-def _is_repeated_list(module: Any) -> bool:
-    # torch.nn.ModuleList, by name: this module does not import torch.
-    return "ModuleList" in _class_names(module)
-
-
 def _templated(name: str, layer: int | None) -> str:
     """A checkpoint name with its layer index as ``{layer}``: the first segment equal to the index.
 
@@ -268,25 +261,17 @@ def _templated(name: str, layer: int | None) -> str:
     return ".".join(segments)
 
 
-def _safetensors_dtype(dtype: Any) -> str:
-    name = str(dtype).removeprefix("torch.")
-    return SAFETENSORS_DTYPES.get(name, name.upper())
-
-
 class CodeGraph:
-    """Turns a meta-device model and its shape trace into a graph."""
+    """Turns a meta-device model's module tree and its shape trace into a graph."""
 
-    def __init__(self, s: Settings, meta: MetaModel, trace: ShapeTrace):
+    def __init__(self, s: Settings, tree: ModuleTree, trace: ShapeTrace):
         self.s = s
-        self.meta = meta
+        self.tree = tree
         self.trace = trace
         dtype, _ = checkpoint_dtypes(s)
         self.b = GraphBuilder(s, dtype=dtype, quantization_block=None)
-        self.root: nn.Module = meta.module
-        self.modules: dict[str, Any] = dict(self.root.named_modules())
-        base = getattr(self.root, "base_model", None)
-        self.base_model = base if base is not self.root else None
-        self.saved = {**{n: "parameter" for n in meta.parameters}, **{n: "buffer" for n in meta.persistent_buffers}}
+        self.modules: dict[str, ModuleRecord] = {module.path: module for module in tree.modules}
+        self.saved = {**{n: "parameter" for n in tree.parameters}, **{n: "buffer" for n in tree.persistent_buffers}}
         self.notes: list[str] = []
         self.unknown_inputs: list[str] = []
         self.unattributed: list[str] = []
@@ -301,30 +286,26 @@ class CodeGraph:
         """
         segments = path.split(".") if path else []
         for position, segment in enumerate(segments):
-            if segment.isdigit() and _is_repeated_list(self.modules[".".join(segments[:position])]):
+            if segment.isdigit() and self.modules[".".join(segments[:position])].is_module_list:
                 return ".".join([*segments[:position], "{layer}", *segments[position + 1 :]]), int(segment)
         return path, None
 
     def _instances(self) -> list[_Instance]:
-        from archviz.meta import checkpoint_shapes
-
-        aliases = dict(self.meta.tied)
+        aliases = dict(self.tree.tied)
         instances: list[_Instance] = []
         seen: set[str] = set()
         for path, module in self.modules.items():
             prefix = f"{path}." if path else ""
-            parameters = dict(module.named_parameters(recurse=False))
-            non_persistent: set[str] = getattr(module, "_non_persistent_buffers_set", set())
-            buffers = {n: t for n, t in module.named_buffers(recurse=False) if n not in non_persistent}
-            own = {prefix + n: t for n, t in parameters.items() if prefix + n not in aliases}
-            shared = [aliases[prefix + n] for n in parameters if prefix + n in aliases]
-            state = {**own, **{prefix + n: t for n, t in buffers.items()}}
+            own = {prefix + p.name: p for p in module.parameters if prefix + p.name not in aliases}
+            shared = [aliases[prefix + p.name] for p in module.parameters if prefix + p.name in aliases]
+            state = {**own, **{prefix + b.name: b for b in module.buffers}}
             if not state and not shared:
                 continue
-            dtypes = {name: _safetensors_dtype(tensor.dtype) for name, tensor in state.items()}
+            dtypes = {name: tensor.dtype for name, tensor in state.items()}
             fallback = next(iter(dtypes.values()), self.b.dtype)
             tensors: dict[str, tuple[tuple[int, ...], str, str]] = {}
-            for name, size in (checkpoint_shapes(self.root, state) if state else {}).items():
+            # module.checkpoint: its own tensors of ``state``, as save_pretrained names and shapes them.
+            for name, size in module.checkpoint.items():
                 if name in self.saved:
                     tensors[name] = (size, dtypes.get(name, fallback), self.saved[name])
                     seen.add(name)
@@ -336,9 +317,9 @@ class CodeGraph:
                     path=path,
                     template=template,
                     layer=layer,
-                    class_name=type(module).__name__,
-                    own=tuple(parameters),
-                    is_container=any(any(True for _ in child.parameters()) for child in module.children()),
+                    class_name=module.class_name,
+                    own=tuple(p.name for p in module.parameters),
+                    is_container=module.children_own_parameters,
                     tensors=tensors,
                     shares_with=shared[0].rsplit(".", 1)[0] if shared else None,
                 )
@@ -435,9 +416,7 @@ class CodeGraph:
 
     def _weight_shape(self, instance: _Instance) -> tuple[int, ...] | None:
         """The module's 2-D ``weight`` as the modeling code holds it (also when tied to another module's)."""
-        weight = getattr(self.modules[instance.path], "weight", None)
-        shape = tuple(int(size) for size in getattr(weight, "shape", ()))
-        return shape if len(shape) == 2 else None
+        return self.modules[instance.path].weight_shape
 
     def _summary(self, entry: _Folded, known: ClassSummary | None) -> str:
         instance = entry.first
@@ -456,12 +435,12 @@ class CodeGraph:
     def _settings(self, instance: _Instance) -> list[Setting]:
         module = self.modules[instance.path]
         settings: list[Setting] = []
-        eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
-        if isinstance(eps, float):
+        eps = module.epsilon
+        if eps is not None:
             keys = tuple(key for key in EPSILON_KEYS if self.s.values.get(key) == eps)
             settings.append(Setting(name="epsilon", value=f"{eps:g}", config_keys=keys[:1]))
-        padding = getattr(module, "padding_idx", None)
-        if isinstance(padding, int):
+        padding = module.padding_index
+        if padding is not None:
             settings.append(Setting(name="padding index", value=str(padding), config_keys=("pad_token_id",)))
         return settings
 
@@ -496,7 +475,7 @@ class CodeGraph:
 
     def build(self, model: ModelInfo) -> Graph:
         b = self.b
-        root_class = type(self.root).__name__
+        root_class = self.tree.class_name
         b.group(
             "model",
             title=model.architecture or root_class,
@@ -530,14 +509,14 @@ class CodeGraph:
                 summary="Checkpoint tensors the module walk could not place on the module that holds them.",
                 group="model",
                 parameters=[
-                    b.tensor(name, name, [factor(str(n), n) for n in self.meta.parameters.get(name, ())])
+                    b.tensor(name, name, [factor(str(n), n) for n in self.tree.parameters.get(name, ())])
                     for name in self.unattributed
-                    if name in self.meta.parameters
+                    if name in self.tree.parameters
                 ],
                 buffers=[
-                    b.tensor(name, name, [factor(str(n), n) for n in self.meta.persistent_buffers[name]])
+                    b.tensor(name, name, [factor(str(n), n) for n in self.tree.persistent_buffers[name]])
                     for name in self.unattributed
-                    if name in self.meta.persistent_buffers
+                    if name in self.tree.persistent_buffers
                 ],
             )
         self._trace_notes()
@@ -563,10 +542,10 @@ class CodeGraph:
             path = ".".join(segments[:depth])
             module = self.modules[path]
             # The ModuleList itself and the base model a task model wraps (``model``, ``bert``) are transparent.
-            if _is_repeated_list(module) or module is self.base_model:
+            if module.is_module_list or path == self.tree.base_model:
                 continue
             template, layer = self._template(path)
-            class_name = type(module).__name__
+            class_name = module.class_name
             key = (template, class_name)
             if key not in groups:
                 is_layer = template.endswith("{layer}")
@@ -591,7 +570,7 @@ class CodeGraph:
             {
                 layer
                 for path, module in self.modules.items()
-                if type(module).__name__ == class_name
+                if module.class_name == class_name
                 for t, layer in [self._template(path)]
                 if t == template and layer is not None
             }
@@ -688,12 +667,7 @@ class CodeGraph:
             )
 
     def _input_embedding(self, node_of_path: Mapping[str, str]) -> str | None:
-        getter = getattr(self.root, "get_input_embeddings", None)
-        try:
-            module = getter() if getter is not None else None
-        except (AttributeError, NotImplementedError):
-            return None
-        path = next((p for p, m in self.modules.items() if m is module), None)
+        path = self.tree.input_embeddings
         return node_of_path.get(path) if path is not None else None
 
     def _layers(self, folded: list[_Folded]) -> list[Layer]:
@@ -708,17 +682,16 @@ class CodeGraph:
         layers: list[Layer] = []
         for path, module in items:
             index = int(path.rsplit(".", 1)[-1])
-            children = dict(module.named_children())
             mixing = [
-                "attention" if "attn" in name.lower() or "attention" in name.lower() else type(child).__name__
-                for name, child in children.items()
+                "attention" if "attn" in name.lower() or "attention" in name.lower() else child_class
+                for name, child_class in module.children.items()
                 if any(word in name.lower() for word in MIXER_WORDS)
             ]
             if isinstance(types, list) and len(types) == len(items) and isinstance(types[index], str):
                 mixer = types[index].replace("_", " ")
             else:  # a hybrid layer runs several (Falcon-H1: attention and a Mamba mixer side by side)
-                mixer = " + ".join(dict.fromkeys(mixing)) or type(module).__name__
-            names = {type(sub).__name__ for sub in module.modules()}
+                mixer = " + ".join(dict.fromkeys(mixing)) or module.class_name
+            names = module.classes_below
             ffn = "MoE" if any(n.endswith("Experts") or "Moe" in n or "MoE" in n for n in names) else "dense"
             layers.append(Layer(index=index, mixer=mixer, ffn=ffn))
         return layers

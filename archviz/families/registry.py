@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from archviz.graph import Graph, ModelInfo
+from archviz.modeltree import CodeReader
 from archviz.settings import Settings
 
 if TYPE_CHECKING:
@@ -34,9 +35,9 @@ class Family:
     """``architectures`` entries it accepts when the model_type is unknown (``kimi_k2`` configs)."""
     transformers_model_type: str
     """The model_type whose transformers classes implement the family."""
-    build: Callable[[Settings, ModelInfo, Any], Graph]
-    """Builds the graph from the settings, the model's identity and, for a family that reads the modeling code,
-    what the pipeline read off it (``None`` for the hand-written families)."""
+    build: Callable[[Settings, ModelInfo, CodeReader], Graph]
+    """Builds the graph from the settings and the model's identity; a family that reads transformers' modeling
+    code (the generic family) builds and reads it with the meta stage's reader, which the others ignore."""
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Other spellings of the keys the family reads (transformers' ``attribute_map``): a config saved by
     transformers writes its canonical names (``num_local_experts``) where a release wrote its own (``num_experts``)."""

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from archviz.dtypes import SAFETENSORS_DTYPES
 from archviz.graph import (
     Dim,
     Factor,
@@ -34,14 +35,6 @@ POSITIONS = Dim(symbol="T", label="positions", decode_value=1)
 KEY_POSITIONS = Dim(symbol="S", label="key positions", formula="cached positions + T")
 TOKENS = Dim(symbol="N", label="tokens", formula="B × T")
 ROUTED_TOKENS = Dim(symbol="N_e", label="routed tokens", formula="tokens routed to this expert")
-
-# safetensors dtype names for the dtypes configs name.
-SAFETENSORS_DTYPES = {
-    "bfloat16": "BF16",
-    "float16": "F16",
-    "float32": "F32",
-    "float64": "F64",
-}
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 

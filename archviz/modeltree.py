@@ -1,0 +1,160 @@
+"""What the meta stage reads off transformers' modeling code, as plain data: the module tree and the shape trace.
+
+``archviz.meta`` builds the real model on torch's meta device and fills these records; the generic family
+(``archviz.families.generic``) builds its graph from them alone. Data flows one way, and this module imports
+neither torch, transformers nor ``archviz.meta``: a graph builder can take these records without loading any
+of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Shape = tuple[int, ...]
+"""A tensor shape, e.g. ``(2048, 7168)``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceNote:
+    """Something ``archviz.meta.trace_shapes`` has to report about one module in one pass."""
+
+    phase: str
+    """``"prefill"`` or ``"decode"``."""
+    module: str
+    """The module path (``model.layers.1.mlp.experts``); ``""`` is the whole model."""
+    message: str
+    """What happened, in one sentence."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShapeTrace:
+    """Output shapes of every module in a prefill and a decode forward pass on meta tensors."""
+
+    batch_size: int
+    """Sequences in the batch (``B``)."""
+    prefill_tokens: int
+    """Tokens in the prefill pass (``T``): its input is ``input_ids`` of shape ``(B, T)``."""
+    past_tokens: int
+    """Positions already in the cache for the decode pass, whose input is ``(B, 1)``."""
+    experts_implementation: str | None
+    """The transformers experts implementation the passes ran with (``batched_mm``), or ``None`` when
+    the model has no switchable experts or it was left as built."""
+    prefill: dict[str, tuple[Shape, ...]]
+    """Module path -> shapes of the tensors it output in the prefill pass (first call, when a module
+    runs more than once). ``""`` is the whole model."""
+    decode: dict[str, tuple[Shape, ...]]
+    """The same for the decode pass; empty when the model takes no cache."""
+    prefill_logits: Shape | None
+    """Shape of the final logits of the prefill pass, e.g. ``(2, 5, 163840)``; ``None`` if it failed."""
+    decode_logits: Shape | None
+    """Shape of the final logits of the decode pass, e.g. ``(2, 1, 163840)``; ``None`` if not run."""
+    not_executed: tuple[TraceNote, ...]
+    """Modules whose code could not run on meta tensors and were replaced by a stand-in that returns
+    zeros shaped like their input; their recorded shapes come from the stand-in."""
+    errors: tuple[TraceNote, ...]
+    """Passes that failed or could not be run, with the module that failed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TensorRecord:
+    """One parameter or buffer a module holds directly."""
+
+    name: str
+    """Its attribute name on the module (``weight``, ``e_score_correction_bias``)."""
+    shape: Shape
+    """Its shape as the modeling code holds it (fused experts stay fused: ``(E, 2I, d)``)."""
+    dtype: str
+    """Its dtype as safetensors names it (``BF16``, ``F32``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModuleRecord:
+    """One module of the tree: what it holds itself and what a graph needs to say about it."""
+
+    path: str
+    """Its module path (``model.layers.3.self_attn.q_proj``); ``""`` is the root."""
+    class_name: str
+    """Its class (``LlamaAttention``)."""
+    is_module_list: bool
+    """Whether it is a ``torch.nn.ModuleList`` (a list of repeated items, such as the layers)."""
+    parameters: tuple[TensorRecord, ...]
+    """The parameters it holds directly, in registration order, tied aliases included."""
+    buffers: tuple[TensorRecord, ...]
+    """The buffers it holds directly that are saved with the weights (persistent), in registration order."""
+    checkpoint: dict[str, Shape]
+    """Its own tensors as ``save_pretrained`` writes them: checkpoint name -> shape, for its parameters (tied
+    aliases left out) and persistent buffers, put back into checkpoint layout by transformers' save-time
+    reversal run on them alone (fused experts become one tensor per expert). Empty when it holds none."""
+    children_own_parameters: bool
+    """Whether any direct child holds parameters (at any depth below it)."""
+    children: dict[str, str]
+    """Its direct children: attribute name -> class name, in registration order."""
+    classes_below: frozenset[str]
+    """The class names of it and of every module below it."""
+    epsilon: float | None
+    """Its ``variance_epsilon``, else its ``eps``, when that is a float (norms)."""
+    padding_index: int | None
+    """Its ``padding_idx``, when that is an int (embeddings)."""
+    weight_shape: Shape | None
+    """The shape of its ``weight`` when that is 2-D, also when the weight is tied to another module's."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModuleTree:
+    """The module tree of a model transformers built on the meta device, and the facts about it as a whole."""
+
+    class_name: str
+    """The root's class (``GptOssForCausalLM``)."""
+    modules: tuple[ModuleRecord, ...]
+    """Every module once, root first, in ``named_modules()`` order."""
+    base_model: str | None
+    """Module path of the base model a task model wraps (``model``, ``bert``); ``None`` when the root is one."""
+    input_embeddings: str | None
+    """Module path of the input embedding (``get_input_embeddings()``); ``None`` when the model names none."""
+    tied: tuple[tuple[str, str], ...]
+    """Tied weights as ``(alias, source)`` parameter paths; an alias is not in :attr:`parameters`."""
+    parameters: dict[str, Shape]
+    """Every parameter as the checkpoint stores it: checkpoint name -> shape (``MetaModel.parameters``)."""
+    persistent_buffers: dict[str, Shape]
+    """Every saved buffer: checkpoint name -> shape (``MetaModel.persistent_buffers``)."""
+    total_parameters: int
+    """Number of parameter elements, each tied weight counted once."""
+    total_persistent_buffer_elements: int
+    """Number of elements in :attr:`persistent_buffers`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodeRequest:
+    """Which model a code-reading family wants built on the meta device, and how to trace it."""
+
+    config: Mapping[str, Any]
+    """The settings to build from (the config.json's, with assumptions filled in)."""
+    model_type: str
+    """The transformers model_type to read the config with (``gpt_oss``)."""
+    architecture: str | None
+    """The config's first ``architectures`` entry, preferred as the class to build."""
+    config_path: str
+    """The config file, for errors."""
+    batch: int
+    """Sequences in the traced passes."""
+    prefill: int
+    """Tokens in the traced prefill pass."""
+    past: int
+    """Cached positions before the traced decode step."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCode:
+    """A model's code as the meta stage read it: its module tree and its shape trace."""
+
+    tree: ModuleTree
+    """What every module holds."""
+    trace: ShapeTrace
+    """What every module output in the traced passes."""
+
+
+CodeReader = Callable[[CodeRequest], ModelCode]
+"""Builds the requested model on the meta device and reads it (``archviz.meta.read_model_code``); handed to a
+code-reading family by the pipeline, so that the family imports neither torch nor ``archviz.meta``."""

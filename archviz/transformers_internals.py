@@ -1,0 +1,116 @@
+"""Every private or unstable transformers API archviz relies on, each behind one small function.
+
+archviz reads transformers' modeling code on the meta device with parts of transformers that are not its
+documented, stable surface: underscore methods and attributes, module-level helpers of its save and load
+paths, registries inside ``models.auto``, the experts-kernel switch new in transformers 5. They can change in
+any release. Going through this module alone means an upgrade has one place to look, and
+``tests/test_transformers_internals.py`` pins each entry point on a tiny real model, failing with the name
+of the API that changed.
+
+Only ``archviz.meta`` calls this module. Like it, this module imports torch and transformers inside its
+functions, so that importing it costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PretrainedConfig, PreTrainedModel
+
+
+def config_class(model_type: str) -> type[PretrainedConfig] | None:
+    """The config class transformers registers for ``model_type`` (``CONFIG_MAPPING``), or ``None``."""
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        return None
+    found: type[PretrainedConfig] = CONFIG_MAPPING[model_type]
+    return found
+
+
+def auto_model_mappings() -> tuple[Mapping[type, Any], Mapping[type, Any]]:
+    """The auto classes' registries, config class -> model class(es): causal-LM heads first, then base models.
+
+    ``models.auto.modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING`` and ``MODEL_MAPPING``, which is what
+    ``AutoModelForCausalLM`` and ``AutoModel`` look a config up in. A value is a class or a tuple of classes.
+    """
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING
+
+    return MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING
+
+
+def instantiate(model_class: Any, config: PretrainedConfig) -> nn.Module:
+    """``model_class._from_config(config)``: what ``AutoModel*.from_config`` calls (the config's dtype and
+    attention choice applied), on whatever device is current, e.g. inside ``torch.device("meta")``."""
+    module: nn.Module = model_class._from_config(config)
+    return module
+
+
+def keys_to_ignore_on_save(model: PreTrainedModel) -> tuple[str, ...]:
+    """State-dict keys ``save_pretrained`` leaves out (``PreTrainedModel._keys_to_ignore_on_save``)."""
+    return tuple(sorted(model._keys_to_ignore_on_save or ()))
+
+
+def remove_tied_weights(state: dict[str, torch.Tensor], model: PreTrainedModel) -> dict[str, torch.Tensor]:
+    """``state`` without tied aliases, keeping the name ``save_pretrained`` keeps
+    (``modeling_utils.remove_tied_weights_from_state_dict``)."""
+    from transformers.modeling_utils import remove_tied_weights_from_state_dict
+
+    kept: dict[str, torch.Tensor] = remove_tied_weights_from_state_dict(state, model)
+    return kept
+
+
+def revert_weight_conversion(model: PreTrainedModel, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` renamed and reshaped as a checkpoint stores it: the family's load-time conversion mapping run
+    backwards, as ``save_pretrained`` does (``core_model_loading.revert_weight_conversion``)."""
+    from transformers.core_model_loading import revert_weight_conversion as revert
+
+    reverted: dict[str, torch.Tensor] = revert(model, state)
+    return reverted
+
+
+def has_switchable_experts(model: PreTrainedModel) -> bool:
+    """Whether the model's experts kernel can be switched (``_can_set_experts_implementation``) and it has
+    experts modules that ``use_experts_implementation`` wraps (marked with ``has_gate`` and ``is_transposed``)."""
+    return model._can_set_experts_implementation() and any(
+        hasattr(sub, "has_gate") and hasattr(sub, "is_transposed") for sub in model.modules()
+    )
+
+
+def experts_implementation(model: PreTrainedModel) -> dict[str, str | None]:
+    """The experts kernel in force, ``{"": model's, sub_config: its, ...}`` (``get_experts_implementation``)."""
+    return model.get_experts_implementation()
+
+
+def set_experts_implementation(model: PreTrainedModel, implementation: str | dict[str, str | None]) -> None:
+    """Switch the experts kernel: a name, or a dict as :func:`experts_implementation` returns
+    (``set_experts_implementation``)."""
+    model.set_experts_implementation(implementation)
+
+
+def class_from_model_code(reference: str, model_dir: Path) -> type:
+    """The class ``reference`` (``modeling_x.XForCausalLM``) names in a local model folder's own .py files,
+    imported (``dynamic_module_utils.get_class_from_dynamic_module``, local files only). This runs that code."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    return get_class_from_dynamic_module(reference, str(model_dir), local_files_only=True)
+
+
+@contextmanager
+def errors_only_logging() -> Iterator[None]:
+    """transformers logs errors only for the duration, then its previous verbosity is back
+    (``utils.logging`` get/set verbosity)."""
+    from transformers.utils import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)

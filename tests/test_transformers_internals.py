@@ -1,0 +1,285 @@
+"""The private and unstable transformers APIs archviz relies on (``archviz.transformers_internals``), pinned.
+
+Each entry point is exercised on a tiny real model that transformers builds on the meta device. A transformers
+upgrade that removes, renames or changes one of them fails here with the name of the API, not somewhere deep in
+a graph comparison.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from archviz import transformers_internals as internals
+
+# Entry point of the adapter -> the transformers API it wraps (what a failure names).
+PINNED: dict[str, str] = {
+    "config_class": "transformers.CONFIG_MAPPING",
+    "auto_model_mappings": "transformers.models.auto.modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING / MODEL_MAPPING",
+    "instantiate": "PreTrainedModel._from_config",
+    "keys_to_ignore_on_save": "PreTrainedModel._keys_to_ignore_on_save",
+    "remove_tied_weights": "transformers.modeling_utils.remove_tied_weights_from_state_dict",
+    "revert_weight_conversion": "transformers.core_model_loading.revert_weight_conversion",
+    "has_switchable_experts": "PreTrainedModel._can_set_experts_implementation and the experts markers "
+    "has_gate / is_transposed",
+    "experts_implementation": "PreTrainedModel.get_experts_implementation",
+    "set_experts_implementation": "PreTrainedModel.set_experts_implementation",
+    "class_from_model_code": "transformers.dynamic_module_utils.get_class_from_dynamic_module",
+    "errors_only_logging": "transformers.utils.logging get_verbosity / set_verbosity_error / set_verbosity",
+}
+
+# The names of those APIs, which no other archviz module may use (imported, or as an attribute).
+PRIVATE_NAMES = frozenset(
+    {
+        "CONFIG_MAPPING",
+        "MODEL_FOR_CAUSAL_LM_MAPPING",
+        "MODEL_MAPPING",
+        "_from_config",
+        "_keys_to_ignore_on_save",
+        "remove_tied_weights_from_state_dict",
+        "revert_weight_conversion",
+        "_can_set_experts_implementation",
+        "get_experts_implementation",
+        "set_experts_implementation",
+        "get_class_from_dynamic_module",
+        "get_verbosity",
+        "set_verbosity",
+        "set_verbosity_error",
+    }
+)
+PACKAGE = Path(internals.__file__).parent
+
+TINY: dict[str, Any] = {
+    "vocab_size": 128,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+}
+
+
+@contextmanager
+def pinned(entry_point: str) -> Iterator[None]:
+    """Turn any failure inside into one that names the transformers API behind ``entry_point``."""
+    try:
+        yield
+    except Exception as exc:  # AssertionError, AttributeError, ImportError, TypeError, KeyError alike
+        import transformers
+
+        pytest.fail(
+            f"transformers {transformers.__version__} changed {PINNED[entry_point]} "
+            f"(archviz.transformers_internals.{entry_point}): {type(exc).__name__}: {exc}",
+            pytrace=False,
+        )
+
+
+def on_meta(model_type: str, **settings: Any) -> Any:
+    """transformers' own causal-LM class for ``model_type``, built on the meta device through its public API."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **{**TINY, **settings}))
+
+
+def mixtral() -> Any:
+    return on_meta("mixtral", num_local_experts=4, num_experts_per_tok=2)
+
+
+def parameter_names(function: Callable[..., Any]) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+def test_every_entry_point_is_pinned() -> None:
+    public = {
+        name
+        for name, value in vars(internals).items()
+        if callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == internals.__name__
+    }
+    assert public == set(PINNED)
+
+
+def _is_adapter(node: ast.expr) -> bool:
+    # The adapter's own functions share some of these names: internals.revert_weight_conversion(...).
+    return isinstance(node, ast.Name) and node.id == "internals"
+
+
+def test_no_other_module_reaches_past_the_adapter() -> None:
+    uses: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == Path(internals.__file__):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.relative_to(PACKAGE.parent)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("transformers."):
+                uses.append(f"{where}: from {node.module} import ...")
+            elif isinstance(node, ast.ImportFrom | ast.Import):
+                uses += [f"{where}: imports {alias.name}" for alias in node.names if alias.name in PRIVATE_NAMES]
+            elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_NAMES and not _is_adapter(node.value):
+                uses.append(f"{where}: .{node.attr}")
+    assert uses == [], "use archviz.transformers_internals instead"
+
+
+def test_config_class() -> None:
+    from transformers import DeepseekV3Config, LlamaConfig
+
+    with pinned("config_class"):
+        assert internals.config_class("llama") is LlamaConfig
+        assert internals.config_class("deepseek_v3") is DeepseekV3Config
+        assert internals.config_class("kimi_k2") is None
+        assert internals.config_class("no_such_model") is None
+
+
+def test_auto_model_mappings() -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel, MixtralConfig, MixtralForCausalLM
+
+    with pinned("auto_model_mappings"):
+        causal_lm, base = internals.auto_model_mappings()
+        assert LlamaConfig in causal_lm and causal_lm[LlamaConfig] is LlamaForCausalLM
+        assert causal_lm[MixtralConfig] is MixtralForCausalLM
+        assert LlamaConfig in base and base[LlamaConfig] is LlamaModel
+
+
+def test_instantiate() -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    with pinned("instantiate"):
+        config = LlamaConfig(**TINY, dtype="bfloat16")
+        with torch.device("meta"):
+            model = internals.instantiate(LlamaForCausalLM, config)
+        assert type(model) is LlamaForCausalLM
+        parameters = list(model.parameters())
+        # _from_config applies the config's dtype; the plain constructor would leave float32.
+        assert parameters and all(p.device.type == "meta" and p.dtype == torch.bfloat16 for p in parameters)
+
+
+def test_keys_to_ignore_on_save() -> None:
+    import torch
+    from transformers import MarianConfig, MarianMTModel
+
+    config = MarianConfig(
+        **{key: TINY[key] for key in ("vocab_size", "max_position_embeddings")},
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        pad_token_id=0,
+        decoder_start_token_id=0,
+    )
+    with pinned("keys_to_ignore_on_save"):
+        with torch.device("meta"):
+            marian = MarianMTModel(config)
+        # Marian's sinusoidal position tables are in its state dict but never saved.
+        ignored = internals.keys_to_ignore_on_save(marian)
+        assert ignored == ("model.decoder.embed_positions.weight", "model.encoder.embed_positions.weight")
+        assert set(ignored) <= set(marian.state_dict())
+        assert internals.keys_to_ignore_on_save(on_meta("llama")) == ()
+
+
+def test_remove_tied_weights() -> None:
+    from transformers.modeling_utils import remove_tied_weights_from_state_dict
+
+    with pinned("remove_tied_weights"):
+        assert parameter_names(remove_tied_weights_from_state_dict)[:2] == ["state_dict", "model"]
+        tied = on_meta("llama", tie_word_embeddings=True)
+        state = dict(tied.state_dict())
+        kept = internals.remove_tied_weights(dict(state), tied)
+        assert set(state) - set(kept) == {"lm_head.weight"}
+        assert "model.embed_tokens.weight" in kept
+        untied = on_meta("llama", tie_word_embeddings=False)
+        assert set(internals.remove_tied_weights(dict(untied.state_dict()), untied)) == set(untied.state_dict())
+
+
+def test_revert_weight_conversion() -> None:
+    from transformers.core_model_loading import revert_weight_conversion
+
+    with pinned("revert_weight_conversion"):
+        assert parameter_names(revert_weight_conversion)[:2] == ["model", "state_dict"]
+        model = mixtral()
+        state = dict(model.state_dict())
+        # The modeling code keeps experts fused, (E, 2I, d) and (E, d, I) ...
+        assert tuple(state["model.layers.0.mlp.experts.gate_up_proj"].shape) == (4, 128, 32)
+        reverted = {
+            name: tuple(tensor.shape) for name, tensor in internals.revert_weight_conversion(model, state).items()
+        }
+        # ... Mixtral's checkpoints hold one tensor per expert and projection, under block_sparse_moe.
+        experts = {name: shape for name, shape in reverted.items() if ".experts." in name}
+        assert len(experts) == 4 * 3
+        assert experts["model.layers.0.block_sparse_moe.experts.3.w1.weight"] == (64, 32)
+        assert experts["model.layers.0.block_sparse_moe.experts.3.w2.weight"] == (32, 64)
+        assert experts["model.layers.0.block_sparse_moe.experts.3.w3.weight"] == (64, 32)
+        assert all(tensor.device.type == "meta" for tensor in internals.revert_weight_conversion(model, state).values())
+
+
+def test_has_switchable_experts() -> None:
+    with pinned("has_switchable_experts"):
+        assert internals.has_switchable_experts(mixtral())
+        assert not internals.has_switchable_experts(on_meta("llama"))
+
+
+def test_experts_implementation() -> None:
+    with pinned("experts_implementation"):
+        found = internals.experts_implementation(mixtral())
+        assert set(found) == {""} and isinstance(found[""], str)
+
+
+def test_set_experts_implementation() -> None:
+    with pinned("set_experts_implementation"):
+        model = mixtral()
+        original = internals.experts_implementation(model)
+        for wanted in ("batched_mm", "eager"):
+            internals.set_experts_implementation(model, wanted)
+            assert internals.experts_implementation(model)[""] == wanted
+        internals.set_experts_implementation(model, original)  # a snapshot, as experts_implementation returns it
+        assert internals.experts_implementation(model) == original
+
+
+def test_class_from_model_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import transformers.dynamic_module_utils
+
+    # transformers copies the model's code into its modules cache and puts that on sys.path: keep both local.
+    monkeypatch.setattr(transformers.dynamic_module_utils, "HF_MODULES_CACHE", str(tmp_path / "modules"))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "configuration_pinned.py").write_text(
+        "from transformers import LlamaConfig\n\nclass PinnedConfig(LlamaConfig):\n    model_type = 'pinned'\n",
+        encoding="utf-8",
+    )
+    with pinned("class_from_model_code"):
+        from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+        accepted = parameter_names(get_class_from_dynamic_module)
+        assert accepted[:2] == ["class_reference", "pretrained_model_name_or_path"] and "local_files_only" in accepted
+        found = internals.class_from_model_code("configuration_pinned.PinnedConfig", folder)
+        assert found.__name__ == "PinnedConfig" and found.model_type == "pinned"  # type: ignore[attr-defined]
+
+
+def test_errors_only_logging() -> None:
+    from transformers.utils import logging
+
+    with pinned("errors_only_logging"):
+        before = logging.get_verbosity()
+        logging.set_verbosity_info()  # type: ignore[no-untyped-call]
+        try:
+            with internals.errors_only_logging():
+                assert logging.get_verbosity() == logging.ERROR
+            assert logging.get_verbosity() == logging.INFO
+            with pytest.raises(RuntimeError), internals.errors_only_logging():
+                raise RuntimeError("restored on the way out too")
+            assert logging.get_verbosity() == logging.INFO
+        finally:
+            logging.set_verbosity(before)
