@@ -33,10 +33,9 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
-from urllib.parse import quote
 
 import jinja2
 from pygments.lexer import Lexer  # type: ignore[import-untyped]  # Pygments ships no type information
@@ -48,11 +47,10 @@ from archviz.config import ConfigDocument
 from archviz.errors import InputError
 from archviz.graph import Graph, Group, GroupKind, Node, NodeKind, Part, Shape, TensorRow
 from archviz.pipeline import ModelDocs
-from archviz.provenance import ExcerptOmission
+from archviz.provenance import ExcerptLines, covering_range, omission_label
 from archviz.report import format_layers, format_placement
 from archviz.shapes import Phase, format_shape
-from archviz.sources import Evidence as ProvenanceEvidence
-from archviz.sources import GraphSources
+from archviz.sources import Evidence, NodeSources
 from archviz.totals import Totals, node_parameters, scale_name, scale_shape
 
 SITE_MARKER = ".archviz-site"
@@ -68,7 +66,6 @@ UNVERIFIED_STATUS = (
     "Not verified: every count on this site is derived from the config; no checkpoint or "
     "meta-device model was checked in this run."
 )
-SOURCE_NOT_LOCATED = "source not located"
 
 # Node and group ids become file names and URL fragments: letters, digits, dot, dash, underscore.
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,150}")
@@ -79,65 +76,15 @@ _LEGEND_COLOURS = 6
 
 
 # ---------------------------------------------------------------------------------------------------
-# Evidence: what provenance hands the site (and what the site builds from the config itself)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExcerptLine:
-    """One shown line of a source excerpt."""
-
-    number: int
-    """1-based line number in the file."""
-    text: str
-    """The line, indentation kept, without its line break."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Omission:
-    """Lines left out of an excerpt between two shown runs (``… lines 1363–1439 omitted …``)."""
-
-    start: int
-    """First omitted line, 1-based."""
-    end: int
-    """Last omitted line, inclusive."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Evidence:
-    """One cited piece of source: a claim about a node and the lines that support it."""
-
-    direct: bool
-    """True when the lines define or use this node; False for context borrowed from a neighbour or group."""
-    from_title: str | None
-    """For contextual evidence, the title of the node or group it comes from (``Token embedding``)."""
-    claim: str
-    """What the lines show, in one sentence."""
-    category: str
-    """A short tag (``embedding``, ``config``, ``block``)."""
-    repo: str | None
-    """Hub repository or GitHub project of the file, when known (``moonshotai/Kimi-K2-Instruct``)."""
-    file: str
-    """The file's display name (``modeling_deepseek.py``, ``config.json``)."""
-    revision: str | None
-    """The pinned revision (a commit sha, a content hash, ``v5.24.0``); None when not pinned."""
-    url: str | None
-    """Web address of the lines at that revision; only ``http(s)`` addresses are ever linked."""
-    start: int
-    """First cited line, 1-based."""
-    end: int
-    """Last cited line, inclusive."""
-    excerpt: tuple[ExcerptLine | Omission, ...]
-    """The shown lines, with omission markers between runs that are not adjacent."""
+# What other stages add
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelContext:
-    """What other stages know about one model that its graph does not say."""
+    """What other stages know about one model that neither its graph nor its provenance says."""
 
     verification: str | None = None
     """One sentence saying what was verified (checkpoint, meta model); None when nothing was."""
-    evidence: Mapping[str, Sequence[Evidence]] = field(default_factory=dict)
-    """Source evidence by node id (or group id, shown as context on the group's tensor states)."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -644,14 +591,14 @@ def highlight(lines: Sequence[str], file: str) -> tuple[tuple[CodeToken, ...], .
     return tuple(tuple(line) for line in result[: len(lines)])
 
 
-def code_lines(lines: Sequence[ExcerptLine], file: str) -> tuple[CodeLine, ...]:
-    """Highlighted lines of one run."""
-    tokens = highlight([line.text for line in lines], file)
-    return tuple(CodeLine(number=line.number, tokens=tokens[i]) for i, line in enumerate(lines))
+def code_lines(run: ExcerptLines, file: str) -> tuple[CodeLine, ...]:
+    """Highlighted lines of one run of an excerpt."""
+    tokens = highlight(run.lines, file)
+    return tuple(CodeLine(number=run.start + i, tokens=line) for i, line in enumerate(tokens))
 
 
 # ---------------------------------------------------------------------------------------------------
-# Config evidence
+# The config
 
 
 def file_lines(text: str) -> tuple[str, ...]:
@@ -660,18 +607,6 @@ def file_lines(text: str) -> tuple[str, ...]:
     if lines and lines[-1] == "":
         lines.pop()
     return tuple(line.removesuffix("\r") for line in lines)
-
-
-def excerpt_of(lines: Sequence[str], numbers: Sequence[int]) -> tuple[ExcerptLine | Omission, ...]:
-    """The given line numbers of a file, with omission markers between runs that are not adjacent."""
-    parts: list[ExcerptLine | Omission] = []
-    previous_end: int | None = None
-    for start, end in runs([n for n in numbers if 1 <= n <= len(lines)]):
-        if previous_end is not None:
-            parts.append(Omission(start=previous_end + 1, end=start - 1))
-        parts.extend(ExcerptLine(number=n, text=lines[n - 1]) for n in range(start, end + 1))
-        previous_end = end
-    return tuple(parts)
 
 
 def config_key_lines(config: ConfigDocument, keys: Sequence[str]) -> list[int]:
@@ -684,40 +619,10 @@ def config_key_lines(config: ConfigDocument, keys: Sequence[str]) -> list[int]:
     return sorted(set(numbers))
 
 
-def config_url(docs: ModelDocs, start: int, end: int) -> str | None:
-    """The config's lines on the Hub at the pinned revision, when the model is a Hub repo."""
-    repo, revision = docs.source.repo, docs.source.revision
-    if repo is None or revision is None:
-        return None
-    return (
-        f"https://huggingface.co/{quote(repo, safe='/')}/blob/{quote(revision, safe='')}/"
-        f"{quote(_config_file(docs), safe='/')}#L{start}-L{end}"
-    )
-
-
-def _config_file(docs: ModelDocs) -> str:
-    return docs.graph.model.config_path
-
-
-def config_evidence(docs: ModelDocs, node: Node) -> Evidence | None:
-    """Direct evidence citing the config lines of the keys a node uses; None when it uses none."""
-    numbers = config_key_lines(docs.config, node.config_keys)
-    if not numbers:
-        return None
-    keys = [key for key in node.config_keys if docs.config.span(*key.split(".")) is not None]
-    return Evidence(
-        direct=True,
-        from_title=None,
-        claim=f"The config keys that set this node's shapes, parameters and settings: {', '.join(keys)}.",
-        category="config",
-        repo=docs.source.repo,
-        file=_config_file(docs),
-        revision=docs.source.revision,
-        url=config_url(docs, numbers[0], numbers[-1]),
-        start=numbers[0],
-        end=numbers[-1],
-        excerpt=excerpt_of(file_lines(docs.config.text), numbers),
-    )
+def whole_config_url(docs: ModelDocs, line_count: int) -> str | None:
+    """The config on the Hub at its pinned revision, every line marked; None for a local or empty config."""
+    url = docs.sources.config_file.url
+    return None if url is None or not line_count else f"{url}#L1-L{line_count}"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -731,8 +636,6 @@ class ModelIndex:
         self.docs = docs
         self.graph: Graph = docs.graph
         self.slug = slug
-        if not context.evidence:
-            context = dataclasses.replace(context, evidence=provenance_evidence(docs.sources))
         self.context = context
         self.nodes: dict[str, Node] = {check_id(node.id): node for node in self.graph.nodes}
         self.groups: dict[str, Group] = {check_id(group.id): group for group in self.graph.groups}
@@ -754,16 +657,8 @@ class ModelIndex:
     def title(self) -> str:
         return self.graph.model.name
 
-    def evidence(self, node: Node) -> list[Evidence]:
-        """The node's direct evidence: what provenance found, then the config lines (unless cited)."""
-        supplied = [item for item in self.context.evidence.get(node.id, ()) if item.direct]
-        config = config_evidence(self.docs, node)
-        if config is not None and not any(item.file == config.file for item in supplied):
-            supplied.append(config)
-        return supplied
-
     def producer(self, node: Node) -> Node | None:
-        """For a tensor state, the operator just before it that outputs the same tensor."""
+        """For a tensor state, the operator just before it that outputs the same tensor (name and dimensions)."""
         position = self.position[node.id]
         if node.kind is not NodeKind.TENSOR or position == 0 or not node.outputs:
             return None
@@ -774,49 +669,6 @@ class ModelIndex:
         if any(item.name == value.name and item.dims == value.dims for item in previous.outputs):
             return previous
         return None
-
-    def contextual(self, node: Node) -> list[Evidence]:
-        """Context for a tensor state: its producer's evidence and its groups' evidence."""
-        items: list[Evidence] = [item for item in self.context.evidence.get(node.id, ()) if not item.direct]
-        if node.kind is not NodeKind.TENSOR or items:  # provenance already chose this node's context
-            return items
-        producer = self.producer(node)
-        if producer is not None:
-            items.extend(_as_context(item, producer.title) for item in self.evidence(producer))
-        for group in self.ancestors(node.group):
-            items.extend(_as_context(item, group.title) for item in self.context.evidence.get(group.id, ()))
-        return items
-
-
-def provenance_evidence(sources: GraphSources) -> dict[str, list[Evidence]]:
-    """Provenance's evidence as the cards show it, by node id."""
-
-    def convert(item: ProvenanceEvidence) -> Evidence:
-        excerpt: list[ExcerptLine | Omission] = []
-        for part in item.excerpt:
-            if isinstance(part, ExcerptOmission):
-                excerpt.append(Omission(start=part.start, end=part.end))
-            else:
-                excerpt.extend(ExcerptLine(number=part.start + i, text=line) for i, line in enumerate(part.lines))
-        return Evidence(
-            direct=item.direct,
-            from_title=item.from_title,
-            claim=item.claim,
-            category=item.category.value,
-            repo=item.repo,
-            file=item.file,
-            revision=item.revision,
-            url=item.url,
-            start=min(span.start for span in item.spans),
-            end=max(span.end for span in item.spans),
-            excerpt=tuple(excerpt),
-        )
-
-    return {node_id: [convert(item) for item in found.evidence] for node_id, found in sources.nodes.items()}
-
-
-def _as_context(item: Evidence, title: str) -> Evidence:
-    return dataclasses.replace(item, direct=False, from_title=title)
 
 
 def _slug_base(docs: ModelDocs) -> str:
@@ -934,30 +786,24 @@ def parameters_view(index: ModelIndex, node: Node) -> ParametersView | None:
 
 
 def evidence_view(item: Evidence) -> EvidenceView:
-    parts: list[ExcerptPartView] = []
-    run: list[ExcerptLine] = []
-    for part in (*item.excerpt, None):
-        if isinstance(part, ExcerptLine):
-            run.append(part)
-            continue
-        if run:
-            parts.append(ExcerptPartView(item="lines", lines=code_lines(run, item.file)))
-            run = []
-        if isinstance(part, Omission):
-            parts.append(
-                ExcerptPartView(item="omission", label=f"… lines {line_range(part.start, part.end)} omitted …")
-            )
+    parts = tuple(
+        ExcerptPartView(item="lines", lines=code_lines(part, item.file))
+        if isinstance(part, ExcerptLines)
+        else ExcerptPartView(item="omission", label=omission_label(part))
+        for part in item.excerpt
+    )
+    start, end = covering_range(item.spans)
     revision = f"Pinned revision {item.revision[:12]}" if item.revision else "Revision not pinned (a local file)"
     location = f"{item.repo} / {item.file}" if item.repo else item.file
     return EvidenceView(
         heading="Direct evidence" if item.direct else f"Contextual evidence from {item.from_title or 'context'}",
         claim=item.claim,
-        category=item.category,
+        category=item.category.value,
         location=location,
         revision=revision,
         url=safe_url(item.url),
-        lines=f"lines {line_range(item.start, item.end)}" if item.start != item.end else f"line {item.start}",
-        parts=tuple(parts),
+        lines=f"lines {line_range(start, end)}" if start != end else f"line {start}",
+        parts=parts,
     )
 
 
@@ -965,8 +811,9 @@ def code_references(items: Sequence[Evidence]) -> str:
     """``modeling_deepseek.py 1361–1362, 1440 · config.json 17, 68``: the cited lines, per file."""
     by_file: dict[str, list[int]] = {}
     for item in items:
-        shown = [part.number for part in item.excerpt if isinstance(part, ExcerptLine)]
-        by_file.setdefault(item.file, []).extend(shown or range(item.start, item.end + 1))
+        shown = [number for part in item.excerpt if isinstance(part, ExcerptLines) for number in _numbers(part)]
+        start, end = covering_range(item.spans)
+        by_file.setdefault(item.file, []).extend(shown or range(start, end + 1))
     references = []
     for file, numbers in by_file.items():
         spans = runs(numbers)
@@ -976,17 +823,34 @@ def code_references(items: Sequence[Evidence]) -> str:
     return " · ".join(references)
 
 
+def _numbers(run: ExcerptLines) -> range:
+    return range(run.start, run.start + len(run.lines))
+
+
 def cited_runs(items: Sequence[Evidence]) -> tuple[tuple[CodeLine, ...], ...]:
-    blocks: list[tuple[CodeLine, ...]] = []
-    for item in items:
-        run: list[ExcerptLine] = []
-        for part in (*item.excerpt, None):
-            if isinstance(part, ExcerptLine):
-                run.append(part)
-            elif run:
-                blocks.append(code_lines(run, item.file))
-                run = []
-    return tuple(blocks)
+    """Every run of lines the items show, highlighted, in order."""
+    return tuple(
+        code_lines(part, item.file) for item in items for part in item.excerpt if isinstance(part, ExcerptLines)
+    )
+
+
+def contextual_evidence(index: ModelIndex, node: Node, found: NodeSources) -> list[Evidence]:
+    """The node's context from provenance; for a tensor state given none, its producer's direct evidence.
+
+    Provenance leaves out a producer's lines that the tensor state already cites itself; when the modeling
+    code of both is not located, that is all the producer has (the same config line), and provenance gives
+    no context. The cards have always shown the producer's lines there anyway; this keeps them unchanged.
+    """
+    contextual = [item for item in found.evidence if not item.direct]
+    producer = index.producer(node)
+    if contextual or producer is None:
+        return contextual
+    borrowed = index.docs.sources.nodes[producer.id].evidence
+    return [
+        dataclasses.replace(item, direct=False, from_node=producer.id, from_title=producer.title)
+        for item in borrowed
+        if item.direct
+    ]
 
 
 def _crumbs(index: ModelIndex, root: str) -> list[Link]:
@@ -1002,8 +866,9 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
     slug = index.slug
     position = index.position[node.id]
     nodes = index.graph.nodes
-    direct = index.evidence(node)
-    contextual = index.contextual(node)
+    found = index.docs.sources.nodes[node.id]
+    direct = [item for item in found.evidence if item.direct]
+    contextual = contextual_evidence(index, node, found)
     per_instance = node_parameters(node)
     shares = index.nodes.get(node.shares_parameters_with or "")
     if node.kind is NodeKind.TENSOR:
@@ -1041,7 +906,7 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
         verification=(index.context.verification or UNVERIFIED_SENTENCE) if per_instance or shares else "",
         code_references=code_references(direct),
         code_lines=cited_runs(direct),
-        source_located=any(item.file != _config_file(index.docs) for item in direct),
+        source_located=found.located,
         sources_count=len(direct) + len(contextual),
         sources=tuple(evidence_view(item) for item in (*direct, *contextual)),
         previous=None if position == 0 else _node_link(index, nodes[position - 1], root),
@@ -1289,7 +1154,7 @@ def config_view(index: ModelIndex) -> ConfigView:
         path=config.path,
         lines=tuple(CodeLine(number=i + 1, tokens=tokens[i], marked=i + 1 in used) for i in range(len(lines))),
         used=tuple(links),
-        url=config_url(index.docs, 1, len(lines)) if lines else None,
+        url=whole_config_url(index.docs, len(lines)),
     )
 
 
@@ -1432,7 +1297,7 @@ def write_site(
     renamed away, the new one renamed in and the old one deleted. If rendering fails, ``out`` is left
     untouched and the temporary folder removed. A non-empty folder that is not an archviz site is refused
     (``InputError``) unless ``force``. ``contexts`` maps a model's name (``graph.model.name``) to what other
-    stages know about it: the verification sentence and source evidence by node id.
+    stages know about it (the verification sentence); source evidence comes with each model's provenance.
     """
     shown = str(out)  # errors name the folder as the caller did
     out = Path(os.path.abspath(out))
@@ -1521,19 +1386,15 @@ __all__ = [
     "ASSETS",
     "SITE_MARKER",
     "CardView",
-    "Evidence",
-    "ExcerptLine",
     "HomeView",
     "ModelContext",
     "ModelIndex",
-    "Omission",
     "OverviewView",
     "RenderContext",
     "build_card_view",
     "build_home_view",
     "build_overview_view",
     "build_search_index",
-    "config_evidence",
     "make_environment",
     "model_slugs",
     "render_card",
