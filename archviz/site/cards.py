@@ -125,6 +125,7 @@ def evidence_view(item: Evidence) -> EvidenceView:
         for part in item.excerpt
     )
     start, end = covering_range(item.spans)
+    # Provenance pins every file (a commit, a content hash or a release tag); an empty revision says it could not.
     revision = f"Pinned revision {item.revision[:12]}" if item.revision else "Revision not pinned (a local file)"
     location = f"{item.repo} / {item.file}" if item.repo else item.file
     return EvidenceView(
@@ -156,6 +157,7 @@ def code_references(items: Sequence[Evidence]) -> str:
 
 
 def _numbers(run: ExcerptLines) -> range:
+    """The line numbers a run shows."""
     return range(run.start, run.start + len(run.lines))
 
 
@@ -169,9 +171,10 @@ def cited_runs(items: Sequence[Evidence]) -> tuple[tuple[CodeLine, ...], ...]:
 def contextual_evidence(index: ModelIndex, node: Node, found: NodeSources) -> list[Evidence]:
     """The node's context from provenance; for a tensor state given none, its producer's direct evidence.
 
-    Provenance leaves out a producer's lines that the tensor state already cites itself. When the modeling
-    code of neither is located, those lines (the same config line) are all the producer has, and provenance
-    gives the tensor state no context; the cards have always shown them there anyway, and still do.
+    Provenance leaves out a producer's lines that the tensor state already cites itself. When neither has
+    located code, the producer's only lines are the config line the tensor state cites too, so provenance
+    gives it no context; the cards showed that line as the producer's context before provenance chose
+    context, and still do, so that no page changes (``mid-residual`` of a model whose code is not found).
     """
     contextual = [item for item in found.evidence if not item.direct]
     if contextual:
