@@ -368,6 +368,8 @@ def locate_sources(graph: Graph, config: ConfigDocument, source: SourceFile) -> 
                     contextual.append(
                         dataclasses.replace(item, direct=False, from_node=related, from_title=titles.get(related))
                     )
+        if not contextual:
+            contextual = _producer_fallback(graph, position, own)
         nodes[node.id] = dataclasses.replace(own[node.id], evidence=(*direct, *contextual))
     return GraphSources(
         file=pins.modeling,
@@ -491,6 +493,25 @@ def _producer(graph: Graph, position: int) -> Node | None:
         return None
     name = node.outputs[0].name
     return previous if any(item.name == name for item in previous.outputs) else None
+
+
+def _producer_fallback(graph: Graph, position: int, own: Mapping[str, NodeSources]) -> list[Evidence]:
+    """Context for a tensor state that got none: its producer's direct evidence, even lines it cites itself.
+
+    When no code of the producer is found, its only lines are the config line the state cites too; the card then
+    still names the operator that produced the state (``mid-residual`` of a model whose code is not found).
+    """
+    producer = _producer(graph, position)  # None unless the node is a tensor state with an output
+    if producer is None:
+        return []
+    state = graph.nodes[position].outputs[0]
+    if not any(out.name == state.name and out.dims == state.dims for out in producer.outputs):
+        return []
+    return [
+        dataclasses.replace(item, direct=False, from_node=producer.id, from_title=producer.title)
+        for item in own[producer.id].evidence
+        if item.direct
+    ]
 
 
 def _covered(item: Evidence, own: Sequence[Evidence]) -> bool:

@@ -3,7 +3,9 @@ refusal to overwrite, page sizes and escaping of hostile config strings."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,11 +20,8 @@ from archviz.errors import InputError
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import (
     SITE_MARKER,
-    Evidence,
-    ExcerptLine,
     ModelContext,
     ModelIndex,
-    Omission,
     build_card_view,
     build_search_index,
     render_card,
@@ -32,6 +31,8 @@ from archviz.site import (
 )
 
 K2 = "kimi-k2-instruct"
+K2_CONFIG = Path(__file__).parent.parent / "archviz" / "bundled" / K2 / "config.json"
+REMOTE_SHAPE = Path(__file__).parent / "data" / "sources" / "remote_deepseek_shape.py"
 GOLDEN_CARDS = ("token-embedding", "embedded-state")
 CARD_LIMIT = 150 * 1024
 OVERVIEW_LIMIT = 1024 * 1024
@@ -427,27 +428,57 @@ def test_page_sizes(k2_site: Path, k2: ModelDocs) -> None:
 # -- evidence from provenance ----------------------------------------------------------------------------
 
 
-def test_supplied_evidence_and_verification(k2: ModelDocs) -> None:
-    code = Evidence(
-        direct=True, from_title=None, category="embedding", repo="moonshotai/Kimi-K2-Instruct",
-        claim="The token embedding is a learned table of vocabulary × width rows, looked up by token ID.",
-        file="modeling_deepseek.py", revision="fd1984e2b7a3cafe", start=1361, end=1441,
-        url="https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/fd1984e2b7a3/modeling_deepseek.py#L1361",
-        excerpt=(ExcerptLine(number=1361, text="        self.embed_tokens = nn.Embedding("),
-                 ExcerptLine(number=1362, text="            config.vocab_size, config.hidden_size, self.padding_idx"),
-                 Omission(start=1363, end=1439),
-                 ExcerptLine(number=1440, text="        if inputs_embeds is None:"),
-                 ExcerptLine(number=1441, text="            inputs_embeds = self.embed_tokens(input_ids)")),
-    )
-    context = ModelContext(verification="The model total matches the checkpoint's tensors.",
-                           evidence={"token-embedding": [code]})
-    index = ModelIndex(k2, K2, context)
+def test_cards_show_exactly_the_evidence_provenance_supplies(k2: ModelDocs) -> None:
+    # Direct evidence (code, then config lines) and context, in provenance's order; nothing added or dropped.
+    # (K2's code is located; for the one case where a card adds context, see the test below.)
+    index = ModelIndex(k2, K2, ModelContext())
+    for node in k2.graph.nodes:
+        found = k2.sources.nodes[node.id]
+        view = build_card_view(index, node)
+        assert [item.claim for item in view.sources] == [item.claim for item in found.evidence], node.id
+        assert [item.heading == "Direct evidence" for item in view.sources] == [item.direct for item in found.evidence]
+        assert view.sources_count == len(found.evidence)
+        assert view.source_located is found.located
+
+
+def test_tensor_state_without_located_code_shows_its_producers_lines(write_config: Callable[..., Path]) -> None:
+    # When neither a tensor state nor the operator producing it has located code, the producer's only lines are
+    # the config line both cite; provenance still gives the tensor state its producer as context, and the card
+    # shows exactly what provenance gives.
+    folder = write_config()
+    (folder / "modeling_deepseek.py").write_text("class Unrelated:\n    pass\n", encoding="utf-8")
+    docs = describe_model(str(folder))
+    index = ModelIndex(docs, "model", ModelContext())
+    borrowed = "Contextual evidence from"
+    expected = {
+        "mid-residual": [("Direct evidence", "line 17"), (f"{borrowed} Attention residual add", "line 17")],
+        "ffn-output": [("Direct evidence", "line 17"), (f"{borrowed} Routed + shared sum", "line 17")],
+        "logits-float32": [("Direct evidence", "line 68"), (f"{borrowed} Logits cast to float32", "line 68")],
+    }
+    for id, items in expected.items():
+        view = build_card_view(index, docs.graph.nodes[index.position[id]])
+        assert [(item.heading, item.lines) for item in view.sources] == items
+        assert len(view.sources) == len(docs.sources.nodes[id].evidence)
+
+
+def test_remote_code_evidence_and_verification(tmp_path: Path) -> None:
+    # K2's config and remote code shaped like DeepSeek's in a Hub cache snapshot: provenance pins the code to the
+    # snapshot's commit and links it on the Hub; the verification sentence comes from the model's context.
+    sha = "fd1984e2b7a3" + "0" * 28
+    snapshot = tmp_path / "hub" / "models--moonshotai--Kimi-K2-Instruct" / "snapshots" / sha
+    snapshot.mkdir(parents=True)
+    shutil.copy(K2_CONFIG, snapshot / "config.json")
+    shutil.copy(REMOTE_SHAPE, snapshot / "modeling_deepseek.py")
+    context = ModelContext(verification="The model total matches the checkpoint's tensors.")
+    index = ModelIndex(describe_model(str(snapshot)), K2, context)
     rendered = render_context()
     embedding = parse(render_card(build_card_view(index, index.nodes["token-embedding"]), rendered))
     text = squash(embedding.text())
-    assert "Code modeling_deepseek.py 1361–1362, 1440–1441 · config.json 17, 68" in text
-    assert "Pinned revision fd1984e2b7a3 ↗ · lines 1361–1441" in text
-    assert "… lines 1363–1439 omitted …" in text
+    assert "Code modeling_deepseek.py 192, 199–200 · config.json 15–68" in text
+    assert "moonshotai/Kimi-K2-Instruct / modeling_deepseek.py Pinned revision fd1984e2b7a3 ↗ · lines 192–200" in text
+    link = f"https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/{sha}/modeling_deepseek.py#L192-L200"
+    assert link in [e.attrs["href"] for e in embedding.find_all("a")]
+    assert "… lines 193–198 omitted …" in text
     assert "The model total matches the checkpoint's tensors." in text
     assert "source not located" not in text
     assert "if" in [e.text() for e in embedding.find_all("span", "k")]  # Python highlighting
@@ -457,10 +488,12 @@ def test_supplied_evidence_and_verification(k2: ModelDocs) -> None:
 
 
 def test_unsafe_evidence_url_is_not_linked(k2: ModelDocs) -> None:
-    bad = Evidence(direct=True, from_title=None, claim="c", category="x", repo=None, file="modeling_x.py",
-                   revision=None, url="javascript:alert(1)", start=1, end=1,
-                   excerpt=(ExcerptLine(number=1, text="x = 1"),))
-    index = ModelIndex(k2, K2, ModelContext(evidence={"token-embedding": [bad]}))
+    # Only http(s) addresses are linked, whatever an evidence item carries.
+    found = k2.sources.nodes["token-embedding"]
+    bad = dataclasses.replace(found.evidence[0], url="javascript:alert(1)", revision="")
+    nodes = {**k2.sources.nodes, "token-embedding": dataclasses.replace(found, evidence=(bad, *found.evidence[1:]))}
+    docs = dataclasses.replace(k2, sources=dataclasses.replace(k2.sources, nodes=nodes))
+    index = ModelIndex(docs, K2, ModelContext())
     html = render_card(build_card_view(index, index.nodes["token-embedding"]), render_context())
     assert "javascript:" not in html
     assert "Revision not pinned" in html

@@ -1,0 +1,238 @@
+"""Cards: the view model of one node's page, from its graph node and provenance's evidence for it.
+
+The Sources section shows provenance's evidence (``archviz.sources.Evidence``) as it comes: direct evidence
+(the node's code, then its config lines), then context; the Code line cites the directly shown lines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from archviz.graph import Node, NodeKind, Part, Shape, TensorRow
+from archviz.provenance import ExcerptLines, covering_range, omission_label
+from archviz.report import format_placement
+from archviz.shapes import Phase, format_shape
+from archviz.site.formatting import count, line_range, plural, runs, safe_url
+from archviz.site.highlight import code_lines
+from archviz.site.index import UNVERIFIED_SENTENCE, ModelIndex, crumbs, group_href, node_href, repeat_label
+from archviz.site.views import (
+    CalculationRow,
+    CardView,
+    CodeLine,
+    EvidenceView,
+    ExcerptPartView,
+    Link,
+    Page,
+    ParametersView,
+    SettingView,
+    ShapeRow,
+    ShapeView,
+)
+from archviz.sources import Evidence
+from archviz.totals import node_parameters, scale_name, scale_shape
+
+# Code references list the shown runs of lines; beyond this many runs, the covering range.
+_MAX_REFERENCE_RUNS = 3
+
+
+def shape_view(shape: Shape) -> ShapeView:
+    """One tensor's shape in prefill and in decode."""
+    prefill, decode = format_shape(shape, Phase.PREFILL), format_shape(shape, Phase.DECODE)
+    return ShapeView(
+        name=shape.name,
+        prefill=prefill,
+        decode=decode,
+        varies=prefill != decode,
+        dtype=f" · {shape.dtype}" if shape.dtype else "",
+    )
+
+
+def shape_rows(node: Node) -> tuple[ShapeRow, ...]:
+    """A tensor state's shape, or an operator's inputs and outputs."""
+    if node.kind is NodeKind.TENSOR:
+        return (ShapeRow(label="shape", shapes=tuple(shape_view(item) for item in node.outputs)),)
+    rows = []
+    if node.inputs:
+        rows.append(ShapeRow(label="in", shapes=tuple(shape_view(item) for item in node.inputs)))
+    if node.outputs:
+        rows.append(ShapeRow(label="out", shapes=tuple(shape_view(item) for item in node.outputs)))
+    return tuple(rows)
+
+
+def calculation_row(row: TensorRow) -> CalculationRow:
+    """One tensor's row of the calculation table, with its block-quantization scales if it has them."""
+    note = ""
+    if row.scale_block is not None:
+        scale = scale_shape(row)
+        note = (
+            f"plus {scale_name(row.tensor).rsplit('.', 1)[-1]} F32 [{scale[0]}, {scale[1]}]: one scale per "
+            f"{row.scale_block[0]} × {row.scale_block[1]} block, {count(math.prod(scale))} elements "
+            "(not parameters)"
+        )
+    return CalculationRow(
+        component=row.component,
+        tensor=f"{row.tensor} · {row.dtype} · [{', '.join(str(n) for n in row.shape)}]",
+        formula=" × ".join(item.name for item in row.factors),
+        arithmetic=" × ".join(count(item.value) for item in row.factors),
+        elements=count(row.elements),
+        note=note,
+    )
+
+
+def parameters_view(index: ModelIndex, node: Node) -> ParametersView | None:
+    """The Parameters section; None for a node with neither parameters nor buffers."""
+    per_instance = node_parameters(node)
+    if not per_instance and not node.buffers:
+        return None
+    placement = node.placement
+    where = format_placement(placement, index.unit(node))
+    text = f"{plural(placement.count, 'instance')}: {where}" if placement.layers else "One instance, at model level"
+    if placement.layers and placement.active != placement.count:
+        text += (
+            f"; a token runs through {count(placement.active_per_layer)} per layer, {count(placement.active)} in all"
+        )
+    text += "."
+    total = per_instance * placement.count
+    if placement.count == 1:
+        across = f"Total across instances: {count(total)} parameters (one instance)."
+    else:
+        across = (
+            f"Total across instances: {count(per_instance)} × {count(placement.count)} = {count(total)} parameters."
+        )
+    return ParametersView(
+        per_instance=f"{count(per_instance)} parameters per instance.",
+        rows=tuple(calculation_row(row) for row in node.parameters),
+        total=count(per_instance),
+        placement=text,
+        across=across,
+        buffers=tuple(calculation_row(row) for row in node.buffers),
+        part_note=(
+            "Multi-token-prediction layers: shipped in the checkpoint, not counted in the model's total."
+            if node.part is Part.MTP
+            else ""
+        ),
+    )
+
+
+def evidence_view(item: Evidence) -> EvidenceView:
+    """One item of the Sources section: provenance's evidence with its excerpt highlighted."""
+    parts = tuple(
+        ExcerptPartView(item="lines", lines=code_lines(part, item.file))
+        if isinstance(part, ExcerptLines)
+        else ExcerptPartView(item="omission", label=omission_label(part))
+        for part in item.excerpt
+    )
+    start, end = covering_range(item.spans)
+    # Provenance pins every file (a commit, a content hash or a release tag); an empty revision says it could not.
+    revision = f"Pinned revision {item.revision[:12]}" if item.revision else "Revision not pinned (a local file)"
+    location = f"{item.repo} / {item.file}" if item.repo else item.file
+    return EvidenceView(
+        heading="Direct evidence" if item.direct else f"Contextual evidence from {item.from_title or 'context'}",
+        claim=item.claim,
+        category=item.category.value,
+        location=location,
+        revision=revision,
+        url=safe_url(item.url),
+        lines=f"lines {line_range(start, end)}" if start != end else f"line {start}",
+        parts=parts,
+    )
+
+
+def code_references(items: Sequence[Evidence]) -> str:
+    """``modeling_deepseek.py 1361–1362, 1440 · config.json 17, 68``: the cited lines, per file."""
+    by_file: dict[str, list[int]] = {}
+    for item in items:
+        shown = [number for part in item.excerpt if isinstance(part, ExcerptLines) for number in _numbers(part)]
+        start, end = covering_range(item.spans)
+        by_file.setdefault(item.file, []).extend(shown or range(start, end + 1))
+    references = []
+    for file, numbers in by_file.items():
+        spans = runs(numbers)
+        if len(spans) > _MAX_REFERENCE_RUNS:
+            spans = [(spans[0][0], spans[-1][1])]
+        references.append(f"{file} {', '.join(line_range(a, b) for a, b in spans)}")
+    return " · ".join(references)
+
+
+def _numbers(run: ExcerptLines) -> range:
+    """The line numbers a run shows."""
+    return range(run.start, run.start + len(run.lines))
+
+
+def cited_runs(items: Sequence[Evidence]) -> tuple[tuple[CodeLine, ...], ...]:
+    """Every run of lines the items show, highlighted, in order."""
+    return tuple(
+        code_lines(part, item.file) for item in items for part in item.excerpt if isinstance(part, ExcerptLines)
+    )
+
+
+def build_card_view(index: ModelIndex, node: Node) -> CardView:
+    """The card of one node."""
+    root = "../../"
+    slug = index.slug
+    position = index.position[node.id]
+    nodes = index.graph.nodes
+    found = index.docs.sources.nodes[node.id]
+    direct = [item for item in found.evidence if item.direct]
+    contextual = [item for item in found.evidence if not item.direct]
+    shares = index.nodes.get(node.shares_parameters_with or "")
+    shapes = shape_rows(node)
+    groups = index.ancestors(node.group)
+    return CardView(
+        page=Page(
+            title=f"{node.title} · {index.title()} · archviz",
+            root=root,
+            crumbs=(
+                *crumbs(index, root),
+                *(Link(title=g.title, href=group_href(g.id, root=root, slug=slug)) for g in reversed(groups[:-1])),
+            ),
+            phase_toggle=any(item.varies for row in shapes for item in row.shapes),
+        ),
+        id=node.id,
+        title=node.title,
+        kind=node.kind.value,
+        close_href=f"{root}{slug}/index.html#diagram-{node.id}",
+        code=node.code,
+        summary=node.summary,
+        shapes=shapes,
+        parameters_headline=_parameters_headline(node, shares),
+        parameters=parameters_view(index, node),
+        shares=None if shares is None else Link(title=shares.title, href=node_href(shares.id, root=root, slug=slug)),
+        settings=tuple(
+            SettingView(name=item.name, value=item.value, formula=item.formula or "", keys=", ".join(item.config_keys))
+            for item in node.settings
+        ),
+        verification=_verification(index, node, shares),
+        code_references=code_references(direct),
+        code_lines=cited_runs(direct),
+        source_located=found.located,
+        sources_count=len(direct) + len(contextual),
+        sources=tuple(evidence_view(item) for item in (*direct, *contextual)),
+        previous=None if position == 0 else _node_link(index, nodes[position - 1], root),
+        next=None if position == len(nodes) - 1 else _node_link(index, nodes[position + 1], root),
+        groups=tuple(
+            Link(title=g.title, href=group_href(g.id, root=root, slug=slug), note=repeat_label(g)) for g in groups
+        ),
+    )
+
+
+def _parameters_headline(node: Node, shares: Node | None) -> str:
+    """The count in the shape list: empty for a tensor state, 0 for a tied weight, else the per-instance count."""
+    if node.kind is NodeKind.TENSOR:
+        return ""
+    if shares is not None:
+        return f"0 (shares the weight of {shares.title})"
+    per_instance = node_parameters(node)
+    return count(per_instance) if per_instance else "none"
+
+
+def _verification(index: ModelIndex, node: Node, shares: Node | None) -> str:
+    """What was verified, for a node with parameters of its own or shared; empty for the others."""
+    if not node_parameters(node) and shares is None:
+        return ""
+    return index.context.verification or UNVERIFIED_SENTENCE
+
+
+def _node_link(index: ModelIndex, node: Node, root: str) -> Link:
+    return Link(title=node.title, href=node_href(node.id, root=root, slug=index.slug), note=node.kind.value)

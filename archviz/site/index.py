@@ -1,0 +1,130 @@
+"""What every view builder shares: what other stages add about a model, lookups over its graph, folder
+names, links, and the phrases more than one page uses."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from archviz.graph import Graph, Group, GroupKind, Node
+from archviz.pipeline import ModelDocs
+from archviz.report import format_layers
+from archviz.site.formatting import check_id, count
+from archviz.site.views import Link
+
+UNVERIFIED_SENTENCE = "Derived from the config; this count has not been verified against a checkpoint here."
+"""A card's verification sentence when nothing was verified."""
+UNVERIFIED_STATUS = (
+    "Not verified: every count on this site is derived from the config; no checkpoint or "
+    "meta-device model was checked in this run."
+)
+"""The overview's and the home page's verification sentence when nothing was verified."""
+
+_SLUG_UNSAFE = re.compile(r"[^a-z0-9._-]+")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelContext:
+    """What other stages know about one model that neither its graph nor its provenance says."""
+
+    verification: str | None = None
+    """One sentence saying what was verified (checkpoint, meta model); None when nothing was."""
+
+
+class ModelIndex:
+    """Lookups over one model's graph for building its pages (read-only after construction)."""
+
+    def __init__(self, docs: ModelDocs, slug: str, context: ModelContext):
+        self.docs = docs
+        self.graph: Graph = docs.graph
+        self.slug = slug
+        self.context = context
+        self.nodes: dict[str, Node] = {check_id(node.id): node for node in self.graph.nodes}
+        self.groups: dict[str, Group] = {check_id(group.id): group for group in self.graph.groups}
+        self.position: dict[str, int] = {node.id: i for i, node in enumerate(self.graph.nodes)}
+
+    def ancestors(self, group_id: str) -> list[Group]:
+        """The group and its enclosing groups, innermost first."""
+        chain: list[Group] = []
+        current: str | None = group_id
+        while current is not None and current in self.groups:
+            group = self.groups[current]
+            chain.append(group)
+            current = group.parent
+        return chain
+
+    def unit(self, node: Node) -> str:
+        """What a node's instances are called in its placement: ``experts`` inside an experts group."""
+        return "experts" if self.groups[node.group].kind is GroupKind.EXPERTS else "instances"
+
+    def title(self) -> str:
+        """The model's name as the pages show it."""
+        return self.graph.model.name
+
+
+def _slug_base(docs: ModelDocs) -> str:
+    """The bundled name, the Hub repo, the config file's name (without ``.config.json``) or its folder."""
+    source = docs.source
+    if source.bundled:
+        return source.name
+    if source.repo:
+        return source.repo.replace("/", "--")
+    stem = source.config_path.name.removesuffix(".json").removesuffix(".config")
+    if stem and stem != "config":
+        return stem
+    return source.config_path.parent.name
+
+
+def model_slugs(models: Sequence[ModelDocs]) -> tuple[str, ...]:
+    """A folder name per model, URL-safe and unique (a repeated name gets ``-2``, ``-3`` …)."""
+    slugs: list[str] = []
+    for docs in models:
+        slug = _SLUG_UNSAFE.sub("-", _slug_base(docs).lower()).strip("-.") or "model"
+        if slug == "assets":
+            slug = "model-assets"
+        candidate, number = slug, 2
+        while candidate in slugs:
+            candidate, number = f"{slug}-{number}", number + 1
+        slugs.append(candidate)
+    return tuple(slugs)
+
+
+def node_href(node_id: str, *, root: str, slug: str) -> str:
+    """A node's card, relative to a page ``root`` levels below the site root."""
+    return f"{root}{slug}/nodes/{node_id}.html"
+
+
+def group_href(group_id: str, *, root: str, slug: str) -> str:
+    """A group's row in its model's groups table."""
+    return f"{root}{slug}/index.html#group-{group_id}"
+
+
+def crumbs(index: ModelIndex, root: str) -> list[Link]:
+    """Home, then the model's overview."""
+    return [
+        Link(title="Home", href=f"{root}index.html"),
+        Link(title=index.title(), href=f"{root}{index.slug}/index.html"),
+    ]
+
+
+def repeat_label(group: Group) -> str:
+    """``×61 (layers 0–60)``, ``×384 per layer (layers 1–60)``; empty for a model-level group."""
+    layers = group.placement.layers
+    if not layers:
+        return ""
+    where = f"({'layer' if len(layers) == 1 else 'layers'} {format_layers(layers)})"
+    if group.placement.per_layer > 1:
+        return f"×{count(group.placement.per_layer)} per layer {where}"
+    return f"×{count(len(layers))} {where}"
+
+
+def model_description(graph: Graph) -> str:
+    """``model_type kimi_k2 · family deepseek_v3 · moonshotai/Kimi-K2-Instruct @ fd1984e2b7a3``."""
+    model = graph.model
+    text = f"model_type {model.model_type} · family {model.family}"
+    if model.repo:
+        text += f" · {model.repo}"
+        if model.revision:
+            text += f" @ {model.revision[:12]}"
+    return text

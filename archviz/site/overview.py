@@ -1,0 +1,295 @@
+"""The overview: the view model of a model's page (figures, diagram, parameter chart, layer map, groups, config)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from archviz.config import ConfigDocument
+from archviz.graph import Graph, Group, GroupKind, Node, NodeKind, Part
+from archviz.pipeline import ModelDocs
+from archviz.report import format_placement
+from archviz.site.formatting import count, file_lines, percent, short_count
+from archviz.site.highlight import highlight
+from archviz.site.index import UNVERIFIED_STATUS, ModelIndex, crumbs, model_description, node_href, repeat_label
+from archviz.site.views import (
+    CodeLine,
+    ConfigView,
+    DiagramItem,
+    Figure,
+    GroupRow,
+    LayerCell,
+    LegendEntry,
+    Link,
+    OverviewView,
+    Page,
+    ShareRow,
+)
+from archviz.totals import Totals, node_parameters
+
+_LEGEND_COLOURS = 6
+"""Layer kinds beyond this many reuse the colours from the first (``archviz.css`` defines ``lk0`` to ``lk5``)."""
+
+
+def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
+    """The model's totals: parameters, active parameters, checkpoint elements by dtype, buffers, MTP, dtype."""
+    figures = [
+        Figure(label="Parameters", value=count(totals.parameters), short=short_count(totals.parameters)),
+        Figure(
+            label="Active per token", value=count(totals.active_parameters), short=short_count(totals.active_parameters)
+        ),
+        Figure(
+            label="Active per token, without the input embedding",
+            value=count(totals.active_parameters_without_embedding),
+            short=short_count(totals.active_parameters_without_embedding),
+        ),
+    ]
+    figures += [
+        Figure(label=f"Checkpoint {dtype} elements", value=count(elements), short=short_count(elements))
+        for dtype, elements in sorted(totals.by_dtype.items())
+    ]
+    figures.append(Figure(label="Persistent buffers (elements)", value=count(totals.buffers), short=""))
+    if totals.scale_elements:
+        figures.append(Figure(label="Quantization scale elements", value=count(totals.scale_elements), short=""))
+    mtp = f"{count(totals.mtp_parameters)} parameters, not in the total" if totals.mtp_parameters else "none"
+    figures.append(Figure(label="Multi-token prediction", value=mtp, short=""))
+    figures.append(Figure(label="Checkpoint dtype", value=graph.dtype, short=""))
+    return tuple(figures)
+
+
+def _choices(index: ModelIndex, parent: Group, members: Sequence[str]) -> list[list[str]]:
+    """Members in order, consecutive sibling groups that split the parent's layers between them joined."""
+    result: list[list[str]] = []
+    layers = set(parent.placement.layers)
+    for member in members:
+        group = index.groups.get(member)
+        previous = result[-1] if result else None
+        if (
+            group is not None
+            and previous is not None
+            and previous[0] in index.groups
+            and layers
+            and all(set(index.groups[g].placement.layers).isdisjoint(group.placement.layers) for g in previous)
+            and set(group.placement.layers) < layers
+            and all(set(index.groups[g].placement.layers) < layers for g in previous)
+        ):
+            previous.append(member)
+        else:
+            result.append([member])
+    return result
+
+
+def diagram(index: ModelIndex, group: Group, root: str) -> DiagramItem:
+    """The group as a box holding its members in forward order; alternatives side by side."""
+    children: list[DiagramItem] = []
+    for run in _choices(index, group, group.members):
+        boxes = [
+            diagram(index, index.groups[m], root) if m in index.groups else _chip(index, index.nodes[m], root)
+            for m in run
+        ]
+        if len(boxes) > 1:
+            children.append(DiagramItem(item="choice", title="By layer, one of", children=tuple(boxes)))
+        else:
+            children.extend(boxes)
+    return DiagramItem(
+        item="box",
+        title=group.title,
+        kind=group.kind.value,
+        href=f"#group-{group.id}",
+        anchor=f"diagram-{group.id}",
+        repeat=repeat_label(group),
+        children=tuple(children),
+    )
+
+
+def _chip(index: ModelIndex, node: Node, root: str) -> DiagramItem:
+    parameters = node_parameters(node)
+    note = ""
+    if parameters:
+        note = short_count(parameters)
+        if node.placement.count > 1:
+            note += f" × {count(node.placement.count)}"
+    return DiagramItem(
+        item="node",
+        title=node.title,
+        kind=node.kind.value,
+        anchor=f"diagram-{node.id}",
+        href=node_href(node.id, root=root, slug=index.slug),
+        note=note,
+    )
+
+
+_SHARE_BY_GROUP: dict[GroupKind, str] = {
+    GroupKind.EXPERTS: "Routed experts",
+    GroupKind.MOE: "MoE router and shared experts",
+    GroupKind.MLP: "Dense MLPs",
+    GroupKind.ATTENTION: "Attention",
+}
+"""Chart category of a node by the innermost group of one of these kinds that contains it."""
+
+
+def share_category(index: ModelIndex, node: Node) -> str:
+    """The part of the parameter chart a node counts towards."""
+    for group in index.ancestors(node.group):
+        if group.kind in _SHARE_BY_GROUP:
+            return _SHARE_BY_GROUP[group.kind]
+    if node.id == index.graph.input_embedding:
+        return "Token embedding"
+    if node.parameters and all(len(row.shape) == 1 for row in node.parameters):
+        return "Norms"  # the only vector-only learned nodes outside attention and FFNs are norm scales
+    return node.title
+
+
+def parameter_shares(index: ModelIndex) -> tuple[ShareRow, ...]:
+    """Parameters of the main model by part, largest first, with what a token runs through."""
+    totals: dict[str, int] = {}
+    active: dict[str, int] = {}
+    for node in index.graph.nodes:
+        if node.part is not Part.MAIN or not node_parameters(node):
+            continue
+        category = share_category(index, node)
+        totals[category] = totals.get(category, 0) + node_parameters(node) * node.placement.count
+        active[category] = active.get(category, 0) + node_parameters(node) * node.placement.active
+    whole = sum(totals.values())
+    return tuple(
+        ShareRow(
+            label=label,
+            value=count(value),
+            percent=percent(value, whole),
+            width=max(1, round(1000 * value / whole)),
+            active=count(active[label]),
+        )
+        for label, value in sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+    )
+
+
+def _layer_labels(index: ModelIndex) -> dict[int, str]:
+    """Each checkpoint layer's kind: from the graph's layer map, else from the groups that hold it."""
+    if index.graph.layers:
+        return {
+            layer.index: f"{'MTP: ' if layer.part is Part.MTP else ''}{layer.mixer} + {layer.ffn}"
+            for layer in index.graph.layers
+        }
+    labels: dict[int, list[str]] = {}
+    for group in index.graph.groups:
+        if group.kind not in (GroupKind.ATTENTION, GroupKind.MLP, GroupKind.MOE):
+            continue
+        in_mtp = any(g.kind is GroupKind.MTP for g in index.ancestors(group.id))
+        for layer in group.placement.layers:
+            labels.setdefault(layer, ["MTP:"] if in_mtp else []).append(group.title)
+    return {layer: " + ".join(parts).replace("MTP: + ", "MTP: ") for layer, parts in labels.items()}
+
+
+def layer_map(index: ModelIndex) -> tuple[tuple[LayerCell, ...], tuple[LegendEntry, ...]]:
+    """One cell per checkpoint layer, coloured by its mixer and FFN kind, and the legend."""
+    labels = _layer_labels(index)
+    classes: dict[str, str] = {}
+    tallies: dict[str, int] = {}
+    cells = []
+    for layer in sorted(labels):
+        label = labels[layer]
+        css = classes.setdefault(label, f"lk{len(classes) % _LEGEND_COLOURS}")
+        tallies[label] = tallies.get(label, 0) + 1
+        cells.append(LayerCell(index=layer, label=label, css=css))
+    legend = tuple(LegendEntry(label=label, css=css, count=tallies[label]) for label, css in classes.items())
+    return tuple(cells), legend
+
+
+def _group_parameters(index: ModelIndex, group: Group) -> int:
+    total = 0
+    for member in group.members:
+        if member in index.groups:
+            total += _group_parameters(index, index.groups[member])
+        else:
+            node = index.nodes[member]
+            total += node_parameters(node) * node.placement.count
+    return total
+
+
+def group_rows(index: ModelIndex, root: str) -> tuple[GroupRow, ...]:
+    """The groups table, one row per group in the graph's order."""
+    rows = []
+    for group in index.graph.groups:
+        parent = index.groups.get(group.parent or "")
+        unit = "experts" if group.kind is GroupKind.EXPERTS else ""
+        rows.append(
+            GroupRow(
+                anchor=f"group-{group.id}",
+                title=group.title,
+                kind=group.kind.value,
+                where=format_placement(group.placement, unit),
+                parameters=count(_group_parameters(index, group)),
+                summary=group.summary,
+                diagram_href=f"#diagram-{group.id}",
+                parent=None if parent is None else Link(title=parent.title, href=f"#group-{parent.id}"),
+            )
+        )
+    return tuple(rows)
+
+
+def config_key_lines(config: ConfigDocument, keys: Sequence[str]) -> list[int]:
+    """Every line that sets one of the keys (``rope_scaling.factor`` is a nested key)."""
+    numbers: list[int] = []
+    for key in keys:
+        span = config.span(*key.split("."))
+        if span is not None:
+            numbers.extend(range(span.start, span.end + 1))
+    return sorted(set(numbers))
+
+
+def _whole_config_url(docs: ModelDocs, line_count: int) -> str | None:
+    """The config on the Hub at its pinned revision, every line marked; None for a local or empty config."""
+    url = docs.sources.config_file.url
+    return None if url is None or not line_count else f"{url}#L1-L{line_count}"
+
+
+def config_view(index: ModelIndex) -> ConfigView:
+    """The whole config, highlighted, the lines of every key the graph uses marked."""
+    config = index.docs.config
+    keys: list[str] = []
+    for node in index.graph.nodes:
+        keys.extend(key for key in node.config_keys if key not in keys)
+    used = set(config_key_lines(config, keys))
+    lines = file_lines(config.text)
+    tokens = highlight(lines, "config.json")
+    links = []
+    for key in sorted(keys):
+        span = config.span(*key.split("."))
+        if span is not None:
+            links.append(Link(title=key, href=f"#L{span.start}"))
+    return ConfigView(
+        path=config.path,
+        lines=tuple(CodeLine(number=i + 1, tokens=tokens[i], marked=i + 1 in used) for i in range(len(lines))),
+        used=tuple(links),
+        url=_whole_config_url(index.docs, len(lines)),
+    )
+
+
+def build_overview_view(index: ModelIndex) -> OverviewView:
+    """The overview page of one model."""
+    root = "../"
+    graph = index.graph
+    cells, legend = layer_map(index)
+    mtp = index.docs.totals.mtp_parameters
+    return OverviewView(
+        page=Page(
+            title=f"{index.title()} · archviz", root=root, crumbs=tuple(crumbs(index, root)[:1]), phase_toggle=False
+        ),
+        name=index.title(),
+        architecture=graph.model.architecture or "",
+        description=model_description(graph),
+        figures=headline_figures(index.docs.totals, graph),
+        verification=index.context.verification or UNVERIFIED_STATUS,
+        diagram=diagram(index, graph.groups[0], root),
+        kinds=tuple(kind.value for kind in NodeKind),
+        shares=parameter_shares(index),
+        share_note=(
+            f"Multi-token-prediction layers ({count(mtp)} parameters) are not in the total and not shown."
+            if mtp
+            else ""
+        ),
+        layers=cells,
+        legend=legend,
+        groups=group_rows(index, root),
+        not_modelled=graph.not_modelled,
+        config=config_view(index),
+    )

@@ -1,0 +1,142 @@
+"""The publisher: the only part of the site that writes files.
+
+It checks the destination, renders the whole site into a staging folder beside it, then swaps the staging
+folder into place, so a failed run leaves the previous site as it was. Staging folders and a site moved
+aside mid-swap carry the owning process's id, so that a later render can repair what a killed one left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import jinja2
+
+from archviz.errors import InputError
+from archviz.pipeline import ModelDocs
+from archviz.site.index import ModelContext
+from archviz.site.render import SITE_MARKER, render_context, site_files
+
+OWNER_FILE = ".archviz-render-pid"
+"""Written into staging folders: the process that owns one, so a later render knows a leftover is stale."""
+
+
+def write_site(
+    models: Sequence[ModelDocs],
+    out: Path,
+    *,
+    template_dir: Path | None = None,
+    force: bool = False,
+    contexts: Mapping[str, ModelContext] | None = None,
+) -> None:
+    """Render the site of ``models`` into ``out``, replacing a previous site there.
+
+    Everything is rendered into a temporary folder beside ``out`` first; only then is the old folder
+    renamed away, the new one renamed in and the old one deleted. If rendering fails, ``out`` is left
+    untouched and the temporary folder removed. A non-empty folder that is not an archviz site is refused
+    (``InputError``) unless ``force``. ``contexts`` maps a model's name (``graph.model.name``) to what other
+    stages know about it (the verification sentence); source evidence comes with each model's provenance.
+    """
+    shown = str(out)  # errors name the folder as the caller did
+    out = Path(os.path.abspath(out))
+    _recover_interrupted(out)
+    _check_destination(out, force, shown)
+    if template_dir is not None and not template_dir.is_dir():
+        raise InputError("the template folder does not exist", path=str(template_dir))
+    files = site_files(models, render_context(template_dir), contexts)  # rendered as _stage writes them
+    staging = _stage(files, out, template_dir)
+    _swap_into_place(staging, out, force, shown)
+
+
+def _stage(files: Iterable[tuple[str, str]], out: Path, template_dir: Path | None) -> Path:
+    """Write the files into a new staging folder beside ``out``; on any failure remove it and raise."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    (staging / OWNER_FILE).write_text(str(os.getpid()), encoding="utf-8")
+    try:
+        for relative, text in files:
+            target = staging / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(text.encode("utf-8"))
+        (staging / OWNER_FILE).unlink()  # not part of the site
+        staging.chmod(0o755)
+    except jinja2.TemplateError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        where = getattr(error, "filename", None) or getattr(error, "name", None) or str(template_dir or "templates")
+        line = getattr(error, "lineno", None)
+        raise InputError(f"the template failed: {error.message or error}", path=str(where), line=line) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
+def _is_site(folder: Path) -> bool:
+    return (folder / SITE_MARKER).is_file()
+
+
+def _check_destination(out: Path, force: bool, shown: str) -> None:
+    if out.is_symlink():
+        raise InputError("the output is a symbolic link; name the folder itself", path=shown)
+    if out.exists() and not out.is_dir():
+        raise InputError("the output exists and is not a folder", path=shown)
+    if out.is_dir() and not force and not _is_site(out) and any(out.iterdir()):
+        raise InputError(
+            f"the output folder is not empty and is not an archviz site (no {SITE_MARKER}); "
+            "choose another folder or pass --force to replace it",
+            path=shown,
+        )
+
+
+def _recover_interrupted(out: Path) -> None:
+    """Clean up after a render that was killed: put back a site caught between the two renames of the swap, and
+    delete staging folders whose render is no longer running."""
+    for leftover in sorted(out.parent.glob(f".{out.name}.old-*")):
+        if not out.exists() and (leftover / "site").is_dir():
+            os.rename(leftover / "site", out)
+        if not _owned_by_live_process(leftover):
+            shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in sorted(out.parent.glob(f".{out.name}.new-*")):
+        if not _owned_by_live_process(leftover):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _owned_by_live_process(folder: Path) -> bool:
+    try:
+        pid = int((folder / OWNER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _swap_into_place(staging: Path, out: Path, force: bool, shown: str) -> None:
+    """Rename the old site away, the new one in, then delete the old one."""
+    try:
+        _check_destination(out, force, shown)  # the folder may have changed while the site was rendered
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    old: Path | None = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        (old / OWNER_FILE).write_text(str(os.getpid()), encoding="utf-8")
+        os.rename(out, old / "site")
+    try:
+        os.rename(staging, out)
+    except BaseException:
+        if old is not None:
+            os.rename(old / "site", out)
+            shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,118 @@
+"""Rendering: pure functions from one view model to one page's text through Jinja2, and the whole site as files.
+
+Jinja2 runs with autoescape on and ``StrictUndefined``; a user template folder (``template_dir``) is put first on
+the search path, so that any template or asset can be overridden. Nothing here touches the file system except
+reading templates: ``site_files`` yields every file's text and the publisher writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+import archviz
+from archviz.pipeline import ModelDocs
+from archviz.site.cards import build_card_view
+from archviz.site.home import build_home_view, build_search_index
+from archviz.site.index import ModelContext, ModelIndex, model_slugs
+from archviz.site.overview import build_overview_view
+from archviz.site.views import CardView, HomeView, OverviewView
+
+SITE_MARKER = ".archviz-site"
+"""File at the root of every site ``write_site`` writes; its presence allows replacing the folder."""
+SITE_MARKER_TEXT = "archviz documentation site\n"
+"""What the marker file says."""
+ASSETS = ("assets/archviz.css", "assets/archviz.js")
+"""Static files copied from the template folders (a user folder may override them)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenderContext:
+    """How pages are rendered: the template environment (no process-wide state)."""
+
+    environment: jinja2.Environment
+    """Jinja2 environment with the template search path."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Templates
+
+
+def builtin_template_dir() -> Path:
+    """The bundled templates: inside the package when installed from a wheel, else the repo's folder."""
+    package = Path(archviz.__file__).parent
+    inside = package / "templates"
+    return inside if inside.is_dir() else package.parent / "templates"
+
+
+def make_environment(template_dir: Path | None = None) -> jinja2.Environment:
+    """A Jinja2 environment: the user's folder first on the search path, then the bundled templates."""
+    search = [str(template_dir)] if template_dir is not None else []
+    search.append(str(builtin_template_dir()))
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(search),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        auto_reload=False,
+    )
+
+
+def render_context(template_dir: Path | None = None) -> RenderContext:
+    """The render context for a template folder (or the bundled templates only)."""
+    return RenderContext(environment=make_environment(template_dir))
+
+
+def render_card(view: CardView, context: RenderContext) -> str:
+    """A node's card page."""
+    return context.environment.get_template("card.html").render(view=view, page=view.page)
+
+
+def render_overview(view: OverviewView, context: RenderContext) -> str:
+    """A model's overview page."""
+    return context.environment.get_template("overview.html").render(view=view, page=view.page)
+
+
+def render_home(view: HomeView, context: RenderContext) -> str:
+    """The site's home page."""
+    return context.environment.get_template("home.html").render(view=view, page=view.page)
+
+
+def read_asset(name: str, context: RenderContext) -> str:
+    """A static asset's text from the first template folder that has it."""
+    loader = context.environment.loader
+    if loader is None:  # make_environment always sets one
+        raise ValueError("the environment has no template loader")
+    source, _, _ = loader.get_source(context.environment, name)
+    return source
+
+
+# ---------------------------------------------------------------------------------------------------
+# The site's files
+
+
+def site_files(
+    models: Sequence[ModelDocs],
+    context: RenderContext,
+    contexts: Mapping[str, ModelContext] | None = None,
+) -> Iterator[tuple[str, str]]:
+    """Every file of the site as (relative path, text), in a fixed order."""
+    contexts = contexts or {}
+    indexes = [
+        ModelIndex(docs, slug, contexts.get(docs.graph.model.name, ModelContext()))
+        for docs, slug in zip(models, model_slugs(models), strict=True)
+    ]
+    yield SITE_MARKER, SITE_MARKER_TEXT
+    for asset in ASSETS:
+        yield asset, read_asset(asset, context)
+    yield "search-index.js", build_search_index(indexes)
+    yield "index.html", render_home(build_home_view(indexes), context)
+    for index in indexes:
+        yield f"{index.slug}/index.html", render_overview(build_overview_view(index), context)
+        for node in index.graph.nodes:
+            yield f"{index.slug}/nodes/{node.id}.html", render_card(build_card_view(index, node), context)

@@ -1,0 +1,390 @@
+"""View models: everything a page shows, already decided and formatted.
+
+Builders (``cards``, ``overview``, ``home``) fill these from ``ModelDocs``; templates only display them.
+Plain data: frozen, slotted, keyword-only, no logic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    """A relative link."""
+
+    title: str
+    """The link text."""
+    href: str
+    """Relative address."""
+    note: str = ""
+    """Small text shown beside the link (a kind, a placement)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodeToken:
+    """A run of characters with one highlighting class."""
+
+    css: str
+    """Short highlighting class (``k`` keyword, ``s`` string …); empty for plain text."""
+    text: str
+    """The characters."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodeLine:
+    """One highlighted line of code or config."""
+
+    number: int
+    """1-based line number in its file."""
+    tokens: tuple[CodeToken, ...]
+    """Its highlighted runs."""
+    marked: bool = False
+    """Whether the line is emphasised (config lines the graph uses)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExcerptPartView:
+    """A shown run of lines or an omission marker."""
+
+    item: Literal["lines", "omission"]
+    """Which of the two this is."""
+    lines: tuple[CodeLine, ...] = ()
+    """The run's lines (for ``lines``)."""
+    label: str = ""
+    """``… lines a–b omitted …`` (for ``omission``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvidenceView:
+    """One item of a card's Sources section."""
+
+    heading: str
+    """``Direct evidence`` or ``Contextual evidence from Token embedding``."""
+    claim: str
+    """What the lines show."""
+    category: str
+    """Category tag."""
+    location: str
+    """``moonshotai/Kimi-K2-Instruct / config.json``."""
+    revision: str
+    """``Pinned revision fd1984e2b7a3`` or a sentence saying it is not pinned."""
+    url: str | None
+    """Safe outbound link to the lines, if any."""
+    lines: str
+    """``lines 17–25``."""
+    parts: tuple[ExcerptPartView, ...]
+    """The highlighted excerpt."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShapeView:
+    """One tensor's shape in both phases."""
+
+    name: str
+    """Tensor name in the code (``input_ids``)."""
+    prefill: str
+    """``[B batch, T positions, 7168 d]``."""
+    decode: str
+    """``[B batch, 1 positions, 7168 d]``."""
+    varies: bool
+    """Whether the two differ (only then are both shown)."""
+    dtype: str
+    """`` · float32`` when the code fixes the element type, else empty."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShapeRow:
+    """A row of the card's shape list: ``in``, ``out`` or ``shape``."""
+
+    label: str
+    """``in``, ``out`` or ``shape``."""
+    shapes: tuple[ShapeView, ...]
+    """The tensors."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalculationRow:
+    """A row of the calculation table."""
+
+    component: str
+    """What the tensor is."""
+    tensor: str
+    """``model.embed_tokens.weight · BF16 · [163840, 7168]``."""
+    formula: str
+    """``vocab_size × hidden_size``."""
+    arithmetic: str
+    """``163,840 × 7,168``."""
+    elements: str
+    """``1,174,405,120``."""
+    note: str
+    """A block-quantization scale tensor that comes with it, or empty."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParametersView:
+    """The Parameters section of a card."""
+
+    per_instance: str
+    """``1,174,405,120 parameters per instance.``"""
+    rows: tuple[CalculationRow, ...]
+    """The calculation table."""
+    total: str
+    """The per-instance total."""
+    placement: str
+    """Where the instances are and how many run per token."""
+    across: str
+    """The total across all instances."""
+    buffers: tuple[CalculationRow, ...]
+    """Persistent buffers per instance (not parameters)."""
+    part_note: str
+    """For multi-token-prediction nodes, that they are outside the total; else empty."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettingView:
+    """A hyperparameter of the operator."""
+
+    name: str
+    """What it is (``softmax scale``)."""
+    value: str
+    """Its value, formatted."""
+    formula: str
+    """How it follows from the config, or empty."""
+    keys: str
+    """The config keys it comes from, comma-separated, or empty."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Page:
+    """What every page's frame needs."""
+
+    title: str
+    """The document title."""
+    root: str
+    """Relative path from the page to the site root (``""``, ``../``, ``../../``)."""
+    crumbs: tuple[Link, ...]
+    """Breadcrumb trail to the page."""
+    phase_toggle: bool
+    """Whether the page shows shapes that differ between prefill and decode."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CardView:
+    """Everything a node's card shows, in the order it shows it."""
+
+    page: Page
+    """The page frame."""
+    id: str
+    """The node id, also the page's file name."""
+    title: str
+    """The node's title (``Token embedding``)."""
+    kind: str
+    """``tensor``, ``learned`` or ``operator``."""
+    close_href: str
+    """The overview, which the card's × returns to."""
+    code: str
+    """The expression in the modeling code (``self.embed_tokens(input_ids)``)."""
+    summary: str
+    """What the node does, in one sentence."""
+    shapes: tuple[ShapeRow, ...]
+    """Its tensors' shapes."""
+    parameters_headline: str
+    """The count shown in the shape list, or empty for tensor states."""
+    parameters: ParametersView | None
+    """The Parameters section; None for a node without parameters or buffers."""
+    shares: Link | None
+    """The node whose weight this one reuses, if any."""
+    settings: tuple[SettingView, ...]
+    """The operator's hyperparameters."""
+    verification: str
+    """The verification sentence, or empty for nodes without parameters."""
+    code_references: str
+    """``modeling_deepseek.py 1361–1362 · config.json 17, 68``."""
+    code_lines: tuple[tuple[CodeLine, ...], ...]
+    """The runs of directly cited lines, highlighted."""
+    source_located: bool
+    """Whether any modeling code (not only the config) is cited."""
+    sources_count: int
+    """How many evidence items the Sources section lists."""
+    sources: tuple[EvidenceView, ...]
+    """Direct evidence first, then contextual evidence."""
+    previous: Link | None
+    """The node before it in forward order; None for the first."""
+    next: Link | None
+    """The node after it in forward order; None for the last."""
+    groups: tuple[Link, ...]
+    """Enclosing groups, innermost first, linking to the overview."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Figure:
+    """A headline figure."""
+
+    label: str
+    """What it counts (``Active per token``)."""
+    value: str
+    """Exact value, formatted."""
+    short: str
+    """Rounded value (``1.03 T``) or empty."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiagramItem:
+    """A node chip, a group box, or a set of alternative boxes in the architecture diagram."""
+
+    item: Literal["node", "box", "choice"]
+    """Which of the three this is."""
+    title: str
+    """The node's or group's title, or a choice's label (``By layer, one of``)."""
+    kind: str = ""
+    """Node kind or group kind (a CSS class)."""
+    href: str = ""
+    """Node card, or the group's row in the groups table."""
+    anchor: str = ""
+    """The box's own id."""
+    repeat: str = ""
+    """``×61 (layers 0–60)``."""
+    note: str = ""
+    """Parameter count of a learned node."""
+    children: tuple[DiagramItem, ...] = ()
+    """Box contents in forward order, or a choice's boxes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareRow:
+    """A bar of the parameter chart."""
+
+    label: str
+    """The part (``Routed experts``, ``Norms``)."""
+    value: str
+    """Its parameters across all instances."""
+    percent: str
+    """Its share of the main model's parameters (``98.9%``)."""
+    width: int
+    """Bar width in thousandths of the total."""
+    active: str
+    """Parameters of this part a token runs through."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerCell:
+    """A checkpoint layer in the layer map."""
+
+    index: int
+    """The layer's index."""
+    label: str
+    """Its mixer and FFN kind (``MLA + MoE``)."""
+    css: str
+    """Its colour class, shared by every layer of the same kind."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LegendEntry:
+    """A layer kind in the layer map's legend."""
+
+    label: str
+    """The kind (``MLA + dense``)."""
+    css: str
+    """Its colour class."""
+    count: int
+    """How many layers are of this kind."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupRow:
+    """A row of the overview's groups table."""
+
+    anchor: str
+    """The row's id (``group-attention``), which cards and the diagram link to."""
+    title: str
+    """The group's title."""
+    kind: str
+    """The group's kind."""
+    where: str
+    """Its placement (``layers 1–60 × 384 experts``)."""
+    parameters: str
+    """Parameters of all its members across their instances."""
+    summary: str
+    """What the group does."""
+    diagram_href: str
+    """Its box in the diagram."""
+    parent: Link | None
+    """The enclosing group's row; None at the top."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigView:
+    """The whole config on the overview, the lines the graph uses marked."""
+
+    path: str
+    """The config's display path."""
+    lines: tuple[CodeLine, ...]
+    """Every line, highlighted."""
+    used: tuple[Link, ...]
+    """Config keys the graph uses, each linking to its first line."""
+    url: str | None
+    """The config at its pinned revision on the Hub; None for a local file."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OverviewView:
+    """Everything a model's overview page shows."""
+
+    page: Page
+    """The page frame."""
+    name: str
+    """The model's name."""
+    architecture: str
+    """The config's architecture class, or empty."""
+    description: str
+    """``model_type kimi_k2 · family deepseek_v3 · moonshotai/Kimi-K2-Instruct @ fd1984e2b7a3``."""
+    figures: tuple[Figure, ...]
+    """The headline figures."""
+    verification: str
+    """What was verified, or that nothing was."""
+    diagram: DiagramItem
+    """The architecture diagram: the model's top group as a box."""
+    kinds: tuple[str, ...]
+    """Node kinds, for the diagram's colour key."""
+    shares: tuple[ShareRow, ...]
+    """The parameter chart, largest part first."""
+    share_note: str
+    """That multi-token-prediction layers are left out of the chart, or empty."""
+    layers: tuple[LayerCell, ...]
+    """The layer map."""
+    legend: tuple[LegendEntry, ...]
+    """The layer map's legend."""
+    groups: tuple[GroupRow, ...]
+    """The groups table."""
+    not_modelled: tuple[str, ...]
+    """Sentences naming what the graph leaves out."""
+    config: ConfigView
+    """The whole config."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSummary:
+    """A model's entry on the home page."""
+
+    link: Link
+    """The model's overview."""
+    architecture: str
+    """The config's architecture class, or empty."""
+    description: str
+    """As on the overview."""
+    figures: tuple[Figure, ...]
+    """The first three headline figures."""
+    verification: str
+    """What was verified, or that nothing was."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HomeView:
+    """Everything the home page shows."""
+
+    page: Page
+    """The page frame."""
+    models: tuple[ModelSummary, ...]
+    """Every model, in the order given."""
