@@ -31,22 +31,24 @@ from archviz.errors import InputError
 from archviz.families import family_for
 from archviz.graph import Graph, GroupKind, Node, NodeKind
 from archviz.locators import Category, Locator, Role
+from archviz.pins import (
+    RevisionKind,
+    SourceFile,
+    content_hash,
+    hub_source_file,
+    load_source_file,
+    transformers_source_file,
+)
 from archviz.provenance import (
     ExcerptLines,
     ExcerptPart,
-    RevisionKind,
     SiteMatch,
-    SourceFile,
     SourceSpan,
-    content_hash,
     covering_range,
     ensure_python,
     excerpt,
     find_site,
-    hub_source_file,
     link,
-    load_source_file,
-    transformers_source_file,
 )
 from archviz.resolve import within_model_folder
 

@@ -21,14 +21,20 @@ from typing import NamedTuple
 import pytest
 
 from archviz.errors import InputError
+from archviz.pins import (
+    RevisionKind,
+    SourceFile,
+    content_hash,
+    hub_source_file,
+    hub_url_template,
+    load_source_file,
+    transformers_source_file,
+)
 from archviz.provenance import (
     ExcerptLines,
     ExcerptOmission,
-    RevisionKind,
-    SourceFile,
     SourceSpan,
     code_reference,
-    content_hash,
     covering_range,
     excerpt,
     find_attribute_definition,
@@ -39,14 +45,10 @@ from archviz.provenance import (
     find_method,
     find_statement,
     format_excerpt,
-    hub_source_file,
-    hub_url_template,
     link,
-    load_source_file,
     omission_label,
     resolve_class_name,
     split_lines,
-    transformers_source_file,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -833,11 +835,11 @@ def test_a_planted_source_file_is_only_read(tmp_path: Path, monkeypatch: pytest.
     assert "modeling_planted" not in sys.modules
 
 
-def test_provenance_imports_neither_torch_nor_transformers() -> None:
+def test_pinning_and_provenance_import_neither_torch_nor_transformers() -> None:
     script = (
         "import sys\n"
-        "from archviz import provenance\n"
-        "src = provenance.transformers_source_file('deepseek_v3')\n"
+        "from archviz import pins, provenance\n"
+        "src = pins.transformers_source_file('deepseek_v3')\n"
         "assert provenance.find_class(src, 'Model') is not None\n"
         "print(sorted(name for name in sys.modules if name.split('.')[0] in {'torch', 'transformers'}))\n"
     )

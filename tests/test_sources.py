@@ -32,17 +32,19 @@ from archviz.families.generic import locators as generic_locators
 from archviz.families.llama import VARIANTS, Variant
 from archviz.graph import Graph, NodeKind
 from archviz.locators import Category, Locator, Role, SiteKind
+from archviz.pins import (
+    RevisionKind,
+    SourceFile,
+    content_hash,
+    load_source_file,
+    transformers_source_file,
+)
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.provenance import (
     ExcerptLines,
     ExcerptOmission,
-    RevisionKind,
-    SourceFile,
-    content_hash,
     find_site,
-    load_source_file,
     split_lines,
-    transformers_source_file,
 )
 from archviz.resolve import bundled_config
 from archviz.sources import (

@@ -51,7 +51,8 @@ from archviz.graph import (
 )
 from archviz.locators import Category, Locator, Role, attribute, method
 from archviz.modeltree import CodeReader, CodeRequest, ModuleRecord, ModuleTree, ShapeTrace
-from archviz.provenance import SourceFile, class_attributes, find_site
+from archviz.pins import SourceFile
+from archviz.provenance import class_attributes, find_site
 from archviz.settings import LAYER_COUNT_KEYS, Settings
 
 NAME = "generic"

@@ -17,7 +17,7 @@ from archviz.settings import Settings
 if TYPE_CHECKING:
     from archviz.families.blocks.moe import MoeNaming
     from archviz.locators import Locator
-    from archviz.provenance import SourceFile
+    from archviz.pins import SourceFile
 
 Locators = Callable[["Graph", "SourceFile"], tuple[Mapping[str, "Locator"], Mapping[str, "Locator"]]]
 """Locators made per graph from the cited file: by node id and by group id."""

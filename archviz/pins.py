@@ -1,0 +1,219 @@
+"""Pinning a source file: its text and the revision that pins it.
+
+A modeling file is cited at a revision a reader can open: the Hub commit of an HF-cache snapshot, the HEAD of a
+clean git checkout that holds it, the installed transformers release's tag, or, for any other local file, a
+content hash (said so). ``SourceFile`` carries the text with its pin and, where the file has a public page, the
+address template of its lines. Nothing here parses or runs the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from urllib.parse import quote
+
+from archviz.errors import InputError
+
+_GIT_TIMEOUT_SECONDS = 10
+_CONTENT_HASH_HEX_CHARS = 40
+_TRANSFORMERS_REPO_URL = "https://github.com/huggingface/transformers"
+# Only final releases have a ``v<version>`` tag on GitHub; a dev or local build has no page to link to.
+_RELEASE_VERSION = re.compile(r"\d+\.\d+\.\d+")
+_MODEL_TYPE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+class RevisionKind(StrEnum):
+    """How a source file's revision was pinned."""
+
+    GIT = "git"
+    """The full sha of HEAD in the git checkout holding the file, whose blob at HEAD equals the file."""
+    CONTENT_HASH = "content-hash"
+    """The first 40 hex digits of the sha256 of the file's bytes (a file outside any clean checkout)."""
+    PACKAGE_VERSION = "package-version"
+    """The installed package's release tag, ``v<version>``."""
+    HUB = "hub"
+    """A Hugging Face Hub commit sha."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceFile:
+    """The text of one source file and the revision that pins it."""
+
+    path: str
+    """Display name shown on cards and carried by spans (``modeling_deepseek_v3.py``, ``config.json``)."""
+    text: str = field(repr=False)
+    """The whole file, decoded as UTF-8."""
+    revision: str
+    """What pins the text: a commit sha, a content hash or ``v<version>``, per ``revision_kind``."""
+    revision_kind: RevisionKind
+    """How ``revision`` was obtained (a ``str`` enum: compares equal to ``"git"`` and so on)."""
+    url_template: str | None
+    """Web address of the file at ``revision`` with ``{start}`` and ``{end}`` standing for a line range,
+    or None when the file has no public page (a local file)."""
+
+
+def load_source_file(path: Path, *, display_name: str | None = None) -> SourceFile:
+    """Read a local file and pin it.
+
+    The revision is HEAD's full sha when the file sits in a git checkout and its bytes equal its blob
+    at HEAD (so the sha really pins these lines); otherwise (outside a checkout, untracked, modified,
+    or git unavailable) it is a content hash. Local files have no ``url_template``.
+    """
+    data = _read_bytes(path)
+    name = display_name if display_name is not None else path.name
+    text = _decode(data, name)
+    git_sha = _git_revision(path)
+    if git_sha is not None:
+        return SourceFile(path=name, text=text, revision=git_sha, revision_kind=RevisionKind.GIT, url_template=None)
+    return SourceFile(
+        path=name,
+        text=text,
+        revision=content_hash(data),
+        revision_kind=RevisionKind.CONTENT_HASH,
+        url_template=None,
+    )
+
+
+def content_hash(data: bytes) -> str:
+    """The content-hash revision of a file's bytes: the first 40 hex digits of their sha256."""
+    return hashlib.sha256(data).hexdigest()[:_CONTENT_HASH_HEX_CHARS]
+
+
+def hub_url_template(repo_id: str, revision: str, filename: str) -> str:
+    """The ``url_template`` of a file in a Hub model repository at a commit.
+
+    ``revision`` must be a full 40-hex commit sha: a branch name would not pin the lines.
+    """
+    if _COMMIT_SHA.fullmatch(revision) is None:
+        raise ValueError(f"hub revision must be a 40-hex commit sha, got {revision!r}")
+    return (
+        f"https://huggingface.co/{quote(repo_id, safe='/')}/blob/{revision}/{quote(filename, safe='/')}"
+        "#L{start}-L{end}"
+    )
+
+
+def hub_source_file(path: Path, *, repo_id: str, revision: str, filename: str) -> SourceFile:
+    """A file downloaded from a Hub repository at commit ``revision``, read from ``path``.
+
+    ``filename`` is its path inside the repository and becomes the display name.
+    """
+    url_template = hub_url_template(repo_id, revision, filename)
+    text = _decode(_read_bytes(path), filename)
+    return SourceFile(
+        path=filename,
+        text=text,
+        revision=revision,
+        revision_kind=RevisionKind.HUB,
+        url_template=url_template,
+    )
+
+
+def transformers_source_file(model_type: str) -> SourceFile:
+    """The installed transformers' ``modeling_<model_type>.py``, pinned to its release tag.
+
+    transformers is located through its package metadata (never imported, so nothing of it runs).
+    """
+    module = model_type.replace("-", "_")
+    display_name = f"modeling_{module}.py"
+    if _MODEL_TYPE.fullmatch(model_type) is None:
+        raise InputError(f"not a model_type: {model_type!r}", path=display_name)
+    relative = f"models/{module}/{display_name}"
+    try:
+        distribution = importlib.metadata.distribution("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        raise InputError("transformers is not installed", path=display_name) from None
+    version = distribution.version
+    path = _transformers_file(distribution, relative)
+    if path is None:
+        raise InputError(
+            f"transformers {version} ships no modeling file for model_type {model_type!r}",
+            path=display_name,
+        )
+    url_template = None
+    if _RELEASE_VERSION.fullmatch(version) is not None:
+        url_template = f"{_TRANSFORMERS_REPO_URL}/blob/v{version}/src/transformers/{relative}#L{{start}}-L{{end}}"
+    return SourceFile(
+        path=display_name,
+        text=_decode(_read_bytes(path), display_name),
+        revision=f"v{version}",
+        revision_kind=RevisionKind.PACKAGE_VERSION,
+        url_template=url_template,
+    )
+
+
+def _transformers_file(distribution: importlib.metadata.Distribution, relative: str) -> Path | None:
+    """Where the installed transformers keeps ``relative`` (a path under its package folder)."""
+    candidates = [Path(str(distribution.locate_file(f"transformers/{relative}")))]
+    # An editable install keeps the package outside site-packages; find_spec on a top-level name only
+    # searches the path (it imports parents of dotted names, and this name has none).
+    spec = importlib.util.find_spec("transformers")
+    if spec is not None and spec.submodule_search_locations is not None:
+        candidates.extend(Path(folder) / relative for folder in spec.submodule_search_locations)
+    return next((candidate for candidate in candidates if candidate.is_file()), None)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("no such file", path=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a folder, not a file", path=str(path)) from None
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror or error}", path=str(path)) from None
+
+
+def _decode(data: bytes, display_name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise InputError("not UTF-8 text", path=display_name, line=line) from None
+
+
+def _git_revision(path: Path) -> str | None:
+    """HEAD's sha when ``path`` is tracked by a git checkout and unmodified, else None."""
+    resolved = path.resolve()
+    folder = resolved.parent
+    head = _git(folder, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    if head is None:
+        return None
+    blob_at_head = _git(folder, "rev-parse", "--verify", "--quiet", f"HEAD:./{resolved.name}")
+    if blob_at_head is None:
+        return None  # untracked, or not in HEAD's tree
+    # --no-filters: hash the bytes as they are, without running any clean filter the checkout configures.
+    blob_on_disk = _git(folder, "hash-object", "--no-filters", "--", resolved.name)
+    if blob_on_disk != blob_at_head:
+        return None  # modified since HEAD: the sha would not pin these bytes
+    return head
+
+
+def _git(folder: Path, *arguments: str) -> str | None:
+    """Run one read-only git command in ``folder``; its trimmed output, or None on any failure."""
+    # GIT_DIR and friends (set, for example, while a git hook runs) would point git at another
+    # repository than the one holding the file.
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
+    try:
+        completed = subprocess.run(
+            ["git", "-c", "core.fsmonitor=false", *arguments],
+            cwd=folder,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if completed.returncode != 0:
+        return None
+    output = completed.stdout.strip()
+    return output or None
