@@ -15,13 +15,13 @@ public release and not checked here against a copy of that file; public descript
 
 from __future__ import annotations
 
-from archviz.families.blocks.builder import BATCH, POSITIONS, factor, fixed, layer_placement, shape
+from archviz.families.blocks.builder import BATCH, POSITIONS, Scope, factor, fixed, layer_placement, shape
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.moe import MoeNaming, Scoring
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
 from archviz.families.registry import Family
 from archviz.graph import Dim, GroupKind, NodeKind, Part, Placement, Setting, Shape, TensorRow
-from archviz.locators import Category, Locator, Site, attribute, defined, function, method, statement, used
+from archviz.locators import Category, Locator, attribute, defined, function, method, statement, used
 from archviz.settings import Settings
 
 NAME = "kimi_linear"
@@ -310,11 +310,9 @@ class KimiDeltaAttention:
         self.qkv = fixed("kda_heads·kda_head_dim", self.qkv_dim, f"{LINEAR}.num_heads × {LINEAR}.head_dim")
         self.conv = fixed("3·kda_heads·kda_head_dim", 3 * self.qkv_dim, f"3 × {LINEAR}.num_heads × {LINEAR}.head_dim")
         self.width = f"{LINEAR}.num_heads × {LINEAR}.head_dim"
-        self.prefix, self.group, self.at, self.part = "", "", Placement(), Part.MAIN
 
     def build(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
-        self.prefix, self.at, self.part = prefix, at, part
-        self.group = self.b.group(
+        group = self.b.group(
             f"{prefix}kda",
             title="Kimi Delta Attention",
             kind=GroupKind.ATTENTION,
@@ -335,44 +333,19 @@ class KimiDeltaAttention:
                 sites=(method(DELTA_ATTENTION, "forward"),),
             ),
         )
+        self.scope = Scope(
+            b=self.b,
+            group=group,
+            placement=at,
+            part=part,
+            prefix=f"{prefix}kda.",
+            category=Category.LINEAR_ATTENTION,
+        )
         self._projections()
         self._convolution()
         self._gates()
         self._recurrence()
         self._output()
-
-    def _node(
-        self,
-        id: str,
-        title: str,
-        *,
-        kind: NodeKind,
-        code: str,
-        summary: str,
-        claim: str,
-        sites: tuple[Site, ...],
-        inputs: list[Shape] | None = None,
-        outputs: list[Shape],
-        parameters: list[TensorRow] | None = None,
-        settings: list[Setting] | None = None,
-        extra_keys: list[str] | None = None,
-    ) -> None:
-        self.b.node(
-            f"{self.prefix}kda.{id}",
-            title=title,
-            kind=kind,
-            code=code,
-            summary=summary,
-            group=self.group,
-            inputs=inputs or [],
-            outputs=outputs,
-            parameters=parameters or [],
-            settings=settings or [],
-            extra_keys=extra_keys or [],
-            placement=self.at,
-            part=self.part,
-            locate=Locator(claim=claim, category=Category.LINEAR_ATTENTION, sites=sites),
-        )
 
     def _weight(self, name: str, out: tuple[str, int], into: tuple[str, int]) -> TensorRow:
         """``self_attn.<name>.weight`` of shape [out, into]."""
@@ -387,9 +360,9 @@ class KimiDeltaAttention:
     def _projections(self) -> None:
         d = self.d.value or 0
         for name, what in (("q", "query"), ("k", "key"), ("v", "value")):
-            self._node(
+            self.scope.node(
                 f"{name}-proj",
-                f"KDA {what} projection",
+                title=f"KDA {what} projection",
                 kind=NodeKind.LEARNED,
                 code=f"self.{name}_proj(hidden_states)",
                 summary=f"Project each position to every KDA head's {what}.",
@@ -403,9 +376,9 @@ class KimiDeltaAttention:
     def _convolution(self) -> None:
         kda = DELTA_ATTENTION
         mixed = shape("mixed_qkv", BATCH, self.conv, POSITIONS)
-        self._node(
+        self.scope.node(
             "short-conv",
-            "Short causal convolution",
+            title="Short causal convolution",
             kind=NodeKind.LEARNED,
             code="causal_conv1d_fn(mixed_qkv, weight=self.conv1d.weight.squeeze(1), activation=self.activation)",
             summary=(
@@ -447,9 +420,9 @@ class KimiDeltaAttention:
         """The cached convolution state, and the convolved channels split back into queries, keys and values."""
         kda = DELTA_ATTENTION
         kernel = fixed("kernel", self.kernel, f"{LINEAR}.short_conv_kernel_size")
-        self._node(
+        self.scope.node(
             "conv-state",
-            "Convolution state",
+            title="Convolution state",
             kind=NodeKind.TENSOR,
             code="cache.get_conv_state(self.layer_idx)",
             summary="The last short_conv_kernel_size positions of queries, keys and values, cached for decode.",
@@ -457,9 +430,9 @@ class KimiDeltaAttention:
             claim="The convolution state caches the last positions of the queries, keys and values for decode.",
             sites=(statement(kda, "cache.get_conv_state(", "conv_state_q"), statement(kda, "cache.update_conv_state(")),
         )
-        self._node(
+        self.scope.node(
             "qkv-split",
-            "Query / key / value split",
+            title="Query / key / value split",
             kind=NodeKind.OPERATOR,
             code="torch.split(mixed_qkv.transpose(1, 2), [self.qkv_dim] * 3, dim=-1)",
             summary="Split the convolved channels back into queries, keys and values, one vector per head.",
@@ -471,9 +444,9 @@ class KimiDeltaAttention:
 
     def _gates(self) -> None:
         kda, d = DELTA_ATTENTION, self.d.value or 0
-        self._node(
+        self.scope.node(
             "forget-gate",
-            "Forget gate",
+            title="Forget gate",
             kind=NodeKind.LEARNED,
             code="self.forget_gate(hidden_states)",
             summary=(
@@ -511,9 +484,9 @@ class KimiDeltaAttention:
                 statement(kda, "fused_kda_gate("),
             ),
         )
-        self._node(
+        self.scope.node(
             "beta",
-            "Update strength β",
+            title="Update strength β",
             kind=NodeKind.LEARNED,
             code="torch.sigmoid(self.b_proj(hidden_states))",
             summary="Project each position to one write strength per head, squashed to (0, 1) by a sigmoid.",
@@ -528,9 +501,9 @@ class KimiDeltaAttention:
         kda = DELTA_ATTENTION
         state = shape("recurrent_state", BATCH, self.heads, self.head, self.head, dtype="float32")
         per_head = self._per_head("hidden_shape")
-        self._node(
+        self.scope.node(
             "delta-rule",
-            "Gated delta-rule recurrence",
+            title="Gated delta-rule recurrence",
             kind=NodeKind.OPERATOR,
             code="chunk_kimi_delta_attention(query, key, value, g=g, beta=beta, initial_state=recurrent_state, ...)",
             summary=(
@@ -563,9 +536,9 @@ class KimiDeltaAttention:
                 function("chunk_kimi_delta_attention"),
             ),
         )
-        self._node(
+        self.scope.node(
             "recurrent-state",
-            "Recurrent state",
+            title="Recurrent state",
             kind=NodeKind.TENSOR,
             code="last_recurrent_state",
             summary=(
@@ -584,9 +557,9 @@ class KimiDeltaAttention:
         """The output gate's projection: low-rank, or full-rank in Kimi-K3."""
         kda, d = DELTA_ATTENTION, self.d.value or 0
         head_dim = (f"{LINEAR}.head_dim", self.head_width)
-        self._node(
+        self.scope.node(
             "output-gate",
-            "Output gate projection",
+            title="Output gate projection",
             kind=NodeKind.LEARNED,
             code="self.g_proj(hidden_states)" if self.full_rank_gate else "self.g_b_proj(self.g_a_proj(hidden_states))",
             summary=f"A {'full-rank' if self.full_rank_gate else 'low-rank'} projection of each position to one gate "
@@ -609,9 +582,9 @@ class KimiDeltaAttention:
         kda, d = DELTA_ATTENTION, self.d.value or 0
         head_dim = (f"{LINEAR}.head_dim", self.head_width)
         self._output_gate()
-        self._node(
+        self.scope.node(
             "gated-norm",
-            "Gated RMSNorm",
+            title="Gated RMSNorm",
             kind=NodeKind.LEARNED,
             code="self.o_norm(core_attn_out, gate)",
             summary=(
@@ -627,9 +600,9 @@ class KimiDeltaAttention:
             ),
             sites=(*attribute(kda, "o_norm"), method(GATED_NORM, "forward")),
         )
-        self._node(
+        self.scope.node(
             "o-proj",
-            "KDA output projection",
+            title="KDA output projection",
             kind=NodeKind.LEARNED,
             code="self.o_proj(output.reshape(batch_size, seq_len, -1))",
             summary="Flatten the gated head outputs of each position and project them back to the model width.",
@@ -639,9 +612,9 @@ class KimiDeltaAttention:
             claim="The KDA output projection maps the gated head outputs back to the model width.",
             sites=attribute(kda, "o_proj"),
         )
-        self._node(
+        self.scope.node(
             "output",
-            "KDA output",
+            title="KDA output",
             kind=NodeKind.TENSOR,
             code="output",
             summary="What KDA adds to the residual stream.",

@@ -32,6 +32,7 @@ from archviz.families.blocks.builder import (
     KEY_POSITIONS,
     POSITIONS,
     GraphBuilder,
+    Scope,
     checkpoint_dtypes,
     fixed,
     layer_placement,
@@ -581,6 +582,9 @@ class GroupedQueryAttention:
                 sites=(method(a, "forward"),),
             ),
         )
+        self.scope = Scope(
+            b=self.b, group=self.group, placement=self.at, prefix="attention.", category=Category.ATTENTION
+        )
         self._projections()
         query, key, value = self._heads()
         self._rotary(query, key)
@@ -588,10 +592,7 @@ class GroupedQueryAttention:
         self._core(query, cached_key, cached_value)
         heads_out = "num_attention_heads × head_dim"
         attention_output(
-            self.b,
-            "",
-            group=self.group,
-            at=self.at,
+            self.scope,
             d=f.d,
             heads_output=shape("attn_output", BATCH, POSITIONS, f.q_width),
             rows=linear_rows(
@@ -641,21 +642,20 @@ class GroupedQueryAttention:
             ),
         ):
             which = {"q_proj": "query", "k_proj": "key", "v_proj": "value"}[name]
-            self.b.node(
-                f"attention.{name[0]}-proj",
+            self.scope.node(
+                f"{name[0]}-proj",
                 title=f"{which.capitalize()} projection",
                 kind=NodeKind.LEARNED,
                 code=f"self.{name}(hidden_states)",
-                group=self.group,
                 summary=summary[:-1] + (", plus a learned bias." if qkv_bias else "."),
                 inputs=[hidden(f.d)],
                 outputs=[shape(f"{which}_states", BATCH, POSITIONS, out)],
-                placement=self.at,
                 parameters=linear_rows(
                     self.b, name, f"{LAYER}.self_attn.{name}", (out_name, width), ("hidden_size", d), bias=qkv_bias
                 ),
                 extra_keys=self.bias_keys,
-                locate=Locator(claim=f"{claim}{bias_phrase}.", category=Category.ATTENTION, sites=attribute(a, name)),
+                claim=f"{claim}{bias_phrase}.",
+                sites=attribute(a, name),
             )
 
     def _heads(self) -> tuple[Shape, Shape, Shape]:
@@ -673,12 +673,11 @@ class GroupedQueryAttention:
             shape("value_states", BATCH, f.kv_heads, POSITIONS, f.head_dim),
         )
         # Qwen3 normalizes each head between the view and the transpose; the others transpose at once.
-        self.b.node(
-            "attention.head-split",
+        self.scope.node(
+            "head-split",
             title="Split into heads",
             kind=NodeKind.OPERATOR,
             code="self.q_proj(hidden_states).view(hidden_shape)" + ("" if v.qk_norm else ".transpose(1, 2)"),
-            group=self.group,
             summary="View each projection as one head_dim vector per head"
             + ("." if v.qk_norm else ", heads before positions."),
             inputs=[
@@ -687,16 +686,12 @@ class GroupedQueryAttention:
                 shape("value_states", BATCH, POSITIONS, f.kv_width),
             ],
             outputs=list(per_head) if v.qk_norm else list(heads),
-            placement=self.at,
-            locate=Locator(
-                claim="The projections are viewed as one head_dim vector per head"
-                + ("." if v.qk_norm else ", heads before positions."),
-                category=Category.ATTENTION,
-                sites=(
-                    statement(a, "hidden_shape = ("),
-                    # The three ``….view(hidden_shape)…transpose(1, 2)`` statements of the queries, keys and values.
-                    *(statement(a, ".view(hidden_shape)", occurrence=n) for n in (1, 2, 3)),
-                ),
+            claim="The projections are viewed as one head_dim vector per head"
+            + ("." if v.qk_norm else ", heads before positions."),
+            sites=(
+                statement(a, "hidden_shape = ("),
+                # The three ``….view(hidden_shape)…transpose(1, 2)`` statements of the queries, keys and values.
+                *(statement(a, ".view(hidden_shape)", occurrence=n) for n in (1, 2, 3)),
             ),
         )
         if v.qk_norm:
@@ -730,44 +725,35 @@ class GroupedQueryAttention:
                     self.code,
                 ),
             )
-        self.b.node(
-            "attention.head-transpose",
+        self.scope.node(
+            "head-transpose",
             title="Heads first",
             kind=NodeKind.OPERATOR,
             code="query_states.transpose(1, 2)",
-            group=self.group,
             summary="Move the head axis before the position axis for attention.",
             inputs=list(per_head),
             outputs=list(heads),
-            placement=self.at,
-            locate=Locator(
-                claim="The normalized heads are moved before the positions for attention.",
-                category=Category.ATTENTION,
-                sites=tuple(statement(a, ".transpose(1, 2)", occurrence=n) for n in (1, 2, 3)),
-            ),
+            claim="The normalized heads are moved before the positions for attention.",
+            sites=tuple(statement(a, ".transpose(1, 2)", occurrence=n) for n in (1, 2, 3)),
         )
 
     def _rotary(self, query: Shape, key: Shape) -> None:
         a = self.code.attention
-        self.b.node(
-            "attention.apply-rotary",
+        self.scope.node(
+            "apply-rotary",
             title="Apply rotary embedding",
             kind=NodeKind.OPERATOR,
             code="apply_rotary_pos_emb(query_states, key_states, cos, sin)",
-            group=self.group,
             summary="Rotate each query and key head by its position: q·cos + rotate_half(q)·sin.",
             inputs=[query, key, shape("cos", BATCH, POSITIONS, self.f.head_dim)],
             outputs=[query, key],
-            placement=self.at,
             settings=[Setting(name="layout", value="halves (rotate_half)")],
-            locate=Locator(
-                claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
-                category=Category.ROPE,
-                sites=(
-                    statement(a, "= apply_rotary_pos_emb("),
-                    function("apply_rotary_pos_emb"),
-                    function("rotate_half"),
-                ),
+            claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
+            category=Category.ROPE,
+            sites=(
+                statement(a, "= apply_rotary_pos_emb("),
+                function("apply_rotary_pos_emb"),
+                function("rotate_half"),
             ),
         )
 
@@ -776,12 +762,11 @@ class GroupedQueryAttention:
         cached_key = shape("key_states", BATCH, f.kv_heads, KEY_POSITIONS, f.head_dim)
         cached_value = shape("value_states", BATCH, f.kv_heads, KEY_POSITIONS, f.head_dim)
         window = f.window()
-        self.b.node(
-            "attention.cache-update",
+        self.scope.node(
+            "cache-update",
             title="KV cache",
             kind=NodeKind.OPERATOR,
             code="cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)",
-            group=self.group,
             summary=(
                 "Append this step's keys and values to the cache and return all cached positions; it holds "
                 "2 × num_key_value_heads × head_dim numbers per position and layer"
@@ -789,8 +774,8 @@ class GroupedQueryAttention:
             ),
             inputs=[key, value],
             outputs=[cached_key, cached_value],
-            placement=self.at,
-            locate=cache_locator(self.code),
+            claim=cache_locator(self.code).claim,
+            sites=cache_locator(self.code).sites,
         )
         return cached_key, cached_value
 
@@ -823,12 +808,11 @@ class GroupedQueryAttention:
     def _core(self, query: Shape, cached_key: Shape, cached_value: Shape) -> None:
         f, a = self.f, self.code.attention
         window = f.window()
-        self.b.node(
-            "attention.sdpa",
+        self.scope.node(
+            "sdpa",
             title="Scaled dot-product attention",
             kind=NodeKind.OPERATOR,
             code="attention_interface(self, query_states, key_states, value_states, attention_mask, ...)",
-            group=self.group,
             summary=(
                 "Score each query head against the cached keys of its key/value head"
                 + (" within the sliding window" if window else " at all earlier and current positions")
@@ -836,28 +820,22 @@ class GroupedQueryAttention:
             ),
             inputs=[query, cached_key, cached_value],
             outputs=[shape("attn_output", BATCH, POSITIONS, f.q_width)],
-            placement=self.at,
             settings=self._core_settings(),
-            locate=Locator(
-                claim=(
-                    "Attention scores each query head against the cached keys of its key/value head under the causal "
-                    "mask"
-                    + (" (within the sliding window where the config sets one)" if f.can_slide() else "")
-                    + ", takes the softmax at scale head_dim^-0.5 and mixes the values."
-                ),
-                category=Category.ATTENTION,
-                sites=(
-                    statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
-                    statement(a, "= attention_interface("),
-                    function("eager_attention_forward"),
-                    function("repeat_kv"),
-                    defined(a, "scaling"),
-                    # Where the window applies: the layer's own window, and the model's sliding-window mask.
-                    *(
-                        (defined(a, "sliding_window"), statement(self.code.model, "create_sliding_window_causal_mask"))
-                        if f.can_slide()
-                        else ()
-                    ),
+            claim="Attention scores each query head against the cached keys of its key/value head under the causal "
+            "mask"
+            + (" (within the sliding window where the config sets one)" if f.can_slide() else "")
+            + ", takes the softmax at scale head_dim^-0.5 and mixes the values.",
+            sites=(
+                statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
+                statement(a, "= attention_interface("),
+                function("eager_attention_forward"),
+                function("repeat_kv"),
+                defined(a, "scaling"),
+                # Where the window applies: the layer's own window, and the model's sliding-window mask.
+                *(
+                    (defined(a, "sliding_window"), statement(self.code.model, "create_sliding_window_causal_mask"))
+                    if f.can_slide()
+                    else ()
                 ),
             ),
         )

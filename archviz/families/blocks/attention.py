@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from archviz.families.blocks.builder import BATCH, POSITIONS, GraphBuilder, shape
+from archviz.families.blocks.builder import BATCH, POSITIONS, Scope, shape
 from archviz.families.blocks.code import DecoderCode
-from archviz.graph import Dim, NodeKind, Part, Placement, Shape, TensorRow
+from archviz.graph import Dim, NodeKind, Shape, TensorRow
 from archviz.locators import Category, Locator, attribute, statement
 
 
@@ -25,53 +25,39 @@ def cache_locator(code: DecoderCode) -> Locator:
 
 
 def attention_output(
-    b: GraphBuilder,
-    prefix: str,
+    scope: Scope,
     *,
-    group: str,
-    at: Placement,
     d: Dim,
     heads_output: Shape,
     rows: Iterable[TensorRow],
     summary: str,
     extra_keys: Iterable[str],
     code: DecoderCode,
-    part: Part = Part.MAIN,
 ) -> None:
     """The output projection of the joined heads (``heads_output``) back to the model width, and the attention
-    output the block adds to its residual stream."""
+    output the block adds to its residual stream (``scope`` is the attention's)."""
     attn_output = shape("attn_output", BATCH, POSITIONS, d)
-    b.node(
-        f"{prefix}attention.o-proj",
+    scope.node(
+        "o-proj",
         title="Attention output projection",
         kind=NodeKind.LEARNED,
         code="self.o_proj(attn_output)",
-        group=group,
-        placement=at,
-        part=part,
         summary=summary,
         inputs=[heads_output],
         outputs=[attn_output],
         parameters=rows,
         extra_keys=extra_keys,
-        locate=Locator(
-            claim="The output projection maps the concatenated head outputs back to the model width.",
-            category=Category.ATTENTION,
-            sites=attribute(code.attention, "o_proj"),
-        ),
+        claim="The output projection maps the concatenated head outputs back to the model width.",
+        sites=attribute(code.attention, "o_proj"),
+        category=Category.ATTENTION,
     )
-    b.state(
-        f"{prefix}attention.output",
+    scope.state(
+        "output",
         title="Attention output",
         code="attn_output",
-        group=group,
         summary="What attention adds to the residual stream.",
         value=attn_output,
-        placement=at,
-        part=part,
-        locate=Locator(
-            claim="The attention output is the projected result that the block adds to its residual stream.",
-            category=Category.ATTENTION,
-            sites=(statement(code.attention, "attn_output = self.o_proj("),),
-        ),
+        claim="The attention output is the projected result that the block adds to its residual stream.",
+        sites=(statement(code.attention, "attn_output = self.o_proj("),),
+        category=Category.ATTENTION,
     )

@@ -26,7 +26,7 @@ from archviz.graph import (
     Shape,
     TensorRow,
 )
-from archviz.locators import Locator
+from archviz.locators import Category, Locator, Site
 from archviz.settings import Settings
 
 # The symbolic dimensions every decoder shares.
@@ -299,6 +299,98 @@ class GraphBuilder:
             beyond_transformers=tuple(beyond_transformers),
             partial=partial,
             derived_from_code=derived_from_code,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scope:
+    """Where a builder step adds its nodes: one group, one placement, one part, one evidence category.
+
+    ``node`` and ``state`` add ``prefix + id`` to the group with the locator its ``claim`` and ``sites`` make, so a
+    step says only what differs between its nodes.
+    """
+
+    b: GraphBuilder
+    """The builder the nodes go to."""
+    group: str
+    """The group they join."""
+    placement: Placement
+    """Where their instances are."""
+    part: Part = Part.MAIN
+    """Main model or MTP layers."""
+    prefix: str = ""
+    """Prepended to every id (``mtp.attention.``)."""
+    category: Category = Category.BLOCK
+    """The evidence tag of their locators, unless a node says otherwise."""
+
+    def node(
+        self,
+        id: str,
+        *,
+        title: str,
+        kind: NodeKind,
+        code: str,
+        summary: str,
+        claim: str,
+        sites: tuple[Site, ...],
+        inputs: Iterable[Shape] = (),
+        outputs: Iterable[Shape] = (),
+        parameters: Iterable[TensorRow] = (),
+        buffers: Iterable[TensorRow] = (),
+        settings: Iterable[Setting] = (),
+        extra_keys: Iterable[str] = (),
+        category: Category | None = None,
+        absent: str | None = None,
+        placement: Placement | None = None,
+        shares_parameters_with: str | None = None,
+    ) -> str:
+        """Add a node whose code ``sites`` find and ``claim`` describes."""
+        return self.b.node(
+            self.prefix + id,
+            title=title,
+            kind=kind,
+            code=code,
+            summary=summary,
+            group=self.group,
+            inputs=inputs,
+            outputs=outputs,
+            parameters=parameters,
+            buffers=buffers,
+            settings=settings,
+            extra_keys=extra_keys,
+            placement=self.placement if placement is None else placement,
+            part=self.part,
+            shares_parameters_with=shares_parameters_with,
+            locate=Locator(claim=claim, category=category or self.category, sites=sites, absent=absent),
+        )
+
+    def state(
+        self,
+        id: str,
+        *,
+        title: str,
+        code: str,
+        summary: str,
+        value: Shape,
+        claim: str,
+        sites: tuple[Site, ...],
+        category: Category | None = None,
+        absent: str | None = None,
+        context: tuple[str, ...] = (),
+    ) -> str:
+        """Add a tensor state whose producing code ``sites`` find."""
+        return self.b.state(
+            self.prefix + id,
+            title=title,
+            code=code,
+            summary=summary,
+            group=self.group,
+            value=value,
+            placement=self.placement,
+            part=self.part,
+            locate=Locator(
+                claim=claim, category=category or self.category, sites=sites, absent=absent, context=context
+            ),
         )
 
 

@@ -14,12 +14,12 @@ LlamaRMSNorm, LlamaForCausalLM), whose structure the other llama-style files cop
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from archviz.families.blocks.builder import (
     BATCH,
     POSITIONS,
     GraphBuilder,
+    Scope,
     checkpoint_dtypes,
     factor,
     fixed,
@@ -28,7 +28,7 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
-from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting, Shape, TensorRow
+from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting, Shape
 from archviz.locators import Category, Locator, Site, attribute, defined, method, statement, used, whole_class
 from archviz.settings import Settings
 
@@ -200,29 +200,23 @@ def _block_locator(code: DecoderCode) -> Locator:
     )
 
 
-def _residual_add(b: GraphBuilder, half: str, *, block: _Block, inputs: Sequence[Shape], code: DecoderCode) -> None:
+def _residual_add(block: Scope, half: str, *, d: Dim, inputs: Sequence[Shape], code: DecoderCode) -> None:
     """The residual addition closing the attention half (``first``) or the FFN half (``second``) of a block."""
     first = half == "first"
-    b.node(
-        f"{block.prefix}{'attention-residual' if first else 'ffn-residual'}",
+    block.node(
+        "attention-residual" if first else "ffn-residual",
         title="Attention residual add" if first else "FFN residual add",
         kind=NodeKind.OPERATOR,
         code="residual + hidden_states",
-        group=block.group,
         summary="Add the attention output to the block's input."
         if first
         else "Add the FFN output to the residual stream; the sum is the block's output.",
         inputs=inputs,
-        outputs=[hidden(block.d)],
-        placement=block.at,
-        part=block.part,
-        locate=Locator(
-            claim="The first residual addition adds the token mixer's output to the block's input."
-            if first
-            else "The second residual addition adds the FFN output to the stream; the sum is the block's output.",
-            category=Category.BLOCK,
-            sites=(statement(code.layer, "hidden_states = residual + hidden_states", occurrence=1 if first else 2),),
-        ),
+        outputs=[hidden(d)],
+        claim="The first residual addition adds the token mixer's output to the block's input."
+        if first
+        else "The second residual addition adds the FFN output to the stream; the sum is the block's output.",
+        sites=(statement(code.layer, "hidden_states = residual + hidden_states", occurrence=1 if first else 2),),
     )
 
 
@@ -288,31 +282,10 @@ _BLOCK_STATES = {
 }
 
 
-def _block_state(b: GraphBuilder, id: str, sites: tuple[Site, ...], *, block: _Block) -> None:
+def _block_state(block: Scope, id: str, sites: tuple[Site, ...], *, d: Dim) -> None:
     """A state of the residual stream inside a block (``hidden_states`` at one point of the forward pass)."""
     title, summary, claim = _BLOCK_STATES[id]
-    b.state(
-        f"{block.prefix}{id}",
-        title=title,
-        code="hidden_states",
-        group=block.group,
-        summary=summary,
-        value=hidden(block.d),
-        placement=block.at,
-        part=block.part,
-        locate=Locator(claim=claim, category=Category.BLOCK, sites=sites),
-    )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Block:
-    """Where a block's nodes go."""
-
-    prefix: str
-    group: str
-    at: Placement
-    part: Part
-    d: Dim
+    block.state(id, title=title, code="hidden_states", summary=summary, value=hidden(d), claim=claim, sites=sites)
 
 
 def decoder_block(
@@ -348,23 +321,23 @@ def decoder_block(
         summary=summary,
         locate=_block_locator(code),
     )
-    block = _Block(prefix=prefix, group=group, at=at, part=part, d=d)
+    block = Scope(b=b, group=group, placement=at, part=part, prefix=prefix)
     residual = shape("residual", BATCH, POSITIONS, d)
     layer = code.layer
-    _block_state(b, "residual-stream", (statement(layer, "residual = hidden_states"),), block=block)
+    _block_state(block, "residual-stream", (statement(layer, "residual = hidden_states"),), d=d)
     if before_mixer is not None:
         before_mixer(group)
     _block_norm(b, prefix, "input", block=group, d=d, eps=eps, at=at, part=part, code=code)
     mixer(group)
-    _residual_add(b, "first", block=block, inputs=[residual, shape("attn_output", BATCH, POSITIONS, d)], code=code)
-    _block_state(b, "mid-residual", (statement(layer, "residual = hidden_states", occurrence=2),), block=block)
+    _residual_add(block, "first", d=d, inputs=[residual, shape("attn_output", BATCH, POSITIONS, d)], code=code)
+    _block_state(block, "mid-residual", (statement(layer, "residual = hidden_states", occurrence=2),), d=d)
     if before_ffn is not None:
         before_ffn(group)
     _block_norm(b, prefix, "post_attention", block=group, d=d, eps=eps, at=at, part=part, code=code)
     ffn(group)
     ffn_sites = tuple(statement(layer, f"= self.{name}(") for name in code.ffn_attributes)
-    _block_state(b, "ffn-output", ffn_sites, block=block)
-    _residual_add(b, "second", block=block, inputs=[residual, hidden(d)], code=code)
+    _block_state(block, "ffn-output", ffn_sites, d=d)
+    _residual_add(block, "second", d=d, inputs=[residual, hidden(d)], code=code)
     return group
 
 
@@ -394,52 +367,6 @@ _MLP_PROJECTIONS = (
         "The down projection maps the gated activations back to the model width.",
     ),
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Mlp:
-    """Where a dense MLP's nodes go, and what its projections share."""
-
-    prefix: str
-    group: str
-    at: Placement
-    part: Part
-    code: DecoderCode
-    bias: bool
-
-
-def _mlp_node(
-    b: GraphBuilder,
-    mlp: _Mlp,
-    id: str,
-    *,
-    title: str,
-    kind: NodeKind,
-    code: str,
-    summary: str,
-    claim: str,
-    attribute_name: str,
-    inputs: list[Shape],
-    outputs: list[Shape],
-    rows: Sequence[TensorRow] = (),
-    settings: Sequence[Setting] = (),
-) -> None:
-    b.node(
-        f"{mlp.prefix}mlp.{id}",
-        title=title,
-        kind=kind,
-        code=code,
-        group=mlp.group,
-        summary=summary,
-        inputs=inputs,
-        outputs=outputs,
-        placement=mlp.at,
-        part=mlp.part,
-        parameters=rows,
-        settings=settings,
-        extra_keys=["mlp_bias"] if mlp.bias and rows else [],
-        locate=Locator(claim=claim, category=Category.MLP, sites=attribute(mlp.code.mlp, attribute_name)),
-    )
 
 
 def _mlp_group(b: GraphBuilder, prefix: str, at: Placement, *, parent: str, code: DecoderCode) -> str:
@@ -479,40 +406,38 @@ def dense_swiglu_mlp(
     ``activation`` is the gated activation's (title, summary, settings): SwiGLU's (``swiglu``) or a family's
     own (Kimi-K3's SiTU)."""
     group = _mlp_group(b, prefix, at, parent=parent, code=code)
-    mlp = _Mlp(prefix=prefix, group=group, at=at, part=part, code=code, bias=bias)
+    mlp = Scope(b=b, group=group, placement=at, part=part, prefix=f"{prefix}mlp.", category=Category.MLP)
+    keys = ["mlp_bias"] if bias else []
     width, model = (width_key, ffn.value or 0), ("hidden_size", d.value or 0)
     inner = shape("x", BATCH, POSITIONS, ffn)
     for id, title, name, summary, claim in _MLP_PROJECTIONS:
         down = name == "down_proj"
         if down:
             act_title, act_summary, act_settings = activation
-            _mlp_node(
-                b,
-                mlp,
+            mlp.node(
                 "act",
                 title=act_title,
                 kind=NodeKind.OPERATOR,
                 code="self.act_fn(self.gate_proj(x)) * self.up_proj(x)",
                 summary=act_summary,
                 claim="The SwiGLU activation multiplies the activated gate projection by the up projection.",
-                attribute_name="act_fn",
+                sites=attribute(code.mlp, "act_fn"),
                 inputs=[inner, inner],
                 outputs=[inner],
                 settings=act_settings,
             )
-        _mlp_node(
-            b,
-            mlp,
+        mlp.node(
             id,
             title=title,
             kind=NodeKind.LEARNED,
             code="self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))" if down else f"self.{name}(x)",
             summary=summary,
             claim=claim,
-            attribute_name=name,
+            sites=attribute(code.mlp, name),
+            extra_keys=keys,
             inputs=[inner] if down else [hidden(d)],
             outputs=[hidden(d)] if down else [inner],
-            rows=linear_rows(
+            parameters=linear_rows(
                 b, name, f"{tensor}.{name}", model if down else width, width if down else model, bias=bias
             ),
         )

@@ -22,6 +22,7 @@ from archviz.families.blocks.builder import (
     KEY_POSITIONS,
     POSITIONS,
     GraphBuilder,
+    Scope,
     factor,
     fixed,
     joined,
@@ -32,8 +33,8 @@ from archviz.families.blocks.builder import (
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
 from archviz.families.blocks.rotary import deepseek_softmax_scale
-from archviz.graph import Dim, GroupKind, NodeKind, Part, Placement, Setting, Shape, TensorRow
-from archviz.locators import Category, Locator, Site, attribute, defined, function, method, statement
+from archviz.graph import Dim, GroupKind, NodeKind, Part, Placement, Setting, Shape
+from archviz.locators import Category, Locator, attribute, defined, function, method, statement
 from archviz.settings import Settings
 
 ATTN = "model.layers.{layer}.self_attn"
@@ -122,7 +123,9 @@ class MlaAttention:
                 sites=(method(self.code.attention, "forward"),),
             ),
         )
-        step = _Step(prefix=prefix, group=group, at=at, part=part)
+        step = Scope(
+            b=self.b, group=group, placement=at, part=part, prefix=f"{prefix}attention.", category=Category.ATTENTION
+        )
         self._queries(step)
         self._compressed_kv(step)
         self._cache(step)
@@ -131,11 +134,7 @@ class MlaAttention:
         if after_core is not None:
             after_core(prefix, at, group, part)
         attention_output(
-            self.b,
-            prefix,
-            group=group,
-            at=at,
-            part=part,
+            step,
             d=self.dims.d,
             heads_output=shape("attn_output", BATCH, POSITIONS, self.dims.o_in),
             rows=linear_rows(
@@ -153,46 +152,9 @@ class MlaAttention:
 
     # -- the steps ------------------------------------------------------------------------------------
 
-    def _node(
-        self,
-        step: _Step,
-        id: str,
-        *,
-        title: str,
-        kind: NodeKind,
-        code: str,
-        summary: str,
-        inputs: list[Shape],
-        outputs: list[Shape],
-        claim: str,
-        sites: tuple[Site, ...],
-        category: Category = Category.ATTENTION,
-        absent: str | None = None,
-        parameters: Sequence[TensorRow] = (),
-        settings: Sequence[Setting] = (),
-        extra_keys: Sequence[str] = (),
-    ) -> None:
-        """One node of the attention group, with the locator that finds it."""
-        self.b.node(
-            f"{step.prefix}attention.{id}",
-            title=title,
-            kind=kind,
-            code=code,
-            summary=summary,
-            group=step.group,
-            inputs=inputs,
-            outputs=outputs,
-            parameters=parameters,
-            settings=settings,
-            extra_keys=extra_keys,
-            placement=step.at,
-            part=step.part,
-            locate=Locator(claim=claim, category=category, sites=sites, absent=absent),
-        )
-
     def _projection(
         self,
-        step: _Step,
+        step: Scope,
         id: str,
         *,
         title: str,
@@ -206,8 +168,7 @@ class MlaAttention:
         outputs: list[Shape],
         bias: bool,
     ) -> None:
-        self._node(
-            step,
+        step.node(
             id,
             title=title,
             kind=NodeKind.LEARNED,
@@ -221,7 +182,7 @@ class MlaAttention:
             sites=attribute(self.code.attention, tensor),
         )
 
-    def _queries(self, step: _Step) -> None:
+    def _queries(self, step: Scope) -> None:
         """Every head's query: through the low-rank bottleneck when configured, then viewed per head."""
         dims = self.dims
         q_states = shape("q_states", BATCH, POSITIONS, dims.q_heads)
@@ -263,7 +224,7 @@ class MlaAttention:
             )
         self._query_heads(step, q_states)
 
-    def _query_latent(self, step: _Step, latent: Shape, q_rank: int) -> None:
+    def _query_latent(self, step: Scope, latent: Shape, q_rank: int) -> None:
         """The query down-projection into the low-rank latent of width ``q_rank`` and its RMSNorm."""
         self._projection(
             step,
@@ -279,8 +240,7 @@ class MlaAttention:
             outputs=[latent],
             bias=self.bias,
         )
-        self._node(
-            step,
+        step.node(
             "q-a-norm",
             title="Query latent RMSNorm",
             kind=NodeKind.LEARNED,
@@ -296,12 +256,11 @@ class MlaAttention:
             sites=norm_sites(self.code.attention, "q_a_layernorm", self.code),
         )
 
-    def _query_heads(self, step: _Step, q_states: Shape) -> None:
+    def _query_heads(self, step: Scope, q_states: Shape) -> None:
         """The queries viewed per head: split into position-free and rotary parts, or whole heads under NoPE."""
         a = self.code.attention
         if self.use_rope:
-            self._node(
-                step,
+            step.node(
                 "query-split",
                 title="Query nope/rope split",
                 kind=NodeKind.OPERATOR,
@@ -314,8 +273,7 @@ class MlaAttention:
                 absent=self.code.rope_absent,
             )
             return
-        self._node(
-            step,
+        step.node(
             "query-view",
             title="Query heads",
             kind=NodeKind.OPERATOR,
@@ -336,7 +294,7 @@ class MlaAttention:
     def _query(self) -> Shape:
         return shape("query_states", BATCH, self.dims.heads, POSITIONS, self.dims.qk_head)
 
-    def _compressed_kv(self, step: _Step) -> None:
+    def _compressed_kv(self, step: Scope) -> None:
         dims, b, a = self.dims, self.b, self.code.attention
         compressed = shape("compressed_kv", BATCH, POSITIONS, dims.kv_a)
         self._projection(
@@ -357,8 +315,7 @@ class MlaAttention:
             bias=self.bias,
         )
         kv_nope = shape("kv_nope", BATCH, POSITIONS, dims.kv_rank)
-        self._node(
-            step,
+        step.node(
             "kv-split",
             title="KV latent / rotary key split",
             kind=NodeKind.OPERATOR,
@@ -369,8 +326,7 @@ class MlaAttention:
             claim="The compressed projection is split into the KV latent and the shared key slice.",
             sites=(statement(a, "[self.kv_lora_rank, self.qk_rope_head_dim]"),),
         )
-        self._node(
-            step,
+        step.node(
             "kv-a-norm",
             title="KV latent RMSNorm",
             kind=NodeKind.LEARNED,
@@ -390,12 +346,11 @@ class MlaAttention:
         if self.use_rope:
             self._rotate(step)
 
-    def _rotate(self, step: _Step) -> None:
+    def _rotate(self, step: Scope) -> None:
         """Rotary position on the queries' and the shared key's rotary slices."""
         dims, a = self.dims, self.code.attention
         interleaved = self.s.flag("rope_interleave", default=True)
-        self._node(
-            step,
+        step.node(
             "apply-rotary",
             title="Apply rotary embedding",
             kind=NodeKind.OPERATOR,
@@ -433,28 +388,26 @@ class MlaAttention:
             shape("k_rot", BATCH, dims.one_head, KEY_POSITIONS, dims.rope),
         )
 
-    def _cache(self, step: _Step) -> None:
+    def _cache(self, step: Scope) -> None:
         dims = self.dims
-        self.b.node(
-            f"{step.prefix}attention.cache-update",
+        cache = cache_locator(self.code)
+        step.node(
+            "cache-update",
             title="Latent KV cache",
             kind=NodeKind.OPERATOR,
             code="cache.update(kv_nope, k_rot, self.layer_idx, kwargs=kwargs)",
-            group=step.group,
-            placement=step.at,
-            part=step.part,
             summary=(
                 "Append this step's KV latent and rotary key to the cache and return all cached positions; "
                 "MLA caches kv_lora_rank + qk_rope_head_dim numbers per position and layer."
             ),
             inputs=[shape("kv_nope", BATCH, dims.one_head, POSITIONS, dims.kv_rank), self._k_rot()],
             outputs=list(self._cached()),
-            locate=cache_locator(self.code),
+            claim=cache.claim,
+            sites=cache.sites,
         )
         if not self.use_rope:
             return
-        self._node(
-            step,
+        step.node(
             "query-concat",
             title="Query assembly",
             kind=NodeKind.OPERATOR,
@@ -467,12 +420,11 @@ class MlaAttention:
             absent=self.code.rope_absent,
         )
 
-    def _expanded_kv(self, step: _Step) -> None:
+    def _expanded_kv(self, step: Scope) -> None:
         dims, a = self.dims, self.code.attention
         cached_latent, cached_rot = self._cached()
         kv_full = shape("kv", BATCH, dims.one_head, KEY_POSITIONS, dims.kv_b)
-        self._node(
-            step,
+        step.node(
             "kv-b-proj",
             title="KV up-projection",
             kind=NodeKind.LEARNED,
@@ -491,8 +443,7 @@ class MlaAttention:
             claim="The KV up-projection expands the latent into every head's position-free key and value.",
             sites=attribute(a, "kv_b_proj"),
         )
-        self._node(
-            step,
+        step.node(
             "key-value-split",
             title="Key assembly and value split",
             kind=NodeKind.OPERATOR,
@@ -522,10 +473,9 @@ class MlaAttention:
             shape("value_states", BATCH, dims.heads, KEY_POSITIONS, dims.v_head),
         )
 
-    def _core(self, step: _Step) -> None:
+    def _core(self, step: Scope) -> None:
         s, a = self.s, self.code.attention
-        self._node(
-            step,
+        step.node(
             "sdpa",
             title="Scaled dot-product attention",
             kind=NodeKind.OPERATOR,
@@ -560,16 +510,6 @@ class MlaAttention:
                 function("yarn_get_mscale"),
             ),
         )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Step:
-    """Where the nodes of one attention go."""
-
-    prefix: str
-    group: str
-    at: Placement
-    part: Part
 
 
 # -- multi-token prediction -----------------------------------------------------------------------------------
@@ -621,13 +561,12 @@ class _Mtp:
         settings: Sequence[Setting] = (),
     ) -> None:
         """One MTP node; ``rows`` are its tensors as (component, name under the layer, factors)."""
-        self.b.node(
-            f"mtp.{id}",
+        Scope(b=self.b, group=self.group, placement=self.at, part=Part.MTP, prefix="mtp.", category=Category.MTP).node(
+            id,
             title=title,
             kind=NodeKind.LEARNED if rows else NodeKind.OPERATOR,
             code=code,
             summary=summary,
-            group=self.group,
             inputs=inputs,
             outputs=outputs,
             parameters=[
@@ -635,9 +574,9 @@ class _Mtp:
                 for component, name, factors in rows
             ],
             settings=settings,
-            placement=self.at,
-            part=Part.MTP,
-            locate=Locator(claim=_MTP_CLAIMS[id], category=Category.MTP, sites=(), absent=MTP_ABSENT),
+            claim=_MTP_CLAIMS[id],
+            sites=(),
+            absent=MTP_ABSENT,
         )
 
     def inputs(self) -> None:

@@ -26,6 +26,7 @@ from archviz.families.blocks.builder import (
     ROUTED_TOKENS,
     TOKENS,
     GraphBuilder,
+    Scope,
     factor,
     fixed,
     layer_placement,
@@ -107,16 +108,6 @@ def moe_dims(s: Settings, n: MoeNaming) -> MoeDims:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Step:
-    """Where the nodes of one MoE go, and what they share."""
-
-    prefix: str
-    group: str
-    at: Placement
-    part: Part
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class _Weights:
     """What the routing-weights node of one routing scheme computes and what cites it."""
 
@@ -153,7 +144,8 @@ class MoeBlock:
     def build(self, prefix: str, layers: list[int], *, parent: str, part: Part = Part.MAIN) -> None:
         """The MoE of ``layers``: routing, the routed experts (when modelled), the shared experts (when any)."""
         at = layer_placement(layers)
-        step = _Step(prefix=prefix, group=self._group(prefix, at, parent), at=at, part=part)
+        group = self._group(prefix, at, parent)
+        step = Scope(b=self.b, group=group, placement=at, part=part, prefix=f"{prefix}moe.", category=Category.MOE)
         logits = self._router(step)
         scores = self._scores(step, logits)
         selected = self._selection(step, scores)
@@ -205,7 +197,7 @@ class MoeBlock:
             f"{prefix}moe", title=title, kind=GroupKind.MOE, parent=parent, placement=at, summary=summary, locate=locate
         )
 
-    def _router(self, step: _Step) -> Shape:
+    def _router(self, step: Scope) -> Shape:
         """The router gate and its logits; returns the logits' shape."""
         b, n, s, router = self.b, self.n, self.s, self.code.router
         experts = self.dims.experts
@@ -221,21 +213,18 @@ class MoeBlock:
             if not self.sigmoid and s.has("router_jitter_noise")
             else []
         )
-        b.node(
-            f"{step.prefix}moe.router",
+        step.node(
+            "router",
             title="Router gate",
             kind=NodeKind.LEARNED,
             code="F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))"
             if self.sigmoid
             else "F.linear(hidden_states, self.weight)",
-            group=step.group,
             summary="Score every routed expert for every token with one linear map, computed in float32."
             if self.sigmoid
             else "Flatten the batch into tokens and score every expert for every token with one linear map.",
             inputs=[shape("hidden_states", TOKENS, self.d) if self.sigmoid else hidden(self.d)],
             outputs=[logits],
-            placement=step.at,
-            part=step.part,
             settings=jitter,
             parameters=[
                 b.tensor(
@@ -244,38 +233,29 @@ class MoeBlock:
                     [factor(n.experts, experts.value or 0), factor("hidden_size", self.d.value or 0)],
                 )
             ],
-            locate=Locator(
-                claim="The router scores every routed expert for every token with one linear map computed in float32."
-                if self.sigmoid
-                else "The router flattens the batch into tokens and scores every expert for every token with one "
-                "linear map.",
-                category=Category.MOE,
-                sites=(*attribute(self.code.moe, "gate"), defined(router, "weight"), statement(router, "= F.linear(")),
-            ),
+            claim="The router scores every routed expert for every token with one linear map computed in float32."
+            if self.sigmoid
+            else "The router flattens the batch into tokens and scores every expert for every token with one "
+            "linear map.",
+            sites=(*attribute(self.code.moe, "gate"), defined(router, "weight"), statement(router, "= F.linear(")),
         )
         self._router_logits(step, logits)
         return logits
 
-    def _router_logits(self, step: _Step, logits: Shape) -> None:
+    def _router_logits(self, step: Scope, logits: Shape) -> None:
         router = self.code.router
         routed = "routed expert" if self.sigmoid else "expert"
-        self.b.state(
-            f"{step.prefix}moe.router-logits",
+        step.state(
+            "router-logits",
             title="Router logits",
             code="router_logits",
-            group=step.group,
             summary=f"One score per {routed} for every token.",
             value=logits,
-            placement=step.at,
-            part=step.part,
-            locate=Locator(
-                claim=f"The router logits are one score per {routed} for every token.",
-                category=Category.MOE,
-                sites=(statement(router, "= F.linear(" if self.sigmoid else "router_logits = F.linear("),),
-            ),
+            claim=f"The router logits are one score per {routed} for every token.",
+            sites=(statement(router, "= F.linear(" if self.sigmoid else "router_logits = F.linear("),),
         )
 
-    def _scores(self, step: _Step, logits: Shape) -> Shape:
+    def _scores(self, step: Scope, logits: Shape) -> Shape:
         """Sigmoid affinities or softmax probabilities over all experts; returns their shape."""
         n, s, router = self.n, self.s, self.code.router
         if self.sigmoid:
@@ -302,23 +282,21 @@ class MoeBlock:
                 "The routing probabilities are the softmax of each token's router logits over all experts, in float32."
             )
             site = statement(router, "router_probs = torch.nn.functional.softmax(")
-        self.b.node(
-            f"{step.prefix}moe.scores",
+        step.node(
+            "scores",
             title=title,
             kind=NodeKind.OPERATOR,
             code=code,
-            group=step.group,
             summary=summary,
             inputs=[logits],
             outputs=[scores],
-            placement=step.at,
-            part=step.part,
             settings=[setting],
-            locate=Locator(claim=claim, category=Category.MOE, sites=(site,)),
+            claim=claim,
+            sites=(site,),
         )
         return scores
 
-    def _selection(self, step: _Step, scores: Shape) -> list[Shape]:
+    def _selection(self, step: Scope, scores: Shape) -> list[Shape]:
         """Top-k selection (group-limited and bias-corrected for sigmoid routing); returns its outputs."""
         if self.sigmoid:
             return self._grouped_selection(step, scores)
@@ -327,45 +305,36 @@ class MoeBlock:
             shape("router_top_value", TOKENS, top_k, dtype="float32"),
             shape("router_indices", TOKENS, top_k),
         ]
-        self.b.node(
-            f"{step.prefix}moe.selection",
+        step.node(
+            "selection",
             title="Top-k selection",
             kind=NodeKind.OPERATOR,
             code="torch.topk(router_probs, self.top_k, dim=-1)",
-            group=step.group,
             summary=f"Choose the {top_k.value} most probable experts for each token.",
             inputs=[scores],
             outputs=selected,
-            placement=step.at,
-            part=step.part,
             settings=[Setting(name="top-k", value=str(top_k.value), config_keys=(self.n.top_k,))],
-            locate=Locator(
-                claim="Selection keeps each token's top-k most probable experts.",
-                category=Category.MOE,
-                sites=(defined(router, "top_k"), statement(router, "= torch.topk(")),
-            ),
+            claim="Selection keeps each token's top-k most probable experts.",
+            sites=(defined(router, "top_k"), statement(router, "= torch.topk(")),
         )
         return selected
 
-    def _grouped_selection(self, step: _Step, scores: Shape) -> list[Shape]:
+    def _grouped_selection(self, step: Scope, scores: Shape) -> list[Shape]:
         b, n, s, router = self.b, self.n, self.s, self.code.router
         groups = s.dim(n.groups) if n.groups and s.has(n.groups) else 1
         topk_group = s.dim("topk_group") if s.has("topk_group") else 1
         indices = shape("topk_indices", TOKENS, self.dims.top_k)
-        b.node(
-            f"{step.prefix}moe.selection",
+        step.node(
+            "selection",
             title="Group-limited top-k selection",
             kind=NodeKind.OPERATOR,
             code="torch.topk(scores_for_choice, k=self.top_k, dim=-1, sorted=False)[1]",
-            group=step.group,
             summary=(
                 "Add the load-balancing correction bias to the scores, keep the best topk_group of n_group "
                 "expert groups (ranked by their two best scores), and choose the top-k experts among them."
             ),
             inputs=[scores],
             outputs=[indices],
-            placement=step.at,
-            part=step.part,
             buffers=[
                 b.tensor(
                     "Score correction bias",
@@ -387,38 +356,31 @@ class MoeBlock:
                     config_keys=("topk_method",) if s.has("topk_method") else (),
                 ),
             ],
-            locate=Locator(
-                claim=(
-                    "Selection adds the correction bias to the scores, keeps the best expert groups by their two best "
-                    "scores and takes the top-k experts among them."
-                ),
-                category=Category.MOE,
-                sites=(
-                    defined(router, "e_score_correction_bias"),
-                    statement(router, "+ self.e_score_correction_bias"),
-                    statement(router, "group_idx = torch.topk("),
-                    statement(router, "topk_indices = torch.topk(", "topk_idx = torch.topk("),
-                ),
+            claim="Selection adds the correction bias to the scores, keeps the best expert groups by their two best "
+            "scores and takes the top-k experts among them.",
+            sites=(
+                defined(router, "e_score_correction_bias"),
+                statement(router, "+ self.e_score_correction_bias"),
+                statement(router, "group_idx = torch.topk("),
+                statement(router, "topk_indices = torch.topk(", "topk_idx = torch.topk("),
             ),
         )
         return [indices]
 
-    def _weights(self, step: _Step, scores: Shape, selected: list[Shape]) -> Shape:
+    def _weights(self, step: Scope, scores: Shape, selected: list[Shape]) -> Shape:
         """The routing weights of the chosen experts; returns their shape."""
         weights = self._sigmoid_weights(scores, selected) if self.sigmoid else self._softmax_weights(selected)
-        self.b.node(
-            f"{step.prefix}moe.routing-weights",
+        step.node(
+            "routing-weights",
             title="Routing weights",
             kind=NodeKind.OPERATOR,
             code=weights.code,
-            group=step.group,
-            placement=step.at,
-            part=step.part,
             summary=weights.summary,
             inputs=weights.inputs,
             outputs=[weights.output],
             settings=weights.settings,
-            locate=Locator(claim=weights.claim, category=Category.MOE, sites=weights.sites),
+            claim=weights.claim,
+            sites=weights.sites,
         )
         return weights.output
 
@@ -482,13 +444,13 @@ class MoeBlock:
             ),
         )
 
-    def _experts(self, step: _Step, layers: list[int], weights: Shape) -> None:
+    def _experts(self, step: Scope, layers: list[int], weights: Shape) -> None:
         """The routed experts' group: one representative expert and their weighted sum."""
         b, n, code = self.b, self.n, self.code
         experts, top_k = self.dims.experts.value or 0, self.dims.top_k.value or 0
         instances = layer_placement(layers, per_layer=experts, active_per_layer=top_k)
         group = b.group(
-            f"{step.prefix}moe.experts",
+            f"{step.prefix}experts",
             title="Routed experts",
             kind=GroupKind.EXPERTS,
             parent=step.group,
@@ -500,21 +462,19 @@ class MoeBlock:
                 sites=(method(code.experts, "forward"), method(code.moe, "moe_infer")),
             ),
         )
+        bank = Scope(b=b, group=group, placement=instances, part=step.part, prefix=step.prefix, category=Category.MOE)
         routed = shape("current_hidden_states", ROUTED_TOKENS, self.d)
-        b.node(
-            f"{step.prefix}moe.routed-expert",
+        bank.node(
+            "routed-expert",
             title="Routed expert",
             kind=NodeKind.LEARNED,
             code=n.experts_call,
-            group=group,
             summary=(
                 f"A SwiGLU feed-forward network of width {n.width} applied to the tokens routed to it; "
                 "one representative of every expert in every MoE layer."
             ),
             inputs=[shape("current_state", ROUTED_TOKENS, self.d)],
             outputs=[routed],
-            placement=instances,
-            part=step.part,
             parameters=swiglu_rows(
                 b,
                 f"{n.prefix}.experts.{{expert}}",
@@ -525,53 +485,42 @@ class MoeBlock:
                 names=n.projections,
             ),
             settings=[self.activation],
-            locate=Locator(
-                claim="Each routed expert is a SwiGLU network applied only to the tokens routed to it.",
-                category=Category.MOE,
-                sites=(*attribute(code.moe, "experts"), method(code.experts, "forward")),
-            ),
+            claim="Each routed expert is a SwiGLU network applied only to the tokens routed to it.",
+            sites=(*attribute(code.moe, "experts"), method(code.experts, "forward")),
         )
-        self._combine(step, group, routed, weights)
+        self._combine(step, bank, routed, weights)
 
-    def _combine(self, step: _Step, group: str, routed: Shape, weights: Shape) -> None:
+    def _combine(self, step: Scope, bank: Scope, routed: Shape, weights: Shape) -> None:
         """The weighted sum of the routed experts' outputs per token."""
         code = self.code
-        self.b.node(
-            f"{step.prefix}moe.combine",
+        bank.node(
+            "combine",
             title="Weighted expert sum",
             kind=NodeKind.OPERATOR,
             code="final_hidden_states.index_add_(0, token_idx, current_hidden_states)",
-            group=group,
             summary="Scale each routed expert's output by its routing weight and add them up per token."
             if self.sigmoid
             else "Scale each expert's output by its routing weight, add them up per token, and restore (B, T, d).",
             inputs=[routed, weights],
             outputs=[hidden(self.d)],
-            placement=step.at,
-            part=step.part,
-            locate=Locator(
-                claim="The routed experts' outputs are weighted by their routing weights and summed per token.",
-                category=Category.MOE,
-                sites=(
-                    statement(code.experts, "* top_k_weights["),
-                    statement(code.experts, "index_add_("),
-                    statement(code.moe, ".mul_(topk_weight", method="moe_infer"),
-                ),
+            placement=step.placement,
+            claim="The routed experts' outputs are weighted by their routing weights and summed per token.",
+            sites=(
+                statement(code.experts, "* top_k_weights["),
+                statement(code.experts, "index_add_("),
+                statement(code.moe, ".mul_(topk_weight", method="moe_infer"),
             ),
         )
 
-    def _shared(self, step: _Step, shared: int) -> None:
+    def _shared(self, step: Scope, shared: int) -> None:
         """The shared experts, fused into one SwiGLU network, and their sum with the routed experts' output."""
         b, n, code = self.b, self.n, self.code
         value = hidden(self.d)
-        b.node(
-            f"{step.prefix}moe.shared-expert",
+        step.node(
+            "shared-expert",
             title="Shared experts",
             kind=NodeKind.LEARNED,
             code="self.shared_experts(residuals)",
-            group=step.group,
-            placement=step.at,
-            part=step.part,
             summary=(
                 f"{shared} always-on SwiGLU expert{'s' if shared > 1 else ''}, fused into one network of "
                 f"width {n.width} × {n.shared}, applied to every token."
@@ -586,27 +535,17 @@ class MoeBlock:
                 d=self.d.value or 0,
                 title="Shared",
             ),
-            locate=Locator(
-                claim="The shared experts are one SwiGLU network, as wide as all of them together, applied to every "
-                "token.",
-                category=Category.MOE,
-                sites=attribute(code.moe, "shared_experts"),
-            ),
+            claim="The shared experts are one SwiGLU network, as wide as all of them together, applied to every token.",
+            sites=attribute(code.moe, "shared_experts"),
         )
-        b.node(
-            f"{step.prefix}moe.sum",
+        step.node(
+            "sum",
             title="Routed + shared sum",
             kind=NodeKind.OPERATOR,
             code="hidden_states + self.shared_experts(residuals)",
-            group=step.group,
-            placement=step.at,
-            part=step.part,
             summary="Add the shared experts' output to the routed experts' weighted sum.",
             inputs=[value, value],
             outputs=[value],
-            locate=Locator(
-                claim="The shared experts' output is added to the routed experts' weighted sum.",
-                category=Category.MOE,
-                sites=(statement(code.moe, "+ self.shared_experts("),),
-            ),
+            claim="The shared experts' output is added to the routed experts' weighted sum.",
+            sites=(statement(code.moe, "+ self.shared_experts("),),
         )
