@@ -15,9 +15,11 @@ public release and not checked here against a copy of that file; public descript
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from archviz.families.blocks.builder import BATCH, POSITIONS, Scope, factor, fixed, layer_placement, shape
 from archviz.families.blocks.code import DecoderCode
-from archviz.families.blocks.moe import MoeNaming, Scoring
+from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
 from archviz.families.registry import Family
 from archviz.graph import Dim, GroupKind, NodeKind, Part, Placement, Setting, Shape, TensorRow
@@ -61,15 +63,13 @@ ATTN_RES_SOURCES = Dim(
 """The sources Block Attention Residuals attend over."""
 
 # Config keys: Kimi Linear's config.json (transformers maps them through KimiLinearConfig.attribute_map).
-NAMING = MoeNaming(
-    scoring=Scoring.SIGMOID,
+NAMING = replace(
+    DEEPSEEK_V3_NAMING,
     experts="num_experts",
     top_k="num_experts_per_token",
-    width="moe_intermediate_size",
     prefix="model.layers.{layer}.block_sparse_moe",
     projections=("w1", "w3", "w2"),
     normalize="moe_renormalize",
-    experts_call="self.experts(hidden_states, topk_indices, topk_weights)",
     shared="num_shared_experts",
     groups="num_expert_group",
     scoring_key="moe_router_activation_func",

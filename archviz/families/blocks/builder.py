@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict, Unpack
 
 from archviz.dtypes import SAFETENSORS_DTYPES
 from archviz.graph import (
@@ -97,6 +98,25 @@ def layer_placement(layers: Sequence[int], *, per_layer: int = 1, active_per_lay
 MODEL_LEVEL = Placement()
 
 
+class NodeFields(TypedDict, total=False):
+    """What a node may have besides its identity and place: its tensors, settings and config keys."""
+
+    inputs: Iterable[Shape]
+    """Tensors it reads."""
+    outputs: Iterable[Shape]
+    """Tensors it produces."""
+    parameters: Iterable[TensorRow]
+    """Learned tensors per instance."""
+    buffers: Iterable[TensorRow]
+    """Persistent buffers per instance."""
+    settings: Iterable[Setting]
+    """Hyperparameters that shape it."""
+    extra_keys: Iterable[str]
+    """Config keys it uses beyond those its shapes, rows and settings name."""
+    shares_parameters_with: str | None
+    """Id of the node whose weight it reuses."""
+
+
 @dataclass(slots=True)
 class _GroupDraft:
     title: str
@@ -175,22 +195,18 @@ class GraphBuilder:
         code: str,
         summary: str,
         group: str,
-        inputs: Iterable[Shape] = (),
-        outputs: Iterable[Shape] = (),
-        parameters: Iterable[TensorRow] = (),
-        buffers: Iterable[TensorRow] = (),
         placement: Placement = MODEL_LEVEL,
-        settings: Iterable[Setting] = (),
-        extra_keys: Iterable[str] = (),
         part: Part = Part.MAIN,
-        shares_parameters_with: str | None = None,
         locate: Locator | None = None,
+        **fields: Unpack[NodeFields],
     ) -> str:
         """Add an operator or tensor state to a group, after everything added before it."""
         if id in self._node_ids or id in self._groups:
             raise ValueError(f"duplicate id {id}")
-        inputs, outputs = tuple(inputs), tuple(outputs)
-        parameters, buffers, settings = tuple(parameters), tuple(buffers), tuple(settings)
+        inputs, outputs = tuple(fields.get("inputs", ())), tuple(fields.get("outputs", ()))
+        parameters, buffers = tuple(fields.get("parameters", ())), tuple(fields.get("buffers", ()))
+        settings = tuple(fields.get("settings", ()))
+        keys = self._config_keys(inputs, outputs, parameters, buffers, settings, fields.get("extra_keys", ()))
         node = Node(
             id=id,
             title=title,
@@ -204,9 +220,9 @@ class GraphBuilder:
             buffers=buffers,
             placement=placement,
             settings=settings,
-            config_keys=self._config_keys(inputs, outputs, parameters, buffers, settings, extra_keys),
+            config_keys=keys,
             part=part,
-            shares_parameters_with=shares_parameters_with,
+            shares_parameters_with=fields.get("shares_parameters_with"),
             locate=locate,
         )
         self._nodes.append(node)
@@ -333,16 +349,10 @@ class Scope:
         summary: str,
         claim: str,
         sites: tuple[Site, ...],
-        inputs: Iterable[Shape] = (),
-        outputs: Iterable[Shape] = (),
-        parameters: Iterable[TensorRow] = (),
-        buffers: Iterable[TensorRow] = (),
-        settings: Iterable[Setting] = (),
-        extra_keys: Iterable[str] = (),
         category: Category | None = None,
         absent: str | None = None,
         placement: Placement | None = None,
-        shares_parameters_with: str | None = None,
+        **fields: Unpack[NodeFields],
     ) -> str:
         """Add a node whose code ``sites`` find and ``claim`` describes."""
         return self.b.node(
@@ -352,16 +362,10 @@ class Scope:
             code=code,
             summary=summary,
             group=self.group,
-            inputs=inputs,
-            outputs=outputs,
-            parameters=parameters,
-            buffers=buffers,
-            settings=settings,
-            extra_keys=extra_keys,
             placement=self.placement if placement is None else placement,
             part=self.part,
-            shares_parameters_with=shares_parameters_with,
             locate=Locator(claim=claim, category=category or self.category, sites=sites, absent=absent),
+            **fields,
         )
 
     def state(
