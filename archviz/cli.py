@@ -4,20 +4,58 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from typer._click import Context  # the context TyperGroup's methods take (typer vendors click)
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
-from archviz.errors import InputError
+from archviz.errors import InputError, doing, printable, step_of
 from archviz.graph import Assumption
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.report import graph_json, render_tree, render_verification, verification_json
 from archviz.shapes import Phase
 
+if TYPE_CHECKING:
+    from archviz.verify import Verification
+
+DEBUG = "archviz.debug"
+"""``Context.meta`` key: whether ``--debug`` was given (a traceback with an internal error)."""
+
+
+class _Commands(TyperGroup):
+    """The commands, with the error handling they all share.
+
+    Bad input (``InputError``) is one line on stderr and exit code 2; any other exception is a bug in archviz: one
+    line saying so and what archviz was doing, exit code 4, and the traceback with ``--debug`` (accepted anywhere
+    on the command line, before a ``--``).
+    """
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[:end]:
+            ctx.meta[DEBUG] = True
+            args = [arg for arg in args[:end] if arg != "--debug"] + args[end:]
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, TyperException, KeyboardInterrupt):
+            raise
+        except InputError as error:
+            raise _fail(error) from None
+        except Exception as error:  # anything else is archviz's own bug: said so, never blamed on the input
+            raise _internal_error(error, debug=bool(ctx.meta.get(DEBUG))) from None
+
+
 app = typer.Typer(
     name="archviz",
+    cls=_Commands,
     help="Architecture documentation for Hugging Face models: typed graphs, exact parameter counts, provenance.",
     no_args_is_help=True,
     add_completion=False,
@@ -55,7 +93,11 @@ RevisionOption = Annotated[str | None, typer.Option("--revision", help="Branch, 
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of an internal error (exit code 4).")
+    ] = False,
+) -> None:
     """archviz: read large-model architectures from their config, code and checkpoint."""
 
 
@@ -91,6 +133,23 @@ def _fail(error: InputError) -> typer.Exit:
     """Bad input: one line on stderr, exit code 2."""
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"archviz: error: {error}", markup=False)
     return typer.Exit(code=2)
+
+
+def _internal_error(error: BaseException, *, debug: bool) -> typer.Exit:
+    """A bug in archviz: one line on stderr saying so and what archviz was doing; the traceback with --debug."""
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    if debug:
+        console.print("".join(traceback.format_exception(error)), markup=False, end="")
+    step = step_of(error)
+    said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    line = (
+        f"archviz: internal error (a bug in archviz, not a problem with the input)"
+        f"{f' while {step}' if step else ''}: {type(error).__name__}{f': {said}' if said else ''}"
+    )
+    if not debug:
+        line += "; run again with --debug for the traceback"
+    console.print(printable(line), markup=False)
+    return typer.Exit(code=4)
 
 
 @app.command()
@@ -141,6 +200,10 @@ def _checkpoint_location(docs: ModelDocs, checkpoint: str | None) -> str | None:
     return find_local_checkpoint(docs.source.folder)
 
 
+AGREE, DISAGREE, BAD_INPUT, UNVERIFIED, INTERNAL_ERROR = 0, 1, 2, 3, 4
+"""``archviz check``'s exit codes (``--allow-unverified`` turns ``UNVERIFIED`` into 0)."""
+
+
 @app.command()
 def check(
     model: ModelArgument,
@@ -148,46 +211,99 @@ def check(
     revision: RevisionOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Also fail on tensor states whose shapes could not be checked.")
+        bool,
+        typer.Option(
+            "--strict",
+            help="Also fail on what could not be checked: tensor states without a shape check, nodes whose source "
+            "was not located, MTP layers the checkpoint lacks.",
+        ),
     ] = False,
     no_meta: Annotated[bool, typer.Option("--no-meta", help="Skip the meta-device model (no torch needed).")] = False,
+    allow_unverified: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unverified",
+            help="Exit 0, not 3, when no leg independent of the graph could run (a partial config, no checkpoint).",
+        ),
+    ] = False,
+    junit_xml: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit-xml", metavar="FILE", help="Also write a JUnit XML report: a test case per leg and node."
+        ),
+    ] = None,
     trust_remote_code: TrustOption = False,
     assume: AssumeOption = None,
     partial: PartialOption = False,
     source: SourceOption = "auto",
 ) -> None:
-    """Verify MODEL three ways: analytic graph, meta-device model, checkpoint tensors. Exit 1 on disagreement.
+    """Verify MODEL leg by leg: analytic graph, meta-device model, shape trace, checkpoint tensors.
 
-    With --strict, also fail when a tensor state's shape could not be checked or a node's source was not located.
+    Exit codes: 0 agree (a leg independent of the graph ran and everything that ran agrees), 1 disagree, 2 bad
+    input, 3 unverified (nothing independent ran; 0 with --allow-unverified), 4 internal error (a bug in archviz).
     """
     from archviz.checkpoint import read_checkpoint
-    from archviz.sources import coverage
     from archviz.verify import verify
 
-    try:
+    with doing("describing the model"):
         docs = describe_model(
             model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
         )
+    with doing("reading the checkpoint"):
         location = _checkpoint_location(docs, checkpoint)
         held = read_checkpoint(location, revision=revision) if location is not None else None
+    with doing("verifying the graph"):
         verification = verify(docs, checkpoint=held, run_meta=not no_meta, trust_remote_code=trust_remote_code)
-    except InputError as error:
-        raise _fail(error) from None
     if as_json:
-        sys.stdout.write(json.dumps(verification_json(verification), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json.dumps(verification_json(verification, strict=strict), indent=2, ensure_ascii=False) + "\n"
+        )
     else:
-        _stdout().print(render_verification(model, verification))
-    unlocated = coverage(docs.sources).unlocated
-    unshaped = [item for item in verification.unchecked if item.startswith("shape of")]
-    if strict and (unlocated or unshaped):
-        console = Console(stderr=True, highlight=False, soft_wrap=True)
-        for node in unlocated:
-            reason = docs.sources.nodes[node].reason or "source not located"
-            console.print(f"archviz: strict: {node}: {reason}", markup=False)
-        for item in unshaped:
-            console.print(f"archviz: strict: {item}", markup=False)
-    failed = not verification.agrees or (strict and bool(unlocated or unshaped))
-    raise typer.Exit(code=1 if failed else 0)
+        _stdout().print(render_verification(model, verification, strict=strict))
+    if junit_xml is not None:
+        _write_junit(junit_xml, model, docs, verification, strict=strict)
+    raise typer.Exit(code=_check_exit_code(docs, verification, strict=strict, allow_unverified=allow_unverified))
+
+
+def _write_junit(path: Path, model: str, docs: ModelDocs, verification: Verification, *, strict: bool) -> None:
+    from archviz.junit import junit_xml
+
+    try:
+        path.write_text(junit_xml(model, docs.graph, verification, strict=strict), encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"cannot write the JUnit report: {error.strerror or error}", path=str(path)) from None
+
+
+def _check_exit_code(docs: ModelDocs, verification: Verification, *, strict: bool, allow_unverified: bool) -> int:
+    """The exit code, with one line on stderr for each --strict failure and for an internal error in a leg."""
+    from archviz.legs import Outcome
+    from archviz.sources import coverage
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    if verification.internal_error:
+        failed = next(leg for leg in verification.legs if leg.internal_error)
+        console.print(
+            printable(
+                f"archviz: internal error (a bug in archviz, not a problem with the input) in the {failed.name} "
+                f"leg: {failed.reason}"
+            ),
+            markup=False,
+        )
+        return INTERNAL_ERROR
+    unlocated = coverage(docs.sources).unlocated if strict else ()
+    for node in unlocated:
+        console.print(
+            f"archviz: strict: {node}: {docs.sources.nodes[node].reason or 'source not located'}", markup=False
+        )
+    if strict:
+        for item in verification.unchecked:
+            console.print(printable(f"archviz: strict: {item}"), markup=False)
+    result = verification.outcome(strict=strict)
+    if result is Outcome.DISAGREE or unlocated:
+        return DISAGREE
+    if result is Outcome.UNVERIFIED:
+        return AGREE if allow_unverified else UNVERIFIED
+    return AGREE
 
 
 @app.command()

@@ -1,12 +1,15 @@
-"""The one error type archviz raises for bad input.
+"""The one error type archviz raises for bad input, and how archviz's own errors are labelled.
 
 Every problem with what a user hands archviz (a config, a checkpoint header, a model path) is an
 ``InputError`` that names the file and, where there is one, the line and column. The CLI prints it on
-one line and exits with code 2; nothing else is allowed to escape as a traceback.
+one line and exits with code 2. Any other exception is a bug in archviz: ``doing`` labels the step it
+escaped from, and the CLI says so on one line and exits with code 4 (the traceback behind ``--debug``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -37,11 +40,36 @@ class InputError(Exception):
         self.message = message
         self.location = Location(path=path, line=line, column=column)
         # A stranger's string (a tensor name, a path) must not break the one-line error: escape what does not print.
-        super().__init__(_printable(f"{self.location}: {message}"))
+        super().__init__(printable(f"{self.location}: {message}"))
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     """``text`` with every non-printable character written as its escape (a line break as ``\\n``)."""
     if text.isprintable():
         return text
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+_DOING = "archviz was "
+
+
+@contextmanager
+def doing(what: str) -> Iterator[None]:
+    """Say what archviz was doing (``reading the checkpoint``) on any exception but an ``InputError`` that escapes
+    the block: such an exception is a bug in archviz, and the command line names the step it happened in. The
+    innermost step is kept."""
+    try:
+        yield
+    except InputError:
+        raise
+    except Exception as error:
+        if step_of(error) is None:
+            error.add_note(_DOING + what)
+        raise
+
+
+def step_of(error: BaseException) -> str | None:
+    """What archviz was doing when ``error`` escaped (``doing``), or None when no step was named."""
+    return next(
+        (note.removeprefix(_DOING) for note in getattr(error, "__notes__", ()) if note.startswith(_DOING)), None
+    )

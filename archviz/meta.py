@@ -32,8 +32,10 @@ from archviz import transformers_internals as internals
 from archviz.dtypes import SAFETENSORS_DTYPES
 from archviz.errors import InputError
 from archviz.modeltree import (
+    BuildRecord,
     CodeRequest,
     ModelCode,
+    ModelRecipe,
     ModuleRecord,
     ModuleTree,
     Shape,
@@ -41,6 +43,7 @@ from archviz.modeltree import (
     TensorRecord,
     TraceNote,
 )
+from archviz.pins import content_hash
 
 if TYPE_CHECKING:
     import torch
@@ -90,58 +93,56 @@ class MetaModel:
     """Number of elements in :attr:`persistent_buffers`."""
     module: nn.Module = field(repr=False, compare=False)
     """The meta-device ``torch.nn.Module`` itself, kept for :func:`trace_shapes`."""
+    built: BuildRecord | None = None
+    """Which class was built from which file, and why (None for a module built elsewhere and only described)."""
 
 
 def build_meta_model(
-    config: dict[str, Any],
+    config: Mapping[str, Any],
     *,
     model_type: str,
     architecture: str | None = None,
+    dtype: str | None = None,
     trust_remote_code: bool = False,
     model_dir: Path | None = None,
     config_path: str = "config.json",
 ) -> MetaModel:
     """Instantiate the model ``config`` describes on the meta device and describe what it holds.
 
-    ``config`` is the parsed config.json; ``model_type`` the transformers family to read it with.
-    The class is ``architecture`` when transformers has a class of that name for this config, else the
-    family's causal-LM class, else its base model. The model folder's own code (``auto_map``) is
-    imported only when ``trust_remote_code`` is true and ``model_dir`` is given. Anything transformers
-    rejects in the config is raised as :class:`InputError` naming ``config_path``.
+    ``config`` is the parsed config.json; ``model_type`` the transformers family to read it with. The class is
+    ``architecture`` when transformers has a class of that name for this config, else the class of the Auto class
+    its name's task implies (``…ForCausalLM``, ``…ForConditionalGeneration``), else the first the config's class is
+    registered with, base model last. ``dtype`` is built in (transformers' default when None). The model folder's
+    own code (``auto_map``) is imported only when ``trust_remote_code`` is true and ``model_dir`` is given. What
+    transformers rejects in the config is raised as :class:`InputError` naming ``config_path``.
     """
-    return describe_meta_module(
-        instantiate_meta_module(
-            config,
-            model_type=model_type,
-            architecture=architecture,
-            trust_remote_code=trust_remote_code,
-            model_dir=model_dir,
-            config_path=config_path,
-        )
+    recipe = ModelRecipe(
+        config=config,
+        model_type=model_type,
+        architecture=architecture,
+        dtype=dtype,
+        normalisations=(),
+        config_path=config_path,
     )
+    return build_from_recipe(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
+
+
+def build_from_recipe(
+    recipe: ModelRecipe, *, trust_remote_code: bool = False, model_dir: Path | None = None
+) -> MetaModel:
+    """The model a :class:`ModelRecipe` asks for, on the meta device, described, with what was built."""
+    module, built = _instantiate_on_meta(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
+    return describe_meta_module(module, built=built)
 
 
 def instantiate_meta_module(
-    config: dict[str, Any],
-    *,
-    model_type: str,
-    architecture: str | None = None,
-    trust_remote_code: bool = False,
-    model_dir: Path | None = None,
-    config_path: str = "config.json",
+    recipe: ModelRecipe, *, trust_remote_code: bool = False, model_dir: Path | None = None
 ) -> nn.Module:
     """The model on the meta device, without describing it (enough for ``trace_shapes``)."""
-    return _instantiate_on_meta(
-        config,
-        model_type=model_type,
-        architecture=architecture,
-        trust_remote_code=trust_remote_code,
-        model_dir=model_dir,
-        config_path=config_path,
-    )
+    return _instantiate_on_meta(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)[0]
 
 
-def describe_meta_module(module: nn.Module) -> MetaModel:
+def describe_meta_module(module: nn.Module, *, built: BuildRecord | None = None) -> MetaModel:
     """Read parameters, buffers and tied weights off a (meta-device) transformers model."""
     module_parameters = {name: _shape(p) for name, p in module.named_parameters()}
     parameter_names = {name for name, _ in module.named_parameters(remove_duplicate=False)}
@@ -152,17 +153,21 @@ def describe_meta_module(module: nn.Module) -> MetaModel:
     persistent_module_names = {k for k in full_state if k not in parameter_names}
     non_persistent = {name: _shape(b) for name, b in module.named_buffers() if name not in persistent_module_names}
     config = getattr(module, "config", None)
+    with _one_conversion_mapping(module):
+        parameters = checkpoint_shapes(module, parameter_state)
+        persistent_buffers = checkpoint_shapes(module, buffer_state)
     return MetaModel(
         class_name=type(module).__name__,
         model_type=str(getattr(config, "model_type", "")),
-        parameters=checkpoint_shapes(module, parameter_state),
+        parameters=parameters,
         module_parameters=module_parameters,
-        persistent_buffers=checkpoint_shapes(module, buffer_state),
+        persistent_buffers=persistent_buffers,
         non_persistent_buffers=non_persistent,
         tied=_tied_pairs(module, saved_state),
         total_parameters=sum(p.numel() for p in module.parameters()),
         total_persistent_buffer_elements=sum(math.prod(_shape(full_state[name])) for name in persistent_module_names),
         module=module,
+        built=built,
     )
 
 
@@ -180,8 +185,10 @@ def trace_shapes(
     positions (that pass is not recorded), then feeds ``(batch, 1)``. ``experts_implementation`` is the
     transformers experts kernel switched to for the passes and switched back afterwards: ``grouped_mm``
     and ``batched_mm`` run on meta tensors, the eager loop does not (it calls ``nonzero``). ``None``
-    leaves the model as built. A module whose code cannot run on meta tensors is replaced by a stand-in
-    returning zeros shaped like its input, and reported in ``not_executed``.
+    leaves the model as built. A module whose code cannot run on meta tensors (an operator with no meta kernel, a
+    value read off a tensor) is replaced by a stand-in returning zeros shaped like its input, and reported in
+    ``not_executed``; every output recorded after a stand-in ran is listed in ``downstream``. Any other exception
+    stops the pass and is reported in ``errors`` with the innermost module that was running.
     """
     for name, value, least in (("batch", batch, 1), ("prefill", prefill, 1), ("past", past, 1)):
         if value < least:
@@ -207,6 +214,8 @@ def trace_shapes(
         decode_logits=decode_logits,
         not_executed=tuple(tracer.not_executed.values()),
         errors=tuple(tracer.errors),
+        downstream=tracer.downstream,
+        decode_skipped=tracer.decode_skipped,
     )
 
 
@@ -216,49 +225,21 @@ def read_model_code(request: CodeRequest) -> ModelCode:
     What a code-reading family (``archviz.families.generic``) builds its graph from, as plain data. The trace
     runs before the tree is read, and the module is restored after it (mode, experts kernel, forwards).
     """
-    meta = build_meta_model(
-        dict(request.config),
-        model_type=request.model_type,
-        architecture=request.architecture,
-        config_path=request.config_path,
-    )
+    meta = build_from_recipe(request.recipe)
     trace = trace_shapes(meta, batch=request.batch, prefill=request.prefill, past=request.past)
     return ModelCode(tree=read_module_tree(meta), trace=trace)
 
 
 def read_module_tree(meta: MetaModel) -> ModuleTree:
     """Every module of a meta-device model as a plain record: what it holds itself, named as checkpoints name it."""
-    # The graph builders' table of dtype names (bfloat16 -> BF16), so that both spell dtypes alike.
-
     root = meta.module
     aliases = dict(meta.tied)
     # Buffers the state dict keeps are the persistent ones (the rest are computed by the modeling code).
     saved_names = set(root.state_dict())
     modules = dict(root.named_modules())
     paths = {id(module): path for path, module in modules.items()}
-    records = []
-    for path, module in modules.items():
-        prefix = f"{path}." if path else ""
-        parameters = dict(module.named_parameters(recurse=False))
-        buffers = {n: b for n, b in module.named_buffers(recurse=False) if prefix + n in saved_names}
-        state = {prefix + n: p for n, p in parameters.items() if prefix + n not in aliases}
-        state.update({prefix + n: b for n, b in buffers.items()})
-        records.append(
-            ModuleRecord(
-                path=path,
-                class_name=type(module).__name__,
-                is_module_list=_is_module_list(module),
-                parameters=tuple(_tensor_record(n, p, SAFETENSORS_DTYPES) for n, p in parameters.items()),
-                buffers=tuple(_tensor_record(n, b, SAFETENSORS_DTYPES) for n, b in buffers.items()),
-                checkpoint=checkpoint_shapes(root, state) if state else {},
-                children_own_parameters=any(any(True for _ in child.parameters()) for child in module.children()),
-                children={name: type(child).__name__ for name, child in module.named_children()},
-                classes_below=frozenset(type(sub).__name__ for sub in module.modules()),
-                epsilon=_epsilon(module),
-                padding_index=_padding_index(module),
-                weight_shape=_weight_shape(module),
-            )
-        )
+    with _one_conversion_mapping(root):
+        records = [_module_record(root, path, module, aliases, saved_names) for path, module in modules.items()]
     base = getattr(root, "base_model", None)
     return ModuleTree(
         class_name=type(root).__name__,
@@ -273,6 +254,31 @@ def read_module_tree(meta: MetaModel) -> ModuleTree:
     )
 
 
+def _module_record(
+    root: nn.Module, path: str, module: nn.Module, aliases: Mapping[str, str], saved_names: set[str]
+) -> ModuleRecord:
+    """One module as a plain record: its own tensors, and them as ``save_pretrained`` writes them."""
+    prefix = f"{path}." if path else ""
+    parameters = dict(module.named_parameters(recurse=False))
+    buffers = {n: b for n, b in module.named_buffers(recurse=False) if prefix + n in saved_names}
+    state: dict[str, torch.Tensor] = {prefix + n: p for n, p in parameters.items() if prefix + n not in aliases}
+    state.update({prefix + n: b for n, b in buffers.items()})
+    return ModuleRecord(
+        path=path,
+        class_name=type(module).__name__,
+        is_module_list=_is_module_list(module),
+        parameters=tuple(_tensor_record(n, p, SAFETENSORS_DTYPES) for n, p in parameters.items()),
+        buffers=tuple(_tensor_record(n, b, SAFETENSORS_DTYPES) for n, b in buffers.items()),
+        checkpoint=checkpoint_shapes(root, state) if state else {},
+        children_own_parameters=any(any(True for _ in child.parameters()) for child in module.children()),
+        children={name: type(child).__name__ for name, child in module.named_children()},
+        classes_below=frozenset(type(sub).__name__ for sub in module.modules()),
+        epsilon=_epsilon(module),
+        padding_index=_padding_index(module),
+        weight_shape=_weight_shape(module),
+    )
+
+
 def transformers_ships(model_type: str) -> bool:
     """Whether the installed transformers has a config class (so modeling code) for ``model_type``."""
     return internals.config_class(model_type) is not None
@@ -282,43 +288,81 @@ def transformers_ships(model_type: str) -> bool:
 
 
 def _instantiate_on_meta(
-    config: dict[str, Any],
-    *,
-    model_type: str,
-    architecture: str | None,
-    trust_remote_code: bool,
-    model_dir: Path | None,
-    config_path: str,
-) -> nn.Module:
+    recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None
+) -> tuple[nn.Module, BuildRecord]:
     import torch
 
-    # A deep copy: transformers rewrites nested values in place (rope_scaling gains rope_type) and the
-    # caller's parsed config.json must stay as the user wrote it.
-    settings = copy.deepcopy({key: value for key, value in config.items() if key not in _DROPPED_CONFIG_KEYS})
-    auto_map = config.get("auto_map")
+    config_path = recipe.config_path
+    # A deep copy: transformers rewrites nested values in place (rope_scaling gains rope_type, a wrapper's
+    # text_config its model_type) and the caller's parsed config.json must stay as the user wrote it.
+    settings = copy.deepcopy({key: value for key, value in recipe.config.items() if key not in _DROPPED_CONFIG_KEYS})
+    auto_map = recipe.config.get("auto_map")
     config_class: Any = None
     model_class: Any = None
     if trust_remote_code and model_dir is not None and isinstance(auto_map, dict):
         config_class, model_class = _remote_classes(auto_map, model_dir, config_path)
     if config_class is None:
-        config_class = transformers_config_class(model_type, config_path)
+        config_class = transformers_config_class(recipe.model_type, config_path)
     try:
         hf_config = config_class.from_dict(settings)
     except Exception as exc:  # transformers validates in __init__ with many exception types
+        if _raised_by_archviz(exc):
+            raise
         raise InputError(
-            f"transformers rejects this {model_type} config: {type(exc).__name__}: {exc}", path=config_path
-        ) from exc
-    if model_class is None:
-        model_class = _native_model_class(hf_config, model_type, architecture, config_path)
-    try:
-        with torch.device("meta"):
-            module = internals.instantiate(model_class, hf_config)
-    except Exception as exc:  # a config value the modeling code cannot build (bad size, ratio, name)
-        raise InputError(
-            f"transformers cannot build {model_class.__name__} from this config: {type(exc).__name__}: {exc}",
+            f"transformers rejects this {recipe.model_type} config: {type(exc).__name__}: {_first_line(exc)}",
             path=config_path,
         ) from exc
-    return module
+    normalisations = list(recipe.normalisations)
+    if model_class is None:
+        model_class, build_config, chosen_by = _native_model_class(hf_config, recipe, normalisations)
+    else:
+        build_config, chosen_by = hf_config, "auto_map names it in the model folder's own code (--trust-remote-code)"
+        normalisations = [item for item in normalisations if not item.startswith("auto_map")]
+    try:
+        with torch.device("meta"):
+            module = internals.instantiate(model_class, build_config, dtype=recipe.dtype)
+    except Exception as exc:  # a config value the modeling code cannot build (bad size, ratio, name)
+        if _raised_by_archviz(exc):
+            raise
+        raise InputError(
+            f"transformers cannot build {model_class.__name__} from this config: {type(exc).__name__}: "
+            f"{_first_line(exc)}",
+            path=config_path,
+        ) from exc
+    built = _build_record(module, model_class, hf_config, recipe, chosen_by, normalisations, model_dir)
+    return module, built
+
+
+def _build_record(
+    module: nn.Module,
+    model_class: Any,
+    hf_config: Any,
+    recipe: ModelRecipe,
+    chosen_by: str,
+    normalisations: list[str],
+    model_dir: Path | None,
+) -> BuildRecord:
+    import transformers
+
+    source = Path(inspect.getsourcefile(model_class) or "")
+    native = model_class.__module__.startswith("transformers.")
+    if native:
+        revision = f"v{transformers.__version__}"
+    else:
+        local = (model_dir / source.name) if model_dir is not None else source
+        revision = content_hash(local.read_bytes()) if local.is_file() else "unknown"
+    dtype = getattr(module, "dtype", None)
+    return BuildRecord(
+        class_name=model_class.__name__,
+        config_class=type(hf_config).__name__,
+        model_type=recipe.model_type,
+        chosen_by=chosen_by,
+        module_file=source.name,
+        origin="transformers" if native else "remote",
+        revision=revision,
+        dtype=str(dtype).removeprefix("torch.") if dtype is not None else "unknown",
+        normalisations=tuple(normalisations),
+    )
 
 
 def transformers_config_class(model_type: str, config_path: str) -> Any:
@@ -332,23 +376,82 @@ def transformers_config_class(model_type: str, config_path: str) -> Any:
     return found
 
 
-def _native_model_class(hf_config: Any, model_type: str, architecture: str | None, config_path: str) -> Any:
+# Auto classes whose registries are consulted for a config's class, by the task an ``architectures`` name ends in.
+_TASK_AUTO_CLASSES = (
+    ("ForCausalLM", ("AutoModelForCausalLM",)),
+    ("ForConditionalGeneration", ("AutoModelForImageTextToText", "AutoModelForMultimodalLM")),
+)
+
+
+def _native_model_class(hf_config: Any, recipe: ModelRecipe, normalisations: list[str]) -> tuple[Any, Any, str]:
+    """The class transformers builds for the config, the config to build it from, and why that class.
+
+    The class ``architectures`` names when transformers exports it (also spelled with its underscores,
+    ``KimiK25…`` for ``Kimi_K25…``); else the Auto class of the task its name implies, else — a wrapper with a
+    ``text_config`` first looking for its whole model (image-text-to-text), a plain model for its causal LM — the
+    first registry that knows the config, base model last. A class whose config class is the wrapper's text
+    sub-config is built from that sub-config, as ``AutoModel*.from_config`` does.
+    """
     import transformers
 
+    architecture = recipe.architecture
+    config_type = type(hf_config)
     if architecture is not None:
         named = getattr(transformers, architecture, None)
-        config_class = getattr(named, "config_class", None)
-        if isinstance(named, type) and isinstance(config_class, type) and isinstance(hf_config, config_class):
-            return named
-    for mapping in internals.auto_model_mappings():
-        if type(hf_config) in mapping:
-            candidates: Any = mapping[type(hf_config)]
-            if isinstance(candidates, list | tuple):
-                by_name = {candidate.__name__: candidate for candidate in candidates}
-                wanted = [name for name in getattr(hf_config, "architectures", None) or [] if name in by_name]
-                return by_name[wanted[0]] if wanted else candidates[0]
-            return candidates
-    raise InputError(f"transformers has no model class for model_type {model_type!r}", path=config_path)
+        if isinstance(named, type) and isinstance(hf_config, getattr(named, "config_class", ()) or ()):
+            return named, hf_config, f"the class the config's architectures names ({architecture})"
+    mappings = dict(internals.auto_model_mappings())
+    registered = {
+        auto_name: list(found) if isinstance(found, list | tuple) else [found]
+        for auto_name, mapping in mappings.items()
+        if config_type in mapping
+        for found in [mapping[config_type]]
+    }
+    wanted = (architecture or "").replace("_", "")
+    for auto_name, classes in registered.items():
+        for candidate in classes:
+            if wanted and candidate.__name__.replace("_", "") == wanted:
+                said = f"the class the config's architectures names ({architecture}), spelled {candidate.__name__}"
+                return (*_with_text_config(candidate, hf_config, auto_name, normalisations), said)
+    text_config = internals.text_config_class(config_type)
+    preferred = next((names for suffix, names in _TASK_AUTO_CLASSES if wanted.endswith(suffix)), ())
+    default = ("AutoModelForCausalLM", "AutoModelForImageTextToText", "AutoModelForMultimodalLM", "AutoModel")
+    if text_config is not None:  # a wrapper: its whole model before its language model alone
+        default = ("AutoModelForImageTextToText", "AutoModelForMultimodalLM", "AutoModelForCausalLM", "AutoModel")
+    for auto_name in dict.fromkeys((*preferred, *default)):
+        if auto_name in registered:
+            candidate = registered[auto_name][0]
+            named = (
+                f"architectures names {architecture}, which transformers does not export"
+                if architecture
+                else "the config names no architectures"
+            )
+            said = f"{auto_name}'s class for {config_type.__name__} ({named})"
+            return (*_with_text_config(candidate, hf_config, auto_name, normalisations), said)
+    raise InputError(f"transformers has no model class for model_type {recipe.model_type!r}", path=recipe.config_path)
+
+
+def _with_text_config(model_class: Any, hf_config: Any, auto_name: str, normalisations: list[str]) -> tuple[Any, Any]:
+    """The class and the config to build it from: the text sub-config when that is the class's config class."""
+    text_config = internals.text_config_class(type(hf_config))
+    if text_config is not None and getattr(model_class, "config_class", None) is text_config:
+        normalisations.append(
+            f"{model_class.__name__} is built from the config's text_config alone, as {auto_name}.from_config does"
+        )
+        return model_class, hf_config.get_text_config()
+    return model_class, hf_config
+
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _raised_by_archviz(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is archviz's own code (then it is a bug in archviz,
+    never a problem with the user's config)."""
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and Path(frame.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE)
 
 
 def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str) -> tuple[Any, Any]:
@@ -374,6 +477,17 @@ def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str)
 # --- parameters and buffers in checkpoint naming -----------------------------------------------------
 
 
+@contextmanager
+def _one_conversion_mapping(module: nn.Module) -> Iterator[None]:
+    from transformers import PreTrainedModel
+
+    if not isinstance(module, PreTrainedModel):
+        yield
+        return
+    with internals.one_conversion_mapping(module):
+        yield
+
+
 def _saved_state_dict(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """What ``save_pretrained`` keeps before reverting conversions: ignored keys and tied aliases go."""
     from transformers import PreTrainedModel
@@ -394,7 +508,10 @@ def checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dict
 
     Layers with the same structure (the same names and shapes below ``layers.{i}``) are reverted once, on a
     representative, and the result is renumbered: Kimi-K2's 60 identical MoE layers cost one reversal, not 60.
-    If a reversal ever moved a tensor across layers, every layer is reverted as it is.
+    The reversal may rename the path in front of the index (MiniMax-M3's ``model.language_model.layers.{i}`` is
+    saved as ``language_model.model.layers.{i}``), so each list of layers is reverted in a call of its own and a
+    representative's tensors are found again by their index. If a reversal ever moved a tensor to another index,
+    every layer is reverted as it is.
     """
     from transformers import PreTrainedModel
 
@@ -403,39 +520,50 @@ def checkpoint_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> dict
     if not isinstance(module, PreTrainedModel):
         return {name: _shape(tensor) for name, tensor in state.items()}
     other: dict[str, torch.Tensor] = {}
-    layers: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
+    layers: dict[str, dict[int, dict[str, torch.Tensor]]] = {}
     for name, tensor in state.items():
         match = _LAYER.match(name)
         if match is None:
             other[name] = tensor
         else:
-            layers.setdefault((match["prefix"], int(match["index"])), {})[match["rest"]] = tensor
-    # The first layer of each structure stands for the others; everything is reverted in one call (building the
-    # conversion mapping is most of a call's cost).
-    representative: dict[tuple[str, tuple[tuple[str, Shape], ...]], tuple[str, int]] = {}
-    stands_for: dict[tuple[str, int], tuple[str, int]] = {}
-    for (prefix, index), members in layers.items():
-        signature = (prefix, tuple(sorted((rest, _shape(tensor)) for rest, tensor in members.items())))
-        stands_for[(prefix, index)] = representative.setdefault(signature, (prefix, index))
-    chosen = set(stands_for.values())
-    batch = dict(other)
-    for prefix, index in chosen:
-        batch.update({f"{prefix}{index}.{rest}": tensor for rest, tensor in layers[(prefix, index)].items()})
-    reverted = {name: _shape(tensor) for name, tensor in _revert(module, batch).items()}
-    shapes: dict[str, Shape] = {}
-    relative: dict[tuple[str, int], dict[str, Shape]] = {key: {} for key in chosen}
-    for name, size in reverted.items():
-        match = _LAYER.match(name)
-        key = (match["prefix"], int(match["index"])) if match else None
-        if key in relative:
-            relative[key][match["rest"]] = size  # type: ignore[index]
-        elif match is None or key not in layers:
-            shapes[name] = size
-        else:  # a reversal moved a tensor into another layer: revert every layer as it is
+            layers.setdefault(match["prefix"], {}).setdefault(int(match["index"]), {})[match["rest"]] = tensor
+    shapes = {name: _shape(tensor) for name, tensor in _revert(module, other).items()}
+    for prefix, items in layers.items():
+        reverted = _revert_list(module, prefix, items)
+        if reverted is None:  # a reversal moved a tensor into another layer: revert every layer as it is
             return {n: _shape(t) for n, t in _revert(module, state).items()}
-    for (prefix, index), key in stands_for.items():
-        shapes.update({f"{prefix}{index}.{rest}": size for rest, size in relative[key].items()})
+        shapes.update(reverted)
     return shapes
+
+
+def _revert_list(
+    module: PreTrainedModel, prefix: str, items: Mapping[int, Mapping[str, torch.Tensor]]
+) -> dict[str, Shape] | None:
+    """One list of layers (``prefix`` ``model.layers.``) in checkpoint layout, each structure reverted once; None
+    when a reverted name no longer carries its representative's index."""
+    # The first layer of each structure stands for the others; they are reverted in one call (building the
+    # conversion mapping is most of a call's cost).
+    representative: dict[tuple[tuple[str, Shape], ...], int] = {}
+    stands_for = {
+        index: representative.setdefault(tuple(sorted((rest, _shape(t)) for rest, t in members.items())), index)
+        for index, members in items.items()
+    }
+    chosen = set(representative.values())
+    batch = {f"{prefix}{index}.{rest}": tensor for index in chosen for rest, tensor in items[index].items()}
+    # Reverted name of each representative, split around its index: (text before it, text after it).
+    relative: dict[int, list[tuple[str, str, Shape]]] = {index: [] for index in chosen}
+    for name, tensor in _revert(module, batch).items():
+        segments = name.split(".")
+        position = next((i for i, segment in enumerate(segments) if segment.isdigit()), None)
+        if position is None or int(segments[position]) not in chosen:
+            return None
+        before, after = ".".join(segments[:position]), ".".join(segments[position + 1 :])
+        relative[int(segments[position])].append((before, after, _shape(tensor)))
+    return {
+        f"{before}.{index}.{after}" if before else f"{index}.{after}": size
+        for index, key in stands_for.items()
+        for before, after, size in relative[key]
+    }
 
 
 _LAYER = re.compile(r"^(?P<prefix>(?:.*\.)?layers\.)(?P<index>\d+)\.(?P<rest>.+)$")
@@ -546,8 +674,12 @@ class _Tracer:
         self.phase = "prefill"
         self.recording = True
         self.shapes: dict[str, dict[str, tuple[Shape, ...]]] = {"prefill": {}, "decode": {}}
+        self.downstream: dict[str, dict[str, str]] = {"prefill": {}, "decode": {}}
+        self.stand_in_ran: str | None = None
+        """The first stand-in that ran in the current pass (for decode, since the cache-filling pass)."""
         self.not_executed: dict[tuple[str, str], TraceNote] = {}
         self.errors: list[TraceNote] = []
+        self.decode_skipped: str | None = None
         self.stack: list[str] = []
         self.stubbed_classes: set[type] = set()
         self.stubbed_modules: list[nn.Module] = []
@@ -577,8 +709,10 @@ class _Tracer:
             # Truncate back to this module even if an inner module raised and something caught it.
             if path in self.stack:
                 del self.stack[len(self.stack) - 1 - self.stack[::-1].index(path) :]
-            if self.recording:
-                self.shapes[self.phase].setdefault(path, tuple(_output_shapes(output)))
+            if self.recording and path not in self.shapes[self.phase]:
+                self.shapes[self.phase][path] = tuple(_output_shapes(output))
+                if self.stand_in_ran is not None:
+                    self.downstream[self.phase][path] = self.stand_in_ran
 
         return hook
 
@@ -588,27 +722,35 @@ class _Tracer:
         device = next((p.device for p in self.root.parameters()), torch.device("meta"))
         forward_parameters = inspect.signature(self.root.forward).parameters
         cache_argument = next((n for n in ("cache", "past_key_values") if n in forward_parameters), None)
-        extra: dict[str, Any] = {"use_cache": True} if "use_cache" in forward_parameters else {}
+        takes_keywords = any(item.kind is item.VAR_KEYWORD for item in forward_parameters.values())
+        asks = "use_cache" in forward_parameters or (cache_argument is not None and takes_keywords)
+        extra: dict[str, Any] = {"use_cache": True} if asks else {}
+        # An encoder-decoder's forward needs the decoder's tokens too; its decode step is not traced.
+        decoder = "decoder_input_ids" in forward_parameters
 
         def tokens(length: int) -> torch.Tensor:
             return torch.zeros((batch, length), dtype=torch.long, device=device)
 
+        def inputs(length: int) -> dict[str, Any]:
+            given = {"input_ids": tokens(length), **extra}
+            return {**given, "decoder_input_ids": tokens(length)} if decoder else given
+
         with torch.no_grad():
             self.phase = "prefill"
-            prefill_output = self._run("prefill", lambda: self.root(input_ids=tokens(prefill), **extra))
+            prefill_output = self._run("prefill", lambda: self.root(**inputs(prefill)))
             prefill_logits = _logits_shape(prefill_output)
+            name = type(self.root).__name__
+            if decoder:
+                self.decode_skipped = f"{name} is an encoder-decoder model: its decode step is not traced"
+                return prefill_logits, None
             if cache_argument is None or not extra:
-                self.errors.append(
-                    TraceNote(
-                        phase="decode",
-                        module="",
-                        message=f"{type(self.root).__name__}.forward takes no cache: there is no decode step",
-                    )
-                )
+                self.decode_skipped = f"{name}.forward takes no cache: there is no decode step"
+                return prefill_logits, None
+            if prefill_output is None:
                 return prefill_logits, None
             self.phase = "decode"
             self.recording = False
-            filled = self._run("decode", lambda: self.root(input_ids=tokens(past), **extra))
+            filled = self._run("decode", lambda: self.root(**inputs(past)))
             self.recording = True
             cache = _cache_of(filled)
             if cache is None:
@@ -617,24 +759,28 @@ class _Tracer:
                         TraceNote(phase="decode", module="", message="the cache-filling pass returned no cache")
                     )
                 return prefill_logits, None
-            decode_output = self._run(
-                "decode", lambda: self.root(input_ids=tokens(1), **{cache_argument: cache}, **extra)
-            )
+            decode_output = self._run("decode", lambda: self.root(**inputs(1), **{cache_argument: cache}))
             return prefill_logits, _logits_shape(decode_output)
 
     def _run(self, phase: str, call: Callable[[], Any]) -> Any:
-        """Run ``call``; on failure stand in for the failing module's class and retry, else record it."""
+        """Run ``call``; where a module cannot run on meta tensors, stand in for its class and retry; on any other
+        failure record it (with the innermost module running) and give up the pass."""
+        # A stand-in that ran while the cache was filled has made up the cache the decode step reads.
+        carried = self.stand_in_ran if phase == "decode" and self.recording else None
         while True:
             self.stack.clear()
+            self.stand_in_ran = carried
             if self.recording:
                 self.shapes[phase].clear()
+                self.downstream[phase].clear()
             try:
                 return call()
             except Exception as exc:  # any failure inside modeling code is reported, never raised
                 failing = self.stack[-1] if self.stack else ""
                 message = f"{type(exc).__name__}: {_first_line(exc)}"
-                if not self._stand_in_for(failing, message):
-                    self.errors.append(TraceNote(phase=phase, module=failing, message=message))
+                internal = _raised_by_archviz(exc)
+                if internal or not _cannot_run_on_meta(exc) or not self._stand_in_for(failing, message):
+                    self.errors.append(TraceNote(phase=phase, module=failing, message=message, internal=internal))
                     return None
 
     def _stand_in_for(self, path: str, message: str) -> bool:
@@ -658,6 +804,8 @@ class _Tracer:
             first = next((v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)), None)
             if first is None:
                 raise RuntimeError("no tensor input to shape a stand-in output like")
+            if self.stand_in_ran is None:
+                self.stand_in_ran = path
             key = (self.phase, path)
             if key not in self.not_executed:
                 self.not_executed[key] = TraceNote(
@@ -668,6 +816,12 @@ class _Tracer:
             return torch.zeros_like(first)
 
         return stand_in
+
+
+def _cannot_run_on_meta(exc: BaseException) -> bool:
+    """Whether ``exc`` says the code needs real data (no meta kernel, ``.item()``, ``nonzero``), rather than that it
+    fails: only then does a stand-in make sense."""
+    return isinstance(exc, NotImplementedError) or "meta" in str(exc).lower()
 
 
 def _output_shapes(output: Any) -> Iterator[Shape]:

@@ -9,7 +9,7 @@ of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 Shape = tuple[int, ...]
@@ -26,6 +26,8 @@ class TraceNote:
     """The module path (``model.layers.1.mlp.experts``); ``""`` is the whole model."""
     message: str
     """What happened, in one sentence."""
+    internal: bool = False
+    """Whether what raised is archviz's own code (a bug in archviz), not the modeling code."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,7 +56,12 @@ class ShapeTrace:
     """Modules whose code could not run on meta tensors and were replaced by a stand-in that returns
     zeros shaped like their input; their recorded shapes come from the stand-in."""
     errors: tuple[TraceNote, ...]
-    """Passes that failed or could not be run, with the module that failed."""
+    """Passes that raised, with the innermost module that was running and the error."""
+    downstream: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Phase -> module path -> the stand-in module that ran before it in that pass: its recorded output may
+    be computed from the stand-in's made-up zeros, so its shape is not evidence."""
+    decode_skipped: str | None = None
+    """Why there is no decode pass (an encoder takes no cache), when that is by design rather than an error."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,17 +133,61 @@ class ModuleTree:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRecipe:
+    """What transformers is asked to build from a config, as ``AutoConfig.from_pretrained`` would read it.
+
+    Made by ``archviz.recipe.transformers_recipe`` (no torch needed) and followed by ``archviz.meta``; every
+    change archviz makes to the document on the way is one of :attr:`normalisations`.
+    """
+
+    config: Mapping[str, Any]
+    """The document transformers' config class reads: the whole config.json (sub-configs included), or its
+    ``text_config`` when the file has no top-level ``model_type``; assumed values filled in where the graph's
+    settings live."""
+    model_type: str
+    """The ``CONFIG_MAPPING`` key whose class reads :attr:`config` (``qwen3_5_moe``, ``deepseek_v3``)."""
+    architecture: str | None
+    """The config's first ``architectures`` entry, built when transformers exports a class of that name."""
+    dtype: str | None
+    """The dtype the config declares (transformers' precedence), built in; None builds in transformers' default
+    (float32)."""
+    normalisations: tuple[str, ...]
+    """Each change archviz makes before transformers sees the document, in one sentence (``model_type 'kimi_k2'
+    is read as 'deepseek_v3' …``); the graph is built with the same reading."""
+    config_path: str
+    """The config file, for errors."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildRecord:
+    """Which class the meta stage built, from which file, and how it chose it."""
+
+    class_name: str
+    """The model class instantiated (``Qwen3_5MoeForConditionalGeneration``)."""
+    config_class: str
+    """The config class that read the document (``Qwen3_5MoeConfig``)."""
+    model_type: str
+    """The ``CONFIG_MAPPING`` key of that config class."""
+    chosen_by: str
+    """Why this class: named by ``architectures``, or the Auto class consulted and why."""
+    module_file: str
+    """The file that defines the class (``modeling_qwen3_5_moe.py``)."""
+    origin: str
+    """``transformers`` (the installed release's own class) or ``remote`` (the model folder's code)."""
+    revision: str
+    """What pins the file: ``v<transformers version>``, or a content hash of the model folder's file."""
+    dtype: str
+    """The dtype the parameters were built in (``bfloat16``), keep-in-float32 modules aside."""
+    normalisations: tuple[str, ...]
+    """The recipe's normalisations, as applied."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CodeRequest:
     """Which model a code-reading family wants built on the meta device, and how to trace it."""
 
-    config: Mapping[str, Any]
-    """The settings to build from (the config.json's, with assumptions filled in)."""
-    model_type: str
-    """The transformers model_type to read the config with (``gpt_oss``)."""
-    architecture: str | None
-    """The config's first ``architectures`` entry, preferred as the class to build."""
-    config_path: str
-    """The config file, for errors."""
+    recipe: ModelRecipe
+    """What to build, as transformers reads the config."""
     batch: int
     """Sequences in the traced passes."""
     prefill: int

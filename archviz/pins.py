@@ -8,6 +8,7 @@ address template of its lines. Nothing here parses or runs the file.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -117,36 +118,86 @@ def hub_source_file(path: Path, *, repo_id: str, revision: str, filename: str) -
 
 
 def transformers_source_file(model_type: str) -> SourceFile:
-    """The installed transformers' ``modeling_<model_type>.py``, pinned to its release tag.
+    """The modeling file the installed transformers ships for ``model_type``, pinned to its release tag.
 
-    transformers is located through its package metadata (never imported, so nothing of it runs).
+    The file is the one that defines the model_type's classes: ``models/<module>/modeling_<module>.py``, where
+    ``<module>`` is transformers' own ``model_type_to_module_name`` (a wrapper's sub-config, ``qwen3_5_moe_text``,
+    lives in its parent's ``qwen3_5_moe``), else the folder's ``modeling_<model_type>.py`` (``data2vec-text``).
+    transformers is located through its package metadata and its tables are read with ``ast``: nothing of it is
+    imported or run.
     """
-    module = model_type.replace("-", "_")
-    display_name = f"modeling_{module}.py"
     if _MODEL_TYPE.fullmatch(model_type) is None:
-        raise InputError(f"not a model_type: {model_type!r}", path=display_name)
-    relative = f"models/{module}/{display_name}"
+        raise InputError(f"not a model_type: {model_type!r}", path=f"modeling_{model_type.replace('-', '_')}.py")
     try:
         distribution = importlib.metadata.distribution("transformers")
     except importlib.metadata.PackageNotFoundError:
-        raise InputError("transformers is not installed", path=display_name) from None
+        raise InputError("transformers is not installed", path=f"modeling_{model_type.replace('-', '_')}.py") from None
     version = distribution.version
-    path = _transformers_file(distribution, relative)
-    if path is None:
+    module = _module_names(distribution).get(model_type, model_type.replace("-", "_"))
+    found = None
+    for name in dict.fromkeys((module, model_type.replace("-", "_"))):
+        display_name = f"modeling_{name}.py"
+        relative = f"models/{module}/{display_name}"
+        found = _transformers_file(distribution, relative)
+        if found is not None:
+            break
+    if found is None:
         raise InputError(
             f"transformers {version} ships no modeling file for model_type {model_type!r}",
-            path=display_name,
+            path=f"modeling_{module}.py",
         )
     url_template = None
     if _RELEASE_VERSION.fullmatch(version) is not None:
         url_template = f"{_TRANSFORMERS_REPO_URL}/blob/v{version}/src/transformers/{relative}#L{{start}}-L{{end}}"
     return SourceFile(
         path=display_name,
-        text=_decode(_read_bytes(path), display_name),
+        text=_decode(_read_bytes(found), display_name),
         revision=f"v{version}",
         revision_kind=RevisionKind.PACKAGE_VERSION,
         url_template=url_template,
     )
+
+
+# Where transformers keeps model_type -> module name (``SPECIAL_MODEL_TYPE_TO_MODULE_NAME``, ``OrderedDict([...])``
+# in the generated auto_mappings.py, extended with ``.update({...})`` in configuration_auto.py).
+_MODULE_NAME_TABLE = "SPECIAL_MODEL_TYPE_TO_MODULE_NAME"
+_MODULE_NAME_FILES = ("models/auto/auto_mappings.py", "models/auto/configuration_auto.py")
+
+
+def _module_names(distribution: importlib.metadata.Distribution) -> dict[str, str]:
+    """transformers' ``SPECIAL_MODEL_TYPE_TO_MODULE_NAME``, read off its source with ``ast`` (importing
+    ``configuration_auto`` would import torch)."""
+    names: dict[str, str] = {}
+    for relative in _MODULE_NAME_FILES:
+        path = _transformers_file(distribution, relative)
+        if path is None:
+            continue
+        for node in ast.parse(_decode(_read_bytes(path), relative)).body:
+            names.update(_table_entries(node))
+    return names
+
+
+def _table_entries(node: ast.stmt) -> dict[str, str]:
+    """The string pairs ``node`` puts in the table: ``TABLE = OrderedDict([...])`` or ``TABLE.update({...})``."""
+    if not isinstance(node, ast.Assign | ast.Expr) or not isinstance(node.value, ast.Call) or not node.value.args:
+        return {}
+    call = node.value
+    if isinstance(node, ast.Assign):
+        named = [target.id for target in node.targets if isinstance(target, ast.Name)]
+        if named != [_MODULE_NAME_TABLE] or not isinstance(call.func, ast.Name) or call.func.id != "OrderedDict":
+            return {}
+    elif not (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "update"
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == _MODULE_NAME_TABLE
+    ):
+        return {}
+    try:
+        entries = dict(ast.literal_eval(call.args[0]))
+    except (ValueError, TypeError, SyntaxError):
+        return {}
+    return {key: value for key, value in entries.items() if isinstance(key, str) and isinstance(value, str)}
 
 
 def _transformers_file(distribution: importlib.metadata.Distribution, relative: str) -> Path | None:

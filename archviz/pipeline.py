@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from archviz.config import ConfigDocument, load_config
 from archviz.families import build_graph, family_settings, find_family
 from archviz.graph import Assumption, Graph
-from archviz.modeltree import CodeRequest, ModelCode
+from archviz.modeltree import CodeRequest, ModelCode, ModelRecipe
+from archviz.recipe import transformers_recipe
 from archviz.resolve import ModelSource, resolve_model
 from archviz.sources import GraphSources, choose_source_file, locate_sources
 from archviz.totals import Totals, compute_totals
@@ -28,6 +29,8 @@ class ModelDocs:
     """Its parameter arithmetic."""
     sources: GraphSources
     """Where each node lives in the modeling code and the config, at a pinned revision."""
+    recipe: ModelRecipe
+    """What transformers is asked to build from the same config (the meta leg), with archviz's normalisations."""
 
 
 def describe_model(
@@ -71,6 +74,7 @@ def describe_model(
         graph=graph,
         totals=compute_totals(graph),
         sources=locate_sources(graph, config, modeling),
+        recipe=transformers_recipe(settings, graph.model),
     )
 
 

@@ -13,6 +13,9 @@ from rich.table import Table
 from rich.tree import Tree
 
 from archviz.graph import Graph, Group, Node, NodeKind, Placement, TensorRow
+from archviz.legs import ANALYTIC, SHAPES, Leg, LegStatus, Outcome, independent_legs
+from archviz.modeltree import BuildRecord
+from archviz.shapecheck import ShapeVerdict
 from archviz.shapes import Phase, format_shape
 from archviz.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
 from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
@@ -255,16 +258,55 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
 
 # -- verification -----------------------------------------------------------------------------
 
+CHECK_SCHEMA = "archviz.check/2"
 
-def verification_json(verification: Verification) -> dict[str, Any]:
-    """The ``check --json`` document."""
+
+def _leg_json(leg: Leg) -> dict[str, Any]:
+    return {
+        "name": leg.name,
+        "witness": leg.witness,
+        "status": leg.status.value,
+        "reason": leg.reason,
+        "compared": dict(leg.compared),
+        "independent_of": list(leg.independent_of),
+        "internal_error": leg.internal_error,
+        "findings": [
+            {"subject": item.subject, "message": item.message, "strict_only": item.strict_only} for item in leg.findings
+        ],
+    }
+
+
+def _built_json(built: BuildRecord | None) -> dict[str, Any] | None:
+    if built is None:
+        return None
+    return {
+        "class": built.class_name,
+        "config_class": built.config_class,
+        "model_type": built.model_type,
+        "chosen_by": built.chosen_by,
+        "module_file": built.module_file,
+        "origin": built.origin,
+        "revision": built.revision,
+        "dtype": built.dtype,
+    }
+
+
+def verification_json(verification: Verification, *, strict: bool = False) -> dict[str, Any]:
+    """The ``check --json`` document (``archviz.check/2``)."""
 
     def totals(leg: LegTotals | None) -> dict[str, int | None] | None:
         return None if leg is None else {"parameters": leg.parameters, "buffers": leg.buffers}
 
+    result = verification.outcome(strict=strict)
+    checked = sum(1 for item in verification.shape_nodes if item.status is ShapeVerdict.OK)
     return {
-        "schema": "archviz.check/1",
-        "agrees": verification.agrees,
+        "schema": CHECK_SCHEMA,
+        "outcome": result.value,
+        "agrees": result is Outcome.AGREE,
+        "legs": [_leg_json(leg) for leg in verification.legs],
+        "built": _built_json(verification.built),
+        "normalisations": list(verification.normalisations),
+        "warnings": list(verification.warnings),
         "totals": {
             "analytic": totals(verification.analytic),
             "meta_model": totals(verification.meta),
@@ -305,6 +347,14 @@ def verification_json(verification: Verification) -> dict[str, Any]:
             }
             for check in verification.shapes
         ],
+        "shape_report": {
+            "checked": checked,
+            "nodes": len(verification.shape_nodes),
+            "per_node": [
+                {"id": item.node, "status": item.status.value, "reason": item.reason}
+                for item in verification.shape_nodes
+            ],
+        },
         "notes": list(verification.notes),
         "problems": list(verification.problems),
         "unchecked": list(verification.unchecked),
@@ -316,8 +366,98 @@ def _count(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
 
 
-def render_verification(name: str, verification: Verification, *, limit: int = 40) -> RichGroup:
-    """The ``check`` report: totals per leg, nodes per leg, disagreeing tensors, what was not checked."""
+_STATUS_STYLE = {LegStatus.RAN: "green", LegStatus.SKIPPED: "yellow", LegStatus.FAILED: "bold red"}
+
+
+def _legs_table(verification: Verification, *, strict: bool) -> Table:
+    from rich.markup import escape
+
+    table = Table(title="Legs")
+    for column in ("leg", "status", "witness", "compared", "independent of", "result"):
+        table.add_column(column)
+    for leg in verification.legs:
+        if leg.name == ANALYTIC:
+            result = "[dim]the graph under check[/]"
+        elif leg.status is not LegStatus.RAN:
+            result = escape(leg.reason)
+        elif leg.fails(strict=strict):
+            result = f"[bold red]{sum(1 for item in leg.findings if strict or not item.strict_only):,} findings[/]"
+        else:
+            gaps = sum(1 for item in leg.findings if item.strict_only)
+            result = "[green]agrees[/]" + (f" ({gaps:,} not checked)" if gaps else "")
+        table.add_row(
+            leg.name,
+            f"[{_STATUS_STYLE[leg.status]}]{leg.status.value}[/]",
+            escape(leg.witness),
+            escape(", ".join(f"{count:,} {what}" for what, count in leg.compared.items())),
+            ", ".join(leg.independent_of) or "—",
+            result,
+        )
+    return table
+
+
+def _built_lines(verification: Verification) -> list[str]:
+    from rich.markup import escape
+
+    built = verification.built
+    lines: list[str] = []
+    if built is not None:
+        lines.append(
+            f"[bold]built:[/] {escape(built.class_name)} ({escape(built.config_class)}) from "
+            f"{escape(built.module_file)}, {escape(built.origin)} {escape(built.revision)}, {escape(built.dtype)}"
+            f" — {escape(built.chosen_by)}"
+        )
+    lines.extend(f"[dim]read as:[/] {escape(item)}" for item in verification.normalisations)
+    lines.extend(f"[bold yellow]warning:[/] {escape(item)}" for item in verification.warnings)
+    return lines
+
+
+def _verdict_line(verification: Verification, *, strict: bool) -> str:
+    from rich.markup import escape
+
+    result = verification.outcome(strict=strict)
+    if result is Outcome.AGREE:
+        names = ", ".join(leg.name for leg in independent_legs(verification.legs))
+        return f"[bold green]✓ agree:[/] everything that ran agrees, witnessed independently by {escape(names)}"
+    if result is Outcome.DISAGREE:
+        failing = sum(1 for leg in verification.legs if leg.fails(strict=strict))
+        return f"[bold red]✗ disagree:[/] {len(verification.problems):,} disagreements in {failing} legs"
+    # The shape trace is skipped whenever the meta model is: its reason would only repeat that one.
+    why = "; ".join(
+        f"{leg.name} {leg.status.value}: {leg.reason}"
+        if leg.status is not LegStatus.RAN
+        else f"{leg.name} ran but shares the graph's source"
+        for leg in verification.legs
+        if leg.name != ANALYTIC and not (leg.name == SHAPES and leg.status is LegStatus.SKIPPED)
+    )
+    return f"[bold yellow]? unverified:[/] nothing independent of the analytic graph ran — {escape(why)}"
+
+
+def _shape_table(verification: Verification) -> Table | str:
+    from rich.markup import escape
+
+    checked = sum(1 for item in verification.shape_nodes if item.status is ShapeVerdict.OK)
+    title = f"Shapes: {checked} of {len(verification.shape_nodes)} nodes shape-checked"
+    leg = next((leg for leg in verification.legs if leg.name == SHAPES), None)
+    if leg is not None and leg.status is LegStatus.SKIPPED:  # every node has the leg's reason: said once
+        return f"[bold]{title}[/] (the shape trace was skipped: {escape(leg.reason)})"
+    table = Table(title=title)
+    for column in ("status", "nodes"):
+        table.add_column(column)
+    style = {ShapeVerdict.OK: "green", ShapeVerdict.NOT_CHECKED: "yellow"}
+    grouped: dict[tuple[ShapeVerdict, str], list[str]] = {}
+    for item in verification.shape_nodes:  # every node, grouped by its status and reason
+        grouped.setdefault((item.status, item.reason), []).append(item.node)
+    for (status, reason), ids in grouped.items():
+        shown = "checked" if status is ShapeVerdict.OK else status.value
+        said = f"[{style.get(status, 'bold red')}]{shown}[/]" + (f": {escape(reason)}" if reason else "")
+        table.add_row(said, escape(", ".join(ids)))
+    return table
+
+
+def render_verification(name: str, verification: Verification, *, strict: bool = False, limit: int = 40) -> RichGroup:
+    """The ``check`` report: the legs, what was built, totals and nodes per leg, disagreeing tensors, the shape
+    report of every node, what was not checked, and the verdict."""
     from rich.markup import escape
 
     totals = Table(title=f"archviz check {escape(name)}")
@@ -338,7 +478,7 @@ def render_verification(name: str, verification: Verification, *, limit: int = 4
             _count(check.checkpoint),
             f"[{style}]{check.verdict.value}[/]",
         )
-    parts: list[Any] = [totals, nodes]
+    parts: list[Any] = [_legs_table(verification, strict=strict), *_built_lines(verification), totals, nodes]
     if verification.tensors:
         tensors = Table(title=f"Disagreeing tensors ({len(verification.tensors):,})")
         for column in ("tensor", "node", "leg", "verdict", "expected", "found"):
@@ -355,22 +495,12 @@ def render_verification(name: str, verification: Verification, *, limit: int = 4
         parts.append(tensors)
         if len(verification.tensors) > limit:
             parts.append(f"… and {len(verification.tensors) - limit:,} more (see --json)")
-    checked = [shape for shape in verification.shapes if shape.verdict is Verdict.OK]
-    mismatched = [shape for shape in verification.shapes if shape.verdict is Verdict.MISMATCH]
-    if verification.shapes:
-        parts.append(
-            f"shapes: {len(checked)} tensor shapes agree with the meta forward pass (prefill and decode)"
-            + (f", [bold red]{len(mismatched)} disagree[/]" if mismatched else "")
-        )
+    parts.append(_shape_table(verification))
     for note in verification.notes:
         parts.append(f"[dim]note:[/] {escape(note)}")
-    for item in verification.unchecked:
-        parts.append(f"[yellow]not checked:[/] {escape(item)}")
+    for leg in verification.legs:  # skipped legs are in the table; these are the gaps of legs that ran
+        parts.extend(f"[yellow]not checked:[/] {escape(item.message)}" for item in leg.findings if item.strict_only)
     for problem in verification.problems[:limit]:
         parts.append(f"[bold red]✗[/] {escape(problem)}")
-    parts.append(
-        "[bold green]✓ everything checked agrees[/]"
-        if verification.agrees
-        else f"[bold red]✗ {len(verification.problems):,} disagreements[/]"
-    )
+    parts.append(_verdict_line(verification, strict=strict))
     return RichGroup(*parts)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from archviz.config import ConfigDocument
+from archviz.dtypes import SAFETENSORS_DTYPES
 from archviz.errors import InputError
 from archviz.graph import Assumption
 
@@ -38,6 +40,23 @@ LAYER_COUNT_KEYS = frozenset(
 """Keys whose value is a number of layers the graph builders iterate over, bounded by ``MAX_LAYERS``."""
 
 _MISSING = object()
+
+DTYPE_KEYS = ("dtype", "torch_dtype")
+"""Where a config declares its dtype, in transformers' order of precedence within one level: ``dtype`` wins over its
+older spelling ``torch_dtype`` (``PreTrainedConfig.__post_init__``)."""
+DEFAULT_DTYPE = "float32"
+"""What transformers builds in when a config declares no dtype (torch's default)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeclaredDtype:
+    """The dtype a config declares, and where."""
+
+    name: str
+    """The dtype as the config spells it (``bfloat16``), or ``float32`` when it declares none."""
+    keys: tuple[str, ...] | None
+    """Its key path in the document (``("text_config", "dtype")``); None when the config declares no dtype and
+    transformers' default is assumed."""
 
 
 class Settings:
@@ -70,6 +89,26 @@ class Settings:
             **values,
             **{key: json.loads(item.value) for key, item in self.assumed.items()},
         }
+
+    def declared_dtype(self) -> DeclaredDtype:
+        """The dtype the config declares, with transformers' precedence: the top level first (``_from_config``
+        builds in the top-level config's dtype, and ``from_pretrained`` reads no other), then the settings'
+        level (a wrapped model's ``text_config``: Qwen3.5 declares its dtype only there)."""
+        levels: list[tuple[tuple[str, ...], Mapping[str, Any]]] = [(self.document.root, self.values)]
+        if self.document.root:
+            levels.insert(0, ((), self.document.data))
+        for path, level in levels:
+            for key in DTYPE_KEYS:
+                value = level.get(key)
+                if value is None:
+                    continue
+                if not isinstance(value, str) or value not in SAFETENSORS_DTYPES:
+                    span = self.document.spans.get((*path, key))
+                    got = _describe(value)
+                    said = f"unknown dtype {value!r}" if isinstance(value, str) else f"expected a dtype, got {got}"
+                    raise InputError(f"{key}: {said}", path=self.document.path, line=span.start if span else None)
+                return DeclaredDtype(name=value, keys=(*path, key))
+        return DeclaredDtype(name=DEFAULT_DTYPE, keys=None)
 
     def missing(self, keys: Iterable[str]) -> list[str]:
         """The keys of ``keys`` that neither the config nor an assumption sets."""

@@ -232,22 +232,34 @@ def choose_source_file(
     """
     if prefer not in PREFERENCES:
         raise ValueError(f"prefer must be one of {', '.join(PREFERENCES)}, got {prefer!r}")
-    if prefer == "transformers":
-        return _transformers_source(family_transformers_model_type, fallback_reason=None)
-    relative, problem = remote_code_file(config_data)
-    if relative is not None:
-        found = _remote_source(relative, model_folder=model_folder, repo=repo)
-        if found is not None:
-            return found
-        named = f"the config's auto_map names {relative}" + (f" (revision {revision})" if revision else "")
-        if model_folder is None:
-            problem = f"{named}, but there is no model folder to read it from (a bundled config)"
-        else:
-            problem = f"{named}, which is not in the model folder {model_folder}"
+    problem = None
+    if prefer != "transformers":
+        relative, problem = remote_code_file(config_data)
+        if relative is not None:
+            found = _remote_source(relative, model_folder=model_folder, repo=repo)
+            if found is not None:
+                return found
+            named = f"the config's auto_map names {relative}" + (f" (revision {revision})" if revision else "")
+            if model_folder is None:
+                problem = f"{named}, but there is no model folder to read it from (a bundled config)"
+            else:
+                problem = f"{named}, which is not in the model folder {model_folder}"
     if prefer == "remote":
         said = problem or "the config's auto_map names no modeling module for AutoModelForCausalLM or AutoModel"
         raise InputError(f"no remote modeling code to read: {said}", path=str(model_folder or repo or "config.json"))
-    return _transformers_source(family_transformers_model_type, fallback_reason=problem)
+    try:
+        return _transformers_source(family_transformers_model_type, fallback_reason=problem)
+    except InputError as missing:
+        # No file to cite is a gap in the provenance, not bad input: every node says "source not located" and why.
+        empty = SourceFile(
+            path=missing.location.path,
+            text="",
+            revision="not located",
+            revision_kind=RevisionKind.PACKAGE_VERSION,
+            url_template=None,
+        )
+        reason = f"{missing.message}; no code is cited" + (f" ({problem})" if problem else "")
+        return _with_origin(empty, SourceOrigin.TRANSFORMERS, repo=TRANSFORMERS_REPO, fallback_reason=reason)
 
 
 def remote_code_file(config_data: Mapping[str, Any]) -> tuple[str | None, str | None]:

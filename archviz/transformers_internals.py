@@ -34,21 +34,41 @@ def config_class(model_type: str) -> type[PretrainedConfig] | None:
     return found
 
 
-def auto_model_mappings() -> tuple[Mapping[type, Any], Mapping[type, Any]]:
-    """The auto classes' registries, config class -> model class(es): causal-LM heads first, then base models.
+def auto_model_mappings() -> tuple[tuple[str, Mapping[type, Any]], ...]:
+    """The Auto classes' registries, config class -> model class(es), each with its Auto class's name.
 
-    ``models.auto.modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING`` and ``MODEL_MAPPING``, which is what
-    ``AutoModelForCausalLM`` and ``AutoModel`` look a config up in. A value is a class or a tuple of classes.
+    ``models.auto.modeling_auto``'s ``MODEL_FOR_CAUSAL_LM_MAPPING``, ``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING``,
+    ``MODEL_FOR_MULTIMODAL_LM_MAPPING`` and ``MODEL_MAPPING``: what ``AutoModelForCausalLM``,
+    ``AutoModelForImageTextToText``, ``AutoModelForMultimodalLM`` and ``AutoModel`` look a config up in. A value is
+    a class or a tuple of classes.
     """
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING
+    from transformers.models.auto import modeling_auto
 
-    return MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING
+    return (
+        ("AutoModelForCausalLM", modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING),
+        ("AutoModelForImageTextToText", modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING),
+        ("AutoModelForMultimodalLM", modeling_auto.MODEL_FOR_MULTIMODAL_LM_MAPPING),
+        ("AutoModel", modeling_auto.MODEL_MAPPING),
+    )
 
 
-def instantiate(model_class: Any, config: PretrainedConfig) -> nn.Module:
-    """``model_class._from_config(config)``: what ``AutoModel*.from_config`` calls (the config's dtype and
-    attention choice applied), on whatever device is current, e.g. inside ``torch.device("meta")``."""
-    module: nn.Module = model_class._from_config(config)
+def text_config_class(config_class: type) -> type | None:
+    """A wrapper config's ``text_config`` class (``PretrainedConfig.sub_configs``), or None for a plain config."""
+    sub_configs = getattr(config_class, "sub_configs", None) or {}
+    found = sub_configs.get("text_config") if isinstance(sub_configs, Mapping) else None
+    return found if isinstance(found, type) else None
+
+
+def instantiate(model_class: Any, config: PretrainedConfig, *, dtype: str | None = None) -> nn.Module:
+    """``model_class._from_config(config, dtype=...)``: what ``AutoModel*.from_config`` calls (the config's attention
+    choice applied), on whatever device is current, e.g. inside ``torch.device("meta")``. ``dtype`` (a torch dtype's
+    name) is built in, and set on the config and its sub-configs; None leaves the config's own (top-level) dtype."""
+    if dtype is None:
+        module: nn.Module = model_class._from_config(config)
+        return module
+    import torch
+
+    module = model_class._from_config(config, dtype=getattr(torch, dtype))
     return module
 
 
@@ -73,6 +93,33 @@ def revert_weight_conversion(model: PreTrainedModel, state: dict[str, torch.Tens
 
     reverted: dict[str, torch.Tensor] = revert(model, state)
     return reverted
+
+
+@contextmanager
+def one_conversion_mapping(model: PreTrainedModel) -> Iterator[None]:
+    """For the duration, :func:`revert_weight_conversion` reuses one conversion mapping instead of building it
+    again on every call (``get_model_conversion_mapping`` walks every module: most of a call's cost).
+
+    ``revert_weight_conversion`` uses ``model._weight_conversions`` when it is set (a model loaded with
+    ``from_pretrained``), else builds ``get_model_conversion_mapping(model, add_legacy=False)`` without its
+    ``PrefixChange`` transforms; the same list is attached here, and taken off afterwards.
+    """
+    if getattr(model, "_weight_conversions", None) is not None:
+        yield
+        return
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import PrefixChange
+
+    built = get_model_conversion_mapping(model, add_legacy=False)
+    kept = [transform for transform in built if not isinstance(transform, PrefixChange)]
+    if not kept:  # nothing to revert: the function returns the state as it is, quickly, on its own
+        yield
+        return
+    setattr(model, "_weight_conversions", kept)  # noqa: B010 - nn.Module's __setattr__ is typed for modules
+    try:
+        yield
+    finally:
+        del model._weight_conversions
 
 
 def has_switchable_experts(model: PreTrainedModel) -> bool:

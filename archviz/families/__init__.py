@@ -9,7 +9,8 @@ Choosing a hand-written family imports neither torch nor transformers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from archviz.config import ConfigDocument
@@ -18,6 +19,7 @@ from archviz.families import deepseek_v3, generic, kimi_linear, llama
 from archviz.families.registry import Family
 from archviz.graph import Assumption, Graph, ModelInfo
 from archviz.modeltree import CodeReader
+from archviz.recipe import LEFT_OUT_KEYS
 from archviz.settings import Settings
 
 FAMILIES: tuple[Family, ...] = (deepseek_v3.FAMILY, kimi_linear.FAMILY, *llama.FAMILIES)
@@ -36,28 +38,57 @@ def family_for(model: ModelInfo) -> Family | None:
     return family_named(model.family)
 
 
+def declared_model_type(document: ConfigDocument) -> str | None:
+    """The config's ``model_type`` as transformers reads it: the top level's, else (a file holding only a wrapped
+    model's ``text_config``, Kimi-K3's published part) the settings' own."""
+    for level in (document.data, document.settings):
+        model_type = level.get("model_type")
+        if isinstance(model_type, str) and model_type:
+            return model_type
+    return None
+
+
+def declared_architecture(document: ConfigDocument) -> str | None:
+    """The config's first ``architectures`` entry: the top level's (the class transformers builds for the file),
+    else the settings' own."""
+    for level in (document.data, document.settings):
+        architectures = level.get("architectures")
+        if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
+            return architectures[0]
+    return None
+
+
 def find_family(document: ConfigDocument, *, transformers_ships: Callable[[str], bool]) -> Family:
     """The family for a config, or an error naming what the config says it is.
 
-    ``transformers_ships`` answers whether the installed transformers has a config class for a model_type; it is
-    asked only about model_types no hand-written family accepts.
+    The top-level ``model_type`` decides, as it does for transformers (a wrapper such as ``qwen3_5_moe`` is read
+    whole, vision tower included); a wrapped model's ``text_config`` type only when the top level names none or one
+    transformers does not ship. ``transformers_ships`` answers whether the installed transformers has a config class
+    for a model_type; it is asked only about model_types no hand-written family accepts.
     """
-    settings = document.settings
-    model_type = settings.get("model_type", document.data.get("model_type"))
-    architectures = settings.get("architectures") or []
+    top = document.data.get("model_type")
+    inner = document.settings.get("model_type") if document.root else None
+    candidates = [value for value in (top, inner) if isinstance(value, str) and value]
+    for model_type in dict.fromkeys(candidates):
+        for family in FAMILIES:
+            if model_type in family.model_types:
+                return family
+        if transformers_ships(model_type):
+            # No hand-written table, but transformers ships the modeling code: read the graph off it
+            # (before the architecture fallback, which is for model_types transformers does not know).
+            return generic.family(model_type)
+    architectures = [
+        name
+        for level in (document.data, document.settings)
+        if isinstance(level.get("architectures"), list)
+        for name in level["architectures"]
+    ]
     for family in FAMILIES:
-        if model_type in family.model_types:
-            return family
-    if isinstance(model_type, str) and model_type and transformers_ships(model_type):
-        # No hand-written table, but transformers ships the modeling code: read the graph off it
-        # (before the architecture fallback, which is for model_types transformers does not know).
-        return generic.family(model_type)
-    for family in FAMILIES:
-        if isinstance(architectures, list) and any(name in family.architectures for name in architectures):
+        if any(name in family.architectures for name in architectures):
             return family
     known = ", ".join(sorted(t for family in FAMILIES for t in family.model_types))
-    said = f"model_type {model_type!r}" if model_type else "no model_type"
-    line = document.span("model_type")
+    said = f"model_type {candidates[0]!r}" if candidates else "no model_type"
+    line = document.spans.get(("model_type",)) or document.span("model_type")
     raise InputError(
         f"{said} is not a supported architecture (supported: {known})",
         path=document.path,
@@ -87,18 +118,51 @@ def build_graph(
     ``read_code`` is the meta stage's reader of transformers' modeling code (the pipeline's); only a family that
     reads the code (the generic family) calls it.
     """
-    architectures = document.settings.get("architectures")
-    architecture = architectures[0] if isinstance(architectures, list) and architectures else None
-    model_type = document.settings.get("model_type", document.data.get("model_type"))
+    model_type = _chosen_model_type(document, family)
+    architecture = declared_architecture(document)
     model = ModelInfo(
         name=name,
-        model_type=str(model_type or family.transformers_model_type),
+        model_type=model_type or family.transformers_model_type,
         family=family.name,
         transformers_model_type=family.transformers_model_type,
-        architecture=str(architecture) if architecture else None,
+        architecture=architecture,
         repo=repo,
         revision=revision,
         config_path="config.json",
     )
     graph = family.build(settings, model, read_code)
-    return replace(graph, assumptions=tuple(settings.assumed[key] for key in sorted(settings.assumed)))
+    assumptions = [settings.assumed[key] for key in sorted(settings.assumed)]
+    dtype = settings.declared_dtype()
+    if dtype.keys is None:
+        assumptions.append(
+            Assumption(
+                key="dtype",
+                value=json.dumps(dtype.name),
+                source="the config declares no dtype (dtype or torch_dtype): transformers' default is assumed",
+            )
+        )
+    return replace(
+        graph,
+        assumptions=tuple(assumptions),
+        not_modelled=(*graph.not_modelled, *_unread_parts(document, family, model)),
+    )
+
+
+def _chosen_model_type(document: ConfigDocument, family: Family) -> str | None:
+    """The declared model_type the family was chosen by: the top level's unless only the sub-config's matched."""
+    top, inner = document.data.get("model_type"), document.settings.get("model_type")
+    if document.root and isinstance(inner, str) and (inner in family.model_types or top is None):
+        return inner
+    return declared_model_type(document)
+
+
+def _unread_parts(document: ConfigDocument, family: Family, model: ModelInfo) -> list[str]:
+    """Sub-configs beside the one a family reads (a wrapper's vision_config), said to be left out."""
+    if not document.root or model.model_type == document.data.get("model_type"):
+        return []
+    where = ".".join(document.root)
+    return [
+        f"{key}: this file's {key} is not modelled; the {family.name} family describes its {where} alone"
+        for key, value in document.data.items()
+        if key.endswith("_config") and isinstance(value, Mapping) and key not in (*document.root, *LEFT_OUT_KEYS)
+    ]

@@ -53,6 +53,7 @@ from archviz.locators import Category, Locator, Role, attribute, method
 from archviz.modeltree import CodeReader, CodeRequest, ModuleRecord, ModuleTree, ShapeTrace
 from archviz.pins import SourceFile
 from archviz.provenance import class_attributes, find_site
+from archviz.recipe import transformers_recipe
 from archviz.settings import LAYER_COUNT_KEYS, Settings
 
 NAME = "generic"
@@ -87,6 +88,9 @@ DIMENSION_KEYS = (
     "kv_lora_rank",
     "q_lora_rank",
 )
+
+# Words in the module path of a vision or audio encoder's repeated blocks, which are not the model's layers.
+TOWER_WORDS = ("vision", "visual", "image", "audio", "speech")
 
 # Words in the name of a layer's token-mixing child (``self_attn``, ``mixer``, ``mamba``), for the layer map.
 MIXER_WORDS = ("attn", "attention", "mixer", "mamba", "ssm", "linear_attn")
@@ -198,10 +202,7 @@ def build(settings: Settings, model: ModelInfo, read_code: CodeReader) -> Graph:
             settings.count(key)
     code = read_code(
         CodeRequest(
-            config=dict(settings.values),
-            model_type=model.transformers_model_type,
-            architecture=model.architecture,
-            config_path=settings.document.path,
+            recipe=transformers_recipe(settings, model),
             batch=TRACE_BATCH,
             prefill=TRACE_PREFILL,
             past=TRACE_PAST,
@@ -459,17 +460,21 @@ class CodeGraph:
         return candidate
 
     def _group_kind(self, attr: str, class_name: str, is_layer: bool) -> GroupKind:
+        # The attribute name first, then the end of the class name: a family's prefix (``Qwen3_5Moe``) says
+        # nothing about what one of its modules is.
         lowered, name = attr.lower(), class_name.lower()
         if is_layer:
             return GroupKind.BLOCK
         if "experts" in name:
             return GroupKind.EXPERTS
-        if "moe" in name or "sparse" in name:
-            return GroupKind.MOE
-        if "attn" in lowered or "attention" in lowered or "attention" in name:
+        if "attn" in lowered or "attention" in lowered:
             return GroupKind.ATTENTION
-        if any(word in lowered for word in ("mlp", "ffn", "feed_forward", "intermediate")) or "mlp" in name:
+        if name.endswith(("moeblock", "moe", "sparseblock")) or "sparsemoe" in name:
+            return GroupKind.MOE
+        if any(word in lowered for word in ("mlp", "ffn", "feed_forward", "intermediate")) or name.endswith("mlp"):
             return GroupKind.MLP
+        if name.endswith("attention"):
+            return GroupKind.ATTENTION
         return GroupKind.BLOCK
 
     # -- the graph ---------------------------------------------------------------------------------
@@ -671,14 +676,29 @@ class CodeGraph:
         path = self.tree.input_embeddings
         return node_of_path.get(path) if path is not None else None
 
-    def _layers(self, folded: list[_Folded]) -> list[Layer]:
-        """The layer map, when one repeated list holds the model's layers."""
+    def _layer_list(self, folded: list[_Folded]) -> str | None:
+        """The repeated list that holds the model's (language model's) layers: the only one, else the one of
+        ``num_hidden_layers`` items outside a vision or audio tower (Qwen3.5's text layers beside its vision
+        blocks); None when that does not pick one."""
         lists = {i.template.split(".{layer}")[0] for entry in folded for i in entry.instances if i.layer is not None}
-        if len(lists) != 1:
-            return []
-        prefix = lists.pop()
+        if len(lists) <= 1:
+            return next(iter(lists), None)
+        expected = self.s.values.get("num_hidden_layers")
+        sized = [prefix for prefix in lists if len(self._list_items(prefix)) == expected]
+        text = [prefix for prefix in sized if not any(word in prefix.lower() for word in TOWER_WORDS)]
+        return text[0] if len(text) == 1 else None
+
+    def _list_items(self, prefix: str) -> list[tuple[str, ModuleRecord]]:
         depth = prefix.count(".") + 1
-        items = [(p, m) for p, m in self.modules.items() if p.startswith(prefix + ".") and p.count(".") == depth]
+        return [(p, m) for p, m in self.modules.items() if p.startswith(prefix + ".") and p.count(".") == depth]
+
+    def _layers(self, folded: list[_Folded]) -> list[Layer]:
+        """The layer map of the model's layer list (``_layer_list``), each layer's kind from ``layer_types`` when
+        the config lists them, else from its token-mixing children."""
+        prefix = self._layer_list(folded)
+        if prefix is None:
+            return []
+        items = self._list_items(prefix)
         types = self.s.values.get("layer_types")
         layers: list[Layer] = []
         for path, module in items:

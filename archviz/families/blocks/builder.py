@@ -42,10 +42,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 def checkpoint_dtypes(settings: Settings) -> tuple[str, tuple[int, int] | None]:
     """The unquantized dtype and, for FP8 block quantization, the block size."""
-    key = "torch_dtype" if settings.has("torch_dtype") else "dtype"
-    name = settings.text(key, default="float32")
-    if name not in SAFETENSORS_DTYPES:
-        raise settings.fail((key,), f"unknown dtype {name!r}")
+    name = settings.declared_dtype().name  # a known dtype: torch_dtype/dtype with transformers' precedence
     quantization = settings.mapping("quantization_config")
     if quantization is None:
         return SAFETENSORS_DTYPES[name], None
