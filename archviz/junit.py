@@ -55,15 +55,14 @@ def junit_xml(name: str, graph: Graph, verification: Verification, *, strict: bo
 def _node_problems(
     node: str, check: NodeCheck | None, shape: NodeShape | None, verification: Verification
 ) -> Iterable[str]:
-    if check is not None and check.verdict is not Verdict.OK:
-        yield (
-            f"parameters: the graph counts {check.analytic:,}, the meta model {check.meta}, "
-            f"the checkpoint {check.checkpoint}"
-        )
-    for tensor in verification.tensors:
+    for tensor in verification.tensors:  # the most specific first: the tensor, then the node's count
         if tensor.node == node:
             said = f"(expected {tensor.expected}, found {tensor.found})"
             yield f"{tensor.leg}: {tensor.name} {tensor.verdict.value} {said}"
+    if check is not None and check.verdict is not Verdict.OK:
+        counts = {"the meta model": check.meta, "the checkpoint": check.checkpoint}
+        held = ", ".join(f"{leg} {count:,}" for leg, count in counts.items() if count is not None)
+        yield f"parameters: the graph counts {check.analytic:,}, {held}"
     if shape is not None and shape.status in (ShapeVerdict.MISMATCH, ShapeVerdict.FAILED):
         yield f"shape: {shape.reason}"
         for item in verification.shapes:

@@ -133,7 +133,8 @@ def _leg(trace: ShapeTrace, checks: list[ShapeCheck], nodes: list[NodeShape], gr
         for check in checks
         if check.verdict is ShapeVerdict.MISMATCH
     ]
-    kinds = {node.id: node.kind for node in graph.nodes}
+    # A main-model tensor state whose shape is not checked is a gap (--strict fails on it); MTP layers are not traced.
+    states = {node.id for node in graph.nodes if node.kind is NodeKind.TENSOR and node.part is Part.MAIN}
     findings += [
         Finding(
             leg=legs.SHAPES,
@@ -142,7 +143,7 @@ def _leg(trace: ShapeTrace, checks: list[ShapeCheck], nodes: list[NodeShape], gr
             strict_only=True,
         )
         for status in nodes
-        if status.status is ShapeVerdict.NOT_CHECKED and kinds[status.node] is NodeKind.TENSOR
+        if status.status is ShapeVerdict.NOT_CHECKED and status.node in states
     ]
     checked = sum(1 for status in nodes if status.status is ShapeVerdict.OK)
     compared = {"nodes": len(nodes), "nodes shape-checked": checked, "layers traced": layers}

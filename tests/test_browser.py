@@ -18,8 +18,7 @@ from archviz.site import write_site
 
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)",
-                allow_module_level=True)
+    pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
 REPO = Path(__file__).parent.parent
@@ -79,8 +78,9 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     profile = tmp_path_factory.mktemp("chromium-profile")
     with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
-                                              env={**os.environ, "HOME": str(profile)})
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, env={**os.environ, "HOME": str(profile)}
+        )
         yield chromium
         chromium.close()
     shutil.rmtree(profile, ignore_errors=True)
@@ -116,8 +116,9 @@ PAGES = {
 
 
 @pytest.mark.parametrize("name", PAGES)
-def test_page_loads_cleanly_and_is_screenshotted(sites: dict[str, Path], open_page: Callable[..., Any],
-                                                 name: str) -> None:
+def test_page_loads_cleanly_and_is_screenshotted(
+    sites: dict[str, Path], open_page: Callable[..., Any], name: str
+) -> None:
     for label, viewport, scheme in (("wide", WIDE, "light"), ("phone", PHONE, "dark")):
         page, watch = open_page(sites["k2"] / PAGES[name], viewport=viewport, scheme=scheme)
         assert watch.clean(), watch
@@ -186,8 +187,16 @@ def test_the_watch_catches_what_it_looks_for(tmp_path: Path, open_page: Callable
     assert page.evaluate("window.__pwned") == 1
 
 
-@pytest.mark.parametrize("page_path", ["index.html", "hostile/index.html", "hostile/nodes/mlp.act.html",
-                                       "hostile/nodes/moe.selection.html", "hostile/nodes/moe.scores.html"])
+@pytest.mark.parametrize(
+    "page_path",
+    [
+        "index.html",
+        "hostile/index.html",
+        "hostile/nodes/mlp.act.html",
+        "hostile/nodes/moe.selection.html",
+        "hostile/nodes/moe.scores.html",
+    ],
+)
 def test_hostile_config_runs_nothing(sites: dict[str, Path], open_page: Callable[..., Any], page_path: str) -> None:
     page, watch = open_page(sites["hostile"] / page_path)
     page.fill("#search-input", "img")  # search results are built from the index: must stay text
@@ -197,8 +206,13 @@ def test_hostile_config_runs_nothing(sites: dict[str, Path], open_page: Callable
     assert page.locator("img").count() == 0
     sources = page.evaluate("Array.from(document.scripts, s => s.getAttribute('src'))")
     assert [src.rsplit("/", 1)[-1] for src in sources] == ["archviz.js", "search-index.js"]
-    assert page.evaluate("Array.from(document.querySelectorAll('*')).some("
-                         "e => Array.from(e.attributes).some(a => a.name.startsWith('on')))") is False
+    assert (
+        page.evaluate(
+            "Array.from(document.querySelectorAll('*')).some("
+            "e => Array.from(e.attributes).some(a => a.name.startsWith('on')))"
+        )
+        is False
+    )
     assert watch.clean(), watch
     if page_path.endswith("mlp.act.html"):
         assert "<script>alert(1)</script>" in page.locator("article").inner_text()

@@ -37,7 +37,8 @@ def test_partial_config_gives_the_token_embedding_and_names_missing_keys() -> No
     embedding = next(node for node in document["nodes"] if node["id"] == "token-embedding")
     assert embedding["parameters_per_instance"] == 163_840 * 7_168 == 1_174_405_120
     assert embedding["calculation"][0]["arithmetic"] == "163,840 × 7,168"
-    assert {item["key"] for item in document["assumptions"]} == {"hidden_size", "vocab_size"}
+    # The config declares no dtype: float32, transformers' default, is an assumption too.
+    assert {item["key"] for item in document["assumptions"]} == {"hidden_size", "vocab_size", "dtype"}
     assert [node["id"] for node in document["nodes"]] == ["token-embedding", "embedded-state"]
 
 
@@ -94,9 +95,25 @@ def test_completed_k3_builds_attnres_output_gate_and_situ() -> None:
 
 
 def test_check_says_what_it_cannot_witness() -> None:
+    """Regression: with nothing compared, check printed "everything checked agrees" and exited 0."""
     result = runner.invoke(app, ["check", "kimi-k3", "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     report = json.loads(result.stdout)
+    assert report["outcome"] == "unverified" and not report["agrees"]
     assert report["totals"]["meta_model"] is None
-    assert any("the config is partial" in item for item in report["unchecked"])
-    assert report["sentence"] == "Derived from the configuration; no other leg was available to verify it."
+    legs = {leg["name"]: leg for leg in report["legs"]}
+    assert {name: leg["status"] for name, leg in legs.items()} == {
+        "analytic graph": "ran",
+        "meta model": "skipped",
+        "shape trace": "skipped",
+        "checkpoint": "skipped",
+    }
+    assert "the config is partial" in legs["meta model"]["reason"]
+    assert report["sentence"].startswith("Unverified: no witness independent of the graph ran (meta model skipped")
+    text = runner.invoke(app, ["check", "kimi-k3"], env={"COLUMNS": "200"})
+    assert text.exit_code == 3
+    said = " ".join(text.stdout.split())
+    assert "unverified: nothing independent of the analytic graph ran — meta model skipped: the config is partial" in said
+    allowed = runner.invoke(app, ["check", "kimi-k3", "--allow-unverified"], env={"COLUMNS": "200"})
+    assert allowed.exit_code == 0 and "unverified" in allowed.stdout
+    assert "agree" not in allowed.stdout.replace("disagree", "")

@@ -42,7 +42,7 @@ UNVERIFIED = "Derived from the config; this count has not been verified against 
 SCRIPT = "<script>alert(1)</script>"
 ATTRIBUTE = '"><img src=x onerror=alert(1)>'
 CLOSE_SCRIPT = "</script>"
-PWNED = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=1\">"
+PWNED = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
 
 
 # -- a minimal HTML tree, enough to ask "which element has this class and what text does it hold" ----
@@ -270,8 +270,12 @@ def test_overview_shows_figures_diagram_chart_layers_and_config(k2_site: Path, k
     assert "Multi-token prediction none" in figures
     assert "Not verified" in squash(page.find("section").text())
     boxes = {squash(e.find("p", "box-title").text()) for e in page.find_all("li", "box")}
-    assert {"Decoder block ×61 (layers 0–60)", "Routed experts ×384 per layer (layers 1–60)",
-            "Dense SwiGLU MLP ×1 (layer 0)", "Mixture of experts ×60 (layers 1–60)"} <= boxes
+    assert {
+        "Decoder block ×61 (layers 0–60)",
+        "Routed experts ×384 per layer (layers 1–60)",
+        "Dense SwiGLU MLP ×1 (layer 0)",
+        "Mixture of experts ×60 (layers 1–60)",
+    } <= boxes
     chips = page.find_all("li", "chip")
     assert {e.attrs.get("id") for e in chips} >= {f"diagram-{node.id}" for node in k2.graph.nodes}
     shares = {squash(row.find("th").text()): squash(row.text()) for row in page.find("table", "shares").find_all("tr")}
@@ -366,8 +370,9 @@ def test_failed_render_leaves_previous_site_intact(k2: ModelDocs, tmp_path: Path
     broken = tmp_path / "broken-templates"
     broken.mkdir()
     # Cards render after the home page, the assets and the overview: this fails midway.
-    (broken / "card.html").write_text('{% extends "base.html" %}{% block main %}{{ no_such_variable.boom }}'
-                                      "{% endblock %}", encoding="utf-8")
+    (broken / "card.html").write_text(
+        '{% extends "base.html" %}{% block main %}{{ no_such_variable.boom }}{% endblock %}', encoding="utf-8"
+    )
     with pytest.raises(InputError, match="the template failed: 'no_such_variable' is undefined"):
         write_site([k2], out, template_dir=broken)
     assert read_tree(out) == before
@@ -378,8 +383,9 @@ def test_user_templates_come_first(k2: ModelDocs, tmp_path: Path) -> None:
     custom = tmp_path / "templates"
     (custom / "assets").mkdir(parents=True)
     (custom / "assets" / "archviz.css").write_text("body { color: teal; }\n", encoding="utf-8")
-    (custom / "card.html").write_text('{% extends "base.html" %}{% block main %}<p>custom {{ view.title }}</p>'
-                                      "{% endblock %}", encoding="utf-8")
+    (custom / "card.html").write_text(
+        '{% extends "base.html" %}{% block main %}<p>custom {{ view.title }}</p>{% endblock %}', encoding="utf-8"
+    )
     write_site([k2], tmp_path / "site", template_dir=custom)
     assert "<p>custom Token embedding</p>" in card(tmp_path / "site", "token-embedding")
     assert (tmp_path / "site" / "assets" / "archviz.css").read_text() == "body { color: teal; }\n"
@@ -504,13 +510,16 @@ def test_unsafe_evidence_url_is_not_linked(k2: ModelDocs) -> None:
 
 @pytest.fixture
 def hostile_site(write_config: Callable[..., Path], tmp_path: Path) -> Path:
-    folder = write_config({
-        "architectures": [ATTRIBUTE],
-        "hidden_act": SCRIPT,  # shown as the activation setting of the MLP and expert cards
-        "topk_method": CLOSE_SCRIPT,  # shown as the routing method setting
-        "scoring_func": PWNED,
-        "x_note": f"{SCRIPT} {ATTRIBUTE} {CLOSE_SCRIPT} \u2028 &amp;",  # shown in the whole config
-    }, name="hostile")
+    folder = write_config(
+        {
+            "architectures": [ATTRIBUTE],
+            "hidden_act": SCRIPT,  # shown as the activation setting of the MLP and expert cards
+            "topk_method": CLOSE_SCRIPT,  # shown as the routing method setting
+            "scoring_func": PWNED,
+            "x_note": f"{SCRIPT} {ATTRIBUTE} {CLOSE_SCRIPT} \u2028 &amp;",  # shown in the whole config
+        },
+        name="hostile",
+    )
     out = tmp_path / "site"
     write_site([describe_model(str(folder))], out)
     return out

@@ -134,6 +134,7 @@ def git(folder: Path, *arguments: str) -> str:
 # ---------------------------------------------------------------------------------------------------
 # The locators the builders attach: every one, on the transformers file of its family
 
+
 # Configs that make every node a hand-written builder can build: the bundled models, DeepSeek-V3 (MTP, the query
 # LoRA), Moonlight (a plain query projection), Kimi Linear with rotary MLA, and every llama-style test config.
 def _kimi_linear_with_rope() -> dict[str, object]:

@@ -1,0 +1,220 @@
+"""`archviz check` as a gate: it cannot pass without checking, swallows nothing, and never blames the input for a bug
+in archviz. Real tiny models written by transformers' save_pretrained, real safetensors files; the failures are
+injected into the real modeling code (a forward that raises) or into archviz (a helper that raises)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from typer.testing import CliRunner
+
+from archviz.cli import app
+from tests.test_verify import TINY_DEEPSEEK, save_tiny
+
+runner = CliRunner()
+
+
+def check(*args: str) -> Any:
+    return runner.invoke(app, ["check", *args], env={"COLUMNS": "200"})
+
+
+def report_of(*args: str) -> tuple[int, dict[str, Any]]:
+    result = check(*args, "--json")
+    return result.exit_code, json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("gate") / "model", TINY_DEEPSEEK)
+
+
+def copy_of(folder: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "model"
+    shutil.copytree(folder, target)
+    return target
+
+
+def rewrite(folder: Path, edit: Any) -> None:
+    path = folder / "model.safetensors"
+    with safe_open(path, framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118 - safe_open API
+    edit(tensors)
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+def config_only(folder: Path, tmp_path: Path, **changes: Any) -> Path:
+    """The model's config.json alone (no checkpoint), with ``changes`` (None drops a key)."""
+    target = tmp_path / "config-only"
+    target.mkdir()
+    config = json.loads((folder / "config.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    (target / "config.json").write_text(json.dumps(config, indent=2))
+    return target
+
+
+def legs_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {leg["name"]: leg for leg in report["legs"]}
+
+
+def test_a_meta_forward_that_raises_fails_naming_the_module(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: trace errors were collected and never read; nodes past them disappeared, with exit 0."""
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("the dense MLP is broken")
+
+    monkeypatch.setattr(modeling_deepseek_v3.DeepseekV3MLP, "forward", broken)
+    code, report = report_of(str(tiny))
+    assert code == 1
+    shapes = legs_of(report)["shape trace"]
+    assert shapes["status"] == "failed" and not shapes["internal_error"]
+    assert shapes["reason"] == "the prefill pass raised in model.layers.0.mlp: ValueError: the dense MLP is broken"
+    inspected = json.loads(runner.invoke(app, ["inspect", str(tiny), "--json"]).stdout)
+    per_node = {item["id"]: item for item in report["shape_report"]["per_node"]}
+    assert list(per_node) == [node["id"] for node in inspected["nodes"]]  # no node dropped
+    assert per_node["mlp.down-proj"]["status"] == "failed"
+    assert "model.layers.0.mlp raised: ValueError" in per_node["mlp.down-proj"]["reason"]
+    assert per_node["final-norm"]["status"] == "not checked"
+    assert "raised in model.layers.0.mlp" in per_node["final-norm"]["reason"]
+    text = check(str(tiny))
+    assert "model.layers.0.mlp" in text.stdout and "the dense MLP is broken" in text.stdout
+
+
+def test_nodes_after_a_stand_in_are_not_checked(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3
+
+    def needs_data(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("this operator has no meta kernel")
+
+    monkeypatch.setattr(modeling_deepseek_v3.DeepseekV3MoE, "forward", needs_data)
+    code, report = report_of(str(tiny))
+    assert code == 0, report["problems"]  # the other legs agree; the gap is reported, not counted as checked
+    per_node = {item["id"]: item for item in report["shape_report"]["per_node"]}
+    for node in ("final-norm", "final-hidden-state", "lm-head", "logits"):
+        assert per_node[node] == {
+            "id": node,
+            "status": "not checked",
+            "reason": "downstream of a stand-in for model.layers.1.mlp",
+        }
+    assert per_node["attention.o-proj"]["status"] == "ok"  # layer 0 ran before the stand-in
+    assert report["shape_report"]["checked"] < report["shape_report"]["nodes"]
+    strict, _ = report_of(str(tiny), "--strict")
+    assert strict == 1  # tensor states left unchecked fail --strict
+
+
+def test_an_internal_error_is_exit_4_and_named_a_bug(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import archviz.verify
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError("model.layers.0.mlp.gate_proj.weight")
+
+    monkeypatch.setattr(archviz.verify, "pair_names", broken)
+    result = check(str(tiny))
+    assert result.exit_code == 4
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("archviz: internal error (a bug in archviz, not a problem with the input)")
+    assert "while verifying the graph: KeyError" in lines[0] and "--debug" in lines[0]
+    debug = runner.invoke(app, ["check", str(tiny), "--debug"])
+    assert debug.exit_code == 4
+    assert "Traceback (most recent call last)" in debug.stderr and "in broken" in debug.stderr
+    at_front = runner.invoke(app, ["--debug", "check", str(tiny)])
+    assert at_front.exit_code == 4 and "Traceback" in at_front.stderr
+
+
+def test_assumed_values_reach_the_meta_leg(tiny: Path, tmp_path: Path) -> None:
+    """Regression: --assume changed the graph, while the meta model was built with transformers' default."""
+    folder = config_only(tiny, tmp_path, moe_intermediate_size=None)
+    code, report = report_of(str(folder), "--assume", "moe_intermediate_size=16")
+    assert code == 0, report["problems"]
+    assert legs_of(report)["meta model"]["status"] == "ran"
+    assert report["totals"]["meta_model"] == report["totals"]["analytic"]
+    assert any(
+        item.startswith("moe_intermediate_size = 16 is given to transformers") for item in report["normalisations"]
+    )
+
+
+def test_k3_with_assumptions_says_it_skipped_the_meta_leg() -> None:
+    code, report = report_of("kimi-k3", "--partial", "--assume", "intermediate_size=18432")
+    assert code == 3
+    meta = legs_of(report)["meta model"]
+    assert meta["status"] == "skipped"
+    assert "the assumed " in meta["reason"] and "intermediate_size" in meta["reason"]
+
+
+def test_an_unpredicted_integer_tensor_fails_unless_a_packed_quantization_is_declared(
+    tiny: Path, tmp_path: Path
+) -> None:
+    """Regression: unpredicted I8/I32/U16/U32 tensors were excluded as "packed" with no quantization declared."""
+    folder = copy_of(tiny, tmp_path)
+    extra = "model.layers.0.mlp.gate_proj.qzeros"
+    rewrite(folder, lambda t: t.__setitem__(extra, torch.zeros(4, 6, dtype=torch.int32)))
+    code, report = report_of(str(folder))
+    assert code == 1
+    assert [(t["name"], t["verdict"], t["found"]) for t in report["tensors"]] == [(extra, "unexpected", "[4, 6] I32")]
+    config = json.loads((folder / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 32}
+    (folder / "config.json").write_text(json.dumps(config))
+    code, report = report_of(str(folder))
+    assert code == 0, report["problems"]
+    assert any(
+        note.startswith(f"1 tensors the graph does not predict ({extra}, …) are excused") for note in report["notes"]
+    )
+
+
+def test_missing_mtp_layers_fail_under_strict_with_the_reason(tiny: Path, tmp_path: Path) -> None:
+    folder = copy_of(tiny, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_nextn_predict_layers": 1}))
+    code, report = report_of(str(folder))
+    assert code == 0, report["problems"]
+    gap = next(item for item in report["unchecked"] if "multi-token-prediction" in item)
+    assert "save_pretrained writes none" in gap
+    strict = check(str(folder), "--strict")
+    assert strict.exit_code == 1
+    assert "archviz: strict: the config declares multi-token-prediction layers" in strict.stderr
+
+
+def test_buffers_are_compared_with_the_checkpoint(tiny: Path, tmp_path: Path) -> None:
+    folder = copy_of(tiny, tmp_path)
+    name = "model.layers.2.mlp.gate.e_score_correction_bias"
+    rewrite(folder, lambda t: t.pop(name))
+    code, report = report_of(str(folder))
+    assert code == 1
+    assert report["totals"]["checkpoint"]["buffers"] == report["totals"]["analytic"]["buffers"] - 4
+    assert any(problem.startswith("persistent buffers: the graph counts 8") for problem in report["problems"])
+
+
+def test_junit_xml_has_a_case_per_leg_and_node(tiny: Path, tmp_path: Path) -> None:
+    folder = copy_of(tiny, tmp_path)
+    target = "model.layers.1.self_attn.kv_b_proj.weight"
+    rewrite(folder, lambda t: t.__setitem__(target, torch.zeros(64, 9)))
+    out = tmp_path / "out.xml"
+    result = check(str(folder), "--junit-xml", str(out))
+    assert result.exit_code == 1
+    suite = ElementTree.parse(out).getroot()
+    assert suite.tag == "testsuite"
+    cases = {(case.get("classname"), case.get("name")): case for case in suite.iter("testcase")}
+    inspected = json.loads(runner.invoke(app, ["inspect", str(folder), "--json"]).stdout)
+    legs = [name for classname, name in cases if classname == "archviz.legs"]
+    nodes = [name for classname, name in cases if classname == "archviz.nodes"]
+    assert legs == ["analytic graph", "meta model", "shape trace", "checkpoint"]
+    assert nodes == [f"{node['id']} ({node['title']})" for node in inspected["nodes"]]
+    assert int(suite.get("tests", "0")) == len(cases)
+    failing = [name for (classname, name), case in cases.items() if case.find("failure") is not None]
+    assert "checkpoint" in failing and "attention.kv-b-proj (KV up-projection)" in failing
+    failure = cases[("archviz.nodes", "attention.kv-b-proj (KV up-projection)")].find("failure")
+    assert failure is not None and target in (failure.get("message") or "")
+    assert int(suite.get("failures", "0")) == len(failing)
