@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,3 +74,15 @@ def step_of(error: BaseException) -> str | None:
     return next(
         (note.removeprefix(_DOING) for note in getattr(error, "__notes__", ()) if note.startswith(_DOING)), None
     )
+
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def raised_in_archviz(error: BaseException) -> bool:
+    """Whether the innermost frame of ``error``'s traceback is archviz's own code: then it is a bug in archviz,
+    never a problem with the user's input, whatever its type."""
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and Path(frame.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE)

@@ -22,7 +22,7 @@ import copy
 import inspect
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from archviz import transformers_internals as internals
 from archviz.dtypes import SAFETENSORS_DTYPES
-from archviz.errors import InputError
+from archviz.errors import InputError, raised_in_archviz
 from archviz.modeltree import (
     BuildRecord,
     CodeRequest,
@@ -39,11 +39,10 @@ from archviz.modeltree import (
     ModuleRecord,
     ModuleTree,
     Shape,
-    ShapeTrace,
     TensorRecord,
-    TraceNote,
 )
 from archviz.pins import content_hash
+from archviz.tracing import first_line, trace_shapes
 
 if TYPE_CHECKING:
     import torch
@@ -171,54 +170,6 @@ def describe_meta_module(module: nn.Module, *, built: BuildRecord | None = None)
     )
 
 
-def trace_shapes(
-    model: MetaModel | nn.Module,
-    *,
-    batch: int = 2,
-    prefill: int = 5,
-    past: int = 3,
-    experts_implementation: str | None = "batched_mm",
-) -> ShapeTrace:
-    """Run a prefill and a decode forward pass on meta tensors and record every module's output shapes.
-
-    Prefill feeds ``input_ids`` of shape ``(batch, prefill)``. Decode first fills a cache with ``past``
-    positions (that pass is not recorded), then feeds ``(batch, 1)``. ``experts_implementation`` is the
-    transformers experts kernel switched to for the passes and switched back afterwards: ``grouped_mm``
-    and ``batched_mm`` run on meta tensors, the eager loop does not (it calls ``nonzero``). ``None``
-    leaves the model as built. A module whose code cannot run on meta tensors (an operator with no meta kernel, a
-    value read off a tensor) is replaced by a stand-in returning zeros shaped like its input, and reported in
-    ``not_executed``; every output recorded after a stand-in ran is listed in ``downstream``. Any other exception
-    stops the pass and is reported in ``errors`` with the innermost module that was running.
-    """
-    for name, value, least in (("batch", batch, 1), ("prefill", prefill, 1), ("past", past, 1)):
-        if value < least:
-            raise ValueError(f"trace_shapes: {name} must be at least {least}, got {value}")
-    module = model.module if isinstance(model, MetaModel) else model
-    tracer = _Tracer(module)
-    with (
-        tracer.attached(),
-        _eval_mode(module),
-        # Hide transformers' advice about faster kernels: on meta tensors the reference code is what we want.
-        internals.errors_only_logging(),
-        _experts_implementation(module, experts_implementation) as used,
-    ):
-        prefill_logits, decode_logits = tracer.run_passes(batch=batch, prefill=prefill, past=past)
-    return ShapeTrace(
-        batch_size=batch,
-        prefill_tokens=prefill,
-        past_tokens=past,
-        experts_implementation=used,
-        prefill=tracer.shapes["prefill"],
-        decode=tracer.shapes["decode"],
-        prefill_logits=prefill_logits,
-        decode_logits=decode_logits,
-        not_executed=tuple(tracer.not_executed.values()),
-        errors=tuple(tracer.errors),
-        downstream=tracer.downstream,
-        decode_skipped=tracer.decode_skipped,
-    )
-
-
 def read_model_code(request: CodeRequest) -> ModelCode:
     """Build the model ``request`` asks for on the meta device, trace it, and read its module tree.
 
@@ -226,7 +177,9 @@ def read_model_code(request: CodeRequest) -> ModelCode:
     runs before the tree is read, and the module is restored after it (mode, experts kernel, forwards).
     """
     meta = build_from_recipe(request.recipe)
-    trace = trace_shapes(meta, batch=request.batch, prefill=request.prefill, past=request.past)
+    trace = trace_shapes(
+        meta.module, batch=request.batch, prefill=request.prefill, past=request.past, skip_repeats=True
+    )
     return ModelCode(tree=read_module_tree(meta), trace=trace)
 
 
@@ -238,8 +191,10 @@ def read_module_tree(meta: MetaModel) -> ModuleTree:
     saved_names = set(root.state_dict())
     modules = dict(root.named_modules())
     paths = {id(module): path for path, module in modules.items()}
+    lists = {path for path, module in modules.items() if _is_module_list(module)}
+    reverted = _RepeatedReversal(root, lists)
     with _one_conversion_mapping(root):
-        records = [_module_record(root, path, module, aliases, saved_names) for path, module in modules.items()]
+        records = [_module_record(path, module, aliases, saved_names, reverted) for path, module in modules.items()]
     base = getattr(root, "base_model", None)
     return ModuleTree(
         class_name=type(root).__name__,
@@ -251,11 +206,63 @@ def read_module_tree(meta: MetaModel) -> ModuleTree:
         persistent_buffers=meta.persistent_buffers,
         total_parameters=meta.total_parameters,
         total_persistent_buffer_elements=meta.total_persistent_buffer_elements,
+        non_persistent_buffers=tuple(meta.non_persistent_buffers),
+        built=meta.built,
     )
 
 
+class _RepeatedReversal:
+    """A module's tensors in checkpoint layout, reverted once per structure: the same module in another item of a
+    module list (``model.layers.7.mlp`` after ``model.layers.1.mlp``) takes the first one's reversal, renumbered.
+
+    A module tree holds the same modules in every layer, and each reversal costs milliseconds; Kimi-K2.5 has 1,500
+    modules holding tensors. A reversal that does not carry the item's index through is done again, as it is.
+    """
+
+    def __init__(self, root: nn.Module, lists: set[str]) -> None:
+        self.root = root
+        self.lists = lists
+        self.done: dict[tuple[Any, ...], tuple[int, dict[str, Shape]]] = {}
+
+    def __call__(self, path: str, state: dict[str, torch.Tensor]) -> dict[str, Shape]:
+        segments = path.split(".")
+        position = next(
+            (i for i, part in enumerate(segments) if part.isdigit() and ".".join(segments[:i]) in self.lists), None
+        )
+        if position is None:
+            return checkpoint_shapes(self.root, state)
+        index = int(segments[position])
+        template = (*segments[:position], "{}", *segments[position + 1 :])
+        relative = tuple(sorted((name[len(path) :], _shape(tensor), tensor.dtype) for name, tensor in state.items()))
+        key = (template, relative)
+        if key not in self.done:
+            self.done[key] = (index, checkpoint_shapes(self.root, state))
+            return self.done[key][1]
+        first, shapes = self.done[key]
+        renamed: dict[str, Shape] = {}
+        for name, size in shapes.items():
+            moved = _renumber(name, first, index)
+            if moved is None:
+                return checkpoint_shapes(self.root, state)
+            renamed[moved] = size
+        return renamed
+
+
+def _renumber(name: str, old: int, new: int) -> str | None:
+    """``name`` with its first segment equal to ``old`` made ``new``; None when no segment is."""
+    segments = name.split(".")
+    if str(old) not in segments:
+        return None
+    segments[segments.index(str(old))] = str(new)
+    return ".".join(segments)
+
+
 def _module_record(
-    root: nn.Module, path: str, module: nn.Module, aliases: Mapping[str, str], saved_names: set[str]
+    path: str,
+    module: nn.Module,
+    aliases: Mapping[str, str],
+    saved_names: set[str],
+    reverted: _RepeatedReversal,
 ) -> ModuleRecord:
     """One module as a plain record: its own tensors, and them as ``save_pretrained`` writes them."""
     prefix = f"{path}." if path else ""
@@ -269,7 +276,7 @@ def _module_record(
         is_module_list=_is_module_list(module),
         parameters=tuple(_tensor_record(n, p, SAFETENSORS_DTYPES) for n, p in parameters.items()),
         buffers=tuple(_tensor_record(n, b, SAFETENSORS_DTYPES) for n, b in buffers.items()),
-        checkpoint=checkpoint_shapes(root, state) if state else {},
+        checkpoint=reverted(path, state) if state else {},
         children_own_parameters=any(any(True for _ in child.parameters()) for child in module.children()),
         children={name: type(child).__name__ for name, child in module.named_children()},
         classes_below=frozenset(type(sub).__name__ for sub in module.modules()),
@@ -306,10 +313,10 @@ def _instantiate_on_meta(
     try:
         hf_config = config_class.from_dict(settings)
     except Exception as exc:  # transformers validates in __init__ with many exception types
-        if _raised_by_archviz(exc):
+        if raised_in_archviz(exc):
             raise
         raise InputError(
-            f"transformers rejects this {recipe.model_type} config: {type(exc).__name__}: {_first_line(exc)}",
+            f"transformers rejects this {recipe.model_type} config: {type(exc).__name__}: {first_line(exc)}",
             path=config_path,
         ) from exc
     normalisations = list(recipe.normalisations)
@@ -322,11 +329,11 @@ def _instantiate_on_meta(
         with torch.device("meta"):
             module = internals.instantiate(model_class, build_config, dtype=recipe.dtype)
     except Exception as exc:  # a config value the modeling code cannot build (bad size, ratio, name)
-        if _raised_by_archviz(exc):
+        if raised_in_archviz(exc):
             raise
         raise InputError(
             f"transformers cannot build {model_class.__name__} from this config: {type(exc).__name__}: "
-            f"{_first_line(exc)}",
+            f"{first_line(exc)}",
             path=config_path,
         ) from exc
     built = _build_record(module, model_class, hf_config, recipe, chosen_by, normalisations, model_dir)
@@ -440,18 +447,6 @@ def _with_text_config(model_class: Any, hf_config: Any, auto_name: str, normalis
         )
         return model_class, hf_config.get_text_config()
     return model_class, hf_config
-
-
-_PACKAGE = Path(__file__).resolve().parent
-
-
-def _raised_by_archviz(exc: BaseException) -> bool:
-    """Whether the innermost frame of ``exc``'s traceback is archviz's own code (then it is a bug in archviz,
-    never a problem with the user's config)."""
-    frame = exc.__traceback__
-    while frame is not None and frame.tb_next is not None:
-        frame = frame.tb_next
-    return frame is not None and Path(frame.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE)
 
 
 def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str) -> tuple[Any, Any]:
@@ -631,231 +626,3 @@ def _input_embeddings_path(root: nn.Module, paths: Mapping[int, str]) -> str | N
     except (AttributeError, NotImplementedError):
         return None
     return paths.get(id(module)) if module is not None else None
-
-
-# --- tracing ------------------------------------------------------------------------------------------
-
-
-@contextmanager
-def _eval_mode(module: nn.Module) -> Iterator[None]:
-    """Inference behaviour (no dropout, no router jitter) for the duration; each module's mode restored."""
-    modes = {sub: sub.training for sub in module.modules()}
-    module.eval()
-    try:
-        yield
-    finally:
-        for sub, training in modes.items():
-            sub.training = training
-
-
-@contextmanager
-def _experts_implementation(module: nn.Module, wanted: str | None) -> Iterator[str | None]:
-    """Switch the model's experts kernel for the duration, and back; yields the one in use."""
-    from transformers import PreTrainedModel
-
-    if wanted is None or not isinstance(module, PreTrainedModel) or not internals.has_switchable_experts(module):
-        yield None
-        return
-    original = internals.experts_implementation(module)
-    internals.set_experts_implementation(module, wanted)
-    try:
-        # transformers may adjust the request (to what this torch supports): report what is in force.
-        yield internals.experts_implementation(module)[""]
-    finally:
-        internals.set_experts_implementation(module, original)
-
-
-class _Tracer:
-    """Forward hooks recording output shapes, and stand-ins for modules that cannot run on meta."""
-
-    def __init__(self, root: nn.Module) -> None:
-        self.root = root
-        self.paths = {sub: name for name, sub in root.named_modules()}
-        self.phase = "prefill"
-        self.recording = True
-        self.shapes: dict[str, dict[str, tuple[Shape, ...]]] = {"prefill": {}, "decode": {}}
-        self.downstream: dict[str, dict[str, str]] = {"prefill": {}, "decode": {}}
-        self.stand_in_ran: str | None = None
-        """The first stand-in that ran in the current pass (for decode, since the cache-filling pass)."""
-        self.not_executed: dict[tuple[str, str], TraceNote] = {}
-        self.errors: list[TraceNote] = []
-        self.decode_skipped: str | None = None
-        self.stack: list[str] = []
-        self.stubbed_classes: set[type] = set()
-        self.stubbed_modules: list[nn.Module] = []
-
-    @contextmanager
-    def attached(self) -> Iterator[None]:
-        handles = []
-        for sub, path in self.paths.items():
-            handles.append(sub.register_forward_pre_hook(self._enter(path)))
-            handles.append(sub.register_forward_hook(self._leave(path)))
-        try:
-            yield
-        finally:
-            for handle in handles:
-                handle.remove()
-            for sub in self.stubbed_modules:
-                del sub.forward
-
-    def _enter(self, path: str) -> Callable[..., None]:
-        def hook(_module: nn.Module, _args: Any) -> None:
-            self.stack.append(path)
-
-        return hook
-
-    def _leave(self, path: str) -> Callable[..., None]:
-        def hook(_module: nn.Module, _args: Any, output: Any) -> None:
-            # Truncate back to this module even if an inner module raised and something caught it.
-            if path in self.stack:
-                del self.stack[len(self.stack) - 1 - self.stack[::-1].index(path) :]
-            if self.recording and path not in self.shapes[self.phase]:
-                self.shapes[self.phase][path] = tuple(_output_shapes(output))
-                if self.stand_in_ran is not None:
-                    self.downstream[self.phase][path] = self.stand_in_ran
-
-        return hook
-
-    def run_passes(self, *, batch: int, prefill: int, past: int) -> tuple[Shape | None, Shape | None]:
-        import torch
-
-        device = next((p.device for p in self.root.parameters()), torch.device("meta"))
-        forward_parameters = inspect.signature(self.root.forward).parameters
-        cache_argument = next((n for n in ("cache", "past_key_values") if n in forward_parameters), None)
-        takes_keywords = any(item.kind is item.VAR_KEYWORD for item in forward_parameters.values())
-        asks = "use_cache" in forward_parameters or (cache_argument is not None and takes_keywords)
-        extra: dict[str, Any] = {"use_cache": True} if asks else {}
-        # An encoder-decoder's forward needs the decoder's tokens too; its decode step is not traced.
-        decoder = "decoder_input_ids" in forward_parameters
-
-        def tokens(length: int) -> torch.Tensor:
-            return torch.zeros((batch, length), dtype=torch.long, device=device)
-
-        def inputs(length: int) -> dict[str, Any]:
-            given = {"input_ids": tokens(length), **extra}
-            return {**given, "decoder_input_ids": tokens(length)} if decoder else given
-
-        with torch.no_grad():
-            self.phase = "prefill"
-            prefill_output = self._run("prefill", lambda: self.root(**inputs(prefill)))
-            prefill_logits = _logits_shape(prefill_output)
-            name = type(self.root).__name__
-            if decoder:
-                self.decode_skipped = f"{name} is an encoder-decoder model: its decode step is not traced"
-                return prefill_logits, None
-            if cache_argument is None or not extra:
-                self.decode_skipped = f"{name}.forward takes no cache: there is no decode step"
-                return prefill_logits, None
-            if prefill_output is None:
-                return prefill_logits, None
-            self.phase = "decode"
-            self.recording = False
-            filled = self._run("decode", lambda: self.root(**inputs(past)))
-            self.recording = True
-            cache = _cache_of(filled)
-            if cache is None:
-                if filled is not None:
-                    self.errors.append(
-                        TraceNote(phase="decode", module="", message="the cache-filling pass returned no cache")
-                    )
-                return prefill_logits, None
-            decode_output = self._run("decode", lambda: self.root(**inputs(1), **{cache_argument: cache}))
-            return prefill_logits, _logits_shape(decode_output)
-
-    def _run(self, phase: str, call: Callable[[], Any]) -> Any:
-        """Run ``call``; where a module cannot run on meta tensors, stand in for its class and retry; on any other
-        failure record it (with the innermost module running) and give up the pass."""
-        # A stand-in that ran while the cache was filled has made up the cache the decode step reads.
-        carried = self.stand_in_ran if phase == "decode" and self.recording else None
-        while True:
-            self.stack.clear()
-            self.stand_in_ran = carried
-            if self.recording:
-                self.shapes[phase].clear()
-                self.downstream[phase].clear()
-            try:
-                return call()
-            except Exception as exc:  # any failure inside modeling code is reported, never raised
-                failing = self.stack[-1] if self.stack else ""
-                message = f"{type(exc).__name__}: {_first_line(exc)}"
-                internal = _raised_by_archviz(exc)
-                if internal or not _cannot_run_on_meta(exc) or not self._stand_in_for(failing, message):
-                    self.errors.append(TraceNote(phase=phase, module=failing, message=message, internal=internal))
-                    return None
-
-    def _stand_in_for(self, path: str, message: str) -> bool:
-        """Replace every module of the failing module's class by a zeros stand-in; False if not sensible."""
-        from transformers import PreTrainedModel
-
-        failing = self.root.get_submodule(path)
-        if path == "" or isinstance(failing, PreTrainedModel) or type(failing) in self.stubbed_classes:
-            return False
-        self.stubbed_classes.add(type(failing))
-        for sub, sub_path in self.paths.items():
-            if type(sub) is type(failing):
-                sub.forward = self._zeros_like_input(sub_path, message)
-                self.stubbed_modules.append(sub)
-        return True
-
-    def _zeros_like_input(self, path: str, message: str) -> Callable[..., torch.Tensor]:
-        import torch
-
-        def stand_in(*args: Any, **kwargs: Any) -> torch.Tensor:
-            first = next((v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)), None)
-            if first is None:
-                raise RuntimeError("no tensor input to shape a stand-in output like")
-            if self.stand_in_ran is None:
-                self.stand_in_ran = path
-            key = (self.phase, path)
-            if key not in self.not_executed:
-                self.not_executed[key] = TraceNote(
-                    phase=self.phase,
-                    module=path,
-                    message=f"cannot run on meta tensors ({message}); replaced by zeros like its input",
-                )
-            return torch.zeros_like(first)
-
-        return stand_in
-
-
-def _cannot_run_on_meta(exc: BaseException) -> bool:
-    """Whether ``exc`` says the code needs real data (no meta kernel, ``.item()``, ``nonzero``), rather than that it
-    fails: only then does a stand-in make sense."""
-    return isinstance(exc, NotImplementedError) or "meta" in str(exc).lower()
-
-
-def _output_shapes(output: Any) -> Iterator[Shape]:
-    """Shapes of the tensors in a module output, depth first (ModelOutput, tuples, dicts); caches skipped."""
-    import torch
-
-    if isinstance(output, torch.Tensor):
-        yield _shape(output)
-    elif isinstance(output, Mapping):
-        for value in output.values():
-            yield from _output_shapes(value)
-    elif isinstance(output, list | tuple):
-        for value in output:
-            yield from _output_shapes(value)
-
-
-def _logits_shape(output: Any) -> Shape | None:
-    import torch
-
-    logits = output.get("logits") if isinstance(output, Mapping) else None
-    if logits is None and isinstance(output, tuple) and output:
-        logits = output[0]
-    return _shape(logits) if isinstance(logits, torch.Tensor) else None
-
-
-def _cache_of(output: Any) -> Any:
-    if not isinstance(output, Mapping):
-        return None
-    for key in ("cache", "past_key_values"):
-        if (cache := output.get(key)) is not None:
-            return cache
-    return None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -130,6 +130,10 @@ class ModuleTree:
     """Number of parameter elements, each tied weight counted once."""
     total_persistent_buffer_elements: int
     """Number of elements in :attr:`persistent_buffers`."""
+    non_persistent_buffers: tuple[str, ...] = ()
+    """Buffers the modeling code computes and never saves (rotary ``inv_freq``, BERT's ``position_ids``)."""
+    built: BuildRecord | None = None
+    """Which class was built from which file, and why."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,6 +31,8 @@ class ModelDocs:
     """Where each node lives in the modeling code and the config, at a pinned revision."""
     recipe: ModelRecipe
     """What transformers is asked to build from the same config (the meta leg), with archviz's normalisations."""
+    code: ModelCode | None = None
+    """What the meta stage read off the modeling code to build the graph (the generic family), as plain data."""
 
 
 def describe_model(
@@ -57,8 +59,14 @@ def describe_model(
         assumptions=[*where.assumptions, *assumptions],  # the user's own win
         partial=partial or where.partial,
     )
+    read: list[ModelCode] = []  # what the meta stage read, for a family that reads the code (kept for the check)
+
+    def read_code(request: CodeRequest) -> ModelCode:
+        read.append(_read_code(request))
+        return read[-1]
+
     graph = build_graph(
-        config, family, settings, name=name, repo=where.repo, revision=where.revision, read_code=_read_code
+        config, family, settings, name=name, repo=where.repo, revision=where.revision, read_code=read_code
     )
     modeling = choose_source_file(
         family_transformers_model_type=graph.model.transformers_model_type,
@@ -75,6 +83,7 @@ def describe_model(
         totals=compute_totals(graph),
         sources=locate_sources(graph, config, modeling),
         recipe=transformers_recipe(settings, graph.model),
+        code=read[-1] if read else None,
     )
 
 

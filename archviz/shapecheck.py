@@ -107,7 +107,8 @@ def not_run(graph: Graph, reason: str, *, independent: bool) -> ShapeResult:
 
 def shape_leg(graph: Graph, recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None) -> ShapeResult:
     """Trace the reduced model and compare every node's output shape."""
-    from archviz.meta import instantiate_meta_module, trace_shapes
+    from archviz.meta import instantiate_meta_module
+    from archviz.tracing import trace_shapes
 
     layers = layer_prefix(graph)
     reduced = replace(recipe, config=reduced_config(recipe.config, layers))

@@ -24,7 +24,7 @@ from archviz.checkpoint import Checkpoint
 from archviz.errors import InputError
 from archviz.graph import Graph, Part
 from archviz.legs import Finding, Leg, LegStatus, Outcome
-from archviz.modeltree import BuildRecord
+from archviz.modeltree import BuildRecord, ModuleTree
 from archviz.pipeline import ModelDocs
 from archviz.shapecheck import MODULE_RENAMES, NodeShape, ShapeCheck, ShapeResult, not_run, shape_leg
 from archviz.totals import ManifestTensor, TensorRole, node_buffers, node_parameters, predicted_manifest
@@ -368,9 +368,7 @@ def _meta_leg(
     if reason is not None:
         witness = f"transformers' {graph.model.transformers_model_type} class built on the meta device"
         return _MetaResult(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
-    from archviz.meta import build_from_recipe
-
-    meta = build_from_recipe(docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+    meta = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
     pairs = pair_names(main, found)
     tensors = _compare_names(main, found, pairs, leg=legs.META, check_dtype=False)
@@ -402,6 +400,29 @@ def _meta_leg(
         recomputed=frozenset(meta.non_persistent_buffers),
         built=built,
         notes=notes,
+    )
+
+
+def _meta_model(docs: ModelDocs, *, trust_remote_code: bool) -> ModuleTree:
+    """The meta-device model, as plain data: for a graph read off the code, the build it was read off (the same
+    recipe would build the same model again); else a build of the recipe."""
+    if docs.code is not None and not trust_remote_code:
+        return docs.code.tree
+    from archviz.meta import build_from_recipe
+
+    meta = build_from_recipe(docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+    return ModuleTree(  # the whole model's record; its modules one by one are not needed here
+        class_name=meta.class_name,
+        modules=(),
+        base_model=None,
+        input_embeddings=None,
+        tied=meta.tied,
+        parameters=meta.parameters,
+        persistent_buffers=meta.persistent_buffers,
+        total_parameters=meta.total_parameters,
+        total_persistent_buffer_elements=meta.total_persistent_buffer_elements,
+        non_persistent_buffers=tuple(meta.non_persistent_buffers),
+        built=meta.built,
     )
 
 

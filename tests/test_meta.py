@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from archviz.errors import InputError
-from archviz.meta import MetaModel, build_meta_model, read_model_code, read_module_tree, trace_shapes
+from archviz.meta import MetaModel, build_meta_model, read_model_code, read_module_tree
 from archviz.modeltree import CodeRequest, ModelRecipe, ModuleTree
+from archviz.tracing import trace_shapes
 
 K2_CONFIG = Path(__file__).parent.parent / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
 
@@ -340,7 +341,7 @@ def test_read_model_code_builds_traces_and_reads_as_plain_data() -> None:
 
 def test_trace_decoder_prefill_and_decode_logits() -> None:
     meta = _build_tiny("qwen3_moe")
-    trace = trace_shapes(meta)
+    trace = trace_shapes(meta.module)
     assert trace.errors == ()
     assert trace.not_executed == ()
     assert trace.prefill_logits == (2, 5, 128)
@@ -356,7 +357,7 @@ def test_trace_reports_experts_that_cannot_run_on_meta() -> None:
     meta = _build_tiny("qwen3_moe")
     before = meta.module.get_experts_implementation()
     # The eager experts loop calls nonzero(), which has no meta implementation.
-    trace = trace_shapes(meta, experts_implementation="eager")
+    trace = trace_shapes(meta.module, experts_implementation="eager")
     assert trace.errors == ()
     assert {(note.phase, note.module) for note in trace.not_executed} == {
         (phase, f"model.layers.{i}.mlp.experts") for phase in ("prefill", "decode") for i in range(2)
@@ -373,7 +374,7 @@ def test_trace_reports_experts_that_cannot_run_on_meta() -> None:
 def test_trace_kimi_k2_layers_at_real_width() -> None:
     config = json.loads(K2_CONFIG.read_text(encoding="utf-8"))
     meta = build_meta_model({**config, "num_hidden_layers": 3}, model_type="deepseek_v3")
-    trace = trace_shapes(meta)
+    trace = trace_shapes(meta.module)
     assert trace.errors == ()
     assert trace.prefill_logits == (2, 5, 163840)
     assert trace.decode_logits == (2, 1, 163840)
@@ -381,8 +382,22 @@ def test_trace_kimi_k2_layers_at_real_width() -> None:
     assert trace.prefill["model.layers.1.mlp.gate"][0] == (10, 384)
 
 
+@pytest.mark.parametrize("case", ["qwen3_moe", "deepseek_v3", "kimi_linear", "mixtral"])
+def test_skipping_repeated_layers_records_the_same_shapes(case: str) -> None:
+    """Each kind of layer traced once: every module of the layers that run has the shapes of the full trace."""
+    meta = _build_tiny(case)
+    full = trace_shapes(meta.module)
+    short = trace_shapes(meta.module, skip_repeats=True)
+    assert short.errors == full.errors == ()
+    assert (short.prefill_logits, short.decode_logits) == (full.prefill_logits, full.decode_logits)
+    for phase in ("prefill", "decode"):
+        recorded = getattr(short, phase)
+        assert recorded and all(getattr(full, phase)[path] == shapes for path, shapes in recorded.items())
+    assert "forward" not in vars(meta.module.get_submodule("model.layers.1"))
+
+
 def test_trace_encoder_has_no_decode() -> None:
-    trace = trace_shapes(_build_tiny("bert"))
+    trace = trace_shapes(_build_tiny("bert").module)
     assert trace.prefill_logits == (2, 5, 128)
     assert trace.decode == {}
     assert trace.decode_logits is None
@@ -401,7 +416,7 @@ def test_trace_records_a_module_that_raises_and_stops_the_pass(monkeypatch: pyte
 
     meta = _build_tiny("qwen3_moe")
     monkeypatch.setattr(modeling_qwen3_moe.Qwen3MoeAttention, "forward", broken)
-    trace = trace_shapes(meta)
+    trace = trace_shapes(meta.module)
     assert [(note.phase, note.module, note.internal) for note in trace.errors] == [
         ("prefill", "model.layers.0.self_attn", False)
     ]
@@ -418,7 +433,7 @@ def test_trace_marks_what_runs_after_a_stand_in(monkeypatch: pytest.MonkeyPatch)
 
     meta = _build_tiny("qwen3_moe")
     monkeypatch.setattr(modeling_qwen3_moe.Qwen3MoeSparseMoeBlock, "forward", needs_data)
-    trace = trace_shapes(meta)
+    trace = trace_shapes(meta.module)
     assert trace.errors == ()
     assert {note.module for note in trace.not_executed} == {"model.layers.0.mlp", "model.layers.1.mlp"}
     downstream = trace.downstream["prefill"]

@@ -274,6 +274,7 @@ class CodeGraph:
         self.b = GraphBuilder(s, dtype=dtype, quantization_block=None)
         self.modules: dict[str, ModuleRecord] = {module.path: module for module in tree.modules}
         self.saved = {**{n: "parameter" for n in tree.parameters}, **{n: "buffer" for n in tree.persistent_buffers}}
+        self.whole = {**tree.parameters, **tree.persistent_buffers}
         self.notes: list[str] = []
         self.unknown_inputs: list[str] = []
         self.unattributed: list[str] = []
@@ -306,9 +307,11 @@ class CodeGraph:
             dtypes = {name: tensor.dtype for name, tensor in state.items()}
             fallback = next(iter(dtypes.values()), self.b.dtype)
             tensors: dict[str, tuple[tuple[int, ...], str, str]] = {}
-            # module.checkpoint: its own tensors of ``state``, as save_pretrained names and shapes them.
+            # module.checkpoint: its own tensors of ``state``, as save_pretrained names and shapes them. A name the
+            # whole model saves with another shape is not this module's alone (a converter fuses several modules'
+            # tensors into one, Kimi-K2.5's vision wqkv): it is left to the whole model's list.
             for name, size in module.checkpoint.items():
-                if name in self.saved:
+                if name in self.saved and self.whole.get(name) == size:
                     tensors[name] = (size, dtypes.get(name, fallback), self.saved[name])
                     seen.add(name)
             if not tensors and not shared:
@@ -640,6 +643,8 @@ class CodeGraph:
         for note in trace.errors:
             where = f" at {note.module}" if note.module else ""
             self.notes.append(f"The {note.phase} pass on meta tensors stopped{where}: {note.message}.")
+        if trace.decode_skipped:
+            self.notes.append(f"No decode shapes: {trace.decode_skipped}.")
         stubbed = sorted({note.module for note in trace.not_executed})
         if stubbed:
             self.notes.append(
