@@ -291,13 +291,11 @@ def _check_exit_code(docs: ModelDocs, verification: Verification, *, strict: boo
         )
         return INTERNAL_ERROR
     unlocated = coverage(docs.sources).unlocated if strict else ()
-    for node in unlocated:
-        console.print(
-            f"archviz: strict: {node}: {docs.sources.nodes[node].reason or 'source not located'}", markup=False
-        )
-    if strict:
-        for item in verification.unchecked:
-            console.print(printable(f"archviz: strict: {item}"), markup=False)
+    # What --strict fails on besides disagreements: the gaps legs report, and nodes whose source was not located.
+    gaps = [item.message for leg in verification.legs for item in leg.findings if item.strict_only] if strict else []
+    gaps += [f"{node}: {docs.sources.nodes[node].reason or 'source not located'}" for node in unlocated]
+    for gap in gaps:
+        console.print(printable(f"archviz: strict: {gap}"), markup=False)
     result = verification.outcome(strict=strict)
     if result is Outcome.DISAGREE or unlocated:
         return DISAGREE

@@ -759,7 +759,11 @@ def test_remote_code_is_never_imported_without_trust(tmp_path: Path) -> None:
 
     assert inspected.exit_code == 0, inspected.output
     assert checked.exit_code == 0, checked.output
-    assert json.loads(checked.stdout)["meta_class"] == "DeepseekV3ForCausalLM"
+    report = json.loads(checked.stdout)
+    assert report["meta_class"] == "DeepseekV3ForCausalLM"
+    # The cards cite the model's own file, which was not built: said, with the way to build it.
+    [warning] = report["warnings"]
+    assert warning.startswith("the cards cite modeling_evil.py (remote") and "--trust-remote-code" in warning
     assert rendered.exit_code == 0, rendered.output
     assert manifest.exit_code == 0, manifest.output
     assert not marker.exists()

@@ -300,3 +300,40 @@ def test_a_missing_modeling_file_is_not_located_not_bad_input() -> None:
     )
     assert source.text == ""
     assert source.fallback_reason is not None and "ships no modeling file" in source.fallback_reason
+
+
+def test_dtypes_as_the_config_says_them() -> None:
+    """transformers' precedence: the top level before the text_config, ``dtype`` before ``torch_dtype``; a config
+    that declares none says that float32 is assumed."""
+    from archviz.config import parse_config
+    from archviz.settings import Settings
+
+    def declared(config: dict[str, Any]) -> tuple[str, tuple[str, ...] | None]:
+        document = parse_config(json.dumps(config), display_path="config.json")
+        found = Settings(document, family="generic").declared_dtype()
+        return found.name, found.keys
+
+    text = {"hidden_size": 8}
+    assert declared({"torch_dtype": "bfloat16", "dtype": "float16"}) == ("float16", ("dtype",))
+    assert declared({"torch_dtype": "bfloat16", "text_config": {**text, "dtype": "float16"}}) == (
+        "bfloat16",
+        ("torch_dtype",),
+    )
+    assert declared({"text_config": {**text, "torch_dtype": "float16"}}) == ("float16", ("text_config", "torch_dtype"))
+    assert declared({"text_config": text}) == ("float32", None)
+
+
+def test_a_config_without_a_dtype_says_float32_is_assumed(tmp_path: Path) -> None:
+    from tests.test_families import TINY
+
+    config = {key: value for key, value in TINY["qwen3-8b"].items() if key not in ("torch_dtype", "dtype")}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    document = json.loads(runner.invoke(app, ["inspect", str(tmp_path), "--json"]).stdout)
+    assert document["model"]["checkpoint_dtype"] == "F32"
+    assert {
+        "key": "dtype",
+        "value": "float32",
+        "source": "the config declares no dtype (dtype or torch_dtype): transformers' default is assumed",
+    } in document["assumptions"]
+    report = json.loads(runner.invoke(app, ["check", str(tmp_path), "--json"]).stdout)
+    assert "the config declares no dtype: float32 (transformers' default) is assumed" in report["normalisations"]
