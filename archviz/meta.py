@@ -196,11 +196,27 @@ def read_module_tree(meta: MetaModel) -> ModuleTree:
     with _one_conversion_mapping(root):
         records = [_module_record(path, module, aliases, saved_names, reverted) for path, module in modules.items()]
     base = getattr(root, "base_model", None)
-    return ModuleTree(
-        class_name=type(root).__name__,
+    return model_record(
+        meta,
         modules=tuple(records),
         base_model=paths.get(id(base)) if base is not None and base is not root else None,
         input_embeddings=_input_embeddings_path(root, paths),
+    )
+
+
+def model_record(
+    meta: MetaModel,
+    *,
+    modules: tuple[ModuleRecord, ...] = (),
+    base_model: str | None = None,
+    input_embeddings: str | None = None,
+) -> ModuleTree:
+    """A meta-device model's facts as plain data; its module records when given (``read_module_tree``)."""
+    return ModuleTree(
+        class_name=meta.class_name,
+        modules=modules,
+        base_model=base_model,
+        input_embeddings=input_embeddings,
         tied=meta.tied,
         parameters=meta.parameters,
         persistent_buffers=meta.persistent_buffers,

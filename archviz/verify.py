@@ -305,23 +305,18 @@ def _main_totals(expected: Mapping[str, ManifestTensor], found: Held, pairs: Map
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _MetaResult:
+class _Reconciled:
+    """A leg that holds tensors (the meta model, the checkpoint), and what its comparison with the graph found."""
+
     leg: Leg
     totals: LegTotals | None = None
     counts: Counter[str] | None = None
     tensors: tuple[TensorCheck, ...] = ()
+    notes: tuple[str, ...] = ()
     recomputed: frozenset[str] = frozenset()
+    """The meta model's non-persistent buffers: the code recomputes them, a checkpoint need not carry them."""
     built: BuildRecord | None = None
-    notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _CheckpointResult:
-    leg: Leg
-    totals: LegTotals | None = None
-    counts: Counter[str] | None = None
-    tensors: tuple[TensorCheck, ...] = ()
-    notes: tuple[str, ...] = ()
+    """What the meta leg built."""
 
 
 def _analytic_leg(docs: ModelDocs) -> Leg:
@@ -361,13 +356,13 @@ def _meta_skip_reason(graph: Graph, run_meta: bool, assumed: Sequence[str]) -> s
 
 def _meta_leg(
     docs: ModelDocs, main: Mapping[str, ManifestTensor], *, run_meta: bool, trust_remote_code: bool
-) -> _MetaResult:
+) -> _Reconciled:
     graph = docs.graph
     independent_of = (legs.CHECKPOINT,) if graph.derived_from_code else (legs.ANALYTIC, legs.CHECKPOINT)
     reason = _meta_skip_reason(graph, run_meta, [item.key for item in graph.assumptions])
     if reason is not None:
         witness = f"transformers' {graph.model.transformers_model_type} class built on the meta device"
-        return _MetaResult(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
+        return _Reconciled(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
     meta = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
     pairs = pair_names(main, found)
@@ -392,7 +387,7 @@ def _meta_leg(
         independent_of=independent_of,
     )
     notes = ("tied weights, counted once: " + ", ".join(f"{a} = {b}" for a, b in meta.tied),) if meta.tied else ()
-    return _MetaResult(
+    return _Reconciled(
         leg=leg,
         totals=totals,
         counts=_per_node(main, found, pairs),
@@ -408,25 +403,13 @@ def _meta_model(docs: ModelDocs, *, trust_remote_code: bool) -> ModuleTree:
     recipe would build the same model again); else a build of the recipe."""
     if docs.code is not None and not trust_remote_code:
         return docs.code.tree
-    from archviz.meta import build_from_recipe
+    from archviz.meta import build_from_recipe, model_record
 
     meta = build_from_recipe(docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
-    return ModuleTree(  # the whole model's record; its modules one by one are not needed here
-        class_name=meta.class_name,
-        modules=(),
-        base_model=None,
-        input_embeddings=None,
-        tied=meta.tied,
-        parameters=meta.parameters,
-        persistent_buffers=meta.persistent_buffers,
-        total_parameters=meta.total_parameters,
-        total_persistent_buffer_elements=meta.total_persistent_buffer_elements,
-        non_persistent_buffers=tuple(meta.non_persistent_buffers),
-        built=meta.built,
-    )
+    return model_record(meta)  # the whole model's facts; its modules one by one are not needed here
 
 
-def _shape_result(docs: ModelDocs, meta: _MetaResult, *, trace: bool, trust_remote_code: bool) -> ShapeResult:
+def _shape_result(docs: ModelDocs, meta: _Reconciled, *, trace: bool, trust_remote_code: bool) -> ShapeResult:
     graph = docs.graph
     if graph.derived_from_code:
         why = "the generic graph's shapes are read off this same trace, so it cannot witness them"
@@ -450,12 +433,12 @@ def _packed_method(docs: ModelDocs) -> str | None:
 
 def _checkpoint_leg(
     docs: ModelDocs, manifest: Sequence[ManifestTensor], checkpoint: Checkpoint | None, recomputed: frozenset[str]
-) -> _CheckpointResult:
+) -> _Reconciled:
     witness = "the checkpoint's tensors, read from its safetensors headers"
     independent_of = (legs.ANALYTIC, legs.META, legs.SHAPES)
     if checkpoint is None:
         reason = "no checkpoint: pass --checkpoint, or check a folder or Hub repo that holds safetensors"
-        return _CheckpointResult(leg=legs.skipped(legs.CHECKPOINT, witness, reason, independent_of=independent_of))
+        return _Reconciled(leg=legs.skipped(legs.CHECKPOINT, witness, reason, independent_of=independent_of))
     everything = {t.name: t for t in manifest}
     main = {name: t for name, t in everything.items() if t.part is Part.MAIN and t.role != TensorRole.SCALE}
     held = {tensor.name: (tensor.shape, tensor.dtype) for tensor in checkpoint.tensors}
@@ -499,7 +482,7 @@ def _checkpoint_leg(
         independent_of=independent_of,
     )
     counts = _per_node(main, compared, {n: h for n, h in pairs.items() if n in main})
-    return _CheckpointResult(leg=leg, totals=totals, counts=counts, tensors=tuple(tensors), notes=tuple(notes))
+    return _Reconciled(leg=leg, totals=totals, counts=counts, tensors=tuple(tensors), notes=tuple(notes))
 
 
 def _stale_note(stale: Sequence[str]) -> str:

@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from tests.test_verify import TINY_DEEPSEEK, save_tiny
+from tests.test_verify import TINY_DEEPSEEK, rewrite, save_tiny
 
 runner = CliRunner()
 
@@ -40,14 +38,6 @@ def copy_of(folder: Path, tmp_path: Path) -> Path:
     target = tmp_path / "model"
     shutil.copytree(folder, target)
     return target
-
-
-def rewrite(folder: Path, edit: Any) -> None:
-    path = folder / "model.safetensors"
-    with safe_open(path, framework="pt") as handle:
-        tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118 - safe_open API
-    edit(tensors)
-    save_file(tensors, path, metadata={"format": "pt"})
 
 
 def config_only(folder: Path, tmp_path: Path, **changes: Any) -> Path:

@@ -202,7 +202,7 @@ def test_sharded_checkpoint_with_index(tiny_sharded: Path) -> None:
     assert "✓ agree" in result.stdout
 
 
-def _rewrite(folder: Path, edit: Any) -> None:
+def rewrite(folder: Path, edit: Any) -> None:
     """Apply ``edit(tensors)`` to a single-file checkpoint and write it back."""
     path = folder / "model.safetensors"
     with safe_open(path, framework="pt") as handle:
@@ -242,7 +242,7 @@ def test_mutated_checkpoints_fail_naming_the_tensor(
 ) -> None:
     folder = tmp_path / "model"
     shutil.copytree(tiny_deepseek, folder)
-    _rewrite(folder, mutation)
+    rewrite(folder, mutation)
     result = check(str(folder), "--json")
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)
