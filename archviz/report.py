@@ -291,29 +291,9 @@ def _built_json(built: BuildRecord | None) -> dict[str, Any] | None:
     }
 
 
-def verification_json(verification: Verification, *, strict: bool = False) -> dict[str, Any]:
-    """The ``check --json`` document (``archviz.check/2``)."""
-
-    def totals(leg: LegTotals | None) -> dict[str, int | None] | None:
-        return None if leg is None else {"parameters": leg.parameters, "buffers": leg.buffers}
-
-    result = verification.outcome(strict=strict)
-    checked = sum(1 for item in verification.shape_nodes if item.status is ShapeVerdict.OK)
+def _comparisons_json(verification: Verification) -> dict[str, Any]:
+    """The per-node counts, the disagreeing tensors, the shapes and the shape report of ``check --json``."""
     return {
-        "schema": CHECK_SCHEMA,
-        "outcome": result.value,
-        "agrees": result is Outcome.AGREE,
-        "legs": [_leg_json(leg) for leg in verification.legs],
-        "built": _built_json(verification.built),
-        "normalisations": list(verification.normalisations),
-        "warnings": list(verification.warnings),
-        "totals": {
-            "analytic": totals(verification.analytic),
-            "meta_model": totals(verification.meta),
-            "checkpoint": totals(verification.checkpoint),
-        },
-        "meta_class": verification.meta_class,
-        "checkpoint_source": verification.checkpoint_source,
         "nodes": [
             {
                 "id": check.node,
@@ -348,13 +328,39 @@ def verification_json(verification: Verification, *, strict: bool = False) -> di
             for check in verification.shapes
         ],
         "shape_report": {
-            "checked": checked,
+            "checked": sum(1 for item in verification.shape_nodes if item.status is ShapeVerdict.OK),
             "nodes": len(verification.shape_nodes),
             "per_node": [
                 {"id": item.node, "status": item.status.value, "reason": item.reason}
                 for item in verification.shape_nodes
             ],
         },
+    }
+
+
+def verification_json(verification: Verification, *, strict: bool = False) -> dict[str, Any]:
+    """The ``check --json`` document (``archviz.check/2``)."""
+
+    def totals(leg: LegTotals | None) -> dict[str, int | None] | None:
+        return None if leg is None else {"parameters": leg.parameters, "buffers": leg.buffers}
+
+    result = verification.outcome(strict=strict)
+    return {
+        "schema": CHECK_SCHEMA,
+        "outcome": result.value,
+        "agrees": result is Outcome.AGREE,
+        "legs": [_leg_json(leg) for leg in verification.legs],
+        "built": _built_json(verification.built),
+        "normalisations": list(verification.normalisations),
+        "warnings": list(verification.warnings),
+        "totals": {
+            "analytic": totals(verification.analytic),
+            "meta_model": totals(verification.meta),
+            "checkpoint": totals(verification.checkpoint),
+        },
+        "meta_class": verification.meta_class,
+        "checkpoint_source": verification.checkpoint_source,
+        **_comparisons_json(verification),
         "notes": list(verification.notes),
         "problems": list(verification.problems),
         "unchecked": list(verification.unchecked),

@@ -147,7 +147,7 @@ def _leg(trace: ShapeTrace, checks: list[ShapeCheck], nodes: list[NodeShape], gr
         if status.status is ShapeVerdict.NOT_CHECKED and status.node in states
     ]
     checked = sum(1 for status in nodes if status.status is ShapeVerdict.OK)
-    compared = {"nodes": len(nodes), "nodes shape-checked": checked, "layers traced": layers}
+    compared = {"nodes": len(nodes), "shape-checked": checked, "layers traced": layers}
     witness = f"a prefill and a decode pass on meta tensors through the first {layers} layers"
     independent_of = (legs.ANALYTIC, legs.CHECKPOINT)
     error = trace.errors[0] if trace.errors else None
