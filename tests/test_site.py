@@ -238,7 +238,7 @@ def test_card_links_neighbours_and_groups(k2_site: Path) -> None:
     assert links["Multi-head latent attention"] == f"../../{K2}/index.html#group-attention"
     assert links["Decoder block"] == f"../../{K2}/index.html#group-block"
     overview = (k2_site / K2 / "index.html").read_text(encoding="utf-8")
-    for anchor in ('id="group-attention"', 'id="group-block"', 'id="diagram-attention.q-a-proj"'):
+    for anchor in ('id="group-attention"', 'id="group-block"', 'id="dfg-n-attention.q-a-proj"'):
         assert anchor in overview
 
 
@@ -269,11 +269,14 @@ def test_overview_shows_figures_diagram_chart_layers_and_config(k2_site: Path, k
     assert "Persistent buffers (elements) 23,040" in figures
     assert "Multi-token prediction none" in figures
     assert "Not verified" in squash(page.find("section").text())
-    boxes = {squash(e.find("p", "box-title").text()) for e in page.find_all("li", "box")}
+    clusters = {squash(e.find("text").text()) for e in page.find_all("g", "cluster")}
     assert {"Decoder block ×61 (layers 0–60)", "Routed experts ×384 per layer (layers 1–60)",
-            "Dense SwiGLU MLP ×1 (layer 0)", "Mixture of experts ×60 (layers 1–60)"} <= boxes
-    chips = page.find_all("li", "chip")
-    assert {e.attrs.get("id") for e in chips} >= {f"diagram-{node.id}" for node in k2.graph.nodes}
+            "Dense SwiGLU MLP ×1 (layer 0)", "Mixture of experts ×60 (layers 1–60)"} <= clusters
+    diagram = page.find("div", "dfg-scroll")
+    boxes = {e.attrs.get("id") for e in diagram.find_all("g", "node")}
+    linked = {a.attrs.get("xlink:href") for a in diagram.find_all("a")}
+    for node in k2.graph.nodes:  # a box of its own, or the label of the edge that carries it
+        assert f"dfg-n-{node.id}" in boxes or f"../{K2}/nodes/{node.id}.html" in linked, node.id
     shares = {squash(row.find("th").text()): squash(row.text()) for row in page.find("table", "shares").find_all("tr")}
     assert "1,014,686,023,680 98.9%" in shares["Routed experts"]
     cells = page.find("ol", "layer-map").find_all("li")
@@ -319,7 +322,7 @@ def test_every_relative_link_resolves(k2_site: Path) -> None:
     ids: dict[Path, set[str]] = {}
     for path in sorted(k2_site.rglob("*.html")):
         for element in parse(path.read_text(encoding="utf-8")).iter():
-            for name in ("href", "src"):
+            for name in ("href", "src", "xlink:href"):
                 value = element.attrs.get(name, "")
                 if not value or value.startswith(("http:", "https:")):
                     continue
@@ -338,7 +341,7 @@ def test_pages_link_nothing_external_but_provenance(k2_site: Path) -> None:
     for path in k2_site.rglob("*.html"):
         html = path.read_text(encoding="utf-8")
         for element in parse(html).iter():
-            for name in ("href", "src"):
+            for name in ("href", "src", "xlink:href"):
                 value = element.attrs.get(name, "")
                 if value.startswith(("http:", "https:", "//")):
                     assert name == "href" and value.startswith(

@@ -13,6 +13,7 @@ from archviz.graph import Node, NodeKind, Part, Shape, TensorRow
 from archviz.provenance import ExcerptLines, covering_range, omission_label
 from archviz.report import format_placement
 from archviz.shapes import Phase, format_shape
+from archviz.site.diagram import dom_id
 from archviz.site.formatting import count, line_range, plural, runs, safe_url
 from archviz.site.highlight import code_lines
 from archviz.site.index import UNVERIFIED_SENTENCE, ModelIndex, crumbs, group_href, node_href, repeat_label
@@ -192,7 +193,7 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
         id=node.id,
         title=node.title,
         kind=node.kind.value,
-        close_href=f"{root}{slug}/index.html#diagram-{node.id}",
+        close_href=f"{root}{slug}/index.html#{dom_id('n', node.id)}",
         code=node.code,
         summary=node.summary,
         shapes=shapes,

@@ -108,6 +108,20 @@ def crumbs(index: ModelIndex, root: str) -> list[Link]:
     ]
 
 
+MODEL_GROUP_TITLE = "Transformer blocks"
+"""The model group's human title (the group's own title is the config's architecture class)."""
+
+
+def group_title(group: Group) -> str:
+    """A group's human title: ``Transformer blocks`` for the model, whose own title is its class name."""
+    return MODEL_GROUP_TITLE if group.kind is GroupKind.MODEL else group.title
+
+
+def group_class_name(group: Group) -> str:
+    """The class name shown under a group's human title (the model's architecture class), or empty."""
+    return group.title if group.kind is GroupKind.MODEL and group.title != MODEL_GROUP_TITLE else ""
+
+
 def repeat_label(group: Group) -> str:
     """``×61 (layers 0–60)``, ``×384 per layer (layers 1–60)``; empty for a model-level group."""
     layers = group.placement.layers

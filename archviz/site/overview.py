@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from archviz.config import ConfigDocument
-from archviz.graph import Graph, Group, GroupKind, Node, NodeKind, Part
+from archviz.graph import Graph, Group, GroupKind, Node, Part
 from archviz.pipeline import ModelDocs
 from archviz.report import format_placement
+from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
 from archviz.site.formatting import count, file_lines, percent, short_count
 from archviz.site.highlight import highlight
-from archviz.site.index import UNVERIFIED_STATUS, ModelIndex, crumbs, model_description, node_href, repeat_label
+from archviz.site.index import UNVERIFIED_STATUS, ModelIndex, crumbs, model_description, node_href
 from archviz.site.views import (
     CodeLine,
     ConfigView,
-    DiagramItem,
     Figure,
     GroupRow,
     LayerCell,
@@ -56,66 +56,12 @@ def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
     return tuple(figures)
 
 
-def _choices(index: ModelIndex, parent: Group, members: Sequence[str]) -> list[list[str]]:
-    """Members in order, consecutive sibling groups that split the parent's layers between them joined."""
-    result: list[list[str]] = []
-    layers = set(parent.placement.layers)
-    for member in members:
-        group = index.groups.get(member)
-        previous = result[-1] if result else None
-        if (
-            group is not None
-            and previous is not None
-            and previous[0] in index.groups
-            and layers
-            and all(set(index.groups[g].placement.layers).isdisjoint(group.placement.layers) for g in previous)
-            and set(group.placement.layers) < layers
-            and all(set(index.groups[g].placement.layers) < layers for g in previous)
-        ):
-            previous.append(member)
-        else:
-            result.append([member])
-    return result
-
-
-def diagram(index: ModelIndex, group: Group, root: str) -> DiagramItem:
-    """The group as a box holding its members in forward order; alternatives side by side."""
-    children: list[DiagramItem] = []
-    for run in _choices(index, group, group.members):
-        boxes = [
-            diagram(index, index.groups[m], root) if m in index.groups else _chip(index, index.nodes[m], root)
-            for m in run
-        ]
-        if len(boxes) > 1:
-            children.append(DiagramItem(item="choice", title="By layer, one of", children=tuple(boxes)))
-        else:
-            children.extend(boxes)
-    return DiagramItem(
-        item="box",
-        title=group.title,
-        kind=group.kind.value,
-        href=f"#group-{group.id}",
-        anchor=f"diagram-{group.id}",
-        repeat=repeat_label(group),
-        children=tuple(children),
+def model_diagram(index: ModelIndex, root: str) -> str:
+    """The model's data-flow diagram, its boxes linking to the cards and its clusters to the groups table."""
+    links = DiagramLinks(
+        node=lambda node_id: node_href(node_id, root=root, slug=index.slug), group=lambda group_id: f"#group-{group_id}"
     )
-
-
-def _chip(index: ModelIndex, node: Node, root: str) -> DiagramItem:
-    parameters = node_parameters(node)
-    note = ""
-    if parameters:
-        note = short_count(parameters)
-        if node.placement.count > 1:
-            note += f" × {count(node.placement.count)}"
-    return DiagramItem(
-        item="node",
-        title=node.title,
-        kind=node.kind.value,
-        anchor=f"diagram-{node.id}",
-        href=node_href(node.id, root=root, slug=index.slug),
-        note=note,
-    )
+    return diagram_svg(index.graph, links)
 
 
 _SHARE_BY_GROUP: dict[GroupKind, str] = {
@@ -219,7 +165,7 @@ def group_rows(index: ModelIndex, root: str) -> tuple[GroupRow, ...]:
                 where=format_placement(group.placement, unit),
                 parameters=count(_group_parameters(index, group)),
                 summary=group.summary,
-                diagram_href=f"#diagram-{group.id}",
+                diagram_href="#diagram" if group.kind is GroupKind.MODEL else f"#{dom_id('g', group.id)}",
                 parent=None if parent is None else Link(title=parent.title, href=f"#group-{parent.id}"),
             )
         )
@@ -272,15 +218,14 @@ def build_overview_view(index: ModelIndex) -> OverviewView:
     mtp = index.docs.totals.mtp_parameters
     return OverviewView(
         page=Page(
-            title=f"{index.title()} · archviz", root=root, crumbs=tuple(crumbs(index, root)[:1]), phase_toggle=False
+            title=f"{index.title()} · archviz", root=root, crumbs=tuple(crumbs(index, root)[:1]), phase_toggle=True
         ),
         name=index.title(),
         architecture=graph.model.architecture or "",
         description=model_description(graph),
         figures=headline_figures(index.docs.totals, graph),
         verification=index.context.verification or UNVERIFIED_STATUS,
-        diagram=diagram(index, graph.groups[0], root),
-        kinds=tuple(kind.value for kind in NodeKind),
+        diagram_svg=model_diagram(index, root),
         shares=parameter_shares(index),
         share_note=(
             f"Multi-token-prediction layers ({count(mtp)} parameters) are not in the total and not shown."

@@ -231,28 +231,6 @@ class Figure:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DiagramItem:
-    """A node chip, a group box, or a set of alternative boxes in the architecture diagram."""
-
-    item: Literal["node", "box", "choice"]
-    """Which of the three this is."""
-    title: str
-    """The node's or group's title, or a choice's label (``By layer, one of``)."""
-    kind: str = ""
-    """Node kind or group kind (a CSS class)."""
-    href: str = ""
-    """Node card, or the group's row in the groups table."""
-    anchor: str = ""
-    """The box's own id."""
-    repeat: str = ""
-    """``×61 (layers 0–60)``."""
-    note: str = ""
-    """Parameter count of a learned node."""
-    children: tuple[DiagramItem, ...] = ()
-    """Box contents in forward order, or a choice's boxes."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ShareRow:
     """A bar of the parameter chart."""
 
@@ -344,10 +322,8 @@ class OverviewView:
     """The headline figures."""
     verification: str
     """What was verified, or that nothing was."""
-    diagram: DiagramItem
-    """The architecture diagram: the model's top group as a box."""
-    kinds: tuple[str, ...]
-    """Node kinds, for the diagram's colour key."""
+    diagram_svg: str
+    """The data-flow diagram as inline SVG (``archviz.site.diagram``, which checks every element it holds)."""
     shares: tuple[ShareRow, ...]
     """The parameter chart, largest part first."""
     share_note: str
