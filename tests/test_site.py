@@ -225,7 +225,7 @@ def test_tensor_state_card_mirrors_reference(k2_site: Path) -> None:
     # configuration, then the model's forward and the block.
     assert headings[:2] == ["Direct evidence", "Direct evidence"]
     assert headings[2:] == ["Contextual evidence from Token embedding"] * 2 + [
-        "Contextual evidence from DeepseekV3ForCausalLM",
+        "Contextual evidence from Transformer blocks",
         "Contextual evidence from Decoder block",
     ]
 
@@ -265,7 +265,9 @@ def test_overview_shows_figures_diagram_chart_layers_and_config(k2_site: Path, k
     assert "Parameters 1.03 T 1,026,408,209,408" in figures
     assert "Active per token 32.9 B 32,861,477,888" in figures
     assert "31,687,072,768" in figures
-    assert "Checkpoint F8_E4M3 elements" in figures
+    dtypes = {squash(row.find("th").text()): squash(row.text()) for row in page.find("table", "dtypes").find_all("tr")}
+    assert "1,023,893,241,856" in dtypes["F8_E4M3"] and "2,514,967,552" in dtypes["BF16"]  # never one dtype
+    assert "Checkpoint dtype" not in figures
     assert "Persistent buffers (elements) 23,040" in figures
     assert "Multi-token prediction none" in figures
     assert "Not verified" in squash(page.find("section").text())

@@ -6,6 +6,7 @@ The Sources section shows provenance's evidence (``archviz.sources.Evidence``) a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -13,10 +14,21 @@ from archviz.graph import Node, NodeKind, Part, Shape, TensorRow
 from archviz.provenance import ExcerptLines, covering_range, omission_label
 from archviz.report import format_placement
 from archviz.shapes import Phase, format_shape
+from archviz.site.dataflow import input_roles
 from archviz.site.diagram import dom_id
 from archviz.site.formatting import count, line_range, plural, runs, safe_url
 from archviz.site.highlight import code_lines
-from archviz.site.index import UNVERIFIED_SENTENCE, ModelIndex, crumbs, group_href, node_href, repeat_label
+from archviz.site.index import (
+    UNVERIFIED_SENTENCE,
+    ModelIndex,
+    crumbs,
+    group_href,
+    group_title,
+    node_href,
+    partial_badge,
+    repeat_label,
+    symbol_legend,
+)
 from archviz.site.views import (
     CalculationRow,
     CardView,
@@ -55,7 +67,12 @@ def shape_rows(node: Node) -> tuple[ShapeRow, ...]:
         return (ShapeRow(label="shape", shapes=tuple(shape_view(item) for item in node.outputs)),)
     rows = []
     if node.inputs:
-        rows.append(ShapeRow(label="in", shapes=tuple(shape_view(item) for item in node.inputs)))
+        # Inputs named by their role in the code (query, key, value, g, beta) where the tensor names repeat.
+        roles = input_roles(node)
+        inputs = tuple(
+            dataclasses.replace(shape_view(item), name=role) for item, role in zip(node.inputs, roles, strict=True)
+        )
+        rows.append(ShapeRow(label="in", shapes=inputs))
     if node.outputs:
         rows.append(ShapeRow(label="out", shapes=tuple(shape_view(item) for item in node.outputs)))
     return tuple(rows)
@@ -186,9 +203,14 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
             root=root,
             crumbs=(
                 *crumbs(index, root),
-                *(Link(title=g.title, href=group_href(g.id, root=root, slug=slug)) for g in reversed(groups[:-1])),
+                *(
+                    Link(title=group_title(g), href=group_href(g.id, root=root, slug=slug))
+                    for g in reversed(groups[:-1])
+                ),
             ),
             phase_toggle=any(item.varies for row in shapes for item in row.shapes),
+            partial=partial_badge(index.graph, overview=f"{root}{slug}/index.html"),
+            symbols=symbol_legend([node]),
         ),
         id=node.id,
         title=node.title,
@@ -213,7 +235,8 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
         previous=None if position == 0 else _node_link(index, nodes[position - 1], root),
         next=None if position == len(nodes) - 1 else _node_link(index, nodes[position + 1], root),
         groups=tuple(
-            Link(title=g.title, href=group_href(g.id, root=root, slug=slug), note=repeat_label(g)) for g in groups
+            Link(title=group_title(g), href=group_href(g.id, root=root, slug=slug), note=repeat_label(g))
+            for g in groups
         ),
     )
 
