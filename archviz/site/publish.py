@@ -10,17 +10,22 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-import filelock
 import jinja2
 
 from archviz.errors import InputError
 from archviz.pipeline import ModelDocs
 from archviz.site.index import ModelContext
 from archviz.site.render import SITE_MARKER, render_context, site_files
+
+if sys.platform != "win32":
+    import fcntl
+else:  # pragma: no cover - no advisory locks: renders into one folder are not serialised there
+    fcntl = None
 
 OWNER_FILE = ".archviz-render-pid"
 """Written into staging folders: the process that owns one, so a later render knows a leftover is stale."""
@@ -68,24 +73,49 @@ def write_site(
 
 @contextlib.contextmanager
 def _render_lock(out: Path, shown: str, *, wait: bool, on_wait: Callable[[str], None] | None) -> Iterator[None]:
-    """Hold the folder's render lock: at once, else after telling ``on_wait`` (``wait``) or not at all."""
-    lock = filelock.FileLock(str(out.parent / f".{out.name}{LOCK_SUFFIX}"))
-    try:
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
-        if not wait:
-            raise InputError(
-                "another archviz render is writing this folder; run again when it has finished, or leave out "
-                "--no-wait to wait for it",
-                path=shown,
-            ) from None
-        if on_wait is not None:
-            on_wait(f"waiting for another archviz render into {shown} to finish")
-        lock.acquire()
+    """Hold the folder's render lock: at once, else after telling ``on_wait`` (``wait``) or not at all.
+
+    The lock is an advisory ``flock`` on a file beside the folder, deleted again on release so that nothing is
+    left beside the site. A render that locked a file another one deleted meanwhile locks the new file instead.
+    (Where ``fcntl`` does not exist, Windows, renders are not serialised.)
+    """
+    if fcntl is None:
+        yield
+        return
+    path = out.parent / f".{out.name}{LOCK_SUFFIX}"
+    told = False
+    while True:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                os.close(descriptor)
+                raise InputError(
+                    "another archviz render is writing this folder; run again when it has finished, or leave out "
+                    "--no-wait to wait for it",
+                    path=shown,
+                ) from None
+            if not told and on_wait is not None:
+                on_wait(f"waiting for another archviz render into {shown} to finish")
+            told = True
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        if _same_file(descriptor, path):
+            break
+        os.close(descriptor)  # the holder deleted it as we waited: lock the file that is there now
     try:
         yield
     finally:
-        lock.release()
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        os.close(descriptor)
+
+
+def _same_file(descriptor: int, path: Path) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(descriptor).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def _stage(
