@@ -479,11 +479,11 @@ def test_remote_code_evidence_and_verification(tmp_path: Path) -> None:
     rendered = render_context()
     embedding = parse(render_card(build_card_view(index, index.nodes["token-embedding"]), rendered))
     text = squash(embedding.text())
-    assert "Code modeling_deepseek.py 192, 199–200 · config.json 15–68" in text
-    assert "moonshotai/Kimi-K2-Instruct / modeling_deepseek.py Pinned revision fd1984e2b7a3 ↗ · lines 192–200" in text
-    link = f"https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/{sha}/modeling_deepseek.py#L192-L200"
+    assert "Code modeling_deepseek.py 273, 305–306 · config.json 15–68" in text
+    assert "moonshotai/Kimi-K2-Instruct / modeling_deepseek.py Pinned revision fd1984e2b7a3 ↗ · lines 273–306" in text
+    link = f"https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/{sha}/modeling_deepseek.py#L273-L306"
     assert link in [e.attrs["href"] for e in embedding.find_all("a")]
-    assert "… lines 193–198 omitted …" in text
+    assert "… lines 274–304 omitted …" in text
     assert "The model total matches the checkpoint's tensors." in text
     assert "source not located" not in text
     assert "if" in [e.text() for e in embedding.find_all("span", "k")]  # Python highlighting
