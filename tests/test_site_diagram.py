@@ -164,3 +164,20 @@ def test_diagram_links_resolve_for_any_page(tmp_path: Path) -> None:
     card: Callable[[str], str] = lambda node: f"../llama/nodes/{node}.html"  # noqa: E731
     svg = diagram_svg(graph, DiagramLinks(node=card, group=lambda group: f"../llama/index.html#group-{group}"))
     assert 'xlink:href="../llama/nodes/attention.sdpa.html"' in svg
+
+
+def test_a_card_shows_its_sublayer_as_a_diagram_with_the_node_marked(tmp_path: Path) -> None:
+    from archviz.site import ModelContext, ModelIndex, build_card_view
+
+    docs = describe_model(K2)
+    index = ModelIndex(docs, K2, ModelContext())
+    expert = build_card_view(index, index.nodes["moe.routed-expert"])
+    assert expert.context_title == "Mixture of experts ×60 (layers 1–60)"
+    root = _svg(expert.context_svg)
+    marked = [g.get("id") for g in root.iter(f"{SVG}g") if "current" in (g.get("class") or "").split()]
+    assert marked == ["dfg-n-moe.routed-expert"]
+    ids = {g.get("id") for g in root.iter(f"{SVG}g")}
+    assert "dfg-n-moe.shared-expert" in ids and "dfg-n-attention.sdpa" not in ids
+    assert 'xlink:href="../../kimi-k2-instruct/nodes/moe.router.html"' in expert.context_svg
+    residual = build_card_view(index, index.nodes["attention-residual"])  # block level: the overview shows it
+    assert residual.context_svg == "" and residual.context_title == ""

@@ -10,12 +10,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from archviz.graph import Node, NodeKind, Part, Shape, TensorRow
+from archviz.graph import GroupKind, Node, NodeKind, Part, Shape, TensorRow
 from archviz.provenance import ExcerptLines, covering_range, omission_label
 from archviz.report import format_placement
 from archviz.shapes import Phase, format_shape
 from archviz.site.dataflow import input_roles
-from archviz.site.diagram import dom_id
+from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id, group_graph, group_label, mark_current
 from archviz.site.formatting import count, line_range, plural, runs, safe_url
 from archviz.site.highlight import code_lines
 from archviz.site.index import (
@@ -197,6 +197,7 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
     shares = index.nodes.get(node.shares_parameters_with or "")
     shapes = shape_rows(node)
     groups = index.ancestors(node.group)
+    context = context_diagram(index, node, root)
     return CardView(
         page=Page(
             title=f"{node.title} · {index.title()} · archviz",
@@ -238,7 +239,28 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
             Link(title=group_title(g), href=group_href(g.id, root=root, slug=slug), note=repeat_label(g))
             for g in groups
         ),
+        context_title=context[0],
+        context_svg=context[1],
     )
+
+
+_OWN_DIAGRAM = (GroupKind.ATTENTION, GroupKind.MLP, GroupKind.MOE, GroupKind.MTP)
+"""Groups drawn on their own on their nodes' cards (the model and a block are the overview's diagram)."""
+
+
+def context_diagram(index: ModelIndex, node: Node, root: str) -> tuple[str, str]:
+    """The title and SVG of the sublayer the node sits in (its attention, MLP or MoE), the node marked; empty for
+    a node at model or block level, which the overview's diagram shows."""
+    group = next((g for g in index.ancestors(node.group) if g.kind in _OWN_DIAGRAM), None)
+    if group is None:
+        return "", ""
+    if group.id not in index.group_diagrams:
+        links = DiagramLinks(
+            node=lambda node_id: node_href(node_id, root=root, slug=index.slug),
+            group=lambda group_id: group_href(group_id, root=root, slug=index.slug),
+        )
+        index.group_diagrams[group.id] = diagram_svg(group_graph(index.graph, group.id), links)
+    return group_label(group), mark_current(index.group_diagrams[group.id], node.id)
 
 
 def _parameters_headline(node: Node, shares: Node | None) -> str:

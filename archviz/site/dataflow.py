@@ -189,7 +189,7 @@ class _Reader:
         self.boxes: list[FlowNode] = []
         self.edges: list[FlowEdge] = []
         self.labels: dict[str, str] = {}
-        self.inputs: dict[str, FlowNode] = {}
+        self.inputs: dict[str, _Value] = {}
         self.serial = 0
 
     # -- values and edges
@@ -337,10 +337,12 @@ class _Reader:
     def unresolved(self, node: Node, scope: _Scope, shape: Shape, taken: list[_Value]) -> list[_Value]:
         """An input no name resolves: the call's own arguments, what the group has produced and not used, a value
         of the same shape, or else a model input."""
+        if shape.name in self.inputs:  # an input of the diagram read again (a group's diagram on its own)
+            return [self.inputs[shape.name]]
         through_arguments: list[_Value] = []
         for name in call_arguments(node.code):
-            value = self.by_name(scope, name, [*taken, *through_arguments])
-            if value is not None and value.producer != node.id:
+            value = self.by_name(scope, name, [*taken, *through_arguments]) or self.inputs.get(name)
+            if value is not None and value.producer != node.id and value not in through_arguments:
                 through_arguments.append(value)
         if through_arguments:
             return through_arguments
@@ -376,12 +378,12 @@ class _Reader:
         return max(candidates, key=lambda value: value.serial) if candidates else None
 
     def model_input(self, shape: Shape) -> _Value:
-        box = self.inputs.get(shape.name)
-        if box is None:
+        """The input box of that name (one per name), and the value it feeds."""
+        if shape.name not in self.inputs:
             box = FlowNode(id=f"input.{shape.name}", kind=FlowKind.INPUT, group=None)
-            self.inputs[shape.name] = box
-            self.boxes.insert(len(self.inputs) - 1, box)
-        return self.value(box.id, shape)
+            self.boxes.insert(len(self.inputs), box)
+            self.inputs[shape.name] = self.value(box.id, shape)
+        return self.inputs[shape.name]
 
     def finish(self, scope: _Scope) -> None:
         """Tensor states that label a value no operator read become boxes of their own (caches, outputs)."""

@@ -14,6 +14,7 @@ before it is returned (only drawing elements and relative links), since a page i
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -275,6 +276,26 @@ def diagram_svg(graph: Graph, links: DiagramLinks, *, flow: Flow | None = None) 
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", XLINK_NS)
     return _finish_svg(_run_graphviz(text), dot.labels, f"Data flow of {graph.model.name}")
+
+
+def group_graph(graph: Graph, group_id: str) -> Graph:
+    """The part of ``graph`` inside one group, that group at the top: what a group's own diagram draws (what
+    enters it from outside becomes its inputs)."""
+    inside = {group_id}
+    for group in graph.groups:  # groups come after their parents
+        if group.parent in inside:
+            inside.add(group.id)
+    groups = [group for group in graph.groups if group.id in inside]
+    top = next(group for group in groups if group.id == group_id)
+    groups = [dataclasses.replace(top, parent=None), *(group for group in groups if group.id != group_id)]
+    return dataclasses.replace(
+        graph, nodes=tuple(node for node in graph.nodes if node.group in inside), groups=tuple(groups), layers=()
+    )
+
+
+def mark_current(svg: str, node_id: str) -> str:
+    """The diagram with one node's box (or the edge that carries it) marked ``current``."""
+    return re.sub(rf'(id="{re.escape(dom_id("n", node_id))}" class=")', r"\1current ", svg, count=1)
 
 
 def diagram_dot(graph: Graph, links: DiagramLinks) -> str:

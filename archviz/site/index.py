@@ -45,6 +45,8 @@ class ModelIndex:
         self.nodes: dict[str, Node] = {check_id(node.id): node for node in self.graph.nodes}
         self.groups: dict[str, Group] = {check_id(group.id): group for group in self.graph.groups}
         self.position: dict[str, int] = {node.id: i for i, node in enumerate(self.graph.nodes)}
+        self.group_diagrams: dict[str, str] = {}
+        """Each group's own diagram once drawn (the cards of its nodes share it): filled by ``cards``."""
 
     def ancestors(self, group_id: str) -> list[Group]:
         """The group and its enclosing groups, innermost first."""

@@ -242,6 +242,10 @@ class CardView:
     """The node after it in forward order; None for the last."""
     groups: tuple[Link, ...]
     """Enclosing groups, innermost first, linking to the overview."""
+    context_title: str
+    """The group whose own diagram the card shows (``Mixture of experts ×60 (layers 1–60)``), or empty."""
+    context_svg: str
+    """That diagram as inline SVG with this node marked (checked by ``archviz.site.diagram``), or empty."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
