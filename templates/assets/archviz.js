@@ -98,8 +98,28 @@
     }
   }
 
+  // A diagram wider than its box opens on its spine (the first box), not on its left margin; a box the page
+  // links to (the card's "back to the overview") is brought into view instead.
+  function centreDiagrams() {
+    var boxes = document.querySelectorAll(".dfg-scroll");
+    for (var i = 0; i < boxes.length; i++) {
+      var box = boxes[i];
+      if (box.scrollWidth <= box.clientWidth) continue;
+      var target = null;
+      if (window.location.hash) {
+        try { target = box.querySelector(window.location.hash.replace(/\./g, "\\.")); } catch (error) { target = null; }
+      }
+      target = target || box.querySelector("g.current") || box.querySelector("g.node");
+      if (!target) continue;
+      var rect = target.getBoundingClientRect();
+      var frame = box.getBoundingClientRect();
+      box.scrollLeft += rect.left + rect.width / 2 - (frame.left + box.clientWidth / 2);
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     setPhase(html.getAttribute("data-phase") || "prefill", false);
+    centreDiagrams();
     var buttons = document.querySelectorAll("[data-set-phase]");
     for (var i = 0; i < buttons.length; i++) {
       buttons[i].addEventListener("click", function (event) {
