@@ -193,8 +193,10 @@ def block_claim(graph: Graph) -> str:
         ffn = "every block uses the MoE"
     elif len(dense) == len(main):
         ffn = "every block uses the dense MLP"
+    elif dense == [0]:
+        ffn = "the first block uses the dense MLP, the rest the MoE"
     elif dense == list(range(len(dense))):
-        ffn = f"the first {len(dense)} block{'s use' if len(dense) > 1 else ' uses'} the dense MLP, the rest the MoE"
+        ffn = f"the first {len(dense)} blocks use the dense MLP, the rest the MoE"
     else:
         ffn = f"{len(dense)} blocks use the dense MLP, the other {len(main) - len(dense)} the MoE"
     return (

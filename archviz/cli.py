@@ -353,30 +353,46 @@ def render(
     no_verify: Annotated[
         bool, typer.Option("--no-verify", help="Skip the meta-model and checkpoint verification (no torch needed).")
     ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", min=1, help="Models verified at once, in worker processes (default: the cores)."),
+    ] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Fail at once if another render is writing OUT, instead of waiting.")
+    ] = False,
     trust_remote_code: TrustOption = False,
     source: SourceOption = "auto",
 ) -> None:
-    """Build the static documentation site for MODELs into OUT (written whole, then moved into place)."""
-    from archviz.checkpoint import read_checkpoint
-    from archviz.resolve import BUNDLED
-    from archviz.site import ModelContext, write_site
-    from archviz.verify import verification_sentence, verify
+    """Build the static documentation site for MODELs into OUT (written whole, then moved into place).
 
-    names = models or sorted(BUNDLED)
+    Progress goes to standard error when it is a terminal. Two renders into one OUT take turns.
+    """
+    from archviz.resolve import BUNDLED
+    from archviz.site.batch import RenderRequest, default_jobs, render_site
+    from archviz.site.progress import PlainReporter, RichReporter
+
+    names = tuple(models or sorted(BUNDLED))
+    request = RenderRequest(
+        names=names,
+        out=out,
+        template_dir=template_dir,
+        force=force,
+        verify=not no_verify,
+        trust_remote_code=trust_remote_code,
+        source=_source(source),
+        jobs=jobs or default_jobs(),
+        wait=not no_wait,
+    )
+    console = Console(stderr=True, highlight=False)
     try:
-        described = [describe_model(name, source=_source(source)) for name in names]
-        contexts: dict[str, ModelContext] = {}
-        for docs in described:
-            sentence = None
-            if not no_verify:
-                location = _checkpoint_location(docs, None)
-                held = read_checkpoint(location) if location is not None else None
-                sentence = verification_sentence(verify(docs, checkpoint=held, trust_remote_code=trust_remote_code))
-            contexts[docs.graph.model.name] = ModelContext(verification=sentence)
-        write_site(described, out, template_dir=template_dir, force=force, contexts=contexts)
+        if console.is_terminal:
+            with RichReporter(console) as reporter:
+                written = render_site(request, locate=_checkpoint_location, reporter=reporter)
+        else:
+            written = render_site(request, locate=_checkpoint_location, reporter=PlainReporter(console))
     except InputError as error:
         raise _fail(error) from None
-    Console(stderr=True).print(f"wrote {out} ({len(described)} models)", markup=False)
+    console.print(f"wrote {out} ({written} models)", markup=False)
 
 
 def main() -> None:

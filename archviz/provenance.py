@@ -265,7 +265,8 @@ def find_attribute_uses(
     through ``self`` (``forward`` → ``expand_kv`` → ``self.kv_b_proj(…)``): ``method``'s own uses
     first, then each called method's, breadth first, each in source order.
 
-    Only when nothing calls it are plain reads returned instead (``for layer in self.layers[…]:``).
+    Only when nothing calls it are reads returned instead: first where it is indexed (``expert =
+    self.experts[i]``, a module list's member taken to be run), else any (``for layer in self.layers:``).
     The span is the innermost statement holding the call, all its lines; a call in the header of a
     compound statement (an ``if`` test, a ``for`` iterable) yields that whole compound statement.
     ``with_context`` also takes the header of the ``if``/``elif`` directly enclosing the statement and
@@ -281,6 +282,7 @@ def find_attribute_uses(
     elif class_def is not None and method is not None:
         functions = _reachable_methods(src, class_def, method)
     calls: list[tuple[ast.stmt, dict[ast.AST, ast.AST]]] = []
+    indexed: list[tuple[ast.stmt, dict[ast.AST, ast.AST]]] = []
     reads: list[tuple[ast.stmt, dict[ast.AST, ast.AST]]] = []
     for function in functions:
         self_name = _self_name(function)
@@ -294,9 +296,13 @@ def find_attribute_uses(
             if statement is None or statement is function:
                 continue
             parent = parents.get(node)
-            is_call = isinstance(parent, ast.Call) and parent.func is node
-            (calls if is_call else reads).append((statement, parents))
-    found = calls or reads
+            if isinstance(parent, ast.Call) and parent.func is node:
+                calls.append((statement, parents))
+            elif isinstance(parent, ast.Subscript) and parent.value is node:
+                indexed.append((statement, parents))  # ``expert = self.experts[i]``: a module taken to be run
+            else:
+                reads.append((statement, parents))
+    found = calls or indexed or reads
     spans: list[SourceSpan] = []
     seen: set[int] = set()
     for statement, parents in found:
@@ -335,19 +341,36 @@ def find_statement(
 ) -> SourceSpan | None:
     """The innermost statement in ``method`` whose source text contains ``contains``, the ``occurrence``-th
     in source order (``contains="logits = self.lm_head"``; ``occurrence=2`` is a block's second
-    ``residual = hidden_states``).
+    ``residual = hidden_states``); when ``method`` has none, the first of the methods it calls through
+    ``self`` that has (``forward`` → ``moe_infer`` → ``expert_out = expert(…)``), breadth first.
 
-    ``class_suffix=None`` makes ``method`` a module-level function. ``with_context`` is as for
-    ``find_attribute_uses``.
+    The span is the whole statement, every line of a call written over several. ``class_suffix=None`` makes
+    ``method`` a module-level function. ``with_context`` is as for ``find_attribute_uses``.
     """
     if occurrence < 1:
         raise ValueError(f"occurrence must be at least 1, got {occurrence}")
     if not contains:
         raise ValueError("find_statement needs a non-empty 'contains'")
+    if class_suffix is None:
+        function = _parse(src.path, src.text).functions.get(method)
+        return None if function is None else _statement_in(src, function, contains, with_context, occurrence)
+    class_def = _find_class_def(src, class_suffix)
+    for function in [] if class_def is None else _reachable_methods(src, class_def, method):
+        span = _statement_in(src, function, contains, with_context, occurrence)
+        if span is not None:
+            return span
+    return None
+
+
+def _statement_in(
+    src: SourceFile,
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    contains: str,
+    with_context: bool,
+    occurrence: int,
+) -> SourceSpan | None:
+    """The ``occurrence``-th innermost statement of ``function`` whose text contains ``contains``."""
     parsed = _parse(src.path, src.text)
-    function = parsed.functions.get(method) if class_suffix is None else _find_method_def(src, class_suffix, method)
-    if function is None:
-        return None
     parents = _parent_map(function)
     matches = [statement for statement in _statements(function) if contains in _source_segment(parsed, statement)]
     matched = {id(statement) for statement in matches}

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 
 TRANSFORMERS_REPO = "huggingface/transformers"
 """The repository cited for transformers' own modeling files."""
+MODEL_GROUP_TITLE = "Transformer blocks"
+"""What the model group is called where people read it (its own title is the config's architecture class)."""
 MTP_PREFIX = "mtp."
 """Node and group ids of the multi-token-prediction layers start with this; the rest is a main-model id."""
 MAX_SPAN_LINES = 40
@@ -360,8 +362,8 @@ def locate_sources(graph: Graph, config: ConfigDocument, source: SourceFile) -> 
     for group in graph.groups:
         group_locator = group_locators.get(group.id)
         group_matches = () if group_locator is None else found(group_locator).matches
-        if group_locator is not None and group_matches:
-            claim = _group_claim(context, group_locator, group_matches)
+        claim = None if group_locator is None else _group_claim(context, group_locator, group_matches)
+        if group_locator is not None and group_matches and claim is not None:
             groups[group.id] = (_code_evidence(context, claim, group_locator.category, group_matches),)
 
     own: dict[str, NodeSources] = {}
@@ -370,7 +372,9 @@ def locate_sources(graph: Graph, config: ConfigDocument, source: SourceFile) -> 
         result = None if locator is None else found(locator)
         own[node.id] = _direct_sources(context, node, locator, result, configuration)
 
-    titles = {node.id: node.title for node in graph.nodes} | {group.id: group.title for group in graph.groups}
+    titles = {node.id: node.title for node in graph.nodes} | {
+        group.id: MODEL_GROUP_TITLE if group.kind is GroupKind.MODEL else group.title for group in graph.groups
+    }
     nodes: dict[str, NodeSources] = {}
     for position, node in enumerate(graph.nodes):
         direct = own[node.id].evidence
@@ -718,8 +722,11 @@ def _configuration_evidence(context: _Context) -> Evidence | None:
     return None if not keys else _config_evidence(context, claim, keys)
 
 
-def _group_claim(context: _Context, locator: Locator, matches: Sequence[SiteMatch]) -> str:
-    """The group's claim; the model's and a block's are composed from the config and the graph."""
+def _group_claim(context: _Context, locator: Locator, matches: Sequence[SiteMatch]) -> str | None:
+    """The group's claim; the model's and a block's are composed from the config and the graph. None for those
+    two when the graph is partial: they would describe blocks and a head the graph does not have."""
+    if locator.composed in ("model", "block") and context.graph.partial:
+        return None
     if locator.composed == "model":
         upcast = any(match.needle == "logits = logits.float()" for match in matches)
         return model_claim(context.config, upcast=upcast)

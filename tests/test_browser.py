@@ -15,6 +15,7 @@ import pytest
 
 from archviz.pipeline import describe_model
 from archviz.site import write_site
+from tests.test_families import PUBLISHED
 
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
@@ -23,6 +24,9 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 REPO = Path(__file__).parent.parent
 K2 = "kimi-k2-instruct"
+KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
+LLAMA = "llama-3.1-8b"
+DIAGRAM_WIDTHS = {"1400": {"width": 1400, "height": 1000}, "420": {"width": 420, "height": 900}}
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -71,7 +75,11 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "hostile" / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     hostile = root / "hostile-site"
     write_site([describe_model(str(root / "hostile"))], hostile)
-    return {"k2": k2, "hostile": hostile}
+    (root / LLAMA).mkdir()
+    (root / LLAMA / "config.json").write_text(json.dumps(PUBLISHED[LLAMA]), encoding="utf-8")
+    models = root / "models-site"
+    write_site([describe_model(name) for name in (K2, KIMI_LINEAR)] + [describe_model(str(root / LLAMA))], models)
+    return {"k2": k2, "hostile": hostile, "models": models}
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +225,137 @@ def test_hostile_config_runs_nothing(sites: dict[str, Path], open_page: Callable
     if page_path.endswith("mlp.act.html"):
         assert "<script>alert(1)</script>" in page.locator("article").inner_text()
         page.screenshot(path=str(artifacts() / "hostile.mlp-act.png"), full_page=True)
+
+
+# -- the data-flow diagram ------------------------------------------------------------------------------
+
+# Every drawn box (a node's outline), every visible edge label and cluster title as a rectangle in CSS pixels, with
+# the texts inside each box: what the eye sees, with the fonts Chromium really uses.
+_DIAGRAM_GEOMETRY = """() => {
+  const svg = document.querySelector('#diagram svg.dfg');
+  const rect = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const visible = e => getComputedStyle(e).display !== 'none' && e.getBoundingClientRect().width > 0;
+  const boxes = Array.from(svg.querySelectorAll('g.node')).map(g => {
+    const outline = g.querySelector('path, polygon, ellipse');
+    return {id: g.id, box: rect(outline || g), texts: Array.from(g.querySelectorAll('text')).filter(visible).map(rect)};
+  });
+  const labels = Array.from(svg.querySelectorAll('g.edge text')).filter(visible)
+    .map(t => ({id: t.closest('g.edge').id, text: t.textContent, box: rect(t)}));
+  const titles = Array.from(svg.querySelectorAll('g.cluster text')).filter(visible)
+    .map(t => ({id: t.closest('g.cluster').id, text: t.textContent, box: rect(t)}));
+  return {boxes, labels, titles};
+}"""
+
+
+def _overlap(a: list[float], b: list[float], slack: float = 0.5) -> bool:
+    return a[0] < b[2] - slack and b[0] < a[2] - slack and a[1] < b[3] - slack and b[1] < a[3] - slack
+
+
+def _inside(inner: list[float], outer: list[float], slack: float = 1.0) -> bool:
+    return (inner[0] >= outer[0] - slack and inner[1] >= outer[1] - slack and inner[2] <= outer[2] + slack
+            and inner[3] <= outer[3] + slack)
+
+
+def _diagram_page(sites: dict[str, Path], model: str) -> Path:
+    folder = model if model != LLAMA else LLAMA
+    return sites["models"] / folder / "index.html"
+
+
+@pytest.mark.parametrize("model", [K2, KIMI_LINEAR, LLAMA])
+@pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
+def test_diagram_has_no_overlapping_boxes_or_labels(sites: dict[str, Path], open_page: Callable[..., Any],
+                                                     model: str, width: str) -> None:
+    page, watch = open_page(_diagram_page(sites, model), viewport=DIAGRAM_WIDTHS[width])
+    for phase in ("prefill", "decode"):
+        page.click(f"button[data-set-phase={phase}]")
+        geometry = page.evaluate(_DIAGRAM_GEOMETRY)
+        boxes, labels, titles = geometry["boxes"], geometry["labels"], geometry["titles"]
+        assert len(boxes) > 15 and len(labels) > 15
+        for i, one in enumerate(boxes):
+            for text in one["texts"]:
+                assert _inside(text, one["box"]), (phase, "text outside its box", one["id"])
+            for other in boxes[i + 1:]:
+                assert not _overlap(one["box"], other["box"]), (phase, one["id"], other["id"])
+        flat = [*labels, *titles]
+        for i, one in enumerate(flat):
+            for box in boxes:
+                assert not _overlap(one["box"], box["box"]), (phase, one["text"], box["id"])
+            for other in flat[i + 1:]:
+                assert not _overlap(one["box"], other["box"]), (phase, one["text"], other["text"])
+    # At 420 px the diagram scrolls inside its own box; the page itself does not.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert watch.clean(), watch
+
+
+@pytest.mark.parametrize("model", [K2, KIMI_LINEAR, LLAMA])
+def test_diagram_draws_every_node_and_links_every_box_to_a_card(sites: dict[str, Path], open_page: Callable[..., Any],
+                                                                model: str) -> None:
+    path = _diagram_page(sites, model)
+    page, watch = open_page(path)
+    drawn = set(page.evaluate("Array.from(document.querySelectorAll('#diagram g.node'), g => g.id)"))
+    links = page.evaluate("Array.from(document.querySelectorAll('#diagram svg a[*|href]'),"
+                          " a => a.getAttribute('xlink:href') || a.getAttribute('href'))")
+    cards = sorted((path.parent / "nodes").glob("*.html"))
+    assert cards
+    for card_path in cards:  # every node: a box of its own, or the label of the edge that carries it
+        node = card_path.stem
+        assert f"dfg-n-{node}" in drawn or any(link.endswith(f"/nodes/{node}.html") for link in links), node
+    for link in links:
+        target, _, fragment = link.partition("#")
+        if target:
+            assert (path.parent / target).resolve().is_file(), link
+        else:
+            assert page.locator(f"[id='{fragment}']").count() == 1, link
+    boxes = page.evaluate("Array.from(document.querySelectorAll('#diagram g.node'),"
+                          " g => [g.id, !!g.querySelector('a'), g.classList.contains('input')])")
+    for box_id, linked, is_input in boxes:
+        assert linked or is_input, box_id
+    assert watch.clean(), watch
+
+
+def test_decode_toggle_changes_the_edge_shapes(sites: dict[str, Path], open_page: Callable[..., Any]) -> None:
+    page, watch = open_page(_diagram_page(sites, K2))
+    shown = "Array.from(document.querySelectorAll('#diagram g.edge text'))" \
+            ".filter(t => getComputedStyle(t).display !== 'none').map(t => t.textContent)"
+    prefill = page.evaluate(shown)
+    assert "[B, T, 7168 d]" in prefill and "[B, 1, 7168 d]" not in prefill
+    page.click("button[data-set-phase=decode]")
+    decode = page.evaluate(shown)
+    assert "[B, 1, 7168 d]" in decode and "[B, T, 7168 d]" not in decode
+    assert len(prefill) == len(decode) and prefill != decode
+    assert "[B, 1, S, 512]" in decode  # the latent cache still holds S key positions
+    assert watch.clean(), watch
+
+
+@pytest.mark.parametrize("model", [K2, KIMI_LINEAR])
+@pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
+def test_diagram_screenshots(sites: dict[str, Path], open_page: Callable[..., Any], model: str, width: str) -> None:
+    page, watch = open_page(_diagram_page(sites, model), viewport=DIAGRAM_WIDTHS[width])
+    page.locator("#diagram").screenshot(path=str(artifacts() / f"{model}.diagram.{width}.png"))
+    page.screenshot(path=str(artifacts() / f"{model}.overview.{width}.png"), full_page=True)
+    assert watch.clean(), watch
+
+
+def test_diagram_reads_without_javascript(browser: Any, sites: dict[str, Path]) -> None:
+    context = browser.new_context(java_script_enabled=False, viewport=WIDE)
+    try:
+        page = context.new_page()
+        page.goto(_diagram_page(sites, K2).as_uri())
+        texts = page.evaluate("Array.from(document.querySelectorAll('#diagram g.edge text'))"
+                              ".filter(t => getComputedStyle(t).display !== 'none').map(t => t.textContent)")
+        assert "[B, T, 7168 d]" in texts and "[B, 1, 7168 d]" not in texts
+    finally:
+        context.close()
+
+
+def test_search_for_kda_lists_every_kda_card_grouped_by_model(sites: dict[str, Path],
+                                                              open_page: Callable[..., Any]) -> None:
+    page, watch = open_page(sites["models"] / "index.html")
+    page.fill("#search-input", "kda")
+    page.locator("#search-results a").first.wait_for()
+    hrefs = page.evaluate("Array.from(document.querySelectorAll('#search-results a'), a => a.getAttribute('href'))")
+    cards = {f"{KIMI_LINEAR}/nodes/{path.name}" for path in (sites["models"] / KIMI_LINEAR / "nodes").glob("kda.*")}
+    assert len(cards) == 14 and cards <= set(hrefs)
+    headings = page.locator("#search-results li.result-model").all_inner_texts()
+    assert headings == sorted(set(headings), key=headings.index)  # one heading per model
+    assert watch.clean(), watch

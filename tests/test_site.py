@@ -225,7 +225,7 @@ def test_tensor_state_card_mirrors_reference(k2_site: Path) -> None:
     # configuration, then the model's forward and the block.
     assert headings[:2] == ["Direct evidence", "Direct evidence"]
     assert headings[2:] == ["Contextual evidence from Token embedding"] * 2 + [
-        "Contextual evidence from DeepseekV3ForCausalLM",
+        "Contextual evidence from Transformer blocks",
         "Contextual evidence from Decoder block",
     ]
 
@@ -238,7 +238,7 @@ def test_card_links_neighbours_and_groups(k2_site: Path) -> None:
     assert links["Multi-head latent attention"] == f"../../{K2}/index.html#group-attention"
     assert links["Decoder block"] == f"../../{K2}/index.html#group-block"
     overview = (k2_site / K2 / "index.html").read_text(encoding="utf-8")
-    for anchor in ('id="group-attention"', 'id="group-block"', 'id="diagram-attention.q-a-proj"'):
+    for anchor in ('id="group-attention"', 'id="group-block"', 'id="dfg-n-attention.q-a-proj"'):
         assert anchor in overview
 
 
@@ -265,19 +265,20 @@ def test_overview_shows_figures_diagram_chart_layers_and_config(k2_site: Path, k
     assert "Parameters 1.03 T 1,026,408,209,408" in figures
     assert "Active per token 32.9 B 32,861,477,888" in figures
     assert "31,687,072,768" in figures
-    assert "Checkpoint F8_E4M3 elements" in figures
+    dtypes = {squash(row.find("th").text()): squash(row.text()) for row in page.find("table", "dtypes").find_all("tr")}
+    assert "1,023,893,241,856" in dtypes["F8_E4M3"] and "2,514,967,552" in dtypes["BF16"]  # never one dtype
+    assert "Checkpoint dtype" not in figures
     assert "Persistent buffers (elements) 23,040" in figures
     assert "Multi-token prediction none" in figures
     assert "Not verified" in squash(page.find("section").text())
-    boxes = {squash(e.find("p", "box-title").text()) for e in page.find_all("li", "box")}
-    assert {
-        "Decoder block ×61 (layers 0–60)",
-        "Routed experts ×384 per layer (layers 1–60)",
-        "Dense SwiGLU MLP ×1 (layer 0)",
-        "Mixture of experts ×60 (layers 1–60)",
-    } <= boxes
-    chips = page.find_all("li", "chip")
-    assert {e.attrs.get("id") for e in chips} >= {f"diagram-{node.id}" for node in k2.graph.nodes}
+    clusters = {squash(e.find("text").text()) for e in page.find_all("g", "cluster")}
+    assert {"Decoder block ×61 (layers 0–60)", "Routed experts ×384 per layer (layers 1–60)",
+            "Dense SwiGLU MLP ×1 (layer 0)", "Mixture of experts ×60 (layers 1–60)"} <= clusters
+    diagram = page.find("div", "dfg-scroll")
+    boxes = {e.attrs.get("id") for e in diagram.find_all("g", "node")}
+    linked = {a.attrs.get("xlink:href") for a in diagram.find_all("a")}
+    for node in k2.graph.nodes:  # a box of its own, or the label of the edge that carries it
+        assert f"dfg-n-{node.id}" in boxes or f"../{K2}/nodes/{node.id}.html" in linked, node.id
     shares = {squash(row.find("th").text()): squash(row.text()) for row in page.find("table", "shares").find_all("tr")}
     assert "1,014,686,023,680 98.9%" in shares["Routed experts"]
     cells = page.find("ol", "layer-map").find_all("li")
@@ -323,7 +324,7 @@ def test_every_relative_link_resolves(k2_site: Path) -> None:
     ids: dict[Path, set[str]] = {}
     for path in sorted(k2_site.rglob("*.html")):
         for element in parse(path.read_text(encoding="utf-8")).iter():
-            for name in ("href", "src"):
+            for name in ("href", "src", "xlink:href"):
                 value = element.attrs.get(name, "")
                 if not value or value.startswith(("http:", "https:")):
                     continue
@@ -342,7 +343,7 @@ def test_pages_link_nothing_external_but_provenance(k2_site: Path) -> None:
     for path in k2_site.rglob("*.html"):
         html = path.read_text(encoding="utf-8")
         for element in parse(html).iter():
-            for name in ("href", "src"):
+            for name in ("href", "src", "xlink:href"):
                 value = element.attrs.get(name, "")
                 if value.startswith(("http:", "https:", "//")):
                     assert name == "href" and value.startswith(
@@ -480,11 +481,11 @@ def test_remote_code_evidence_and_verification(tmp_path: Path) -> None:
     rendered = render_context()
     embedding = parse(render_card(build_card_view(index, index.nodes["token-embedding"]), rendered))
     text = squash(embedding.text())
-    assert "Code modeling_deepseek.py 192, 199–200 · config.json 15–68" in text
-    assert "moonshotai/Kimi-K2-Instruct / modeling_deepseek.py Pinned revision fd1984e2b7a3 ↗ · lines 192–200" in text
-    link = f"https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/{sha}/modeling_deepseek.py#L192-L200"
+    assert "Code modeling_deepseek.py 273, 305–306 · config.json 15–68" in text
+    assert "moonshotai/Kimi-K2-Instruct / modeling_deepseek.py Pinned revision fd1984e2b7a3 ↗ · lines 273–306" in text
+    link = f"https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/{sha}/modeling_deepseek.py#L273-L306"
     assert link in [e.attrs["href"] for e in embedding.find_all("a")]
-    assert "… lines 193–198 omitted …" in text
+    assert "… lines 274–304 omitted …" in text
     assert "The model total matches the checkpoint's tensors." in text
     assert "source not located" not in text
     assert "if" in [e.text() for e in embedding.find_all("span", "k")]  # Python highlighting

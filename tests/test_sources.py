@@ -376,7 +376,7 @@ def test_embedded_state_has_the_k2_cards_contextual_evidence(k2_sources: GraphSo
     assert model.category is Category.TRANSFORMER and "61 blocks" in model.claim
     assert "float32" not in model.claim  # transformers' port does not upcast the logits
     block = next(item for item in context if item.from_node == "block")
-    assert block.claim.endswith("the first 1 block uses the dense MLP, the rest the MoE.")
+    assert block.claim.endswith("the first block uses the dense MLP, the rest the MoE.")
 
 
 def test_node_config_evidence_names_the_values(k2_sources: GraphSources) -> None:
@@ -852,7 +852,7 @@ def test_qwen3_moe_dense_layers_cite_the_mlp_and_the_moe(published: dict[str, Pa
     assert mlp.excerpt and text_of(source, mlp.spans[0].start, mlp.spans[0].start) == "class Qwen3MoeMLP(nn.Module):"
     block = sources.groups["block"][0]
     assert (
-        block.claim.endswith("the first 1 block uses the dense MLP, the rest the MoE.")
+        block.claim.endswith("the first block uses the dense MLP, the rest the MoE.")
         and "sliding-window attention" in block.claim
     )
 

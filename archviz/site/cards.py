@@ -6,16 +6,29 @@ The Sources section shows provenance's evidence (``archviz.sources.Evidence``) a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
-from archviz.graph import Node, NodeKind, Part, Shape, TensorRow
+from archviz.graph import GroupKind, Node, NodeKind, Part, Shape, TensorRow
 from archviz.provenance import ExcerptLines, covering_range, omission_label
 from archviz.report import format_placement
 from archviz.shapes import Phase, format_shape
+from archviz.site.dataflow import input_roles
+from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id, group_graph, group_label, mark_current
 from archviz.site.formatting import count, line_range, plural, runs, safe_url
 from archviz.site.highlight import code_lines
-from archviz.site.index import UNVERIFIED_SENTENCE, ModelIndex, crumbs, group_href, node_href, repeat_label
+from archviz.site.index import (
+    UNVERIFIED_SENTENCE,
+    ModelIndex,
+    crumbs,
+    group_href,
+    group_title,
+    node_href,
+    partial_badge,
+    repeat_label,
+    symbol_legend,
+)
 from archviz.site.views import (
     CalculationRow,
     CardView,
@@ -54,7 +67,12 @@ def shape_rows(node: Node) -> tuple[ShapeRow, ...]:
         return (ShapeRow(label="shape", shapes=tuple(shape_view(item) for item in node.outputs)),)
     rows = []
     if node.inputs:
-        rows.append(ShapeRow(label="in", shapes=tuple(shape_view(item) for item in node.inputs)))
+        # Inputs named by their role in the code (query, key, value, g, beta) where the tensor names repeat.
+        roles = input_roles(node)
+        inputs = tuple(
+            dataclasses.replace(shape_view(item), name=role) for item, role in zip(node.inputs, roles, strict=True)
+        )
+        rows.append(ShapeRow(label="in", shapes=inputs))
     if node.outputs:
         rows.append(ShapeRow(label="out", shapes=tuple(shape_view(item) for item in node.outputs)))
     return tuple(rows)
@@ -179,20 +197,26 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
     shares = index.nodes.get(node.shares_parameters_with or "")
     shapes = shape_rows(node)
     groups = index.ancestors(node.group)
+    context = context_diagram(index, node, root)
     return CardView(
         page=Page(
             title=f"{node.title} · {index.title()} · archviz",
             root=root,
             crumbs=(
                 *crumbs(index, root),
-                *(Link(title=g.title, href=group_href(g.id, root=root, slug=slug)) for g in reversed(groups[:-1])),
+                *(
+                    Link(title=group_title(g), href=group_href(g.id, root=root, slug=slug))
+                    for g in reversed(groups[:-1])
+                ),
             ),
             phase_toggle=any(item.varies for row in shapes for item in row.shapes),
+            partial=partial_badge(index.graph, overview=f"{root}{slug}/index.html"),
+            symbols=symbol_legend([node]),
         ),
         id=node.id,
         title=node.title,
         kind=node.kind.value,
-        close_href=f"{root}{slug}/index.html#diagram-{node.id}",
+        close_href=f"{root}{slug}/index.html#{dom_id('n', node.id)}",
         code=node.code,
         summary=node.summary,
         shapes=shapes,
@@ -212,9 +236,31 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
         previous=None if position == 0 else _node_link(index, nodes[position - 1], root),
         next=None if position == len(nodes) - 1 else _node_link(index, nodes[position + 1], root),
         groups=tuple(
-            Link(title=g.title, href=group_href(g.id, root=root, slug=slug), note=repeat_label(g)) for g in groups
+            Link(title=group_title(g), href=group_href(g.id, root=root, slug=slug), note=repeat_label(g))
+            for g in groups
         ),
+        context_title=context[0],
+        context_svg=context[1],
     )
+
+
+_OWN_DIAGRAM = (GroupKind.ATTENTION, GroupKind.MLP, GroupKind.MOE, GroupKind.MTP)
+"""Groups drawn on their own on their nodes' cards (the model and a block are the overview's diagram)."""
+
+
+def context_diagram(index: ModelIndex, node: Node, root: str) -> tuple[str, str]:
+    """The title and SVG of the sublayer the node sits in (its attention, MLP or MoE), the node marked; empty for
+    a node at model or block level, which the overview's diagram shows."""
+    group = next((g for g in index.ancestors(node.group) if g.kind in _OWN_DIAGRAM), None)
+    if group is None:
+        return "", ""
+    if group.id not in index.group_diagrams:
+        links = DiagramLinks(
+            node=lambda node_id: node_href(node_id, root=root, slug=index.slug),
+            group=lambda group_id: group_href(group_id, root=root, slug=index.slug),
+        )
+        index.group_diagrams[group.id] = diagram_svg(group_graph(index.graph, group.id), links)
+    return group_label(group), mark_current(index.group_diagrams[group.id], node.id)
 
 
 def _parameters_headline(node: Node, shares: Node | None) -> str:

@@ -4,14 +4,16 @@ names, links, and the phrases more than one page uses."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from archviz.graph import Graph, Group, GroupKind, Node
+from archviz.pins import RevisionKind
 from archviz.pipeline import ModelDocs
 from archviz.report import format_layers
-from archviz.site.formatting import check_id, count
-from archviz.site.views import Link
+from archviz.site.formatting import check_id, count, plural, safe_url
+from archviz.site.views import Link, PartialBadge, SymbolView
+from archviz.sources import MODEL_GROUP_TITLE
 
 UNVERIFIED_SENTENCE = "Derived from the config; this count has not been verified against a checkpoint here."
 """A card's verification sentence when nothing was verified."""
@@ -43,6 +45,8 @@ class ModelIndex:
         self.nodes: dict[str, Node] = {check_id(node.id): node for node in self.graph.nodes}
         self.groups: dict[str, Group] = {check_id(group.id): group for group in self.graph.groups}
         self.position: dict[str, int] = {node.id: i for i, node in enumerate(self.graph.nodes)}
+        self.group_diagrams: dict[str, str] = {}
+        """Each group's own diagram once drawn (the cards of its nodes share it): filled by ``cards``."""
 
     def ancestors(self, group_id: str) -> list[Group]:
         """The group and its enclosing groups, innermost first."""
@@ -108,6 +112,33 @@ def crumbs(index: ModelIndex, root: str) -> list[Link]:
     ]
 
 
+def group_title(group: Group) -> str:
+    """A group's human title: ``Transformer blocks`` for the model, whose own title is its class name."""
+    return MODEL_GROUP_TITLE if group.kind is GroupKind.MODEL else group.title
+
+
+def group_class_name(group: Group) -> str:
+    """The class name shown under a group's human title (the model's architecture class), or empty."""
+    return group.title if group.kind is GroupKind.MODEL and group.title != MODEL_GROUP_TITLE else ""
+
+
+def symbol_legend(nodes: Iterable[Node]) -> tuple[SymbolView, ...]:
+    """Every symbol (``B``, ``T``, ``N_e``) and short dimension label (``d``, ``ffn``) the nodes' shapes use, with
+    what it stands for, in order of first use."""
+    found: dict[str, str] = {}
+    for node in nodes:
+        for shape in (*node.inputs, *node.outputs):
+            for dim in shape.dims:
+                if dim.value is None:
+                    decode = f" ({dim.decode_value} in decode)" if dim.decode_value is not None else ""
+                    found.setdefault(dim.symbol, f"{dim.label}{decode}")
+                elif dim.label.isidentifier() and dim.label not in dim.config_keys:
+                    meaning = dim.formula or " × ".join(dim.config_keys)
+                    if meaning and meaning != dim.label:
+                        found.setdefault(dim.label, meaning)
+    return tuple(SymbolView(symbol=symbol, meaning=meaning) for symbol, meaning in found.items())
+
+
 def repeat_label(group: Group) -> str:
     """``×61 (layers 0–60)``, ``×384 per layer (layers 1–60)``; empty for a model-level group."""
     layers = group.placement.layers
@@ -117,6 +148,52 @@ def repeat_label(group: Group) -> str:
     if group.placement.per_layer > 1:
         return f"×{count(group.placement.per_layer)} per layer {where}"
     return f"×{count(len(layers))} {where}"
+
+
+PARTIAL_SUFFIX = " (of the modelled part)"
+"""Appended to a partial graph's headline figures."""
+
+
+def partial_badge(graph: Graph, *, overview: str) -> PartialBadge | None:
+    """The badge of a graph that is partial (an incomplete config, parts not modelled) or rests on assumed values;
+    ``overview`` is the overview page's address from the page showing the badge."""
+    missing = graph.partial or bool(graph.not_modelled)
+    if not missing and not graph.assumptions:
+        return None
+    sentences = []
+    if missing:
+        nodes = plural(len(graph.nodes), "node")
+        sentences.append(f"Only part of this model is modelled ({nodes}); counts are of the modelled part.")
+    if graph.assumptions:
+        keys = ", ".join(item.key for item in graph.assumptions)
+        sentences.append(f"Assumed values the config does not set: {keys}.")
+    return PartialBadge(
+        label="partial" if missing else "assumed values", text=" ".join(sentences), href=f"{overview}#partial"
+    )
+
+
+_REVISION_NOTES = {
+    RevisionKind.HUB: "Hub commit",
+    RevisionKind.GIT: "git commit",
+    RevisionKind.PACKAGE_VERSION: "release",
+    RevisionKind.CONTENT_HASH: "content hash; no Hub revision is known",
+}
+
+
+def revision_links(docs: ModelDocs) -> tuple[Link, ...]:
+    """``config.json @ fd1984e2b7a3`` and the modeling file's pin, each linking to the file where a URL exists."""
+    links = []
+    for summary in (docs.sources.config_file, docs.sources.file):
+        if not summary.revision:
+            continue
+        links.append(
+            Link(
+                title=f"{summary.path} @ {summary.revision[:12]}",
+                href=safe_url(summary.url) or "",
+                note=_REVISION_NOTES.get(summary.revision_kind, summary.revision_kind.value),
+            )
+        )
+    return tuple(links)
 
 
 def model_description(graph: Graph) -> str:

@@ -4,17 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from archviz.claims import configuration_claim
 from archviz.config import ConfigDocument
-from archviz.graph import Graph, Group, GroupKind, Node, NodeKind, Part
+from archviz.families import family_for
+from archviz.graph import Graph, Group, GroupKind, Node, Part
 from archviz.pipeline import ModelDocs
 from archviz.report import format_placement
+from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
 from archviz.site.formatting import count, file_lines, percent, short_count
 from archviz.site.highlight import highlight
-from archviz.site.index import UNVERIFIED_STATUS, ModelIndex, crumbs, model_description, node_href, repeat_label
+from archviz.site.index import (
+    PARTIAL_SUFFIX,
+    UNVERIFIED_STATUS,
+    ModelIndex,
+    crumbs,
+    group_class_name,
+    group_title,
+    model_description,
+    node_href,
+    partial_badge,
+    revision_links,
+    symbol_legend,
+)
 from archviz.site.views import (
     CodeLine,
     ConfigView,
-    DiagramItem,
+    DtypeRow,
     Figure,
     GroupRow,
     LayerCell,
@@ -31,91 +46,51 @@ _LEGEND_COLOURS = 6
 
 
 def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
-    """The model's totals: parameters, active parameters, checkpoint elements by dtype, buffers, MTP, dtype."""
+    """The model's totals: parameters, active parameters, buffers, scales, MTP ("of the modelled part" when the
+    graph is partial). The checkpoint's elements are a table by dtype (``dtype_rows``)."""
+    suffix = "" if _complete(graph) else PARTIAL_SUFFIX
     figures = [
-        Figure(label="Parameters", value=count(totals.parameters), short=short_count(totals.parameters)),
+        Figure(label=f"Parameters{suffix}", value=count(totals.parameters), short=short_count(totals.parameters)),
         Figure(
-            label="Active per token", value=count(totals.active_parameters), short=short_count(totals.active_parameters)
+            label=f"Active per token{suffix}",
+            value=count(totals.active_parameters),
+            short=short_count(totals.active_parameters),
         ),
         Figure(
-            label="Active per token, without the input embedding",
+            label=f"Active per token, without the input embedding{suffix}",
             value=count(totals.active_parameters_without_embedding),
             short=short_count(totals.active_parameters_without_embedding),
         ),
+        Figure(label=f"Persistent buffers (elements){suffix}", value=count(totals.buffers), short=""),
     ]
-    figures += [
-        Figure(label=f"Checkpoint {dtype} elements", value=count(elements), short=short_count(elements))
-        for dtype, elements in sorted(totals.by_dtype.items())
-    ]
-    figures.append(Figure(label="Persistent buffers (elements)", value=count(totals.buffers), short=""))
     if totals.scale_elements:
         figures.append(Figure(label="Quantization scale elements", value=count(totals.scale_elements), short=""))
-    mtp = f"{count(totals.mtp_parameters)} parameters, not in the total" if totals.mtp_parameters else "none"
-    figures.append(Figure(label="Multi-token prediction", value=mtp, short=""))
-    figures.append(Figure(label="Checkpoint dtype", value=graph.dtype, short=""))
+    if not suffix:  # a partial graph cannot say whether the model has MTP layers
+        mtp = f"{count(totals.mtp_parameters)} parameters, not in the total" if totals.mtp_parameters else "none"
+        figures.append(Figure(label="Multi-token prediction", value=mtp, short=""))
     return tuple(figures)
 
 
-def _choices(index: ModelIndex, parent: Group, members: Sequence[str]) -> list[list[str]]:
-    """Members in order, consecutive sibling groups that split the parent's layers between them joined."""
-    result: list[list[str]] = []
-    layers = set(parent.placement.layers)
-    for member in members:
-        group = index.groups.get(member)
-        previous = result[-1] if result else None
-        if (
-            group is not None
-            and previous is not None
-            and previous[0] in index.groups
-            and layers
-            and all(set(index.groups[g].placement.layers).isdisjoint(group.placement.layers) for g in previous)
-            and set(group.placement.layers) < layers
-            and all(set(index.groups[g].placement.layers) < layers for g in previous)
-        ):
-            previous.append(member)
-        else:
-            result.append([member])
-    return result
+def _complete(graph: Graph) -> bool:
+    """Whether the graph models the whole model (assumed values aside)."""
+    return not graph.partial and not graph.not_modelled
 
 
-def diagram(index: ModelIndex, group: Group, root: str) -> DiagramItem:
-    """The group as a box holding its members in forward order; alternatives side by side."""
-    children: list[DiagramItem] = []
-    for run in _choices(index, group, group.members):
-        boxes = [
-            diagram(index, index.groups[m], root) if m in index.groups else _chip(index, index.nodes[m], root)
-            for m in run
-        ]
-        if len(boxes) > 1:
-            children.append(DiagramItem(item="choice", title="By layer, one of", children=tuple(boxes)))
-        else:
-            children.extend(boxes)
-    return DiagramItem(
-        item="box",
-        title=group.title,
-        kind=group.kind.value,
-        href=f"#group-{group.id}",
-        anchor=f"diagram-{group.id}",
-        repeat=repeat_label(group),
-        children=tuple(children),
+def dtype_rows(totals: Totals) -> tuple[DtypeRow, ...]:
+    """The predicted checkpoint's elements per dtype, largest first: never one dtype for a mixed checkpoint."""
+    whole = sum(totals.by_dtype.values())
+    return tuple(
+        DtypeRow(dtype=dtype, elements=count(elements), short=short_count(elements), percent=percent(elements, whole))
+        for dtype, elements in sorted(totals.by_dtype.items(), key=lambda item: (-item[1], item[0]))
     )
 
 
-def _chip(index: ModelIndex, node: Node, root: str) -> DiagramItem:
-    parameters = node_parameters(node)
-    note = ""
-    if parameters:
-        note = short_count(parameters)
-        if node.placement.count > 1:
-            note += f" × {count(node.placement.count)}"
-    return DiagramItem(
-        item="node",
-        title=node.title,
-        kind=node.kind.value,
-        anchor=f"diagram-{node.id}",
-        href=node_href(node.id, root=root, slug=index.slug),
-        note=note,
+def model_diagram(index: ModelIndex, root: str) -> str:
+    """The model's data-flow diagram, its boxes linking to the cards and its clusters to the groups table."""
+    links = DiagramLinks(
+        node=lambda node_id: node_href(node_id, root=root, slug=index.slug), group=lambda group_id: f"#group-{group_id}"
     )
+    return diagram_svg(index.graph, links)
 
 
 _SHARE_BY_GROUP: dict[GroupKind, str] = {
@@ -214,13 +189,14 @@ def group_rows(index: ModelIndex, root: str) -> tuple[GroupRow, ...]:
         rows.append(
             GroupRow(
                 anchor=f"group-{group.id}",
-                title=group.title,
+                title=group_title(group),
+                class_name=group_class_name(group),
                 kind=group.kind.value,
                 where=format_placement(group.placement, unit),
                 parameters=count(_group_parameters(index, group)),
                 summary=group.summary,
-                diagram_href=f"#diagram-{group.id}",
-                parent=None if parent is None else Link(title=parent.title, href=f"#group-{parent.id}"),
+                diagram_href="#diagram" if group.kind is GroupKind.MODEL else f"#{dom_id('g', group.id)}",
+                parent=None if parent is None else Link(title=group_title(parent), href=f"#group-{parent.id}"),
             )
         )
     return tuple(rows)
@@ -242,12 +218,48 @@ def _whole_config_url(docs: ModelDocs, line_count: int) -> str | None:
     return None if url is None or not line_count else f"{url}#L1-L{line_count}"
 
 
-def config_view(index: ModelIndex) -> ConfigView:
-    """The whole config, highlighted, the lines of every key the graph uses marked."""
-    config = index.docs.config
+LAYER_KEYS = (
+    "num_hidden_layers",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "linear_attn_config.kda_layers",
+    "linear_attn_config.full_attn_layers",
+    "layer_types",
+    "mlp_only_layers",
+    "decoder_sparse_step",
+    "num_nextn_predict_layers",
+)
+"""Keys that place groups in layers (the layer map, ``×61 (layers 0–60)``): used when the config sets them."""
+DTYPE_KEYS = ("torch_dtype", "dtype")
+"""Keys that set the checkpoint's dtype."""
+QUANTIZATION_KEY = "quantization_config"
+"""The key that block-quantizes weights (their dtype and scale tensors)."""
+
+
+def page_keys(index: ModelIndex) -> list[str]:
+    """Every config key the model's pages depend on: its nodes' shapes, parameters and settings, the released
+    configuration's sentence, the layer placement of its groups and the checkpoint's dtypes."""
+    graph, config = index.graph, index.docs.config
     keys: list[str] = []
-    for node in index.graph.nodes:
-        keys.extend(key for key in node.config_keys if key not in keys)
+    for node in graph.nodes:
+        keys += node.config_keys
+        keys += [key for setting in node.settings for key in setting.config_keys]
+        keys += [key for shape in (*node.inputs, *node.outputs) for dim in shape.dims for key in dim.config_keys]
+    family = family_for(graph.model)
+    keys += configuration_claim(graph, config, None if family is None else family.moe)[1]
+    if any(group.placement.layers for group in graph.groups):
+        keys += LAYER_KEYS
+    keys += DTYPE_KEYS
+    rows = [row for node in graph.nodes for row in node.parameters]
+    if any(row.scale_block is not None or row.dtype != graph.dtype for row in rows):
+        keys.append(QUANTIZATION_KEY)
+    return [key for key in dict.fromkeys(keys) if config.span(*key.split(".")) is not None]
+
+
+def config_view(index: ModelIndex) -> ConfigView:
+    """The whole config, highlighted, the lines of every key the pages depend on marked."""
+    config = index.docs.config
+    keys = page_keys(index)
     used = set(config_key_lines(config, keys))
     lines = file_lines(config.text)
     tokens = highlight(lines, "config.json")
@@ -272,15 +284,22 @@ def build_overview_view(index: ModelIndex) -> OverviewView:
     mtp = index.docs.totals.mtp_parameters
     return OverviewView(
         page=Page(
-            title=f"{index.title()} · archviz", root=root, crumbs=tuple(crumbs(index, root)[:1]), phase_toggle=False
+            title=f"{index.title()} · archviz",
+            root=root,
+            crumbs=tuple(crumbs(index, root)[:1]),
+            phase_toggle=True,
+            partial=partial_badge(graph, overview=""),
+            symbols=symbol_legend(graph.nodes),
         ),
         name=index.title(),
         architecture=graph.model.architecture or "",
         description=model_description(graph),
         figures=headline_figures(index.docs.totals, graph),
+        dtypes=dtype_rows(index.docs.totals),
         verification=index.context.verification or UNVERIFIED_STATUS,
-        diagram=diagram(index, graph.groups[0], root),
-        kinds=tuple(kind.value for kind in NodeKind),
+        assumptions=tuple(f"{item.key} = {item.value} ({item.source})" for item in graph.assumptions),
+        revisions=revision_links(index.docs),
+        diagram_svg=model_diagram(index, root),
         shares=parameter_shares(index),
         share_note=(
             f"Multi-token-prediction layers ({count(mtp)} parameters) are not in the total and not shown."

@@ -7,10 +7,12 @@ aside mid-swap carry the owning process's id, so that a later render can repair 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import jinja2
@@ -20,8 +22,17 @@ from archviz.pipeline import ModelDocs
 from archviz.site.index import ModelContext
 from archviz.site.render import SITE_MARKER, render_context, site_files
 
+if sys.platform != "win32":
+    import fcntl
+else:  # pragma: no cover - no advisory locks: renders into one folder are not serialised there
+    fcntl = None
+
 OWNER_FILE = ".archviz-render-pid"
 """Written into staging folders: the process that owns one, so a later render knows a leftover is stale."""
+
+
+LOCK_SUFFIX = ".archviz-lock"
+"""The lock beside a site folder (``.site.archviz-lock``) that serialises renders into it."""
 
 
 def write_site(
@@ -31,6 +42,9 @@ def write_site(
     template_dir: Path | None = None,
     force: bool = False,
     contexts: Mapping[str, ModelContext] | None = None,
+    wait: bool = True,
+    on_wait: Callable[[str], None] | None = None,
+    on_file: Callable[[str], None] | None = None,
 ) -> None:
     """Render the site of ``models`` into ``out``, replacing a previous site there.
 
@@ -39,19 +53,74 @@ def write_site(
     untouched and the temporary folder removed. A non-empty folder that is not an archviz site is refused
     (``InputError``) unless ``force``. ``contexts`` maps a model's name (``graph.model.name``) to what other
     stages know about it (the verification sentence); source evidence comes with each model's provenance.
+
+    Two renders into the same folder take turns: a lock beside it is held from the repair of leftovers to the
+    swap. With ``wait`` the second one tells ``on_wait`` why it waits and then waits; without, it fails with an
+    ``InputError``. ``on_file`` hears of every file as it is written.
     """
     shown = str(out)  # errors name the folder as the caller did
     out = Path(os.path.abspath(out))
-    _recover_interrupted(out)
-    _check_destination(out, force, shown)
     if template_dir is not None and not template_dir.is_dir():
         raise InputError("the template folder does not exist", path=str(template_dir))
-    files = site_files(models, render_context(template_dir), contexts)  # rendered as _stage writes them
-    staging = _stage(files, out, template_dir)
-    _swap_into_place(staging, out, force, shown)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _render_lock(out, shown, wait=wait, on_wait=on_wait):
+        _recover_interrupted(out)
+        _check_destination(out, force, shown)
+        files = site_files(models, render_context(template_dir), contexts)  # rendered as _stage writes them
+        staging = _stage(files, out, template_dir, on_file)
+        _swap_into_place(staging, out, force, shown)
 
 
-def _stage(files: Iterable[tuple[str, str]], out: Path, template_dir: Path | None) -> Path:
+@contextlib.contextmanager
+def _render_lock(out: Path, shown: str, *, wait: bool, on_wait: Callable[[str], None] | None) -> Iterator[None]:
+    """Hold the folder's render lock: at once, else after telling ``on_wait`` (``wait``) or not at all.
+
+    The lock is an advisory ``flock`` on a file beside the folder, deleted again on release so that nothing is
+    left beside the site. A render that locked a file another one deleted meanwhile locks the new file instead.
+    (Where ``fcntl`` does not exist, Windows, renders are not serialised.)
+    """
+    if fcntl is None:
+        yield
+        return
+    path = out.parent / f".{out.name}{LOCK_SUFFIX}"
+    told = False
+    while True:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                os.close(descriptor)
+                raise InputError(
+                    "another archviz render is writing this folder; run again when it has finished, or leave out "
+                    "--no-wait to wait for it",
+                    path=shown,
+                ) from None
+            if not told and on_wait is not None:
+                on_wait(f"waiting for another archviz render into {shown} to finish")
+            told = True
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        if _same_file(descriptor, path):
+            break
+        os.close(descriptor)  # the holder deleted it as we waited: lock the file that is there now
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        os.close(descriptor)
+
+
+def _same_file(descriptor: int, path: Path) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(descriptor).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def _stage(
+    files: Iterable[tuple[str, str]], out: Path, template_dir: Path | None, on_file: Callable[[str], None] | None
+) -> Path:
     """Write the files into a new staging folder beside ``out``; on any failure remove it and raise."""
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
@@ -61,6 +130,8 @@ def _stage(files: Iterable[tuple[str, str]], out: Path, template_dir: Path | Non
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(text.encode("utf-8"))
+            if on_file is not None:
+                on_file(relative)
         (staging / OWNER_FILE).unlink()  # not part of the site
         staging.chmod(0o755)
     except jinja2.TemplateError as error:

@@ -157,6 +157,28 @@ class SettingView:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PartialBadge:
+    """That a model's graph describes only part of it, or rests on assumed values."""
+
+    label: str
+    """The badge's word (``partial``, ``assumed values``)."""
+    text: str
+    """One sentence saying what is missing or assumed."""
+    href: str
+    """The overview's section that lists it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SymbolView:
+    """A symbol or dimension label the page's shapes use, and what it stands for."""
+
+    symbol: str
+    """``B``, ``N_e``, ``d``."""
+    meaning: str
+    """``batch``, ``routed tokens``, ``hidden_size``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Page:
     """What every page's frame needs."""
 
@@ -168,6 +190,10 @@ class Page:
     """Breadcrumb trail to the page."""
     phase_toggle: bool
     """Whether the page shows shapes that differ between prefill and decode."""
+    partial: PartialBadge | None = None
+    """On a model's pages: the badge of a partial graph; None for a complete one."""
+    symbols: tuple[SymbolView, ...] = ()
+    """The footer's legend: every symbol and dimension label the page's shapes use."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,6 +242,10 @@ class CardView:
     """The node after it in forward order; None for the last."""
     groups: tuple[Link, ...]
     """Enclosing groups, innermost first, linking to the overview."""
+    context_title: str
+    """The group whose own diagram the card shows (``Mixture of experts ×60 (layers 1–60)``), or empty."""
+    context_svg: str
+    """That diagram as inline SVG with this node marked (checked by ``archviz.site.diagram``), or empty."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -231,25 +261,17 @@ class Figure:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DiagramItem:
-    """A node chip, a group box, or a set of alternative boxes in the architecture diagram."""
+class DtypeRow:
+    """A row of the checkpoint's elements by dtype."""
 
-    item: Literal["node", "box", "choice"]
-    """Which of the three this is."""
-    title: str
-    """The node's or group's title, or a choice's label (``By layer, one of``)."""
-    kind: str = ""
-    """Node kind or group kind (a CSS class)."""
-    href: str = ""
-    """Node card, or the group's row in the groups table."""
-    anchor: str = ""
-    """The box's own id."""
-    repeat: str = ""
-    """``×61 (layers 0–60)``."""
-    note: str = ""
-    """Parameter count of a learned node."""
-    children: tuple[DiagramItem, ...] = ()
-    """Box contents in forward order, or a choice's boxes."""
+    dtype: str
+    """As safetensors names it (``F8_E4M3``)."""
+    elements: str
+    """Exact count, formatted."""
+    short: str
+    """Rounded count (``1.02 T``)."""
+    percent: str
+    """Its share of the checkpoint's elements."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -299,7 +321,9 @@ class GroupRow:
     anchor: str
     """The row's id (``group-attention``), which cards and the diagram link to."""
     title: str
-    """The group's title."""
+    """The group's human title (``Transformer blocks``)."""
+    class_name: str
+    """The class it stands for when the title is not it (``DeepseekV3ForCausalLM``), or empty."""
     kind: str
     """The group's kind."""
     where: str
@@ -342,12 +366,16 @@ class OverviewView:
     """``model_type kimi_k2 · family deepseek_v3 · moonshotai/Kimi-K2-Instruct @ fd1984e2b7a3``."""
     figures: tuple[Figure, ...]
     """The headline figures."""
+    dtypes: tuple[DtypeRow, ...]
+    """The predicted checkpoint's elements by dtype."""
     verification: str
     """What was verified, or that nothing was."""
-    diagram: DiagramItem
-    """The architecture diagram: the model's top group as a box."""
-    kinds: tuple[str, ...]
-    """Node kinds, for the diagram's colour key."""
+    assumptions: tuple[str, ...]
+    """Values the graph used that the config does not set, each with where it comes from."""
+    revisions: tuple[Link, ...]
+    """The config's and the modeling file's pinned revisions, each linking to its file where a URL exists."""
+    diagram_svg: str
+    """The data-flow diagram as inline SVG (``archviz.site.diagram``, which checks every element it holds)."""
     shares: tuple[ShareRow, ...]
     """The parameter chart, largest part first."""
     share_note: str
@@ -378,6 +406,10 @@ class ModelSummary:
     """The first three headline figures."""
     verification: str
     """What was verified, or that nothing was."""
+    partial: PartialBadge | None
+    """The badge of a partial graph; None for a complete one."""
+    revisions: tuple[Link, ...]
+    """The config's and the modeling file's pinned revisions, each linking to its file where a URL exists."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

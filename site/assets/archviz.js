@@ -30,31 +30,42 @@
 
   setPhase(storedPhase(), false);
 
+  // Rank of an entry for a query (lower is better), or -1: every word of the query must occur in the entry's
+  // title, summary, kind or search text (id, code, config keys, family, model).
   function score(entry, query) {
     var title = entry.t.toLowerCase();
+    var all = title + " " + entry.s.toLowerCase() + " " + entry.k.toLowerCase() + " " + (entry.x || "");
+    var words = query.split(/\s+/);
+    for (var i = 0; i < words.length; i++) {
+      if (words[i] && all.indexOf(words[i]) < 0) return -1;
+    }
     if (title.indexOf(query) === 0) return 0;
     if ((" " + title).indexOf(" " + query) >= 0) return 1;
     if (title.indexOf(query) >= 0) return 2;
-    if (entry.s.toLowerCase().indexOf(query) >= 0 || entry.k.toLowerCase().indexOf(query) >= 0) return 3;
-    return -1;
+    return 3;
   }
 
-  function search(query) {
+  // Matches grouped by model (in the site's order), best first within a model.
+  function search(query, limit) {
     var index = window.ARCHVIZ_SEARCH_INDEX || [];
+    var models = {};
     var hits = [];
     for (var i = 0; i < index.length; i++) {
+      var group = index[i].g || index[i].m;
+      if (!(group in models)) models[group] = i;
       var rank = score(index[i], query);
-      if (rank >= 0) hits.push({ rank: rank, order: i, entry: index[i] });
+      if (rank >= 0) hits.push({ rank: rank, order: i, model: models[group], entry: index[i] });
     }
-    hits.sort(function (a, b) { return a.rank - b.rank || a.order - b.order; });
-    return hits.slice(0, 30);
+    hits.sort(function (a, b) { return a.model - b.model || a.rank - b.rank || a.order - b.order; });
+    return hits.slice(0, limit).map(function (hit) { return hit.entry; });
   }
+  window.archvizSearch = search;
 
   function showResults(list, query) {
     var root = document.body.getAttribute("data-root") || "";
     while (list.firstChild) list.removeChild(list.firstChild);
     if (!query) return;
-    var hits = search(query);
+    var hits = search(query, 200);
     if (!hits.length) {
       var none = document.createElement("li");
       none.className = "empty";
@@ -62,8 +73,17 @@
       list.appendChild(none);
       return;
     }
+    var current = null;
     for (var i = 0; i < hits.length; i++) {
-      var entry = hits[i].entry;
+      var entry = hits[i];
+      var model = entry.g || entry.m;
+      if (model !== current) {
+        current = model;
+        var heading = document.createElement("li");
+        heading.className = "result-model";
+        heading.textContent = model;
+        list.appendChild(heading);
+      }
       var item = document.createElement("li");
       var link = document.createElement("a");
       link.href = root + entry.u;
@@ -78,8 +98,28 @@
     }
   }
 
+  // A diagram wider than its box opens on its spine (the first box), not on its left margin; a box the page
+  // links to (the card's "back to the overview") is brought into view instead.
+  function centreDiagrams() {
+    var boxes = document.querySelectorAll(".dfg-scroll");
+    for (var i = 0; i < boxes.length; i++) {
+      var box = boxes[i];
+      if (box.scrollWidth <= box.clientWidth) continue;
+      var target = null;
+      if (window.location.hash) {
+        try { target = box.querySelector(window.location.hash.replace(/\./g, "\\.")); } catch (error) { target = null; }
+      }
+      target = target || box.querySelector("g.current") || box.querySelector("g.node");
+      if (!target) continue;
+      var rect = target.getBoundingClientRect();
+      var frame = box.getBoundingClientRect();
+      box.scrollLeft += rect.left + rect.width / 2 - (frame.left + box.clientWidth / 2);
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     setPhase(html.getAttribute("data-phase") || "prefill", false);
+    centreDiagrams();
     var buttons = document.querySelectorAll("[data-set-phase]");
     for (var i = 0; i < buttons.length; i++) {
       buttons[i].addEventListener("click", function (event) {

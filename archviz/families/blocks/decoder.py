@@ -114,6 +114,10 @@ def model_group(b: GraphBuilder, *, title: str, summary: str, code: DecoderCode)
                 defined(code.model, "layers"),
                 defined(code.model, "norm"),
                 used(code.model, "embed_tokens"),
+                # Positions numbered from the cached length: the remote code counts it before (``past_key_values_
+                # length``), transformers' port inside the ``if position_ids is None`` block (``past_seen_tokens``).
+                statement(code.model, "past_key_values_length = 0"),
+                statement(code.model, "if use_cache:"),
                 statement(code.model, "if position_ids is None"),
                 # Mistral and the MoE families pick the mask function first (``mask_function(…)``).
                 statement(code.model, "create_causal_mask(", "_prepare_4d_causal_attention_mask(", "= mask_function("),

@@ -416,7 +416,12 @@ class MlaAttention:
             inputs=[self._q_pass(), self._q_rot()],
             outputs=[self._query()],
             claim="Each head's query is assembled from its position-free and rotated parts.",
-            sites=(statement(self.code.attention, "torch.cat((q_pass, q_rot)", "query_states = k_pe.new_empty("),),
+            sites=(
+                statement(self.code.attention, "torch.cat((q_pass, q_rot)", "query_states = k_pe.new_empty("),
+                # The remote code fills the two halves in place.
+                statement(self.code.attention, "query_states[:, :, :, : self.qk_nope_head_dim]"),
+                statement(self.code.attention, "query_states[:, :, :, self.qk_nope_head_dim :]"),
+            ),
             absent=self.code.rope_absent,
         )
 
@@ -463,6 +468,8 @@ class MlaAttention:
                 statement(a, "= self.expand_kv("),
                 statement(a, "[self.qk_nope_head_dim, self.v_head_dim]"),
                 statement(a, "key_states = k_pe.new_empty("),
+                statement(a, "key_states[:, :, :, : self.qk_nope_head_dim]"),
+                statement(a, "key_states[:, :, :, self.qk_nope_head_dim :]"),
             ),
         )
 
@@ -502,7 +509,12 @@ class MlaAttention:
             sites=(
                 statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
                 statement(a, "= attention_interface(", "torch.matmul(query_states, key_states.transpose("),
-                statement(a, "nn.functional.softmax(attn_weights"),
+                # Attention computed step by step in the model's own code: the mask, the softmax, the dropout and
+                # the value product, each cited (transformers' port has them in eager_attention_forward, below).
+                statement(a, "attn_weights = attn_weights + attention_mask"),
+                statement(a, "nn.functional.softmax("),
+                statement(a, "nn.functional.dropout("),
+                statement(a, "attn_output = torch.matmul(attn_weights"),
                 function("eager_attention_forward"),
                 defined(a, "scaling"),
                 defined(a, "softmax_scale"),

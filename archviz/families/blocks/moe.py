@@ -486,7 +486,12 @@ class MoeBlock:
             ),
             settings=[self.activation],
             claim="Each routed expert is a SwiGLU network applied only to the tokens routed to it.",
-            sites=(*attribute(code.moe, "experts"), method(code.experts, "forward")),
+            sites=(
+                *attribute(code.moe, "experts"),
+                # The remote code takes each expert from the list and calls it on its tokens (in moe_infer).
+                statement(code.moe, "expert_out = expert("),
+                method(code.experts, "forward"),
+            ),
         )
         self._combine(step, bank, routed, weights)
 

@@ -1,0 +1,155 @@
+"""Rendering a site for many models: describe each, verify them in parallel processes, publish once.
+
+The pipeline runs in turn for each model (describe, then verify, then render), and what a run reports as it goes
+is told to a ``Reporter`` (the command line shows it as a progress display on a terminal). Verification, the slow
+part (transformers' model on the meta device, the checkpoint's headers), runs in ``jobs`` worker processes; each
+worker describes its model again from the same inputs and returns one sentence, and the sentences are used in the
+models' order, so the site is byte-identical whatever ``jobs`` is. Workers are spawned, not forked: the parent may
+run a progress thread, and torch is imported only in the workers.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from archviz.errors import InputError
+from archviz.pipeline import ModelDocs, describe_model
+from archviz.site.index import ModelContext
+from archviz.site.publish import write_site
+
+CheckpointLocator = Callable[[ModelDocs, str | None], str | None]
+"""A model's checkpoint location (a Hub repo id, a folder), or None when it has none; passed by the caller."""
+
+
+class Reporter(Protocol):
+    """What a render tells as it goes."""
+
+    def stage(self, model: str, stage: str) -> None:
+        """``model`` entered ``stage`` (``describe``, ``verify``, ``render``) or finished it (``done``)."""
+
+    def wrote(self, path: str) -> None:
+        """A file of the site was written (relative path)."""
+
+    def waiting(self, message: str) -> None:
+        """The render waits for another one writing the same folder."""
+
+
+class QuietReporter:
+    """Tells nothing (a render whose standard error is not a terminal, or a test)."""
+
+    def stage(self, model: str, stage: str) -> None:
+        """Nothing."""
+
+    def wrote(self, path: str) -> None:
+        """Nothing."""
+
+    def waiting(self, message: str) -> None:
+        """Nothing."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenderRequest:
+    """One ``archviz render``: which models, where, and how."""
+
+    names: tuple[str, ...]
+    """Models as the user named them."""
+    out: Path
+    """The site folder."""
+    template_dir: Path | None = None
+    """Templates searched before the built-in ones."""
+    force: bool = False
+    """Replace ``out`` even if it is not an archviz site."""
+    verify: bool = True
+    """Run the meta-model and checkpoint verification."""
+    trust_remote_code: bool = False
+    """Allow importing a model folder's own modeling code."""
+    source: str = "auto"
+    """Which modeling file to cite."""
+    jobs: int = 1
+    """Worker processes for verification; 1 verifies in this process."""
+    wait: bool = True
+    """Wait for another render into ``out`` to finish, instead of failing."""
+
+
+def default_jobs() -> int:
+    """The machine's cores."""
+    return max(1, os.cpu_count() or 1)
+
+
+def verification_for(name: str, source: str, trust_remote_code: bool, locate: CheckpointLocator) -> str:
+    """The verification sentence of one model (run in a worker: the model is described again there)."""
+    from archviz.checkpoint import read_checkpoint
+    from archviz.verify import verification_sentence, verify
+
+    docs = describe_model(name, source=source)
+    location = locate(docs, None)
+    held = read_checkpoint(location) if location is not None else None
+    return verification_sentence(verify(docs, checkpoint=held, trust_remote_code=trust_remote_code))
+
+
+def _worker(name: str, source: str, trust_remote_code: bool, locate: CheckpointLocator) -> tuple[str, str, str]:
+    """A worker's result: ("ok", sentence, "") or ("error", message, path), an ``InputError`` sent back as text
+    (its keyword-only constructor does not survive pickling)."""
+    try:
+        return "ok", verification_for(name, source, trust_remote_code, locate), ""
+    except InputError as error:
+        return "error", error.message, error.location.path
+
+
+def _verify_all(
+    request: RenderRequest, described: Sequence[ModelDocs], locate: CheckpointLocator, reporter: Reporter
+) -> list[str]:
+    """Every model's verification sentence, in the models' order."""
+    if request.jobs <= 1 or len(described) <= 1:
+        sentences = []
+        for name, docs in zip(request.names, described, strict=True):
+            reporter.stage(docs.graph.model.name, "verify")
+            sentences.append(verification_for(name, request.source, request.trust_remote_code, locate))
+        return sentences
+    work = functools.partial(_worker, source=request.source, trust_remote_code=request.trust_remote_code, locate=locate)
+    context = multiprocessing.get_context("spawn")
+    workers = min(request.jobs, len(described))
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = [pool.submit(work, name) for name in request.names]
+        for docs in described:
+            reporter.stage(docs.graph.model.name, "verify")
+        results = [future.result() for future in futures]
+    for status, text, path in results:
+        if status == "error":
+            raise InputError(text, path=path)
+    return [text for _, text, _ in results]
+
+
+def render_site(request: RenderRequest, *, locate: CheckpointLocator, reporter: Reporter | None = None) -> int:
+    """Describe, verify and publish the site of ``request``; returns how many models it holds."""
+    reporter = reporter or QuietReporter()
+    described = []
+    for name in request.names:
+        reporter.stage(name, "describe")
+        described.append(describe_model(name, source=request.source))
+    contexts: dict[str, ModelContext] = {}
+    sentences = _verify_all(request, described, locate, reporter) if request.verify else [None] * len(described)
+    for docs, sentence in zip(described, sentences, strict=True):
+        contexts[docs.graph.model.name] = ModelContext(verification=sentence)
+    for docs in described:
+        reporter.stage(docs.graph.model.name, "render")
+    write_site(
+        described,
+        request.out,
+        template_dir=request.template_dir,
+        force=request.force,
+        contexts=contexts,
+        wait=request.wait,
+        on_wait=reporter.waiting,
+        on_file=reporter.wrote,
+    )
+    for docs in described:
+        reporter.stage(docs.graph.model.name, "done")
+    return len(described)
