@@ -224,6 +224,40 @@ def manifest(
 
 
 @app.command()
+def diff(
+    model_a: Annotated[str, typer.Argument(metavar="A", help="The first model, named as for inspect.")],
+    model_b: Annotated[str, typer.Argument(metavar="B", help="The second model; read as the change from A.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the comparison as JSON (contract in the README).")
+    ] = False,
+    revision_a: Annotated[
+        str | None, typer.Option("--revision-a", help="Branch, tag or commit of A's Hub repo.")
+    ] = None,
+    revision_b: Annotated[
+        str | None, typer.Option("--revision-b", help="Branch, tag or commit of B's Hub repo.")
+    ] = None,
+) -> None:
+    """Compare two models (or two revisions of one repo): config keys, nodes, layer map, totals, in words.
+
+    Exit 0 when the architectures are the same (config keys may still differ), 1 when they differ, 2 on bad input.
+    """
+    from archviz.diff import diff_json, diff_models
+    from archviz.diff_report import render_diff
+
+    try:
+        compared = diff_models(
+            describe_model(model_a, revision=revision_a), describe_model(model_b, revision=revision_b)
+        )
+    except InputError as error:
+        raise _fail(error) from None
+    if as_json:
+        sys.stdout.write(json.dumps(diff_json(compared), indent=2, ensure_ascii=False) + "\n")
+    else:
+        _stdout().print(render_diff(compared))
+    raise typer.Exit(code=1 if compared.differs else 0)
+
+
+@app.command()
 def render(
     models: Annotated[
         list[str] | None,
