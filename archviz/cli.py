@@ -257,6 +257,14 @@ def diff(
     raise typer.Exit(code=1 if compared.differs else 0)
 
 
+def _pair(item: str) -> tuple[str, str]:
+    """``A:B`` as the pair (A, B)."""
+    a, sep, b = item.partition(":")
+    if not sep or not a or not b:
+        raise InputError("expected A:B, two of the rendered models", path=f"--compare {item}")
+    return a, b
+
+
 @app.command()
 def render(
     models: Annotated[
@@ -275,6 +283,15 @@ def render(
     ] = False,
     trust_remote_code: TrustOption = False,
     source: SourceOption = "auto",
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--compare",
+            metavar="A:B",
+            help="Write a compare page for models A and B (as named in MODEL, or by folder name). Repeatable. "
+            "Without it, the models of each family are compared pairwise when the family has at most 4 models.",
+        ),
+    ] = None,
 ) -> None:
     """Build the static documentation site for MODELs into OUT (written whole, then moved into place)."""
     from archviz.checkpoint import read_checkpoint
@@ -284,6 +301,7 @@ def render(
 
     names = models or sorted(BUNDLED)
     try:
+        pairs = None if compare is None else [_pair(item) for item in compare]
         described = [describe_model(name, source=_source(source)) for name in names]
         contexts: dict[str, ModelContext] = {}
         for docs in described:
@@ -293,7 +311,7 @@ def render(
                 held = read_checkpoint(location) if location is not None else None
                 sentence = verification_sentence(verify(docs, checkpoint=held, trust_remote_code=trust_remote_code))
             contexts[docs.graph.model.name] = ModelContext(verification=sentence)
-        write_site(described, out, template_dir=template_dir, force=force, contexts=contexts)
+        write_site(described, out, template_dir=template_dir, force=force, contexts=contexts, compare=pairs)
     except InputError as error:
         raise _fail(error) from None
     Console(stderr=True).print(f"wrote {out} ({len(described)} models)", markup=False)

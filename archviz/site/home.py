@@ -7,14 +7,16 @@ from collections.abc import Sequence
 from archviz.site.formatting import script_json
 from archviz.site.index import UNVERIFIED_STATUS, ModelIndex, group_href, model_description, node_href
 from archviz.site.overview import headline_figures
+from archviz.site.table import build_model_table
 from archviz.site.views import HomeView, Link, ModelSummary, Page
 
 SEARCH_GLOBAL = "ARCHVIZ_SEARCH_INDEX"
 """The global variable ``search-index.js`` assigns."""
 
 
-def build_home_view(indexes: Sequence[ModelIndex]) -> HomeView:
-    """The home page: each model's name, description, first three figures and verification."""
+def build_home_view(indexes: Sequence[ModelIndex], comparisons: Sequence[Link] = ()) -> HomeView:
+    """The home page: every model side by side, the compare pages, and each model's name, description, first three
+    figures and verification."""
     return HomeView(
         page=Page(title="archviz: model architectures", root="", crumbs=(), phase_toggle=False),
         models=tuple(
@@ -27,6 +29,8 @@ def build_home_view(indexes: Sequence[ModelIndex]) -> HomeView:
             )
             for index in indexes
         ),
+        table=build_model_table(indexes),
+        comparisons=tuple(comparisons),
     )
 
 

@@ -31,6 +31,7 @@ def write_site(
     template_dir: Path | None = None,
     force: bool = False,
     contexts: Mapping[str, ModelContext] | None = None,
+    compare: Sequence[tuple[str, str]] | None = None,
 ) -> None:
     """Render the site of ``models`` into ``out``, replacing a previous site there.
 
@@ -39,6 +40,7 @@ def write_site(
     untouched and the temporary folder removed. A non-empty folder that is not an archviz site is refused
     (``InputError``) unless ``force``. ``contexts`` maps a model's name (``graph.model.name``) to what other
     stages know about it (the verification sentence); source evidence comes with each model's provenance.
+    ``compare`` names the pairs that get a compare page (None: ``site_files``' default).
     """
     shown = str(out)  # errors name the folder as the caller did
     out = Path(os.path.abspath(out))
@@ -46,7 +48,7 @@ def write_site(
     _check_destination(out, force, shown)
     if template_dir is not None and not template_dir.is_dir():
         raise InputError("the template folder does not exist", path=str(template_dir))
-    files = site_files(models, render_context(template_dir), contexts)  # rendered as _stage writes them
+    files = site_files(models, render_context(template_dir), contexts, compare)  # rendered as _stage writes them
     staging = _stage(files, out, template_dir)
     _swap_into_place(staging, out, force, shown)
 
