@@ -15,6 +15,7 @@ role (``ROLES``), and the summary says so.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -542,9 +543,9 @@ def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
     differs = bool(
         families_differ or added or removed or changed or layer_map.changed or any(row.difference for row in totals)
     )
-    parts = _Parts(
-        a=a,
-        b=b,
+    diff = ModelDiff(
+        a=_side(a),
+        b=_side(b),
         config=config_changes(a.config, b.config),
         added=added,
         removed=removed,
@@ -553,39 +554,19 @@ def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
         roles=role_matches(a.graph, b.graph) if families_differ else (),
         layer_map=layer_map,
         totals=totals,
+        summary="",
         differs=differs,
     )
-    return ModelDiff(
-        a=_side(a),
-        b=_side(b),
-        config=parts.config,
-        added=added,
-        removed=removed,
-        changed=parts.changed,
-        same=same,
-        roles=parts.roles,
-        layer_map=layer_map,
-        totals=totals,
-        summary=summarise(parts),
-        differs=differs,
-    )
+    return dataclasses.replace(diff, summary=summarise(_Parts(diff=diff, a=a.graph, b=b.graph)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Parts:
-    """What the summary is written from: the comparison, and both models' graphs for titles and placements."""
+    """What the summary is written from: the comparison, and both graphs for titles, placements and layers."""
 
-    a: ModelDocs
-    b: ModelDocs
-    config: tuple[ConfigChange, ...]
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    changed: tuple[NodeChange, ...]
-    same: int
-    roles: tuple[RoleMatch, ...]
-    layer_map: LayerMapDiff
-    totals: tuple[TotalChange, ...]
-    differs: bool
+    diff: ModelDiff
+    a: Graph
+    b: Graph
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -618,8 +599,8 @@ def _instances_sentence(parts: _Parts, change: NodeChange) -> str | None:
     per_layer = fields.get("per_layer")
     if per_layer is None or not isinstance(per_layer.a, int) or not isinstance(per_layer.b, int):
         return None
-    a = next(node for node in parts.a.graph.nodes if node.id == change.id)
-    b = next(node for node in parts.b.graph.nodes if node.id == change.id)
+    a = next(node for node in parts.a.nodes if node.id == change.id)
+    b = next(node for node in parts.b.nodes if node.id == change.id)
     noun = _lower(change.title)
     text = f"{per_layer.b:,} {_plural(noun)} instead of {per_layer.a:,}"
     if len(a.placement.layers) != len(b.placement.layers):
@@ -633,29 +614,29 @@ def _instances_sentence(parts: _Parts, change: NodeChange) -> str | None:
 def _weights_sentence(parts: _Parts) -> str | None:
     """The nodes whose parameters per instance changed most across all their instances, largest first."""
     moved: list[tuple[int, str]] = []
-    for change in parts.changed:
+    for change in parts.diff.changed:
         field = next((f for f in change.fields if f.name == "parameters_per_instance"), None)
         if field is None or not isinstance(field.a, int) or not isinstance(field.b, int):
             continue
         text = f"{_lower(change.title)}: {field.b:,} parameters per instance instead of {field.a:,}"
         if field.a:
             text += f" ({_ratio(field.b / field.a)})"
-        b = next(node for node in parts.b.graph.nodes if node.id == change.id)
+        b = next(node for node in parts.b.nodes if node.id == change.id)
         moved.append((abs(field.b - field.a) * b.placement.count, text))
     moved.sort(key=lambda item: -item[0])
     return "; ".join(text for _, text in moved[:_MOST_WEIGHTS]) or None
 
 
 def _layers_sentence(parts: _Parts) -> str | None:
-    a = [layer for layer in parts.a.graph.layers if layer.part is Part.MAIN]
-    b = [layer for layer in parts.b.graph.layers if layer.part is Part.MAIN]
+    a = [layer for layer in parts.a.layers if layer.part is Part.MAIN]
+    b = [layer for layer in parts.b.layers if layer.part is Part.MAIN]
     said = []
     if len(a) != len(b):
         said.append(f"{len(b)} layers instead of {len(a)}")
     a_mixers, b_mixers = sorted({layer.mixer for layer in a}), sorted({layer.mixer for layer in b})
     if a_mixers != b_mixers:
         said.append(f"token mixers {', '.join(b_mixers) or 'none'} instead of {', '.join(a_mixers) or 'none'}")
-    kinds_changed = sum(1 for change in parts.layer_map.changed if change.a is not None and change.b is not None)
+    kinds_changed = sum(1 for change in parts.diff.layer_map.changed if change.a is not None and change.b is not None)
     if kinds_changed:
         said.append(f"{kinds_changed} layers that both have differ in kind")
     return "; ".join(said) if said else None
@@ -669,7 +650,7 @@ def _settings_sentence(parts: _Parts) -> str | None:
     """``rotary embedding: context factor 64 instead of 32, …; …``, node by node, the first few settings."""
     said: list[str] = []
     shown = total = 0
-    for change in parts.changed:
+    for change in parts.diff.changed:
         settings = [field for field in change.fields if field.name.startswith(SETTING_PREFIX)]
         total += len(settings)
         room = settings[: max(0, _MOST_SETTINGS - shown)]
@@ -684,7 +665,7 @@ def _settings_sentence(parts: _Parts) -> str | None:
 
 
 def _totals_sentence(parts: _Parts) -> str | None:
-    rows = {row.name: row for row in parts.totals}
+    rows = {row.name: row for row in parts.diff.totals}
     said = []
     for name, label in (("parameters", "parameters"), ("active_parameters", "active per token")):
         row = rows[name]
@@ -695,17 +676,17 @@ def _totals_sentence(parts: _Parts) -> str | None:
 
 
 def _nodes_sentence(parts: _Parts) -> str:
-    a, b = parts.a.graph.model.name, parts.b.graph.model.name
+    a, b, diff = parts.a.model.name, parts.b.model.name, parts.diff
     return (
-        f"Nodes: {len(parts.added)} only in {b}, {len(parts.removed)} only in {a}, {len(parts.changed)} changed, "
-        f"{parts.same} the same"
+        f"Nodes: {len(diff.added)} only in {b}, {len(diff.removed)} only in {a}, {len(diff.changed)} changed, "
+        f"{diff.same} the same"
     )
 
 
 def _config_sentence(parts: _Parts) -> str | None:
-    if not parts.config:
+    if not parts.diff.config:
         return None
-    keys = [change.key for change in parts.config]
+    keys = [change.key for change in parts.diff.config]
     named = ", ".join(keys[:_MOST_KEYS]) + (f" and {len(keys) - _MOST_KEYS} more" if len(keys) > _MOST_KEYS else "")
     noun = "key differs" if len(keys) == 1 else "keys differ"
     return f"{len(keys)} config {noun} ({named})"
@@ -713,21 +694,22 @@ def _config_sentence(parts: _Parts) -> str | None:
 
 def summarise(parts: _Parts) -> str:
     """One paragraph: what B is against A, the largest changes first."""
-    a, b = parts.a.graph.model, parts.b.graph.model
+    a, b = parts.a.model, parts.b.model
     if a.family == b.family:
         opening = f"{b.name} against {a.name}, both of the {a.family} family."
     else:
         opening = (
             f"{b.name} ({b.family} family) against {a.name} ({a.family} family): the families differ, so the token "
             f"embedding, attention, FFN and output head are also matched by role, "
-            f"{len(parts.removed)} of {a.name}'s nodes and {len(parts.added)} of {b.name}'s having no common id."
+            f"{len(parts.diff.removed)} of {a.name}'s nodes and {len(parts.diff.added)} of {b.name}'s having no "
+            "common id."
         )
-    if not parts.differs:
+    if not parts.diff.differs:
         config = _config_sentence(parts)
         tail = f" {config}, without changing the graph." if config else ""
         return f"{opening} No architectural difference: the same nodes, layer map and totals.{tail}"
     sentences = [
-        *(text for change in parts.changed if (text := _instances_sentence(parts, change))),
+        *(text for change in parts.diff.changed if (text := _instances_sentence(parts, change))),
         _layers_sentence(parts),
         _weights_sentence(parts),
         _totals_sentence(parts),
