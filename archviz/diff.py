@@ -371,17 +371,22 @@ def _value_at(data: Mapping[str, Any], path: KeyPath) -> Json:
 
 
 def config_changes(a: ConfigDocument, b: ConfigDocument) -> tuple[ConfigChange, ...]:
-    """Keys whose values differ, nested keys by path; a key only one side has is one change, whatever it holds."""
+    """Keys whose values differ, nested keys by path; a key only one side has is one change, whatever it holds.
+
+    Two configs that keep the model's settings in the same place are compared whole; when one wraps them
+    (``text_config``) and the other does not, their settings are compared, keys named from there."""
+    left, right = (a.data, b.data) if a.root == b.root else (a.settings, b.settings)
+    a_root, b_root = ((), ()) if a.root == b.root else (a.root, b.root)
     changes = []
-    for path, kind in _config_walk(a.data, b.data, ()):
-        a_span = a.spans.get(path) if kind is not ChangeKind.ADDED else None
-        b_span = b.spans.get(path) if kind is not ChangeKind.REMOVED else None
+    for path, kind in _config_walk(left, right, ()):
+        a_span = a.spans.get((*a_root, *path)) if kind is not ChangeKind.ADDED else None
+        b_span = b.spans.get((*b_root, *path)) if kind is not ChangeKind.REMOVED else None
         changes.append(
             ConfigChange(
                 key=".".join(path),
                 kind=kind,
-                a=_value_at(a.data, path) if kind is not ChangeKind.ADDED else None,
-                b=_value_at(b.data, path) if kind is not ChangeKind.REMOVED else None,
+                a=_value_at(left, path) if kind is not ChangeKind.ADDED else None,
+                b=_value_at(right, path) if kind is not ChangeKind.REMOVED else None,
                 a_line=a_span.start if a_span else None,
                 b_line=b_span.start if b_span else None,
             )
@@ -557,7 +562,9 @@ def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
         summary="",
         differs=differs,
     )
-    return dataclasses.replace(diff, summary=summarise(_Parts(diff=diff, a=a.graph, b=b.graph)))
+    return dataclasses.replace(
+        diff, summary=summarise(_Parts(diff=diff, a=a.graph, b=b.graph, a_config=a.config, b_config=b.config))
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -567,6 +574,8 @@ class _Parts:
     diff: ModelDiff
     a: Graph
     b: Graph
+    a_config: ConfigDocument
+    b_config: ConfigDocument
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -580,8 +589,12 @@ _MOST_WEIGHTS = 2
 """Nodes whose parameters per instance changed that the summary names."""
 
 
-def _ratio(value: float) -> str:
-    return f"×{value:.3g}"
+def ratio_text(value: float) -> str:
+    """``×1.5``, ``×0.0479``, ``×0.000076``, ``×12,345``: three significant digits, never in exponent notation."""
+    text = f"{value:.3g}"
+    if "e" in text:
+        text = f"{value:,.0f}" if value >= 1 else f"{float(text):.{2 - math.floor(math.log10(value))}f}"
+    return f"×{text}"
 
 
 def _lower(title: str) -> str:
@@ -607,7 +620,7 @@ def _instances_sentence(parts: _Parts, change: NodeChange) -> str | None:
         text += f", in {len(b.placement.layers)} layers instead of {len(a.placement.layers)}"
     before, after = node_parameters(a) * a.placement.count, node_parameters(b) * b.placement.count
     if before and after != before:
-        text += f": {noun.replace(' ', '-')} parameters {_ratio(after / before)}"
+        text += f": {noun.replace(' ', '-')} parameters {ratio_text(after / before)}"
     return text
 
 
@@ -620,7 +633,7 @@ def _weights_sentence(parts: _Parts) -> str | None:
             continue
         text = f"{_lower(change.title)}: {field.b:,} parameters per instance instead of {field.a:,}"
         if field.a:
-            text += f" ({_ratio(field.b / field.a)})"
+            text += f" ({ratio_text(field.b / field.a)})"
         b = next(node for node in parts.b.nodes if node.id == change.id)
         moved.append((abs(field.b - field.a) * b.placement.count, text))
     moved.sort(key=lambda item: -item[0])
@@ -670,9 +683,9 @@ def _totals_sentence(parts: _Parts) -> str | None:
     for name, label in (("parameters", "parameters"), ("active_parameters", "active per token")):
         row = rows[name]
         if row.difference:
-            ratio = f" ({_ratio(row.ratio)})" if row.ratio is not None else ""
+            ratio = f" ({ratio_text(row.ratio)})" if row.ratio is not None else ""
             said.append(f"{label} {row.b:,} instead of {row.a:,}{ratio}")
-    return "; ".join(said).capitalize() if said else None
+    return "; ".join(said) if said else None
 
 
 def _nodes_sentence(parts: _Parts) -> str:
@@ -689,7 +702,11 @@ def _config_sentence(parts: _Parts) -> str | None:
     keys = [change.key for change in parts.diff.config]
     named = ", ".join(keys[:_MOST_KEYS]) + (f" and {len(keys) - _MOST_KEYS} more" if len(keys) > _MOST_KEYS else "")
     noun = "key differs" if len(keys) == 1 else "keys differ"
-    return f"{len(keys)} config {noun} ({named})"
+    where = ""
+    for docs, graph in ((parts.a_config, parts.a), (parts.b_config, parts.b)):
+        if parts.a_config.root != parts.b_config.root and docs.root:
+            where += f", {graph.model.name}'s within {'.'.join(docs.root)}"
+    return f"{len(keys)} config {noun} ({named}{where})"
 
 
 def summarise(parts: _Parts) -> str:

@@ -15,7 +15,7 @@ from rich.console import Group as RichGroup
 from rich.table import Table
 from rich.text import Text
 
-from archviz.diff import FieldChange, Json, LayerChange, ModelDiff
+from archviz.diff import FieldChange, Json, LayerChange, ModelDiff, ratio_text
 from archviz.report import format_layers
 
 ABSENT = "—"
@@ -54,7 +54,7 @@ def format_config_value(value: Json) -> str:
 
 def format_ratio(ratio: float | None) -> str:
     """``×1.5``; a dash when A is zero."""
-    return ABSENT if ratio is None else f"×{ratio:.3g}"
+    return ABSENT if ratio is None else ratio_text(ratio)
 
 
 def format_difference(difference: int) -> str:

@@ -373,3 +373,34 @@ def test_diffing_imports_neither_torch_nor_transformers() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_wrapped_config_is_compared_within_its_text_config() -> None:
+    """Kimi-K3 keeps its settings in text_config, Kimi Linear at the top: their settings are compared, and the
+    lines are each file's own."""
+    _, document = diff("kimi-k3", KIMI_LINEAR)
+    keys = {change["key"]: change for change in document["config"]}
+    assert "text_config" not in keys
+    k3 = REPO / "archviz" / "bundled" / "kimi-k3" / "config.json"
+    linear = REPO / "archviz" / "bundled" / KIMI_LINEAR / "config.json"
+    assert keys["num_hidden_layers"] == {
+        "key": "num_hidden_layers",
+        "a": 93,
+        "b": 27,
+        "a_line": line_of(k3, '"num_hidden_layers"'),
+        "b_line": line_of(linear, '"num_hidden_layers"'),
+    }
+    assert keys["linear_attn_config.num_heads"]["a"] == 96 and keys["linear_attn_config.num_heads"]["b"] == 32
+    assert document["summary"].endswith("kimi-k3's within text_config).")
+
+
+def test_ratios_never_read_in_exponent_notation() -> None:
+    from archviz.diff import ratio_text
+
+    assert [ratio_text(value) for value in (1.5, 0.0479, 7.6e-05, 12345.6, 1.0)] == [
+        "×1.5",
+        "×0.0479",
+        "×0.0000760",
+        "×12,346",
+        "×1",
+    ]
