@@ -14,7 +14,7 @@ from archviz.pipeline import describe_model
 from archviz.site import write_site
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import PHONE, WIDE, artifacts, browser, open_page  # noqa: F401
+from tests.test_browser import HOSTILE, PHONE, WIDE, artifacts, browser, open_page  # noqa: F401
 from tests.test_families import PUBLISHED
 
 K2 = "kimi-k2-instruct"
@@ -116,3 +116,17 @@ def test_home_table_reads_without_javascript(browser: Any, site: Path) -> None: 
         assert page.locator("ul.comparisons a").count() == len(PAIRS)
     finally:
         context.close()
+
+
+def test_hostile_compare_page_runs_nothing(tmp_path: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
+    k2_config = Path(__file__).parent.parent / "archviz" / "bundled" / K2 / "config.json"
+    config = {**json.loads(k2_config.read_text(encoding="utf-8")), **HOSTILE}
+    (tmp_path / "hostile").mkdir()
+    (tmp_path / "hostile" / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    write_site([describe_model(K2), describe_model(str(tmp_path / "hostile"))], tmp_path / "site")
+    for path in ("index.html", "compare/kimi-k2-instruct/hostile.html"):
+        page, watch = open_page(tmp_path / "site" / path)
+        assert watch.clean(), watch
+        assert page.evaluate("window.__pwned") is None
+        assert page.locator("img").count() == 0
+    assert "<script>alert(1)</script>" in page.locator("table.compare-config").inner_text()  # shown as text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from archviz.site import write_site
 from archviz.site.compare import FEW, compare_pairs
 from archviz.site.index import model_slugs
 from tests.test_families import PUBLISHED
-from tests.test_site import parse, read_tree, squash, unresolved_links
+from tests.test_site import ATTRIBUTE, CLOSE_SCRIPT, PWNED, SCRIPT, parse, read_tree, squash, unresolved_links
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parent.parent
@@ -238,3 +239,26 @@ def test_home_table_has_a_column_per_model_and_a_row_per_fact(site: Path, llama:
         "49122675072",
         "8030261248",
     ]
+
+
+def test_hostile_config_strings_are_escaped_on_compare_pages_and_the_table(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder = write_config(
+        {
+            "architectures": [ATTRIBUTE],
+            "hidden_act": SCRIPT,  # a setting of the MLP and the experts: a changed field
+            "topk_method": CLOSE_SCRIPT,
+            "scoring_func": PWNED,
+            SCRIPT: ATTRIBUTE,  # a key only B has, named in the config table
+        },
+        name="hostile",
+    )
+    write_site([describe_model(K2), describe_model(str(folder))], tmp_path / "site")  # one family: compared
+    for path in ("compare/kimi-k2-instruct/hostile.html", "index.html"):
+        html = page(tmp_path / "site", path)
+        for raw in (SCRIPT, ATTRIBUTE, "<img", "window.__pwned=1</"):
+            assert raw not in html, (path, raw)
+        assert html.count(CLOSE_SCRIPT) == (3 if path == "index.html" else 2), path
+    compare = page(tmp_path / "site", "compare/kimi-k2-instruct/hostile.html")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in compare
