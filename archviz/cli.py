@@ -338,6 +338,48 @@ def manifest(
 
 
 @app.command()
+def diff(
+    model_a: Annotated[str, typer.Argument(metavar="A", help="The first model, named as for inspect.")],
+    model_b: Annotated[str, typer.Argument(metavar="B", help="The second model; read as the change from A.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the comparison as JSON (contract in the README).")
+    ] = False,
+    revision_a: Annotated[
+        str | None, typer.Option("--revision-a", help="Branch, tag or commit of A's Hub repo.")
+    ] = None,
+    revision_b: Annotated[
+        str | None, typer.Option("--revision-b", help="Branch, tag or commit of B's Hub repo.")
+    ] = None,
+) -> None:
+    """Compare two models (or two revisions of one repo): config keys, nodes, layer map, totals, in words.
+
+    Exit 0 when the architectures are the same (config keys may still differ), 1 when they differ, 2 on bad input.
+    """
+    from archviz.diff import diff_json, diff_models
+    from archviz.diff_report import render_diff
+
+    try:
+        compared = diff_models(
+            describe_model(model_a, revision=revision_a), describe_model(model_b, revision=revision_b)
+        )
+    except InputError as error:
+        raise _fail(error) from None
+    if as_json:
+        sys.stdout.write(json.dumps(diff_json(compared), indent=2, ensure_ascii=False) + "\n")
+    else:
+        _stdout().print(render_diff(compared))
+    raise typer.Exit(code=1 if compared.differs else 0)
+
+
+def _pair(item: str) -> tuple[str, str]:
+    """``A:B`` as the pair (A, B)."""
+    a, sep, b = item.partition(":")
+    if not sep or not a or not b:
+        raise InputError("expected A:B, two of the rendered models", path=f"--compare {item}")
+    return a, b
+
+
+@app.command()
 def render(
     models: Annotated[
         list[str] | None,
@@ -362,6 +404,15 @@ def render(
     ] = False,
     trust_remote_code: TrustOption = False,
     source: SourceOption = "auto",
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--compare",
+            metavar="A:B",
+            help="Write a compare page for models A and B (as named in MODEL, or by folder name). Repeatable. "
+            "Without it, the models of each family are compared pairwise when the family has at most 4 models.",
+        ),
+    ] = None,
 ) -> None:
     """Build the static documentation site for MODELs into OUT (written whole, then moved into place).
 
@@ -371,20 +422,21 @@ def render(
     from archviz.site.batch import RenderRequest, default_jobs, render_site
     from archviz.site.progress import PlainReporter, RichReporter
 
-    names = tuple(models or sorted(BUNDLED))
-    request = RenderRequest(
-        names=names,
-        out=out,
-        template_dir=template_dir,
-        force=force,
-        verify=not no_verify,
-        trust_remote_code=trust_remote_code,
-        source=_source(source),
-        jobs=jobs or default_jobs(),
-        wait=not no_wait,
-    )
     console = Console(stderr=True, highlight=False)
     try:
+        names = tuple(models or sorted(BUNDLED))
+        request = RenderRequest(
+            names=names,
+            out=out,
+            template_dir=template_dir,
+            force=force,
+            verify=not no_verify,
+            trust_remote_code=trust_remote_code,
+            source=_source(source),
+            jobs=jobs or default_jobs(),
+            wait=not no_wait,
+            compare=None if compare is None else tuple(_pair(item) for item in compare),
+        )
         if console.is_terminal:
             with RichReporter(console) as reporter:
                 written = render_site(request, locate=_checkpoint_location, reporter=reporter)

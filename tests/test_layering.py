@@ -48,9 +48,13 @@ STAGES: list[tuple[str, int]] = [
     ("legs", 5),
     ("shapecheck", 5),
     ("verify", 5),
+    # The comparison of two models: reads the pipeline's output (and the checkpoint stage's dtype sizes), before
+    # presentation.
+    ("diff", 5),
     # 6: presentation.
     ("report", 6),
     ("junit", 6),
+    ("diff_report", 6),
     ("site.", 6),
     ("site", 6),
     # 7: the command line.

@@ -6,6 +6,8 @@ This is the last stage (render -> write), one module per kind of work, imports f
   already relative; ``formatting`` and ``highlight`` (Pygments) help fill them;
 - ``index``, ``cards``, ``overview``, ``home``: the builders, pure functions of a model's ``ModelDocs``
   (graph, config, totals and provenance's evidence) and its ``ModelContext`` (what other stages add);
+  ``table``, the home page's side-by-side table; ``compare``, which pairs get a compare page and the view model
+  of each (from ``archviz.diff``);
 - ``render``: pure functions passing one view model to one Jinja2 template, and ``site_files``, every
   file of the site as text;
 - ``publish``: ``write_site``, the only writer. It renders the whole site into a staging folder beside
@@ -16,11 +18,13 @@ builders.
 
 Site layout, every link relative so that the site works from ``file://``::
 
-    index.html                   home: every model with its headline numbers
+    index.html                   home: every model side by side, the compare pages, each model's headline numbers
+    compare/A/B.html             one compare page per pair: B read as the change from A
     MODEL/index.html             overview: figures, diagram, parameter chart, layer map, groups, config
     MODEL/nodes/NODE_ID.html     one card per graph node
     assets/archviz.css           styles, syntax-highlighting classes included
     assets/archviz.js            search box and prefill/decode toggle
+    assets/compare.css, .js      the compare pages' and the side-by-side table's styles; sorting the table
     search-index.js              the search index as a script assigning ``window.ARCHVIZ_SEARCH_INDEX``
     .archviz-site                marks the folder as a site the publisher may replace
 

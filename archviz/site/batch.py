@@ -76,6 +76,9 @@ class RenderRequest:
     """Worker processes for verification; 1 verifies in this process."""
     wait: bool = True
     """Wait for another render into ``out`` to finish, instead of failing."""
+    compare: tuple[tuple[str, str], ...] | None = None
+    """Pairs of models that get a compare page (as named or by folder name); None: the models of each family
+    pairwise when the family has few."""
 
 
 def default_jobs() -> int:
@@ -146,6 +149,7 @@ def render_site(request: RenderRequest, *, locate: CheckpointLocator, reporter: 
         template_dir=request.template_dir,
         force=request.force,
         contexts=contexts,
+        compare=request.compare,
         wait=request.wait,
         on_wait=reporter.waiting,
         on_file=reporter.wrote,

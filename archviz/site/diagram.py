@@ -293,9 +293,14 @@ def group_graph(graph: Graph, group_id: str) -> Graph:
     )
 
 
+def mark_node(svg: str, node_id: str, css_class: str) -> str:
+    """The diagram with one node's box (or the edge that carries it) given ``css_class``."""
+    return re.sub(rf'(id="{re.escape(dom_id("n", node_id))}" class=")', rf"\1{css_class} ", svg, count=1)
+
+
 def mark_current(svg: str, node_id: str) -> str:
     """The diagram with one node's box (or the edge that carries it) marked ``current``."""
-    return re.sub(rf'(id="{re.escape(dom_id("n", node_id))}" class=")', r"\1current ", svg, count=1)
+    return mark_node(svg, node_id, "current")
 
 
 def diagram_dot(graph: Graph, links: DiagramLinks) -> str:

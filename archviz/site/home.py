@@ -16,14 +16,16 @@ from archviz.site.index import (
     revision_links,
 )
 from archviz.site.overview import headline_figures
+from archviz.site.table import build_model_table
 from archviz.site.views import HomeView, Link, ModelSummary, Page
 
 SEARCH_GLOBAL = "ARCHVIZ_SEARCH_INDEX"
 """The global variable ``search-index.js`` assigns."""
 
 
-def build_home_view(indexes: Sequence[ModelIndex]) -> HomeView:
-    """The home page: each model's name, description, first three figures and verification."""
+def build_home_view(indexes: Sequence[ModelIndex], comparisons: Sequence[Link] = ()) -> HomeView:
+    """The home page: every model side by side, the compare pages, and each model's name, description, first three
+    figures and verification."""
     return HomeView(
         page=Page(title="archviz: model architectures", root="", crumbs=(), phase_toggle=False),
         models=tuple(
@@ -38,6 +40,8 @@ def build_home_view(indexes: Sequence[ModelIndex]) -> HomeView:
             )
             for index in indexes
         ),
+        table=build_model_table(indexes),
+        comparisons=tuple(comparisons),
     )
 
 

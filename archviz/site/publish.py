@@ -45,6 +45,7 @@ def write_site(
     wait: bool = True,
     on_wait: Callable[[str], None] | None = None,
     on_file: Callable[[str], None] | None = None,
+    compare: Sequence[tuple[str, str]] | None = None,
 ) -> None:
     """Render the site of ``models`` into ``out``, replacing a previous site there.
 
@@ -57,6 +58,7 @@ def write_site(
     Two renders into the same folder take turns: a lock beside it is held from the repair of leftovers to the
     swap. With ``wait`` the second one tells ``on_wait`` why it waits and then waits; without, it fails with an
     ``InputError``. ``on_file`` hears of every file as it is written.
+    ``compare`` names the pairs that get a compare page (None: ``site_files``' default).
     """
     shown = str(out)  # errors name the folder as the caller did
     out = Path(os.path.abspath(out))
@@ -66,7 +68,7 @@ def write_site(
     with _render_lock(out, shown, wait=wait, on_wait=on_wait):
         _recover_interrupted(out)
         _check_destination(out, force, shown)
-        files = site_files(models, render_context(template_dir), contexts)  # rendered as _stage writes them
+        files = site_files(models, render_context(template_dir), contexts, compare)  # rendered as _stage writes them
         staging = _stage(files, out, template_dir, on_file)
         _swap_into_place(staging, out, force, shown)
 

@@ -16,16 +16,17 @@ import jinja2
 import archviz
 from archviz.pipeline import ModelDocs
 from archviz.site.cards import build_card_view
+from archviz.site.compare import CompareView, build_compare_view, compare_pairs, compare_path
 from archviz.site.home import build_home_view, build_search_index
 from archviz.site.index import ModelContext, ModelIndex, model_slugs
 from archviz.site.overview import build_overview_view
-from archviz.site.views import CardView, HomeView, OverviewView
+from archviz.site.views import CardView, HomeView, Link, OverviewView
 
 SITE_MARKER = ".archviz-site"
 """File at the root of every site ``write_site`` writes; its presence allows replacing the folder."""
 SITE_MARKER_TEXT = "archviz documentation site\n"
 """What the marker file says."""
-ASSETS = ("assets/archviz.css", "assets/archviz.js")
+ASSETS = ("assets/archviz.css", "assets/archviz.js", "assets/compare.css", "assets/compare.js")
 """Static files copied from the template folders (a user folder may override them)."""
 
 
@@ -83,6 +84,11 @@ def render_home(view: HomeView, context: RenderContext) -> str:
     return context.environment.get_template("home.html").render(view=view, page=view.page)
 
 
+def render_compare(view: CompareView, context: RenderContext) -> str:
+    """A compare page."""
+    return context.environment.get_template("compare.html").render(view=view, page=view.page)
+
+
 def read_asset(name: str, context: RenderContext) -> str:
     """A static asset's text from the first template folder that has it."""
     loader = context.environment.loader
@@ -100,18 +106,29 @@ def site_files(
     models: Sequence[ModelDocs],
     context: RenderContext,
     contexts: Mapping[str, ModelContext] | None = None,
+    compare: Sequence[tuple[str, str]] | None = None,
 ) -> Iterator[tuple[str, str]]:
-    """Every file of the site as (relative path, text), in a fixed order."""
+    """Every file of the site as (relative path, text), in a fixed order.
+
+    ``compare`` names the pairs of models that get a compare page (as given or by folder name); None compares the
+    models of each family pairwise when the family has few (``archviz.site.compare.compare_pairs``).
+    """
     contexts = contexts or {}
+    slugs = model_slugs(models)
+    pairs = compare_pairs(models, slugs, compare)
     indexes = [
         ModelIndex(docs, slug, contexts.get(docs.graph.model.name, ModelContext()))
-        for docs, slug in zip(models, model_slugs(models), strict=True)
+        for docs, slug in zip(models, slugs, strict=True)
     ]
+    compared = [(indexes[a], indexes[b]) for a, b in pairs]
+    links = [Link(title=f"{a.title()} vs {b.title()}", href=compare_path(a, b)) for a, b in compared]
     yield SITE_MARKER, SITE_MARKER_TEXT
     for asset in ASSETS:
         yield asset, read_asset(asset, context)
     yield "search-index.js", build_search_index(indexes)
-    yield "index.html", render_home(build_home_view(indexes), context)
+    yield "index.html", render_home(build_home_view(indexes, links), context)
+    for a, b in compared:
+        yield compare_path(a, b), render_compare(build_compare_view(a, b), context)
     for index in indexes:
         yield f"{index.slug}/index.html", render_overview(build_overview_view(index), context)
         for node in index.graph.nodes:

@@ -413,6 +413,40 @@ class ModelSummary:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TableCell:
+    """One model's value in one row."""
+
+    text: str
+    """The value as shown."""
+    detail: str = ""
+    """A second, smaller line (the exact count under a rounded one, the layer kinds)."""
+    sort: str = ""
+    """What the column sorts by: a number as decimal text for numeric rows, else text; empty sorts last."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableRow:
+    """One fact across every model."""
+
+    label: str
+    """The fact (``Parameters``)."""
+    numeric: bool
+    """Whether the sort keys are numbers."""
+    cells: tuple[TableCell, ...]
+    """One per model, in the columns' order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelTable:
+    """The side-by-side table."""
+
+    models: tuple[Link, ...]
+    """Column heads: each model's overview."""
+    rows: tuple[TableRow, ...]
+    """The facts, in ``archviz.site.table.ROWS`` order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HomeView:
     """Everything the home page shows."""
 
@@ -420,3 +454,7 @@ class HomeView:
     """The page frame."""
     models: tuple[ModelSummary, ...]
     """Every model, in the order given."""
+    table: ModelTable
+    """Every model side by side, one column each."""
+    comparisons: tuple[Link, ...]
+    """The compare pages, in the order they were asked for."""

@@ -1,0 +1,782 @@
+"""Comparing two models: their configs key by key, their graphs node by node, their layer maps and their totals.
+
+``diff_models(a, b)`` reads two ``ModelDocs`` (the pipeline's output) and returns a ``ModelDiff``, plain data that
+``archviz.diff_report`` prints and the site's compare pages show; ``diff_json`` is the ``archviz diff --json``
+document. The stage sits after the pipeline and before presentation, and imports neither torch nor transformers.
+
+What is compared is a table of named fields: ``NODE_FIELDS`` for a node present in both graphs, ``TOTAL_FIELDS`` for
+the totals. The cost model's numbers (FLOPs, weight bytes and cache bytes per token) are not computed anywhere yet;
+when they are, each is one more row in those tables and nothing else here changes.
+
+When the two models are of different families, node ids say little (a llama-style attention has ``q-proj`` where
+MLA has ``q-a-proj``), so the token embedding, attention, FFN and output head are also compared as wholes, matched by
+role (``ROLES``), and the summary says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeAlias
+
+from archviz.checkpoint import SAFETENSORS_DTYPE_BITS
+from archviz.config import ConfigDocument, KeyPath
+from archviz.graph import Graph, GroupKind, Layer, Node, NodeKind, Part, Shape
+from archviz.pipeline import ModelDocs
+from archviz.shapes import Phase, format_shape
+from archviz.totals import Totals, node_buffers, node_parameters
+
+Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
+
+
+class ChangeKind(StrEnum):
+    """How a config key differs."""
+
+    ADDED = "added"
+    """Only B sets it."""
+    REMOVED = "removed"
+    """Only A sets it."""
+    CHANGED = "changed"
+    """Both set it, to different values."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSide:
+    """Which model one side of a comparison is."""
+
+    name: str
+    """How the user named it."""
+    model_type: str
+    """``model_type`` as its config says it."""
+    family: str
+    """The graph family that built it."""
+    revision: str | None
+    """The revision of its config, when known."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigChange:
+    """A config key whose value differs, by its path (``rope_scaling.factor``)."""
+
+    key: str
+    """The key's path in the document, parts joined by dots."""
+    kind: ChangeKind
+    """Added, removed or changed."""
+    a: Json
+    """A's value; None when A does not set it (then ``a_line`` is None too)."""
+    b: Json
+    """B's value; None when B does not set it."""
+    a_line: int | None
+    """The line of A's config where the key starts; None when A does not set it."""
+    b_line: int | None
+    """The line of B's config where the key starts."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FieldChange:
+    """One named field of a node, a role or the totals, on both sides."""
+
+    name: str
+    """The field's name in the JSON document (``parameters_per_instance``, ``settings.top-k``)."""
+    label: str
+    """The field as a page shows it (``parameters per instance``, ``top-k``)."""
+    a: Json
+    """A's value; None when A's node does not have the field."""
+    b: Json
+    """B's value."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeChange:
+    """A node present in both graphs whose fields differ."""
+
+    id: str
+    """The node's id, the same in both graphs."""
+    title: str
+    """B's title for it."""
+    fields: tuple[FieldChange, ...]
+    """Only the fields that differ, in ``NODE_FIELDS`` order, settings last."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleMatch:
+    """One role (token embedding, attention, FFN, output head) compared as a whole across two families."""
+
+    role: str
+    """The role's name."""
+    a: tuple[str, ...]
+    """Ids of A's main-model nodes that play it, in forward order."""
+    b: tuple[str, ...]
+    """Ids of B's."""
+    fields: tuple[FieldChange, ...]
+    """Every role field on both sides, whether it differs or not."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerKind:
+    """A decoder layer and what it is made of."""
+
+    index: int
+    """Checkpoint layer index."""
+    kind: str
+    """``MLA + MoE``; ``MTP: MLA + MoE`` for a multi-token-prediction layer."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerChange:
+    """A layer whose kind differs, or that only one side has."""
+
+    index: int
+    """Checkpoint layer index."""
+    a: str | None
+    """A's kind; None when A has no such layer."""
+    b: str | None
+    """B's kind."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerMapDiff:
+    """Both layer maps and the layers that differ."""
+
+    a: tuple[LayerKind, ...]
+    """A's layers in order."""
+    b: tuple[LayerKind, ...]
+    """B's layers in order."""
+    changed: tuple[LayerChange, ...]
+    """Layers whose kind differs or that one side lacks, in index order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TotalChange:
+    """One total on both sides, with its difference and ratio."""
+
+    name: str
+    """Its name in the JSON document (``active_parameters``, ``by_dtype.BF16``)."""
+    label: str
+    """As a page shows it."""
+    a: int
+    """A's value."""
+    b: int
+    """B's value."""
+    difference: int
+    """``b - a``."""
+    ratio: float | None
+    """``b / a``; None when ``a`` is 0."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelDiff:
+    """Everything that differs between two models, and how much stayed the same."""
+
+    a: ModelSide
+    """The first model."""
+    b: ModelSide
+    """The second model."""
+    config: tuple[ConfigChange, ...]
+    """Config keys that differ, in A's document order, then keys only B has in B's order."""
+    added: tuple[str, ...]
+    """Ids of nodes only B has, in B's forward order."""
+    removed: tuple[str, ...]
+    """Ids of nodes only A has, in A's forward order."""
+    changed: tuple[NodeChange, ...]
+    """Nodes in both whose fields differ, in B's forward order."""
+    same: int
+    """How many nodes are in both with every field the same."""
+    roles: tuple[RoleMatch, ...]
+    """When the families differ, each role compared as a whole; empty for one family."""
+    layer_map: LayerMapDiff
+    """Both layer maps and the layers that changed kind."""
+    totals: tuple[TotalChange, ...]
+    """Every total, whether it differs or not."""
+    summary: str
+    """One paragraph in words."""
+    differs: bool
+    """Whether the architectures differ: the family, a node, the layer map or a total (config keys alone do not)."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# The fields compared
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeField:
+    """A field compared between two nodes with the same id."""
+
+    name: str
+    """Its name in the JSON document."""
+    label: str
+    """As a page shows it."""
+    read: Callable[[Node], Json]
+    """Its value for one node (JSON data: numbers, strings, lists, objects)."""
+
+
+def _shapes(shapes: Sequence[Shape], phase: Phase) -> Json:
+    return [f"{shape.name} {format_shape(shape, phase)}" for shape in shapes]
+
+
+def _weight_shapes(node: Node) -> Json:
+    return {row.component: list(row.shape) for row in (*node.parameters, *node.buffers)}
+
+
+def _dtypes(node: Node) -> Json:
+    """Each weight's dtype (with its quantization block) and each tensor whose element type the code fixes."""
+    dtypes: dict[str, Json] = {}
+    for row in (*node.parameters, *node.buffers):
+        block = f" (blocks of {row.scale_block[0]}×{row.scale_block[1]})" if row.scale_block else ""
+        dtypes[row.component] = row.dtype + block
+    for shape in (*node.inputs, *node.outputs):
+        if shape.dtype:
+            dtypes[shape.name] = shape.dtype
+    return dtypes
+
+
+NODE_FIELDS: tuple[NodeField, ...] = (
+    NodeField(name="parameters_per_instance", label="parameters per instance", read=node_parameters),
+    NodeField(name="buffers_per_instance", label="buffer elements per instance", read=node_buffers),
+    NodeField(name="instances", label="instances", read=lambda node: node.placement.count),
+    NodeField(name="active_instances", label="instances a token runs", read=lambda node: node.placement.active),
+    NodeField(name="layers", label="layers", read=lambda node: list(node.placement.layers)),
+    NodeField(name="per_layer", label="instances per layer", read=lambda node: node.placement.per_layer),
+    NodeField(name="active_per_layer", label="active per layer", read=lambda node: node.placement.active_per_layer),
+    NodeField(name="inputs", label="inputs (prefill)", read=lambda node: _shapes(node.inputs, Phase.PREFILL)),
+    NodeField(name="outputs", label="outputs (prefill)", read=lambda node: _shapes(node.outputs, Phase.PREFILL)),
+    NodeField(name="decode.inputs", label="inputs (decode)", read=lambda node: _shapes(node.inputs, Phase.DECODE)),
+    NodeField(name="decode.outputs", label="outputs (decode)", read=lambda node: _shapes(node.outputs, Phase.DECODE)),
+    NodeField(name="weight_shapes", label="weight shapes", read=_weight_shapes),
+    NodeField(name="dtypes", label="dtypes", read=_dtypes),
+    NodeField(name="shares_parameters_with", label="shares its weight with", read=lambda n: n.shares_parameters_with),
+    NodeField(name="part", label="part", read=lambda node: node.part.value),
+    # The cost model's per-node fields (flops_per_token, weight_bytes, cache_bytes_per_token) go here.
+)
+"""What is compared between two nodes with one id; then every setting, as ``settings.NAME``."""
+
+SETTING_PREFIX = "settings."
+
+
+def node_values(node: Node) -> dict[str, tuple[str, Json]]:
+    """Every compared field of a node: name -> (label, value); its settings last, as ``settings.NAME``."""
+    values = {field.name: (field.label, field.read(node)) for field in NODE_FIELDS}
+    for setting in node.settings:
+        values[SETTING_PREFIX + setting.name] = (setting.name, setting.value)
+    return values
+
+
+def _differing(left: Mapping[str, tuple[str, Json]], right: Mapping[str, tuple[str, Json]]) -> list[FieldChange]:
+    names = [*left, *(name for name in right if name not in left)]
+    changes = []
+    for name in names:
+        a, b = left.get(name), right.get(name)
+        if a is None or b is None or not same_json(a[1], b[1]):
+            label = (a or b or (name, None))[0]
+            changes.append(FieldChange(name=name, label=label, a=a[1] if a else None, b=b[1] if b else None))
+    return changes
+
+
+def compare_nodes(a: Node, b: Node) -> tuple[FieldChange, ...]:
+    """The fields in which two nodes with one id differ; empty when they are the same."""
+    return tuple(_differing(node_values(a), node_values(b)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TotalField:
+    """A total compared between two models."""
+
+    name: str
+    """Its name in the JSON document."""
+    label: str
+    """As a page shows it."""
+    read: Callable[[Totals], int]
+    """Its value."""
+
+
+TOTAL_FIELDS: tuple[TotalField, ...] = (
+    TotalField(name="parameters", label="Parameters", read=lambda totals: totals.parameters),
+    TotalField(name="active_parameters", label="Active per token", read=lambda totals: totals.active_parameters),
+    TotalField(
+        name="active_parameters_without_embedding",
+        label="Active per token, without the input embedding",
+        read=lambda totals: totals.active_parameters_without_embedding,
+    ),
+    TotalField(name="buffers", label="Persistent buffers (elements)", read=lambda totals: totals.buffers),
+    TotalField(name="mtp_parameters", label="Multi-token prediction parameters", read=lambda t: t.mtp_parameters),
+    TotalField(name="mtp_buffers", label="Multi-token prediction buffers", read=lambda t: t.mtp_buffers),
+    TotalField(name="scale_elements", label="Quantization scale elements", read=lambda t: t.scale_elements),
+    TotalField(name="checkpoint_bytes", label="Predicted checkpoint bytes", read=lambda t: checkpoint_bytes(t)),
+    # The cost model's totals (weight_bytes, cache_bytes_per_token, flops_per_token) go here.
+)
+"""The totals compared, in this order; then the predicted checkpoint's elements per dtype (``by_dtype.BF16``)."""
+
+
+def checkpoint_bytes(totals: Totals) -> int:
+    """Bytes of the predicted checkpoint's tensors (weights, buffers, scales, MTP layers), headers left out."""
+    return sum(
+        math.ceil(elements * SAFETENSORS_DTYPE_BITS.get(dtype, 0) / 8) for dtype, elements in totals.by_dtype.items()
+    )
+
+
+def total_changes(a: Totals, b: Totals) -> tuple[TotalChange, ...]:
+    """Every total of ``TOTAL_FIELDS``, then the checkpoint's elements for each dtype either side has."""
+    rows = [(field.name, field.label, field.read(a), field.read(b)) for field in TOTAL_FIELDS]
+    for dtype in sorted(a.by_dtype.keys() | b.by_dtype.keys()):
+        label = f"Checkpoint {dtype} elements"
+        rows.append((f"by_dtype.{dtype}", label, a.by_dtype.get(dtype, 0), b.by_dtype.get(dtype, 0)))
+    return tuple(
+        TotalChange(
+            name=name, label=label, a=left, b=right, difference=right - left, ratio=right / left if left else None
+        )
+        for name, label, left, right in rows
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Config keys
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """JSON equality: ``1`` equals ``1.0`` but not ``true``, and NaN equals NaN (a config may hold it)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(a[key], b[key]) for key in a)
+    return type(a) is type(b) and bool(a == b)
+
+
+def _config_walk(
+    left: Mapping[str, Any], right: Mapping[str, Any], path: KeyPath
+) -> Iterator[tuple[KeyPath, ChangeKind]]:
+    for key in [*left, *(key for key in right if key not in left)]:
+        here = (*path, key)
+        if key not in right:
+            yield here, ChangeKind.REMOVED
+        elif key not in left:
+            yield here, ChangeKind.ADDED
+        elif isinstance(left[key], dict) and isinstance(right[key], dict):
+            yield from _config_walk(left[key], right[key], here)
+        elif not same_json(left[key], right[key]):
+            yield here, ChangeKind.CHANGED
+
+
+def _value_at(data: Mapping[str, Any], path: KeyPath) -> Json:
+    node: Any = data
+    for key in path:
+        node = node[key]
+    return node  # type: ignore[no-any-return]
+
+
+def config_changes(a: ConfigDocument, b: ConfigDocument) -> tuple[ConfigChange, ...]:
+    """Keys whose values differ, nested keys by path; a key only one side has is one change, whatever it holds.
+
+    Two configs that keep the model's settings in the same place are compared whole; when one wraps them
+    (``text_config``) and the other does not, their settings are compared, keys named from there."""
+    left, right = (a.data, b.data) if a.root == b.root else (a.settings, b.settings)
+    a_root, b_root = ((), ()) if a.root == b.root else (a.root, b.root)
+    changes = []
+    for path, kind in _config_walk(left, right, ()):
+        a_span = a.spans.get((*a_root, *path)) if kind is not ChangeKind.ADDED else None
+        b_span = b.spans.get((*b_root, *path)) if kind is not ChangeKind.REMOVED else None
+        changes.append(
+            ConfigChange(
+                key=".".join(path),
+                kind=kind,
+                a=_value_at(left, path) if kind is not ChangeKind.ADDED else None,
+                b=_value_at(right, path) if kind is not ChangeKind.REMOVED else None,
+                a_line=a_span.start if a_span else None,
+                b_line=b_span.start if b_span else None,
+            )
+        )
+    return tuple(changes)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Roles, for graphs of different families
+
+
+class RoleName(StrEnum):
+    """What a main-model node does, in terms every family shares."""
+
+    EMBEDDING = "token embedding"
+    ATTENTION = "attention"
+    FFN = "FFN"
+    HEAD = "output head"
+
+
+_FFN_GROUPS = frozenset({GroupKind.MLP, GroupKind.MOE, GroupKind.EXPERTS})
+
+
+def node_roles(graph: Graph) -> dict[str, RoleName]:
+    """The role of each main-model node that has one: the graph's input embedding; the output head (the last
+    learned node outside the layers); every node inside an attention group (MLA, KDA, attention); every node inside
+    an MLP, MoE or experts group."""
+    groups = {group.id: group for group in graph.groups}
+
+    def kinds(group_id: str | None) -> set[GroupKind]:
+        found = set()
+        while group_id is not None and group_id in groups:
+            found.add(groups[group_id].kind)
+            group_id = groups[group_id].parent
+        return found
+
+    main = [node for node in graph.nodes if node.part is Part.MAIN]
+    heads = [n for n in main if n.kind is NodeKind.LEARNED and not n.placement.layers and n.id != graph.input_embedding]
+    head = heads[-1].id if heads else None
+    roles: dict[str, RoleName] = {}
+    for node in main:
+        enclosing = kinds(node.group)
+        if node.id == graph.input_embedding:
+            roles[node.id] = RoleName.EMBEDDING
+        elif node.id == head:
+            roles[node.id] = RoleName.HEAD
+        elif GroupKind.ATTENTION in enclosing:
+            roles[node.id] = RoleName.ATTENTION
+        elif enclosing & _FFN_GROUPS:
+            roles[node.id] = RoleName.FFN
+    return roles
+
+
+def _role_form(graph: Graph, role: RoleName, nodes: Sequence[Node], layers: Sequence[int]) -> Json:
+    """What the role is made of: the layer map's mixers or FFN kinds, or the weight's shape (or what it is tied to)."""
+    if role in (RoleName.ATTENTION, RoleName.FFN):
+        wanted = set(layers)
+        kinds = {
+            layer.mixer if role is RoleName.ATTENTION else layer.ffn for layer in graph.layers if layer.index in wanted
+        }
+        return list(sorted(kinds))
+    forms: list[Json] = []
+    for node in nodes:
+        if node.shares_parameters_with:
+            forms.append(f"tied to {node.shares_parameters_with}")
+        forms.extend(" × ".join(f"{size:,}" for size in row.shape) for row in node.parameters)
+    return forms
+
+
+def _role_values(graph: Graph, role: RoleName, nodes: Sequence[Node]) -> dict[str, tuple[str, Json]]:
+    layers = sorted({layer for node in nodes for layer in node.placement.layers})
+    return {
+        "nodes": ("nodes", len(nodes)),
+        "parameters": ("parameters", sum(node_parameters(node) * node.placement.count for node in nodes)),
+        "active_parameters": ("active per token", sum(node_parameters(node) * node.placement.active for node in nodes)),
+        "layers": ("layers", list(layers)),
+        "form": ("form", _role_form(graph, role, nodes, layers)),
+    }
+
+
+def role_matches(a: Graph, b: Graph) -> tuple[RoleMatch, ...]:
+    """Each role's nodes on both sides and its fields (all of them, so that the two read side by side)."""
+    a_roles, b_roles = node_roles(a), node_roles(b)
+    matches = []
+    for role in RoleName:
+        a_nodes = [node for node in a.nodes if a_roles.get(node.id) is role]
+        b_nodes = [node for node in b.nodes if b_roles.get(node.id) is role]
+        left, right = _role_values(a, role, a_nodes), _role_values(b, role, b_nodes)
+        matches.append(
+            RoleMatch(
+                role=role.value,
+                a=tuple(node.id for node in a_nodes),
+                b=tuple(node.id for node in b_nodes),
+                fields=tuple(
+                    FieldChange(name=name, label=label, a=value, b=right[name][1])
+                    for name, (label, value) in left.items()
+                ),
+            )
+        )
+    return tuple(matches)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Layer maps
+
+
+def layer_label(layer: Layer) -> str:
+    """``MLA + MoE``; ``MTP: MLA + MoE`` for a multi-token-prediction layer."""
+    return f"{'MTP: ' if layer.part is Part.MTP else ''}{layer.mixer} + {layer.ffn}"
+
+
+def layer_kinds(graph: Graph) -> tuple[LayerKind, ...]:
+    """The graph's layer map in index order."""
+    return tuple(
+        LayerKind(index=layer.index, kind=layer_label(layer)) for layer in sorted(graph.layers, key=lambda x: x.index)
+    )
+
+
+def layer_map_diff(a: Graph, b: Graph) -> LayerMapDiff:
+    """Both layer maps and every layer whose kind differs or that only one side has."""
+    left, right = layer_kinds(a), layer_kinds(b)
+    a_kind = {layer.index: layer.kind for layer in left}
+    b_kind = {layer.index: layer.kind for layer in right}
+    changed = tuple(
+        LayerChange(index=index, a=a_kind.get(index), b=b_kind.get(index))
+        for index in sorted(a_kind.keys() | b_kind.keys())
+        if a_kind.get(index) != b_kind.get(index)
+    )
+    return LayerMapDiff(a=left, b=right, changed=changed)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The whole comparison
+
+
+def _side(docs: ModelDocs) -> ModelSide:
+    model = docs.graph.model
+    return ModelSide(name=model.name, model_type=model.model_type, family=model.family, revision=model.revision)
+
+
+def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
+    """Compare two described models; B is read as the change from A (``ratio`` is ``b / a``)."""
+    a_nodes = {node.id: node for node in a.graph.nodes}
+    b_ids = {node.id for node in b.graph.nodes}
+    changed: list[NodeChange] = []
+    same = 0
+    for node in b.graph.nodes:
+        if node.id in a_nodes:
+            fields = compare_nodes(a_nodes[node.id], node)
+            if fields:
+                changed.append(NodeChange(id=node.id, title=node.title, fields=fields))
+            else:
+                same += 1
+    families_differ = a.graph.model.family != b.graph.model.family
+    layer_map = layer_map_diff(a.graph, b.graph)
+    totals = total_changes(a.totals, b.totals)
+    added = tuple(node.id for node in b.graph.nodes if node.id not in a_nodes)
+    removed = tuple(node.id for node in a.graph.nodes if node.id not in b_ids)
+    differs = bool(
+        families_differ or added or removed or changed or layer_map.changed or any(row.difference for row in totals)
+    )
+    diff = ModelDiff(
+        a=_side(a),
+        b=_side(b),
+        config=config_changes(a.config, b.config),
+        added=added,
+        removed=removed,
+        changed=tuple(changed),
+        same=same,
+        roles=role_matches(a.graph, b.graph) if families_differ else (),
+        layer_map=layer_map,
+        totals=totals,
+        summary="",
+        differs=differs,
+    )
+    return dataclasses.replace(
+        diff, summary=summarise(_Parts(diff=diff, a=a.graph, b=b.graph, a_config=a.config, b_config=b.config))
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Parts:
+    """What the summary is written from: the comparison, and both graphs for titles, placements and layers."""
+
+    diff: ModelDiff
+    a: Graph
+    b: Graph
+    a_config: ConfigDocument
+    b_config: ConfigDocument
+
+
+# ---------------------------------------------------------------------------------------------------
+# The summary in words
+
+_MOST_SETTINGS = 4
+"""Setting changes the summary names; the rest it counts."""
+_MOST_KEYS = 5
+"""Config keys the summary names; the rest it counts."""
+_MOST_WEIGHTS = 2
+"""Nodes whose parameters per instance changed that the summary names."""
+
+
+def ratio_text(value: float) -> str:
+    """``×1.5``, ``×0.0479``, ``×0.000076``, ``×12,345``: three significant digits, never in exponent notation."""
+    text = f"{value:.3g}"
+    if "e" in text:
+        text = f"{value:,.0f}" if value >= 1 else f"{float(text):.{2 - math.floor(math.log10(value))}f}"
+    return f"×{text}"
+
+
+def _lower(title: str) -> str:
+    """``Routed expert`` -> ``routed expert``; ``MLP down-proj`` stays."""
+    return title[0].lower() + title[1:] if title[1:2].islower() else title
+
+
+def _plural(noun: str) -> str:
+    return noun if noun.endswith("s") else noun + "s"
+
+
+def _instances_sentence(parts: _Parts, change: NodeChange) -> str | None:
+    """``384 routed experts instead of 256: routed-expert parameters ×1.5`` for a node repeated within its layers."""
+    fields = {field.name: field for field in change.fields}
+    per_layer = fields.get("per_layer")
+    if per_layer is None or not isinstance(per_layer.a, int) or not isinstance(per_layer.b, int):
+        return None
+    a = next(node for node in parts.a.nodes if node.id == change.id)
+    b = next(node for node in parts.b.nodes if node.id == change.id)
+    noun = _lower(change.title)
+    text = f"{per_layer.b:,} {_plural(noun)} instead of {per_layer.a:,}"
+    if len(a.placement.layers) != len(b.placement.layers):
+        text += f", in {len(b.placement.layers)} layers instead of {len(a.placement.layers)}"
+    before, after = node_parameters(a) * a.placement.count, node_parameters(b) * b.placement.count
+    if before and after != before:
+        text += f": {noun.replace(' ', '-')} parameters {ratio_text(after / before)}"
+    return text
+
+
+def _weights_sentence(parts: _Parts) -> str | None:
+    """The nodes whose parameters per instance changed most across all their instances, largest first."""
+    moved: list[tuple[int, str]] = []
+    for change in parts.diff.changed:
+        field = next((f for f in change.fields if f.name == "parameters_per_instance"), None)
+        if field is None or not isinstance(field.a, int) or not isinstance(field.b, int):
+            continue
+        text = f"{_lower(change.title)}: {field.b:,} parameters per instance instead of {field.a:,}"
+        if field.a:
+            text += f" ({ratio_text(field.b / field.a)})"
+        b = next(node for node in parts.b.nodes if node.id == change.id)
+        moved.append((abs(field.b - field.a) * b.placement.count, text))
+    moved.sort(key=lambda item: -item[0])
+    return "; ".join(text for _, text in moved[:_MOST_WEIGHTS]) or None
+
+
+def _layers_sentence(parts: _Parts) -> str | None:
+    a = [layer for layer in parts.a.layers if layer.part is Part.MAIN]
+    b = [layer for layer in parts.b.layers if layer.part is Part.MAIN]
+    said = []
+    if len(a) != len(b):
+        said.append(f"{len(b)} layers instead of {len(a)}")
+    a_mixers, b_mixers = sorted({layer.mixer for layer in a}), sorted({layer.mixer for layer in b})
+    if a_mixers != b_mixers:
+        said.append(f"token mixers {', '.join(b_mixers) or 'none'} instead of {', '.join(a_mixers) or 'none'}")
+    kinds_changed = sum(1 for change in parts.diff.layer_map.changed if change.a is not None and change.b is not None)
+    if kinds_changed:
+        said.append(f"{kinds_changed} layers that both have differ in kind")
+    return "; ".join(said) if said else None
+
+
+def _shown(value: Json) -> str:
+    return "none" if value is None else str(value)
+
+
+def _settings_sentence(parts: _Parts) -> str | None:
+    """``rotary embedding: context factor 64 instead of 32, …; …``, node by node, the first few settings."""
+    said: list[str] = []
+    shown = total = 0
+    for change in parts.diff.changed:
+        settings = [field for field in change.fields if field.name.startswith(SETTING_PREFIX)]
+        total += len(settings)
+        room = settings[: max(0, _MOST_SETTINGS - shown)]
+        if room:
+            shown += len(room)
+            items = ", ".join(f"{field.label} {_shown(field.b)} instead of {_shown(field.a)}" for field in room)
+            said.append(f"{_lower(change.title)}: {items}")
+    if not said:
+        return None
+    more = total - shown
+    return "; ".join(said) + (f"; and {more} more setting {'change' if more == 1 else 'changes'}" if more else "")
+
+
+def _totals_sentence(parts: _Parts) -> str | None:
+    rows = {row.name: row for row in parts.diff.totals}
+    said = []
+    for name, label in (("parameters", "parameters"), ("active_parameters", "active per token")):
+        row = rows[name]
+        if row.difference:
+            ratio = f" ({ratio_text(row.ratio)})" if row.ratio is not None else ""
+            said.append(f"{label} {row.b:,} instead of {row.a:,}{ratio}")
+    return "; ".join(said) if said else None
+
+
+def _nodes_sentence(parts: _Parts) -> str:
+    a, b, diff = parts.a.model.name, parts.b.model.name, parts.diff
+    return (
+        f"Nodes: {len(diff.added)} only in {b}, {len(diff.removed)} only in {a}, {len(diff.changed)} changed, "
+        f"{diff.same} the same"
+    )
+
+
+def _config_sentence(parts: _Parts) -> str | None:
+    if not parts.diff.config:
+        return None
+    keys = [change.key for change in parts.diff.config]
+    named = ", ".join(keys[:_MOST_KEYS]) + (f" and {len(keys) - _MOST_KEYS} more" if len(keys) > _MOST_KEYS else "")
+    noun = "key differs" if len(keys) == 1 else "keys differ"
+    where = ""
+    for docs, graph in ((parts.a_config, parts.a), (parts.b_config, parts.b)):
+        if parts.a_config.root != parts.b_config.root and docs.root:
+            where += f", {graph.model.name}'s within {'.'.join(docs.root)}"
+    return f"{len(keys)} config {noun} ({named}{where})"
+
+
+def summarise(parts: _Parts) -> str:
+    """One paragraph: what B is against A, the largest changes first."""
+    a, b = parts.a.model, parts.b.model
+    if a.family == b.family:
+        opening = f"{b.name} against {a.name}, both of the {a.family} family."
+    else:
+        opening = (
+            f"{b.name} ({b.family} family) against {a.name} ({a.family} family): the families differ, so the token "
+            f"embedding, attention, FFN and output head are also matched by role, "
+            f"{len(parts.diff.removed)} of {a.name}'s nodes and {len(parts.diff.added)} of {b.name}'s having no "
+            "common id."
+        )
+    if not parts.diff.differs:
+        config = _config_sentence(parts)
+        tail = f" {config}, without changing the graph." if config else ""
+        return f"{opening} No architectural difference: the same nodes, layer map and totals.{tail}"
+    sentences = [
+        *(text for change in parts.diff.changed if (text := _instances_sentence(parts, change))),
+        _layers_sentence(parts),
+        _weights_sentence(parts),
+        _totals_sentence(parts),
+        _settings_sentence(parts),
+        _nodes_sentence(parts),
+        _config_sentence(parts),
+    ]
+    return " ".join([opening, *(_sentence(text) for text in sentences if text)])
+
+
+def _sentence(text: str) -> str:
+    return text[0].upper() + text[1:] + "."
+
+
+# ---------------------------------------------------------------------------------------------------
+# The JSON document
+
+
+def _fields_json(fields: Sequence[FieldChange]) -> dict[str, Json]:
+    return {field.name: [field.a, field.b] for field in fields}
+
+
+def diff_json(diff: ModelDiff) -> dict[str, Json]:
+    """The ``archviz diff --json`` document (the contract in the README)."""
+
+    def side(model: ModelSide) -> dict[str, Json]:
+        return {"name": model.name, "model_type": model.model_type, "revision": model.revision}
+
+    return {
+        "a": side(diff.a),
+        "b": side(diff.b),
+        "config": [
+            {"key": change.key, "a": change.a, "b": change.b, "a_line": change.a_line, "b_line": change.b_line}
+            for change in diff.config
+        ],
+        "nodes": {
+            "added": list(diff.added),
+            "removed": list(diff.removed),
+            "changed": [{"id": change.id, "fields": _fields_json(change.fields)} for change in diff.changed],
+            "same": diff.same,
+            "by_role": [
+                {"role": match.role, "a": list(match.a), "b": list(match.b), "fields": _fields_json(match.fields)}
+                for match in diff.roles
+            ],
+        },
+        "layer_map": {
+            "a": [{"layer": layer.index, "kind": layer.kind} for layer in diff.layer_map.a],
+            "b": [{"layer": layer.index, "kind": layer.kind} for layer in diff.layer_map.b],
+            "changed": [{"layer": change.index, "a": change.a, "b": change.b} for change in diff.layer_map.changed],
+        },
+        "totals": {row.name: [row.a, row.b] for row in diff.totals},
+        "summary": diff.summary,
+    }

@@ -1,0 +1,310 @@
+"""Compare pages: which pairs of rendered models get one, and the view model of each, built from ``archviz.diff``.
+
+A compare page (``compare/A/B.html``) shows the comparison's summary, its totals with differences and ratios, the
+config keys that differ with both sides' lines (linking to each overview's config), the nodes that differ linking to
+both models' cards, the roles matched across families, both layer maps side by side, and both architecture
+diagrams side by side with the changed, added and removed nodes marked. The view models are here rather than in
+``views`` because only this page uses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from archviz.diff import FieldChange, LayerChange, ModelDiff, diff_models
+from archviz.diff_report import (
+    format_config_value,
+    format_difference,
+    format_ratio,
+    format_value,
+    layer_runs,
+    run_label,
+)
+from archviz.errors import InputError
+from archviz.pipeline import ModelDocs
+from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
+from archviz.site.index import ModelIndex, model_description, node_href
+from archviz.site.views import Link, Page
+
+COMPARE_FOLDER = "compare"
+"""The folder of the compare pages, under the site root."""
+ROOT = "../../"
+"""From a compare page (``compare/A/B.html``) to the site root."""
+FEW = 4
+"""Without ``--compare``, the models of a family are compared pairwise when it has at most this many."""
+
+
+def compare_path(a: ModelIndex, b: ModelIndex) -> str:
+    """``compare/A/B.html`` for the slugs of A and B: a folder per A keeps every pair's file name unique."""
+    return f"{COMPARE_FOLDER}/{a.slug}/{b.slug}.html"
+
+
+def _position(models: Sequence[ModelDocs], slugs: Sequence[str], name: str, shown: str) -> int:
+    for position, (docs, slug) in enumerate(zip(models, slugs, strict=True)):
+        if name in (docs.graph.model.name, slug):
+            return position
+    names = ", ".join(docs.graph.model.name for docs in models)
+    raise InputError(f"{name!r} is not one of the models rendered ({names})", path=shown)
+
+
+def compare_pairs(
+    models: Sequence[ModelDocs], slugs: Sequence[str], requested: Sequence[tuple[str, str]] | None
+) -> tuple[tuple[int, int], ...]:
+    """Positions of the pairs to compare: the requested ones (named as given or by slug), each once; without a
+    request, every pair within a family of at most ``FEW`` rendered models, in the order the models were given."""
+    if requested is not None:
+        pairs: list[tuple[int, int]] = []
+        for a, b in requested:
+            shown = f"--compare {a}:{b}"
+            pair = (_position(models, slugs, a, shown), _position(models, slugs, b, shown))
+            if pair not in pairs:
+                pairs.append(pair)
+        return tuple(pairs)
+    families: dict[str, list[int]] = {}
+    for position, docs in enumerate(models):
+        families.setdefault(docs.graph.model.family, []).append(position)
+    return tuple(
+        (a, b)
+        for members in families.values()
+        if len(members) <= FEW
+        for i, a in enumerate(members)
+        for b in members[i + 1 :]
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# The view models
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompareSide:
+    """One of the two models."""
+
+    label: str
+    """``A`` or ``B``."""
+    link: Link
+    """Its overview."""
+    description: str
+    """``model_type kimi_k2 · family deepseek_v3 · …``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValueRow:
+    """A named value on both sides: a total, a node's field, a role's field."""
+
+    label: str
+    """What it is."""
+    a: str
+    """A's value, formatted."""
+    b: str
+    """B's value, formatted."""
+    difference: str = ""
+    """``+1,234`` for a total; empty otherwise."""
+    ratio: str = ""
+    """``×1.5`` for a total; empty otherwise."""
+    changed: bool = True
+    """Whether the two differ (only then is the row marked)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigRow:
+    """A config key that differs."""
+
+    key: str
+    """Its path (``rope_scaling.factor``)."""
+    kind: str
+    """``added``, ``removed`` or ``changed``."""
+    a: str
+    """A's value as JSON text, or a dash."""
+    b: str
+    """B's value as JSON text, or a dash."""
+    a_line: Link | None
+    """A's line on A's overview; None when A does not set the key."""
+    b_line: Link | None
+    """B's line on B's overview."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRow:
+    """A node both models have whose fields differ, or a role matched across families."""
+
+    title: str
+    """The node's title, or the role."""
+    a: tuple[Link, ...]
+    """A's card (or the role's cards in A)."""
+    b: tuple[Link, ...]
+    """B's card (or cards)."""
+    fields: tuple[ValueRow, ...]
+    """The fields, A's and B's value each."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompareView:
+    """Everything a compare page shows, in order."""
+
+    page: Page
+    """The page frame."""
+    title: str
+    """``A vs B``."""
+    a: CompareSide
+    """The first model."""
+    b: CompareSide
+    """The second model, read as the change from A."""
+    summary: str
+    """The comparison's paragraph."""
+    verdict: str
+    """Whether the architectures differ, in one sentence."""
+    totals: tuple[ValueRow, ...]
+    """Every total, with difference and ratio."""
+    config: tuple[ConfigRow, ...]
+    """Config keys that differ."""
+    changed: tuple[NodeRow, ...]
+    """Nodes in both that differ."""
+    added: tuple[Link, ...]
+    """Cards of B's nodes that A does not have."""
+    removed: tuple[Link, ...]
+    """Cards of A's nodes that B does not have."""
+    same: str
+    """How many nodes are the same, in words."""
+    roles: tuple[NodeRow, ...]
+    """Roles matched across families; empty within one family."""
+    layers: tuple[ValueRow, ...]
+    """Both layer maps side by side, consecutive layers of the same kinds folded into one row."""
+    diagram_a: str
+    """A's data-flow diagram (inline SVG), its changed and removed nodes marked."""
+    diagram_b: str
+    """B's, its changed and added nodes marked."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Building one
+
+
+def _card(index: ModelIndex, node_id: str) -> Link:
+    return Link(title=index.nodes[node_id].title, href=node_href(node_id, root=ROOT, slug=index.slug), note=node_id)
+
+
+def _overview(index: ModelIndex, fragment: str = "") -> str:
+    return f"{ROOT}{index.slug}/index.html{fragment}"
+
+
+def architecture_diagram(index: ModelIndex, prefix: str, marks: Mapping[str, str]) -> str:
+    """A model's data-flow diagram for a compare page: its boxes linking to the cards, its clusters to the
+    overview's groups, the nodes in ``marks`` (node id -> ``changed``, ``added`` or ``removed``) marked, and every
+    id prefixed with ``prefix`` so that the page's two diagrams keep distinct ids."""
+    links = DiagramLinks(
+        node=lambda node_id: node_href(node_id, root=ROOT, slug=index.slug),
+        group=lambda group_id: _overview(index, f"#group-{group_id}"),
+    )
+    svg = diagram_svg(index.graph, links)
+    for node_id, mark in sorted(marks.items()):
+        svg = mark_node(svg, node_id, f"mark-{mark}")
+    return svg.replace(' id="', f' id="{prefix}-')
+
+
+def _marks(diff: ModelDiff) -> tuple[dict[str, str], dict[str, str]]:
+    """What each side's diagram marks: A's changed and removed nodes, B's changed and added ones."""
+    a = {node: "removed" for node in diff.removed}
+    b = {node: "added" for node in diff.added}
+    for change in diff.changed:
+        a[change.id] = b[change.id] = "changed"
+    return a, b
+
+
+def _config_rows(diff: ModelDiff, a: ModelIndex, b: ModelIndex) -> tuple[ConfigRow, ...]:
+    return tuple(
+        ConfigRow(
+            key=key.key,
+            kind=key.kind.value,
+            a=format_config_value(key.a) if key.a_line is not None else "—",
+            b=format_config_value(key.b) if key.b_line is not None else "—",
+            a_line=None if key.a_line is None else Link(title=str(key.a_line), href=_overview(a, f"#L{key.a_line}")),
+            b_line=None if key.b_line is None else Link(title=str(key.b_line), href=_overview(b, f"#L{key.b_line}")),
+        )
+        for key in diff.config
+    )
+
+
+def _layer_rows(diff: ModelDiff) -> tuple[ValueRow, ...]:
+    a = {layer.index: layer.kind for layer in diff.layer_map.a}
+    b = {layer.index: layer.kind for layer in diff.layer_map.b}
+    every = [LayerChange(index=index, a=a.get(index), b=b.get(index)) for index in sorted(a.keys() | b.keys())]
+    return tuple(
+        ValueRow(label=run_label(run), a=run.a or "—", b=run.b or "—", changed=run.a != run.b)
+        for run in layer_runs(every)
+    )
+
+
+def _total_rows(diff: ModelDiff) -> tuple[ValueRow, ...]:
+    return tuple(
+        ValueRow(
+            label=row.label,
+            a=f"{row.a:,}",
+            b=f"{row.b:,}",
+            difference=format_difference(row.difference),
+            ratio=format_ratio(row.ratio),
+            changed=row.difference != 0,
+        )
+        for row in diff.totals
+    )
+
+
+def _field_rows(fields: Sequence[FieldChange]) -> tuple[ValueRow, ...]:
+    return tuple(
+        ValueRow(label=f.label, a=format_value(f.name, f.a), b=format_value(f.name, f.b), changed=f.a != f.b)
+        for f in fields
+    )
+
+
+def _node_rows(diff: ModelDiff, a: ModelIndex, b: ModelIndex) -> tuple[NodeRow, ...]:
+    return tuple(
+        NodeRow(
+            title=change.title, a=(_card(a, change.id),), b=(_card(b, change.id),), fields=_field_rows(change.fields)
+        )
+        for change in diff.changed
+    )
+
+
+def _role_rows(diff: ModelDiff, a: ModelIndex, b: ModelIndex) -> tuple[NodeRow, ...]:
+    return tuple(
+        NodeRow(
+            title=match.role,
+            a=tuple(_card(a, node) for node in match.a),
+            b=tuple(_card(b, node) for node in match.b),
+            fields=_field_rows(match.fields),
+        )
+        for match in diff.roles
+    )
+
+
+def _side(label: str, index: ModelIndex) -> CompareSide:
+    return CompareSide(
+        label=label, link=Link(title=index.title(), href=_overview(index)), description=model_description(index.graph)
+    )
+
+
+def build_compare_view(a: ModelIndex, b: ModelIndex) -> CompareView:
+    """The compare page of A and B, B read as the change from A."""
+    diff = diff_models(a.docs, b.docs)
+    marks_a, marks_b = _marks(diff)
+    title = f"{a.title()} vs {b.title()}"
+    home = Link(title="Home", href=f"{ROOT}index.html")
+    return CompareView(
+        page=Page(title=f"{title} · archviz", root=ROOT, crumbs=(home,), phase_toggle=False),
+        title=title,
+        a=_side("A", a),
+        b=_side("B", b),
+        summary=diff.summary,
+        verdict="The architectures differ." if diff.differs else "No architectural difference.",
+        totals=_total_rows(diff),
+        config=_config_rows(diff, a, b),
+        changed=_node_rows(diff, a, b),
+        added=tuple(_card(b, node) for node in diff.added),
+        removed=tuple(_card(a, node) for node in diff.removed),
+        same=f"{diff.same:,} {'node is' if diff.same == 1 else 'nodes are'} the same in both.",
+        roles=_role_rows(diff, a, b),
+        layers=_layer_rows(diff),
+        diagram_a=architecture_diagram(a, "a", marks_a),
+        diagram_b=architecture_diagram(b, "b", marks_b),
+    )

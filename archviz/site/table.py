@@ -1,0 +1,163 @@
+"""The home page's side-by-side table: one column per model, one row per architectural fact.
+
+The rows are a table of named readers (``ROWS``), each a pure function of one model's ``ModelIndex``: the cost
+model's rows (cache bytes and FLOPs per token) will be two more entries once it exists. Facts are read off the graph
+(its dimensions, placements and layer map) rather than off config keys, so that every family's spelling reads the
+same; only the context length, which no node uses, comes from the config. Each cell carries a sort key, with which
+``assets/compare.js`` sorts the columns by a row in the browser; without JavaScript the table reads as it is.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from archviz.diff import checkpoint_bytes, layer_label
+from archviz.graph import Graph, GroupKind, Part
+from archviz.site.formatting import count, short_count
+from archviz.site.index import ModelIndex
+from archviz.site.views import Link, ModelTable, TableCell, TableRow
+
+ABSENT = "—"
+"""A cell for a fact the model does not have (no experts) or its graph does not say."""
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+"""Config keys that give the context length, first found wins: transformers' names across model types."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowSpec:
+    """How one row reads a model."""
+
+    label: str
+    """The row's label."""
+    numeric: bool
+    """Whether its sort keys are numbers."""
+    read: Callable[[ModelIndex], TableCell]
+    """The cell for one model."""
+
+
+def _dim(graph: Graph, symbol: str) -> int | None:
+    """The value of the first fixed dimension with this symbol in any node's shapes (``d``, ``vocab``, ``heads``)."""
+    for node in graph.nodes:
+        for shape in (*node.inputs, *node.outputs):
+            for dim in shape.dims:
+                if dim.symbol == symbol and dim.value is not None:
+                    return dim.value
+    return None
+
+
+def _number(value: int | None, detail: str = "") -> TableCell:
+    return TableCell(text=ABSENT, detail=detail) if value is None else TableCell(text=count(value), sort=str(value))
+
+
+def _big(value: int) -> TableCell:
+    """A rounded figure with the exact one below it (``1.03 T`` over ``1,026,408,209,408``)."""
+    return TableCell(text=short_count(value), detail=count(value), sort=str(value))
+
+
+_BYTE_UNITS = {"T": "TB", "B": "GB", "M": "MB"}
+"""``short_count``'s suffixes as units of bytes."""
+
+
+def _bytes(value: int) -> TableCell:
+    """``1.03 TB`` over the exact number of bytes."""
+    number, _, suffix = short_count(value).partition(" ")
+    text = f"{number} {_BYTE_UNITS[suffix]}" if suffix else f"{number} bytes"
+    return TableCell(text=text, detail=f"{count(value)} bytes", sort=str(value))
+
+
+def _family(index: ModelIndex) -> TableCell:
+    model = index.graph.model
+    partial = " · partial config" if index.graph.partial else ""
+    return TableCell(text=model.family, detail=f"model_type {model.model_type}{partial}", sort=model.family)
+
+
+def _layers(index: ModelIndex) -> TableCell:
+    main = [layer for layer in index.graph.layers if layer.part is Part.MAIN]
+    if not main:
+        return TableCell(text=ABSENT, detail="no layer map")
+    kinds = Counter(layer_label(layer) for layer in sorted(index.graph.layers, key=lambda layer: layer.index))
+    detail = ", ".join(f"{number} × {kind}" for kind, number in kinds.items())
+    return TableCell(text=str(len(main)), detail=detail, sort=str(len(main)))
+
+
+def _attention(index: ModelIndex) -> TableCell:
+    mixers = list(dict.fromkeys(layer.mixer for layer in index.graph.layers if layer.part is Part.MAIN))
+    heads, kv_heads = _dim(index.graph, "heads"), _dim(index.graph, "kv_heads")
+    detail = "" if heads is None else f"{heads} heads" + (f", {kv_heads} KV heads" if kv_heads else "")
+    return TableCell(text=" + ".join(mixers) or ABSENT, detail=detail, sort=str(heads) if heads else "")
+
+
+def _shared_experts(index: ModelIndex) -> int:
+    """Shared experts per MoE layer: the count the shared-expert node's config key sets (one node stands for all)."""
+    for node in index.graph.nodes:
+        if node.part is Part.MAIN and node.id.endswith("shared-expert"):
+            keys = [key for key in node.config_keys if key.endswith("shared_experts")]
+            value = index.docs.config.settings.get(keys[0]) if keys else None
+            return value if isinstance(value, int) and not isinstance(value, bool) else 1
+    return 0
+
+
+def _experts(index: ModelIndex) -> TableCell:
+    routed = [
+        node
+        for node in index.graph.nodes
+        if node.part is Part.MAIN and index.groups[node.group].kind is GroupKind.EXPERTS
+    ]
+    if not routed:
+        return TableCell(text="none", detail="dense FFNs", sort="0")
+    expert = max(routed, key=lambda node: node.placement.per_layer)
+    shared = _shared_experts(index)
+    text = f"{expert.placement.per_layer:,} routed, {shared} shared"
+    return TableCell(text=text, detail=f"top-{expert.placement.active_per_layer}", sort=str(expert.placement.per_layer))
+
+
+def _vocabulary(index: ModelIndex) -> TableCell:
+    return _number(_dim(index.graph, "vocab"))
+
+
+def _context(index: ModelIndex) -> TableCell:
+    settings = index.docs.config.settings
+    for key in CONTEXT_KEYS:
+        value = settings.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return TableCell(text=count(value), detail=key, sort=str(value))
+    return TableCell(text=ABSENT)
+
+
+ROWS: tuple[RowSpec, ...] = (
+    RowSpec(label="Family", numeric=False, read=_family),
+    RowSpec(label="Layers", numeric=True, read=_layers),
+    RowSpec(label="Width (d)", numeric=True, read=lambda index: _number(_dim(index.graph, "d"))),
+    RowSpec(label="Attention", numeric=True, read=_attention),
+    RowSpec(label="Experts", numeric=True, read=_experts),
+    RowSpec(label="Vocabulary", numeric=True, read=_vocabulary),
+    RowSpec(label="Context length", numeric=True, read=_context),
+    RowSpec(label="Parameters", numeric=True, read=lambda index: _big(index.docs.totals.parameters)),
+    RowSpec(label="Active per token", numeric=True, read=lambda index: _big(index.docs.totals.active_parameters)),
+    RowSpec(
+        label="Active per token, without the input embedding",
+        numeric=True,
+        read=lambda index: _big(index.docs.totals.active_parameters_without_embedding),
+    ),
+    RowSpec(
+        label="Predicted checkpoint bytes",
+        numeric=True,
+        read=lambda index: _bytes(checkpoint_bytes(index.docs.totals)),
+    ),
+    # The cost model's rows (cache bytes per token, FLOPs per token) go here.
+)
+"""The table's rows, in order."""
+
+
+def build_model_table(indexes: Sequence[ModelIndex]) -> ModelTable:
+    """Every model side by side, one column each, in the order given."""
+    return ModelTable(
+        models=tuple(Link(title=index.title(), href=f"{index.slug}/index.html") for index in indexes),
+        rows=tuple(
+            TableRow(label=spec.label, numeric=spec.numeric, cells=tuple(spec.read(index) for index in indexes))
+            for spec in ROWS
+        ),
+    )

@@ -1,0 +1,58 @@
+/* archviz: the home page's side-by-side table, sorted by a row. No dependencies; works from file://.
+   Each model is a column; selecting a row's name orders the columns by that row's values (numbers where the row
+   says data-sort-row="number", else text), ascending, then descending. Cells without a value go last.
+   Without JavaScript the table reads as it is. */
+(function () {
+  "use strict";
+
+  function compare(type) {
+    return function (a, b) {
+      if (a.key === "" || b.key === "") return (a.key === "") - (b.key === "") || a.position - b.position;
+      var order = type === "number" ? Number(a.key) - Number(b.key) : a.key.localeCompare(b.key);
+      return order || a.position - b.position;
+    };
+  }
+
+  function sortColumns(table, header) {
+    var descending = header.getAttribute("aria-sort") === "ascending";
+    var cells = Array.prototype.slice.call(header.parentNode.cells, 1);
+    var columns = cells.map(function (cell, position) {
+      return { position: position, key: cell.getAttribute("data-sort") || "" };
+    });
+    columns.sort(compare(header.getAttribute("data-sort-row")));
+    if (descending) {
+      var present = columns.filter(function (column) { return column.key !== ""; }).reverse();
+      columns = present.concat(columns.filter(function (column) { return column.key === ""; }));
+    }
+    var rows = table.rows;
+    for (var r = 0; r < rows.length; r++) {
+      var current = Array.prototype.slice.call(rows[r].cells, 1);
+      for (var c = 0; c < columns.length; c++) rows[r].appendChild(current[columns[c].position]);
+    }
+    var headers = table.querySelectorAll("th[data-sort-row]");
+    for (var h = 0; h < headers.length; h++) headers[h].removeAttribute("aria-sort");
+    header.setAttribute("aria-sort", descending ? "descending" : "ascending");
+  }
+
+  function enhance(table) {
+    var headers = table.querySelectorAll("th[data-sort-row]");
+    for (var i = 0; i < headers.length; i++) {
+      var header = headers[i];
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "sort-row";
+      button.textContent = header.textContent;
+      button.title = "Order the models by " + header.textContent;
+      header.textContent = "";
+      header.appendChild(button);
+      button.addEventListener("click", (function (target) {
+        return function () { sortColumns(table, target); };
+      })(header));
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var tables = document.querySelectorAll("table[data-sortable-columns]");
+    for (var t = 0; t < tables.length; t++) enhance(tables[t]);
+  });
+})();

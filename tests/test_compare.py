@@ -1,0 +1,261 @@
+"""Compare pages and the home page's side-by-side table: which pairs, what a page shows, links, determinism."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from archviz.cli import app
+from archviz.errors import InputError
+from archviz.pipeline import ModelDocs, describe_model
+from archviz.site import write_site
+from archviz.site.compare import FEW, compare_pairs
+from archviz.site.index import model_slugs
+from tests.test_families import PUBLISHED
+from tests.test_site import ATTRIBUTE, CLOSE_SCRIPT, PWNED, SCRIPT, parse, read_tree, squash, unresolved_links
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parent.parent
+K2 = "kimi-k2-instruct"
+KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
+DEEPSEEK = str(REPO / "tests" / "data" / "deepseek-v3.config.json")
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = tmp_path_factory.mktemp("models") / "llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(PUBLISHED["llama-3.1-8b"], indent=2), encoding="utf-8")
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def site(llama: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """K2, DeepSeek-V3, Kimi Linear and Llama 3.1, with three compare pages asked for on the command line."""
+    out = tmp_path_factory.mktemp("compare") / "site"
+    result = runner.invoke(
+        app,
+        [
+            "render",
+            "--no-verify",
+            "--out",
+            str(out),
+            K2,
+            DEEPSEEK,
+            KIMI_LINEAR,
+            llama,
+            "--compare",
+            f"{DEEPSEEK}:{K2}",
+            "--compare",
+            f"{K2}:{KIMI_LINEAR}",
+            "--compare",
+            f"llama:{K2}",  # by folder name
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def page(site: Path, path: str) -> str:
+    return (site / path).read_text(encoding="utf-8")
+
+
+def test_compare_pages_are_the_ones_asked_for(site: Path, llama: str) -> None:
+    pages = sorted(str(path.relative_to(site)) for path in (site / "compare").rglob("*.html"))
+    assert pages == [
+        "compare/deepseek-v3/kimi-k2-instruct.html",
+        "compare/kimi-k2-instruct/kimi-linear-48b-a3b-instruct.html",
+        "compare/llama/kimi-k2-instruct.html",
+    ]
+    home = parse(page(site, "index.html"))
+    links = [(a.attrs["href"], squash(a.text())) for a in home.find("ul", "comparisons").find_all("a")]
+    assert links == [
+        ("compare/deepseek-v3/kimi-k2-instruct.html", f"{DEEPSEEK} vs {K2}"),
+        ("compare/kimi-k2-instruct/kimi-linear-48b-a3b-instruct.html", f"{K2} vs {KIMI_LINEAR}"),
+        ("compare/llama/kimi-k2-instruct.html", f"{llama} vs {K2}"),
+    ]
+
+
+def test_every_link_resolves_and_leaves_nothing_out(site: Path) -> None:
+    assert unresolved_links(site) == []
+
+
+def test_compare_page_shows_summary_totals_config_nodes_layers_and_diagrams(site: Path) -> None:
+    html = page(site, "compare/deepseek-v3/kimi-k2-instruct.html")
+    tree = parse(html)
+    text = squash(tree.find("article").text())
+    assert "The architectures differ." in text
+    assert "384 routed experts instead of 256, in 60 layers instead of 58: routed-expert parameters ×1.55" in text
+    totals = {
+        squash(row.find("th").text()): squash(row.text())
+        for row in tree.find("table", "compare-totals").find_all("tr")[1:]
+    }
+    assert totals["Parameters"] == "Parameters 671,026,404,352 1,026,408,209,408 +355,381,805,056 ×1.53"
+    assert totals["Multi-token prediction parameters"].endswith("−13,463,426,048 ×0")
+    # A config key with its line on both sides, each linking to that line of the model's config on its overview.
+    row = next(r for r in tree.find("table", "compare-config").find_all("tr") if "n_routed_experts" in r.text())
+    assert [a.attrs["href"] for a in row.find_all("a")] == [
+        "../../deepseek-v3/index.html#L15",
+        "../../kimi-k2-instruct/index.html#L26",
+    ]
+    assert squash(row.text()) == "n_routed_experts changed 15 256 26 384"
+    # A changed node links to both cards; nodes only A has link to A's.
+    cards = [a.attrs["href"] for a in tree.find("table", "compare-changed").find_all("a")]
+    assert "../../deepseek-v3/nodes/moe.routed-expert.html" in cards
+    assert "../../kimi-k2-instruct/nodes/moe.routed-expert.html" in cards
+    assert "../../deepseek-v3/nodes/mtp.head.html" in html
+    layers = [squash(r.text()) for r in tree.find("table", "compare-layers").find_all("tr")[1:]]
+    assert layers == [
+        "layer 0 MLA + dense MLA + dense",
+        "layers 1–2 MLA + dense MLA + MoE",
+        "layers 3–60 MLA + MoE MLA + MoE",
+        "layer 61 MTP: MLA + MoE —",
+    ]
+    # Both diagrams, ids kept apart, changed and removed nodes marked, group links pointed at the overviews.
+    boxes = {e.attrs["id"]: e.attrs.get("class", "").split() for e in tree.find_all("g") if "id" in e.attrs}
+    assert "mark-changed" in boxes["a-dfg-n-moe.routed-expert"] and "mark-changed" in boxes["b-dfg-n-moe.routed-expert"]
+    assert "mark-removed" in boxes["a-dfg-n-mtp.head"]
+    assert not any(c.startswith("mark") for c in boxes["a-dfg-n-final-norm"] + boxes["b-dfg-n-final-norm"])
+    assert 'href="../../kimi-k2-instruct/index.html#group-moe"' in html
+    assert tree.find_all("table", "compare-roles") == []  # one family: nothing matched by role
+
+
+def test_cross_family_page_matches_by_role(site: Path) -> None:
+    tree = parse(page(site, "compare/llama/kimi-k2-instruct.html"))
+    roles = tree.find("table", "compare-roles")
+    heads = [squash(th.text()) for th in roles.find_all("th") if th.attrs.get("scope") == "rowgroup"]
+    assert heads == ["token embedding", "attention", "FFN", "output head"]
+    text = squash(roles.text())
+    assert "form attention MLA" in text and "form dense MoE; dense" in text
+    assert "the families differ" in squash(tree.find("p", "summary").text())
+
+
+def test_a_pair_without_differences(tmp_path: Path) -> None:
+    k2 = describe_model(K2)
+    write_site([k2, describe_model(K2)], tmp_path / "site", compare=[(K2, "kimi-k2-instruct-2")])
+    tree = parse(page(tmp_path / "site", "compare/kimi-k2-instruct/kimi-k2-instruct-2.html"))
+    assert squash(tree.find("p", "verdict").text()) == "No architectural difference."
+    assert "None: the two configs set the same keys to the same values." in squash(tree.find("article").text())
+    assert tree.find_all("table", "compare-changed") == []
+    assert [e for e in tree.find_all("li", "chip") if "id" in e.attrs and "mark" in e.classes] == []
+
+
+def test_default_pairs_are_within_a_family_when_it_is_small(tmp_path: Path) -> None:
+    k2, deepseek, linear = describe_model(K2), describe_model(DEEPSEEK), describe_model(KIMI_LINEAR)
+    models = [k2, linear, deepseek]
+    assert compare_pairs(models, model_slugs(models), None) == ((0, 2),)
+    few, many = [k2] * FEW, [k2] * (FEW + 1)
+    assert len(compare_pairs(few, model_slugs(few), None)) == FEW * (FEW - 1) // 2
+    assert compare_pairs(many, model_slugs(many), None) == ()
+    assert compare_pairs(models, model_slugs(models), []) == ()
+    write_site(models, tmp_path / "site")
+    assert [str(p.relative_to(tmp_path / "site")) for p in (tmp_path / "site" / "compare").rglob("*.html")] == [
+        "compare/kimi-k2-instruct/deepseek-v3.html"
+    ]
+
+
+def test_compare_names_a_rendered_model(tmp_path: Path) -> None:
+    k2 = describe_model(K2)
+    with pytest.raises(InputError, match="'kimi-k3' is not one of the models rendered"):
+        write_site([k2], tmp_path / "site", compare=[(K2, "kimi-k3")])
+    assert not (tmp_path / "site").exists()
+    result = runner.invoke(app, ["render", "--no-verify", "--out", str(tmp_path / "cli"), K2, "--compare", K2])
+    assert result.exit_code == 2
+    assert result.stderr == f"archviz: error: --compare {K2}: expected A:B, two of the rendered models\n"
+
+
+def test_help_says_what_is_compared_without_compare() -> None:
+    result = runner.invoke(app, ["render", "--help"], env={"COLUMNS": "200"})
+    help_text = " ".join(result.stdout.replace("│", " ").split())
+    assert f"the models of each family are compared pairwise when the family has at most {FEW} models" in help_text
+
+
+def test_site_with_compare_pages_is_byte_identical(tmp_path: Path) -> None:
+    models: list[ModelDocs] = [describe_model(K2), describe_model(DEEPSEEK)]
+    write_site(models, tmp_path / "a")
+    write_site(models, tmp_path / "b")
+    assert read_tree(tmp_path / "a") == read_tree(tmp_path / "b")
+
+
+def test_home_table_has_a_column_per_model_and_a_row_per_fact(site: Path, llama: str) -> None:
+    table = parse(page(site, "index.html")).find("table", "models-table")
+    columns = [squash(th.text()) for th in table.find("thead").find_all("th")]
+    assert columns == [K2, DEEPSEEK, KIMI_LINEAR, llama]
+    rows = {
+        squash(tr.find("th").text()): [squash(td.text()) for td in tr.find_all("td")]
+        for tr in table.find("tbody").find_all("tr")
+    }
+    assert list(rows) == [
+        "Family",
+        "Layers",
+        "Width (d)",
+        "Attention",
+        "Experts",
+        "Vocabulary",
+        "Context length",
+        "Parameters",
+        "Active per token",
+        "Active per token, without the input embedding",
+        "Predicted checkpoint bytes",
+    ]
+    assert rows["Family"] == [
+        "deepseek_v3 model_type kimi_k2",
+        "deepseek_v3 model_type deepseek_v3",
+        "kimi_linear model_type kimi_linear",
+        "llama model_type llama",
+    ]
+    assert rows["Layers"][0] == "61 1 × MLA + dense, 60 × MLA + MoE"
+    assert rows["Layers"][2] == "27 1 × KDA + dense, 19 × KDA + MoE, 7 × MLA + MoE"
+    assert rows["Width (d)"] == ["7,168", "7,168", "2,304", "4,096"]
+    assert rows["Attention"] == [
+        "MLA 64 heads",
+        "MLA 128 heads",
+        "KDA + MLA 32 heads",
+        "attention 32 heads, 8 KV heads",
+    ]
+    assert rows["Experts"] == [
+        "384 routed, 1 shared top-8",
+        "256 routed, 1 shared top-8",
+        "256 routed, 1 shared top-8",
+        "none dense FFNs",
+    ]
+    assert rows["Vocabulary"] == ["163,840", "129,280", "163,840", "128,256"]
+    assert rows["Context length"][0] == "131,072 max_position_embeddings" and rows["Context length"][2] == "—"
+    assert rows["Parameters"][0] == "1.03 T 1,026,408,209,408"
+    assert rows["Predicted checkpoint bytes"][0] == "1.03 TB 1,029,173,249,888 bytes"
+    # The sort keys the browser orders columns by: exact numbers; a missing value has none.
+    parameters = next(tr for tr in table.find("tbody").find_all("tr") if squash(tr.find("th").text()) == "Parameters")
+    assert parameters.find("th").attrs["data-sort-row"] == "number"
+    assert [td.attrs["data-sort"] for td in parameters.find_all("td")] == [
+        "1026408209408",
+        "671026404352",
+        "49122675072",
+        "8030261248",
+    ]
+
+
+def test_hostile_config_strings_are_escaped_on_compare_pages_and_the_table(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder = write_config(
+        {
+            "architectures": [ATTRIBUTE],
+            "hidden_act": SCRIPT,  # a setting of the MLP and the experts: a changed field
+            "topk_method": CLOSE_SCRIPT,
+            "scoring_func": PWNED,
+            SCRIPT: ATTRIBUTE,  # a key only B has, named in the config table
+        },
+        name="hostile",
+    )
+    write_site([describe_model(K2), describe_model(str(folder))], tmp_path / "site")  # one family: compared
+    for path in ("compare/kimi-k2-instruct/hostile.html", "index.html"):
+        html = page(tmp_path / "site", path)
+        for raw in (SCRIPT, ATTRIBUTE, "<img", "window.__pwned=1</"):
+            assert raw not in html, (path, raw)
+        assert html.count(CLOSE_SCRIPT) == (3 if path == "index.html" else 2), path
+    compare = page(tmp_path / "site", "compare/kimi-k2-instruct/hostile.html")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in compare
