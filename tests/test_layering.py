@@ -34,6 +34,7 @@ STAGES: list[tuple[str, int]] = [
     ("families.", 2),
     ("families", 2),
     ("totals", 2),
+    ("cost", 2),  # the cost model, read off the graph
     # 3: the provenance stage.
     ("claims", 3),
     ("sources", 3),
@@ -42,10 +43,13 @@ STAGES: list[tuple[str, int]] = [
     # 5: verification: the meta-device model, the checkpoint, the reconciliation.
     ("transformers_internals", 5),
     ("meta", 5),
+    ("witness", 5),
     ("checkpoint", 5),
+    ("costcheck", 5),
     ("verify", 5),
     # 6: presentation.
     ("report", 6),
+    ("costs_report", 6),
     ("site.", 6),
     ("site", 6),
     # 7: the command line.
@@ -59,7 +63,7 @@ STAGES: list[tuple[str, int]] = [
 LATER_ALLOWED = {("pipeline", "meta")}
 
 # The only modules that may import torch or transformers.
-HEAVY_ALLOWED = {"meta", "transformers_internals"}
+HEAVY_ALLOWED = {"meta", "witness", "transformers_internals"}
 
 
 def stage(module: str) -> int:
