@@ -170,11 +170,44 @@ def inspect(
     except InputError as error:
         raise _fail(error) from None
     if as_json:
-        sys.stdout.write(
-            json.dumps(graph_json(docs.graph, docs.totals, docs.sources), indent=2, ensure_ascii=False) + "\n"
-        )
+        from archviz.cost import DEFAULT_SIZES, model_cost
+        from archviz.costs_report import cost_json
+
+        document = graph_json(docs.graph, docs.totals, docs.sources)
+        document["cost"] = cost_json(model_cost(docs.graph, docs.totals, DEFAULT_SIZES), docs.graph, docs.totals)
+        sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
         return
     _stdout().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
+
+
+@app.command()
+def cost(
+    model: ModelArgument,
+    prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt length T of the prefill.")] = 2048,
+    context: Annotated[int, typer.Option("--context", min=0, help="Cached positions S when decoding.")] = 131_072,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Sequences B.")] = 1,
+    cache_dtype: Annotated[
+        str | None, typer.Option("--cache-dtype", help="dtype of the cache (bfloat16, float8_e4m3fn, ...).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the costs as JSON (schema in the README).")] = False,
+    revision: RevisionOption = None,
+    assume: AssumeOption = None,
+    partial: PartialOption = False,
+) -> None:
+    """What MODEL costs to run: FLOPs for a prompt and per decoded token, weight bytes, cache and state bytes."""
+    from archviz.cost import Sizes, cache_dtype_name, model_cost
+    from archviz.costs_report import cost_json, render_cost
+
+    try:
+        docs = describe_model(model, revision=revision, assumptions=_assumptions(assume), partial=partial)
+        dtype = cache_dtype_name(cache_dtype) if cache_dtype is not None else None
+    except InputError as error:
+        raise _fail(error) from None
+    report = model_cost(docs.graph, docs.totals, Sizes(batch=batch, prompt=prompt, context=context), cache_dtype=dtype)
+    if as_json:
+        sys.stdout.write(json.dumps(cost_json(report, docs.graph, docs.totals), indent=2, ensure_ascii=False) + "\n")
+        return
+    _stdout().print(render_cost(model, report, docs.graph, docs.totals))
 
 
 CheckpointOption = Annotated[

@@ -9,3 +9,23 @@ SAFETENSORS_DTYPES = {
     "float64": "F64",
 }
 """safetensors dtype names for the dtypes configs name (``torch_dtype``) and torch prints (``torch.bfloat16``)."""
+
+ITEMSIZE = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
+"""Bytes per element of each safetensors dtype (packed 4- and 6-bit types are stored in integer containers)."""

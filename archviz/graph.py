@@ -139,6 +139,44 @@ class Setting:
     """The config keys it comes from."""
 
 
+class OpKind(StrEnum):
+    """How an operator's FLOPs are counted (torch's ``FlopCounterMode`` convention: 2 per multiply-add of
+    matmul-like ops; element-wise ops, norms, softmax and lookups count 0)."""
+
+    LINEAR = "linear"
+    """Each input vector times the node's 2-D weights: 2 × input vectors × Σ out × in."""
+    EXPERTS = "experts"
+    """A routed expert: each token's vector through the weights of the top-k experts it is routed to."""
+    ATTENTION = "attention"
+    """Scaled dot-product attention: 2 × B × heads × queries × keys × (query/key width + value width)."""
+    CONVOLUTION = "convolution"
+    """A depthwise causal convolution: 2 × B × channels × kernel × output positions."""
+    CHUNKED_RECURRENCE = "chunked recurrence"
+    """A chunked linear-attention recurrence (the gated delta rule): matmuls within and between chunks in
+    prefill; element-wise steps, so 0, in decode."""
+    CACHE = "cache"
+    """Writes to the layer's cache what each position keeps for later steps (no FLOPs; cache bytes)."""
+    STATE = "state"
+    """A fixed-size per-sequence state of a layer (no FLOPs; state bytes)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Op:
+    """What an operator computes, for the cost model: its kind and what bounds it."""
+
+    kind: OpKind
+    """How its FLOPs (or bytes) are counted."""
+    window: int | None = None
+    """For attention and its cache: the sliding window in the layers ``windowed_layers`` name (the cache keeps
+    ``window − 1`` past positions there)."""
+    windowed_layers: tuple[int, ...] = ()
+    """Checkpoint indices of the layers the window applies to."""
+    chunk: int | None = None
+    """For a chunked recurrence: the chunk size prefill pads the sequence to (64 in transformers' fallback)."""
+    top_k: str | None = None
+    """For routed experts: the config key of the experts per token (``num_experts_per_tok``)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Node:
     """An operator or a tensor state of the forward pass."""
@@ -175,6 +213,8 @@ class Node:
     """Id of the node whose weight this one reuses (a tied output head), counted there once."""
     locate: Locator | None = None
     """How to find the node in its family's modeling code (provenance runs it); None when nothing says."""
+    op: Op | None = None
+    """What it computes, for the cost model; None for tensor states and operators that cost nothing counted."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -621,6 +621,9 @@ def _descendant_statements(statement: ast.stmt) -> Iterator[ast.stmt]:
             yield node
 
 
+# A memo like _parse's (the trees it is asked about live in _parse's cache): a method's parent map is needed by
+# every locator that looks into it. Callers must not mutate the map.
+@lru_cache(maxsize=1024)
 def _parent_map(root: ast.AST) -> dict[ast.AST, ast.AST]:
     parents: dict[ast.AST, ast.AST] = {}
     for node in ast.walk(root):

@@ -54,10 +54,10 @@ def trace_shapes(
     tracer = _Tracer(module, skip_repeats=skip_repeats)
     with (
         tracer.attached(),
-        _eval_mode(module),
+        eval_mode(module),
         # Hide transformers' advice about faster kernels: on meta tensors the reference code is what we want.
         internals.errors_only_logging(),
-        _experts_implementation(module, experts_implementation) as used,
+        experts_kernel(module, experts_implementation) as used,
     ):
         prefill_logits, decode_logits = tracer.run_passes(batch=batch, prefill=prefill, past=past)
     return ShapeTrace(
@@ -77,7 +77,7 @@ def trace_shapes(
 
 
 @contextmanager
-def _eval_mode(module: nn.Module) -> Iterator[None]:
+def eval_mode(module: nn.Module) -> Iterator[None]:
     """Inference behaviour (no dropout, no router jitter) for the duration; each module's mode restored."""
     modes = {sub: sub.training for sub in module.modules()}
     module.eval()
@@ -89,7 +89,7 @@ def _eval_mode(module: nn.Module) -> Iterator[None]:
 
 
 @contextmanager
-def _experts_implementation(module: nn.Module, wanted: str | None) -> Iterator[str | None]:
+def experts_kernel(module: nn.Module, wanted: str | None) -> Iterator[str | None]:
     """Switch the model's experts kernel for the duration, and back; yields the one in use."""
     from transformers import PreTrainedModel
 

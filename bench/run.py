@@ -5,6 +5,8 @@
 1. `archviz check kimi-k2-instruct` (graph + meta-device model + shape trace, no checkpoint) against
    bench/plain_meta_count.py (import transformers, build the same model on the meta device, sum parameters).
 2. `archviz render kimi-k2-instruct --out DIR` against the same `archviz check` (target: at most 1.5x).
+3. `archviz cost kimi-k2-instruct` (no torch imported; target: well under a second) against the interpreter alone
+   (`python -c pass`), the floor any command pays.
 
 Each command runs as a fresh process; wall time is the median of N runs, peak memory is the child's maximum
 resident set size. Prints a table and the ratios.
@@ -56,15 +58,18 @@ def main() -> None:
         ),
         ("archviz check kimi-k2-instruct", [archviz, "check", "kimi-k2-instruct"]),
         ("archviz render kimi-k2-instruct", [archviz, "render", "kimi-k2-instruct", "--out", str(out), "--force"]),
+        ("archviz cost kimi-k2-instruct", [archviz, "cost", "kimi-k2-instruct"]),
+        ("plain: python -c pass", [sys.executable, "-c", "pass"]),
     ):
         seconds, peak = measure(command, args.repeat)
         rows.append((label, seconds, peak))
     print("| command | median s | peak RSS MiB |\n|---|---:|---:|")
     for label, seconds, peak in rows:
         print(f"| {label} | {seconds:.2f} | {peak:.0f} |")
-    plain, check, render = (seconds for _, seconds, _ in rows)
+    plain, check, render, cost, interpreter = (seconds for _, seconds, _ in rows)
     print(f"\ncheck / plain = {check / plain:.2f} (target <= 1.3)")
     print(f"render / check = {render / check:.2f} (target <= 1.5)")
+    print(f"cost = {cost:.2f} s, of which the interpreter alone {interpreter:.2f} s (target: well under 1 s)")
 
 
 if __name__ == "__main__":

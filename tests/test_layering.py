@@ -35,6 +35,7 @@ STAGES: list[tuple[str, int]] = [
     ("families.", 2),
     ("families", 2),
     ("totals", 2),
+    ("cost", 2),  # the cost model, read off the graph
     # 3: the provenance stage.
     ("claims", 3),
     ("sources", 3),
@@ -47,6 +48,8 @@ STAGES: list[tuple[str, int]] = [
     ("checkpoint", 5),
     ("legs", 5),
     ("shapecheck", 5),
+    ("witness", 5),
+    ("costcheck", 5),
     ("verify", 5),
     # The comparison of two models: reads the pipeline's output (and the checkpoint stage's dtype sizes), before
     # presentation.
@@ -55,6 +58,7 @@ STAGES: list[tuple[str, int]] = [
     ("report", 6),
     ("junit", 6),
     ("diff_report", 6),
+    ("costs_report", 6),
     ("site.", 6),
     ("site", 6),
     # 7: the command line.
@@ -68,7 +72,7 @@ STAGES: list[tuple[str, int]] = [
 LATER_ALLOWED = {("pipeline", "meta")}
 
 # The only modules that may import torch or transformers.
-HEAVY_ALLOWED = {"meta", "tracing", "transformers_internals"}
+HEAVY_ALLOWED = {"meta", "tracing", "witness", "transformers_internals"}
 
 
 def stage(module: str) -> int:

@@ -62,6 +62,12 @@ NAMING = MoeNaming(
     shared="n_shared_experts",
     groups="n_group",
     scoring_key="scoring_func",
+    # DeepseekV3Config's defaults (configuration_deepseek_v3.py, transformers 5.24) for keys a config may omit.
+    shared_default=1,
+    groups_default=8,
+    groups_kept_default=4,
+    normalize_default=True,
+    scaling_default=2.5,
 )
 
 
@@ -122,7 +128,7 @@ class DeepseekV3Builder:
         experts, top_k = self.moe_dims.experts.value or 0, self.moe_dims.top_k.value or 0
         if top_k > experts:
             raise s.fail((n.top_k,), f"top-k {top_k} is larger than {n.experts} ({experts})")
-        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else 1
+        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else n.groups_default
         if experts % groups:
             raise s.fail((str(n.groups),), f"{n.experts} ({experts}) is not divisible by {n.groups} ({groups})")
         pad = s.values.get("pad_token_id")

@@ -22,7 +22,7 @@ from archviz.families.blocks.code import DecoderCode
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
 from archviz.families.registry import Family
-from archviz.graph import Dim, GroupKind, NodeKind, Part, Placement, Setting, Shape, TensorRow
+from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement, used
 from archviz.settings import Settings
 
@@ -73,6 +73,12 @@ NAMING = replace(
     shared="num_shared_experts",
     groups="num_expert_group",
     scoring_key="moe_router_activation_func",
+    # KimiLinearConfig's defaults (configuration_kimi_linear.py, transformers 5.24).
+    shared_default=1,
+    groups_default=1,
+    groups_kept_default=1,
+    normalize_default=True,
+    scaling_default=2.446,
 )
 
 # transformers' KimiLinearConfig.attribute_map: a config saved by transformers writes these canonical names.
@@ -371,6 +377,7 @@ class KimiDeltaAttention:
                 parameters=[self._weight(f"{name}_proj", (self.width, self.qkv_dim), ("hidden_size", d))],
                 claim=f"The KDA {what} projection maps each position to every KDA head's {what}.",
                 sites=attribute(DELTA_ATTENTION, f"{name}_proj"),
+                op=Op(kind=OpKind.LINEAR),
             )
 
     def _convolution(self) -> None:
@@ -413,6 +420,7 @@ class KimiDeltaAttention:
                 used(kda, "q_conv1d"),
                 function("causal_conv1d_fn"),
             ),
+            op=Op(kind=OpKind.CONVOLUTION),
         )
         self._conv_state_and_split(mixed)
 
@@ -429,6 +437,7 @@ class KimiDeltaAttention:
             outputs=[shape("conv_state", BATCH, self.conv, kernel)],
             claim="The convolution state caches the last positions of the queries, keys and values for decode.",
             sites=(statement(kda, "cache.get_conv_state(", "conv_state_q"), statement(kda, "cache.update_conv_state(")),
+            op=Op(kind=OpKind.STATE),
         )
         self.scope.node(
             "qkv-split",
@@ -483,6 +492,7 @@ class KimiDeltaAttention:
                 *(defined(kda, name) for name in ("f_a_proj", "f_b_proj", "A_log", "dt_bias")),
                 statement(kda, "fused_kda_gate("),
             ),
+            op=Op(kind=OpKind.LINEAR),
         )
         self.scope.node(
             "beta",
@@ -495,6 +505,7 @@ class KimiDeltaAttention:
             parameters=[self._weight("b_proj", (f"{LINEAR}.num_heads", self.head_count), ("hidden_size", d))],
             claim="The update strength β is the sigmoid of one projection per head.",
             sites=attribute(kda, "b_proj"),
+            op=Op(kind=OpKind.LINEAR),
         )
 
     def _recurrence(self) -> None:
@@ -535,6 +546,7 @@ class KimiDeltaAttention:
                 statement(kda, "= chunk_kimi_delta_attention(", "= chunk_kda("),
                 function("chunk_kimi_delta_attention"),
             ),
+            op=Op(kind=OpKind.CHUNKED_RECURRENCE, chunk=64),
         )
         self.scope.node(
             "recurrent-state",
@@ -551,6 +563,7 @@ class KimiDeltaAttention:
                 statement(kda, "cache.get_recurrent_state(", "recurrent_state = last_state["),
                 statement(kda, "cache.update_recurrent_state(", "recurrent_state=recurrent_state"),
             ),
+            op=Op(kind=OpKind.STATE),
         )
 
     def _output_gate(self) -> None:
@@ -575,6 +588,7 @@ class KimiDeltaAttention:
             ],
             claim="The output gate is a low-rank projection of each position to one gate per channel of the output.",
             sites=(defined(kda, "g_a_proj"), *attribute(kda, "g_b_proj")),
+            op=Op(kind=OpKind.LINEAR),
         )
 
     def _output(self) -> None:
@@ -611,6 +625,7 @@ class KimiDeltaAttention:
             parameters=[self._weight("o_proj", ("hidden_size", d), (self.width, self.qkv_dim))],
             claim="The KDA output projection maps the gated head outputs back to the model width.",
             sites=attribute(kda, "o_proj"),
+            op=Op(kind=OpKind.LINEAR),
         )
         self.scope.node(
             "output",

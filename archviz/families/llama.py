@@ -56,7 +56,7 @@ from archviz.families.blocks.decoder import (
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
 from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
 from archviz.families.registry import Family
-from archviz.graph import Dim, Graph, GroupKind, Layer, ModelInfo, NodeKind, Setting, Shape
+from archviz.graph import Dim, Graph, GroupKind, Layer, ModelInfo, NodeKind, Op, OpKind, Setting, Shape
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement
 from archviz.settings import Settings
 
@@ -590,6 +590,11 @@ class GroupedQueryAttention:
             code=self.code,
         )
 
+    def window_op(self, kind: OpKind) -> Op:
+        """The op of attention or of its cache, with the sliding window of the layers that attend through it."""
+        window = self.f.window()
+        return Op(kind=kind, window=window, windowed_layers=self.f.sliding if window else ())
+
     def _projections(self) -> None:
         f, a = self.f, self.code.attention
         qkv_bias = self.v.attention_bias is AttentionBias.QKV or self.config_bias
@@ -637,6 +642,7 @@ class GroupedQueryAttention:
                 extra_keys=self.bias_keys,
                 claim=f"{claim}{bias_phrase}.",
                 sites=attribute(a, name),
+                op=Op(kind=OpKind.LINEAR),
             )
 
     def _heads(self) -> tuple[Shape, Shape, Shape]:
@@ -757,6 +763,7 @@ class GroupedQueryAttention:
             outputs=[cached_key, cached_value],
             claim=cache_locator(self.code).claim,
             sites=cache_locator(self.code).sites,
+            op=self.window_op(OpKind.CACHE),
         )
         return cached_key, cached_value
 
@@ -819,6 +826,7 @@ class GroupedQueryAttention:
                     else ()
                 ),
             ),
+            op=self.window_op(OpKind.ATTENTION),
         )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from archviz.families.blocks.builder import BATCH, POSITIONS, Scope, shape
 from archviz.families.blocks.code import DecoderCode
-from archviz.graph import Dim, NodeKind, Shape, TensorRow
+from archviz.graph import Dim, NodeKind, Op, OpKind, Shape, TensorRow
 from archviz.locators import Category, Locator, attribute, statement
 
 
@@ -50,6 +50,7 @@ def attention_output(
         claim="The output projection maps the concatenated head outputs back to the model width.",
         sites=attribute(code.attention, "o_proj"),
         category=Category.ATTENTION,
+        op=Op(kind=OpKind.LINEAR),
     )
     scope.state(
         "output",

@@ -21,6 +21,7 @@ from archviz.graph import (
     ModelInfo,
     Node,
     NodeKind,
+    Op,
     Part,
     Placement,
     Setting,
@@ -112,6 +113,8 @@ class NodeFields(TypedDict, total=False):
     """Config keys it uses beyond those its shapes, rows and settings name."""
     shares_parameters_with: str | None
     """Id of the node whose weight it reuses."""
+    op: Op | None
+    """What it computes, for the cost model."""
 
 
 @dataclass(slots=True)
@@ -221,6 +224,7 @@ class GraphBuilder:
             part=part,
             shares_parameters_with=fields.get("shares_parameters_with"),
             locate=locate,
+            op=fields.get("op"),
         )
         self._nodes.append(node)
         self._node_ids.add(id)

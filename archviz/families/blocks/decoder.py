@@ -28,7 +28,7 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
-from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting, Shape
+from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.locators import Category, Locator, Site, attribute, defined, method, statement, used, whole_class
 from archviz.settings import Settings
 
@@ -439,6 +439,7 @@ def dense_swiglu_mlp(
             claim=claim,
             sites=attribute(code.mlp, name),
             extra_keys=keys,
+            op=Op(kind=OpKind.LINEAR),
             inputs=[inner] if down else [hidden(d)],
             outputs=[hidden(d)] if down else [inner],
             parameters=linear_rows(
@@ -548,6 +549,7 @@ def _lm_head(
             category=Category.HEAD,
             sites=attribute(code.causal_lm, "lm_head"),
         ),
+        op=Op(kind=OpKind.LINEAR),
     )
     b.state(
         "logits",

@@ -33,7 +33,7 @@ from archviz.families.blocks.builder import (
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
 from archviz.families.blocks.rotary import deepseek_softmax_scale
-from archviz.graph import Dim, GroupKind, NodeKind, Part, Placement, Setting, Shape
+from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement
 from archviz.settings import Settings
 
@@ -180,6 +180,7 @@ class MlaAttention:
             extra_keys=["attention_bias"] if bias else [],
             claim=claim,
             sites=attribute(self.code.attention, tensor),
+            op=Op(kind=OpKind.LINEAR),
         )
 
     def _queries(self, step: Scope) -> None:
@@ -404,6 +405,7 @@ class MlaAttention:
             outputs=list(self._cached()),
             claim=cache.claim,
             sites=cache.sites,
+            op=Op(kind=OpKind.CACHE),
         )
         if not self.use_rope:
             return
@@ -447,6 +449,7 @@ class MlaAttention:
             ),
             claim="The KV up-projection expands the latent into every head's position-free key and value.",
             sites=attribute(a, "kv_b_proj"),
+            op=Op(kind=OpKind.LINEAR),
         )
         step.node(
             "key-value-split",
@@ -521,6 +524,7 @@ class MlaAttention:
                 function("yarn_apply_mscale"),
                 function("yarn_get_mscale"),
             ),
+            op=Op(kind=OpKind.ATTENTION),
         )
 
 

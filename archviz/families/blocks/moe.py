@@ -35,7 +35,7 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import hidden
-from archviz.graph import Dim, GroupKind, NodeKind, Part, Placement, Setting, Shape
+from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.locators import Category, Locator, Site, attribute, defined, method, statement
 from archviz.settings import Settings
 
@@ -83,6 +83,16 @@ class MoeNaming:
     """Whether the routing weights are cast back to the model's dtype (Qwen3-MoE) or stay float32."""
     softmax_code: str = ""
     """The modeling code's softmax over the router logits (``SOFTMAX`` routing)."""
+    shared_default: int = 0
+    """Shared experts when the config leaves ``shared`` out (transformers' config-class default)."""
+    groups_default: int = 1
+    """Expert groups when the config leaves ``groups`` out."""
+    groups_kept_default: int = 1
+    """``topk_group`` when the config leaves it out."""
+    normalize_default: bool = False
+    """Whether top-k weights are renormalized when the config leaves ``normalize`` out."""
+    scaling_default: float = 1.0
+    """``routed_scaling_factor`` when the config leaves it out."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,7 +108,7 @@ class MoeDims:
 def moe_dims(s: Settings, n: MoeNaming) -> MoeDims:
     """The routed-expert count, top-k and widths a config sets."""
     width = s.dim(n.width)
-    shared = s.count(n.shared, default=0) if n.shared else 0
+    shared = s.count(n.shared, default=n.shared_default) if n.shared else 0
     return MoeDims(
         experts=fixed("experts", s.dim(n.experts), n.experts),
         top_k=fixed("top_k", s.dim(n.top_k), n.top_k),
@@ -139,7 +149,9 @@ class MoeBlock:
         self.activation = activation
         self.experts_modelled = experts_modelled
         self.sigmoid = naming.scoring is Scoring.SIGMOID
-        self.normalize = True if naming.normalize is None else s.flag(naming.normalize, default=False)
+        self.normalize = (
+            True if naming.normalize is None else s.flag(naming.normalize, default=naming.normalize_default)
+        )
 
     def build(self, prefix: str, layers: list[int], *, parent: str, part: Part = Part.MAIN) -> None:
         """The MoE of ``layers``: routing, the routed experts (when modelled), the shared experts (when any)."""
@@ -152,7 +164,7 @@ class MoeBlock:
         weights = self._weights(step, scores, selected)
         if self.experts_modelled:
             self._experts(step, layers, weights)
-        shared = self.s.count(self.n.shared, default=0) if self.n.shared else 0
+        shared = self.s.count(self.n.shared, default=self.n.shared_default) if self.n.shared else 0
         if shared:
             self._shared(step, shared)
 
@@ -238,6 +250,7 @@ class MoeBlock:
             else "The router flattens the batch into tokens and scores every expert for every token with one "
             "linear map.",
             sites=(*attribute(self.code.moe, "gate"), defined(router, "weight"), statement(router, "= F.linear(")),
+            op=Op(kind=OpKind.LINEAR),
         )
         self._router_logits(step, logits)
         return logits
@@ -321,8 +334,8 @@ class MoeBlock:
 
     def _grouped_selection(self, step: Scope, scores: Shape) -> list[Shape]:
         b, n, s, router = self.b, self.n, self.s, self.code.router
-        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else 1
-        topk_group = s.dim("topk_group") if s.has("topk_group") else 1
+        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else n.groups_default
+        topk_group = s.dim("topk_group") if s.has("topk_group") else n.groups_kept_default
         indices = shape("topk_indices", TOKENS, self.dims.top_k)
         step.node(
             "selection",
@@ -392,7 +405,7 @@ class MoeBlock:
     def _sigmoid_weights(self, scores: Shape, selected: list[Shape]) -> _Weights:
         """The chosen experts' scores without the bias, renormalized when configured, times the routed scale."""
         s, router = self.s, self.code.router
-        scale = s.number("routed_scaling_factor", default=1.0)
+        scale = s.number("routed_scaling_factor", default=self.n.scaling_default)
         return _Weights(
             output=shape("topk_weights", TOKENS, self.dims.top_k, dtype="float32"),
             code="scores.gather(1, topk_indices)",
@@ -492,6 +505,7 @@ class MoeBlock:
                 statement(code.moe, "expert_out = expert("),
                 method(code.experts, "forward"),
             ),
+            op=Op(kind=OpKind.EXPERTS, top_k=n.top_k),
         )
         self._combine(step, bank, routed, weights)
 
@@ -542,6 +556,7 @@ class MoeBlock:
             ),
             claim="The shared experts are one SwiGLU network, as wide as all of them together, applied to every token.",
             sites=attribute(code.moe, "shared_experts"),
+            op=Op(kind=OpKind.LINEAR),
         )
         step.node(
             "sum",

@@ -1,0 +1,585 @@
+"""What a model costs to run: FLOPs per node for a prompt and per decoded token, weight bytes, cache bytes.
+
+Every operator node that computes something counted carries an ``Op`` (set by the builder that made it). From it,
+the node's input shapes and its weight rows, this module writes the node's FLOPs as terms in config names —
+``2 × B × T × q_lora_rank × hidden_size`` — symbolic in the batch ``B``, the prompt length ``T`` and the cached
+context ``S``, and evaluates them for given sizes.
+
+The convention is torch's ``torch.utils.flop_counter.FlopCounterMode`` (the witness that checks these numbers):
+2 FLOPs per multiply-add of matmul-like ops (linear layers, matmul, bmm, convolution, scaled dot-product
+attention), the full score matrix for attention (no causal halving), element-wise ops, norms, softmax and
+lookups not counted. Prefill runs a prompt of ``T`` tokens with no cache; decode runs one new token against ``S``
+cached positions, so it attends ``S + 1`` keys (at most the sliding window in windowed layers). A MoE layer counts
+the experts a token is routed to (top-k) and the shared experts, never all experts. The chunked KDA recurrence is
+counted as transformers' torch implementation computes it (the prompt padded to whole chunks of 64; decode's
+recurrent step is element-wise). MTP layers are stored in the checkpoint but not run, so they cost no FLOPs.
+
+Memory: weight bytes are the predicted checkpoint's (elements × bytes per element, per dtype, FP8 scales
+included); cache bytes per token are what each attention layer caches per position (keys and values of the KV
+heads; MLA's compressed latent and rotary key), at the cache dtype; state bytes are fixed per sequence (KDA's
+recurrent state, kept in float32, and its convolution state; a sliding-window layer's at most ``window − 1``
+positions).
+
+This module must not import torch or transformers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from archviz.dtypes import ITEMSIZE, SAFETENSORS_DTYPES
+from archviz.graph import Dim, Factor, Graph, GroupKind, Node, OpKind, Part, Shape, TensorRow
+from archviz.totals import Totals, scale_shape
+
+CONVENTION = (
+    "FLOPs as torch's FlopCounterMode counts them: 2 per multiply-add of matmul-like ops (linear layers, matmul, "
+    "bmm, convolution, scaled dot-product attention), the full attention score matrix (no causal halving), "
+    "element-wise ops, norms, softmax and lookups not counted; a MoE layer counts the top-k routed experts and "
+    "the shared experts, never all experts. Prefill: a prompt of T tokens, no cache. Decode: one new token per "
+    "sequence with S tokens cached (S + 1 keys, at most the window in sliding-window layers)."
+)
+
+
+class Phase(StrEnum):
+    """Which forward pass a cost is for."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sizes:
+    """The sizes a cost is evaluated at."""
+
+    batch: int
+    """Sequences in the batch (``B``)."""
+    prompt: int
+    """Tokens of the prompt a prefill runs (``T``)."""
+    context: int
+    """Tokens already cached when a token is decoded (``S``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sym:
+    """A factor that depends on the sizes: the batch, the new tokens, the keys attended (``T`` in prefill,
+    ``S + 1`` in decode), possibly padded, rounded up to whole chunks or capped by a window."""
+
+    size: str
+    """Which size it reads: ``batch`` (``B``), ``tokens`` (``T`` in prefill, 1 in decode) or ``keys``."""
+    offset: int = 0
+    """Added after rounding up (a convolution's kernel − 1 of padding)."""
+    multiple: int = 1
+    """Rounded up to a multiple of this (the chunks of a chunked recurrence)."""
+    cap: int | None = None
+    """At most this (a sliding window)."""
+
+    def shown(self, phase: Phase) -> str:
+        """How a formula writes it in ``phase``."""
+        if self.size == "batch":
+            return "B"
+        base = "T" if phase is Phase.PREFILL else ("1" if self.size == "tokens" else "(S + 1)")
+        if self.multiple > 1:
+            base = f"⌈{base}/{self.multiple}⌉·{self.multiple}"
+        if self.offset:
+            base = f"({base} + {self.offset})"
+        return base if self.cap is None else f"min({base}, {self.cap})"
+
+    def value(self, sizes: Sizes, phase: Phase) -> int:
+        if self.size == "batch":
+            raw = sizes.batch
+        elif self.size == "tokens":
+            raw = sizes.prompt if phase is Phase.PREFILL else 1
+        else:  # keys: the prompt itself in prefill, the cache and the new token in decode
+            raw = sizes.prompt if phase is Phase.PREFILL else sizes.context + 1
+        value = -(-raw // self.multiple) * self.multiple + self.offset
+        return value if self.cap is None else min(value, self.cap)
+
+
+DEFAULT_SIZES = Sizes(batch=1, prompt=2048, context=131_072)
+"""What ``archviz cost`` and ``inspect --json`` evaluate at unless told: one sequence, a 2,048-token prompt, a
+128k context."""
+
+BATCH = Sym(size="batch")
+TOKENS = Sym(size="tokens")
+KEYS = Sym(size="keys")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlopTerm:
+    """One row of a node's FLOP table: ``coefficient × symbols × factors``, run ``instances`` times."""
+
+    component: str
+    """What it counts (``q_a_proj weight``, ``scores and values``)."""
+    coefficient: int
+    """2 per multiply-add."""
+    symbols: tuple[Sym, ...]
+    """The factors that depend on the sizes."""
+    factors: tuple[Factor, ...]
+    """The factors the config fixes, in config names."""
+    layers: tuple[int, ...] = ()
+    """The checkpoint layers it runs in; empty for a model-level node, which runs once."""
+
+    @property
+    def instances(self) -> int:
+        """How many times it runs in one forward pass."""
+        return max(len(self.layers), 1)
+
+    def formula(self, phase: Phase) -> str:
+        """``2 × B × T × q_lora_rank × hidden_size`` (decode shows the single token as 1)."""
+        shown = [str(self.coefficient), *(symbol.shown(phase) for symbol in self.symbols)]
+        shown.extend(item.name for item in self.factors)
+        return " × ".join(shown)
+
+    def per_instance(self, sizes: Sizes, phase: Phase) -> int:
+        return (
+            self.coefficient
+            * math.prod(symbol.value(sizes, phase) for symbol in self.symbols)
+            * math.prod(item.value for item in self.factors)
+        )
+
+    def value(self, sizes: Sizes, phase: Phase) -> int:
+        return self.per_instance(sizes, phase) * self.instances
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeCost:
+    """A node's FLOPs in both passes, as terms."""
+
+    node: str
+    """The node's id."""
+    prefill: tuple[FlopTerm, ...]
+    """Its terms for a prompt of ``T`` tokens."""
+    decode: tuple[FlopTerm, ...]
+    """Its terms for one new token against ``S`` cached ones."""
+    note: str = ""
+    """Why a pass costs nothing counted, when it does not (the recurrent decode step)."""
+
+    def terms(self, phase: Phase) -> tuple[FlopTerm, ...]:
+        return self.prefill if phase is Phase.PREFILL else self.decode
+
+    def flops(self, sizes: Sizes, phase: Phase) -> int:
+        return sum(term.value(sizes, phase) for term in self.terms(phase))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheCost:
+    """What one node keeps per sequence: bytes per cached position, or a fixed state."""
+
+    node: str
+    """The cache-update or state node."""
+    layer_type: str
+    """The mixer of its layers (``MLA``, ``KDA``, ``attention``)."""
+    per_token: int
+    """Bytes per cached position per sequence, all its layers (0 for a fixed state)."""
+    state: int
+    """Fixed bytes per sequence, all its layers (a recurrent state; a sliding window's positions)."""
+    window: int | None = None
+    """For a sliding-window cache: positions kept per windowed layer (``window − 1``)."""
+    windowed_per_token: int = 0
+    """Bytes per position of the windowed layers (included in ``state`` at the full window)."""
+
+
+# -- per-node FLOPs -------------------------------------------------------------------------------------
+
+
+def node_costs(graph: Graph) -> dict[str, NodeCost]:
+    """The FLOP terms of every node of the main model that computes something counted."""
+    nodes = {node.id: node for node in graph.nodes}
+    costs: dict[str, NodeCost] = {}
+    for node in graph.nodes:
+        if node.op is None or node.part is not Part.MAIN:
+            continue
+        cost = _node_cost(node, nodes)
+        if cost is not None:
+            costs[node.id] = cost
+    return costs
+
+
+def _node_cost(node: Node, nodes: Mapping[str, Node]) -> NodeCost | None:
+    assert node.op is not None
+    kind = node.op.kind
+    if kind is OpKind.LINEAR:
+        terms = _linear(node, nodes)
+        return NodeCost(node=node.id, prefill=terms, decode=terms)
+    if kind is OpKind.EXPERTS:
+        terms = _experts(node)
+        return NodeCost(node=node.id, prefill=terms, decode=terms)
+    if kind is OpKind.ATTENTION:
+        return _attention(node)
+    if kind is OpKind.CONVOLUTION:
+        return _convolution(node)
+    if kind is OpKind.CHUNKED_RECURRENCE:
+        return _recurrence(node)
+    return None  # caches and states cost bytes, not FLOPs
+
+
+def _dim_factor(dim: Dim) -> Factor:
+    return Factor(name=dim.formula or dim.label, value=dim.value or 0)
+
+
+def _token_symbols(shape: Shape) -> tuple[tuple[Sym, ...], tuple[Factor, ...]]:
+    """The vectors a linear layer maps: every dimension of its input but the last, split into symbols and
+    fixed factors (a fixed dimension of 1, the one shared MLA latent head, is left out)."""
+    symbols: list[Sym] = []
+    factors: list[Factor] = []
+    for dim in shape.dims[:-1]:
+        if dim.value is not None:
+            if dim.value != 1:
+                factors.append(_dim_factor(dim))
+        elif dim.symbol == "B":
+            symbols.append(BATCH)
+        elif dim.symbol == "T":
+            symbols.append(TOKENS)
+        elif dim.symbol == "S":
+            symbols.append(KEYS)
+        elif dim.symbol == "N":  # tokens = B × T
+            symbols.extend((BATCH, TOKENS))
+        else:
+            raise ValueError(f"no size for the dimension {dim.symbol} ({dim.label})")
+    return tuple(symbols), tuple(factors)
+
+
+def _matrices(node: Node, nodes: Mapping[str, Node]) -> list[TensorRow]:
+    """The 2-D weights a node multiplies by (a tied head's are its embedding's)."""
+    rows = node.parameters or (nodes[node.shares_parameters_with].parameters if node.shares_parameters_with else ())
+    return [row for row in rows if len(row.shape) == 2 and row.tensor.endswith(".weight")]
+
+
+def _linear(node: Node, nodes: Mapping[str, Node]) -> tuple[FlopTerm, ...]:
+    symbols, fixed = _token_symbols(node.inputs[0])
+    return tuple(
+        FlopTerm(
+            component=row.component,
+            coefficient=2,
+            symbols=symbols,
+            factors=(*fixed, *row.factors),
+            layers=node.placement.layers,
+        )
+        for row in _matrices(node, nodes)
+    )
+
+
+def _experts(node: Node) -> tuple[FlopTerm, ...]:
+    """Each token through its top-k experts: 2 × B × T × top-k × out × in per weight, per MoE layer."""
+    assert node.op is not None
+    top_k = Factor(name=node.op.top_k or "top-k", value=node.placement.active_per_layer)
+    return tuple(
+        FlopTerm(
+            component=row.component,
+            coefficient=2,
+            symbols=(BATCH, TOKENS),
+            factors=(top_k, *row.factors),
+            layers=node.placement.layers,
+        )
+        for row in node.parameters
+        if len(row.shape) == 2
+    )
+
+
+def _attention(node: Node) -> NodeCost:
+    """2 × B × heads × queries × keys × (query/key width + value width), per layer."""
+    assert node.op is not None
+    query, value = node.inputs[0], node.inputs[2]
+    heads, query_width, value_width = query.dims[1], _dim_factor(query.dims[-1]), _dim_factor(value.dims[-1])
+    width = Factor(name=f"({query_width.name} + {value_width.name})", value=query_width.value + value_width.value)
+    factors = (_dim_factor(heads), width)
+    layers = node.placement.layers
+    windowed = tuple(layer for layer in layers if layer in node.op.windowed_layers) if node.op.window else ()
+    full = tuple(layer for layer in layers if layer not in windowed)
+
+    def term(component: str, keys: Sym, on: tuple[int, ...]) -> FlopTerm:
+        return FlopTerm(component=component, coefficient=2, symbols=(BATCH, TOKENS, keys), factors=factors, layers=on)
+
+    prefill = (term("scores and values", KEYS, layers),)  # masks never shrink the counted score matrix
+    decode = [term("scores and values", KEYS, full)] if full or not layers else []
+    if windowed:
+        decode.append(term("scores and values, sliding window", Sym(size="keys", cap=node.op.window), windowed))
+    return NodeCost(node=node.id, prefill=prefill, decode=tuple(decode))
+
+
+def _convolution(node: Node) -> NodeCost:
+    """A depthwise causal convolution over the prompt padded by kernel − 1 (prefill), or over the cached kernel
+    positions and the new one, which gives 2 outputs (decode)."""
+    prefill: list[FlopTerm] = []
+    decode: list[FlopTerm] = []
+    for row in node.parameters:
+        channels, kernel = row.factors[0], row.factors[-1]
+        padded = Sym(size="tokens", offset=kernel.value - 1)
+        outputs = Factor(name="2 outputs", value=2)
+        for terms, symbols, factors in (
+            (prefill, (BATCH, padded), (channels, kernel)),
+            (decode, (BATCH,), (channels, kernel, outputs)),
+        ):
+            terms.append(
+                FlopTerm(
+                    component=row.component,
+                    coefficient=2,
+                    symbols=symbols,
+                    factors=factors,
+                    layers=node.placement.layers,
+                )
+            )
+    return NodeCost(node=node.id, prefill=tuple(prefill), decode=tuple(decode))
+
+
+def _recurrence(node: Node) -> NodeCost:
+    """transformers' chunked gated delta rule: per chunk of c positions, matmuls within the chunk
+    (c × (2 × value width + key width) per position and head) and with the state (3 × key width × value width)."""
+    assert node.op is not None and node.op.chunk is not None
+    chunk = node.op.chunk
+    query, value = node.inputs[0], node.inputs[2]
+    heads, key_width, value_width = query.dims[2], query.dims[3], value.dims[3]
+    padded = Sym(size="tokens", multiple=chunk)
+    k, v = key_width.value or 0, value_width.value or 0
+    within = Factor(name=f"{chunk} × (2 × {value_width.formula} + {key_width.formula})", value=chunk * (2 * v + k))
+    state = Factor(name=f"3 × {key_width.formula} × {value_width.formula}", value=3 * k * v)
+    prefill = tuple(
+        FlopTerm(
+            component=component,
+            coefficient=2,
+            symbols=(BATCH, padded),
+            factors=(_dim_factor(heads), item),
+            layers=node.placement.layers,
+        )
+        for component, item in (("within chunks", within), ("with the state", state))
+    )
+    return NodeCost(
+        node=node.id,
+        prefill=prefill,
+        decode=(),
+        note="decode updates the state one step at a time with element-wise operations only, which count 0",
+    )
+
+
+# -- memory -----------------------------------------------------------------------------------------------
+
+
+_CACHE_DTYPES = {
+    "float8_e4m3fn": "F8_E4M3",
+    "float8_e5m2": "F8_E5M2",
+    "fp8": "F8_E4M3",
+    "bf16": "BF16",
+    "fp16": "F16",
+    "fp32": "F32",
+}
+
+
+def cache_dtype_name(name: str) -> str:
+    """The safetensors name of a dtype given as torch spells it (``bfloat16``), as safetensors does (``BF16``) or
+    by a common short name (``fp8``); ``InputError`` for anything else."""
+    from archviz.errors import InputError
+
+    known = {**SAFETENSORS_DTYPES, **_CACHE_DTYPES, **{key.lower(): key for key in ITEMSIZE}}
+    found = known.get(name.strip().lower().removeprefix("torch."))
+    if found is None or found not in ITEMSIZE:
+        raise InputError(f"unknown dtype (known: {', '.join(sorted(known))})", path=f"--cache-dtype {name}")
+    return found
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element of a safetensors dtype."""
+    return ITEMSIZE[dtype]
+
+
+def weight_bytes(totals: Totals) -> dict[str, int]:
+    """Bytes of the predicted checkpoint per dtype: every stored element (MTP layers and FP8 scales included)."""
+    return {dtype: elements * itemsize(dtype) for dtype, elements in totals.by_dtype.items()}
+
+
+def _shape_bytes(shape: Shape, cache_dtype: str, *, skip: tuple[str, ...]) -> int:
+    """Bytes of one tensor per sequence, leaving out the dimensions named in ``skip`` (``B``, ``S``)."""
+    elements = math.prod(dim.value or 1 for dim in shape.dims if dim.symbol not in skip)
+    dtype = SAFETENSORS_DTYPES.get(shape.dtype or "", cache_dtype)  # a fixed dtype (float32) beats the cache's
+    return elements * itemsize(dtype)
+
+
+def cache_costs(graph: Graph, cache_dtype: str) -> list[CacheCost]:
+    """What every cache-update and state node keeps per sequence."""
+    mixers = {layer.index: layer.mixer for layer in graph.layers}
+    costs: list[CacheCost] = []
+    for node in graph.nodes:
+        if node.op is None or node.part is not Part.MAIN or node.op.kind not in (OpKind.CACHE, OpKind.STATE):
+            continue
+        layers = node.placement.layers
+        layer_type = mixers.get(layers[0], "attention") if layers else "model"
+        if node.op.kind is OpKind.STATE:
+            state = sum(_shape_bytes(item, cache_dtype, skip=("B",)) for item in node.outputs) * len(layers)
+            costs.append(CacheCost(node=node.id, layer_type=layer_type, per_token=0, state=state))
+            continue
+        per_layer = sum(_shape_bytes(item, cache_dtype, skip=("B", "S")) for item in node.outputs)
+        windowed = [layer for layer in layers if layer in node.op.windowed_layers] if node.op.window else []
+        kept = (node.op.window or 1) - 1
+        costs.append(
+            CacheCost(
+                node=node.id,
+                layer_type=layer_type,
+                per_token=per_layer * (len(layers) - len(windowed)),
+                state=per_layer * kept * len(windowed),
+                window=kept if windowed else None,
+                windowed_per_token=per_layer * len(windowed),
+            )
+        )
+    return costs
+
+
+def cache_bytes_at(costs: Iterable[CacheCost], context: int) -> int:
+    """Bytes one sequence keeps with ``context`` positions cached (a window keeps at most ``window − 1``)."""
+    total = 0
+    for cost in costs:
+        total += cost.per_token * context + cost.state
+        if cost.window is not None:  # a short context keeps fewer than the window's positions
+            total -= cost.windowed_per_token * (cost.window - min(context, cost.window))
+    return total
+
+
+# -- the whole model --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostReport:
+    """What a model costs at given sizes."""
+
+    sizes: Sizes
+    """Batch, prompt and context."""
+    nodes: dict[str, NodeCost]
+    """FLOP terms by node id."""
+    prefill: int
+    """FLOPs of a prefill of ``B`` prompts of ``T`` tokens."""
+    decode: int
+    """FLOPs of one decoded token for each of ``B`` sequences with ``S`` cached."""
+    by_part: dict[str, tuple[int, int]]
+    """(prefill, decode) FLOPs by part of the model (attention kinds, the FFNs, embedding and head)."""
+    weights: dict[str, int]
+    """Checkpoint bytes per dtype."""
+    cache_dtype: str
+    """The dtype cached keys and values are kept in."""
+    cache: list[CacheCost]
+    """What each cache and state node keeps per sequence."""
+    decode_weight_bytes: int
+    """Weight bytes one decode step reads: every non-expert weight, the routed experts the batch's tokens use
+    (at most B × top-k per MoE layer), one embedding row per sequence."""
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(self.weights.values())
+
+    @property
+    def cache_per_token(self) -> int:
+        return sum(cost.per_token for cost in self.cache)
+
+    @property
+    def state_bytes(self) -> int:
+        return sum(cost.state for cost in self.cache)
+
+    @property
+    def cache_at_context(self) -> int:
+        """All sequences' cache and state with ``S`` positions cached."""
+        return self.sizes.batch * cache_bytes_at(self.cache, self.sizes.context)
+
+    def by_layer_type(self) -> dict[str, dict[str, int]]:
+        grouped: dict[str, dict[str, int]] = defaultdict(lambda: {"bytes_per_token": 0, "state_bytes": 0})
+        for cost in self.cache:
+            grouped[cost.layer_type]["bytes_per_token"] += cost.per_token
+            grouped[cost.layer_type]["state_bytes"] += cost.state
+        return dict(grouped)
+
+    @property
+    def decode_intensity(self) -> float:
+        """Decode FLOPs per byte of weights and cache read."""
+        read = self.decode_weight_bytes + self.cache_at_context
+        return self.decode / read if read else 0.0
+
+
+def part_of(graph: Graph, node: Node) -> str:
+    """The part of the model a node belongs to, for the FLOPs by part: the title of its attention, MLP or MoE
+    group, else ``Embedding and head``."""
+    groups = {group.id: group for group in graph.groups}
+    current = groups.get(node.group)
+    while current is not None:
+        if current.kind in (GroupKind.ATTENTION, GroupKind.MLP, GroupKind.MOE):
+            return current.title
+        current = groups.get(current.parent or "")
+    return "Embedding and head"
+
+
+def _row_bytes(row: TensorRow) -> int:
+    stored = row.elements * itemsize(row.dtype)
+    return stored + (math.prod(scale_shape(row)) * itemsize("F32") if row.scale_block else 0)
+
+
+def _decode_weight_bytes(graph: Graph, batch: int) -> int:
+    total = 0
+    for node in graph.nodes:
+        if node.part is not Part.MAIN or not node.parameters:
+            continue
+        instance = sum(_row_bytes(row) for row in node.parameters)
+        if node.id == graph.input_embedding:  # a lookup reads one row per sequence
+            total += batch * instance // max(node.parameters[0].shape[0], 1)
+        elif node.op is not None and node.op.kind is OpKind.EXPERTS:
+            used = min(node.placement.per_layer, batch * node.placement.active_per_layer)
+            total += instance * used * max(len(node.placement.layers), 1)
+        else:
+            total += instance * node.placement.count
+    return total
+
+
+def model_cost(graph: Graph, totals: Totals, sizes: Sizes, *, cache_dtype: str | None = None) -> CostReport:
+    """The cost of one model at ``sizes``; the cache dtype is the checkpoint's unless given."""
+    nodes = node_costs(graph)
+    by_part: dict[str, tuple[int, int]] = {}
+    for node in graph.nodes:
+        if node.id in nodes:
+            part = part_of(graph, node)
+            prefill, decode = by_part.get(part, (0, 0))
+            cost = nodes[node.id]
+            by_part[part] = (prefill + cost.flops(sizes, Phase.PREFILL), decode + cost.flops(sizes, Phase.DECODE))
+    dtype = cache_dtype or graph.dtype
+    return CostReport(
+        sizes=sizes,
+        nodes=nodes,
+        prefill=sum(cost.flops(sizes, Phase.PREFILL) for cost in nodes.values()),
+        decode=sum(cost.flops(sizes, Phase.DECODE) for cost in nodes.values()),
+        by_part=by_part,
+        weights=weight_bytes(totals),
+        cache_dtype=dtype,
+        cache=cache_costs(graph, dtype),
+        decode_weight_bytes=_decode_weight_bytes(graph, sizes.batch),
+    )
+
+
+def flop_rows(cost: NodeCost, sizes: Sizes, phase: Phase) -> Iterator[tuple[str, str, int]]:
+    """A node's FLOP table: (component, formula, value) per term, the value over all its instances."""
+    for term in cost.terms(phase):
+        formula = term.formula(phase)
+        if term.instances > 1:
+            formula += f" × {term.instances} layers"
+        yield term.component, formula, term.value(sizes, phase)
+
+
+def layer_flops(cost: NodeCost, layer: int | None, sizes: Sizes, phase: Phase) -> int:
+    """A node's FLOPs in one layer (``None``: a model-level node's)."""
+    return sum(
+        term.per_instance(sizes, phase)
+        for term in cost.terms(phase)
+        if (layer is None and not term.layers) or layer in term.layers
+    )
+
+
+def layer_cache_bytes(graph: Graph, cache_dtype: str, positions: int) -> dict[int, int]:
+    """Bytes each layer keeps for one sequence with ``positions`` cached (a window keeps at most ``window − 1``)."""
+    kept: dict[int, int] = defaultdict(int)
+    for node in graph.nodes:
+        if node.op is None or node.part is not Part.MAIN or node.op.kind not in (OpKind.CACHE, OpKind.STATE):
+            continue
+        for layer in node.placement.layers:
+            if node.op.kind is OpKind.STATE:
+                kept[layer] += sum(_shape_bytes(item, cache_dtype, skip=("B",)) for item in node.outputs)
+                continue
+            windowed = node.op.window is not None and layer in node.op.windowed_layers
+            cached = min(positions, (node.op.window or 1) - 1) if windowed else positions
+            kept[layer] += cached * sum(_shape_bytes(item, cache_dtype, skip=("B", "S")) for item in node.outputs)
+    return dict(kept)

@@ -1,0 +1,161 @@
+"""The cost model against its witnesses: torch's FLOP counts per module and transformers' cache object.
+
+Each linear node is compared, layer by layer, with the modules that hold its weights; attention's core, KDA's
+convolution and recurrence (which run inside the attention module's own ``forward``) with the FLOPs the layer's
+modules count beyond their projections; the cache, layer by layer, with the bytes transformers' cache object holds
+after the decode step. The witness runs the fewest leading layers that hold every kind of layer, so the nodes of
+those layers are what it covers. Pure comparison: no torch here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from archviz.cost import NodeCost, Phase, Sizes, layer_cache_bytes, layer_flops, node_costs
+from archviz.graph import Graph, Node, OpKind
+from archviz.witness import CostWitness
+
+# Module names transformers' conversion mapping treats as one (kimi_linear's ``block_sparse_moe`` is ``mlp``).
+_RENAMES = (("block_sparse_moe", "mlp"),)
+_CORE = (OpKind.ATTENTION, OpKind.CONVOLUTION, OpKind.CHUNKED_RECURRENCE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostRow:
+    """One comparison: what the graph says and what the witness counted."""
+
+    what: str
+    """The node (or nodes, for an attention module's own work) and the layer."""
+    phase: str
+    """``prefill``, ``decode`` or ``cache``."""
+    analytic: int
+    """The cost model's number."""
+    witnessed: int
+    """torch's FLOP count, or the cache object's bytes."""
+
+    @property
+    def agrees(self) -> bool:
+        return self.analytic == self.witnessed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostCheck:
+    """Everything the cost witnesses compared at one size."""
+
+    sizes: Sizes
+    """Batch, prompt and context the witness ran at."""
+    rows: tuple[CostRow, ...]
+    """Every comparison, node by node and layer by layer, and the totals."""
+    covered: tuple[str, ...]
+    """Ids of the nodes compared."""
+    unclaimed: tuple[str, ...]
+    """Modules that counted FLOPs no node of the graph predicts."""
+
+    @property
+    def agrees(self) -> bool:
+        return all(row.agrees for row in self.rows) and not self.unclaimed
+
+
+def _module(row_tensor: str, layer: int | None) -> str:
+    name = row_tensor.removesuffix(".weight")
+    if "{expert}" in name:
+        name = name.split(".{expert}")[0]
+    return name.replace("{layer}", str(layer)) if layer is not None else name
+
+
+def _find(module: str, counted: Mapping[str, int], layer: int | None) -> str | None:
+    """The counted module that is ``module``: the same path, renamed, or the only one in its layer with its name."""
+    for old, new in ((None, None), *_RENAMES):
+        candidate = module if old is None else module.replace(f".{old}.", f".{new}.")
+        if candidate in counted:
+            return candidate
+    if layer is None:
+        return None
+    prefix = f"layers.{layer}."
+    tail = module.rsplit(".", 1)[-1]
+    same = [path for path in counted if prefix in path and path.rsplit(".", 1)[-1] == tail]
+    return same[0] if len(same) == 1 else None
+
+
+def compare_cost(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype: str) -> CostCheck:
+    """Compare the graph's costs in its first ``layers`` layers with what the witness counted."""
+    sizes = Sizes(batch=witness.batch, prompt=witness.prompt, context=witness.context)
+    costs = node_costs(graph)
+    nodes = {node.id: node for node in graph.nodes if node.id in costs}
+    rows: list[CostRow] = []
+    covered: set[str] = set()
+    unclaimed: list[str] = []
+    for phase, counted in ((Phase.PREFILL, witness.prefill.own), (Phase.DECODE, witness.decode.own)):
+        claimed: set[str] = set()
+        core: dict[int | None, int] = defaultdict(int)
+        core_nodes: dict[int | None, list[str]] = defaultdict(list)
+        analytic_total = 0
+        for node_id, cost in costs.items():
+            node = nodes[node_id]
+            for layer in node.placement.layers or (None,):
+                if layer is not None and layer >= layers:
+                    continue
+                value = layer_flops(cost, layer, sizes, phase)
+                analytic_total += value
+                covered.add(node_id)
+                if node.op is not None and node.op.kind in _CORE:
+                    core[layer] += value
+                    core_nodes[layer].append(node_id)
+                    continue
+                rows.append(_linear_row(node, cost, layer, phase, counted, claimed, value))
+        for layer, value in core.items():
+            prefix = f"layers.{layer}." if layer is not None else ""
+            rest = sum(v for path, v in counted.items() if path not in claimed and prefix in path)
+            claimed.update(path for path in counted if prefix in path)
+            where = f"layer {layer}" if layer is not None else "model"
+            rows.append(
+                CostRow(
+                    what=f"{' + '.join(core_nodes[layer])} ({where})", phase=phase.value, analytic=value, witnessed=rest
+                )
+            )
+        unclaimed.extend(f"{path} ({phase.value})" for path in counted if path not in claimed)
+        total = witness.prefill.total if phase is Phase.PREFILL else witness.decode.total
+        rows.append(CostRow(what="total", phase=phase.value, analytic=analytic_total, witnessed=total))
+    rows.extend(_cache_rows(graph, witness, layers=layers, cache_dtype=cache_dtype))
+    return CostCheck(sizes=sizes, rows=tuple(rows), covered=tuple(sorted(covered)), unclaimed=tuple(unclaimed))
+
+
+def _linear_row(
+    node: Node,
+    cost: NodeCost,
+    layer: int | None,
+    phase: Phase,
+    counted: Mapping[str, int],
+    claimed: set[str],
+    value: int,
+) -> CostRow:
+    rows = node.parameters or ()
+    modules = {_module(row.tensor, layer) for row in rows if len(row.shape) >= 2}
+    if not modules and node.shares_parameters_with:  # a tied head's module is its own attribute
+        modules = {"lm_head"}
+    found = {_find(module, counted, layer) for module in modules}
+    paths = {path for path in found if path is not None}
+    claimed.update(paths)
+    where = f"layer {layer}" if layer is not None else "model"
+    return CostRow(
+        what=f"{node.id} ({where})", phase=phase.value, analytic=value, witnessed=sum(counted[p] for p in paths)
+    )
+
+
+def _cache_rows(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype: str) -> list[CostRow]:
+    """Per layer, the bytes the cache holds after the decode step against the cost model's."""
+    expected = layer_cache_bytes(graph, cache_dtype, witness.context + 1)
+    held: dict[int, int] = defaultdict(int)
+    for tensor in witness.cache:
+        held[tensor.layer] += tensor.bytes
+    return [
+        CostRow(
+            what=f"cache of layer {layer}",
+            phase="cache",
+            analytic=witness.batch * expected.get(layer, 0),
+            witnessed=held.get(layer, 0),
+        )
+        for layer in range(layers)
+    ]

@@ -1,0 +1,136 @@
+"""Presenting what a model costs: the ``archviz cost --json`` document and the terminal view.
+
+Pure functions of a ``CostReport`` and its graph; the CLI prints what they return.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group as RichGroup
+from rich.markup import escape
+from rich.table import Table
+
+from archviz.cost import CONVENTION, CostReport, Phase, flop_rows, part_of
+from archviz.graph import Graph
+from archviz.totals import Totals
+
+COST_SCHEMA = "archviz.cost/1"
+
+MLA_NOTE = (
+    "transformers' MLA re-expands every cached latent through kv_b_proj at each step, so its decode FLOPs grow "
+    "with the context; inference engines that absorb kv_b_proj into the query and output projections do less."
+)
+
+
+def rule_of_thumb(report: CostReport, totals: Totals) -> dict[str, Any]:
+    """``2 × active parameters`` per token beside the exact decode FLOPs per sequence, and why they differ."""
+    batch = report.sizes.batch
+    per_token = report.decode // batch if batch else report.decode
+    estimate = 2 * totals.active_parameters_without_embedding
+    attention = sum(decode for part, (_, decode) in report.by_part.items() if "ttention" in part) // max(batch, 1)
+    return {
+        "two_times_active_parameters": estimate,
+        "decode_flops_per_token": per_token,
+        "difference": per_token - estimate,
+        "explanation": (
+            "2 × active parameters (input embedding left out: a lookup is no matmul) counts every weight once per "
+            f"token; the exact count adds attention over the {report.sizes.context:,} cached positions "
+            f"({attention:,} FLOPs per token in the attention parts) and leaves out parameters no matmul reads "
+            "(norms, biases, the router's correction bias)."
+        ),
+    }
+
+
+def cost_json(report: CostReport, graph: Graph, totals: Totals) -> dict[str, Any]:
+    """The ``archviz cost --json`` document (every number an integer but the intensity)."""
+    sizes = report.sizes
+    nodes = []
+    for node in graph.nodes:
+        cost = report.nodes.get(node.id)
+        if cost is None:
+            continue
+        nodes.append(
+            {
+                "id": node.id,
+                "title": node.title,
+                "part": part_of(graph, node),
+                "flops_prefill": cost.flops(sizes, Phase.PREFILL),
+                "flops_decode": cost.flops(sizes, Phase.DECODE),
+                "prefill": [_row(*row) for row in flop_rows(cost, sizes, Phase.PREFILL)],
+                "decode": [_row(*row) for row in flop_rows(cost, sizes, Phase.DECODE)],
+                "note": cost.note or None,
+            }
+        )
+    return {
+        "schema": COST_SCHEMA,
+        "prompt": sizes.prompt,
+        "context": sizes.context,
+        "batch": sizes.batch,
+        "convention": CONVENTION,
+        "flops": {
+            "prefill": report.prefill,
+            "decode": report.decode,
+            "by_part": {part: {"prefill": a, "decode": b} for part, (a, b) in report.by_part.items()},
+        },
+        "weights": {"bytes": report.weight_bytes, "by_dtype": report.weights},
+        "cache": {
+            "dtype": report.cache_dtype,
+            "bytes_per_token": report.cache_per_token,
+            "state_bytes": report.state_bytes,
+            "bytes_at_context": report.cache_at_context,
+            "by_layer_type": report.by_layer_type(),
+        },
+        "decode": {
+            "weight_bytes_read": report.decode_weight_bytes,
+            "cache_bytes_read": report.cache_at_context,
+            "flops_per_byte": round(report.decode_intensity, 3),
+        },
+        "rule_of_thumb": rule_of_thumb(report, totals),
+        "nodes": nodes,
+    }
+
+
+def _row(component: str, formula: str, value: int) -> dict[str, Any]:
+    return {"component": component, "formula": formula, "value": value}
+
+
+def _bytes(value: int) -> str:
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if value >= size:
+            return f"{value:,} B ({value / size:.2f} {unit})"
+    return f"{value:,} B"
+
+
+def render_cost(name: str, report: CostReport, graph: Graph, totals: Totals) -> RichGroup:
+    """The terminal view: weights, cache and state, FLOPs per pass and by part, decode intensity."""
+    sizes = report.sizes
+    head = Table(title=f"archviz cost {escape(name)}", show_header=False)
+    head.add_column("what")
+    head.add_column("value", justify="right")
+    head.add_row("batch B / prompt T / context S", f"{sizes.batch:,} / {sizes.prompt:,} / {sizes.context:,}")
+    for dtype, size in report.weights.items():
+        head.add_row(f"weights {dtype}", _bytes(size))
+    head.add_row("weights (checkpoint)", _bytes(report.weight_bytes))
+    head.add_row(f"cache per token per sequence ({report.cache_dtype})", _bytes(report.cache_per_token))
+    head.add_row("state per sequence (independent of S)", _bytes(report.state_bytes))
+    head.add_row(f"cache and state at S = {sizes.context:,}, B = {sizes.batch:,}", _bytes(report.cache_at_context))
+    head.add_row(f"prefill FLOPs (B × {sizes.prompt:,} tokens)", f"{report.prefill:,}")
+    head.add_row("decode FLOPs (one token per sequence)", f"{report.decode:,}")
+    head.add_row("decode FLOPs per byte of weights and cache read", f"{report.decode_intensity:,.2f}")
+    thumb = rule_of_thumb(report, totals)
+    head.add_row("2 × active parameters per token (rule of thumb)", f"{thumb['two_times_active_parameters']:,}")
+    parts = Table(title="FLOPs by part")
+    for column in ("part", "prefill", "decode"):
+        parts.add_column(column, justify="left" if column == "part" else "right")
+    for part, (prefill, decode) in report.by_part.items():
+        parts.add_row(escape(part), f"{prefill:,}", f"{decode:,}")
+    layers = Table(title="Cache by layer type")
+    for column in ("layer type", "bytes per token", "state bytes"):
+        layers.add_column(column, justify="left" if column == "layer type" else "right")
+    for layer_type, numbers in report.by_layer_type().items():
+        layers.add_row(escape(layer_type), f"{numbers['bytes_per_token']:,}", f"{numbers['state_bytes']:,}")
+    notes = [f"[dim]{escape(CONVENTION)}[/]", f"[dim]{escape(thumb['explanation'])}[/]"]
+    if any(layer.mixer == "MLA" for layer in graph.layers):
+        notes.append(f"[dim]{escape(MLA_NOTE)}[/]")
+    return RichGroup(head, parts, layers, *notes)

@@ -1,0 +1,207 @@
+"""The cost model: FLOPs per node in config terms, weight, cache and state bytes — held to torch's FlopCounterMode
+and transformers' cache object on tiny models of every kind of attention, and to the checkpoint's bytes."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from archviz.cli import app
+from archviz.cost import Phase, Sizes, flop_rows, layer_cache_bytes, model_cost
+from archviz.costcheck import compare_cost
+from archviz.graph import OpKind
+from archviz.meta import instantiate_meta_module
+from archviz.pipeline import ModelDocs, describe_model
+from archviz.verify import predicted_checkpoint
+from archviz.witness import witness_cost
+from tests.test_families import tiny
+from tests.test_meta import FAMILY_CASES
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parent.parent
+
+# Bytes per element, written out here rather than read from archviz: the witness of the byte counts.
+BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "I32": 4, "I64": 8}
+
+# Tiny models of each kind of attention: GQA through a sliding window (the cache keeps window − 1 positions),
+# MLA (the compressed latent and rotary key are cached), Kimi Linear (KDA's fixed state beside MLA layers), and a
+# MoE whose tokens use 2 of 4 experts.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "gqa-sliding": tiny("mistral-7b-v0.3", sliding_window=4),
+    "gqa-hybrid-window": tiny("qwen2-7b", use_sliding_window=True, sliding_window=4, max_window_layers=1),
+    "mla": {"model_type": "deepseek_v3", "rms_norm_eps": 1e-6, **FAMILY_CASES["deepseek_v3"][2]},
+    "kimi-linear": {"model_type": "kimi_linear", "rms_norm_eps": 1e-6, **FAMILY_CASES["kimi_linear"][2]},
+    "moe-top-2-of-4": tiny("mixtral-8x7b"),
+}
+# Two sizes: (batch, prompt, context); the prompt is at least KDA's kernel, and crosses a 64-position chunk.
+SIZES = ((2, 5, 7), (1, 70, 12))
+
+
+def describe(config: dict[str, Any], folder: Path) -> ModelDocs:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return describe_model(str(folder))
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def tiny_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ModelDocs, Any]:
+    name = request.param
+    docs = describe(CONFIGS[name], tmp_path_factory.mktemp(name) / "model")
+    module = instantiate_meta_module(docs.recipe)
+    return name, docs, module
+
+
+@pytest.mark.parametrize("sizes", SIZES, ids=lambda item: "B{}-T{}-S{}".format(*item))
+def test_flops_and_cache_equal_torchs_counter_and_transformers_cache(
+    tiny_model: tuple[str, ModelDocs, Any], sizes: tuple[int, int, int]
+) -> None:
+    name, docs, module = tiny_model
+    batch, prompt, context = sizes
+    witness = witness_cost(module, batch=batch, prompt=prompt, context=context)
+    layers = len([layer for layer in docs.graph.layers if layer.part.value == "main"])
+    check = compare_cost(docs.graph, witness, layers=layers, cache_dtype=docs.graph.dtype)
+    disagreeing = [row for row in check.rows if not row.agrees]
+    assert disagreeing == [] and check.unclaimed == (), (name, disagreeing, check.unclaimed)
+    # Every node that computes something counted was compared, and torch counted something for it.
+    costed = {
+        node.id for node in docs.graph.nodes if node.op is not None and node.op.kind not in (OpKind.CACHE, OpKind.STATE)
+    }
+    assert costed <= set(check.covered)
+    assert all(row.witnessed > 0 for row in check.rows if row.phase == "prefill")
+    totals = [row for row in check.rows if row.what == "total"]
+    assert len(totals) == 2 and all(row.analytic > 0 for row in totals)
+
+
+def test_a_sliding_window_caps_the_cache_and_decode_attention(tmp_path: Path) -> None:
+    docs = describe(CONFIGS["gqa-sliding"], tmp_path / "model")
+    report = model_cost(docs.graph, docs.totals, Sizes(batch=1, prompt=5, context=100))
+    # Every layer slides: nothing grows with the context; each keeps window − 1 = 3 positions.
+    assert report.cache_per_token == 0
+    per_position = 2 * 2 * 8 * 2  # keys and values × 2 KV heads × head_dim 8 (64 / 8 heads) × BF16
+    assert report.state_bytes == 3 * 3 * per_position  # 3 layers
+    assert layer_cache_bytes(docs.graph, "BF16", 2) == dict.fromkeys(range(3), 2 * per_position)
+    # Decode attends at most the window: 1,000 cached positions cost what 10 do.
+    far, near = (Sizes(batch=1, prompt=5, context=context) for context in (1000, 10))
+    sdpa = report.nodes["attention.sdpa"]
+    assert sdpa.flops(far, Phase.DECODE) == sdpa.flops(near, Phase.DECODE) == 2 * 8 * 4 * (8 + 8) * 3
+
+
+def test_mla_caches_the_latent_and_rotary_key_and_reexpands_them_each_step(tmp_path: Path) -> None:
+    docs = describe(CONFIGS["mla"], tmp_path / "model")
+    report = model_cost(docs.graph, docs.totals, Sizes(batch=1, prompt=5, context=31))
+    assert report.by_layer_type() == {"MLA": {"bytes_per_token": 3 * (16 + 8) * 4, "state_bytes": 0}}
+    (row,) = flop_rows(report.nodes["attention.kv-b-proj"], report.sizes, Phase.DECODE)
+    assert row[1].startswith("2 × B × (S + 1) × num_attention_heads × (qk_nope_head_dim + v_head_dim) × kv_lora_rank")
+    assert row[2] == 2 * 32 * 4 * (8 + 8) * 16 * 3
+
+
+def test_kimi_linear_state_does_not_grow_with_the_context(tmp_path: Path) -> None:
+    docs = describe(CONFIGS["kimi-linear"], tmp_path / "model")
+    short, long = (model_cost(docs.graph, docs.totals, Sizes(batch=1, prompt=5, context=s)) for s in (8, 8000))
+    kda = {"bytes_per_token": 0, "state_bytes": 2 * (3 * 4 * 8 * 4 * 2 + 4 * 8 * 8 * 4)}  # conv BF16, recurrent F32
+    assert short.by_layer_type()["KDA"] == long.by_layer_type()["KDA"] == kda
+    assert long.cache_at_context - short.cache_at_context == (8000 - 8) * short.cache_per_token
+    module = instantiate_meta_module(docs.recipe)
+    held = [
+        sum(t.bytes for t in witness_cost(module, batch=1, prompt=5, context=s).cache if t.layer in (0, 2))
+        for s in (5, 9)
+    ]
+    assert held[0] == held[1] == kda["state_bytes"]
+    recurrence = short.nodes["kda.delta-rule"]
+    assert recurrence.decode == () and "element-wise" in recurrence.note
+
+
+def test_moe_counts_the_top_k_experts_a_token_is_routed_to(tmp_path: Path) -> None:
+    docs = describe(CONFIGS["moe-top-2-of-4"], tmp_path / "model")
+    sizes = Sizes(batch=3, prompt=5, context=7)
+    expert = model_cost(docs.graph, docs.totals, sizes).nodes["moe.routed-expert"]
+    d, width, layers, top_k = 64, 96, 3, 2
+    assert expert.flops(sizes, Phase.DECODE) == 3 * top_k * 3 * 2 * d * width * layers
+    assert expert.flops(sizes, Phase.PREFILL) == 3 * 5 * top_k * 3 * 2 * d * width * layers
+
+
+def cost_json(*args: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["cost", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def test_k2_cost_json_is_integers_and_weights_are_the_predicted_checkpoints_bytes() -> None:
+    document = cost_json("kimi-k2-instruct", "--prompt", "4096", "--context", "131072", "--batch", "2")
+    assert (document["prompt"], document["context"], document["batch"]) == (4096, 131072, 2)
+    for value in (
+        document["flops"]["prefill"],
+        document["flops"]["decode"],
+        document["weights"]["bytes"],
+        document["cache"]["bytes_per_token"],
+        document["cache"]["state_bytes"],
+        document["cache"]["bytes_at_context"],
+    ):
+        assert isinstance(value, int) and value >= 0
+    predicted = predicted_checkpoint(describe_model("kimi-k2-instruct"))
+    stored = sum(math.prod(tensor.shape) * BYTES[tensor.dtype] for tensor in predicted.tensors)
+    assert document["weights"]["bytes"] == stored == 1_029_173_249_888
+    # MLA caches kv_lora_rank + qk_rope_head_dim BF16 numbers per position in each of 61 layers.
+    assert document["cache"]["bytes_per_token"] == 61 * (512 + 64) * 2
+    assert document["cache"]["bytes_at_context"] == 2 * 131072 * 61 * (512 + 64) * 2
+    assert document["nodes"][0]["id"] and all("flops_decode" in node for node in document["nodes"])
+
+
+def test_weights_equal_the_safetensors_data_size_of_a_checkpoint_on_disk(tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = {**tiny("qwen3-8b"), "torch_dtype": "bfloat16"}
+    settings = {key: value for key, value in config.items() if key != "model_type"}
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model("qwen3", **settings)).to(torch.bfloat16)
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    data = 0
+    for file in folder.glob("*.safetensors"):
+        raw = file.read_bytes()
+        (length,) = struct.unpack("<Q", raw[:8])
+        header = json.loads(raw[8 : 8 + length])
+        data += sum(
+            end - begin
+            for key, entry in header.items()
+            if key != "__metadata__"
+            for begin, end in [entry["data_offsets"]]
+        )
+    assert cost_json(str(folder))["weights"]["bytes"] == data
+
+
+def test_cost_imports_no_torch() -> None:
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['archviz', 'cost', 'kimi-k2-instruct', '--json']\n"
+        "try:\n"
+        "    runpy.run_module('archviz', run_name='__main__', alter_sys=True)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write(repr(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.stderr.strip().endswith("[]"), done.stderr[-500:]
+
+
+def test_a_bad_cache_dtype_is_one_line_and_exit_2() -> None:
+    result = runner.invoke(app, ["cost", "kimi-k2-instruct", "--cache-dtype", "float7"])
+    assert result.exit_code == 2
+    assert result.output.strip().startswith("archviz: error: --cache-dtype float7: unknown dtype")
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_an_fp8_cache_halves_the_bf16_cache() -> None:
+    bf16 = cost_json("kimi-k2-instruct")["cache"]["bytes_per_token"]
+    fp8 = cost_json("kimi-k2-instruct", "--cache-dtype", "float8_e4m3fn")["cache"]
+    assert fp8["dtype"] == "F8_E4M3" and 2 * fp8["bytes_per_token"] == bf16
