@@ -37,6 +37,7 @@ from archviz.shapecheck import (
     reduced_model,
     shape_leg,
 )
+from archviz.sources import cited_file
 from archviz.totals import ManifestTensor, TensorRole, node_buffers, node_parameters, predicted_manifest
 
 
@@ -646,7 +647,7 @@ def _node_checks(graph: Graph, meta: Counter[str] | None, held: Counter[str] | N
 
 def _cited_file_warnings(docs: ModelDocs, built: BuildRecord | None) -> list[str]:
     """A warning when the cards cite another modeling file than the one the meta leg built."""
-    cited = docs.sources.file
+    cited = cited_file(docs.graph, docs.config, docs.modeling)  # not docs.sources: a check locates nothing
     origin = cited.origin.value if cited.origin is not None else None
     if built is None or (cited.path == built.module_file and origin == built.origin):
         return []
