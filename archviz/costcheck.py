@@ -192,11 +192,6 @@ class CostLegs:
     """Ids of the cache and state nodes whose bytes the cache object witnessed."""
 
 
-UNPRICED = (
-    "the graph carries no operator kinds (a generic graph read off the code), so the cost model prices none of it"
-)
-"""Why the cost legs skip a graph the cost model does not price."""
-
 _FLOP_WITNESS = "torch's FlopCounterMode over a prefill and a decode step of transformers' model on the meta device"
 _CACHE_WITNESS = "the tensors transformers' cache object holds after the decode step"
 

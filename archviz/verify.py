@@ -21,7 +21,8 @@ from pathlib import Path
 
 from archviz import legs
 from archviz.checkpoint import Checkpoint
-from archviz.costcheck import UNPRICED, CostLegs, cost_legs, cost_not_run
+from archviz.cost import UNPRICED
+from archviz.costcheck import CostLegs, cost_legs, cost_not_run
 from archviz.errors import InputError
 from archviz.graph import Graph, Part
 from archviz.legs import Finding, Leg, LegStatus, Outcome

@@ -287,3 +287,15 @@ def test_a_model_that_differs_from_the_graph_fails_the_cost_leg_naming_what(
     failing = {result.flops.name: result.flops, result.cache.name: result.cache}[leg]
     assert failing.fails() and any(finding.subject.startswith(subject) for finding in failing.findings)
     assert legs.outcome([result.flops, result.cache]) is legs.Outcome.DISAGREE
+
+
+def test_a_graph_the_cost_model_does_not_price_says_so_instead_of_zeros(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY["bert-base-uncased"]), encoding="utf-8")
+    document = cost_json(str(folder))
+    assert document["flops"] is None and document["cache"] is None and document["decode"] is None
+    assert "prices none of it" in document["not_priced"] and document["nodes"] == []
+    assert document["weights"]["bytes"] > 0  # the predicted checkpoint is still priced
+    shown = runner.invoke(app, ["cost", str(folder)])
+    assert shown.exit_code == 0 and "not priced" in shown.output and "prefill FLOPs" not in shown.output
