@@ -315,3 +315,9 @@ class Graph:
     beyond_transformers: tuple[str, ...] = ()
     """Features of this config that transformers' class for the model_type does not implement; the meta-device
     model cannot witness a graph that has any."""
+
+    def instance_unit(self, node: Node) -> str:
+        """What a node's instances are called in its placement: ``experts`` inside an experts group, else
+        ``instances`` (a shared expert is not one of the routed experts)."""
+        kind = next((group.kind for group in self.groups if group.id == node.group), None)
+        return "experts" if kind is GroupKind.EXPERTS else "instances"

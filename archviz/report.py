@@ -54,10 +54,6 @@ def format_placement(placement: Placement, unit: str = "") -> str:
     return text
 
 
-def _unit(node: Node) -> str:
-    return "experts" if "expert" in node.id else "instances"
-
-
 def _row_json(row: TensorRow) -> dict[str, Any]:
     data: dict[str, Any] = {
         "component": row.component,
@@ -78,8 +74,8 @@ def _row_json(row: TensorRow) -> dict[str, Any]:
     return data
 
 
-def node_json(node: Node, sources: NodeSources | None = None) -> dict[str, Any]:
-    """One node as the JSON document lists it."""
+def node_json(graph: Graph, node: Node, sources: NodeSources | None = None) -> dict[str, Any]:
+    """One node of ``graph`` as the JSON document lists it."""
     return {
         "id": node.id,
         "title": node.title,
@@ -103,7 +99,7 @@ def node_json(node: Node, sources: NodeSources | None = None) -> dict[str, Any]:
             "layers": list(node.placement.layers),
             "per_layer": node.placement.per_layer,
             "active_per_layer": node.placement.active_per_layer,
-            "where": format_placement(node.placement, _unit(node)),
+            "where": format_placement(node.placement, graph.instance_unit(node)),
         },
         "calculation": [_row_json(row) for row in node.parameters],
         "buffers": [_row_json(row) for row in node.buffers],
@@ -178,7 +174,7 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
             "located": coverage(sources).located,
             "unlocated": list(coverage(sources).unlocated),
         },
-        "nodes": [node_json(node, sources.nodes.get(node.id) if sources else None) for node in graph.nodes],
+        "nodes": [node_json(graph, node, sources.nodes.get(node.id) if sources else None) for node in graph.nodes],
         "groups": [_group_json(group) for group in graph.groups],
         "layers": [
             {"index": layer.index, "mixer": layer.mixer, "ffn": layer.ffn, "part": layer.part.value}

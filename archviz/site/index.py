@@ -60,7 +60,7 @@ class ModelIndex:
 
     def unit(self, node: Node) -> str:
         """What a node's instances are called in its placement: ``experts`` inside an experts group."""
-        return "experts" if self.groups[node.group].kind is GroupKind.EXPERTS else "instances"
+        return self.graph.instance_unit(node)
 
     def title(self) -> str:
         """The model's name as the pages show it."""
