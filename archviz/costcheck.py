@@ -236,7 +236,7 @@ def cost_legs(graph: Graph, module: Any, *, layers: int, cache_dtype: str) -> Co
         and any(layer < layers for layer in node.placement.layers)
     )
     flop_nodes = tuple(sorted({node for check in checks for node in check.covered}))
-    sizes = ", ".join(f"B={b} T={t} S={s}" for b, t, s in WITNESS_SIZES)
+    sizes = "(B, T, S) = " + " and ".join(f"({b}, {t}, {s})" for b, t, s in WITNESS_SIZES)
     flop_rows = [(check, row) for check in checks for row in check.rows if row.phase != "cache"]
     cache_rows = [(check, row) for check in checks for row in check.rows if row.phase == "cache"]
     unclaimed = [

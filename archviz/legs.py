@@ -88,9 +88,21 @@ class Leg:
     internal_error: bool = False
     """It failed because of a bug in archviz, not because of the model."""
 
+    def compared_text(self) -> str:
+        """What it compared, in words: ``69,975 tensors, 1 layer traced``."""
+        return ", ".join(_counted(count, what) for what, count in self.compared.items())
+
     def fails(self, *, strict: bool = False) -> bool:
         """Whether the leg failed or found a disagreement (under ``strict``, also a gap)."""
         return self.status is LegStatus.FAILED or any(strict or not item.strict_only for item in self.findings)
+
+
+def _counted(count: int, what: str) -> str:
+    """``2 sizes``, ``1 size``: the first word of ``what`` loses its plural ``s`` for one."""
+    if count == 1:
+        first, _, rest = what.partition(" ")
+        what = " ".join(item for item in (first.removesuffix("s"), rest) if item)
+    return f"{count:,} {what}"
 
 
 def outcome(legs: Iterable[Leg], *, strict: bool = False) -> Outcome:

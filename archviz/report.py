@@ -421,7 +421,7 @@ def _legs_table(verification: Verification, *, strict: bool) -> Table:
             leg.name,
             f"[{_STATUS_STYLE[leg.status]}]{leg.status.value}[/]",
             escape(leg.witness),
-            escape(", ".join(f"{count:,} {what}" for what, count in leg.compared.items())),
+            escape(leg.compared_text()),
             ", ".join(leg.independent_of) or "—",
             result,
         )

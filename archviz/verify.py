@@ -196,15 +196,11 @@ def verification_sentence(verification: Verification | None) -> str:
             if leg.name != legs.ANALYTIC and not (leg.name in legs.FORWARD_LEGS and leg.status is LegStatus.SKIPPED)
         )
         return prefix + f"Unverified: no witness independent of the graph ran ({why})."
-    witnesses = " and ".join(f"{leg.witness} ({_compared(leg)})" for leg in legs.independent_legs(verification.legs))
+    witnesses = "; ".join(f"{leg.witness} ({leg.compared_text()})" for leg in legs.independent_legs(verification.legs))
     text = prefix + f"Verified against {witnesses}."
     if verification.checkpoint is None:
         text += " No checkpoint was checked."
     return text
-
-
-def _compared(leg: Leg) -> str:
-    return ", ".join(f"{count:,} {what}" for what, count in leg.compared.items())
 
 
 def _describe(shape: Sequence[int] | None, dtype: str | None = None) -> str:
