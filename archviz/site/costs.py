@@ -245,7 +245,8 @@ def cache_plot(index: ModelIndex) -> tuple[str, tuple[CacheRow, ...], tuple[str,
         layers = layer_counts.get(layer_type)
         label = f"{layer_type} layers ({layers})" if layers else layer_type
         lines.append((label, f"series-{number % 6}", members))
-    lines.append(("Total", "series-total", list(costs)))
+    total = "Total" if len(lines) > 1 else "Total (the same line: one layer type)"
+    lines.append((total, "series-total", list(costs)))
     series = [
         Series(label=label, points=tuple((x, cache_bytes_at(members, x)) for x in xs), css_class=css)
         for label, css, members in lines
