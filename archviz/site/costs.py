@@ -49,11 +49,13 @@ SHORT_CONVENTION = (
     "score matrix, element-wise ops not counted."
 )
 """The convention in one sentence, for a card."""
-IMPLEMENTATION_NOTE = (
-    "The counts are of transformers' implementation: its KDA pads the prompt to whole chunks of 64 and decodes with "
-    "element-wise steps; multi-token-prediction layers are stored but not run, so they cost nothing."
+CHUNKED_NOTE = (
+    "The counts are of transformers' implementation: its chunked recurrence (KDA) pads the prompt to whole chunks and "
+    "decodes with element-wise steps."
 )
-"""What the counts follow beyond the convention."""
+"""Said with the convention when a model has a chunked recurrence."""
+MTP_NOTE = "Multi-token-prediction layers are stored but not run, so they cost no FLOPs."
+"""Said with the convention when a model has multi-token-prediction layers."""
 
 
 def sizes_sentence(sizes: Sizes = SIZES) -> str:
@@ -382,6 +384,13 @@ def intensity_sentence(index: ModelIndex) -> str:
     )
 
 
+def convention(index: ModelIndex) -> str:
+    """How FLOPs are counted, in full, with what the model's own operators add to it."""
+    chunked = any(node.op is not None and node.op.kind is OpKind.CHUNKED_RECURRENCE for node in index.graph.nodes)
+    notes = [CONVENTION, CHUNKED_NOTE if chunked else "", MTP_NOTE if index.docs.totals.mtp_parameters else ""]
+    return " ".join(note for note in notes if note)
+
+
 def cost_view(index: ModelIndex) -> CostView:
     """The overview's cost section."""
     complete = index.complete()
@@ -411,5 +420,5 @@ def cost_view(index: ModelIndex) -> CostView:
         intensity=intensity_sentence(index) if complete else "",
         thumb=thumb_rows(index) if complete else (),
         thumb_notes=notes,
-        convention=f"{CONVENTION} {IMPLEMENTATION_NOTE}",
+        convention=convention(index),
     )
