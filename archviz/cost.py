@@ -167,20 +167,22 @@ class NodeCost:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheCost:
-    """What one node keeps per sequence: bytes per cached position, or a fixed state."""
+    """What one node keeps per sequence in one layer: bytes per cached position, or a fixed state."""
 
     node: str
     """The cache-update or state node."""
+    layer: int | None
+    """The layer (None for a node at model level)."""
     layer_type: str
-    """The mixer of its layers (``MLA``, ``KDA``, ``attention``)."""
+    """The mixer of the layer (``MLA``, ``KDA``, ``attention``)."""
     per_token: int
-    """Bytes per cached position per sequence, all its layers (0 for a fixed state)."""
+    """Bytes per cached position per sequence (0 for a fixed state and in a sliding-window layer)."""
     state: int
-    """Fixed bytes per sequence, all its layers (a recurrent state; a sliding window's positions)."""
+    """Fixed bytes per sequence (a recurrent state; a sliding window's positions, at the full window)."""
     window: int | None = None
-    """For a sliding-window cache: positions kept per windowed layer (``window − 1``)."""
+    """In a sliding-window layer: the positions it keeps (``window − 1``)."""
     windowed_per_token: int = 0
-    """Bytes per position of the windowed layers (included in ``state`` at the full window)."""
+    """In a sliding-window layer: bytes per position (``state`` holds ``window`` of them)."""
 
 
 # -- per-node FLOPs -------------------------------------------------------------------------------------
@@ -410,31 +412,37 @@ def _shape_bytes(shape: Shape, cache_dtype: str, *, skip: tuple[str, ...]) -> in
 
 
 def cache_costs(graph: Graph, cache_dtype: str) -> list[CacheCost]:
-    """What every cache-update and state node keeps per sequence."""
+    """What every cache-update and state node keeps per sequence, layer by layer: the one rule behind the cache and
+    state bytes ``archviz cost`` and the site show, and the bytes the cache-object leg compares per layer."""
     mixers = {layer.index: layer.mixer for layer in graph.layers}
     costs: list[CacheCost] = []
     for node in graph.nodes:
         if node.op is None or node.part is not Part.MAIN or node.op.kind not in (OpKind.CACHE, OpKind.STATE):
             continue
-        layers = node.placement.layers
-        layer_type = mixers.get(layers[0], "attention") if layers else "model"
-        if node.op.kind is OpKind.STATE:
-            state = sum(_shape_bytes(item, cache_dtype, skip=("B",)) for item in node.outputs) * len(layers)
-            costs.append(CacheCost(node=node.id, layer_type=layer_type, per_token=0, state=state))
-            continue
-        per_layer = sum(_shape_bytes(item, cache_dtype, skip=("B", "S")) for item in node.outputs)
-        windowed = [layer for layer in layers if layer in node.op.windowed_layers] if node.op.window else []
-        kept = (node.op.window or 1) - 1
-        costs.append(
-            CacheCost(
-                node=node.id,
-                layer_type=layer_type,
-                per_token=per_layer * (len(layers) - len(windowed)),
-                state=per_layer * kept * len(windowed),
-                window=kept if windowed else None,
-                windowed_per_token=per_layer * len(windowed),
-            )
-        )
+        for layer in node.placement.layers or (None,):
+            layer_type = mixers.get(layer, "attention") if layer is not None else "model"
+            if node.op.kind is OpKind.STATE:
+                state = sum(_shape_bytes(item, cache_dtype, skip=("B",)) for item in node.outputs)
+                costs.append(CacheCost(node=node.id, layer=layer, layer_type=layer_type, per_token=0, state=state))
+                continue
+            per_position = sum(_shape_bytes(item, cache_dtype, skip=("B", "S")) for item in node.outputs)
+            if node.op.window and layer in node.op.windowed_layers:
+                kept = node.op.window - 1
+                costs.append(
+                    CacheCost(
+                        node=node.id,
+                        layer=layer,
+                        layer_type=layer_type,
+                        per_token=0,
+                        state=per_position * kept,
+                        window=kept,
+                        windowed_per_token=per_position,
+                    )
+                )
+            else:
+                costs.append(
+                    CacheCost(node=node.id, layer=layer, layer_type=layer_type, per_token=per_position, state=0)
+                )
     return costs
 
 
@@ -585,17 +593,9 @@ def layer_flops(cost: NodeCost, layer: int | None, sizes: Sizes, phase: Phase) -
     )
 
 
-def layer_cache_bytes(graph: Graph, cache_dtype: str, positions: int) -> dict[int, int]:
-    """Bytes each layer keeps for one sequence with ``positions`` cached (a window keeps at most ``window − 1``)."""
-    kept: dict[int, int] = defaultdict(int)
-    for node in graph.nodes:
-        if node.op is None or node.part is not Part.MAIN or node.op.kind not in (OpKind.CACHE, OpKind.STATE):
-            continue
-        for layer in node.placement.layers:
-            if node.op.kind is OpKind.STATE:
-                kept[layer] += sum(_shape_bytes(item, cache_dtype, skip=("B",)) for item in node.outputs)
-                continue
-            windowed = node.op.window is not None and layer in node.op.windowed_layers
-            cached = min(positions, (node.op.window or 1) - 1) if windowed else positions
-            kept[layer] += cached * sum(_shape_bytes(item, cache_dtype, skip=("B", "S")) for item in node.outputs)
-    return dict(kept)
+def layer_cache_bytes(costs: Iterable[CacheCost], positions: int) -> dict[int | None, int]:
+    """Bytes each layer keeps for one sequence with ``positions`` cached, from ``cache_costs``."""
+    by_layer: dict[int | None, list[CacheCost]] = defaultdict(list)
+    for cost in costs:
+        by_layer[cost.layer].append(cost)
+    return {layer: cache_bytes_at(members, positions) for layer, members in by_layer.items()}

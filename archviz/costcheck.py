@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from archviz import legs
-from archviz.cost import NodeCost, Phase, Sizes, layer_cache_bytes, layer_flops, node_costs
+from archviz.cost import NodeCost, Phase, Sizes, cache_costs, layer_cache_bytes, layer_flops, node_costs
 from archviz.graph import Graph, Node, OpKind, Part
 from archviz.legs import Finding, Leg, LegStatus
 
@@ -160,7 +160,7 @@ def _linear_row(
 
 def _cache_rows(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype: str) -> list[CostRow]:
     """Per layer, the bytes the cache holds after the decode step against the cost model's."""
-    expected = layer_cache_bytes(graph, cache_dtype, witness.context + 1)
+    expected = layer_cache_bytes(cache_costs(graph, cache_dtype), witness.context + 1)
     held: dict[int, int] = defaultdict(int)
     for tensor in witness.cache:
         held[tensor.layer] += tensor.bytes

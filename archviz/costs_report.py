@@ -36,7 +36,8 @@ def rule_of_thumb(report: CostReport, totals: Totals) -> dict[str, Any]:
         "explanation": (
             "2 × active parameters (input embedding left out: a lookup is no matmul) counts every weight once per "
             f"token; the exact count adds attention over the {report.sizes.context:,} cached positions "
-            f"({attention:,} FLOPs per token in the attention parts) and leaves out parameters no matmul reads "
+            f"(the attention parts, projections included, count {attention:,} FLOPs per token) and leaves out "
+            "parameters no matmul reads "
             "(norms, biases, the router's correction bias)."
         ),
     }

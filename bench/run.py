@@ -2,7 +2,8 @@
 
     python bench/run.py [--repeat N]
 
-1. `archviz check kimi-k2-instruct` (graph + meta-device model + shape trace, no checkpoint) against
+1. `archviz check kimi-k2-instruct` (graph + meta-device model + shape trace + torch's FLOP counter and
+   transformers' cache object on the traced layers, no checkpoint) against
    bench/plain_meta_count.py (import transformers, build the same model on the meta device, sum parameters).
 2. `archviz render kimi-k2-instruct --out DIR` against the same `archviz check` (target: at most 1.5x).
 3. `archviz cost kimi-k2-instruct` (no torch imported; target: well under a second) against the interpreter alone

@@ -3,6 +3,7 @@ and transformers' cache object on tiny models of every kind of attention, and to
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import struct
@@ -14,11 +15,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import archviz.costcheck
 from archviz import legs
 from archviz.cli import app
 from archviz.cost import Phase, Sizes, flop_rows, layer_cache_bytes, model_cost
 from archviz.costcheck import WITNESS_SIZES, compare_cost, cost_legs
-from archviz.graph import OpKind
+from archviz.graph import Graph, OpKind
 from archviz.meta import instantiate_meta_module
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.shapecheck import layer_prefix, reduced_model
@@ -89,7 +91,9 @@ def test_a_sliding_window_caps_the_cache_and_decode_attention(tmp_path: Path) ->
     assert report.cache_per_token == 0
     per_position = 2 * 2 * 8 * 2  # keys and values × 2 KV heads × head_dim 8 (64 / 8 heads) × BF16
     assert report.state_bytes == 3 * 3 * per_position  # 3 layers
-    assert layer_cache_bytes(docs.graph, "BF16", 2) == dict.fromkeys(range(3), 2 * per_position)
+    assert report.cache_dtype == "BF16" and layer_cache_bytes(report.cache, 2) == dict.fromkeys(
+        range(3), 2 * per_position
+    )
     # Decode attends at most the window: 1,000 cached positions cost what 10 do.
     far, near = (Sizes(batch=1, prompt=5, context=context) for context in (1000, 10))
     sdpa = report.nodes["attention.sdpa"]
@@ -287,6 +291,28 @@ def test_a_model_that_differs_from_the_graph_fails_the_cost_leg_naming_what(
     failing = {result.flops.name: result.flops, result.cache.name: result.cache}[leg]
     assert failing.fails() and any(finding.subject.startswith(subject) for finding in failing.findings)
     assert legs.outcome([result.flops, result.cache]) is legs.Outcome.DISAGREE
+
+
+def test_the_cache_leg_witnesses_the_cache_bytes_cost_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache-object leg compares the numbers ``archviz cost`` prints (``cost.cache_costs``), not a second
+    computation: a cost model that keeps one extra position per layer fails it, layer by layer."""
+    import archviz.cost
+
+    docs = describe(TINY["llama-3.1-8b"], tmp_path / "model")
+    module = reduced_model(docs.graph, docs.recipe, trust_remote_code=False, model_dir=None)
+    layers = layer_prefix(docs.graph)
+    assert not cost_legs(docs.graph, module, layers=layers, cache_dtype=docs.graph.dtype).cache.fails()
+    real = archviz.cost.cache_costs
+
+    def one_more_position(graph: Graph, cache_dtype: str) -> list[archviz.cost.CacheCost]:
+        return [dataclasses.replace(cost, state=cost.state + cost.per_token) for cost in real(graph, cache_dtype)]
+
+    monkeypatch.setattr(archviz.cost, "cache_costs", one_more_position)
+    monkeypatch.setattr(archviz.costcheck, "cache_costs", one_more_position)
+    report = model_cost(docs.graph, docs.totals, Sizes(batch=1, prompt=5, context=7))
+    assert report.state_bytes > 0  # what archviz cost would print
+    cache = cost_legs(docs.graph, module, layers=layers, cache_dtype=docs.graph.dtype).cache
+    assert cache.fails() and {finding.subject for finding in cache.findings} >= {"cache of layer 0"}
 
 
 def test_a_graph_the_cost_model_does_not_price_says_so_instead_of_zeros(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from archviz.cost import (
     cache_bytes_at,
     flop_rows,
 )
-from archviz.costs_report import MLA_NOTE
+from archviz.costs_report import MLA_NOTE, rule_of_thumb
 from archviz.graph import Node, OpKind, Part
 from archviz.site.charts import Series, context_label, line_chart
 from archviz.site.formatting import count, percent, short_bytes, short_flops
@@ -318,13 +318,7 @@ def thumb_rows(index: ModelIndex) -> tuple[ThumbRow, ...]:
     is per sequence: each sequence decodes one token."""
     totals, cost, batch = index.docs.totals, index.cost, SIZES.batch
     steps = _decode_steps(index)
-    terms: list[tuple[str, str, int]] = [
-        (
-            "The input embedding",
-            "a lookup of one row per token, no matmul",
-            -2 * (totals.active_parameters - totals.active_parameters_without_embedding) * batch,
-        ),
-    ]
+    terms: list[tuple[str, str, int]] = []
     if steps["attention"]:
         terms.append(
             (
@@ -348,14 +342,14 @@ def thumb_rows(index: ModelIndex) -> tuple[ThumbRow, ...]:
     terms += [
         (f"{node.title}: its weights multiplied more than once per token", "", value) for node, value in steps["more"]
     ]
-    start = 2 * totals.active_parameters * batch
+    start = rule_of_thumb(cost, totals)["two_times_active_parameters"] * batch
     rest = cost.decode - start - sum(value for _, _, value in terms)
     if rest:  # a term no step names (a tied head's shared table): shown rather than hidden
         terms.append(("Other terms", "", rest))
     return (
         ThumbRow(
             label="2 × active parameters",
-            detail="every weight a token runs through, 2 FLOPs each",
+            detail="every weight a token runs through, 2 FLOPs each, the input embedding left out (a lookup)",
             value=count(start),
             total=True,
         ),
