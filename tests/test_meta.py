@@ -18,7 +18,7 @@ from archviz.tracing import trace_shapes
 
 K2_CONFIG = Path(__file__).parent.parent / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
 
-# Kimi-Linear-48B-A3B-Instruct's config.json, as published (shared/models/kimi-linear-48b-a3b-instruct).
+# Kimi-Linear-48B-A3B-Instruct's config.json, as published.
 KIMI_LINEAR_CONFIG: dict[str, Any] = {
     "architectures": ["KimiLinearForCausalLM"],
     "model_type": "kimi_linear",

@@ -155,7 +155,7 @@ def test_token_embedding_card_numbers_and_shapes(k2_site: Path) -> None:
 
 
 # Every structural element of the K3 token-embedding reference card
-# (/work/shared/seeds/kimi-k3-token-embedding.card.txt), as K2's card must show it.
+# (the text capture kimi-k3-token-embedding.card.txt), as K2's card must show it.
 REFERENCE_ELEMENTS: list[tuple[str, str | None, str | None, str]] = [
     # (element, tag, class, text the element holds)
     ("title", "h1", None, "Token embedding"),
@@ -211,7 +211,7 @@ def test_card_excerpt_is_collapsible_and_highlighted(k2_site: Path) -> None:
 
 
 def test_tensor_state_card_mirrors_reference(k2_site: Path) -> None:
-    # /work/shared/seeds/kimi-k2-embedded-state.card.txt: title, tensor badge, code, summary, one shape,
+    # The reference card kimi-k2-embedded-state.card.txt: title, tensor badge, code, summary, one shape,
     # then sources with context borrowed from the token embedding.
     card_element = article(k2_site, "embedded-state")
     assert squash(card_element.find("h1").text()) == "Embedded state"
