@@ -72,6 +72,9 @@ MANIFEST_FORMAT = "archviz-manifest"
 MANIFEST_VERSION = 1
 """Manifest layout version that ``write_manifest`` writes and ``read_manifest`` accepts."""
 
+PREDICTED_PREFIX = "predicted:"
+"""How the source of a manifest ``archviz manifest --predicted`` writes begins: the graph's prediction, never a witness."""
+
 DEFAULT_INDEX_NAME = "model.safetensors.index.json"
 """The index transformers writes beside sharded weights; preferred when a folder holds several indexes."""
 
@@ -530,6 +533,14 @@ def _read_local(path: Path, *, location: str, revision: str | None) -> Checkpoin
     if path.name.endswith(".json"):
         data = _load_json(path)
         if isinstance(data, dict) and data.get("format") == MANIFEST_FORMAT:
+            recorded = data.get("source")
+            if isinstance(recorded, str) and recorded.startswith(PREDICTED_PREFIX):
+                raise InputError(
+                    f"this manifest is archviz's own prediction ({recorded}), not a checkpoint's tensors: it cannot "
+                    "witness the graph it was predicted from; give the checkpoint's files or a manifest written from "
+                    "them (archviz manifest CHECKPOINT)",
+                    path=str(path),
+                )
             manifest = _checkpoint_from_manifest(data, path)
             if revision is not None and revision != manifest.revision:
                 raise InputError(

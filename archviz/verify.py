@@ -690,12 +690,15 @@ def bounded_manifest(docs: ModelDocs) -> list[ManifestTensor]:
 
 def predicted_checkpoint(docs: ModelDocs) -> Checkpoint:
     """The graph's predicted checkpoint, as a manifest can hold it."""
-    from archviz.checkpoint import CheckpointTensor
+    from archviz.checkpoint import PREDICTED_PREFIX, CheckpointTensor
 
     tensors = tuple(
         CheckpointTensor(name=tensor.name, shape=tensor.shape, dtype=tensor.dtype, file="predicted")
         for tensor in bounded_manifest(docs)
     )
     return Checkpoint(
-        source=f"predicted:{docs.graph.model.name}", revision=docs.graph.model.revision, tensors=tensors, metadata={}
+        source=f"{PREDICTED_PREFIX}{docs.graph.model.name}",
+        revision=docs.graph.model.revision,
+        tensors=tensors,
+        metadata={},
     )

@@ -24,7 +24,10 @@ from safetensors.torch import save_file
 from transformers import AutoConfig, AutoModelForCausalLM
 from typer.testing import CliRunner
 
+from archviz.checkpoint import read_manifest
 from archviz.cli import app
+from archviz.pipeline import describe_model
+from archviz.verify import predicted_checkpoint
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,11 +188,11 @@ def test_k2_predicted_manifest_round_trip(tmp_path: Path) -> None:
     assert weights == 1_026_408_209_408
     assert sum(math.prod(t["shape"]) for t in biases) == 23_040
     assert len(scales) == 61 * 5 + 3 + 60 * (384 + 1) * 3
-    result = check("kimi-k2-instruct", "--checkpoint", str(manifest), "--no-meta", "--json")
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["totals"]["checkpoint"] == {"parameters": 1_026_408_209_408, "buffers": 23_040}
-    assert any("weight_scale_inv" in note for note in report["notes"])
+    assert read_manifest(manifest).tensors == predicted_checkpoint(describe_model("kimi-k2-instruct")).tensors
+    # The prediction is no witness of the graph it came from: given as the checkpoint, it is refused, never "agree".
+    result = check("kimi-k2-instruct", "--checkpoint", str(manifest), "--no-meta")
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert f"{manifest}:" in result.output and "archviz's own prediction (predicted:kimi-k2-instruct)" in result.output
 
 
 def test_tiny_save_pretrained_checks(tiny_deepseek: Path) -> None:
