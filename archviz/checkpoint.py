@@ -73,7 +73,7 @@ MANIFEST_VERSION = 1
 """Manifest layout version that ``write_manifest`` writes and ``read_manifest`` accepts."""
 
 PREDICTED_PREFIX = "predicted:"
-"""How the source of a manifest ``archviz manifest --predicted`` writes begins: the graph's prediction, never a witness."""
+"""How the source of a manifest of ``archviz manifest --predicted`` begins: a prediction, never a witness."""
 
 DEFAULT_INDEX_NAME = "model.safetensors.index.json"
 """The index transformers writes beside sharded weights; preferred when a folder holds several indexes."""
