@@ -24,7 +24,7 @@ from typing import Any, TypeAlias
 
 from archviz.checkpoint import SAFETENSORS_DTYPE_BITS
 from archviz.config import ConfigDocument, KeyPath
-from archviz.cost import DEFAULT_SIZES, CostReport, NodeCost, model_cost
+from archviz.cost import DEFAULT_SIZES, CostReport, NodeCost, model_cost, modelled_in_full
 from archviz.cost import Phase as Pass
 from archviz.graph import Graph, GroupKind, Layer, Node, NodeKind, Part, Shape
 from archviz.pipeline import ModelDocs
@@ -193,8 +193,9 @@ class ModelDiff:
     """Both layer maps and the layers that changed kind."""
     totals: tuple[TotalChange, ...]
     """Every total, whether it differs or not."""
-    not_priced: tuple[str, ...]
-    """The sides the cost model does not price (``archviz.cost.UNPRICED``): their FLOPs and cache are not compared."""
+    costs_unknown: tuple[tuple[str, str], ...]
+    """(name, why) of each side whose FLOPs, cache and state are unknown: a graph the cost model does not price
+    (``archviz.cost.UNPRICED``) or one that models only part of the model. Then those totals are not compared."""
     summary: str
     """One paragraph in words."""
     differs: bool
@@ -369,15 +370,24 @@ def checkpoint_bytes(totals: Totals) -> int:
     )
 
 
-def total_changes(a: Totals, b: Totals, a_cost: CostReport, b_cost: CostReport) -> tuple[TotalChange, ...]:
-    """Every total of ``TOTAL_FIELDS`` (those the cost model prices only when it prices both sides: a side it does not
-    price has no FLOPs or cache to compare, never zero), then the checkpoint's elements for each dtype either side
-    has."""
-    both_priced = a_cost.priced and b_cost.priced
+def costs_unknown(graph: Graph, cost: CostReport) -> str | None:
+    """Why a side's FLOPs, cache and state are unknown, or None when they are known."""
+    if not cost.priced:
+        return "not priced (a generic graph carries no operator kinds)"
+    if not modelled_in_full(graph):
+        return "modelled only in part (its costs are of the modelled part)"
+    return None
+
+
+def total_changes(
+    a: Totals, b: Totals, a_cost: CostReport, b_cost: CostReport, *, costs_known: bool = True
+) -> tuple[TotalChange, ...]:
+    """Every total of ``TOTAL_FIELDS`` (those the cost model prices only when both sides' are known: an unknown is
+    never a zero), then the checkpoint's elements for each dtype either side has."""
     rows = [
         (field.name, field.label, field.read(a, a_cost), field.read(b, b_cost))
         for field in TOTAL_FIELDS
-        if both_priced or not field.priced
+        if costs_known or not field.priced
     ]
     for dtype in sorted(a.by_dtype.keys() | b.by_dtype.keys()):
         label = f"Checkpoint {dtype} elements"
@@ -602,8 +612,12 @@ def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
                 same += 1
     families_differ = a.graph.model.family != b.graph.model.family
     layer_map = layer_map_diff(a.graph, b.graph)
-    totals = total_changes(a.totals, b.totals, a_cost, b_cost)
-    not_priced = tuple(docs.graph.model.name for docs, cost in ((a, a_cost), (b, b_cost)) if not cost.priced)
+    unknown = tuple(
+        (docs.graph.model.name, why)
+        for docs, cost in ((a, a_cost), (b, b_cost))
+        if (why := costs_unknown(docs.graph, cost)) is not None
+    )
+    totals = total_changes(a.totals, b.totals, a_cost, b_cost, costs_known=not unknown)
     added = tuple(node.id for node in b.graph.nodes if node.id not in a_nodes)
     removed = tuple(node.id for node in a.graph.nodes if node.id not in b_ids)
     differs = bool(
@@ -620,7 +634,7 @@ def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
         roles=role_matches(a.graph, b.graph) if families_differ else (),
         layer_map=layer_map,
         totals=totals,
-        not_priced=not_priced,
+        costs_unknown=unknown,
         summary="",
         differs=differs,
     )
@@ -706,10 +720,13 @@ def _layers_sentence(parts: _Parts) -> str | None:
     a = [layer for layer in parts.a.layers if layer.part is Part.MAIN]
     b = [layer for layer in parts.b.layers if layer.part is Part.MAIN]
     said = []
-    if len(a) != len(b):
+    unbuilt = [graph.model.name for graph, layers in ((parts.a, a), (parts.b, b)) if not layers and graph.partial]
+    if unbuilt:  # a partial config that builds no layers: its count is unknown, not 0
+        said.append(f"the partial graph of {' and '.join(unbuilt)} builds no layers")
+    elif len(a) != len(b):
         said.append(f"{len(b)} layers instead of {len(a)}")
     a_mixers, b_mixers = sorted({layer.mixer for layer in a}), sorted({layer.mixer for layer in b})
-    if a_mixers != b_mixers:
+    if a_mixers != b_mixers and not unbuilt:
         said.append(f"token mixers {', '.join(b_mixers) or 'none'} instead of {', '.join(a_mixers) or 'none'}")
     kinds_changed = sum(1 for change in parts.diff.layer_map.changed if change.a is not None and change.b is not None)
     if kinds_changed:
@@ -762,9 +779,9 @@ _COST_TOTALS = (
 def _cost_sentence(parts: _Parts) -> str | None:
     """``cache bytes per token: 8,064 instead of 70,272 (×0.115); …`` for a large change in what a token costs."""
     rows = {row.name: row for row in parts.diff.totals}
-    if parts.diff.not_priced:
-        names = " or ".join(parts.diff.not_priced)
-        return f"FLOPs, cache and state are not compared: the cost model does not price {names}"
+    if parts.diff.costs_unknown:
+        why = "; ".join(f"{name} is {reason}" for name, reason in parts.diff.costs_unknown)
+        return f"FLOPs, cache and state are not compared: {why}"
     said = []
     for name, label in _COST_TOTALS:
         row = rows[name]
@@ -866,6 +883,6 @@ def diff_json(diff: ModelDiff) -> dict[str, Json]:
             "changed": [{"layer": change.index, "a": change.a, "b": change.b} for change in diff.layer_map.changed],
         },
         "totals": {row.name: [row.a, row.b] for row in diff.totals},
-        "not_priced": list(diff.not_priced),
+        "costs_unknown": [{"name": name, "why": why} for name, why in diff.costs_unknown],
         "summary": diff.summary,
     }

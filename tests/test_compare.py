@@ -144,6 +144,18 @@ def test_a_pair_without_differences(tmp_path: Path) -> None:
     assert [e for e in tree.find_all("li", "chip") if "id" in e.attrs and "mark" in e.classes] == []
 
 
+def test_a_partial_side_is_badged_and_its_costs_are_not_compared(tmp_path: Path) -> None:
+    k3, linear = describe_model("kimi-k3"), describe_model(KIMI_LINEAR)
+    write_site([k3, linear], tmp_path / "site", compare=[("kimi-k3", KIMI_LINEAR)])
+    tree = parse(page(tmp_path / "site", f"compare/kimi-k3/{KIMI_LINEAR}.html"))
+    badges = [squash(e.text()) for e in tree.find_all("span", "badge-partial")]
+    assert badges == ["partial"]  # K3 only: Kimi-Linear is modelled in full
+    text = squash(tree.find("article").text())
+    assert "Only part of this model is modelled (2 nodes)" in text
+    assert "FLOPs, cache and state are not compared: kimi-k3 is modelled only in part" in text
+    assert "instead of 0" not in text
+
+
 def test_default_pairs_are_within_a_family_when_it_is_small(tmp_path: Path) -> None:
     k2, deepseek, linear = describe_model(K2), describe_model(DEEPSEEK), describe_model(KIMI_LINEAR)
     models = [k2, linear, deepseek]

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 K2 = "kimi-k2-instruct"
 KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
 K2_CONFIG = REPO / "archviz" / "bundled" / K2 / "config.json"
-CONTRACT = {"a", "b", "config", "nodes", "layer_map", "totals", "not_priced", "summary"}
+CONTRACT = {"a", "b", "config", "nodes", "layer_map", "totals", "costs_unknown", "summary"}
 TOTALS = [
     "parameters",
     "active_parameters",
@@ -233,7 +233,7 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
         },
         "layer_map": {"a": layers, "b": layers, "changed": []},
         "totals": {name: [a_totals[name], a_totals[name] + difference.get(name, 0)] for name in totals_names},
-        "not_priced": [],
+        "costs_unknown": [],
         "summary": (
             f"{b} against {a}, both of the deepseek_v3 family. "
             "Routed expert: 9,216 parameters per instance instead of 6,144 (×1.5); "
@@ -458,12 +458,25 @@ def test_a_graph_the_cost_model_does_not_price_has_no_cost_totals() -> None:
     bert = str(_minilm())
     code, document = diff(bert, K2)
     assert code == 1
-    assert document["not_priced"] == [describe_model(bert).graph.model.name]
+    assert document["costs_unknown"] == [
+        {"name": describe_model(bert).graph.model.name, "why": "not priced (a generic graph carries no operator kinds)"}
+    ]
     priced = {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode"}
     assert priced.isdisjoint(document["totals"])
     assert [name for name in TOTALS if name not in priced] == [
         name for name in document["totals"] if not name.startswith("by_dtype.")
     ]
     assert document["totals"]["weight_bytes"][0] == 90_852_864
-    assert "FLOPs, cache and state are not compared: the cost model does not price" in document["summary"]
+    assert "FLOPs, cache and state are not compared: " in document["summary"]
     assert "Cache bytes per token" not in document["summary"]
+
+
+def test_a_partial_graph_has_no_cost_totals_to_compare() -> None:
+    """Kimi-K3's bundled config models only the token embedding: its FLOPs and cache are unknown, never 0."""
+    code, document = diff("kimi-k3", KIMI_LINEAR)
+    assert code == 1
+    assert document["costs_unknown"] == [
+        {"name": "kimi-k3", "why": "modelled only in part (its costs are of the modelled part)"}
+    ]
+    assert {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode"}.isdisjoint(document["totals"])
+    assert "FLOPs, cache and state are not compared: kimi-k3 is modelled only in part" in document["summary"]

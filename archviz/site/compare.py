@@ -24,8 +24,8 @@ from archviz.diff_report import (
 from archviz.errors import InputError
 from archviz.pipeline import ModelDocs
 from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
-from archviz.site.index import ModelIndex, model_description, node_href
-from archviz.site.views import Link, Page
+from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
+from archviz.site.views import Link, Page, PartialBadge
 
 COMPARE_FOLDER = "compare"
 """The folder of the compare pages, under the site root."""
@@ -87,6 +87,8 @@ class CompareSide:
     """Its overview."""
     description: str
     """``model_type kimi_k2 · family deepseek_v3 · …``."""
+    partial: PartialBadge | None
+    """The badge of a partial graph (what it leaves out, linked to its overview); None for a complete one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -280,7 +282,10 @@ def _role_rows(diff: ModelDiff, a: ModelIndex, b: ModelIndex) -> tuple[NodeRow, 
 
 def _side(label: str, index: ModelIndex) -> CompareSide:
     return CompareSide(
-        label=label, link=Link(title=index.title(), href=_overview(index)), description=model_description(index.graph)
+        label=label,
+        link=Link(title=index.title(), href=_overview(index)),
+        description=model_description(index.graph),
+        partial=partial_badge(index.graph, overview=_overview(index)),
     )
 
 
