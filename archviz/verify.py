@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,15 @@ PACKED_QUANTIZATION: Mapping[str, str] = {
 under other names): their tensors are not the graph's, and their element counts are not parameter counts. Only a
 method named here, declared by the config, excuses tensors the graph does not predict (transformers' quantizer
 integrations, ``transformers/integrations/``)."""
+PACKED_NAMES: Mapping[str, re.Pattern[str]] = {
+    "mxfp4": re.compile(r"(?:.*_)?(?:blocks|scales)"),
+    "gptq": re.compile(r"qweight|qzeros|scales|g_idx"),
+    "awq": re.compile(r"qweight|qzeros|scales"),
+    "bitsandbytes": re.compile(r"absmax|quant_map|nested_absmax|nested_quant_map|quant_state\..*"),
+    "compressed-tensors": re.compile(r"weight_(?:packed|scale|shape|zero_point|g_idx)"),
+}
+"""The last part of the names each method stores its packed weights and their scales under (``….qweight``): only such
+a tensor is excused, never any tensor at all."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -459,6 +469,14 @@ def _packed_method(docs: ModelDocs) -> str | None:
     return None
 
 
+def _last_part(name: str, method: str) -> str:
+    """The part of a tensor name a packing method names (bitsandbytes' ``quant_state.bitsandbytes__nf4`` is two)."""
+    head, _, tail = name.rpartition(".")
+    if method == "bitsandbytes" and head.endswith(".quant_state"):
+        return "quant_state." + tail
+    return tail
+
+
 def _checkpoint_leg(
     docs: ModelDocs, manifest: Sequence[ManifestTensor], checkpoint: Checkpoint | None, recomputed: frozenset[str]
 ) -> _Reconciled:
@@ -477,8 +495,12 @@ def _checkpoint_leg(
         notes.append(_stale_note(stale))
     compared = {name: value for name, value in held.items() if name not in stale}
     pairs = pair_names(everything, compared)
-    unpaired = sorted(set(compared).difference(pairs.values()))
     method = _packed_method(docs)
+    unpaired = sorted(
+        name
+        for name in set(compared).difference(pairs.values())
+        if method is not None and PACKED_NAMES[method].fullmatch(_last_part(name, method))
+    )
     if method is not None and unpaired:
         examples = ", ".join(unpaired[:3])
         notes.append(

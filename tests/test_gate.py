@@ -162,6 +162,12 @@ def test_an_unpredicted_integer_tensor_fails_unless_a_packed_quantization_is_dec
     assert any(
         note.startswith(f"1 tensors the graph does not predict ({extra}, …) are excused") for note in report["notes"]
     )
+    # The declared method excuses the names it stores packed weights under, never any tensor at all.
+    bogus = "model.layers.0.mlp.totally_bogus.weight"
+    rewrite(folder, lambda t: t.__setitem__(bogus, torch.zeros(3, dtype=torch.float32)))
+    code, report = report_of(str(folder))
+    assert code == 1
+    assert [(t["name"], t["verdict"], t["found"]) for t in report["tensors"]] == [(bogus, "unexpected", "[3] F32")]
 
 
 def test_missing_mtp_layers_fail_under_strict_with_the_reason(tiny: Path, tmp_path: Path) -> None:
