@@ -298,15 +298,18 @@ def check(
     else:
         _stdout().print(render_verification(model, verification, strict=strict))
     if junit_xml is not None:
-        _write_junit(junit_xml, model, docs, verification, strict=strict)
+        _write_junit(junit_xml, model, docs, verification, strict=strict, allow_unverified=allow_unverified)
     raise typer.Exit(code=_check_exit_code(docs, verification, strict=strict, allow_unverified=allow_unverified))
 
 
-def _write_junit(path: Path, model: str, docs: ModelDocs, verification: Verification, *, strict: bool) -> None:
+def _write_junit(
+    path: Path, model: str, docs: ModelDocs, verification: Verification, *, strict: bool, allow_unverified: bool
+) -> None:
     from archviz.junit import junit_xml
 
+    text = junit_xml(model, docs.graph, verification, strict=strict, allow_unverified=allow_unverified)
     try:
-        path.write_text(junit_xml(model, docs.graph, verification, strict=strict), encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
     except OSError as error:
         raise InputError(f"cannot write the JUnit report: {error.strerror or error}", path=str(path)) from None
 

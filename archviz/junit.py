@@ -1,9 +1,10 @@
 """``archviz check --junit-xml``: the check as a JUnit XML report, one test case per leg and per node.
 
 CI systems (GitHub Actions' test reporters, GitLab, Jenkins) show JUnit test cases by name, so a failing node is
-named where the build failed: a leg's case fails with its findings or its error, and is skipped with its reason; a
-node's case fails when its parameter count, one of its tensors or its shape disagrees, and is skipped when no leg
-could check it. A pure function of the verification; the command line writes the text.
+named where the build failed: the verdict's case fails on a disagreement and on an unverified check (skipped under
+``--allow-unverified``), as the exit code does; a leg's case fails with its findings or its error, and is skipped with
+its reason; a node's case fails when its parameter count, one of its tensors or its shape disagrees, and is skipped
+when no leg compared it. A pure function of the verification; the command line writes the text.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable
 from xml.etree import ElementTree
 
 from archviz.graph import Graph
-from archviz.legs import LegStatus
+from archviz.legs import LegStatus, Outcome
 from archviz.shapecheck import NodeShape, ShapeVerdict
 from archviz.verify import NodeCheck, Verdict, Verification
 
@@ -21,9 +22,19 @@ from archviz.verify import NodeCheck, Verdict, Verification
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def junit_xml(name: str, graph: Graph, verification: Verification, *, strict: bool = False) -> str:
-    """The JUnit XML document for one ``archviz check``."""
+def junit_xml(
+    name: str, graph: Graph, verification: Verification, *, strict: bool = False, allow_unverified: bool = False
+) -> str:
+    """The JUnit XML document for one ``archviz check``: the verdict's case first, then one per leg and node."""
     suite = ElementTree.Element("testsuite", name=_text(f"archviz check {name}"))
+    verdict = _case(suite, "archviz.verdict", "outcome")
+    result = verification.outcome(strict=strict)
+    if result is Outcome.DISAGREE:
+        _outcome(verdict, "failure", "disagree: a leg found a difference", "")
+    elif result is Outcome.UNVERIFIED:  # as the exit code: 3, or 0 with --allow-unverified (then skipped, not passed)
+        said = "unverified: no witness independent of the graph ran"
+        _outcome(verdict, "skipped" if allow_unverified else "failure", said, "")
+    covered = {*verification.costs.flop_nodes, *verification.costs.cache_nodes}
     for leg in verification.legs:
         case = _case(suite, "archviz.legs", leg.name)
         if leg.status is LegStatus.SKIPPED:
@@ -42,7 +53,11 @@ def junit_xml(name: str, graph: Graph, verification: Verification, *, strict: bo
         problems = list(_node_problems(node.id, counts.get(node.id), shape, verification))
         if problems:
             _outcome(case, "failure", problems[0], "\n".join(problems))
-        elif node.id not in counts and (shape is None or shape.status is ShapeVerdict.NOT_CHECKED):
+        elif (
+            (node.id not in counts or counts[node.id].verdict is Verdict.NOT_CHECKED)
+            and (shape is None or shape.status is ShapeVerdict.NOT_CHECKED)
+            and node.id not in covered
+        ):
             _outcome(case, "skipped", shape.reason if shape is not None else "no leg checked it", "")
     cases = suite.findall("testcase")
     suite.set("tests", str(len(cases)))
@@ -59,7 +74,7 @@ def _node_problems(
         if tensor.node == node:
             said = f"(expected {tensor.expected}, found {tensor.found})"
             yield f"{tensor.leg}: {tensor.name} {tensor.verdict.value} {said}"
-    if check is not None and check.verdict is not Verdict.OK:
+    if check is not None and check.verdict is Verdict.MISMATCH:
         counts = {"the meta model": check.meta, "the checkpoint": check.checkpoint}
         held = ", ".join(f"{leg} {count:,}" for leg, count in counts.items() if count is not None)
         yield f"parameters: the graph counts {check.analytic:,}, {held}"

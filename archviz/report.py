@@ -534,7 +534,7 @@ def render_verification(name: str, verification: Verification, *, strict: bool =
     for column in ("node", "analytic", "meta model", "checkpoint", "verdict"):
         nodes.add_column(column, justify="left" if column in ("node", "verdict") else "right")
     for check in verification.nodes:
-        style = "green" if check.verdict is Verdict.OK else "bold red"
+        style = {Verdict.OK: "green", Verdict.NOT_CHECKED: "yellow"}.get(check.verdict, "bold red")
         nodes.add_row(
             escape(check.title),
             _count(check.analytic),

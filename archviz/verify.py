@@ -651,6 +651,8 @@ def _node_checks(graph: Graph, meta: Counter[str] | None, held: Counter[str] | N
         meta_count = meta.get(node.id, 0) if meta is not None else None
         held_count = held.get(node.id, 0) if held is not None else None
         agree = all(value is None or value == count for value in (meta_count, held_count))
+        compared = meta_count is not None or held_count is not None
+        verdict = Verdict.NOT_CHECKED if not compared else Verdict.OK if agree else Verdict.MISMATCH
         nodes.append(
             NodeCheck(
                 node=node.id,
@@ -658,7 +660,7 @@ def _node_checks(graph: Graph, meta: Counter[str] | None, held: Counter[str] | N
                 analytic=count,
                 meta=meta_count,
                 checkpoint=held_count,
-                verdict=Verdict.OK if agree else Verdict.MISMATCH,
+                verdict=verdict,
             )
         )
     return nodes

@@ -207,6 +207,11 @@ def test_junit_xml_has_a_case_per_leg_and_node(tiny: Path, tmp_path: Path) -> No
     legs = [name for classname, name in cases if classname == "archviz.legs"]
     nodes = [name for classname, name in cases if classname == "archviz.nodes"]
     assert legs == ["analytic graph", "meta model", "shape trace", "FLOP count", "cache object", "checkpoint"]
+    verdict = cases[("archviz.verdict", "outcome")].find("failure")
+    assert verdict is not None and (verdict.get("message") or "").startswith("disagree")
+    # A node the FLOP counter witnessed is a passing case, not a skipped one.
+    sdpa = next(case for (classname, name), case in cases.items() if name.startswith("attention.sdpa "))
+    assert sdpa.find("skipped") is None and sdpa.find("failure") is None
     assert nodes == [f"{node['id']} ({node['title']})" for node in inspected["nodes"]]
     assert int(suite.get("tests", "0")) == len(cases)
     failing = [name for (classname, name), case in cases.items() if case.find("failure") is not None]
@@ -214,6 +219,25 @@ def test_junit_xml_has_a_case_per_leg_and_node(tiny: Path, tmp_path: Path) -> No
     failure = cases[("archviz.nodes", "attention.kv-b-proj (KV up-projection)")].find("failure")
     assert failure is not None and target in (failure.get("message") or "")
     assert int(suite.get("failures", "0")) == len(failing)
+
+
+def test_nothing_compared_is_never_ok_nor_a_passing_case(tmp_path: Path) -> None:
+    """Kimi-K3 checks nothing independent: no node reads "ok", and JUnit's verdict case fails as the exit code does
+    (skipped, never passed, under --allow-unverified)."""
+    code, report = report_of("kimi-k3")
+    assert code == 3
+    assert {node["verdict"] for node in report["nodes"]} == {"not checked"}
+    for flags, kind in (((), "failure"), (("--allow-unverified",), "skipped")):
+        out = tmp_path / f"k3{len(flags)}.xml"
+        result = check("kimi-k3", "--junit-xml", str(out), *flags)
+        assert result.exit_code == (0 if flags else 3)
+        suite = ElementTree.parse(out).getroot()
+        verdict = suite.find("testcase[@classname='archviz.verdict']")
+        assert verdict is not None and verdict.find(kind) is not None
+        assert "unverified" in (verdict.find(kind).get("message") or "")  # type: ignore[union-attr]
+        nodes = [case for case in suite.iter("testcase") if case.get("classname") == "archviz.nodes"]
+        assert nodes and all(case.find("skipped") is not None for case in nodes)
+        assert int(suite.get("failures", "0")) == (0 if flags else 1)
 
 
 def test_ci_allows_unverified_for_kimi_k3_alone() -> None:
