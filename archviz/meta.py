@@ -131,7 +131,16 @@ def build_from_recipe(
 ) -> MetaModel:
     """The model a :class:`ModelRecipe` asks for, on the meta device, described, with what was built."""
     module, built = _instantiate_on_meta(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
-    return describe_meta_module(module, built=built)
+    try:
+        return describe_meta_module(module, built=built)
+    except Exception as exc:  # transformers' save-time renaming of a degenerate config (0 experts to split)
+        if raised_in_archviz(exc):
+            raise
+        raise InputError(
+            f"transformers cannot name the checkpoint tensors of {type(module).__name__} built from this config: "
+            f"{type(exc).__name__}: {first_line(exc)}",
+            path=recipe.config_path,
+        ) from exc
 
 
 def instantiate_meta_module(

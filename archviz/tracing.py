@@ -355,5 +355,14 @@ def _cache_of(output: Any) -> Any:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The message on one line: its first line, with the lines after it while each ends in a colon (pydantic-style
+    validators say what failed on the line after ``… validator 'validate_layer_type':``)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    said = [lines[0]]
+    for line in lines[1:]:
+        if not said[-1].endswith(":"):
+            break
+        said.append(line)
+    return " ".join(said)

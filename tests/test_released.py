@@ -347,3 +347,31 @@ def test_a_config_without_a_dtype_says_float32_is_assumed(tmp_path: Path) -> Non
     } in document["assumptions"]
     report = json.loads(runner.invoke(app, ["check", str(tmp_path), "--json"]).stdout)
     assert "the config declares no dtype: float32 (transformers' default) is assumed" in report["normalisations"]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        pytest.param(
+            lambda text: text.update(layer_types=text["layer_types"][:5]),
+            "validator 'validate_layer_type': ValueError: `num_hidden_layers` (40) must be equal to the number of "
+            "`layer_types` (5)",
+            id="validator-says-why-on-its-next-line",
+        ),
+        pytest.param(
+            lambda text: text.update(num_experts=0),
+            "transformers cannot name the checkpoint tensors of Qwen3_5MoeForConditionalGeneration built from this "
+            "config: RuntimeError: chunk expects `chunks` to be greater than 0, got: 0",
+            id="zero-experts",
+        ),
+    ],
+)
+def test_a_config_transformers_cannot_take_is_one_line_naming_the_file(change: Any, said: str, tmp_path: Path) -> None:
+    """Bad input that transformers rejects, wherever it rejects it: exit 2, one line, the file and the reason."""
+    config = json.loads(CORPUS["qwen3.5-35b-a3b"].read_text())
+    change(config["text_config"])
+    (tmp_path / "config.json").write_text(json.dumps(config, indent=2))
+    result = runner.invoke(app, ["inspect", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and f"{tmp_path / 'config.json'}:" in result.output
+    assert said in result.output
