@@ -301,10 +301,16 @@ def test_a_graph_the_cost_model_does_not_price_shows_its_weights_and_says_why_no
     for card in (out / slug / "nodes").iterdir():
         assert 'id="flops-heading"' not in card.read_text(encoding="utf-8"), card.name
     table = page(out, "index.html").find("table", "models-table")
+    seen = []
     for tr in table.find("tbody").find_all("tr"):
-        if squash(tr.find("th").text()).startswith(("Cache per token", "Decode FLOPs")):
-            cell = tr.find_all("td")[0]
+        label, cell = squash(tr.find("th").text()), tr.find_all("td")[0]
+        if label.startswith(("Cache per token", "Decode FLOPs")):
             assert squash(cell.text()) == "— not priced (a generic graph)" and cell.attrs["data-sort"] == ""
+            seen.append(label)
+        if label.startswith("Active per token"):  # would be every parameter: not shown
+            assert squash(cell.text()).startswith("— not known: a graph read off the code does not know which experts")
+            seen.append(label)
+    assert len(seen) == 4
 
 
 # -- the chart ----------------------------------------------------------------------------------------------

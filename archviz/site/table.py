@@ -55,6 +55,17 @@ def _big(value: int) -> TableCell:
     return TableCell(text=short_count(value), detail=count(value), sort=str(value))
 
 
+ROUTING_UNKNOWN = "not known: a graph read off the code does not know which experts a router picks"
+"""Why a generic graph's active-parameter cells are empty (its totals count every parameter)."""
+
+
+def _active(index: ModelIndex, value: int) -> TableCell:
+    """Parameters active per token; empty for a graph read off the code, whose count would be every parameter."""
+    if index.graph.derived_from_code:
+        return TableCell(text=ABSENT, detail=ROUTING_UNKNOWN)
+    return _big(value)
+
+
 def _bytes(value: int) -> TableCell:
     """``1.03 TB`` over the exact number of bytes."""
     return TableCell(text=short_bytes(value), detail=f"{count(value)} bytes", sort=str(value))
@@ -161,11 +172,15 @@ ROWS: tuple[RowSpec, ...] = (
     RowSpec(label="Vocabulary", numeric=True, read=_vocabulary),
     RowSpec(label="Context length", numeric=True, read=_context),
     RowSpec(label="Parameters", numeric=True, read=lambda index: _big(index.docs.totals.parameters)),
-    RowSpec(label="Active per token", numeric=True, read=lambda index: _big(index.docs.totals.active_parameters)),
+    RowSpec(
+        label="Active per token",
+        numeric=True,
+        read=lambda index: _active(index, index.docs.totals.active_parameters),
+    ),
     RowSpec(
         label="Active per token, without the input embedding",
         numeric=True,
-        read=lambda index: _big(index.docs.totals.active_parameters_without_embedding),
+        read=lambda index: _active(index, index.docs.totals.active_parameters_without_embedding),
     ),
     RowSpec(
         label="Predicted checkpoint bytes",
