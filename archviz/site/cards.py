@@ -10,7 +10,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from archviz.graph import GroupKind, Node, NodeKind, Part, Shape, TensorRow
+from archviz.graph import Group, GroupKind, Node, NodeKind, Part, Shape, TensorRow
 from archviz.provenance import ExcerptLines, covering_range, omission_label
 from archviz.report import format_placement
 from archviz.shapes import Phase, format_shape
@@ -214,7 +214,7 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
             phase_toggle=flops is not None or any(item.varies for row in shapes for item in row.shapes),
             toggle_label="Shapes and FLOPs for" if flops is not None else "Shapes for",
             partial=partial_badge(index.graph, overview=f"{root}{slug}/index.html"),
-            symbols=symbol_legend([node]),
+            symbols=symbol_legend(_legend_nodes(index, node)),
         ),
         id=node.id,
         title=node.title,
@@ -252,10 +252,21 @@ _OWN_DIAGRAM = (GroupKind.ATTENTION, GroupKind.MLP, GroupKind.MOE, GroupKind.MTP
 """Groups drawn on their own on their nodes' cards (the model and a block are the overview's diagram)."""
 
 
+def _diagram_group(index: ModelIndex, node: Node) -> Group | None:
+    """The sublayer whose diagram a card draws (its attention, MLP or MoE); None at model or block level."""
+    return next((g for g in index.ancestors(node.group) if g.kind in _OWN_DIAGRAM), None)
+
+
+def _legend_nodes(index: ModelIndex, node: Node) -> list[Node]:
+    """The nodes whose shapes a card shows: its own, and every node its diagram draws."""
+    group = _diagram_group(index, node)
+    return [node] if group is None else [node, *group_graph(index.graph, group.id).nodes]
+
+
 def context_diagram(index: ModelIndex, node: Node, root: str) -> tuple[str, str]:
     """The title and SVG of the sublayer the node sits in (its attention, MLP or MoE), the node marked; empty for
     a node at model or block level, which the overview's diagram shows."""
-    group = next((g for g in index.ancestors(node.group) if g.kind in _OWN_DIAGRAM), None)
+    group = _diagram_group(index, node)
     if group is None:
         return "", ""
     if group.id not in index.group_diagrams:
