@@ -274,7 +274,7 @@ def check(
     partial: PartialOption = False,
     source: SourceOption = "auto",
 ) -> None:
-    """Verify MODEL leg by leg: analytic graph, meta-device model, shape trace, checkpoint tensors.
+    """Verify MODEL leg by leg: analytic graph, meta-device model, shape trace, FLOP count, cache object, checkpoint.
 
     Exit codes: 0 agree (a leg independent of the graph ran and everything that ran agrees), 1 disagree, 2 bad
     input, 3 unverified (nothing independent ran; 0 with --allow-unverified), 4 internal error (a bug in archviz).
@@ -488,8 +488,24 @@ def render(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: a usage error (an option out of range, an unknown option) is one line on stderr
+    and exit code 2, like every other bad input."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        sys.exit(1)
+    except TyperException as error:  # typer's own click: UsageError, BadParameter, NoSuchOption, NoArgsIsHelpError
+        if type(error).__name__ == "NoArgsIsHelpError":  # bare `archviz`: the help, as typer shows it
+            error.show()  # type: ignore[attr-defined]
+        else:
+            context = getattr(error, "ctx", None)
+            where = f"{context.command_path}: " if context is not None else ""
+            message = error.format_message() if hasattr(error, "format_message") else str(error)
+            Console(stderr=True, highlight=False, soft_wrap=True).print(
+                printable(f"archviz: error: {where}{message}"), markup=False
+            )
+        sys.exit(getattr(error, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

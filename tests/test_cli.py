@@ -105,6 +105,21 @@ def test_console_script_subprocess(write_config: Callable[..., Path]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["cost", "kimi-k2-instruct", "--prompt", "0"], "archviz cost: Invalid value for '--prompt'"),
+        (["check", "kimi-k2-instruct", "--no-such-option"], "archviz check: No such option: --no-such-option"),
+        (["inspect"], "archviz inspect: Missing argument 'MODEL'."),
+    ],
+)
+def test_a_usage_error_is_one_line_and_exit_2(args: list[str], said: str) -> None:
+    executable = shutil.which("archviz") or str(Path(sys.executable).parent / "archviz")
+    result = subprocess.run([executable, *args], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"archviz: error: {said}"), result.stderr
+
+
+@pytest.mark.parametrize(
     "command",
     [
         pytest.param(["archviz"], id="console-script"),
