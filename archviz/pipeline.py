@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from archviz.config import ConfigDocument, load_config
+from archviz.errors import InputError
 from archviz.families import build_graph, family_settings, find_family
 from archviz.graph import Assumption, Graph
 from archviz.modeltree import CodeRequest, ModelCode, ModelRecipe
@@ -61,6 +62,15 @@ def describe_model(
     """
     where = resolve_model(name, revision=revision)
     config = load_config(where.config_path, display_path=where.display_path)
+    assumptions = list(assumptions)
+    for item in assumptions:  # an assumption fills a key the config lacks; one it sets would be silently unused
+        span = config.span(item.key) if item.key in config.settings else None
+        if span is not None:
+            raise InputError(
+                f"{item.key}: --assume fills only keys the config lacks, and the config sets this one",
+                path=where.display_path,
+                line=span.start,
+            )
     family = find_family(config, transformers_ships=_transformers_ships)
     settings = family_settings(
         config,

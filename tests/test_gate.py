@@ -18,6 +18,7 @@ from archviz.cli import app
 from tests.test_verify import TINY_DEEPSEEK, rewrite, save_tiny
 
 runner = CliRunner()
+K2_CONFIG = Path(__file__).resolve().parent.parent / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
 
 
 def check(*args: str) -> Any:
@@ -244,3 +245,13 @@ def test_ci_allows_unverified_for_kimi_k3_alone() -> None:
     script = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
     assert script.count("--allow-unverified") == 1
     assert 'if [ "$model" = kimi-k3 ]; then\n    .venv/bin/archviz check "$model" --allow-unverified' in script
+
+
+def test_an_assumption_for_a_key_the_config_sets_is_refused_at_its_line() -> None:
+    """--assume fills a key the config lacks; for one it sets, it would go unused without a word: refused, exit 2."""
+    result = check("kimi-k2-instruct", "--assume", "hidden_size=64")
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    line = next(n for n, text in enumerate(K2_CONFIG.read_text().splitlines(), 1) if '"hidden_size"' in text)
+    assert (
+        f"kimi-k2-instruct/config.json:{line}: hidden_size: --assume fills only keys the config lacks" in result.output
+    )
