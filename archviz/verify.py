@@ -446,7 +446,10 @@ def _forward_legs(
         why = "not asked for"
     if why is not None:
         return not_run(graph, why, independent=True), cost_not_run(why, independent=True)
-    module = reduced_model(graph, docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+    try:
+        module = reduced_model(graph, docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+    except InputError as error:  # the full config built (the meta leg ran): the cut-down one is archviz's own
+        raise ReducedConfigError(f"transformers rejects the shape trace's cut-down config: {error.message}") from error
     shapes = shape_leg(graph, module)
     if shapes.leg.status is not LegStatus.RAN:
         return shapes, cost_not_run("the shape trace's forward pass raised (see the shape trace leg)", independent=True)
@@ -457,6 +460,10 @@ def _forward_legs(
         )
         return shapes, cost_not_run(why, independent=True)
     return shapes, cost_legs(graph, module, layers=layer_prefix(graph), cache_dtype=graph.dtype)
+
+
+class ReducedConfigError(RuntimeError):
+    """The config archviz cuts down for the shape trace fails where the user's built: a bug in archviz (exit 4)."""
 
 
 def _packed_method(docs: ModelDocs) -> str | None:

@@ -255,3 +255,20 @@ def test_an_assumption_for_a_key_the_config_sets_is_refused_at_its_line() -> Non
     assert (
         f"kimi-k2-instruct/config.json:{line}: hidden_size: --assume fills only keys the config lacks" in result.output
     )
+
+
+def test_a_cut_down_config_transformers_rejects_is_archviz_s_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shape trace cuts the config to its first layers; the user's config built whole, so a rejection of the cut
+    one is archviz's own bug (exit 4), never blamed on the input (exit 2)."""
+    import archviz.shapecheck
+
+    cut = archviz.shapecheck.reduced_config
+
+    def broken(config: Any, layers: int) -> dict[str, Any]:
+        return {**cut(config, layers), "hidden_act": "no_such_activation"}
+
+    monkeypatch.setattr(archviz.shapecheck, "reduced_config", broken)
+    result = check("kimi-k2-instruct")
+    assert result.exit_code == 4
+    assert "internal error (a bug in archviz, not a problem with the input)" in result.output
+    assert "the shape trace's cut-down config" in result.output
