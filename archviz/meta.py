@@ -375,6 +375,7 @@ def _build_record(
     model_dir: Path | None,
 ) -> BuildRecord:
     import transformers
+    from transformers import PreTrainedModel
 
     source = Path(inspect.getsourcefile(model_class) or "")
     native = model_class.__module__.startswith("transformers.")
@@ -394,6 +395,7 @@ def _build_record(
         revision=revision,
         dtype=str(dtype).removeprefix("torch.") if dtype is not None else "unknown",
         normalisations=tuple(normalisations),
+        kept_in_float32=internals.kept_in_float32(module) if isinstance(module, PreTrainedModel) else (),
     )
 
 

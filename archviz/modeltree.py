@@ -184,6 +184,8 @@ class BuildRecord:
     """The dtype the parameters were built in (``bfloat16``), keep-in-float32 modules aside."""
     normalisations: tuple[str, ...]
     """The recipe's normalisations, as applied."""
+    kept_in_float32: tuple[str, ...] = ()
+    """Name parts of the tensors transformers keeps (and saves) in float32 whatever the dtype, as the class says."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -77,6 +77,12 @@ def keys_to_ignore_on_save(model: PreTrainedModel) -> tuple[str, ...]:
     return tuple(sorted(model._keys_to_ignore_on_save or ()))
 
 
+def kept_in_float32(model: PreTrainedModel) -> tuple[str, ...]:
+    """Module-name parts transformers keeps in float32 whatever the model's dtype, bfloat16 included, and so saves in
+    float32 (``PreTrainedModel._keep_in_fp32_modules_strict``: DeepSeek-V3's router ``gate.weight``)."""
+    return tuple(sorted(model._keep_in_fp32_modules_strict or ()))
+
+
 def remove_tied_weights(state: dict[str, torch.Tensor], model: PreTrainedModel) -> dict[str, torch.Tensor]:
     """``state`` without tied aliases, keeping the name ``save_pretrained`` keeps
     (``modeling_utils.remove_tied_weights_from_state_dict``)."""

@@ -15,7 +15,7 @@ import gc
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -253,10 +253,17 @@ def pair_names(expected: Iterable[str], held: Iterable[str]) -> dict[str, str]:
 
 
 def _compare_names(
-    expected: Mapping[str, ManifestTensor], found: Held, pairs: Mapping[str, str], *, leg: str, check_dtype: bool
+    expected: Mapping[str, ManifestTensor],
+    found: Held,
+    pairs: Mapping[str, str],
+    *,
+    leg: str,
+    check_dtype: bool,
+    float32: Callable[[str], bool] = lambda _: False,
 ) -> list[TensorCheck]:
     """Disagreements between predicted and held tensors, reported as the leg holds them (or, for a missing
-    tensor, as the graph predicts it)."""
+    tensor, as the graph predicts it). ``float32`` says which held names may be F32 whatever the prediction
+    (tensors transformers keeps in float32)."""
     checks: list[TensorCheck] = []
     for name, tensor in expected.items():
         if name not in pairs:
@@ -275,7 +282,7 @@ def _compare_names(
         shape, dtype = found[held]
         if tuple(shape) != tuple(tensor.shape):
             verdict = Verdict.WRONG_SHAPE
-        elif check_dtype and dtype != tensor.dtype:
+        elif check_dtype and dtype != tensor.dtype and not (dtype == "F32" and float32(held)):
             verdict = Verdict.WRONG_DTYPE
         else:
             continue
@@ -466,6 +473,13 @@ class ReducedConfigError(RuntimeError):
     """The config archviz cuts down for the shape trace fails where the user's built: a bug in archviz (exit 4)."""
 
 
+def _kept_in_float32(built: BuildRecord | None) -> Callable[[str], bool]:
+    """Whether a held tensor's name is one transformers keeps in float32 (matched as transformers matches them: the
+    name contains one of the class's parts); never, without the meta model's class."""
+    parts = built.kept_in_float32 if built is not None else ()
+    return lambda name: any(part in name for part in parts)
+
+
 def _packed_method(docs: ModelDocs) -> str | None:
     """The packed quantization method the config declares, at the top level or in its settings' level."""
     for level in (docs.config.data, docs.config.settings):
@@ -485,7 +499,11 @@ def _last_part(name: str, method: str) -> str:
 
 
 def _checkpoint_leg(
-    docs: ModelDocs, manifest: Sequence[ManifestTensor], checkpoint: Checkpoint | None, recomputed: frozenset[str]
+    docs: ModelDocs,
+    manifest: Sequence[ManifestTensor],
+    checkpoint: Checkpoint | None,
+    recomputed: frozenset[str],
+    built: BuildRecord | None,
 ) -> _Reconciled:
     witness = "the checkpoint's tensors, read from its safetensors headers"
     independent_of = (legs.ANALYTIC, legs.META, legs.SHAPES, legs.FLOPS, legs.CACHE)
@@ -520,7 +538,15 @@ def _checkpoint_leg(
     if mtp_names and not any(name in pairs for name in mtp_names):
         findings.append(_missing_mtp(len(mtp_names)))
         expected = {name: tensor for name, tensor in everything.items() if tensor.part is not Part.MTP}
-    tensors = _compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True)
+    float32 = _kept_in_float32(built)
+    tensors = _compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True, float32=float32)
+    upcast = sorted(held for name, held in pairs.items() if compared[held][1] == "F32" != everything[name].dtype)
+    if built is not None and upcast and all(float32(held) for held in upcast):
+        notes.append(
+            f"{len(upcast):,} tensors ({', '.join(upcast[:2])}, …) are F32 where the graph predicts the model's "
+            f"dtype: {built.class_name} keeps {', '.join(built.kept_in_float32)} in float32 whatever the dtype, so a "
+            "checkpoint transformers saved holds them so (a release may store the model's dtype)."
+        )
     findings += [_tensor_finding(check) for check in tensors]
     totals = _main_totals(everything, compared, pairs)
     analytic = docs.totals
@@ -629,7 +655,7 @@ def _verify(
     main = {t.name: t for t in manifest if t.part is Part.MAIN and t.role != TensorRole.SCALE}
     meta = _meta_leg(docs, main, run_meta=run_meta, trust_remote_code=trust_remote_code)
     shapes, costs = _forward_legs(docs, meta, trace=trace, trust_remote_code=trust_remote_code)
-    held = _checkpoint_leg(docs, manifest, checkpoint, meta.recomputed)
+    held = _checkpoint_leg(docs, manifest, checkpoint, meta.recomputed, meta.built)
     return Verification(
         legs=(_analytic_leg(docs), meta.leg, shapes.leg, costs.flops, costs.cache, held.leg),
         analytic=LegTotals(parameters=docs.totals.parameters, buffers=docs.totals.buffers),

@@ -29,6 +29,7 @@ PINNED: dict[str, str] = {
     "one_conversion_mapping": "revert_weight_conversion reading PreTrainedModel._weight_conversions, and "
     "transformers.conversion_mapping.get_model_conversion_mapping without PrefixChange transforms",
     "keys_to_ignore_on_save": "PreTrainedModel._keys_to_ignore_on_save",
+    "kept_in_float32": "PreTrainedModel._keep_in_fp32_modules_strict",
     "remove_tied_weights": "transformers.modeling_utils.remove_tied_weights_from_state_dict",
     "revert_weight_conversion": "transformers.core_model_loading.revert_weight_conversion",
     "has_switchable_experts": "PreTrainedModel._can_set_experts_implementation and the experts markers "
@@ -52,6 +53,7 @@ PRIVATE_NAMES = frozenset(
         "get_model_conversion_mapping",
         "_from_config",
         "_keys_to_ignore_on_save",
+        "_keep_in_fp32_modules_strict",
         "remove_tied_weights_from_state_dict",
         "revert_weight_conversion",
         "_can_set_experts_implementation",
@@ -249,6 +251,13 @@ def test_keys_to_ignore_on_save() -> None:
         assert ignored == ("model.decoder.embed_positions.weight", "model.encoder.embed_positions.weight")
         assert set(ignored) <= set(marian.state_dict())
         assert internals.keys_to_ignore_on_save(on_meta("llama")) == ()
+
+
+def test_kept_in_float32() -> None:
+    with pinned("kept_in_float32"):
+        # DeepSeek-V3 keeps its router's weight and correction bias in float32 in a bfloat16 model; llama nothing.
+        assert internals.kept_in_float32(on_meta("deepseek_v3")) == ("e_score_correction_bias", "gate.weight")
+        assert internals.kept_in_float32(on_meta("llama")) == ()
 
 
 def test_remove_tied_weights() -> None:

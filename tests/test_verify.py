@@ -424,3 +424,23 @@ def test_generic_model_without_a_checkpoint_is_unverified(tmp_path: Path) -> Non
     assert report["sentence"].startswith("Read off transformers' modeling code. Unverified")
     allowed = check(str(config), "--allow-unverified")
     assert allowed.exit_code == 0 and "unverified" in allowed.stdout
+
+
+def test_a_bfloat16_checkpoint_transformers_saved_checks_with_its_float32_router(tmp_path: Path) -> None:
+    """transformers keeps DeepSeek-V3's router weight in float32 in a bfloat16 model and saves it so: said in a note,
+    not a disagreement; any other tensor in float32 still fails."""
+    folder = tmp_path / "bf16"
+    settings = dict(TINY_DEEPSEEK)
+    model_type = settings.pop("model_type")
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **settings), dtype=torch.bfloat16)
+    model.save_pretrained(folder)
+    result = check(str(folder), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    [note] = [note for note in report["notes"] if "are F32 where the graph predicts" in note]
+    assert "model.layers.1.mlp.gate.weight" in note and "DeepseekV3ForCausalLM keeps" in note
+    target = "model.layers.0.mlp.down_proj.weight"
+    rewrite(folder, lambda tensors: tensors.__setitem__(target, tensors[target].float()))
+    result = check(str(folder), "--json")
+    assert result.exit_code == 1
+    assert [(t["name"], t["verdict"]) for t in json.loads(result.stdout)["tensors"]] == [(target, "wrong dtype")]
