@@ -682,6 +682,10 @@ def _plural(noun: str) -> str:
     return noun if noun.endswith("s") else noun + "s"
 
 
+def _node(graph: Graph, node_id: str) -> Node:
+    return next(node for node in graph.nodes if node.id == node_id)
+
+
 def _instances_sentence(parts: _Parts, change: NodeChange) -> str | None:
     """``384 routed experts instead of 256: routed-expert parameters ×1.5`` for a node repeated within its layers."""
     fields = {field.name: field for field in change.fields}
@@ -692,6 +696,8 @@ def _instances_sentence(parts: _Parts, change: NodeChange) -> str | None:
     b = next(node for node in parts.b.nodes if node.id == change.id)
     noun = _lower(change.title)
     text = f"{per_layer.b:,} {_plural(noun)} instead of {per_layer.a:,}"
+    if b.part is Part.MTP:  # the same change again, in the multi-token-prediction layers: said which
+        text += " in the multi-token-prediction layers"
     if len(a.placement.layers) != len(b.placement.layers):
         text += f", in {len(b.placement.layers)} layers instead of {len(a.placement.layers)}"
     before, after = node_parameters(a) * a.placement.count, node_parameters(b) * b.placement.count
@@ -707,7 +713,8 @@ def _weights_sentence(parts: _Parts) -> str | None:
         field = next((f for f in change.fields if f.name == "parameters_per_instance"), None)
         if field is None or not isinstance(field.a, int) or not isinstance(field.b, int):
             continue
-        text = f"{_lower(change.title)}: {field.b:,} parameters per instance instead of {field.a:,}"
+        where = " (multi-token prediction)" if _node(parts.b, change.id).part is Part.MTP else ""
+        text = f"{_lower(change.title)}{where}: {field.b:,} parameters per instance instead of {field.a:,}"
         if field.a:
             text += f" ({ratio_text(field.b / field.a)})"
         b = next(node for node in parts.b.nodes if node.id == change.id)

@@ -480,3 +480,16 @@ def test_a_partial_graph_has_no_cost_totals_to_compare() -> None:
     ]
     assert {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode"}.isdisjoint(document["totals"])
     assert "FLOPs, cache and state are not compared: kimi-k3 is modelled only in part" in document["summary"]
+
+
+def test_a_change_in_the_mtp_layers_is_said_to_be_there(tmp_path: Path) -> None:
+    """With multi-token-prediction layers, the same change is said twice: once for the main layers, once for the MTP
+    layers, each saying where."""
+    base = {**TINY_K2, "num_nextn_predict_layers": 1}
+    a = write(tmp_path / "a", base)
+    b = write(tmp_path / "b", {**base, "n_routed_experts": TINY_K2["n_routed_experts"] * 2})
+    _, document = diff(str(a), str(b))
+    summary = document["summary"]
+    experts = f"{TINY_K2['n_routed_experts'] * 2} routed experts instead of {TINY_K2['n_routed_experts']}"
+    assert summary.count(experts) == 2
+    assert f"{experts} in the multi-token-prediction layers" in summary
