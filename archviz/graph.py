@@ -38,6 +38,10 @@ class GroupKind(StrEnum):
     MOE = "moe"
     EXPERTS = "experts"
     MTP = "mtp"
+    VISION = "vision"
+    """A vision encoder beside the language model (Kimi-K2.5's vision tower): it runs on images, not tokens."""
+    PROJECTOR = "projector"
+    """What maps the vision encoder's features into the language model's width (Kimi-K2.5's mm_projector)."""
 
 
 class Part(StrEnum):
@@ -315,3 +319,8 @@ class Graph:
     beyond_transformers: tuple[str, ...] = ()
     """Features of this config that transformers' class for the model_type does not implement; the meta-device
     model cannot witness a graph that has any."""
+    module_renames: tuple[tuple[str, str], ...] = ()
+    """Where transformers' module paths differ from the checkpoint names the graph gives (and from the plain decoder's
+    module paths its tensor states are traced at), as (prefix, module prefix) pairs, the first that matches applying
+    (Kimi-K2.5's ``language_model.model.`` and ``model.`` are transformers' ``model.language_model.``): the shape
+    trace finds a node's module with them."""

@@ -22,7 +22,7 @@ import copy
 import inspect
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -300,6 +300,17 @@ def _module_record(
         padding_index=_padding_index(module),
         weight_shape=_weight_shape(module),
     )
+
+
+def load_time_names(module: nn.Module, names: Iterable[str]) -> dict[str, str]:
+    """Each checkpoint name as transformers renames it to load it into ``module`` (a ``PreTrainedModel``; any other
+    module keeps the names): two spellings of one tensor — a release's and transformers' lossy save of it, Kimi-K2.5's
+    ``language_model.model.layers.1…`` and ``language_model.model.blocks.1…`` — come out the same."""
+    from transformers import PreTrainedModel
+
+    if not isinstance(module, PreTrainedModel):
+        return {name: name for name in names}
+    return internals.load_time_names(module, names)
 
 
 def transformers_ships(model_type: str) -> bool:

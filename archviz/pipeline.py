@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from archviz.config import ConfigDocument, load_config
@@ -76,13 +76,26 @@ def describe_model(
         revision=where.revision,
         prefer=source,
     )
+    # A part whose code is in a file of its own (a wrapper's language model): its own remote code, named by its
+    # sub-config's auto_map, or transformers' file for its model_type.
+    parts = {
+        name: choose_source_file(
+            family_transformers_model_type=part.transformers_model_type,
+            model_folder=where.folder,
+            config_data=sub if isinstance(sub := config.data.get(part.config_key), Mapping) else {},
+            repo=where.repo,
+            revision=where.revision,
+            prefer=source,
+        )
+        for name, part in family.code_parts.items()
+    }
     return ModelDocs(
         source=where,
         config=config,
         graph=graph,
         totals=compute_totals(graph),
-        sources=locate_sources(graph, config, modeling),
-        recipe=transformers_recipe(settings, graph.model),
+        sources=locate_sources(graph, config, modeling, parts),
+        recipe=transformers_recipe(settings, graph.model, adapt=family.adapt_config),
         code=read[-1] if read else None,
     )
 

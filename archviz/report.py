@@ -169,11 +169,13 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
             "mtp_buffers": totals.mtp_buffers,
             "scale_elements": totals.scale_elements,
             "by_dtype": totals.by_dtype,
+            "parts": totals.parts,
         },
         "sources": None
         if sources is None
         else {
             "modeling_file": _file_json(sources.file),
+            "part_files": {name: _file_json(summary) for name, summary in sources.parts.items()},
             "config_file": _file_json(sources.config_file),
             "located": coverage(sources).located,
             "unlocated": list(coverage(sources).unlocated),
@@ -193,6 +195,9 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
 
 
 # -- terminal ---------------------------------------------------------------------------------
+
+PART_TITLES = {"text": "text model", "vision": "vision tower", "projector": "multimodal projector"}
+"""How the totals table names each part of a model with an image encoder."""
 
 _KIND_STYLE = {NodeKind.LEARNED: "bold green", NodeKind.OPERATOR: "cyan", NodeKind.TENSOR: "magenta"}
 
@@ -235,6 +240,8 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("parameters", f"{totals.parameters:,}")
+    for part, count in totals.parts.items():
+        table.add_row(f"  {PART_TITLES.get(part, part)}", f"{count:,}")
     table.add_row("active per token", f"{totals.active_parameters:,}")
     table.add_row("active per token, without input embedding", f"{totals.active_parameters_without_embedding:,}")
     table.add_row("persistent buffers (elements)", f"{totals.buffers:,}")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from archviz.graph import Graph, Node, Part, TensorRow
+from archviz.graph import Graph, GroupKind, Node, Part, TensorRow
 
 
 class TensorRole:
@@ -39,6 +39,9 @@ class Totals:
     """Elements of block-quantization scale tensors (``weight_scale_inv``)."""
     by_dtype: dict[str, int]
     """Elements of the predicted checkpoint per dtype: weights, buffers, scales and MTP layers."""
+    parts: dict[str, int] = field(default_factory=dict)
+    """For a model with a vision encoder beside its language model: the parameters of each part (``text``,
+    ``vision``, ``projector``), adding up to ``parameters``; empty for a language model alone."""
 
 
 class ManifestTensor(NamedTuple):
@@ -84,10 +87,36 @@ def scale_name(weight_name: str) -> str:
     return weight_name + "_scale_inv"
 
 
+ENCODER_PARTS: dict[GroupKind, str] = {GroupKind.VISION: "vision", GroupKind.PROJECTOR: "projector"}
+"""Groups that run on images rather than tokens, and the part of the totals they are counted in."""
+
+
+def node_parts(graph: Graph) -> dict[str, str]:
+    """Node id -> ``vision`` or ``projector`` for the nodes of an image encoder beside the language model, ``text``
+    for the rest; empty for a graph with no such encoder."""
+    groups = {group.id: group for group in graph.groups}
+
+    def part(group_id: str | None) -> str:
+        while group_id is not None and group_id in groups:
+            if groups[group_id].kind in ENCODER_PARTS:
+                return ENCODER_PARTS[groups[group_id].kind]
+            group_id = groups[group_id].parent
+        return "text"
+
+    if not any(group.kind in ENCODER_PARTS for group in graph.groups):
+        return {}
+    return {node.id: part(node.group) for node in graph.nodes}
+
+
 def compute_totals(graph: Graph) -> Totals:
-    """Add up the graph; per-instance counts times instance counts, never a list of every expert."""
+    """Add up the graph; per-instance counts times instance counts, never a list of every expert.
+
+    Active parameters are a text token's: an image encoder's weights run on images, not on tokens, and are left out.
+    """
     parameters = active = active_embedding = buffers = mtp_parameters = mtp_buffers = scales = 0
     by_dtype: Counter[str] = Counter()
+    parts = node_parts(graph)
+    by_part: Counter[str] = Counter()
     for node in graph.nodes:
         count = node.placement.count
         for row in node.parameters:
@@ -104,6 +133,10 @@ def compute_totals(graph: Graph) -> Totals:
             continue
         parameters += node_parameters(node) * count
         buffers += node_buffers(node) * count
+        if parts:
+            by_part[parts[node.id]] += node_parameters(node) * count
+        if parts.get(node.id, "text") != "text":
+            continue
         active += node_parameters(node) * node.placement.active
         if node.id == graph.input_embedding:
             active_embedding += node_parameters(node) * node.placement.active
@@ -116,6 +149,7 @@ def compute_totals(graph: Graph) -> Totals:
         mtp_buffers=mtp_buffers,
         scale_elements=scales,
         by_dtype=dict(sorted(by_dtype.items())),
+        parts={part: by_part[part] for part in ("text", "vision", "projector") if part in by_part},
     )
 
 

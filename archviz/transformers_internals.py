@@ -13,7 +13,7 @@ functions, so that importing it costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,6 +93,21 @@ def revert_weight_conversion(model: PreTrainedModel, state: dict[str, torch.Tens
 
     reverted: dict[str, torch.Tensor] = revert(model, state)
     return reverted
+
+
+def load_time_names(model: PreTrainedModel, names: Iterable[str]) -> dict[str, str]:
+    """Each checkpoint name as ``from_pretrained`` renames it for ``model`` before loading: every renaming of the
+    family's conversion mapping, then the base-model prefix added or removed (``core_model_loading.rename_source_key``
+    with the ``WeightRenaming``s of ``conversion_mapping.get_model_conversion_mapping``; converters, which merge or
+    split tensors, are not applied). Names are renamed in sorted order: a ``GroupWeightRename`` renames its later
+    patterns only once it has seen its first."""
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+    renamings = [item for item in get_model_conversion_mapping(model) if isinstance(item, WeightRenaming)]
+    state = dict.fromkeys(model.state_dict(), True)  # only the keys are looked up (for a value that is not None)
+    prefix = model.base_model_prefix
+    return {name: rename_source_key(name, renamings, [], prefix, state)[0] for name in sorted(set(names))}
 
 
 @contextmanager

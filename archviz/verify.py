@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -211,9 +211,15 @@ Held = Mapping[str, tuple[tuple[int, ...], str | None]]
 """What a leg holds: checkpoint name -> (shape, dtype, or None when the leg has no dtypes)."""
 
 
-def pair_names(expected: Iterable[str], held: Iterable[str]) -> dict[str, str]:
+Respell = Callable[[Iterable[str]], Mapping[str, str]]
+"""Checkpoint names -> the names transformers loads them as (``archviz.meta.load_time_names`` on the built model)."""
+
+
+def pair_names(expected: Iterable[str], held: Iterable[str], respell: Respell | None = None) -> dict[str, str]:
     """Predicted name -> the held name that is the same tensor: the same spelling, or, for what is left, the same
-    canonical spelling. Exact matches cost one set lookup each; only the leftovers are respelled."""
+    canonical spelling, or (with ``respell``) the same name once transformers' load-time renaming has run on both
+    (a release's names against transformers' lossy save of them). Exact matches cost one set lookup each; only the
+    leftovers are respelled."""
     held = set(held)
     pairs: dict[str, str] = {}
     leftover: list[str] = []
@@ -222,13 +228,20 @@ def pair_names(expected: Iterable[str], held: Iterable[str]) -> dict[str, str]:
             pairs[name] = name
         else:
             leftover.append(name)
-    if leftover:
-        spelled = {canonical_name(name): name for name in held.difference(pairs.values())}
-        for name in leftover:
-            match = spelled.get(canonical_name(name))
-            if match is not None:
-                pairs[name] = match
+    for spell in (_canonical_names, respell):
+        unpaired = held.difference(pairs.values())
+        if not leftover or not unpaired or spell is None:
+            break
+        spelled = spell([*leftover, *unpaired])
+        by_spelling = {spelled[name]: name for name in unpaired}
+        found = {name: by_spelling.get(spelled[name]) for name in leftover}
+        pairs.update({name: match for name, match in found.items() if match is not None})
+        leftover = [name for name, match in found.items() if match is None]
     return pairs
+
+
+def _canonical_names(names: Iterable[str]) -> dict[str, str]:
+    return {name: canonical_name(name) for name in names}
 
 
 def _compare_names(
@@ -317,6 +330,8 @@ class _Reconciled:
     """The meta model's non-persistent buffers: the code recomputes them, a checkpoint need not carry them."""
     built: BuildRecord | None = None
     """What the meta leg built."""
+    respell: Respell | None = None
+    """transformers' load-time renaming for the model the meta leg built, for the checkpoint leg's leftover names."""
 
 
 def _analytic_leg(docs: ModelDocs) -> Leg:
@@ -363,9 +378,9 @@ def _meta_leg(
     if reason is not None:
         witness = f"transformers' {graph.model.transformers_model_type} class built on the meta device"
         return _Reconciled(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
-    meta = _meta_model(docs, trust_remote_code=trust_remote_code)
+    meta, respell = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
-    pairs = pair_names(main, found)
+    pairs = pair_names(main, found, respell)
     tensors = _compare_names(main, found, pairs, leg=legs.META, check_dtype=False)
     totals = LegTotals(parameters=meta.total_parameters, buffers=meta.total_persistent_buffer_elements)
     analytic = docs.totals
@@ -395,18 +410,24 @@ def _meta_leg(
         recomputed=frozenset(meta.non_persistent_buffers),
         built=built,
         notes=notes,
+        respell=respell,
     )
 
 
-def _meta_model(docs: ModelDocs, *, trust_remote_code: bool) -> ModuleTree:
-    """The meta-device model, as plain data: for a graph read off the code, the build it was read off (the same
-    recipe would build the same model again); else a build of the recipe."""
+def _meta_model(docs: ModelDocs, *, trust_remote_code: bool) -> tuple[ModuleTree, Respell | None]:
+    """The meta-device model, as plain data, and transformers' load-time renaming for it: for a graph read off the
+    code, the build it was read off (the same recipe would build the same model again, with the names the graph
+    has); else a build of the recipe."""
     if docs.code is not None and not trust_remote_code:
-        return docs.code.tree
-    from archviz.meta import build_from_recipe, model_record
+        return docs.code.tree, None
+    from archviz.meta import build_from_recipe, load_time_names, model_record
 
     meta = build_from_recipe(docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
-    return model_record(meta)  # the whole model's facts; its modules one by one are not needed here
+
+    def respell(names: Iterable[str]) -> Mapping[str, str]:
+        return load_time_names(meta.module, names)
+
+    return model_record(meta), respell  # the whole model's facts; its modules one by one are not needed here
 
 
 def _shape_result(docs: ModelDocs, meta: _Reconciled, *, trace: bool, trust_remote_code: bool) -> ShapeResult:
@@ -432,7 +453,7 @@ def _packed_method(docs: ModelDocs) -> str | None:
 
 
 def _checkpoint_leg(
-    docs: ModelDocs, manifest: Sequence[ManifestTensor], checkpoint: Checkpoint | None, recomputed: frozenset[str]
+    docs: ModelDocs, manifest: Sequence[ManifestTensor], checkpoint: Checkpoint | None, meta: _Reconciled
 ) -> _Reconciled:
     witness = "the checkpoint's tensors, read from its safetensors headers"
     independent_of = (legs.ANALYTIC, legs.META, legs.SHAPES)
@@ -444,11 +465,11 @@ def _checkpoint_leg(
     held = {tensor.name: (tensor.shape, tensor.dtype) for tensor in checkpoint.tensors}
     notes: list[str] = []
     findings: list[Finding] = []
-    stale = sorted(name for name in held if name not in everything and name in recomputed)
+    stale = sorted(name for name in held if name not in everything and name in meta.recomputed)
     if stale:
         notes.append(_stale_note(stale))
     compared = {name: value for name, value in held.items() if name not in stale}
-    pairs = pair_names(everything, compared)
+    pairs = pair_names(everything, compared, meta.respell)
     unpaired = sorted(set(compared).difference(pairs.values()))
     method = _packed_method(docs)
     if method is not None and unpaired:
@@ -572,7 +593,7 @@ def _verify(
     main = {t.name: t for t in manifest if t.part is Part.MAIN and t.role != TensorRole.SCALE}
     meta = _meta_leg(docs, main, run_meta=run_meta, trust_remote_code=trust_remote_code)
     shapes = _shape_result(docs, meta, trace=trace, trust_remote_code=trust_remote_code)
-    held = _checkpoint_leg(docs, manifest, checkpoint, meta.recomputed)
+    held = _checkpoint_leg(docs, manifest, checkpoint, meta)
     return Verification(
         legs=(_analytic_leg(docs), meta.leg, shapes.leg, held.leg),
         analytic=LegTotals(parameters=docs.totals.parameters, buffers=docs.totals.buffers),

@@ -15,14 +15,14 @@ from dataclasses import replace
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
-from archviz.families import deepseek_v3, generic, kimi_linear, llama
+from archviz.families import deepseek_v3, generic, kimi_k25, kimi_linear, llama
 from archviz.families.registry import Family
 from archviz.graph import Assumption, Graph, ModelInfo
 from archviz.modeltree import CodeReader
 from archviz.recipe import LEFT_OUT_KEYS
 from archviz.settings import Settings
 
-FAMILIES: tuple[Family, ...] = (deepseek_v3.FAMILY, kimi_linear.FAMILY, *llama.FAMILIES)
+FAMILIES: tuple[Family, ...] = (deepseek_v3.FAMILY, kimi_k25.FAMILY, kimi_linear.FAMILY, *llama.FAMILIES)
 """The hand-written families, in the order they are tried."""
 
 

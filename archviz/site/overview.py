@@ -206,7 +206,7 @@ def config_key_lines(config: ConfigDocument, keys: Sequence[str]) -> list[int]:
     """Every line that sets one of the keys (``rope_scaling.factor`` is a nested key)."""
     numbers: list[int] = []
     for key in keys:
-        span = config.span(*key.split("."))
+        span = config.key_span(key)
         if span is not None:
             numbers.extend(range(span.start, span.end + 1))
     return sorted(set(numbers))
@@ -253,7 +253,7 @@ def page_keys(index: ModelIndex) -> list[str]:
     rows = [row for node in graph.nodes for row in node.parameters]
     if any(row.scale_block is not None or row.dtype != graph.dtype for row in rows):
         keys.append(QUANTIZATION_KEY)
-    return [key for key in dict.fromkeys(keys) if config.span(*key.split(".")) is not None]
+    return [key for key in dict.fromkeys(keys) if config.key_span(key) is not None]
 
 
 def config_view(index: ModelIndex) -> ConfigView:
@@ -265,7 +265,7 @@ def config_view(index: ModelIndex) -> ConfigView:
     tokens = highlight(lines, "config.json")
     links = []
     for key in sorted(keys):
-        span = config.span(*key.split("."))
+        span = config.key_span(key)
         if span is not None:
             links.append(Link(title=key, href=f"#L{span.start}"))
     return ConfigView(

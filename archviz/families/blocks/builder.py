@@ -277,7 +277,9 @@ class GraphBuilder:
         for setting in settings:
             keys.extend(setting.config_keys)
         keys.extend(extra)
-        known = [key for key in keys if self.settings.has(key.split(".")[0])]
+        # A key of the settings, or (a wrapper's vision_config.patch_size) of the whole file.
+        document = self.settings.document.data
+        known = [key for key in keys if self.settings.has(key.split(".")[0]) or key.split(".")[0] in document]
         return tuple(dict.fromkeys(known))
 
     def finish(
