@@ -59,6 +59,13 @@ def text_config_class(config_class: type) -> type | None:
     return found if isinstance(found, type) else None
 
 
+def sub_config_keys(config_class: type) -> tuple[str, ...]:
+    """The keys of a config class's sub-configs (``PretrainedConfig.sub_configs``: ``text_config``,
+    ``vision_config``), empty for a plain config."""
+    sub_configs = getattr(config_class, "sub_configs", None) or {}
+    return tuple(sub_configs) if isinstance(sub_configs, Mapping) else ()
+
+
 def instantiate(model_class: Any, config: PretrainedConfig, *, dtype: str | None = None) -> nn.Module:
     """``model_class._from_config(config, dtype=...)``: what ``AutoModel*.from_config`` calls (the config's attention
     choice applied), on whatever device is current, e.g. inside ``torch.device("meta")``. ``dtype`` (a torch dtype's
