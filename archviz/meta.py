@@ -19,6 +19,7 @@ importing ``archviz.meta`` for its dataclasses costs nothing.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import math
 import re
@@ -364,7 +365,8 @@ def _instantiate_on_meta(
             path=config_path,
         ) from exc
     built = _build_record(module, model_class, hf_config, recipe, chosen_by, normalisations, model_dir)
-    return module, built
+    read = internals.sub_config_keys(type(hf_config)) if build_config is hf_config else ("text_config",)
+    return module, dataclasses.replace(built, read_configs=read)
 
 
 def _build_record(

@@ -184,6 +184,9 @@ class BuildRecord:
     """The dtype the parameters were built in (``bfloat16``), keep-in-float32 modules aside."""
     normalisations: tuple[str, ...]
     """The recipe's normalisations, as applied."""
+    read_configs: tuple[str, ...] = ()
+    """The document's sub-configs the class was built from (``text_config``, ``vision_config``): all of its config
+    class's when built from the whole document, ``text_config`` alone when built from that."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,8 @@ from pathlib import Path
 from archviz import legs
 from archviz.checkpoint import Checkpoint
 from archviz.errors import InputError
-from archviz.graph import Graph, Part
+from archviz.families.omissions import quantization_modelled
+from archviz.graph import Graph, Part, TensorRow
 from archviz.legs import Finding, Leg, LegStatus, Outcome
 from archviz.modeltree import BuildRecord, ModuleTree
 from archviz.pipeline import ModelDocs
@@ -133,10 +134,12 @@ class Verification:
     """What the reader should know but does not fail the check (the cards cite another file than the one built)."""
     derived_from_code: bool
     """Whether the graph was read off the modeling code (then the meta model is not an independent leg)."""
+    omitted: tuple[str, ...] = ()
+    """Config parts the graph leaves out (``Graph.omitted``): agreement is then on the modelled part only."""
 
     def outcome(self, *, strict: bool = False) -> Outcome:
-        """``agree``, ``disagree`` or ``unverified`` (``archviz.legs.outcome``)."""
-        return legs.outcome(self.legs, strict=strict)
+        """``agree``, ``partial``, ``disagree`` or ``unverified`` (``archviz.legs.outcome``)."""
+        return legs.outcome(self.legs, strict=strict, omitted=self.omitted)
 
     @property
     def meta_class(self) -> str | None:
@@ -171,6 +174,12 @@ def verification_sentence(verification: Verification | None) -> str:
     prefix = "Read off transformers' modeling code. " if verification.derived_from_code else ""
     if result is Outcome.DISAGREE:
         return prefix + "Verification found disagreements: " + " ".join(verification.problems[:3])
+    if result is Outcome.PARTIAL:
+        witnesses = " and ".join(leg.witness for leg in legs.independent_legs(verification.legs))
+        return prefix + (
+            f"Verified only in part: the graph leaves out {', '.join(verification.omitted)}, so its totals are of the "
+            f"modelled part, which agrees with {witnesses}."
+        )
     if result is Outcome.UNVERIFIED:
         # The first clause of each reason: the rest is advice for the command line.
         why = "; ".join(
@@ -267,7 +276,7 @@ def _compare_names(
         shape, dtype = found[held]
         if tuple(shape) != tuple(tensor.shape):
             verdict = Verdict.WRONG_SHAPE
-        elif check_dtype and dtype != tensor.dtype:
+        elif check_dtype and dtype != tensor.dtype and not _same_integers(tensor, dtype):
             verdict = Verdict.WRONG_DTYPE
         else:
             continue
@@ -291,13 +300,31 @@ def _compare_names(
     return checks
 
 
+COUNTED = frozenset({TensorRole.WEIGHT, TensorRole.BUFFER, TensorRole.PACKED})
+"""Roles whose elements are parameters or buffer elements (scales, zero points and stored shapes are not)."""
+INTEGER_SHAPES = frozenset({"I32", "I64"})
+"""A packed weight's ``weight_shape`` is an integer pair: compressed-tensors writes I64, Kimi's INT4 releases I32."""
+
+
+def held_elements(tensor: ManifestTensor, shape: Sequence[int]) -> int:
+    """The parameters (or buffer elements) a held tensor of the predicted one's name stands for: its elements, or for a
+    packed weight the logical weight's (in proportion, should its packed shape differ)."""
+    if tensor.role != TensorRole.PACKED:
+        return math.prod(shape)
+    return tensor.logical * math.prod(shape) // max(math.prod(tensor.shape), 1)
+
+
+def _same_integers(tensor: ManifestTensor, dtype: str | None) -> bool:
+    return tensor.role == TensorRole.SHAPE and tensor.dtype in INTEGER_SHAPES and dtype in INTEGER_SHAPES
+
+
 def _per_node(expected: Mapping[str, ManifestTensor], found: Held, pairs: Mapping[str, str]) -> Counter[str]:
     """Elements per node of the tensors a leg holds, for the names the graph predicts (scales left out)."""
     counts: Counter[str] = Counter()
     for name, held in pairs.items():
         tensor = expected[name]
-        if tensor.role != TensorRole.SCALE:
-            counts[tensor.node] += math.prod(found[held][0])
+        if tensor.role in COUNTED:
+            counts[tensor.node] += held_elements(tensor, found[held][0])
     return counts
 
 
@@ -307,8 +334,8 @@ def _main_totals(expected: Mapping[str, ManifestTensor], found: Held, pairs: Map
         tensor = expected[name]
         if tensor.part is not Part.MAIN:
             continue
-        if tensor.role == TensorRole.WEIGHT:
-            parameters += math.prod(found[held][0])
+        if tensor.role in (TensorRole.WEIGHT, TensorRole.PACKED):
+            parameters += held_elements(tensor, found[held][0])
         elif tensor.role == TensorRole.BUFFER:
             buffers += math.prod(found[held][0])
     return LegTotals(parameters=parameters, buffers=buffers)
@@ -461,7 +488,7 @@ def _checkpoint_leg(
         reason = "no checkpoint: pass --checkpoint, or check a folder or Hub repo that holds safetensors"
         return _Reconciled(leg=legs.skipped(legs.CHECKPOINT, witness, reason, independent_of=independent_of))
     everything = {t.name: t for t in manifest}
-    main = {name: t for name, t in everything.items() if t.part is Part.MAIN and t.role != TensorRole.SCALE}
+    main = {name: t for name, t in everything.items() if t.part is Part.MAIN and t.role in COUNTED}
     held = {tensor.name: (tensor.shape, tensor.dtype) for tensor in checkpoint.tensors}
     notes: list[str] = []
     findings: list[Finding] = []
@@ -471,7 +498,7 @@ def _checkpoint_leg(
     compared = {name: value for name, value in held.items() if name not in stale}
     pairs = pair_names(everything, compared, meta.respell)
     unpaired = sorted(set(compared).difference(pairs.values()))
-    method = _packed_method(docs)
+    method = None if quantization_modelled(docs.graph) else _packed_method(docs)
     if method is not None and unpaired:
         examples = ", ".join(unpaired[:3])
         notes.append(
@@ -532,11 +559,19 @@ def _checkpoint_notes(
     manifest: Sequence[ManifestTensor], pairs: Mapping[str, str], compared: Mapping[str, object]
 ) -> list[str]:
     notes: list[str] = []
-    scales = [t for t in manifest if t.role == TensorRole.SCALE and t.name in pairs]
+    scales = [t for t in manifest if t.role == TensorRole.SCALE and t.name in pairs and t.name.endswith("_scale_inv")]
     if scales:
         notes.append(
             f"{len(scales):,} weight_scale_inv tensors ({sum(math.prod(t.shape) for t in scales):,} F32 "
             "elements) are FP8 block-quantization scales, not parameters."
+        )
+    packed = [t for t in manifest if t.role == TensorRole.PACKED and t.name in pairs]
+    if packed:
+        stored = [t for t in manifest if t.name in pairs and t.role in (TensorRole.SCALE, TensorRole.SHAPE)]
+        notes.append(
+            f"{len(packed):,} weights are stored packed-quantized (compressed-tensors): {len(packed):,} weight_packed "
+            f"tensors hold {sum(t.logical for t in packed):,} parameters; {len(stored):,} weight_scale, "
+            "weight_zero_point and weight_shape tensors beside them are not parameters."
         )
     mtp = [t for t in manifest if t.part is Part.MTP and t.name in compared and t.role == TensorRole.WEIGHT]
     if mtp:
@@ -590,7 +625,8 @@ def _verify(
 ) -> Verification:
     graph = docs.graph
     manifest = bounded_manifest(docs)
-    main = {t.name: t for t in manifest if t.part is Part.MAIN and t.role != TensorRole.SCALE}
+    # The meta-device model holds every weight unquantized, as the graph's logical manifest names it.
+    main = {t.name: t for t in predicted_manifest(graph, logical=True) if t.part is Part.MAIN and t.role in COUNTED}
     meta = _meta_leg(docs, main, run_meta=run_meta, trust_remote_code=trust_remote_code)
     shapes = _shape_result(docs, meta, trace=trace, trust_remote_code=trust_remote_code)
     held = _checkpoint_leg(docs, manifest, checkpoint, meta)
@@ -609,6 +645,7 @@ def _verify(
         notes=(*meta.notes, *held.notes),
         warnings=tuple(_cited_file_warnings(docs, meta.built)),
         derived_from_code=graph.derived_from_code,
+        omitted=graph.omitted,
     )
 
 
@@ -665,10 +702,17 @@ MAX_PREDICTED_TENSORS = 5_000_000
 input error, not a reason to fill memory."""
 
 
+def _stored_count(row: TensorRow) -> int:
+    """Tensors one instance of a row is stored as."""
+    if row.packed is not None:
+        return len(row.packed.stored)
+    return 2 if row.scale_block else 1
+
+
 def bounded_manifest(docs: ModelDocs) -> list[ManifestTensor]:
     """The predicted checkpoint, refusing configs that would predict an absurd number of tensors."""
     count = sum(
-        node.placement.count * (len(node.buffers) + sum(2 if row.scale_block else 1 for row in node.parameters))
+        node.placement.count * (len(node.buffers) + sum(_stored_count(row) for row in node.parameters))
         for node in docs.graph.nodes
     )
     if count > MAX_PREDICTED_TENSORS:

@@ -253,8 +253,16 @@ def test_tiny_wrapper_checks_against_its_save_pretrained_checkpoint(name: str, t
     folder = save_wrapper(TINY_WRAPPERS[name](), tmp_path / name)
     result = runner.invoke(app, ["check", str(folder), "--json"])
     report = json.loads(result.stdout)
-    assert result.exit_code == 0, report["problems"]
-    assert report["outcome"] == "agree" and report["tensors"] == []
+    # MiniMax-M3's img_token_compression_config is no sub-config of transformers' class, which never reads it: it is
+    # listed as not modelled, so what agrees agrees on the modelled part (partial, exit 3).
+    unread = [
+        key
+        for key, value in TINY_WRAPPERS[name]().items()
+        if key.endswith("_config") and key not in ("text_config", "vision_config") and isinstance(value, dict)
+    ]
+    assert report["omitted"] == unread
+    assert (result.exit_code, report["outcome"]) == ((3, "partial") if unread else (0, "agree")), report["problems"]
+    assert report["tensors"] == []
     totals = report["totals"]
     assert totals["analytic"] == totals["meta_model"] == totals["checkpoint"]
     assert {leg["name"]: leg["status"] for leg in report["legs"]}["checkpoint"] == "ran"

@@ -64,7 +64,7 @@ class Family:
     provenance makes them; None when every node carries its own (``Node.locate``)."""
     code_parts: Mapping[str, CodePart] = field(default_factory=dict)
     """Parts whose code is in another modeling file, by the name a ``Locator.file`` gives them (``text``)."""
-    sub_configs: tuple[str, ...] = ()
+    modelled_configs: tuple[str, ...] = ()
     """The top-level sub-configs the family models (``text_config``, ``vision_config``); any other sub-config of a
     config it reads is listed as not modelled."""
     adapt_config: ConfigAdapter | None = None
