@@ -186,6 +186,12 @@ class CacheCost:
 # -- per-node FLOPs -------------------------------------------------------------------------------------
 
 
+UNPRICED = (
+    "the graph carries no operator kinds (a generic graph read off the code), so the cost model prices none of it"
+)
+"""Why a graph has no FLOP or cache numbers: said wherever they would be."""
+
+
 def node_costs(graph: Graph) -> dict[str, NodeCost]:
     """The FLOP terms of every node of the main model that computes something counted."""
     nodes = {node.id: node for node in graph.nodes}

@@ -4,22 +4,36 @@ Each linear node is compared, layer by layer, with the modules that hold its wei
 convolution and recurrence (which run inside the attention module's own ``forward``) with the FLOPs the layer's
 modules count beyond their projections; the cache, layer by layer, with the bytes transformers' cache object holds
 after the decode step. The witness runs the fewest leading layers that hold every kind of layer, so the nodes of
-those layers are what it covers. Pure comparison: no torch here.
+those layers are what it covers.
+
+``cost_legs`` makes two legs of ``archviz check`` of it — the FLOP count and the cache object — at two sizes
+(``WITNESS_SIZES``), on the reduced meta model the shape trace ran. The comparison itself needs no torch; the
+witness (``archviz.witness``) is imported only when the legs run.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from archviz import legs
 from archviz.cost import NodeCost, Phase, Sizes, layer_cache_bytes, layer_flops, node_costs
-from archviz.graph import Graph, Node, OpKind
-from archviz.witness import CostWitness
+from archviz.graph import Graph, Node, OpKind, Part
+from archviz.legs import Finding, Leg, LegStatus
+
+if TYPE_CHECKING:
+    from archviz.witness import CostWitness
 
 # Module names transformers' conversion mapping treats as one (kimi_linear's ``block_sparse_moe`` is ``mlp``).
 _RENAMES = (("block_sparse_moe", "mlp"),)
 _CORE = (OpKind.ATTENTION, OpKind.CONVOLUTION, OpKind.CHUNKED_RECURRENCE)
+_KEPT = (OpKind.CACHE, OpKind.STATE)
+
+WITNESS_SIZES: tuple[tuple[int, int, int], ...] = ((2, 5, 7), (1, 70, 12))
+"""(batch, prompt, context) the check's cost legs run at: two of each, the second prompt longer than a 64-position
+chunk of KDA's recurrence and than any short-convolution kernel."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +79,15 @@ def _module(row_tensor: str, layer: int | None) -> str:
     return name.replace("{layer}", str(layer)) if layer is not None else name
 
 
+def _renamed(module: str, renames: Sequence[tuple[str, str]]) -> str:
+    """A checkpoint module name as transformers' module path (``Graph.module_renames``: a wrapper's
+    ``language_model.lm_head`` is its ``lm_head``)."""
+    for old, new in renames:
+        if module.startswith(old):
+            return new + module.removeprefix(old)
+    return module
+
+
 def _find(module: str, counted: Mapping[str, int], layer: int | None) -> str | None:
     """The counted module that is ``module``: the same path, renamed, or the only one in its layer with its name."""
     for old, new in ((None, None), *_RENAMES):
@@ -104,7 +127,7 @@ def compare_cost(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype
                     core[layer] += value
                     core_nodes[layer].append(node_id)
                     continue
-                rows.append(_linear_row(node, cost, layer, phase, counted, claimed, value))
+                rows.append(_linear_row(node, cost, layer, phase, counted, claimed, value, graph.module_renames))
         for layer, value in core.items():
             prefix = f"layers.{layer}." if layer is not None else ""
             rest = sum(v for path, v in counted.items() if path not in claimed and prefix in path)
@@ -130,9 +153,10 @@ def _linear_row(
     counted: Mapping[str, int],
     claimed: set[str],
     value: int,
+    renames: Sequence[tuple[str, str]],
 ) -> CostRow:
     rows = node.parameters or ()
-    modules = {_module(row.tensor, layer) for row in rows if len(row.shape) >= 2}
+    modules = {_renamed(_module(row.tensor, layer), renames) for row in rows if len(row.shape) >= 2}
     if not modules and node.shares_parameters_with:  # a tied head's module is its own attribute
         modules = {"lm_head"}
     found = {_find(module, counted, layer) for module in modules}
@@ -159,3 +183,122 @@ def _cache_rows(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype:
         )
         for layer in range(layers)
     ]
+
+
+# -- the check's legs -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostLegs:
+    """The FLOP-count leg, the cache-object leg and what they compared."""
+
+    flops: Leg
+    cache: Leg
+    checks: tuple[CostCheck, ...]
+    """One comparison per size the witness ran at."""
+    flop_nodes: tuple[str, ...] = ()
+    """Ids of the nodes whose FLOPs torch's counter witnessed."""
+    cache_nodes: tuple[str, ...] = ()
+    """Ids of the cache and state nodes whose bytes the cache object witnessed."""
+
+
+_FLOP_WITNESS = "torch's FlopCounterMode over a prefill and a decode step of transformers' model on the meta device"
+_CACHE_WITNESS = "the tensors transformers' cache object holds after the decode step"
+
+
+def cost_not_run(reason: str, *, independent: bool) -> CostLegs:
+    """Both cost legs skipped, for one reason."""
+    independent_of = (legs.ANALYTIC, legs.CHECKPOINT) if independent else (legs.CHECKPOINT,)
+    return CostLegs(
+        flops=legs.skipped(legs.FLOPS, _FLOP_WITNESS, reason, independent_of=independent_of),
+        cache=legs.skipped(legs.CACHE, _CACHE_WITNESS, reason, independent_of=independent_of),
+        checks=(),
+    )
+
+
+def cost_legs(graph: Graph, module: Any, *, layers: int, cache_dtype: str) -> CostLegs:
+    """Run the cost witness on ``module`` (the graph's first ``layers`` layers on the meta device) at every size of
+    ``WITNESS_SIZES`` and compare. A pass that raises fails both legs with the error: nothing is counted around it."""
+    from archviz.witness import witness_cost
+
+    if not node_costs(graph):
+        return cost_not_run(
+            "the graph carries no operator kinds, so the cost model prices none of it", independent=True
+        )
+    checks: list[CostCheck] = []
+    for batch, prompt, context in WITNESS_SIZES:
+        try:
+            witness = witness_cost(module, batch=batch, prompt=prompt, context=context)
+        except Exception as error:  # the model's own forward raised: both legs fail with it, never skip
+            reason = f"the forward pass at B={batch}, T={prompt}, S={context} raised {type(error).__name__}: {error}"
+            return CostLegs(
+                flops=_failed(legs.FLOPS, _FLOP_WITNESS, reason),
+                cache=_failed(legs.CACHE, _CACHE_WITNESS, reason),
+                checks=tuple(checks),
+            )
+        checks.append(compare_cost(graph, witness, layers=layers, cache_dtype=cache_dtype))
+    cache_nodes = tuple(
+        node.id
+        for node in graph.nodes
+        if node.op is not None
+        and node.op.kind in _KEPT
+        and node.part is Part.MAIN
+        and any(layer < layers for layer in node.placement.layers)
+    )
+    flop_nodes = tuple(sorted({node for check in checks for node in check.covered}))
+    sizes = "(B, T, S) = " + " and ".join(f"({b}, {t}, {s})" for b, t, s in WITNESS_SIZES)
+    flop_rows = [(check, row) for check in checks for row in check.rows if row.phase != "cache"]
+    cache_rows = [(check, row) for check in checks for row in check.rows if row.phase == "cache"]
+    unclaimed = [
+        Finding(
+            leg=legs.FLOPS,
+            subject=path,
+            message=f"FLOPs: torch counted FLOPs in {path} at {_size(check)} that no node of the graph predicts.",
+        )
+        for check in checks
+        for path in check.unclaimed
+    ]
+    flops = Leg(
+        name=legs.FLOPS,
+        witness=f"{_FLOP_WITNESS}, first {layers} layers, at {sizes}",
+        status=LegStatus.RAN,
+        compared={"nodes": len(flop_nodes), "comparisons": len(flop_rows), "sizes": len(checks)},
+        findings=(*_disagreements(legs.FLOPS, "FLOPs", flop_rows), *unclaimed),
+        independent_of=(legs.ANALYTIC, legs.CHECKPOINT),
+    )
+    cache = Leg(
+        name=legs.CACHE,
+        witness=f"{_CACHE_WITNESS}, first {layers} layers, at {sizes}",
+        status=LegStatus.RAN,
+        compared={"nodes": len(cache_nodes), "layers": layers, "sizes": len(checks)},
+        findings=tuple(_disagreements(legs.CACHE, "cache bytes", cache_rows)),
+        independent_of=(legs.ANALYTIC, legs.CHECKPOINT),
+    )
+    return CostLegs(flops=flops, cache=cache, checks=tuple(checks), flop_nodes=flop_nodes, cache_nodes=cache_nodes)
+
+
+def _size(check: CostCheck) -> str:
+    return f"B={check.sizes.batch}, T={check.sizes.prompt}, S={check.sizes.context}"
+
+
+def _disagreements(leg: str, what: str, rows: list[tuple[CostCheck, CostRow]]) -> list[Finding]:
+    return [
+        Finding(
+            leg=leg,
+            subject=row.what,
+            message=f"{what} of {row.what} ({row.phase}) at {_size(check)}: the cost model says {row.analytic:,}, "
+            f"the witness counted {row.witnessed:,}.",
+        )
+        for check, row in rows
+        if not row.agrees
+    ]
+
+
+def _failed(name: str, witness: str, reason: str) -> Leg:
+    return Leg(
+        name=name,
+        witness=witness,
+        status=LegStatus.FAILED,
+        reason=reason,
+        independent_of=(legs.ANALYTIC, legs.CHECKPOINT),
+    )

@@ -11,7 +11,7 @@ from rich.console import Group as RichGroup
 from rich.markup import escape
 from rich.table import Table
 
-from archviz.cost import CONVENTION, CostReport, Phase, flop_rows, part_of
+from archviz.cost import CONVENTION, UNPRICED, CostReport, Phase, flop_rows, part_of
 from archviz.graph import Graph
 from archviz.totals import Totals
 
@@ -62,18 +62,29 @@ def cost_json(report: CostReport, graph: Graph, totals: Totals) -> dict[str, Any
                 "note": cost.note or None,
             }
         )
+    weights = {"bytes": report.weight_bytes, "by_dtype": report.weights}
+    head = {"schema": COST_SCHEMA, "prompt": sizes.prompt, "context": sizes.context, "batch": sizes.batch}
+    if not report.nodes:  # nothing priced: null, never a zero that reads as a measurement
+        return {
+            **head,
+            "convention": CONVENTION,
+            "not_priced": UNPRICED,
+            "flops": None,
+            "weights": weights,
+            "cache": None,
+            "decode": None,
+            "rule_of_thumb": None,
+            "nodes": [],
+        }
     return {
-        "schema": COST_SCHEMA,
-        "prompt": sizes.prompt,
-        "context": sizes.context,
-        "batch": sizes.batch,
+        **head,
         "convention": CONVENTION,
         "flops": {
             "prefill": report.prefill,
             "decode": report.decode,
             "by_part": {part: {"prefill": a, "decode": b} for part, (a, b) in report.by_part.items()},
         },
-        "weights": {"bytes": report.weight_bytes, "by_dtype": report.weights},
+        "weights": weights,
         "cache": {
             "dtype": report.cache_dtype,
             "bytes_per_token": report.cache_per_token,
@@ -112,6 +123,8 @@ def render_cost(name: str, report: CostReport, graph: Graph, totals: Totals) -> 
     for dtype, size in report.weights.items():
         head.add_row(f"weights {dtype}", _bytes(size))
     head.add_row("weights (checkpoint)", _bytes(report.weight_bytes))
+    if not report.nodes:
+        return RichGroup(head, f"[bold yellow]FLOPs and cache not priced:[/] {escape(UNPRICED)}")
     head.add_row(f"cache per token per sequence ({report.cache_dtype})", _bytes(report.cache_per_token))
     head.add_row("state per sequence (independent of S)", _bytes(report.state_bytes))
     head.add_row(f"cache and state at S = {sizes.context:,}, B = {sizes.batch:,}", _bytes(report.cache_at_context))

@@ -5,8 +5,8 @@
 document. The stage sits after the pipeline and before presentation, and imports neither torch nor transformers.
 
 What is compared is a table of named fields: ``NODE_FIELDS`` for a node present in both graphs, ``TOTAL_FIELDS`` for
-the totals. The cost model's numbers (FLOPs, weight bytes and cache bytes per token) are not computed anywhere yet;
-when they are, each is one more row in those tables and nothing else here changes.
+the totals. A field reads one side's node (or totals) with that side's cost at ``archviz.cost.DEFAULT_SIZES``, so the
+cost model's numbers (FLOPs per node and per token, weight, cache and state bytes) are rows like the others.
 
 When the two models are of different families, node ids say little (a llama-style attention has ``q-proj`` where
 MLA has ``q-a-proj``), so the token embedding, attention, FFN and output head are also compared as wholes, matched by
@@ -24,6 +24,8 @@ from typing import Any, TypeAlias
 
 from archviz.checkpoint import SAFETENSORS_DTYPE_BITS
 from archviz.config import ConfigDocument, KeyPath
+from archviz.cost import DEFAULT_SIZES, CostReport, NodeCost, model_cost
+from archviz.cost import Phase as Pass
 from archviz.graph import Graph, GroupKind, Layer, Node, NodeKind, Part, Shape
 from archviz.pipeline import ModelDocs
 from archviz.shapes import Phase, format_shape
@@ -209,12 +211,24 @@ class NodeField:
     """Its name in the JSON document."""
     label: str
     """As a page shows it."""
-    read: Callable[[Node], Json]
-    """Its value for one node (JSON data: numbers, strings, lists, objects)."""
+    read: Callable[[Node, NodeCost | None], Json]
+    """Its value for one node, given the node's FLOP terms (None for a node that computes nothing counted): JSON
+    data (numbers, strings, lists, objects)."""
 
 
 def _shapes(shapes: Sequence[Shape], phase: Phase) -> Json:
     return [f"{shape.name} {format_shape(shape, phase)}" for shape in shapes]
+
+
+PREFILL_SIZES = f"B = {DEFAULT_SIZES.batch:,}, T = {DEFAULT_SIZES.prompt:,}"
+"""The sizes the prefill FLOP fields are evaluated at, as labels state them."""
+DECODE_SIZES = f"B = {DEFAULT_SIZES.batch:,}, S = {DEFAULT_SIZES.context:,}"
+"""The sizes the decode FLOP fields are evaluated at."""
+
+
+def _flops(cost: NodeCost | None, phase: Pass) -> int:
+    """A node's FLOPs in one pass at ``DEFAULT_SIZES``; 0 for a node that computes nothing counted."""
+    return 0 if cost is None else cost.flops(DEFAULT_SIZES, phase)
 
 
 def _weight_shapes(node: Node) -> Json:
@@ -234,31 +248,39 @@ def _dtypes(node: Node) -> Json:
 
 
 NODE_FIELDS: tuple[NodeField, ...] = (
-    NodeField(name="parameters_per_instance", label="parameters per instance", read=node_parameters),
-    NodeField(name="buffers_per_instance", label="buffer elements per instance", read=node_buffers),
-    NodeField(name="instances", label="instances", read=lambda node: node.placement.count),
-    NodeField(name="active_instances", label="instances a token runs", read=lambda node: node.placement.active),
-    NodeField(name="layers", label="layers", read=lambda node: list(node.placement.layers)),
-    NodeField(name="per_layer", label="instances per layer", read=lambda node: node.placement.per_layer),
-    NodeField(name="active_per_layer", label="active per layer", read=lambda node: node.placement.active_per_layer),
-    NodeField(name="inputs", label="inputs (prefill)", read=lambda node: _shapes(node.inputs, Phase.PREFILL)),
-    NodeField(name="outputs", label="outputs (prefill)", read=lambda node: _shapes(node.outputs, Phase.PREFILL)),
-    NodeField(name="decode.inputs", label="inputs (decode)", read=lambda node: _shapes(node.inputs, Phase.DECODE)),
-    NodeField(name="decode.outputs", label="outputs (decode)", read=lambda node: _shapes(node.outputs, Phase.DECODE)),
-    NodeField(name="weight_shapes", label="weight shapes", read=_weight_shapes),
-    NodeField(name="dtypes", label="dtypes", read=_dtypes),
-    NodeField(name="shares_parameters_with", label="shares its weight with", read=lambda n: n.shares_parameters_with),
-    NodeField(name="part", label="part", read=lambda node: node.part.value),
-    # The cost model's per-node fields (flops_per_token, weight_bytes, cache_bytes_per_token) go here.
+    NodeField(name="parameters_per_instance", label="parameters per instance", read=lambda n, _: node_parameters(n)),
+    NodeField(name="buffers_per_instance", label="buffer elements per instance", read=lambda n, _: node_buffers(n)),
+    NodeField(name="instances", label="instances", read=lambda node, _: node.placement.count),
+    NodeField(name="active_instances", label="instances a token runs", read=lambda node, _: node.placement.active),
+    NodeField(name="layers", label="layers", read=lambda node, _: list(node.placement.layers)),
+    NodeField(name="per_layer", label="instances per layer", read=lambda node, _: node.placement.per_layer),
+    NodeField(name="active_per_layer", label="active per layer", read=lambda n, _: n.placement.active_per_layer),
+    NodeField(name="inputs", label="inputs (prefill)", read=lambda node, _: _shapes(node.inputs, Phase.PREFILL)),
+    NodeField(name="outputs", label="outputs (prefill)", read=lambda node, _: _shapes(node.outputs, Phase.PREFILL)),
+    NodeField(name="decode.inputs", label="inputs (decode)", read=lambda node, _: _shapes(node.inputs, Phase.DECODE)),
+    NodeField(
+        name="decode.outputs", label="outputs (decode)", read=lambda node, _: _shapes(node.outputs, Phase.DECODE)
+    ),
+    NodeField(name="weight_shapes", label="weight shapes", read=lambda node, _: _weight_shapes(node)),
+    NodeField(name="dtypes", label="dtypes", read=lambda node, _: _dtypes(node)),
+    NodeField(
+        name="shares_parameters_with", label="shares its weight with", read=lambda n, _: n.shares_parameters_with
+    ),
+    NodeField(name="part", label="part", read=lambda node, _: node.part.value),
+    NodeField(
+        name="flops_prefill", label=f"FLOPs, prefill ({PREFILL_SIZES})", read=lambda _, c: _flops(c, Pass.PREFILL)
+    ),
+    NodeField(name="flops_decode", label=f"FLOPs, decode ({DECODE_SIZES})", read=lambda _, c: _flops(c, Pass.DECODE)),
 )
 """What is compared between two nodes with one id; then every setting, as ``settings.NAME``."""
 
 SETTING_PREFIX = "settings."
 
 
-def node_values(node: Node) -> dict[str, tuple[str, Json]]:
-    """Every compared field of a node: name -> (label, value); its settings last, as ``settings.NAME``."""
-    values = {field.name: (field.label, field.read(node)) for field in NODE_FIELDS}
+def node_values(node: Node, cost: NodeCost | None = None) -> dict[str, tuple[str, Json]]:
+    """Every compared field of a node, given its FLOP terms: name -> (label, value); its settings last, as
+    ``settings.NAME``."""
+    values = {field.name: (field.label, field.read(node, cost)) for field in NODE_FIELDS}
     for setting in node.settings:
         values[SETTING_PREFIX + setting.name] = (setting.name, setting.value)
     return values
@@ -275,9 +297,11 @@ def _differing(left: Mapping[str, tuple[str, Json]], right: Mapping[str, tuple[s
     return changes
 
 
-def compare_nodes(a: Node, b: Node) -> tuple[FieldChange, ...]:
-    """The fields in which two nodes with one id differ; empty when they are the same."""
-    return tuple(_differing(node_values(a), node_values(b)))
+def compare_nodes(
+    a: Node, b: Node, a_cost: NodeCost | None = None, b_cost: NodeCost | None = None
+) -> tuple[FieldChange, ...]:
+    """The fields in which two nodes with one id differ, given each one's FLOP terms; empty when they are the same."""
+    return tuple(_differing(node_values(a, a_cost), node_values(b, b_cost)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -288,24 +312,44 @@ class TotalField:
     """Its name in the JSON document."""
     label: str
     """As a page shows it."""
-    read: Callable[[Totals], int]
-    """Its value."""
+    read: Callable[[Totals, CostReport], int]
+    """Its value, from the side's totals and its cost at ``DEFAULT_SIZES``."""
 
 
 TOTAL_FIELDS: tuple[TotalField, ...] = (
-    TotalField(name="parameters", label="Parameters", read=lambda totals: totals.parameters),
-    TotalField(name="active_parameters", label="Active per token", read=lambda totals: totals.active_parameters),
+    TotalField(name="parameters", label="Parameters", read=lambda totals, _: totals.parameters),
+    TotalField(name="active_parameters", label="Active per token", read=lambda totals, _: totals.active_parameters),
     TotalField(
         name="active_parameters_without_embedding",
         label="Active per token, without the input embedding",
-        read=lambda totals: totals.active_parameters_without_embedding,
+        read=lambda totals, _: totals.active_parameters_without_embedding,
     ),
-    TotalField(name="buffers", label="Persistent buffers (elements)", read=lambda totals: totals.buffers),
-    TotalField(name="mtp_parameters", label="Multi-token prediction parameters", read=lambda t: t.mtp_parameters),
-    TotalField(name="mtp_buffers", label="Multi-token prediction buffers", read=lambda t: t.mtp_buffers),
-    TotalField(name="scale_elements", label="Quantization scale elements", read=lambda t: t.scale_elements),
-    TotalField(name="checkpoint_bytes", label="Predicted checkpoint bytes", read=lambda t: checkpoint_bytes(t)),
-    # The cost model's totals (weight_bytes, cache_bytes_per_token, flops_per_token) go here.
+    TotalField(name="buffers", label="Persistent buffers (elements)", read=lambda totals, _: totals.buffers),
+    TotalField(name="mtp_parameters", label="Multi-token prediction parameters", read=lambda t, _: t.mtp_parameters),
+    TotalField(name="mtp_buffers", label="Multi-token prediction buffers", read=lambda t, _: t.mtp_buffers),
+    TotalField(name="scale_elements", label="Quantization scale elements", read=lambda t, _: t.scale_elements),
+    TotalField(name="checkpoint_bytes", label="Predicted checkpoint bytes", read=lambda t, _: checkpoint_bytes(t)),
+    TotalField(name="weight_bytes", label="Weight bytes as stored", read=lambda _, cost: cost.weight_bytes),
+    TotalField(
+        name="cache_bytes_per_token",
+        label="Cache bytes per token (per sequence, checkpoint dtype)",
+        read=lambda _, cost: cost.cache_per_token,
+    ),
+    TotalField(
+        name="state_bytes",
+        label="State bytes per sequence (any context)",
+        read=lambda _, cost: cost.state_bytes,
+    ),
+    TotalField(
+        name="flops_prefill",
+        label=f"FLOPs, prefill of a {DEFAULT_SIZES.prompt:,}-token prompt",
+        read=lambda _, cost: cost.prefill,
+    ),
+    TotalField(
+        name="flops_decode",
+        label=f"FLOPs per decoded token, {DEFAULT_SIZES.context:,} cached",
+        read=lambda _, cost: cost.decode,
+    ),
 )
 """The totals compared, in this order; then the predicted checkpoint's elements per dtype (``by_dtype.BF16``)."""
 
@@ -317,9 +361,9 @@ def checkpoint_bytes(totals: Totals) -> int:
     )
 
 
-def total_changes(a: Totals, b: Totals) -> tuple[TotalChange, ...]:
+def total_changes(a: Totals, b: Totals, a_cost: CostReport, b_cost: CostReport) -> tuple[TotalChange, ...]:
     """Every total of ``TOTAL_FIELDS``, then the checkpoint's elements for each dtype either side has."""
-    rows = [(field.name, field.label, field.read(a), field.read(b)) for field in TOTAL_FIELDS]
+    rows = [(field.name, field.label, field.read(a, a_cost), field.read(b, b_cost)) for field in TOTAL_FIELDS]
     for dtype in sorted(a.by_dtype.keys() | b.by_dtype.keys()):
         label = f"Checkpoint {dtype} elements"
         rows.append((f"by_dtype.{dtype}", label, a.by_dtype.get(dtype, 0), b.by_dtype.get(dtype, 0)))
@@ -531,18 +575,19 @@ def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
     """Compare two described models; B is read as the change from A (``ratio`` is ``b / a``)."""
     a_nodes = {node.id: node for node in a.graph.nodes}
     b_ids = {node.id for node in b.graph.nodes}
+    a_cost, b_cost = model_cost(a.graph, a.totals, DEFAULT_SIZES), model_cost(b.graph, b.totals, DEFAULT_SIZES)
     changed: list[NodeChange] = []
     same = 0
     for node in b.graph.nodes:
         if node.id in a_nodes:
-            fields = compare_nodes(a_nodes[node.id], node)
+            fields = compare_nodes(a_nodes[node.id], node, a_cost.nodes.get(node.id), b_cost.nodes.get(node.id))
             if fields:
                 changed.append(NodeChange(id=node.id, title=node.title, fields=fields))
             else:
                 same += 1
     families_differ = a.graph.model.family != b.graph.model.family
     layer_map = layer_map_diff(a.graph, b.graph)
-    totals = total_changes(a.totals, b.totals)
+    totals = total_changes(a.totals, b.totals, a_cost, b_cost)
     added = tuple(node.id for node in b.graph.nodes if node.id not in a_nodes)
     removed = tuple(node.id for node in a.graph.nodes if node.id not in b_ids)
     differs = bool(
@@ -688,6 +733,28 @@ def _totals_sentence(parts: _Parts) -> str | None:
     return "; ".join(said) if said else None
 
 
+LARGE_CHANGE = 1.25
+"""A cost total the summary names: B at least this many times A, or at most its inverse (or A zero, B not)."""
+_COST_TOTALS = (
+    ("cache_bytes_per_token", "cache bytes per token"),
+    ("flops_decode", f"decode FLOPs per token with {DEFAULT_SIZES.context:,} cached"),
+)
+"""The cost totals the summary names when they change by ``LARGE_CHANGE`` or more."""
+
+
+def _cost_sentence(parts: _Parts) -> str | None:
+    """``cache bytes per token: 8,064 instead of 70,272 (×0.115); …`` for a large change in what a token costs."""
+    rows = {row.name: row for row in parts.diff.totals}
+    said = []
+    for name, label in _COST_TOTALS:
+        row = rows[name]
+        large = row.ratio is None or not 1 / LARGE_CHANGE < row.ratio < LARGE_CHANGE
+        if row.difference and large:
+            ratio = f" ({ratio_text(row.ratio)})" if row.ratio is not None else ""
+            said.append(f"{label}: {row.b:,} instead of {row.a:,}{ratio}")
+    return "; ".join(said) if said else None
+
+
 def _nodes_sentence(parts: _Parts) -> str:
     a, b, diff = parts.a.model.name, parts.b.model.name, parts.diff
     return (
@@ -730,6 +797,7 @@ def summarise(parts: _Parts) -> str:
         _layers_sentence(parts),
         _weights_sentence(parts),
         _totals_sentence(parts),
+        _cost_sentence(parts),
         _settings_sentence(parts),
         _nodes_sentence(parts),
         _config_sentence(parts),

@@ -363,3 +363,9 @@ class Graph:
     module paths its tensor states are traced at), as (prefix, module prefix) pairs, the first that matches applying
     (Kimi-K2.5's ``language_model.model.`` and ``model.`` are transformers' ``model.language_model.``): the shape
     trace finds a node's module with them."""
+
+    def instance_unit(self, node: Node) -> str:
+        """What a node's instances are called in its placement: ``experts`` inside an experts group, else
+        ``instances`` (a shared expert is not one of the routed experts)."""
+        kind = next((group.kind for group in self.groups if group.id == node.group), None)
+        return "experts" if kind is GroupKind.EXPERTS else "instances"

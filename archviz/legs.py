@@ -1,11 +1,11 @@
 """Verification legs as plain data, and the verdict over them.
 
 A check is a list of legs. Each leg is one witness of the graph's numbers — the analytic graph itself, transformers'
-model built on the meta device, the checkpoint's headers, the shape trace (and, as they are added, further witnesses
-such as FLOP counting or transformers' cache objects) — and says whether it ran, was skipped (and why) or failed
-(and how), what it compared, what it found, and which other legs it does not share code or data with. A leg that
-agrees only with a leg it is not independent of witnesses nothing: the verdict is ``agree`` only when a leg
-independent of the analytic graph ran and everything that ran agrees.
+model built on the meta device, the checkpoint's headers, the shape trace, torch's FLOP counter, transformers' cache
+object — and says whether it ran, was skipped (and why) or failed (and how), what it compared, what it found, and
+which other legs it does not share code or data with. A leg that agrees only with a leg it is not independent of
+witnesses nothing: the verdict is ``agree`` only when a leg independent of the analytic graph ran and everything that
+ran agrees.
 
 Adding a witness is adding a function that returns a ``Leg``; the verdict, the reports (terminal, JSON, JUnit) and
 the site's sentence read legs generically.
@@ -25,6 +25,12 @@ CHECKPOINT = "checkpoint"
 """The checkpoint's safetensors headers (or a manifest of them)."""
 SHAPES = "shape trace"
 """A prefill and a decode forward pass on meta tensors, compared node by node."""
+FLOPS = "FLOP count"
+"""torch's ``FlopCounterMode`` over a prefill and a decode step on meta tensors, compared node by node."""
+CACHE = "cache object"
+"""The tensors transformers' cache object holds after the decode step, compared layer by layer."""
+FORWARD_LEGS = (SHAPES, FLOPS, CACHE)
+"""The legs that run the meta model's forward: skipped whenever the meta model is, for the same reason."""
 
 
 class LegStatus(StrEnum):
@@ -85,9 +91,21 @@ class Leg:
     internal_error: bool = False
     """It failed because of a bug in archviz, not because of the model."""
 
+    def compared_text(self) -> str:
+        """What it compared, in words: ``69,975 tensors, 1 layer traced``."""
+        return ", ".join(_counted(count, what) for what, count in self.compared.items())
+
     def fails(self, *, strict: bool = False) -> bool:
         """Whether the leg failed or found a disagreement (under ``strict``, also a gap)."""
         return self.status is LegStatus.FAILED or any(strict or not item.strict_only for item in self.findings)
+
+
+def _counted(count: int, what: str) -> str:
+    """``2 sizes``, ``1 size``: the first word of ``what`` loses its plural ``s`` for one."""
+    if count == 1:
+        first, _, rest = what.partition(" ")
+        what = " ".join(item for item in (first.removesuffix("s"), rest) if item)
+    return f"{count:,} {what}"
 
 
 def outcome(legs: Iterable[Leg], *, strict: bool = False, omitted: Sequence[str] = ()) -> Outcome:

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from archviz.config import ConfigDocument, load_config
 from archviz.families import build_graph, family_settings, find_family
 from archviz.graph import Assumption, Graph
 from archviz.modeltree import CodeRequest, ModelCode, ModelRecipe
+from archviz.pins import SourceFile
+from archviz.provenance import ensure_python
 from archviz.recipe import transformers_recipe
 from archviz.resolve import ModelSource, resolve_model
 from archviz.sources import GraphSources, choose_source_file, locate_sources
 from archviz.totals import Totals, compute_totals
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelDocs:
-    """Everything archviz knows about one model."""
+    """Everything archviz knows about one model. Its provenance (``sources``) is located when first asked for:
+    ``check`` and ``cost`` do without it."""
 
     source: ModelSource
     """Where its files are."""
@@ -27,12 +31,19 @@ class ModelDocs:
     """Its typed graph."""
     totals: Totals
     """Its parameter arithmetic."""
-    sources: GraphSources
-    """Where each node lives in the modeling code and the config, at a pinned revision."""
+    modeling: SourceFile
+    """The modeling file cited (``choose_source_file``'s choice), parsed: a file that is not Python fails early."""
     recipe: ModelRecipe
     """What transformers is asked to build from the same config (the meta leg), with archviz's normalisations."""
     code: ModelCode | None = None
     """What the meta stage read off the modeling code to build the graph (the generic family), as plain data."""
+    part_files: Mapping[str, SourceFile] = field(default_factory=dict)
+    """The files cited for parts whose code is in a file of its own (``Family.code_parts``), parsed, by part name."""
+
+    @cached_property
+    def sources(self) -> GraphSources:
+        """Where each node lives in the modeling code and the config, at a pinned revision."""
+        return locate_sources(self.graph, self.config, self.modeling, self.part_files)
 
 
 def describe_model(
@@ -76,6 +87,7 @@ def describe_model(
         revision=where.revision,
         prefer=source,
     )
+    ensure_python(modeling)
     # A part whose code is in a file of its own (a wrapper's language model): its own remote code, named by its
     # sub-config's auto_map, or transformers' file for its model_type.
     parts = {
@@ -89,12 +101,15 @@ def describe_model(
         )
         for name, part in family.code_parts.items()
     }
+    for part_file in parts.values():
+        ensure_python(part_file)
     return ModelDocs(
         source=where,
         config=config,
         graph=graph,
         totals=compute_totals(graph),
-        sources=locate_sources(graph, config, modeling, parts),
+        modeling=modeling,
+        part_files=parts,
         recipe=transformers_recipe(settings, graph.model, adapt=family.adapt_config),
         code=read[-1] if read else None,
     )

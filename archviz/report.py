@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from archviz.graph import Graph, Group, Node, NodeKind, Placement, TensorRow
-from archviz.legs import ANALYTIC, SHAPES, Leg, LegStatus, Outcome, independent_legs
+from archviz.legs import ANALYTIC, FORWARD_LEGS, SHAPES, Leg, LegStatus, Outcome, independent_legs
 from archviz.modeltree import BuildRecord
 from archviz.shapecheck import ShapeVerdict
 from archviz.shapes import Phase, format_shape
@@ -54,10 +54,6 @@ def format_placement(placement: Placement, unit: str = "") -> str:
     return text
 
 
-def _unit(node: Node) -> str:
-    return "experts" if "expert" in node.id else "instances"
-
-
 def _row_json(row: TensorRow) -> dict[str, Any]:
     data: dict[str, Any] = {
         "component": row.component,
@@ -78,8 +74,8 @@ def _row_json(row: TensorRow) -> dict[str, Any]:
     return data
 
 
-def node_json(node: Node, sources: NodeSources | None = None) -> dict[str, Any]:
-    """One node as the JSON document lists it."""
+def node_json(graph: Graph, node: Node, sources: NodeSources | None = None) -> dict[str, Any]:
+    """One node of ``graph`` as the JSON document lists it."""
     return {
         "id": node.id,
         "title": node.title,
@@ -103,7 +99,7 @@ def node_json(node: Node, sources: NodeSources | None = None) -> dict[str, Any]:
             "layers": list(node.placement.layers),
             "per_layer": node.placement.per_layer,
             "active_per_layer": node.placement.active_per_layer,
-            "where": format_placement(node.placement, _unit(node)),
+            "where": format_placement(node.placement, graph.instance_unit(node)),
         },
         "calculation": [_row_json(row) for row in node.parameters],
         "buffers": [_row_json(row) for row in node.buffers],
@@ -182,7 +178,7 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
             "located": coverage(sources).located,
             "unlocated": list(coverage(sources).unlocated),
         },
-        "nodes": [node_json(node, sources.nodes.get(node.id) if sources else None) for node in graph.nodes],
+        "nodes": [node_json(graph, node, sources.nodes.get(node.id) if sources else None) for node in graph.nodes],
         "groups": [_group_json(group) for group in graph.groups],
         "layers": [
             {"index": layer.index, "mixer": layer.mixer, "ffn": layer.ffn, "part": layer.part.value}
@@ -343,6 +339,7 @@ def _comparisons_json(verification: Verification) -> dict[str, Any]:
             }
             for check in verification.shapes
         ],
+        "costs": _costs_json(verification),
         "shape_report": {
             "checked": sum(1 for item in verification.shape_nodes if item.status is ShapeVerdict.OK),
             "nodes": len(verification.shape_nodes),
@@ -351,6 +348,35 @@ def _comparisons_json(verification: Verification) -> dict[str, Any]:
                 for item in verification.shape_nodes
             ],
         },
+    }
+
+
+def _costs_json(verification: Verification) -> dict[str, Any]:
+    """The cost legs' comparisons: per size, every row (node or layer, phase, the cost model's number and the
+    witness's), the modules no node predicts, and the nodes each leg covered."""
+    costs = verification.costs
+    return {
+        "flop_nodes": list(costs.flop_nodes),
+        "cache_nodes": list(costs.cache_nodes),
+        "checks": [
+            {
+                "batch": check.sizes.batch,
+                "prompt": check.sizes.prompt,
+                "context": check.sizes.context,
+                "rows": [
+                    {
+                        "what": row.what,
+                        "phase": row.phase,
+                        "analytic": row.analytic,
+                        "witnessed": row.witnessed,
+                        "agrees": row.agrees,
+                    }
+                    for row in check.rows
+                ],
+                "unclaimed": list(check.unclaimed),
+            }
+            for check in costs.checks
+        ],
     }
 
 
@@ -412,7 +438,7 @@ def _legs_table(verification: Verification, *, strict: bool) -> Table:
             leg.name,
             f"[{_STATUS_STYLE[leg.status]}]{leg.status.value}[/]",
             escape(leg.witness),
-            escape(", ".join(f"{count:,} {what}" for what, count in leg.compared.items())),
+            escape(leg.compared_text()),
             ", ".join(leg.independent_of) or "—",
             result,
         )
@@ -452,13 +478,13 @@ def _verdict_line(verification: Verification, *, strict: bool) -> str:
     if result is Outcome.DISAGREE:
         failing = sum(1 for leg in verification.legs if leg.fails(strict=strict))
         return f"[bold red]✗ disagree:[/] {len(verification.problems):,} disagreements in {failing} legs"
-    # The shape trace is skipped whenever the meta model is: its reason would only repeat that one.
+    # The forward legs are skipped whenever the meta model is: their reason would only repeat that one.
     why = "; ".join(
         f"{leg.name} {leg.status.value}: {leg.reason}"
         if leg.status is not LegStatus.RAN
         else f"{leg.name} ran but shares the graph's source"
         for leg in verification.legs
-        if leg.name != ANALYTIC and not (leg.name == SHAPES and leg.status is LegStatus.SKIPPED)
+        if leg.name != ANALYTIC and not (leg.name in FORWARD_LEGS and leg.status is LegStatus.SKIPPED)
     )
     return f"[bold yellow]? unverified:[/] nothing independent of the analytic graph ran — {escape(why)}"
 
@@ -483,6 +509,38 @@ def _shape_table(verification: Verification) -> Table | str:
         said = f"[{style.get(status, 'bold red')}]{shown}[/]" + (f": {escape(reason)}" if reason else "")
         table.add_row(said, escape(", ".join(ids)))
     return table
+
+
+def _cost_lines(verification: Verification) -> list[Any]:
+    """Per size the witness ran at, how many FLOP and cache comparisons agree; then the nodes each leg covered."""
+    from rich.markup import escape
+
+    costs = verification.costs
+    if not costs.checks:
+        return []
+    table = Table(title="Costs against torch's FLOP counter and transformers' cache object")
+    for column in ("B, T, S", "FLOP comparisons agreeing", "cache comparisons agreeing", "modules no node predicts"):
+        table.add_column(column, justify="left" if column == "B, T, S" else "right")
+    for check in costs.checks:
+        flops = [row for row in check.rows if row.phase != "cache"]
+        cache = [row for row in check.rows if row.phase == "cache"]
+
+        def agreeing(rows: list[Any]) -> str:
+            good = sum(1 for row in rows if row.agrees)
+            return f"[{'green' if good == len(rows) else 'bold red'}]{good:,} of {len(rows):,}[/]"
+
+        sizes = check.sizes
+        table.add_row(
+            f"{sizes.batch}, {sizes.prompt}, {sizes.context}",
+            agreeing(flops),
+            agreeing(cache),
+            f"{len(check.unclaimed):,}",
+        )
+    return [
+        table,
+        f"[dim]FLOP count covered:[/] {escape(', '.join(costs.flop_nodes))}",
+        f"[dim]cache object covered:[/] {escape(', '.join(costs.cache_nodes))}",
+    ]
 
 
 def render_verification(name: str, verification: Verification, *, strict: bool = False, limit: int = 40) -> RichGroup:
@@ -526,6 +584,7 @@ def render_verification(name: str, verification: Verification, *, strict: bool =
         if len(verification.tensors) > limit:
             parts.append(f"… and {len(verification.tensors) - limit:,} more (see --json)")
     parts.append(_shape_table(verification))
+    parts.extend(_cost_lines(verification))
     for note in verification.notes:
         parts.append(f"[dim]note:[/] {escape(note)}")
     for leg in verification.legs:  # skipped legs are in the table; these are the gaps of legs that ran

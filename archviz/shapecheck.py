@@ -93,6 +93,8 @@ class ShapeResult:
     leg: Leg
     checks: tuple[ShapeCheck, ...]
     nodes: tuple[NodeShape, ...]
+    stand_ins: tuple[str, ...] = ()
+    """Modules whose code could not run on meta tensors and ran as stand-ins returning zeros."""
 
 
 def describe_shape(shape: Sequence[int] | None) -> str:
@@ -110,14 +112,19 @@ def not_run(graph: Graph, reason: str, *, independent: bool) -> ShapeResult:
     )
 
 
-def shape_leg(graph: Graph, recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None) -> ShapeResult:
-    """Trace the reduced model and compare every node's output shape."""
+def reduced_model(graph: Graph, recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None) -> Any:
+    """The recipe's model cut to ``layer_prefix(graph)`` layers, built on the meta device (an ``nn.Module``)."""
     from archviz.meta import instantiate_meta_module
+
+    reduced = replace(recipe, config=reduced_config(recipe.config, layer_prefix(graph)))
+    return instantiate_meta_module(reduced, trust_remote_code=trust_remote_code, model_dir=model_dir)
+
+
+def shape_leg(graph: Graph, module: Any) -> ShapeResult:
+    """Trace ``module`` (``reduced_model``'s) and compare every node's output shape."""
     from archviz.tracing import trace_shapes
 
     layers = layer_prefix(graph)
-    reduced = replace(recipe, config=reduced_config(recipe.config, layers))
-    module = instantiate_meta_module(reduced, trust_remote_code=trust_remote_code, model_dir=model_dir)
     trace = trace_shapes(module)
     checks: list[ShapeCheck] = []
     nodes: list[NodeShape] = []
@@ -129,7 +136,10 @@ def shape_leg(graph: Graph, recipe: ModelRecipe, *, trust_remote_code: bool, mod
         node_checks, status = _node_shapes(node, trace, layers, graph.module_renames)
         checks.extend(node_checks)
         nodes.append(status)
-    return ShapeResult(leg=_leg(trace, checks, nodes, graph, layers), checks=tuple(checks), nodes=tuple(nodes))
+    stand_ins = tuple(dict.fromkeys(note.module for note in trace.not_executed if note.module))
+    return ShapeResult(
+        leg=_leg(trace, checks, nodes, graph, layers), checks=tuple(checks), nodes=tuple(nodes), stand_ins=stand_ins
+    )
 
 
 def _leg(trace: ShapeTrace, checks: list[ShapeCheck], nodes: list[NodeShape], graph: Graph, layers: int) -> Leg:

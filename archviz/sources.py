@@ -407,6 +407,11 @@ def locate_sources(
     )
 
 
+def cited_file(graph: Graph, config: ConfigDocument, source: SourceFile) -> FileSummary:
+    """The modeling file ``locate_sources`` would cite (path, revision, origin), without locating anything."""
+    return _pins(graph, config, source).modeling
+
+
 def _locators(graph: Graph, source: SourceFile) -> tuple[Mapping[str, Locator], Mapping[str, Locator]]:
     """The locator of every node and group: the ones the family's builder attached, or, for a family whose
     locators depend on the cited file (the generic family's), the ones it makes for this graph and file."""

@@ -21,13 +21,25 @@ from pathlib import Path
 
 from archviz import legs
 from archviz.checkpoint import Checkpoint
+from archviz.cost import UNPRICED
+from archviz.costcheck import CostLegs, cost_legs, cost_not_run
 from archviz.errors import InputError
 from archviz.families.omissions import quantization_modelled
 from archviz.graph import Graph, Part, TensorRow
 from archviz.legs import Finding, Leg, LegStatus, Outcome
 from archviz.modeltree import BuildRecord, ModuleTree
 from archviz.pipeline import ModelDocs
-from archviz.shapecheck import MODULE_RENAMES, NodeShape, ShapeCheck, ShapeResult, not_run, shape_leg
+from archviz.shapecheck import (
+    MODULE_RENAMES,
+    NodeShape,
+    ShapeCheck,
+    ShapeResult,
+    layer_prefix,
+    not_run,
+    reduced_model,
+    shape_leg,
+)
+from archviz.sources import cited_file
 from archviz.totals import ManifestTensor, TensorRole, node_buffers, node_parameters, predicted_manifest
 
 
@@ -107,7 +119,8 @@ class Verification:
     """Everything ``archviz check`` found."""
 
     legs: tuple[Leg, ...]
-    """Every leg, ran, skipped or failed, in order: analytic graph, meta model, shape trace, checkpoint."""
+    """Every leg, ran, skipped or failed, in order: analytic graph, meta model, shape trace, FLOP count, cache
+    object, checkpoint."""
     analytic: LegTotals
     """The graph's totals."""
     meta: LegTotals | None
@@ -128,6 +141,8 @@ class Verification:
     """Node shapes against the meta forward pass, per pass."""
     shape_nodes: tuple[NodeShape, ...]
     """Every node of the graph in the shape report: checked, not checked (with the reason) or failed."""
+    costs: CostLegs
+    """The FLOP-count and cache-object legs, their comparisons and the nodes each covered."""
     notes: tuple[str, ...]
     """What the checkpoint holds beyond the main model's weights (scales, MTP, packed tensors), explained."""
     warnings: tuple[str, ...]
@@ -187,18 +202,14 @@ def verification_sentence(verification: Verification | None) -> str:
             if leg.status is LegStatus.SKIPPED
             else f"the {leg.name} shares the graph's source"
             for leg in verification.legs
-            if leg.name != legs.ANALYTIC and not (leg.name == legs.SHAPES and leg.status is LegStatus.SKIPPED)
+            if leg.name != legs.ANALYTIC and not (leg.name in legs.FORWARD_LEGS and leg.status is LegStatus.SKIPPED)
         )
         return prefix + f"Unverified: no witness independent of the graph ran ({why})."
-    witnesses = " and ".join(f"{leg.witness} ({_compared(leg)})" for leg in legs.independent_legs(verification.legs))
+    witnesses = "; ".join(f"{leg.witness} ({leg.compared_text()})" for leg in legs.independent_legs(verification.legs))
     text = prefix + f"Verified against {witnesses}."
     if verification.checkpoint is None:
         text += " No checkpoint was checked."
     return text
-
-
-def _compared(leg: Leg) -> str:
-    return ", ".join(f"{count:,} {what}" for what, count in leg.compared.items())
 
 
 def _describe(shape: Sequence[int] | None, dtype: str | None = None) -> str:
@@ -368,7 +379,7 @@ def _analytic_leg(docs: ModelDocs) -> Leg:
         independent_of: tuple[str, ...] = (legs.CHECKPOINT,)
     else:
         witness = f"the graph the {graph.model.family} family builds from the config"
-        independent_of = (legs.META, legs.SHAPES, legs.CHECKPOINT)
+        independent_of = (legs.META, legs.SHAPES, legs.FLOPS, legs.CACHE, legs.CHECKPOINT)
     return Leg(
         name=legs.ANALYTIC,
         witness=witness,
@@ -457,16 +468,33 @@ def _meta_model(docs: ModelDocs, *, trust_remote_code: bool) -> tuple[ModuleTree
     return model_record(meta), respell  # the whole model's facts; its modules one by one are not needed here
 
 
-def _shape_result(docs: ModelDocs, meta: _Reconciled, *, trace: bool, trust_remote_code: bool) -> ShapeResult:
+def _forward_legs(
+    docs: ModelDocs, meta: _Reconciled, *, trace: bool, trust_remote_code: bool
+) -> tuple[ShapeResult, CostLegs]:
+    """The legs that run the meta model's forward: the shape trace, then torch's FLOP counter and transformers'
+    cache object on the same reduced model."""
     graph = docs.graph
     if graph.derived_from_code:
-        why = "the generic graph's shapes are read off this same trace, so it cannot witness them"
-        return not_run(graph, why, independent=False)
+        same = "the generic graph's shapes are read off this same trace, so it cannot witness them"
+        return not_run(graph, same, independent=False), cost_not_run(UNPRICED, independent=False)
+    why: str | None = None
     if meta.leg.status is not LegStatus.RAN:
-        return not_run(graph, "the meta-device model was not built (see the meta model leg)", independent=True)
-    if not trace:
-        return not_run(graph, "not asked for", independent=True)
-    return shape_leg(graph, docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+        why = "the meta-device model was not built (see the meta model leg)"
+    elif not trace:
+        why = "not asked for"
+    if why is not None:
+        return not_run(graph, why, independent=True), cost_not_run(why, independent=True)
+    module = reduced_model(graph, docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+    shapes = shape_leg(graph, module)
+    if shapes.leg.status is not LegStatus.RAN:
+        return shapes, cost_not_run("the shape trace's forward pass raised (see the shape trace leg)", independent=True)
+    if shapes.stand_ins:
+        why = (
+            f"{', '.join(shapes.stand_ins)} cannot run on meta tensors and ran as a stand-in in the shape trace: "
+            "torch's counter would count the stand-in, not the model"
+        )
+        return shapes, cost_not_run(why, independent=True)
+    return shapes, cost_legs(graph, module, layers=layer_prefix(graph), cache_dtype=graph.dtype)
 
 
 def _packed_method(docs: ModelDocs) -> str | None:
@@ -483,7 +511,7 @@ def _checkpoint_leg(
     docs: ModelDocs, manifest: Sequence[ManifestTensor], checkpoint: Checkpoint | None, meta: _Reconciled
 ) -> _Reconciled:
     witness = "the checkpoint's tensors, read from its safetensors headers"
-    independent_of = (legs.ANALYTIC, legs.META, legs.SHAPES)
+    independent_of = (legs.ANALYTIC, legs.META, legs.SHAPES, legs.FLOPS, legs.CACHE)
     if checkpoint is None:
         reason = "no checkpoint: pass --checkpoint, or check a folder or Hub repo that holds safetensors"
         return _Reconciled(leg=legs.skipped(legs.CHECKPOINT, witness, reason, independent_of=independent_of))
@@ -628,10 +656,10 @@ def _verify(
     # The meta-device model holds every weight unquantized, as the graph's logical manifest names it.
     main = {t.name: t for t in predicted_manifest(graph, logical=True) if t.part is Part.MAIN and t.role in COUNTED}
     meta = _meta_leg(docs, main, run_meta=run_meta, trust_remote_code=trust_remote_code)
-    shapes = _shape_result(docs, meta, trace=trace, trust_remote_code=trust_remote_code)
+    shapes, costs = _forward_legs(docs, meta, trace=trace, trust_remote_code=trust_remote_code)
     held = _checkpoint_leg(docs, manifest, checkpoint, meta)
     return Verification(
-        legs=(_analytic_leg(docs), meta.leg, shapes.leg, held.leg),
+        legs=(_analytic_leg(docs), meta.leg, shapes.leg, costs.flops, costs.cache, held.leg),
         analytic=LegTotals(parameters=docs.totals.parameters, buffers=docs.totals.buffers),
         meta=meta.totals,
         checkpoint=held.totals,
@@ -642,6 +670,7 @@ def _verify(
         tensors=(*meta.tensors, *held.tensors),
         shapes=shapes.checks,
         shape_nodes=shapes.nodes,
+        costs=costs,
         notes=(*meta.notes, *held.notes),
         warnings=tuple(_cited_file_warnings(docs, meta.built)),
         derived_from_code=graph.derived_from_code,
@@ -673,7 +702,7 @@ def _node_checks(graph: Graph, meta: Counter[str] | None, held: Counter[str] | N
 
 def _cited_file_warnings(docs: ModelDocs, built: BuildRecord | None) -> list[str]:
     """A warning when the cards cite another modeling file than the one the meta leg built."""
-    cited = docs.sources.file
+    cited = cited_file(docs.graph, docs.config, docs.modeling)  # not docs.sources: a check locates nothing
     origin = cited.origin.value if cited.origin is not None else None
     if built is None or (cited.path == built.module_file and origin == built.origin):
         return []

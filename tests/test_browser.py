@@ -253,8 +253,12 @@ def _overlap(a: list[float], b: list[float], slack: float = 0.5) -> bool:
 
 
 def _inside(inner: list[float], outer: list[float], slack: float = 1.0) -> bool:
-    return (inner[0] >= outer[0] - slack and inner[1] >= outer[1] - slack and inner[2] <= outer[2] + slack
-            and inner[3] <= outer[3] + slack)
+    return (
+        inner[0] >= outer[0] - slack
+        and inner[1] >= outer[1] - slack
+        and inner[2] <= outer[2] + slack
+        and inner[3] <= outer[3] + slack
+    )
 
 
 def _diagram_page(sites: dict[str, Path], model: str) -> Path:
@@ -264,8 +268,9 @@ def _diagram_page(sites: dict[str, Path], model: str) -> Path:
 
 @pytest.mark.parametrize("model", [K2, KIMI_LINEAR, LLAMA])
 @pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
-def test_diagram_has_no_overlapping_boxes_or_labels(sites: dict[str, Path], open_page: Callable[..., Any],
-                                                     model: str, width: str) -> None:
+def test_diagram_has_no_overlapping_boxes_or_labels(
+    sites: dict[str, Path], open_page: Callable[..., Any], model: str, width: str
+) -> None:
     page, watch = open_page(_diagram_page(sites, model), viewport=DIAGRAM_WIDTHS[width])
     for phase in ("prefill", "decode"):
         page.click(f"button[data-set-phase={phase}]")
@@ -275,13 +280,13 @@ def test_diagram_has_no_overlapping_boxes_or_labels(sites: dict[str, Path], open
         for i, one in enumerate(boxes):
             for text in one["texts"]:
                 assert _inside(text, one["box"]), (phase, "text outside its box", one["id"])
-            for other in boxes[i + 1:]:
+            for other in boxes[i + 1 :]:
                 assert not _overlap(one["box"], other["box"]), (phase, one["id"], other["id"])
         flat = [*labels, *titles]
         for i, one in enumerate(flat):
             for box in boxes:
                 assert not _overlap(one["box"], box["box"]), (phase, one["text"], box["id"])
-            for other in flat[i + 1:]:
+            for other in flat[i + 1 :]:
                 assert not _overlap(one["box"], other["box"]), (phase, one["text"], other["text"])
     # At 420 px the diagram scrolls inside its own box; the page itself does not.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
@@ -289,13 +294,16 @@ def test_diagram_has_no_overlapping_boxes_or_labels(sites: dict[str, Path], open
 
 
 @pytest.mark.parametrize("model", [K2, KIMI_LINEAR, LLAMA])
-def test_diagram_draws_every_node_and_links_every_box_to_a_card(sites: dict[str, Path], open_page: Callable[..., Any],
-                                                                model: str) -> None:
+def test_diagram_draws_every_node_and_links_every_box_to_a_card(
+    sites: dict[str, Path], open_page: Callable[..., Any], model: str
+) -> None:
     path = _diagram_page(sites, model)
     page, watch = open_page(path)
     drawn = set(page.evaluate("Array.from(document.querySelectorAll('#diagram g.node'), g => g.id)"))
-    links = page.evaluate("Array.from(document.querySelectorAll('#diagram svg a[*|href]'),"
-                          " a => a.getAttribute('xlink:href') || a.getAttribute('href'))")
+    links = page.evaluate(
+        "Array.from(document.querySelectorAll('#diagram svg a[*|href]'),"
+        " a => a.getAttribute('xlink:href') || a.getAttribute('href'))"
+    )
     cards = sorted((path.parent / "nodes").glob("*.html"))
     assert cards
     for card_path in cards:  # every node: a box of its own, or the label of the edge that carries it
@@ -307,8 +315,10 @@ def test_diagram_draws_every_node_and_links_every_box_to_a_card(sites: dict[str,
             assert (path.parent / target).resolve().is_file(), link
         else:
             assert page.locator(f"[id='{fragment}']").count() == 1, link
-    boxes = page.evaluate("Array.from(document.querySelectorAll('#diagram g.node'),"
-                          " g => [g.id, !!g.querySelector('a'), g.classList.contains('input')])")
+    boxes = page.evaluate(
+        "Array.from(document.querySelectorAll('#diagram g.node'),"
+        " g => [g.id, !!g.querySelector('a'), g.classList.contains('input')])"
+    )
     for box_id, linked, is_input in boxes:
         assert linked or is_input, box_id
     assert watch.clean(), watch
@@ -316,8 +326,10 @@ def test_diagram_draws_every_node_and_links_every_box_to_a_card(sites: dict[str,
 
 def test_decode_toggle_changes_the_edge_shapes(sites: dict[str, Path], open_page: Callable[..., Any]) -> None:
     page, watch = open_page(_diagram_page(sites, K2))
-    shown = "Array.from(document.querySelectorAll('#diagram g.edge text'))" \
-            ".filter(t => getComputedStyle(t).display !== 'none').map(t => t.textContent)"
+    shown = (
+        "Array.from(document.querySelectorAll('#diagram g.edge text'))"
+        ".filter(t => getComputedStyle(t).display !== 'none').map(t => t.textContent)"
+    )
     prefill = page.evaluate(shown)
     assert "[B, T, 7168 d]" in prefill and "[B, 1, 7168 d]" not in prefill
     page.click("button[data-set-phase=decode]")
@@ -342,15 +354,18 @@ def test_diagram_reads_without_javascript(browser: Any, sites: dict[str, Path]) 
     try:
         page = context.new_page()
         page.goto(_diagram_page(sites, K2).as_uri())
-        texts = page.evaluate("Array.from(document.querySelectorAll('#diagram g.edge text'))"
-                              ".filter(t => getComputedStyle(t).display !== 'none').map(t => t.textContent)")
+        texts = page.evaluate(
+            "Array.from(document.querySelectorAll('#diagram g.edge text'))"
+            ".filter(t => getComputedStyle(t).display !== 'none').map(t => t.textContent)"
+        )
         assert "[B, T, 7168 d]" in texts and "[B, 1, 7168 d]" not in texts
     finally:
         context.close()
 
 
-def test_search_for_kda_lists_every_kda_card_grouped_by_model(sites: dict[str, Path],
-                                                              open_page: Callable[..., Any]) -> None:
+def test_search_for_kda_lists_every_kda_card_grouped_by_model(
+    sites: dict[str, Path], open_page: Callable[..., Any]
+) -> None:
     page, watch = open_page(sites["models"] / "index.html")
     page.fill("#search-input", "kda")
     page.locator("#search-results a").first.wait_for()

@@ -201,6 +201,8 @@ def test_home_table_has_a_column_per_model_and_a_row_per_fact(site: Path, llama:
         "Active per token",
         "Active per token, without the input embedding",
         "Predicted checkpoint bytes",
+        "Cache per token (one sequence)",
+        "Decode FLOPs per token (131,072 cached)",
     ]
     assert rows["Family"] == [
         "deepseek_v3 model_type kimi_k2",
@@ -227,6 +229,20 @@ def test_home_table_has_a_column_per_model_and_a_row_per_fact(site: Path, llama:
     assert rows["Context length"][0] == "131,072 max_position_embeddings" and rows["Context length"][2] == "—"
     assert rows["Parameters"][0] == "1.03 T 1,026,408,209,408"
     assert rows["Predicted checkpoint bytes"][0] == "1.03 TB 1,029,173,249,888 bytes"
+    # MLA caches its latent and rotary key, (512 + 64) BF16 values per layer (61 in K2 and DeepSeek-V3, 7 of Kimi
+    # Linear's 27); Kimi Linear's KDA layers keep a fixed state instead; Llama caches keys and values of 8 KV heads
+    # of 128 in each of its 32 layers.
+    assert rows["Cache per token (one sequence)"] == [
+        "70.3 KB 70,272 bytes, BF16",
+        "70.3 KB 70,272 bytes, BF16",
+        "8.06 KB 8,064 bytes, BF16; plus 43.9 MB of state per sequence",
+        "131 KB 131,072 bytes, BF16",
+    ]
+    assert (576 * 2 * 61, 576 * 2 * 7, 2 * 8 * 128 * 2 * 32) == (70_272, 8_064, 131_072)
+    decode = next(tr for tr in table.find("tbody").find_all("tr") if "Decode FLOPs" in tr.find("th").text())
+    costs = [json.loads(runner.invoke(app, ["cost", model, "--json"]).stdout) for model in (K2, DEEPSEEK, KIMI_LINEAR)]
+    assert [td.attrs["data-sort"] for td in decode.find_all("td")][:3] == [str(c["flops"]["decode"]) for c in costs]
+    assert rows["Decode FLOPs per token (131,072 cached)"][0] == "135 TFLOP 134,531,284,475,904"
     # The sort keys the browser orders columns by: exact numbers; a missing value has none.
     parameters = next(tr for tr in table.find("tbody").find_all("tr") if squash(tr.find("th").text()) == "Parameters")
     assert parameters.find("th").attrs["data-sort-row"] == "number"

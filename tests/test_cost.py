@@ -14,15 +14,17 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from archviz import legs
 from archviz.cli import app
 from archviz.cost import Phase, Sizes, flop_rows, layer_cache_bytes, model_cost
-from archviz.costcheck import compare_cost
+from archviz.costcheck import WITNESS_SIZES, compare_cost, cost_legs
 from archviz.graph import OpKind
 from archviz.meta import instantiate_meta_module
 from archviz.pipeline import ModelDocs, describe_model
+from archviz.shapecheck import layer_prefix, reduced_model
 from archviz.verify import predicted_checkpoint
 from archviz.witness import witness_cost
-from tests.test_families import tiny
+from tests.test_families import TINY, tiny
 from tests.test_meta import FAMILY_CASES
 
 runner = CliRunner()
@@ -205,3 +207,95 @@ def test_an_fp8_cache_halves_the_bf16_cache() -> None:
     bf16 = cost_json("kimi-k2-instruct")["cache"]["bytes_per_token"]
     fp8 = cost_json("kimi-k2-instruct", "--cache-dtype", "float8_e4m3fn")["cache"]
     assert fp8["dtype"] == "F8_E4M3" and 2 * fp8["bytes_per_token"] == bf16
+
+
+# -- the cost legs of archviz check -----------------------------------------------------------------
+
+
+def check_json(model: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["check", model, "--json"])
+    document: dict[str, Any] = json.loads(result.stdout)
+    document["exit_code"] = result.exit_code
+    return document
+
+
+def cost_legs_of(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {leg["name"]: leg for leg in document["legs"] if leg["name"] in (legs.FLOPS, legs.CACHE)}
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_check_runs_the_flop_and_cache_legs_on_every_tiny_config(name: str, tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY[name]), encoding="utf-8")
+    docs = describe_model(str(folder))
+    document = check_json(str(folder))
+    found = cost_legs_of(document)
+    if docs.graph.derived_from_code:  # the generic path: no operator kinds to price, said as the reason
+        assert {leg["status"] for leg in found.values()} == {"skipped"}
+        assert all("prices none of it" in leg["reason"] for leg in found.values())
+        return
+    assert document["exit_code"] == 0 and document["outcome"] == "agree"
+    assert {leg["status"] for leg in found.values()} == {"ran"} and all(not leg["findings"] for leg in found.values())
+    checks = document["costs"]["checks"]
+    assert [(c["batch"], c["prompt"], c["context"]) for c in checks] == list(WITNESS_SIZES)
+    assert all(row["agrees"] and row["analytic"] == row["witnessed"] for c in checks for row in c["rows"])
+    # Every costed node of the traced layers is listed as covered; the cache leg covers the cache updates.
+    layers = layer_prefix(docs.graph)
+    costed = {
+        node.id
+        for node in docs.graph.nodes
+        if node.op is not None
+        and node.part.value == "main"
+        and (not node.placement.layers or min(node.placement.layers) < layers)
+    }
+    kept = {
+        node.id for node in docs.graph.nodes if node.op is not None and node.op.kind in (OpKind.CACHE, OpKind.STATE)
+    }
+    assert set(document["costs"]["flop_nodes"]) == costed - kept
+    assert set(document["costs"]["cache_nodes"]) == kept
+
+
+@pytest.mark.parametrize("model", ["kimi-k2-instruct", "kimi-linear-48b-a3b-instruct"])
+def test_the_bundled_kimi_models_agree_with_torchs_counter_and_the_cache_object(model: str) -> None:
+    document = check_json(model)
+    found = cost_legs_of(document)
+    assert document["exit_code"] == 0
+    assert {leg["status"] for leg in found.values()} == {"ran"} and all(not leg["findings"] for leg in found.values())
+    rows = [row for check in document["costs"]["checks"] for row in check["rows"]]
+    assert rows and all(row["agrees"] for row in rows)
+    assert {"moe.routed-expert", "attention.sdpa", "lm-head"} <= set(document["costs"]["flop_nodes"])
+    if model.startswith("kimi-linear"):
+        assert {"kda.delta-rule", "kda.short-conv"} <= set(document["costs"]["flop_nodes"])
+        assert {"kda.recurrent-state", "kda.conv-state"} <= set(document["costs"]["cache_nodes"])
+
+
+@pytest.mark.parametrize(
+    ("change", "leg", "subject"),
+    [
+        ({"intermediate_size": 128}, legs.FLOPS, "mlp.up-proj"),
+        ({"num_key_value_heads": 4}, legs.CACHE, "cache of layer 0"),
+    ],
+)
+def test_a_model_that_differs_from_the_graph_fails_the_cost_leg_naming_what(
+    change: dict[str, Any], leg: str, subject: str, tmp_path: Path
+) -> None:
+    graph = describe(TINY["llama-3.1-8b"], tmp_path / "graph").graph
+    other = describe({**TINY["llama-3.1-8b"], **change}, tmp_path / "other")
+    module = reduced_model(graph, other.recipe, trust_remote_code=False, model_dir=None)
+    result = cost_legs(graph, module, layers=layer_prefix(graph), cache_dtype=graph.dtype)
+    failing = {result.flops.name: result.flops, result.cache.name: result.cache}[leg]
+    assert failing.fails() and any(finding.subject.startswith(subject) for finding in failing.findings)
+    assert legs.outcome([result.flops, result.cache]) is legs.Outcome.DISAGREE
+
+
+def test_a_graph_the_cost_model_does_not_price_says_so_instead_of_zeros(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY["bert-base-uncased"]), encoding="utf-8")
+    document = cost_json(str(folder))
+    assert document["flops"] is None and document["cache"] is None and document["decode"] is None
+    assert "prices none of it" in document["not_priced"] and document["nodes"] == []
+    assert document["weights"]["bytes"] > 0  # the predicted checkpoint is still priced
+    shown = runner.invoke(app, ["cost", str(folder)])
+    assert shown.exit_code == 0 and "not priced" in shown.output and "prefill FLOPs" not in shown.output

@@ -36,6 +36,11 @@ TOTALS = [
     "mtp_buffers",
     "scale_elements",
     "checkpoint_bytes",
+    "weight_bytes",
+    "cache_bytes_per_token",
+    "state_bytes",
+    "flops_prefill",
+    "flops_decode",
 ]
 
 
@@ -79,6 +84,22 @@ def test_k2_against_kimi_linear_json() -> None:
         "256 routed experts instead of 384, in 26 layers instead of 60: routed-expert parameters ×0.0464"
         in (document["summary"])
     )
+    # What a token costs, as archviz cost gives it at its default sizes, and named in the summary when it moves a lot.
+    costs = [json.loads(runner.invoke(app, ["cost", model, "--json"]).stdout) for model in (K2, KIMI_LINEAR)]
+    assert document["totals"]["cache_bytes_per_token"] == [cost["cache"]["bytes_per_token"] for cost in costs]
+    assert document["totals"]["cache_bytes_per_token"] == [(512 + 64) * 2 * 61, (512 + 64) * 2 * 7]  # MLA layers
+    assert document["totals"]["state_bytes"] == [0, costs[1]["cache"]["state_bytes"]]
+    assert document["totals"]["flops_decode"] == [cost["flops"]["decode"] for cost in costs]
+    assert document["totals"]["flops_prefill"] == [cost["flops"]["prefill"] for cost in costs]
+    assert (
+        "Cache bytes per token: 8,064 instead of 70,272 (×0.115); decode FLOPs per token with 131,072 cached: "
+        in (document["summary"])
+    )
+    # Attention's decode: the new token's scores and values over S + 1 keys, every head, in every MLA layer; the query
+    # and key are 128 + 64 wide, the value 128 (Kimi Linear applies no rotary, but keeps the width).
+    sdpa = next(c for c in document["nodes"]["changed"] if c["id"] == "attention.sdpa")["fields"]
+    keys = 131_072 + 1
+    assert sdpa["flops_decode"] == [2 * keys * 64 * (128 + 64 + 128) * 61, 2 * keys * 32 * (128 + 64 + 128) * 7]
 
 
 @pytest.mark.parametrize("model", [K2, KIMI_LINEAR, "kimi-k3"])
@@ -112,18 +133,37 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
     # token runs 2 routed + 1 shared; FP8 weights, one byte each; the FP8 scale blocks (128 × 128) stay one per matrix.
     per_expert_a, per_expert_b = 3 * 64 * 32, 3 * 64 * 48
     grown, grown_active = (4 + 1) * 2 * (per_expert_b - per_expert_a), (2 + 1) * 2 * (per_expert_b - per_expert_a)
+    # FLOPs at archviz cost's default sizes (B = 1, a 2,048-token prompt, 131,072 cached): 2 per multiply-add, each
+    # token through its 2 routed experts and the shared one, in each of the 2 MoE layers; decode is one token.
+    prompt = 2048
+
+    def expert_flops(tokens: int, per_expert: int) -> tuple[int, int]:
+        return 2 * tokens * 2 * per_expert * 2, 2 * tokens * per_expert * 2  # (routed, shared)
+
+    routed_a, shared_a = expert_flops(prompt, per_expert_a)
+    routed_b, shared_b = expert_flops(prompt, per_expert_b)
+    routed_decode_a, shared_decode_a = expert_flops(1, per_expert_a)
+    routed_decode_b, shared_decode_b = expert_flops(1, per_expert_b)
     difference = {
         "parameters": grown,
         "active_parameters": grown_active,
         "active_parameters_without_embedding": grown_active,
         "checkpoint_bytes": grown,
+        "weight_bytes": grown,
+        "flops_prefill": routed_b - routed_a + shared_b - shared_a,
+        "flops_decode": routed_decode_b - routed_decode_a + shared_decode_b - shared_decode_a,
         "by_dtype.F8_E4M3": grown,
     }
     a_totals = {**a_inspect["totals"], **{f"by_dtype.{k}": v for k, v in a_inspect["totals"]["by_dtype"].items()}}
-    a_totals["checkpoint_bytes"] = sum(
+    a_totals["checkpoint_bytes"] = a_totals["weight_bytes"] = sum(
         elements * {"BF16": 2, "F32": 4, "F8_E4M3": 1}[dtype]
         for dtype, elements in a_inspect["totals"]["by_dtype"].items()
     )
+    # MLA caches the compressed latent and the rotary key of each position: (kv_lora_rank + qk_rope_head_dim) BF16
+    # values in each of the 3 layers; nothing of a fixed size.
+    a_totals["cache_bytes_per_token"], a_totals["state_bytes"] = (16 + 8) * 2 * 3, 0
+    a_cost = json.loads(runner.invoke(app, ["cost", str(a), "--json"]).stdout)
+    a_totals["flops_prefill"], a_totals["flops_decode"] = a_cost["flops"]["prefill"], a_cost["flops"]["decode"]
     totals_names = [*TOTALS, "by_dtype.BF16", "by_dtype.F32", "by_dtype.F8_E4M3"]
     assert b_inspect["totals"]["parameters"] == a_inspect["totals"]["parameters"] + grown
 
@@ -173,6 +213,8 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
                     "fields": {
                         "parameters_per_instance": [per_expert_a, per_expert_b],
                         "weight_shapes": [expert_shapes("Expert", 32), expert_shapes("Expert", 48)],
+                        "flops_prefill": [routed_a, routed_b],
+                        "flops_decode": [routed_decode_a, routed_decode_b],
                     },
                 },
                 {
@@ -180,6 +222,8 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
                     "fields": {
                         "parameters_per_instance": [per_expert_a, per_expert_b],
                         "weight_shapes": [expert_shapes("Shared", 32), expert_shapes("Shared", 48)],
+                        "flops_prefill": [shared_a, shared_b],
+                        "flops_decode": [shared_decode_a, shared_decode_b],
                     },
                 },
             ],

@@ -697,6 +697,25 @@ def test_bad_configs_name_file_and_line(
         assert f'"{line_key}"' in (folder / "config.json").read_text().splitlines()[line - 1]
 
 
+K2_CONFIG = Path(__file__).resolve().parent.parent / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
+
+
+def test_deepseek_rotary_scaling_is_read_as_transformers_reads_it(tmp_path: Path) -> None:
+    """Regression: the DeepSeek family read any rotary scaling type but YaRN as no scaling at all."""
+    config = json.loads(K2_CONFIG.read_text(encoding="utf-8"))
+    config["rope_scaling"] = {"type": "linear", "factor": 2.0}
+    rotary = by_id(describe_model(str(write(tmp_path, config, "linear"))).graph, "rotary-embedding")
+    assert [(item.name, item.value) for item in rotary.settings][1:] == [("scaling", "linear"), ("factor", "2")]
+    assert "divided by the scaling factor" in rotary.summary
+    config["rope_scaling"] = {"type": "yarn9", "factor": 2.0}
+    folder = write(tmp_path, config, "bogus")
+    with pytest.raises(InputError) as caught:
+        describe_model(str(folder))
+    assert caught.value.message.startswith("rope_scaling.type: unknown rotary scaling type 'yarn9'")
+    line = caught.value.location.line
+    assert line is not None and '"type"' in (folder / "config.json").read_text().splitlines()[line - 1]
+
+
 def test_partial_config_builds_the_embedding_and_says_what_is_missing(tmp_path: Path) -> None:
     folder = write(tmp_path, {k: v for k, v in PUBLISHED["qwen3-8b"].items() if k != "num_hidden_layers"})
     docs = describe_model(str(folder), partial=True)

@@ -201,7 +201,7 @@ def test_junit_xml_has_a_case_per_leg_and_node(tiny: Path, tmp_path: Path) -> No
     inspected = json.loads(runner.invoke(app, ["inspect", str(folder), "--json"]).stdout)
     legs = [name for classname, name in cases if classname == "archviz.legs"]
     nodes = [name for classname, name in cases if classname == "archviz.nodes"]
-    assert legs == ["analytic graph", "meta model", "shape trace", "checkpoint"]
+    assert legs == ["analytic graph", "meta model", "shape trace", "FLOP count", "cache object", "checkpoint"]
     assert nodes == [f"{node['id']} ({node['title']})" for node in inspected["nodes"]]
     assert int(suite.get("tests", "0")) == len(cases)
     failing = [name for (classname, name), case in cases.items() if case.find("failure") is not None]

@@ -106,6 +106,8 @@ def test_check_says_what_it_cannot_witness() -> None:
         "analytic graph": "ran",
         "meta model": "skipped",
         "shape trace": "skipped",
+        "FLOP count": "skipped",
+        "cache object": "skipped",
         "checkpoint": "skipped",
     }
     assert "the config is partial" in legs["meta model"]["reason"]

@@ -272,8 +272,12 @@ def test_overview_shows_figures_diagram_chart_layers_and_config(k2_site: Path, k
     assert "Multi-token prediction none" in figures
     assert "Not verified" in squash(page.find("section").text())
     clusters = {squash(e.find("text").text()) for e in page.find_all("g", "cluster")}
-    assert {"Decoder block ×61 (layers 0–60)", "Routed experts ×384 per layer (layers 1–60)",
-            "Dense SwiGLU MLP ×1 (layer 0)", "Mixture of experts ×60 (layers 1–60)"} <= clusters
+    assert {
+        "Decoder block ×61 (layers 0–60)",
+        "Routed experts ×384 per layer (layers 1–60)",
+        "Dense SwiGLU MLP ×1 (layer 0)",
+        "Mixture of experts ×60 (layers 1–60)",
+    } <= clusters
     diagram = page.find("div", "dfg-scroll")
     boxes = {e.attrs.get("id") for e in diagram.find_all("g", "node")}
     linked = {a.attrs.get("xlink:href") for a in diagram.find_all("a")}
@@ -547,8 +551,7 @@ def test_hostile_config_strings_are_escaped_everywhere(hostile_site: Path) -> No
         assert html.count(CLOSE_SCRIPT) == len(scripts), path.name  # only the script elements archviz writes
         tree = parse(html)
         assert [e.attrs.get("src") for e in tree.find_all("script")] == [
-            f"{'../' * len(path.relative_to(hostile_site).parent.parts)}{name}"
-            for name in scripts
+            f"{'../' * len(path.relative_to(hostile_site).parent.parts)}{name}" for name in scripts
         ]
         assert not tree.find_all("img")
         for element in tree.iter():

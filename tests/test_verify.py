@@ -142,7 +142,14 @@ def test_k2_check_analytic_equals_meta() -> None:
     assert {s["phase"] for s in ok} == {"prefill", "decode"}
     assert report["outcome"] == "agree"
     legs = {leg["name"]: leg for leg in report["legs"]}
-    assert [leg["name"] for leg in report["legs"]] == ["analytic graph", "meta model", "shape trace", "checkpoint"]
+    assert [leg["name"] for leg in report["legs"]] == [
+        "analytic graph",
+        "meta model",
+        "shape trace",
+        "FLOP count",
+        "cache object",
+        "checkpoint",
+    ]
     assert legs["meta model"]["status"] == legs["shape trace"]["status"] == "ran"
     assert "analytic graph" in legs["meta model"]["independent_of"]
     assert legs["checkpoint"]["status"] == "skipped" and legs["checkpoint"]["reason"].startswith("no checkpoint")

@@ -132,7 +132,8 @@ def build_graph(
         config_path="config.json",
     )
     graph, packing = pack_graph(family.build(settings, model, read_code), settings)
-    omissions = [] if family.reads_code else _unread_parts(document, family, settings)  # generic: its own build's
+    # The generic family lists what transformers did not build from in its own build; the others are listed here.
+    omissions = [] if family.name == generic.NAME else _unread_parts(document, family, settings)
     graph = with_omissions(replace(graph, not_modelled=(*graph.not_modelled, *packing)), omissions)
     graph = with_omissions(graph, unmodelled_quantization(document, graph))
     assumptions = [settings.assumed[key] for key in sorted(settings.assumed)]

@@ -187,7 +187,6 @@ def family(model_type: str) -> Family:
         architectures=(),
         transformers_model_type=model_type,
         build=build,
-        reads_code=True,
         locators=locators,
     )
 

@@ -17,7 +17,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from archviz.families.blocks.builder import BATCH, POSITIONS, Scope, factor, fixed, layer_placement, shape
+from archviz.families.blocks.builder import (
+    BATCH,
+    POSITIONS,
+    Scope,
+    factor,
+    fixed,
+    layer_placement,
+    linear_rows,
+    shape,
+)
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
@@ -354,8 +363,11 @@ class KimiDeltaAttention:
         self._output()
 
     def _weight(self, name: str, out: tuple[str, int], into: tuple[str, int]) -> TensorRow:
-        """``self_attn.<name>.weight`` of shape [out, into]."""
-        return self.b.tensor(f"{name} weight", f"{ATTN}.{name}.weight", [factor(*out), factor(*into)])
+        """``self_attn.<name>.weight`` of shape [out, into]: a bias-free linear layer's one tensor. Never block-
+        quantized: Kimi Linear's release is BF16 throughout, and no FP8 layout of KDA's projections is published to
+        predict."""
+        (weight,) = linear_rows(self.b, name, f"{ATTN}.{name}", out, into, bias=False, quantized=False)
+        return weight
 
     def _hidden(self) -> Shape:
         return shape("hidden_states", BATCH, POSITIONS, self.d)

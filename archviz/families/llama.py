@@ -749,6 +749,7 @@ class GroupedQueryAttention:
         cached_key = shape("key_states", BATCH, f.kv_heads, KEY_POSITIONS, f.head_dim)
         cached_value = shape("value_states", BATCH, f.kv_heads, KEY_POSITIONS, f.head_dim)
         window = f.window()
+        cache = cache_locator(self.code)
         self.scope.node(
             "cache-update",
             title="KV cache",
@@ -761,8 +762,8 @@ class GroupedQueryAttention:
             ),
             inputs=[key, value],
             outputs=[cached_key, cached_value],
-            claim=cache_locator(self.code).claim,
-            sites=cache_locator(self.code).sites,
+            claim=cache.claim,
+            sites=cache.sites,
             op=self.window_op(OpKind.CACHE),
         )
         return cached_key, cached_value

@@ -56,9 +56,6 @@ class Family:
     transformers writes its canonical names (``num_local_experts``) where a release wrote its own (``num_experts``)."""
     moe: MoeNaming | None = None
     """How the family names its MoE keys, for the sentence describing a released configuration; None if dense."""
-    reads_code: bool = False
-    """Whether the graph is read off transformers' modeling code (the generic family): then the pipeline builds
-    the meta-device model first and hands it to ``build``."""
     locators: Locators | None = None
     """For a family whose nodes cannot carry their locators (the generic family's depend on the cited file), how
     provenance makes them; None when every node carries its own (``Node.locate``)."""

@@ -14,6 +14,7 @@ from archviz.graph import GroupKind, Node, NodeKind, Part, Shape, TensorRow
 from archviz.provenance import ExcerptLines, covering_range, omission_label
 from archviz.report import format_placement
 from archviz.shapes import Phase, format_shape
+from archviz.site.costs import flops_view
 from archviz.site.dataflow import input_roles
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id, group_graph, group_label, mark_current
 from archviz.site.formatting import count, line_range, plural, runs, safe_url
@@ -198,6 +199,7 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
     shapes = shape_rows(node)
     groups = index.ancestors(node.group)
     context = context_diagram(index, node, root)
+    flops = flops_view(index, node, root)
     return CardView(
         page=Page(
             title=f"{node.title} · {index.title()} · archviz",
@@ -209,7 +211,8 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
                     for g in reversed(groups[:-1])
                 ),
             ),
-            phase_toggle=any(item.varies for row in shapes for item in row.shapes),
+            phase_toggle=flops is not None or any(item.varies for row in shapes for item in row.shapes),
+            toggle_label="Shapes and FLOPs for" if flops is not None else "Shapes for",
             partial=partial_badge(index.graph, overview=f"{root}{slug}/index.html"),
             symbols=symbol_legend([node]),
         ),
@@ -223,6 +226,7 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
         parameters_headline=_parameters_headline(node, shares),
         parameters=parameters_view(index, node),
         shares=None if shares is None else Link(title=shares.title, href=node_href(shares.id, root=root, slug=slug)),
+        flops=flops,
         settings=tuple(
             SettingView(name=item.name, value=item.value, formula=item.formula or "", keys=", ".join(item.config_keys))
             for item in node.settings

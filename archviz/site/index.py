@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from archviz.cost import DEFAULT_SIZES, CostReport, model_cost
 from archviz.graph import Graph, Group, GroupKind, Node
 from archviz.pins import RevisionKind
 from archviz.pipeline import ModelDocs
@@ -45,6 +46,8 @@ class ModelIndex:
         self.nodes: dict[str, Node] = {check_id(node.id): node for node in self.graph.nodes}
         self.groups: dict[str, Group] = {check_id(group.id): group for group in self.graph.groups}
         self.position: dict[str, int] = {node.id: i for i, node in enumerate(self.graph.nodes)}
+        self.cost: CostReport = model_cost(self.graph, docs.totals, DEFAULT_SIZES)
+        """What the model costs at ``archviz cost``'s default sizes, which every page states."""
         self.group_diagrams: dict[str, str] = {}
         """Each group's own diagram once drawn (the cards of its nodes share it): filled by ``cards``."""
 
@@ -60,11 +63,33 @@ class ModelIndex:
 
     def unit(self, node: Node) -> str:
         """What a node's instances are called in its placement: ``experts`` inside an experts group."""
-        return "experts" if self.groups[node.group].kind is GroupKind.EXPERTS else "instances"
+        return self.graph.instance_unit(node)
 
     def title(self) -> str:
         """The model's name as the pages show it."""
         return self.graph.model.name
+
+    def complete(self) -> bool:
+        """Whether the graph models the whole model (assumed values aside): only then are its totals the model's."""
+        return complete_graph(self.graph)
+
+    def context_length(self) -> tuple[int, str] | None:
+        """The longest context the config allows and the key that sets it; None when it sets none."""
+        settings = self.docs.config.settings
+        for key in CONTEXT_KEYS:
+            value = settings.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, key
+        return None
+
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+"""Config keys that give the context length, first found wins: transformers' names across model types."""
+
+
+def complete_graph(graph: Graph) -> bool:
+    """Whether the graph models the whole model (assumed values aside)."""
+    return not graph.partial and not graph.not_modelled
 
 
 def _slug_base(docs: ModelDocs) -> str:
@@ -157,7 +182,7 @@ PARTIAL_SUFFIX = " (of the modelled part)"
 def partial_badge(graph: Graph, *, overview: str) -> PartialBadge | None:
     """The badge of a graph that is partial (an incomplete config, parts not modelled) or rests on assumed values;
     ``overview`` is the overview page's address from the page showing the badge."""
-    missing = graph.partial or bool(graph.not_modelled)
+    missing = not complete_graph(graph)
     if not missing and not graph.assumptions:
         return None
     sentences = []

@@ -10,6 +10,7 @@ from archviz.families import family_for
 from archviz.graph import Graph, Group, GroupKind, Node, Part
 from archviz.pipeline import ModelDocs
 from archviz.report import format_placement
+from archviz.site.costs import cost_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
 from archviz.site.formatting import count, file_lines, percent, short_count
 from archviz.site.highlight import highlight
@@ -17,6 +18,7 @@ from archviz.site.index import (
     PARTIAL_SUFFIX,
     UNVERIFIED_STATUS,
     ModelIndex,
+    complete_graph,
     crumbs,
     group_class_name,
     group_title,
@@ -48,7 +50,7 @@ _LEGEND_COLOURS = 6
 def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
     """The model's totals: parameters, active parameters, buffers, scales, MTP ("of the modelled part" when the
     graph is partial). The checkpoint's elements are a table by dtype (``dtype_rows``)."""
-    suffix = "" if _complete(graph) else PARTIAL_SUFFIX
+    suffix = "" if complete_graph(graph) else PARTIAL_SUFFIX
     figures = [
         Figure(label=f"Parameters{suffix}", value=count(totals.parameters), short=short_count(totals.parameters)),
         Figure(
@@ -69,11 +71,6 @@ def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
         mtp = f"{count(totals.mtp_parameters)} parameters, not in the total" if totals.mtp_parameters else "none"
         figures.append(Figure(label="Multi-token prediction", value=mtp, short=""))
     return tuple(figures)
-
-
-def _complete(graph: Graph) -> bool:
-    """Whether the graph models the whole model (assumed values aside)."""
-    return not graph.partial and not graph.not_modelled
 
 
 def dtype_rows(totals: Totals) -> tuple[DtypeRow, ...]:
@@ -306,6 +303,7 @@ def build_overview_view(index: ModelIndex) -> OverviewView:
             if mtp
             else ""
         ),
+        cost=cost_view(index),
         layers=cells,
         legend=legend,
         groups=group_rows(index, root),

@@ -1,7 +1,7 @@
 """The home page's side-by-side table: one column per model, one row per architectural fact.
 
-The rows are a table of named readers (``ROWS``), each a pure function of one model's ``ModelIndex``: the cost
-model's rows (cache bytes and FLOPs per token) will be two more entries once it exists. Facts are read off the graph
+The rows are a table of named readers (``ROWS``), each a pure function of one model's ``ModelIndex``; the cost
+model's rows (cache bytes and decode FLOPs per token) read its cost at ``DEFAULT_SIZES``. Facts are read off the graph
 (its dimensions, placements and layer map) rather than off config keys, so that every family's spelling reads the
 same; only the context length, which no node uses, comes from the config. Each cell carries a sort key, with which
 ``assets/compare.js`` sorts the columns by a row in the browser; without JavaScript the table reads as it is.
@@ -13,17 +13,15 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from archviz.cost import DEFAULT_SIZES
 from archviz.diff import checkpoint_bytes, layer_label
 from archviz.graph import Graph, GroupKind, Part
-from archviz.site.formatting import count, short_count
+from archviz.site.formatting import count, short_bytes, short_count, short_flops
 from archviz.site.index import ModelIndex
 from archviz.site.views import Link, ModelTable, TableCell, TableRow
 
 ABSENT = "—"
 """A cell for a fact the model does not have (no experts) or its graph does not say."""
-
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
-"""Config keys that give the context length, first found wins: transformers' names across model types."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,15 +55,9 @@ def _big(value: int) -> TableCell:
     return TableCell(text=short_count(value), detail=count(value), sort=str(value))
 
 
-_BYTE_UNITS = {"T": "TB", "B": "GB", "M": "MB"}
-"""``short_count``'s suffixes as units of bytes."""
-
-
 def _bytes(value: int) -> TableCell:
     """``1.03 TB`` over the exact number of bytes."""
-    number, _, suffix = short_count(value).partition(" ")
-    text = f"{number} {_BYTE_UNITS[suffix]}" if suffix else f"{number} bytes"
-    return TableCell(text=text, detail=f"{count(value)} bytes", sort=str(value))
+    return TableCell(text=short_bytes(value), detail=f"{count(value)} bytes", sort=str(value))
 
 
 def _family(index: ModelIndex) -> TableCell:
@@ -119,12 +111,34 @@ def _vocabulary(index: ModelIndex) -> TableCell:
 
 
 def _context(index: ModelIndex) -> TableCell:
-    settings = index.docs.config.settings
-    for key in CONTEXT_KEYS:
-        value = settings.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return TableCell(text=count(value), detail=key, sort=str(value))
-    return TableCell(text=ABSENT)
+    found = index.context_length()
+    if found is None:
+        return TableCell(text=ABSENT)
+    value, key = found
+    return TableCell(text=count(value), detail=key, sort=str(value))
+
+
+def _cache(index: ModelIndex) -> TableCell:
+    """Bytes each attention layer caches per token, all layers, for one sequence; what does not grow beside it."""
+    if not index.complete():
+        return TableCell(text=ABSENT, detail=NOT_WHOLE)
+    cost = index.cost
+    detail = f"{count(cost.cache_per_token)} bytes, {cost.cache_dtype}"
+    if cost.state_bytes:
+        detail += f"; plus {short_bytes(cost.state_bytes)} of state per sequence"
+    return TableCell(text=short_bytes(cost.cache_per_token), detail=detail, sort=str(cost.cache_per_token))
+
+
+def _decode_flops(index: ModelIndex) -> TableCell:
+    """FLOPs of one decoded token with ``DEFAULT_SIZES.context`` positions cached."""
+    if not index.complete():
+        return TableCell(text=ABSENT, detail=NOT_WHOLE)
+    decode = index.cost.decode
+    return TableCell(text=short_flops(decode), detail=count(decode), sort=str(decode))
+
+
+NOT_WHOLE = "not modelled in full"
+"""Why a partial graph's cost cells are empty: the cost of the modelled part is not the model's."""
 
 
 ROWS: tuple[RowSpec, ...] = (
@@ -147,7 +161,8 @@ ROWS: tuple[RowSpec, ...] = (
         numeric=True,
         read=lambda index: _bytes(checkpoint_bytes(index.docs.totals)),
     ),
-    # The cost model's rows (cache bytes per token, FLOPs per token) go here.
+    RowSpec(label="Cache per token (one sequence)", numeric=True, read=_cache),
+    RowSpec(label=f"Decode FLOPs per token ({count(DEFAULT_SIZES.context)} cached)", numeric=True, read=_decode_flops),
 )
 """The table's rows, in order."""
 

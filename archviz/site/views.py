@@ -143,6 +143,50 @@ class ParametersView:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FlopRow:
+    """A row of a card's FLOP table: one term of the node's count in one pass."""
+
+    component: str
+    """What it counts (``KV up-projection weight``, ``scores and values``)."""
+    formula: str
+    """``2 × B × (S + 1) × num_attention_heads × … × 61 layers``."""
+    arithmetic: str
+    """The same with the values: ``2 × 1 × 131,073 × 64 × … × 61``."""
+    value: str
+    """The FLOPs, over every instance."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlopPass:
+    """A card's FLOP table for one pass."""
+
+    phase: str
+    """``prefill`` or ``decode``: the page's toggle shows one of them."""
+    caption: str
+    """What the pass is, with its sizes (``Decode: one new token, S = 131,072 cached``)."""
+    rows: tuple[FlopRow, ...]
+    """The terms; empty when the pass counts nothing."""
+    total: str
+    """The node's FLOPs in this pass."""
+    notes: tuple[str, ...]
+    """Why it counts 0, or how it grows with the context; may be empty."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlopsView:
+    """The FLOPs section of a card."""
+
+    sizes: str
+    """The sizes the values are at, in one sentence."""
+    passes: tuple[FlopPass, ...]
+    """Prefill, then decode."""
+    convention: str
+    """The counting convention, in one short sentence."""
+    convention_href: str
+    """The overview's paragraph stating it in full."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SettingView:
     """A hyperparameter of the operator."""
 
@@ -189,7 +233,9 @@ class Page:
     crumbs: tuple[Link, ...]
     """Breadcrumb trail to the page."""
     phase_toggle: bool
-    """Whether the page shows shapes that differ between prefill and decode."""
+    """Whether the page shows shapes (or FLOPs) that differ between prefill and decode."""
+    toggle_label: str = "Shapes for"
+    """What the prefill/decode toggle switches, as its label says."""
     partial: PartialBadge | None = None
     """On a model's pages: the badge of a partial graph; None for a complete one."""
     symbols: tuple[SymbolView, ...] = ()
@@ -222,6 +268,8 @@ class CardView:
     """The Parameters section; None for a node without parameters or buffers."""
     shares: Link | None
     """The node whose weight this one reuses, if any."""
+    flops: FlopsView | None
+    """The FLOPs section; None for a node that computes nothing counted."""
     settings: tuple[SettingView, ...]
     """The operator's hyperparameters."""
     verification: str
@@ -288,6 +336,110 @@ class ShareRow:
     """Bar width in thousandths of the total."""
     active: str
     """Parameters of this part a token runs through."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightRow:
+    """The checkpoint's bytes in one dtype."""
+
+    dtype: str
+    """As safetensors names it."""
+    bytes: str
+    """Exact bytes, formatted."""
+    short: str
+    """Rounded (``1.02 TB``)."""
+    percent: str
+    """Its share of the checkpoint's bytes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlopBar:
+    """One pass's FLOPs of one part, as a bar of the FLOPs chart."""
+
+    value: str
+    """The FLOPs, exact."""
+    short: str
+    """Rounded (``35.7 T``)."""
+    percent: str
+    """Its share of the pass."""
+    width: int
+    """Bar width in thousandths of the pass's total."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlopPartRow:
+    """A row of the FLOPs chart: a part of the model in both passes."""
+
+    label: str
+    """The part (``Multi-head latent attention``, ``Embedding and head``)."""
+    prefill: FlopBar
+    """Its FLOPs for the whole prompt."""
+    decode: FlopBar
+    """Its FLOPs for one decoded token."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheRow:
+    """A line of the cache plot and its legend entry: a layer type, or the total."""
+
+    label: str
+    """``MLA layers (61)``, ``Total``."""
+    css: str
+    """The class that colours its line and swatch."""
+    per_token: str
+    """Bytes per cached token, per sequence."""
+    state: str
+    """Bytes per sequence that do not grow with the context."""
+    at_context: str
+    """Both at the plot's longest context."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThumbRow:
+    """A step from ``2 × active parameters`` to the exact decode FLOPs."""
+
+    label: str
+    """What the step is."""
+    detail: str
+    """Which nodes, or why; may be empty."""
+    value: str
+    """Signed FLOPs (``+327,493,754,880``), or the plain figure for the first and last row."""
+    total: bool = False
+    """Whether it is the first or the last row (a figure, not a step)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostView:
+    """The overview's cost section."""
+
+    sizes: str
+    """The sizes every number is at, in one sentence."""
+    partial_note: str
+    """For a partial graph, what its costs leave out; else empty."""
+    figures: tuple[Figure, ...]
+    """Weights, cache, state, FLOPs and arithmetic intensity."""
+    weights: tuple[WeightRow, ...]
+    """The checkpoint's bytes by dtype, largest first."""
+    flop_heads: tuple[str, str]
+    """The chart's column heads, with their units and sizes: prefill, decode."""
+    flops: tuple[FlopPartRow, ...]
+    """FLOPs by part, in forward order; empty when nothing is counted."""
+    flop_total: FlopPartRow | None
+    """The totals row of the chart."""
+    cache_svg: str
+    """The plot of cache and state bytes against the context length (archviz's own SVG), or empty."""
+    cache_rows: tuple[CacheRow, ...]
+    """Its legend: each layer type, then the total."""
+    cache_heads: tuple[str, str, str]
+    """The legend's column heads: per token, state, at the plot's longest context."""
+    intensity: str
+    """Decode arithmetic intensity and what it divides, in one sentence; empty for a partial graph."""
+    thumb: tuple[ThumbRow, ...]
+    """From ``2 × active parameters`` to the exact decode FLOPs; empty for a partial graph."""
+    thumb_notes: tuple[str, ...]
+    """What the steps mean where a sentence is needed (transformers' MLA)."""
+    convention: str
+    """How FLOPs are counted, in full."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -380,6 +532,8 @@ class OverviewView:
     """The parameter chart, largest part first."""
     share_note: str
     """That multi-token-prediction layers are left out of the chart, or empty."""
+    cost: CostView
+    """What the model costs to run."""
     layers: tuple[LayerCell, ...]
     """The layer map."""
     legend: tuple[LegendEntry, ...]

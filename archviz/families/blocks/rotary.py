@@ -115,6 +115,29 @@ def _scaling(s: Settings, *, prefer: str) -> tuple[str, Mapping[str, Any]]:
     return key, s.mapping(key) or {}
 
 
+def _scaling_kind(s: Settings, key: str, scaling: Mapping[str, Any]) -> tuple[str, str]:
+    """The scaling type (``default`` when the object names none) and the key naming it (``rope_type``, or the older
+    ``type``); a type transformers does not implement fails at its line, never read as the default."""
+    kind_key = "rope_type" if "rope_type" in scaling else "type"
+    kind = s.text(key, kind_key) if kind_key in scaling else "default"
+    if kind not in ROPE_SCALING_KEYS:
+        known = ", ".join(ROPE_SCALING_KEYS)
+        raise s.fail((key, kind_key), f"unknown rotary scaling type {kind!r} (known: {known})")
+    return kind, kind_key
+
+
+def _scaling_rows(s: Settings, key: str, kind: str, kind_key: str, scaling: Mapping[str, Any]) -> list[Setting]:
+    """The scaling type and the values it reads, as the rotary card lists them."""
+    rows = [Setting(name="scaling", value=kind, config_keys=(f"{key}.{kind_key}",))] if kind != "default" else []
+    for name in ROPE_SCALING_KEYS[kind]:
+        if scaling.get(name) is None:
+            continue
+        number = s.number(key, name)
+        shown = f"{int(number):,}" if name == "original_max_position_embeddings" else f"{number:g}"
+        rows.append(Setting(name=name.replace("_", " "), value=shown, config_keys=(f"{key}.{name}",)))
+    return rows
+
+
 # -- DeepSeek's YaRN ---------------------------------------------------------------------------------------
 
 
@@ -126,18 +149,21 @@ def yarn_mscale(scale: float, mscale: float) -> float:
 def deepseek_rope_settings(s: Settings) -> tuple[list[Setting], str]:
     """The settings and summary of the DeepSeek family's rotary embedding (YaRN with ``mscale``)."""
     rope_key, scaling = _scaling(s, prefer="rope_scaling")
-    kind = scaling.get("type") or scaling.get("rope_type") or "default"
+    kind, kind_key = _scaling_kind(s, rope_key, scaling)
     settings = [
         Setting(name="base θ", value=f"{s.number('rope_theta', default=10000.0):g}", config_keys=("rope_theta",))
     ]
-    if kind != "yarn":
+    if kind == "default":
         return (
             settings,
             "Compute the cosine and sine tables that rotate the rotary part of queries and keys by position.",
         )
+    if kind != "yarn":  # transformers' other types, as DeepseekV3RotaryEmbedding calls them
+        rows = _scaling_rows(s, rope_key, kind, kind_key, scaling)
+        return settings + rows, _ROPE_SUMMARIES[kind].replace("rotate queries", "rotate the rotary part of queries")
     factor_value = s.number(rope_key, "factor")
     settings += [
-        Setting(name="scaling", value="YaRN", config_keys=(f"{rope_key}.type",)),
+        Setting(name="scaling", value="YaRN", config_keys=(f"{rope_key}.{kind_key}",)),
         Setting(name="context factor", value=f"{factor_value:g}", config_keys=(f"{rope_key}.factor",)),
         Setting(
             name="original context",
@@ -166,7 +192,7 @@ def deepseek_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
     base = (qk_head_dim or 1) ** -0.5
     rope_key, scaling = _scaling(s, prefer="rope_scaling")
     mscale_all = s.number(rope_key, "mscale_all_dim", default=0) if "mscale_all_dim" in scaling else 0.0
-    kind = scaling.get("type") or scaling.get("rope_type") or "default"
+    kind, _ = _scaling_kind(s, rope_key, scaling)
     if kind != "default" and mscale_all:
         m = yarn_mscale(s.number(rope_key, "factor"), mscale_all)
         return Setting(
@@ -191,11 +217,7 @@ def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: st
     """The settings and summary of a rotary embedding on whole heads of ``head_dim``, with transformers' scaling
     types; ``theta_default`` is the config class's base when the config sets none (``title``'s default)."""
     key, scaling = _scaling(s, prefer="rope_parameters")
-    kind_key = "rope_type" if "rope_type" in scaling else "type"
-    kind = s.text(key, kind_key) if kind_key in scaling else "default"
-    if kind not in ROPE_SCALING_KEYS:
-        known = ", ".join(ROPE_SCALING_KEYS)
-        raise s.fail((key, kind_key), f"unknown rotary scaling type {kind!r} (known: {known})")
+    kind, kind_key = _scaling_kind(s, key, scaling)
     theta_keys: tuple[str, ...]
     if "rope_theta" in scaling:
         theta, theta_keys = s.number(key, "rope_theta"), (f"{key}.rope_theta",)
@@ -212,21 +234,14 @@ def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: st
         ),
         Setting(name="rotated dimensions", value=f"{head_dim} (the whole head)", formula="head_dim"),
     ]
-    if kind != "default":
-        settings.append(Setting(name="scaling", value=kind, config_keys=(f"{key}.{kind_key}",)))
-    for name in ROPE_SCALING_KEYS[kind]:
-        if scaling.get(name) is None:
-            continue
-        number = s.number(key, name)
-        shown = f"{int(number):,}" if name == "original_max_position_embeddings" else f"{number:g}"
-        settings.append(Setting(name=name.replace("_", " "), value=shown, config_keys=(f"{key}.{name}",)))
+    settings += _scaling_rows(s, key, kind, kind_key, scaling)
     if kind == "yarn" and scaling.get("attention_factor") is None and scaling.get("factor") is not None:
         # _compute_yarn_parameters: cos and sin are scaled by get_mscale(factor) when no factor is given.
         stretch = s.number(key, "factor")
         settings.append(
             Setting(
                 name="attention factor",
-                value=f"{0.1 * math.log(stretch) + 1 if stretch > 1 else 1.0:.6g}",
+                value=f"{yarn_mscale(stretch, 1.0):.6g}",
                 formula="0.1 × ln(factor) + 1 (scales cos and sin)",
                 config_keys=(f"{key}.factor",),
             )
