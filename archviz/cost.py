@@ -14,11 +14,11 @@ the experts a token is routed to (top-k) and the shared experts, never all exper
 counted as transformers' torch implementation computes it (the prompt padded to whole chunks of 64; decode's
 recurrent step is element-wise). MTP layers are stored in the checkpoint but not run, so they cost no FLOPs.
 
-Memory: weight bytes are the predicted checkpoint's stored bytes (elements × bytes per element, per dtype, FP8 scales
-included; a packed-quantized weight as the ``weight_packed``, scale and shape tensors it is stored as); cache bytes per token are what each attention layer caches per position (keys and values of the KV
-heads; MLA's compressed latent and rotary key), at the cache dtype; state bytes are fixed per sequence (KDA's
-recurrent state, kept in float32, and its convolution state; a sliding-window layer's at most ``window − 1``
-positions).
+Memory: weight bytes are the predicted checkpoint's stored bytes (elements × bytes per element, per dtype, FP8
+scales included; a packed-quantized weight as the ``weight_packed``, scale and shape tensors it is stored as); cache
+bytes per token are what each attention layer caches per position (keys and values of the KV heads; MLA's compressed
+latent and rotary key), at the cache dtype; state bytes are fixed per sequence (KDA's recurrent state, kept in
+float32, and its convolution state; a sliding-window layer's at most ``window − 1`` positions).
 
 This module must not import torch or transformers.
 """

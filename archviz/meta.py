@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archviz import transformers_internals as internals
-from archviz.dtypes import SAFETENSORS_DTYPES
+from archviz.dtypes import safetensors_dtype
 from archviz.errors import InputError, raised_in_archviz
 from archviz.modeltree import (
     BuildRecord,
@@ -291,8 +291,8 @@ def _module_record(
         path=path,
         class_name=type(module).__name__,
         is_module_list=_is_module_list(module),
-        parameters=tuple(_tensor_record(n, p, SAFETENSORS_DTYPES) for n, p in parameters.items()),
-        buffers=tuple(_tensor_record(n, b, SAFETENSORS_DTYPES) for n, b in buffers.items()),
+        parameters=tuple(_tensor_record(n, p) for n, p in parameters.items()),
+        buffers=tuple(_tensor_record(n, b) for n, b in buffers.items()),
         checkpoint=reverted(path, state) if state else {},
         children_own_parameters=any(any(True for _ in child.parameters()) for child in module.children()),
         children={name: type(child).__name__ for name, child in module.named_children()},
@@ -627,9 +627,8 @@ def _is_module_list(module: nn.Module) -> bool:
     return isinstance(module, nn.ModuleList)
 
 
-def _tensor_record(name: str, tensor: torch.Tensor, safetensors_dtypes: Mapping[str, str]) -> TensorRecord:
-    dtype = str(tensor.dtype).removeprefix("torch.")
-    return TensorRecord(name=name, shape=_shape(tensor), dtype=safetensors_dtypes.get(dtype, dtype.upper()))
+def _tensor_record(name: str, tensor: torch.Tensor) -> TensorRecord:
+    return TensorRecord(name=name, shape=_shape(tensor), dtype=safetensors_dtype(str(tensor.dtype)))
 
 
 def _epsilon(module: nn.Module) -> float | None:

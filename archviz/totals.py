@@ -48,7 +48,8 @@ class Totals:
     quantized_parameters: int = 0
     """Parameters (logical elements) of the main model stored packed-quantized (INT4 ``weight_packed``)."""
     bytes_by_dtype: dict[str, int] = field(default_factory=dict)
-    """Bytes of the predicted checkpoint per dtype: ``by_dtype`` times each dtype's size."""
+    """Bytes of the predicted checkpoint per dtype: ``by_dtype`` times each dtype's size (a dtype safetensors does not
+    store, which only a modeling file's buffer could have, is left out)."""
     parts: dict[str, int] = field(default_factory=dict)
     """For a model with a vision encoder beside its language model: the parameters of each part (``text``,
     ``vision``, ``projector``), adding up to ``parameters``; empty for a language model alone."""
@@ -184,7 +185,9 @@ def compute_totals(graph: Graph) -> Totals:
         scale_elements=scales,
         by_dtype=dict(sorted(by_dtype.items())),
         quantized_parameters=quantized,
-        bytes_by_dtype={dtype: elements * ITEMSIZE[dtype] for dtype, elements in sorted(by_dtype.items())},
+        bytes_by_dtype={
+            dtype: elements * ITEMSIZE[dtype] for dtype, elements in sorted(by_dtype.items()) if dtype in ITEMSIZE
+        },
         parts={part: by_part[part] for part in ("text", "vision", "projector") if part in by_part},
     )
 
