@@ -9,10 +9,24 @@ class matches one of a config group's ``targets`` (``re:`` is an anchored regula
 name or a class name), none of ``ignore`` matches, and it is an ``nn.Linear`` or ``nn.Embedding``; its scheme is the
 group of its most specific target (exact names, then regular expressions, then classes).
 
-These rules are compressed-tensors 0.20.1's (``compressors/pack_quantized``, ``quantization/lifecycle``,
-``utils/match.py``), restated here so that reading a config needs no torch; ``tests/test_compressed.py`` holds them to
-the library's own output over many shapes and schemes, and to a checkpoint the library wrote. A scheme or format the
-rules do not cover is said to be not modelled, never guessed.
+Restated, not called: compressed-tensors imports torch when it is imported, and building a graph must not (``inspect``,
+``render`` and ``cost`` describe Kimi-K2.5 without torch); the library is a test dependency, not one of archviz's.
+The rules restated, each from compressed-tensors 0.20.1, are:
+
+- parsing: ``QuantizationArgs``' default strategy (``_default_strategy``: block if a block structure, tensor if no
+  group size, channel for -1, else group);
+- which modules: ``utils/match.py`` ``match_name`` (``re:`` is ``re.match``, else equality) and class matching, the
+  ignore list, ``apply_quantization_config``'s ``nn.Linear``/``nn.Embedding`` filter, and the precedence of
+  ``_scheme_from_targets`` (``scheme_for``);
+- what is stored: ``PackedQuantizationCompressor.compression_param_names`` and ``compress`` (``weight_packed`` I32
+  with ``ceil(in × bits / 32)`` columns, ``weight_shape`` I64 ``[2]``, a zero point only when asymmetric, packed
+  along the output dimension for group and channel strategies) and ``initialize_qparams``' scale shapes and dtype
+  (``stored_tensors``, ``_scale_shape``).
+
+``tests/test_compressed.py`` holds each to the library: ``stored_tensors`` to ``compress_module``'s output for five
+shapes, two dtypes and 24 schemes (2, 3, 4 and 8 bits; group, channel and tensor; symmetric and not), ``scheme_for`` to
+``apply_quantization_config`` on a tiny model for five target/ignore lists, and ``archviz check`` to checkpoints the
+library wrote. A scheme or format these rules do not cover is said to be not modelled, never guessed.
 """
 
 from __future__ import annotations
