@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -49,6 +50,9 @@ class _Commands(TyperGroup):
             raise
         except InputError as error:
             raise _fail(error) from None
+        except BrokenPipeError:  # the reader stopped early (``archviz inspect … | head``): nothing more to say
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(code=0) from None
         except Exception as error:  # anything else is archviz's own bug: said so, never blamed on the input
             raise _internal_error(error, debug=bool(ctx.meta.get(DEBUG))) from None
 
@@ -480,7 +484,7 @@ def render(
             written = render_site(request, locate=_checkpoint_location, reporter=PlainReporter(console))
     except InputError as error:
         raise _fail(error) from None
-    console.print(f"wrote {out} ({written} models)", markup=False)
+    console.print(f"wrote {out} ({written} {'model' if written == 1 else 'models'})", markup=False)
 
 
 def main() -> None:

@@ -192,6 +192,12 @@ UNPRICED = (
 """Why a graph has no FLOP or cache numbers: said wherever they would be."""
 
 
+def modelled_in_full(graph: Graph) -> bool:
+    """Whether the graph models the whole model (assumed values aside): only then are its totals and costs the
+    model's."""
+    return not graph.partial and not graph.not_modelled
+
+
 def node_costs(graph: Graph) -> dict[str, NodeCost]:
     """The FLOP terms of every node of the main model that computes something counted."""
     nodes = {node.id: node for node in graph.nodes}
@@ -468,6 +474,9 @@ class CostReport:
     decode_weight_bytes: int
     """Weight bytes one decode step reads: every non-expert weight, the routed experts the batch's tokens use
     (at most B × top-k per MoE layer), one embedding row per sequence."""
+    priced: bool
+    """Whether the cost model prices the graph: not a generic graph read off the code (``UNPRICED``), whose FLOPs,
+    cache and state are unknown rather than zero."""
 
     @property
     def weight_bytes(self) -> int:
@@ -555,6 +564,7 @@ def model_cost(graph: Graph, totals: Totals, sizes: Sizes, *, cache_dtype: str |
         cache_dtype=dtype,
         cache=cache_costs(graph, dtype),
         decode_weight_bytes=_decode_weight_bytes(graph, sizes.batch),
+        priced=not graph.derived_from_code,
     )
 
 

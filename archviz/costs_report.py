@@ -11,7 +11,7 @@ from rich.console import Group as RichGroup
 from rich.markup import escape
 from rich.table import Table
 
-from archviz.cost import CONVENTION, UNPRICED, CostReport, Phase, flop_rows, part_of
+from archviz.cost import CONVENTION, UNPRICED, CostReport, Phase, flop_rows, modelled_in_full, part_of
 from archviz.graph import Graph
 from archviz.totals import Totals
 
@@ -42,6 +42,13 @@ def rule_of_thumb(report: CostReport, totals: Totals) -> dict[str, Any]:
     }
 
 
+PARTIAL_COSTS = (
+    "Only part of this model is modelled: these are the costs of the modelled part; the FLOPs, cache and state of the "
+    "parts the graph does not build are unknown."
+)
+"""Said with the costs of a graph that does not model the whole model."""
+
+
 def cost_json(report: CostReport, graph: Graph, totals: Totals) -> dict[str, Any]:
     """The ``archviz cost --json`` document (every number an integer but the intensity)."""
     sizes = report.sizes
@@ -63,8 +70,14 @@ def cost_json(report: CostReport, graph: Graph, totals: Totals) -> dict[str, Any
             }
         )
     weights = {"bytes": report.weight_bytes, "by_dtype": report.weights}
-    head = {"schema": COST_SCHEMA, "prompt": sizes.prompt, "context": sizes.context, "batch": sizes.batch}
-    if not report.nodes:  # nothing priced: null, never a zero that reads as a measurement
+    head = {
+        "schema": COST_SCHEMA,
+        "prompt": sizes.prompt,
+        "context": sizes.context,
+        "batch": sizes.batch,
+        "modelled_in_full": modelled_in_full(graph),
+    }
+    if not report.priced:  # null, never a zero that reads as a measurement
         return {
             **head,
             "convention": CONVENTION,
@@ -123,8 +136,9 @@ def render_cost(name: str, report: CostReport, graph: Graph, totals: Totals) -> 
     for dtype, size in report.weights.items():
         head.add_row(f"weights {dtype}", _bytes(size))
     head.add_row("weights (checkpoint)", _bytes(report.weight_bytes))
-    if not report.nodes:
-        return RichGroup(head, f"[bold yellow]FLOPs and cache not priced:[/] {escape(UNPRICED)}")
+    partial = () if modelled_in_full(graph) else (f"[bold yellow]{escape(PARTIAL_COSTS)}[/]",)
+    if not report.priced:
+        return RichGroup(head, *partial, f"[bold yellow]FLOPs and cache not priced:[/] {escape(UNPRICED)}")
     head.add_row(f"cache per token per sequence ({report.cache_dtype})", _bytes(report.cache_per_token))
     head.add_row("state per sequence (independent of S)", _bytes(report.state_bytes))
     head.add_row(f"cache and state at S = {sizes.context:,}, B = {sizes.batch:,}", _bytes(report.cache_at_context))
@@ -146,4 +160,4 @@ def render_cost(name: str, report: CostReport, graph: Graph, totals: Totals) -> 
     notes = [f"[dim]{escape(CONVENTION)}[/]", f"[dim]{escape(thumb['explanation'])}[/]"]
     if any(layer.mixer == "MLA" for layer in graph.layers):
         notes.append(f"[dim]{escape(MLA_NOTE)}[/]")
-    return RichGroup(head, parts, layers, *notes)
+    return RichGroup(head, *partial, parts, layers, *notes)

@@ -193,6 +193,8 @@ class ModelDiff:
     """Both layer maps and the layers that changed kind."""
     totals: tuple[TotalChange, ...]
     """Every total, whether it differs or not."""
+    not_priced: tuple[str, ...]
+    """The sides the cost model does not price (``archviz.cost.UNPRICED``): their FLOPs and cache are not compared."""
     summary: str
     """One paragraph in words."""
     differs: bool
@@ -314,6 +316,8 @@ class TotalField:
     """As a page shows it."""
     read: Callable[[Totals, CostReport], int]
     """Its value, from the side's totals and its cost at ``DEFAULT_SIZES``."""
+    priced: bool = False
+    """Whether the cost model prices it (FLOPs, cache, state): compared only when it prices both sides."""
 
 
 TOTAL_FIELDS: tuple[TotalField, ...] = (
@@ -334,21 +338,25 @@ TOTAL_FIELDS: tuple[TotalField, ...] = (
         name="cache_bytes_per_token",
         label="Cache bytes per token (per sequence, checkpoint dtype)",
         read=lambda _, cost: cost.cache_per_token,
+        priced=True,
     ),
     TotalField(
         name="state_bytes",
         label="State bytes per sequence (any context)",
         read=lambda _, cost: cost.state_bytes,
+        priced=True,
     ),
     TotalField(
         name="flops_prefill",
         label=f"FLOPs, prefill of a {DEFAULT_SIZES.prompt:,}-token prompt",
         read=lambda _, cost: cost.prefill,
+        priced=True,
     ),
     TotalField(
         name="flops_decode",
         label=f"FLOPs per decoded token, {DEFAULT_SIZES.context:,} cached",
         read=lambda _, cost: cost.decode,
+        priced=True,
     ),
 )
 """The totals compared, in this order; then the predicted checkpoint's elements per dtype (``by_dtype.BF16``)."""
@@ -362,8 +370,15 @@ def checkpoint_bytes(totals: Totals) -> int:
 
 
 def total_changes(a: Totals, b: Totals, a_cost: CostReport, b_cost: CostReport) -> tuple[TotalChange, ...]:
-    """Every total of ``TOTAL_FIELDS``, then the checkpoint's elements for each dtype either side has."""
-    rows = [(field.name, field.label, field.read(a, a_cost), field.read(b, b_cost)) for field in TOTAL_FIELDS]
+    """Every total of ``TOTAL_FIELDS`` (those the cost model prices only when it prices both sides: a side it does not
+    price has no FLOPs or cache to compare, never zero), then the checkpoint's elements for each dtype either side
+    has."""
+    both_priced = a_cost.priced and b_cost.priced
+    rows = [
+        (field.name, field.label, field.read(a, a_cost), field.read(b, b_cost))
+        for field in TOTAL_FIELDS
+        if both_priced or not field.priced
+    ]
     for dtype in sorted(a.by_dtype.keys() | b.by_dtype.keys()):
         label = f"Checkpoint {dtype} elements"
         rows.append((f"by_dtype.{dtype}", label, a.by_dtype.get(dtype, 0), b.by_dtype.get(dtype, 0)))
@@ -588,6 +603,7 @@ def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
     families_differ = a.graph.model.family != b.graph.model.family
     layer_map = layer_map_diff(a.graph, b.graph)
     totals = total_changes(a.totals, b.totals, a_cost, b_cost)
+    not_priced = tuple(docs.graph.model.name for docs, cost in ((a, a_cost), (b, b_cost)) if not cost.priced)
     added = tuple(node.id for node in b.graph.nodes if node.id not in a_nodes)
     removed = tuple(node.id for node in a.graph.nodes if node.id not in b_ids)
     differs = bool(
@@ -604,6 +620,7 @@ def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
         roles=role_matches(a.graph, b.graph) if families_differ else (),
         layer_map=layer_map,
         totals=totals,
+        not_priced=not_priced,
         summary="",
         differs=differs,
     )
@@ -745,6 +762,9 @@ _COST_TOTALS = (
 def _cost_sentence(parts: _Parts) -> str | None:
     """``cache bytes per token: 8,064 instead of 70,272 (×0.115); …`` for a large change in what a token costs."""
     rows = {row.name: row for row in parts.diff.totals}
+    if parts.diff.not_priced:
+        names = " or ".join(parts.diff.not_priced)
+        return f"FLOPs, cache and state are not compared: the cost model does not price {names}"
     said = []
     for name, label in _COST_TOTALS:
         row = rows[name]
@@ -846,5 +866,6 @@ def diff_json(diff: ModelDiff) -> dict[str, Json]:
             "changed": [{"layer": change.index, "a": change.a, "b": change.b} for change in diff.layer_map.changed],
         },
         "totals": {row.name: [row.a, row.b] for row in diff.totals},
+        "not_priced": list(diff.not_priced),
         "summary": diff.summary,
     }

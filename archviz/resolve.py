@@ -238,16 +238,7 @@ def _from_hub(repo: str, revision: str | None) -> ModelSource:
     except HFValidationError as error:  # resolve_model checks the id first; this is the library's last word
         raise InputError(f"not a valid Hub repo id: {str(error).splitlines()[0]}", path=repo) from None
     if isinstance(cached, str):
-        config = Path(cached)
-        return ModelSource(
-            name=repo,
-            config_path=config,
-            display_path=f"{repo}/config.json",
-            folder=config.parent,
-            repo=repo,
-            revision=_snapshot_revision(config) or revision,
-            bundled=False,
-        )
+        return _hub_source(repo, Path(cached), revision)
     if not constants.is_offline_mode():
         _ask_hub_once(repo, revision)
     try:
@@ -264,7 +255,11 @@ def _from_hub(repo: str, revision: str | None) -> ModelSource:
         raise InputError(
             f"cannot reach the Hub ({error}); pass a local folder or use the HF cache", path=repo
         ) from None
-    config = Path(str(downloaded))
+    return _hub_source(repo, Path(str(downloaded)), revision)
+
+
+def _hub_source(repo: str, config: Path, revision: str | None) -> ModelSource:
+    """A Hub repo whose config.json is in the HF cache: pinned to the snapshot it lies in."""
     return ModelSource(
         name=repo,
         config_path=config,

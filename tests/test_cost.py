@@ -299,3 +299,13 @@ def test_a_graph_the_cost_model_does_not_price_says_so_instead_of_zeros(tmp_path
     assert document["weights"]["bytes"] > 0  # the predicted checkpoint is still priced
     shown = runner.invoke(app, ["cost", str(folder)])
     assert shown.exit_code == 0 and "not priced" in shown.output and "prefill FLOPs" not in shown.output
+
+
+def test_a_partial_graph_is_priced_for_its_modelled_part_and_says_so() -> None:
+    """Kimi-K3's bundled config builds only the token embedding: its costs are of that part, never the model's."""
+    partial, whole = cost_json("kimi-k3"), cost_json("kimi-k2-instruct")
+    assert partial["modelled_in_full"] is False and whole["modelled_in_full"] is True
+    assert "not_priced" not in partial and partial["weights"]["bytes"] > 0
+    shown = runner.invoke(app, ["cost", "kimi-k3"]).output
+    assert "Only part of this model is modelled: these are the costs of the modelled part" in shown
+    assert "Only part of this model" not in runner.invoke(app, ["cost", "kimi-k2-instruct"]).output

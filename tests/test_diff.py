@@ -20,13 +20,14 @@ from archviz.pipeline import describe_model
 from archviz.totals import node_parameters
 from tests.test_families import PUBLISHED
 from tests.test_hostile import TINY_K2
+from tests.test_verify import _minilm
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parent.parent
 K2 = "kimi-k2-instruct"
 KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
 K2_CONFIG = REPO / "archviz" / "bundled" / K2 / "config.json"
-CONTRACT = {"a", "b", "config", "nodes", "layer_map", "totals", "summary"}
+CONTRACT = {"a", "b", "config", "nodes", "layer_map", "totals", "not_priced", "summary"}
 TOTALS = [
     "parameters",
     "active_parameters",
@@ -232,6 +233,7 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
         },
         "layer_map": {"a": layers, "b": layers, "changed": []},
         "totals": {name: [a_totals[name], a_totals[name] + difference.get(name, 0)] for name in totals_names},
+        "not_priced": [],
         "summary": (
             f"{b} against {a}, both of the deepseek_v3 family. "
             "Routed expert: 9,216 parameters per instance instead of 6,144 (×1.5); "
@@ -448,3 +450,20 @@ def test_ratios_never_read_in_exponent_notation() -> None:
         "×12,346",
         "×1",
     ]
+
+
+def test_a_graph_the_cost_model_does_not_price_has_no_cost_totals() -> None:
+    """A generic graph (BERT read off transformers' code) against K2: the FLOP, cache and state totals are not
+    compared (no zero stands for an unknown), the side is named, and the weights and parameters still are."""
+    bert = str(_minilm())
+    code, document = diff(bert, K2)
+    assert code == 1
+    assert document["not_priced"] == [describe_model(bert).graph.model.name]
+    priced = {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode"}
+    assert priced.isdisjoint(document["totals"])
+    assert [name for name in TOTALS if name not in priced] == [
+        name for name in document["totals"] if not name.startswith("by_dtype.")
+    ]
+    assert document["totals"]["weight_bytes"][0] == 90_852_864
+    assert "FLOPs, cache and state are not compared: the cost model does not price" in document["summary"]
+    assert "Cache bytes per token" not in document["summary"]

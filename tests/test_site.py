@@ -512,7 +512,8 @@ def test_unsafe_evidence_url_is_not_linked(k2: ModelDocs) -> None:
     found = k2.sources.nodes["token-embedding"]
     bad = dataclasses.replace(found.evidence[0], url="javascript:alert(1)", revision="")
     nodes = {**k2.sources.nodes, "token-embedding": dataclasses.replace(found, evidence=(bad, *found.evidence[1:]))}
-    docs = dataclasses.replace(k2, sources=dataclasses.replace(k2.sources, nodes=nodes))
+    docs = dataclasses.replace(k2)
+    docs.__dict__["sources"] = dataclasses.replace(k2.sources, nodes=nodes)  # what the cached_property would hold
     index = ModelIndex(docs, K2, ModelContext())
     html = render_card(build_card_view(index, index.nodes["token-embedding"]), render_context())
     assert "javascript:" not in html

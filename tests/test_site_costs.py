@@ -14,12 +14,13 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.cost import CONVENTION, DEFAULT_SIZES, Phase, flop_rows, node_costs
+from archviz.cost import CONVENTION, DEFAULT_SIZES, UNPRICED, Phase, flop_rows, node_costs
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
 from archviz.site.charts import Series, context_label, line_chart, nice_ticks
 from tests.test_cost import CONFIGS
 from tests.test_site import Element, parse, squash
+from tests.test_verify import _minilm
 
 runner = CliRunner()
 K2 = "kimi-k2-instruct"
@@ -278,6 +279,31 @@ def test_a_partial_model_shows_only_what_it_models_and_says_so(site: Path, docs:
         if label.startswith(("Cache per token", "Decode FLOPs")):
             cells = tr.find_all("td")
             assert squash(cells[2].text()) == "— not modelled in full" and cells[2].attrs["data-sort"] == ""
+
+
+def test_a_graph_the_cost_model_does_not_price_shows_its_weights_and_says_why_nothing_else(tmp_path: Path) -> None:
+    """BERT read off transformers' code carries no operator kinds: the page shows its weights, says why there are no
+    FLOPs, cache or state, and shows no zero for them, on the overview, the cards and the home table."""
+    bert = describe_model(str(_minilm()))
+    out = tmp_path / "site"
+    write_site([bert], out)
+    slug = next(path.name for path in out.iterdir() if (path / "nodes").is_dir())
+    section = cost_section(out, slug)
+    text = squash(section.text())
+    assert f"FLOPs, cache and state are not priced: {UNPRICED}." in text
+    assert [label.split(" (")[0] for label in figures(section)] == ["Weights as stored"]
+    weights = json.loads(runner.invoke(app, ["cost", str(_minilm()), "--json"]).stdout)["weights"]["bytes"]
+    assert number(next(iter(figures(section).values())).split()[0]) == weights
+    for absent in ("flop-parts", "cache-legend", "thumb"):
+        assert section.find_all("table", absent) == [], absent
+    assert section.find_all("svg", "chart") == [] and "FLOPs per byte:" not in text
+    for card in (out / slug / "nodes").iterdir():
+        assert 'id="flops-heading"' not in card.read_text(encoding="utf-8"), card.name
+    table = page(out, "index.html").find("table", "models-table")
+    for tr in table.find("tbody").find_all("tr"):
+        if squash(tr.find("th").text()).startswith(("Cache per token", "Decode FLOPs")):
+            cell = tr.find_all("td")[0]
+            assert squash(cell.text()) == "— not priced (a generic graph)" and cell.attrs["data-sort"] == ""
 
 
 # -- the chart ----------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from archviz.cost import (
     CONVENTION,
     DEFAULT_SIZES,
+    UNPRICED,
     CacheCost,
     FlopTerm,
     NodeCost,
@@ -151,7 +152,7 @@ def cost_figures(index: ModelIndex) -> tuple[Figure, ...]:
     cost, complete = index.cost, index.complete()
     suffix = "" if complete else PARTIAL_SUFFIX
     context = f"S = {SIZES.context:,}"
-    amounts = (
+    amounts: tuple[tuple[str, int, str], ...] = (
         ("Weights as stored", cost.weight_bytes, "bytes"),
         (f"Cache per token, one sequence ({cost.cache_dtype})", cost.cache_per_token, "bytes"),
         ("State per sequence, any context", cost.state_bytes, "bytes"),
@@ -159,6 +160,8 @@ def cost_figures(index: ModelIndex) -> tuple[Figure, ...]:
         (f"Prefill FLOPs, the {SIZES.prompt:,}-token prompt", cost.prefill, "FLOPs"),
         (f"Decode FLOPs per token, {context}", cost.decode, "FLOPs"),
     )
+    if not index.priced():  # only the weights are known: no zero FLOPs or cache that read as measured
+        amounts = amounts[:1]
     figures = [
         Figure(
             label=label + suffix,
@@ -168,7 +171,7 @@ def cost_figures(index: ModelIndex) -> tuple[Figure, ...]:
         for label, value, unit in amounts
         if complete or value
     ]
-    if complete:
+    if complete and index.priced():
         intensity = f"{cost.decode_intensity:,.1f}"
         figures.append(Figure(label="Decode arithmetic intensity", value="FLOPs per byte read", short=intensity))
     return tuple(figures)
@@ -393,14 +396,17 @@ def convention(index: ModelIndex) -> str:
 
 def cost_view(index: ModelIndex) -> CostView:
     """The overview's cost section."""
-    complete = index.complete()
+    complete, priced = index.complete(), index.priced()
     flops, flop_total = flop_parts(index)
     svg, cache_rows, cache_heads = cache_plot(index)
-    notes = thumb_notes(index) if complete else ()
+    whole = complete and priced
+    notes = thumb_notes(index) if whole else ()
     return CostView(
         sizes=sizes_sentence(),
         partial_note=(
-            ""
+            f"FLOPs, cache and state are not priced: {UNPRICED}. The weights are the predicted checkpoint's bytes."
+            if not priced
+            else ""
             if complete
             else "Only part of this model is modelled: these are the costs of the modelled part. FLOPs per token, "
             "cache and state for the parts the graph does not build are unknown, so there is no comparison with the "
@@ -417,8 +423,8 @@ def cost_view(index: ModelIndex) -> CostView:
         cache_svg=svg,
         cache_rows=cache_rows,
         cache_heads=cache_heads,
-        intensity=intensity_sentence(index) if complete else "",
-        thumb=thumb_rows(index) if complete else (),
+        intensity=intensity_sentence(index) if whole else "",
+        thumb=thumb_rows(index) if whole else (),
         thumb_notes=notes,
         convention=convention(index),
     )

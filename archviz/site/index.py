@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from archviz.cost import DEFAULT_SIZES, CostReport, model_cost
+from archviz.cost import DEFAULT_SIZES, CostReport, model_cost, modelled_in_full
 from archviz.graph import Graph, Group, GroupKind, Node
 from archviz.pins import RevisionKind
 from archviz.pipeline import ModelDocs
@@ -71,7 +71,11 @@ class ModelIndex:
 
     def complete(self) -> bool:
         """Whether the graph models the whole model (assumed values aside): only then are its totals the model's."""
-        return complete_graph(self.graph)
+        return modelled_in_full(self.graph)
+
+    def priced(self) -> bool:
+        """Whether the cost model prices the graph (a generic graph carries no operator kinds: ``cost.UNPRICED``)."""
+        return self.cost.priced
 
     def context_length(self) -> tuple[int, str] | None:
         """The longest context the config allows and the key that sets it; None when it sets none."""
@@ -85,11 +89,6 @@ class ModelIndex:
 
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 """Config keys that give the context length, first found wins: transformers' names across model types."""
-
-
-def complete_graph(graph: Graph) -> bool:
-    """Whether the graph models the whole model (assumed values aside)."""
-    return not graph.partial and not graph.not_modelled
 
 
 def _slug_base(docs: ModelDocs) -> str:
@@ -182,7 +181,7 @@ PARTIAL_SUFFIX = " (of the modelled part)"
 def partial_badge(graph: Graph, *, overview: str) -> PartialBadge | None:
     """The badge of a graph that is partial (an incomplete config, parts not modelled) or rests on assumed values;
     ``overview`` is the overview page's address from the page showing the badge."""
-    missing = not complete_graph(graph)
+    missing = not modelled_in_full(graph)
     if not missing and not graph.assumptions:
         return None
     sentences = []

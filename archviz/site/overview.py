@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from archviz.claims import configuration_claim
 from archviz.config import ConfigDocument
+from archviz.cost import modelled_in_full
 from archviz.families import family_for
 from archviz.graph import Graph, Group, GroupKind, Node, Part
 from archviz.pipeline import ModelDocs
@@ -18,7 +19,6 @@ from archviz.site.index import (
     PARTIAL_SUFFIX,
     UNVERIFIED_STATUS,
     ModelIndex,
-    complete_graph,
     crumbs,
     group_class_name,
     group_title,
@@ -50,7 +50,7 @@ _LEGEND_COLOURS = 6
 def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
     """The model's totals: parameters, active parameters, buffers, scales, MTP ("of the modelled part" when the
     graph is partial). The checkpoint's elements are a table by dtype (``dtype_rows``)."""
-    suffix = "" if complete_graph(graph) else PARTIAL_SUFFIX
+    suffix = "" if modelled_in_full(graph) else PARTIAL_SUFFIX
     figures = [
         Figure(label=f"Parameters{suffix}", value=count(totals.parameters), short=short_count(totals.parameters)),
         Figure(

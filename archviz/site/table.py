@@ -120,8 +120,8 @@ def _context(index: ModelIndex) -> TableCell:
 
 def _cache(index: ModelIndex) -> TableCell:
     """Bytes each attention layer caches per token, all layers, for one sequence; what does not grow beside it."""
-    if not index.complete():
-        return TableCell(text=ABSENT, detail=NOT_WHOLE)
+    if (absent := _not_costed(index)) is not None:
+        return absent
     cost = index.cost
     detail = f"{count(cost.cache_per_token)} bytes, {cost.cache_dtype}"
     if cost.state_bytes:
@@ -131,14 +131,25 @@ def _cache(index: ModelIndex) -> TableCell:
 
 def _decode_flops(index: ModelIndex) -> TableCell:
     """FLOPs of one decoded token with ``DEFAULT_SIZES.context`` positions cached."""
-    if not index.complete():
-        return TableCell(text=ABSENT, detail=NOT_WHOLE)
+    if (absent := _not_costed(index)) is not None:
+        return absent
     decode = index.cost.decode
     return TableCell(text=short_flops(decode), detail=count(decode), sort=str(decode))
 
 
 NOT_WHOLE = "not modelled in full"
 """Why a partial graph's cost cells are empty: the cost of the modelled part is not the model's."""
+NOT_PRICED = "not priced (a generic graph)"
+"""Why a graph the cost model does not price has empty cost cells (``archviz.cost.UNPRICED``)."""
+
+
+def _not_costed(index: ModelIndex) -> TableCell | None:
+    """The empty cell of a cost row, saying why, when the model's cost is not known; None when it is."""
+    if not index.priced():
+        return TableCell(text=ABSENT, detail=NOT_PRICED)
+    if not index.complete():
+        return TableCell(text=ABSENT, detail=NOT_WHOLE)
+    return None
 
 
 ROWS: tuple[RowSpec, ...] = (
