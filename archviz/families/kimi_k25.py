@@ -690,6 +690,7 @@ FAMILY = Family(
     build=lambda settings, model, _code: build(settings, model),
     moe=DeepseekV3Builder.naming,
     code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key="text_config")},
+    text_family="deepseek_v3",
     modelled_configs=("text_config", "vision_config"),
     adapt_config=adapt_config,
 )

@@ -61,6 +61,9 @@ class Family:
     provenance makes them; None when every node carries its own (``Node.locate``)."""
     code_parts: Mapping[str, CodePart] = field(default_factory=dict)
     """Parts whose code is in another modeling file, by the name a ``Locator.file`` gives them (``text``)."""
+    text_family: str | None = None
+    """For a wrapper whose language model is another family's text model (kimi_k25's is Kimi-K2's, built by
+    deepseek_v3), that family's name: the site compares the wrapper with that family's models."""
     modelled_configs: tuple[str, ...] = ()
     """The top-level sub-configs the family models (``text_config``, ``vision_config``); any other sub-config of a
     config it reads is listed as not modelled."""
