@@ -707,9 +707,11 @@ def _config_evidence(context: _Context, claim: str, keys: Sequence[str]) -> Evid
     if not found:
         return None
     spans = {span for _, span in found}
-    root = config.spans.get(config.root) if config.root else None
-    if root is not None:  # show the "text_config": { line the keys sit under
-        spans.add(SourceSpan(path=pins.config.path, start=root.start, end=root.start))
+    for key, _ in found:  # show the "text_config": { (or "vision_config": {) line each nested key sits under
+        path = config.key_path(key)
+        parent = config.spans.get(path[:-1]) if path is not None and len(path) > 1 else None
+        if parent is not None:
+            spans.add(SourceSpan(path=pins.config.path, start=parent.start, end=parent.start))
     ordered = tuple(sorted(spans, key=lambda span: (span.start, span.end)))
     start, end = covering_range(ordered)
     return Evidence(
