@@ -259,3 +259,52 @@ def test_a_vision_tensor_removed_fails_naming_it(saved: Path, tmp_path: Path) ->
     assert [(t["name"], t["verdict"], t["leg"]) for t in report["tensors"]] == [
         ("vision_tower.encoder.blocks.1.wqkv.weight", "missing", "checkpoint")
     ]
+
+
+# -- the bundled model --------------------------------------------------------------------------------------------
+
+
+def test_the_bundled_config_is_the_released_file() -> None:
+    from archviz.resolve import BUNDLED, bundled_config
+
+    assert BUNDLED["kimi-k2.5"].revision is None  # a public copy of the released file: its revision is unknown
+    assert bundled_config("kimi-k2.5").read_bytes() == (RELEASED / "config.json").read_bytes()
+    docs = describe_model("kimi-k2.5")
+    assert docs.totals.parts == released().totals.parts and docs.graph.omitted == ()
+
+
+def test_the_bundled_model_checks_against_the_meta_model_alone() -> None:
+    """No checkpoint: the meta model (and the legs run on it) is the independent witness, so check exits 0."""
+    report = check(Path("kimi-k2.5"))  # a bundled name, not a folder
+    assert (report["exit_code"], report["outcome"]) == (0, "agree"), report["problems"]
+    statuses = {leg["name"]: leg["status"] for leg in report["legs"]}
+    assert statuses["meta model"] == "ran" and statuses["checkpoint"] == "skipped"
+    assert report["totals"]["meta_model"] == report["totals"]["analytic"]
+
+
+def test_int4_experts_are_stored_packed_and_priced_as_stored() -> None:
+    """The routed experts alone are packed (the ignore list keeps attention, shared experts, dense MLPs, lm_head and
+    the vision side in BF16); stored bytes are what the cost model reads."""
+    from archviz.cost import DEFAULT_SIZES, model_cost
+
+    docs = released()
+    packed = {node.id for node in docs.graph.nodes for row in node.parameters if row.packed is not None}
+    assert packed == {"moe.routed-expert"}
+    expert = next(node for node in docs.graph.nodes if node.id == "moe.routed-expert")
+    assert docs.totals.quantized_parameters == sum(row.elements for row in expert.parameters) * expert.placement.count
+    assert docs.totals.by_dtype["I32"] * 32 // 4 == docs.totals.quantized_parameters  # 8 int4 values to an I32
+    cost = model_cost(docs.graph, docs.totals, DEFAULT_SIZES)
+    assert cost.weight_bytes == sum(docs.totals.bytes_by_dtype.values())
+    assert cost.weight_bytes < docs.totals.parameters  # under a byte a parameter: not BF16 bytes of the logical weight
+
+
+def test_the_site_compares_it_with_kimi_k2(tmp_path: Path) -> None:
+    from archviz.site import write_site
+
+    write_site([k2(), describe_model("kimi-k2.5")], tmp_path / "site", compare=None)
+    pages = sorted(str(p.relative_to(tmp_path / "site")) for p in (tmp_path / "site" / "compare").rglob("*.html"))
+    assert "compare/kimi-k2-instruct/kimi-k2.5.html" in pages
+    text = (tmp_path / "site" / "compare" / "kimi-k2-instruct" / "kimi-k2.5.html").read_text(encoding="utf-8")
+    assert f"text model {K2_TEXT:,} in both" in text
+    assert f"vision tower +{VISION:,}" in text and f"multimodal projector +{PROJECTOR:,}" in text
+    assert "int4, groups of 32, symmetric" in text
