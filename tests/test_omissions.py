@@ -126,3 +126,17 @@ def test_an_audio_config_beside_a_language_model_is_not_modelled(write_config: A
     assert docs.totals.parameters == describe_model("kimi-k2-instruct").totals.parameters  # the text part unchanged
     code, report = check(folder)
     assert (code, report["outcome"]) == (3, "partial"), report["problems"]
+
+
+def test_junit_names_what_is_not_modelled(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(with_audio(json.loads(RELEASED_K25.read_text())), indent=2))
+    report = tmp_path / "check.xml"
+    result = runner.invoke(app, ["check", str(tmp_path), "--junit-xml", str(report)])
+    assert result.exit_code == 3
+    from xml.etree import ElementTree
+
+    cases = ElementTree.parse(report).getroot().findall("testcase")
+    omitted = [case for case in cases if case.get("classname") == "archviz.not_modelled"]
+    assert [case.get("name") for case in omitted] == ["audio_config"]
+    skipped = omitted[0].find("skipped")
+    assert skipped is not None and "audio_config: not modelled" in (skipped.get("message") or "")
