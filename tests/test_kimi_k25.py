@@ -308,3 +308,12 @@ def test_the_site_compares_it_with_kimi_k2(tmp_path: Path) -> None:
     assert f"text model {K2_TEXT:,} in both" in text
     assert f"vision tower +{VISION:,}" in text and f"multimodal projector +{PROJECTOR:,}" in text
     assert "int4, groups of 32, symmetric" in text
+
+
+def test_cost_says_the_image_parts_are_not_priced() -> None:
+    result = runner.invoke(app, ["cost", "kimi-k2.5", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert "vision tower" in document["not_priced_parts"]
+    assert not any("vision" in part.lower() or "projector" in part.lower() for part in document["flops"]["by_part"])
+    assert document["weights"]["bytes"] == sum(released().totals.bytes_by_dtype.values())
