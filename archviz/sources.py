@@ -707,10 +707,12 @@ def _config_evidence(context: _Context, claim: str, keys: Sequence[str]) -> Evid
     if not found:
         return None
     spans = {span for _, span in found}
-    for key, _ in found:  # show the "text_config": { (or "vision_config": {) line a sub-config's key sits under
+    family = family_for(context.graph.model)
+    # The sub-configs whose "text_config": { (or "vision_config": {) line is shown above the keys under it.
+    parts = {*config.root[:1], *(family.modelled_configs if family is not None else ())}
+    for key, _ in found:
         path = config.key_path(key)
-        nested = path is not None and len(path) > 1 and path[0].endswith("_config")
-        parent = config.spans.get(path[:1]) if path is not None and nested else None
+        parent = config.spans.get(path[:1]) if path is not None and len(path) > 1 and path[0] in parts else None
         if parent is not None:
             spans.add(SourceSpan(path=pins.config.path, start=parent.start, end=parent.start))
     ordered = tuple(sorted(spans, key=lambda span: (span.start, span.end)))
