@@ -18,10 +18,12 @@ if TYPE_CHECKING:
 
 
 def value_at(config: ConfigDocument, key: str) -> Any:
-    node: Any = config.settings
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
+    """The value of a dotted key where ``ConfigDocument.key_path`` finds it; None when it is not set."""
+    path = config.key_path(key)
+    if path is None:
+        return None
+    node: Any = config.data
+    for part in path:  # every step is an object key: the spans are of object keys only
         node = node[part]
     return node
 

@@ -238,7 +238,8 @@ def _checkpoint_location(docs: ModelDocs, checkpoint: str | None) -> str | None:
 
 
 AGREE, DISAGREE, BAD_INPUT, UNVERIFIED, INTERNAL_ERROR = 0, 1, 2, 3, 4
-"""``archviz check``'s exit codes (``--allow-unverified`` turns ``UNVERIFIED`` into 0)."""
+"""``archviz check``'s exit codes (``--allow-unverified`` turns ``UNVERIFIED`` into 0). A partial verdict (everything
+agrees, but the graph leaves parts of the config out) exits ``UNVERIFIED`` too: the whole model was not verified."""
 
 
 @app.command()
@@ -260,7 +261,8 @@ def check(
         bool,
         typer.Option(
             "--allow-unverified",
-            help="Exit 0, not 3, when no leg independent of the graph could run (a partial config, no checkpoint).",
+            help="Exit 0, not 3, when no leg independent of the graph could run (a partial config, no checkpoint), or "
+            "when what ran agrees on the modelled part of a model the graph describes only in part.",
         ),
     ] = False,
     junit_xml: Annotated[
@@ -277,7 +279,8 @@ def check(
     """Verify MODEL leg by leg: analytic graph, meta-device model, shape trace, FLOP count, cache object, checkpoint.
 
     Exit codes: 0 agree (a leg independent of the graph ran and everything that ran agrees), 1 disagree, 2 bad
-    input, 3 unverified (nothing independent ran; 0 with --allow-unverified), 4 internal error (a bug in archviz).
+    input, 3 unverified (nothing independent ran) or partial (what ran agrees, but the graph leaves parts of the
+    config out; both 0 with --allow-unverified), 4 internal error (a bug in archviz).
     """
     from archviz.checkpoint import read_checkpoint
     from archviz.verify import verify
@@ -339,7 +342,7 @@ def _check_exit_code(docs: ModelDocs, verification: Verification, *, strict: boo
     result = verification.outcome(strict=strict)
     if result is Outcome.DISAGREE or unlocated:
         return DISAGREE
-    if result is Outcome.UNVERIFIED:
+    if result in (Outcome.UNVERIFIED, Outcome.PARTIAL):
         return AGREE if allow_unverified else UNVERIFIED
     return AGREE
 

@@ -65,6 +65,20 @@ class ConfigDocument:
         """The line span of a settings key (relative to ``root``), or None if it is not set."""
         return self.spans.get((*self.root, *keys))
 
+    def key_path(self, key: str) -> KeyPath | None:
+        """Where a dotted key a node cites is set: relative to ``root`` first, else from the top of the document (a
+        wrapper's ``vision_config.patch_size`` beside its ``text_config``); None when it is set at neither."""
+        parts = tuple(key.split("."))
+        for path in ((*self.root, *parts), parts):
+            if path in self.spans:
+                return path
+        return None
+
+    def key_span(self, key: str) -> LineSpan | None:
+        """The line span of a dotted key a node cites, found as ``key_path`` finds it."""
+        path = self.key_path(key)
+        return None if path is None else self.spans[path]
+
 
 def load_config(path: Path, *, display_path: str | None = None) -> ConfigDocument:
     """Read a config.json file; ``display_path`` is how messages name it."""

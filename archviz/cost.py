@@ -14,11 +14,11 @@ the experts a token is routed to (top-k) and the shared experts, never all exper
 counted as transformers' torch implementation computes it (the prompt padded to whole chunks of 64; decode's
 recurrent step is element-wise). MTP layers are stored in the checkpoint but not run, so they cost no FLOPs.
 
-Memory: weight bytes are the predicted checkpoint's (elements × bytes per element, per dtype, FP8 scales
-included); cache bytes per token are what each attention layer caches per position (keys and values of the KV
-heads; MLA's compressed latent and rotary key), at the cache dtype; state bytes are fixed per sequence (KDA's
-recurrent state, kept in float32, and its convolution state; a sliding-window layer's at most ``window − 1``
-positions).
+Memory: weight bytes are the predicted checkpoint's stored bytes (elements × bytes per element, per dtype, FP8
+scales included; a packed-quantized weight as the ``weight_packed``, scale and shape tensors it is stored as); cache
+bytes per token are what each attention layer caches per position (keys and values of the KV heads; MLA's compressed
+latent and rotary key), at the cache dtype; state bytes are fixed per sequence (KDA's recurrent state, kept in
+float32, and its convolution state; a sliding-window layer's at most ``window − 1`` positions).
 
 This module must not import torch or transformers.
 """
@@ -33,7 +33,7 @@ from enum import StrEnum
 
 from archviz.dtypes import ITEMSIZE, SAFETENSORS_DTYPES
 from archviz.graph import Dim, Factor, Graph, GroupKind, Node, OpKind, Part, Shape, TensorRow
-from archviz.totals import Totals, scale_shape
+from archviz.totals import Totals, stored_bytes
 
 CONVENTION = (
     "FLOPs as torch's FlopCounterMode counts them: 2 per multiply-add of matmul-like ops (linear layers, matmul, "
@@ -529,9 +529,10 @@ def part_of(graph: Graph, node: Node) -> str:
     return "Embedding and head"
 
 
-def _row_bytes(row: TensorRow) -> int:
-    stored = row.elements * itemsize(row.dtype)
-    return stored + (math.prod(scale_shape(row)) * itemsize("F32") if row.scale_block else 0)
+def _row_bytes(row: TensorRow, count: int) -> int:
+    """Bytes one instance of a row is stored in, on average over the node's ``count`` instances: a packed weight's
+    stored tensors (``totals.stored_bytes``), its instances the config leaves unquantized at full width."""
+    return stored_bytes(row, count) // max(count, 1)
 
 
 def _decode_weight_bytes(graph: Graph, batch: int) -> int:
@@ -539,7 +540,7 @@ def _decode_weight_bytes(graph: Graph, batch: int) -> int:
     for node in graph.nodes:
         if node.part is not Part.MAIN or not node.parameters:
             continue
-        instance = sum(_row_bytes(row) for row in node.parameters)
+        instance = sum(_row_bytes(row, node.placement.count) for row in node.parameters)
         if node.id == graph.input_embedding:  # a lookup reads one row per sequence
             total += batch * instance // max(node.parameters[0].shape[0], 1)
         elif node.op is not None and node.op.kind is OpKind.EXPERTS:

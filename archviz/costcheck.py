@@ -14,7 +14,7 @@ witness (``archviz.witness``) is imported only when the legs run.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +79,15 @@ def _module(row_tensor: str, layer: int | None) -> str:
     return name.replace("{layer}", str(layer)) if layer is not None else name
 
 
+def _renamed(module: str, renames: Sequence[tuple[str, str]]) -> str:
+    """A checkpoint module name as transformers' module path (``Graph.module_renames``: a wrapper's
+    ``language_model.lm_head`` is its ``lm_head``)."""
+    for old, new in renames:
+        if module.startswith(old):
+            return new + module.removeprefix(old)
+    return module
+
+
 def _find(module: str, counted: Mapping[str, int], layer: int | None) -> str | None:
     """The counted module that is ``module``: the same path, renamed, or the only one in its layer with its name."""
     for old, new in ((None, None), *_RENAMES):
@@ -118,7 +127,7 @@ def compare_cost(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype
                     core[layer] += value
                     core_nodes[layer].append(node_id)
                     continue
-                rows.append(_linear_row(node, cost, layer, phase, counted, claimed, value))
+                rows.append(_linear_row(node, cost, layer, phase, counted, claimed, value, graph.module_renames))
         for layer, value in core.items():
             prefix = f"layers.{layer}." if layer is not None else ""
             rest = sum(v for path, v in counted.items() if path not in claimed and prefix in path)
@@ -144,9 +153,10 @@ def _linear_row(
     counted: Mapping[str, int],
     claimed: set[str],
     value: int,
+    renames: Sequence[tuple[str, str]],
 ) -> CostRow:
     rows = node.parameters or ()
-    modules = {_module(row.tensor, layer) for row in rows if len(row.shape) >= 2}
+    modules = {_renamed(_module(row.tensor, layer), renames) for row in rows if len(row.shape) >= 2}
     if not modules and node.shares_parameters_with:  # a tied head's module is its own attribute
         modules = {"lm_head"}
     found = {_find(module, counted, layer) for module in modules}

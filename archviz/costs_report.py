@@ -17,6 +17,10 @@ from archviz.totals import Totals
 
 COST_SCHEMA = "archviz.cost/1"
 
+IMAGE_PARTS_NOTE = (
+    "FLOPs and cache are a text token's: the vision tower and the projector run on images (how many patches depends "
+    "on the image), so they are not priced here; their weights are in the weight bytes."
+)
 MLA_NOTE = (
     "transformers' MLA re-expands every cached latent through kv_b_proj at each step, so its decode FLOPs grow "
     "with the context; inference engines that absorb kv_b_proj into the query and output projections do less."
@@ -93,6 +97,7 @@ def cost_json(report: CostReport, graph: Graph, totals: Totals) -> dict[str, Any
     return {
         **head,
         "convention": CONVENTION,
+        **({"not_priced_parts": IMAGE_PARTS_NOTE} if totals.parts else {}),
         "flops": {
             "prefill": report.prefill,
             "decode": report.decode,
@@ -161,4 +166,6 @@ def render_cost(name: str, report: CostReport, graph: Graph, totals: Totals) -> 
     notes = [f"[dim]{escape(CONVENTION)}[/]", f"[dim]{escape(thumb['explanation'])}[/]"]
     if any(layer.mixer == "MLA" for layer in graph.layers):
         notes.append(f"[dim]{escape(MLA_NOTE)}[/]")
+    if totals.parts:
+        notes.append(f"[dim]{escape(IMAGE_PARTS_NOTE)}[/]")
     return RichGroup(head, *partial, parts, layers, *notes)

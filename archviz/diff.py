@@ -243,6 +243,9 @@ def _dtypes(node: Node) -> Json:
     dtypes: dict[str, Json] = {}
     for row in (*node.parameters, *node.buffers):
         block = f" (blocks of {row.scale_block[0]}×{row.scale_block[1]})" if row.scale_block else ""
+        if row.packed is not None:  # the stored tensors' dtypes and the scheme, the logical dtype beside them
+            stored = ", ".join(f"{item.suffix} {item.dtype}" for item in row.packed.stored)
+            block = f" stored {row.packed.scheme}: {stored}"
         dtypes[row.component] = row.dtype + block
     for shape in (*node.inputs, *node.outputs):
         if shape.dtype:
@@ -379,6 +382,13 @@ def costs_unknown(graph: Graph, cost: CostReport) -> str | None:
     return None
 
 
+def _part(totals: Totals, part: str) -> int:
+    """A part's parameters (``Totals.parts``); a model without an image encoder is its text model alone."""
+    if not totals.parts:
+        return totals.parameters if part == "text" else 0
+    return totals.parts.get(part, 0)
+
+
 def total_changes(
     a: Totals, b: Totals, a_cost: CostReport, b_cost: CostReport, *, costs_known: bool = True
 ) -> tuple[TotalChange, ...]:
@@ -389,6 +399,12 @@ def total_changes(
         for field in TOTAL_FIELDS
         if costs_known or not field.priced
     ]
+    if a.parts or b.parts:  # a model with an image encoder beside one without: a language model alone is all text
+        for part, title in (("text", "text model"), ("vision", "vision tower"), ("projector", "multimodal projector")):
+            rows.append((f"parts.{part}", f"Parameters of the {title}", _part(a, part), _part(b, part)))
+    if a.quantized_parameters or b.quantized_parameters:
+        label = "Parameters stored packed-quantized"
+        rows.append(("quantized_parameters", label, a.quantized_parameters, b.quantized_parameters))
     for dtype in sorted(a.by_dtype.keys() | b.by_dtype.keys()):
         label = f"Checkpoint {dtype} elements"
         rows.append((f"by_dtype.{dtype}", label, a.by_dtype.get(dtype, 0), b.by_dtype.get(dtype, 0)))
@@ -771,6 +787,16 @@ def _totals_sentence(parts: _Parts) -> str | None:
         if row.difference:
             ratio = f" ({ratio_text(row.ratio)})" if row.ratio is not None else ""
             said.append(f"{label} {row.b:,} instead of {row.a:,}{ratio}")
+    by_part = [rows[name] for name in ("parts.text", "parts.vision", "parts.projector") if name in rows]
+    if any(row.difference for row in by_part):
+        said.append(
+            "by part: "
+            + ", ".join(
+                f"{row.label.removeprefix('Parameters of the ')} "
+                + (f"{row.b:,} in both" if not row.difference else f"{row.difference:+,}")
+                for row in by_part
+            )
+        )
     return "; ".join(said) if said else None
 
 

@@ -38,6 +38,10 @@ class GroupKind(StrEnum):
     MOE = "moe"
     EXPERTS = "experts"
     MTP = "mtp"
+    VISION = "vision"
+    """A vision encoder beside the language model (Kimi-K2.5's vision tower): it runs on images, not tokens."""
+    PROJECTOR = "projector"
+    """What maps the vision encoder's features into the language model's width (Kimi-K2.5's mm_projector)."""
 
 
 class Part(StrEnum):
@@ -90,6 +94,36 @@ class Factor:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StoredTensor:
+    """One tensor a packed-quantized weight is stored as (``weight_packed``, ``weight_scale``, ``weight_shape``)."""
+
+    suffix: str
+    """Its name after the module's (``weight_packed``): it replaces the module's ``weight``."""
+    shape: tuple[int, ...]
+    """Its shape in the checkpoint."""
+    dtype: str
+    """Its dtype, as safetensors names it (``I32``)."""
+    role: str
+    """``packed`` (the weight's values, several to an element), ``scale``, ``zero point`` or ``shape`` (the logical
+    shape, as integers)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Packing:
+    """How a weight is stored packed-quantized (compressed-tensors' ``pack-quantized``): the tensors that replace it."""
+
+    method: str
+    """The quantization method and format (``compressed-tensors pack-quantized``)."""
+    scheme: str
+    """The scheme in words (``int4, groups of 32, symmetric``)."""
+    stored: tuple[StoredTensor, ...]
+    """What the checkpoint holds instead of ``weight``, per instance."""
+    dense: tuple[str, ...] = ()
+    """Checkpoint names of instances of the weight the config leaves unquantized (its ignore list naming some layers
+    only): those are stored as the row says."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TensorRow:
     """One checkpoint tensor a node owns, per instance: a row of the card's calculation table."""
 
@@ -107,6 +141,12 @@ class TensorRow:
     """Its dtype in the checkpoint, as safetensors names it (``BF16``, ``F8_E4M3``, ``F32``)."""
     scale_block: tuple[int, int] | None = None
     """For block-quantized weights: the block, which implies a ``weight_scale_inv`` tensor."""
+    module: str | None = None
+    """The torch class of the module holding the tensor (``Linear``, ``Embedding``), where quantization schemes that
+    target modules by class need it; None when no scheme could target it (norms, routers' raw parameters)."""
+    packed: Packing | None = None
+    """For a weight stored packed-quantized: what the checkpoint holds instead (``elements`` and ``dtype`` stay the
+    logical weight's, the parameters it stands for)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -315,6 +355,14 @@ class Graph:
     beyond_transformers: tuple[str, ...] = ()
     """Features of this config that transformers' class for the model_type does not implement; the meta-device
     model cannot witness a graph that has any."""
+    omitted: tuple[str, ...] = ()
+    """Config parts the graph, and so its totals and predicted checkpoint, leave out (``audio_config``,
+    ``quantization_config``), each also said in ``not_modelled``: a check that agrees agrees on the modelled part."""
+    module_renames: tuple[tuple[str, str], ...] = ()
+    """Where transformers' module paths differ from the checkpoint names the graph gives (and from the plain decoder's
+    module paths its tensor states are traced at), as (prefix, module prefix) pairs, the first that matches applying
+    (Kimi-K2.5's ``language_model.model.`` and ``model.`` are transformers' ``model.language_model.``): the shape
+    trace finds a node's module with them."""
 
     def instance_unit(self, node: Node) -> str:
         """What a node's instances are called in its placement: ``experts`` inside an experts group, else

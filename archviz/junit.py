@@ -3,8 +3,9 @@
 CI systems (GitHub Actions' test reporters, GitLab, Jenkins) show JUnit test cases by name, so a failing node is
 named where the build failed: the verdict's case fails on a disagreement and on an unverified check (skipped under
 ``--allow-unverified``), as the exit code does; a leg's case fails with its findings or its error, and is skipped with
-its reason; a node's case fails when its parameter count, one of its tensors or its shape disagrees, and is skipped
-when no leg compared it. A pure function of the verification; the command line writes the text.
+its reason; a part of the config the graph does not model is a skipped case of its own (the verdict is then partial);
+a node's case fails when its parameter count, one of its tensors or its shape disagrees, and is skipped when no leg
+compared it. A pure function of the verification; the command line writes the text.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def junit_xml(
         elif leg.fails(strict=strict):
             messages = [item.message for item in leg.findings if strict or not item.strict_only]
             _outcome(case, "failure", f"{len(messages):,} findings", "\n".join(messages))
+    for key in verification.omitted:  # a part of the config the graph leaves out: nothing checked it (partial)
+        case = _case(suite, "archviz.not_modelled", key)
+        reason = next((item for item in graph.not_modelled if item.startswith(key)), f"{key} is not modelled")
+        _outcome(case, "skipped", reason, "")
     counts = {check.node: check for check in verification.nodes}
     shapes = {item.node: item for item in verification.shape_nodes}
     for node in graph.nodes:

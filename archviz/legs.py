@@ -13,7 +13,7 @@ the site's sentence read legs generically.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -50,6 +50,9 @@ class Outcome(StrEnum):
     """A leg found a disagreement or failed."""
     UNVERIFIED = "unverified"
     """Nothing independent of the analytic graph ran: there was nothing to agree or disagree with."""
+    PARTIAL = "partial"
+    """Everything that ran agrees, but on the modelled part only: the config has parts the graph (and so every total
+    it states) leaves out, so nothing is said about the whole model."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,14 +108,14 @@ def _counted(count: int, what: str) -> str:
     return f"{count:,} {what}"
 
 
-def outcome(legs: Iterable[Leg], *, strict: bool = False) -> Outcome:
-    """The verdict: ``disagree`` if any leg fails, else ``agree`` if a leg independent of the analytic graph ran,
-    else ``unverified``."""
+def outcome(legs: Iterable[Leg], *, strict: bool = False, omitted: Sequence[str] = ()) -> Outcome:
+    """The verdict: ``disagree`` if any leg fails, else, when a leg independent of the analytic graph ran, ``agree`` —
+    or ``partial`` when the graph leaves parts of the config out (``omitted``) — else ``unverified``."""
     legs = tuple(legs)
     if any(leg.fails(strict=strict) for leg in legs):
         return Outcome.DISAGREE
     if any(leg.status is LegStatus.RAN and ANALYTIC in leg.independent_of for leg in legs):
-        return Outcome.AGREE
+        return Outcome.PARTIAL if omitted else Outcome.AGREE
     return Outcome.UNVERIFIED
 
 

@@ -42,6 +42,7 @@ class Category(StrEnum):
     MOE = "moe"
     HEAD = "head"
     MTP = "mtp"
+    VISION = "vision"
 
 
 class SiteKind(StrEnum):
@@ -102,6 +103,10 @@ class Locator:
     composed: str | None = None
     """For the model and block groups: the claim is composed from the config and the graph when the code is
     found (``model``, ``block``); ``claim`` is what holds without them."""
+    file: str | None = None
+    """Which of the model's modeling files has the code: None for the graph's own (``modeling_kimi_k25.py``), else the
+    name of a part of the model whose code is in a file of its own (``text``: a wrapper's language model, in
+    ``modeling_deepseek_v3.py``; see ``Family.code_parts``)."""
 
 
 # -- the sites, spelled the way the tables read ------------------------------------------------------

@@ -19,17 +19,18 @@ importing ``archviz.meta`` for its dataclasses costs nothing.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archviz import transformers_internals as internals
-from archviz.dtypes import SAFETENSORS_DTYPES
+from archviz.dtypes import safetensors_dtype
 from archviz.errors import InputError, raised_in_archviz
 from archviz.modeltree import (
     BuildRecord,
@@ -299,8 +300,8 @@ def _module_record(
         path=path,
         class_name=type(module).__name__,
         is_module_list=_is_module_list(module),
-        parameters=tuple(_tensor_record(n, p, SAFETENSORS_DTYPES) for n, p in parameters.items()),
-        buffers=tuple(_tensor_record(n, b, SAFETENSORS_DTYPES) for n, b in buffers.items()),
+        parameters=tuple(_tensor_record(n, p) for n, p in parameters.items()),
+        buffers=tuple(_tensor_record(n, b) for n, b in buffers.items()),
         checkpoint=reverted(path, state) if state else {},
         children_own_parameters=any(any(True for _ in child.parameters()) for child in module.children()),
         children={name: type(child).__name__ for name, child in module.named_children()},
@@ -309,6 +310,17 @@ def _module_record(
         padding_index=_padding_index(module),
         weight_shape=_weight_shape(module),
     )
+
+
+def load_time_names(module: nn.Module, names: Iterable[str]) -> dict[str, str]:
+    """Each checkpoint name as transformers renames it to load it into ``module`` (a ``PreTrainedModel``; any other
+    module keeps the names): two spellings of one tensor — a release's and transformers' lossy save of it, Kimi-K2.5's
+    ``language_model.model.layers.1…`` and ``language_model.model.blocks.1…`` — come out the same."""
+    from transformers import PreTrainedModel
+
+    if not isinstance(module, PreTrainedModel):
+        return {name: name for name in names}
+    return internals.load_time_names(module, names)
 
 
 def transformers_ships(model_type: str) -> bool:
@@ -362,7 +374,8 @@ def _instantiate_on_meta(
             path=config_path,
         ) from exc
     built = _build_record(module, model_class, hf_config, recipe, chosen_by, normalisations, model_dir)
-    return module, built
+    read = internals.sub_config_keys(type(hf_config)) if build_config is hf_config else ("text_config",)
+    return module, dataclasses.replace(built, read_configs=read)
 
 
 def _build_record(
@@ -625,9 +638,8 @@ def _is_module_list(module: nn.Module) -> bool:
     return isinstance(module, nn.ModuleList)
 
 
-def _tensor_record(name: str, tensor: torch.Tensor, safetensors_dtypes: Mapping[str, str]) -> TensorRecord:
-    dtype = str(tensor.dtype).removeprefix("torch.")
-    return TensorRecord(name=name, shape=_shape(tensor), dtype=safetensors_dtypes.get(dtype, dtype.upper()))
+def _tensor_record(name: str, tensor: torch.Tensor) -> TensorRecord:
+    return TensorRecord(name=name, shape=_shape(tensor), dtype=safetensors_dtype(str(tensor.dtype)))
 
 
 def _epsilon(module: nn.Module) -> float | None:

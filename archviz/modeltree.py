@@ -186,6 +186,9 @@ class BuildRecord:
     """The recipe's normalisations, as applied."""
     kept_in_float32: tuple[str, ...] = ()
     """Name parts of the tensors transformers keeps (and saves) in float32 whatever the dtype, as the class says."""
+    read_configs: tuple[str, ...] = ()
+    """The document's sub-configs the class was built from (``text_config``, ``vision_config``): all of its config
+    class's when built from the whole document, ``text_config`` alone when built from that."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from archviz.config import ConfigDocument, load_config
@@ -38,11 +38,13 @@ class ModelDocs:
     """What transformers is asked to build from the same config (the meta leg), with archviz's normalisations."""
     code: ModelCode | None = None
     """What the meta stage read off the modeling code to build the graph (the generic family), as plain data."""
+    part_files: Mapping[str, SourceFile] = field(default_factory=dict)
+    """The files cited for parts whose code is in a file of its own (``Family.code_parts``), parsed, by part name."""
 
     @cached_property
     def sources(self) -> GraphSources:
         """Where each node lives in the modeling code and the config, at a pinned revision."""
-        return locate_sources(self.graph, self.config, self.modeling)
+        return locate_sources(self.graph, self.config, self.modeling, self.part_files)
 
 
 def describe_model(
@@ -96,13 +98,29 @@ def describe_model(
         prefer=source,
     )
     ensure_python(modeling)
+    # A part whose code is in a file of its own (a wrapper's language model): its own remote code, named by its
+    # sub-config's auto_map, or transformers' file for its model_type.
+    parts = {
+        name: choose_source_file(
+            family_transformers_model_type=part.transformers_model_type,
+            model_folder=where.folder,
+            config_data=sub if isinstance(sub := config.data.get(part.config_key), Mapping) else {},
+            repo=where.repo,
+            revision=where.revision,
+            prefer=source,
+        )
+        for name, part in family.code_parts.items()
+    }
+    for part_file in parts.values():
+        ensure_python(part_file)
     return ModelDocs(
         source=where,
         config=config,
         graph=graph,
         totals=compute_totals(graph),
         modeling=modeling,
-        recipe=transformers_recipe(settings, graph.model),
+        part_files=parts,
+        recipe=transformers_recipe(settings, graph.model, adapt=family.adapt_config),
         code=read[-1] if read else None,
     )
 

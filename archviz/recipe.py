@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from archviz.graph import ModelInfo
@@ -28,8 +28,11 @@ would make transformers build something other than the plain architecture: ``aut
 own code, and a quantization config makes a loader swap ``nn.Linear`` for quantized layers."""
 
 
-def transformers_recipe(settings: Settings, model: ModelInfo) -> ModelRecipe:
-    """The document, config class, class name and dtype transformers is asked to build for this graph."""
+def transformers_recipe(
+    settings: Settings, model: ModelInfo, *, adapt: Callable[[dict[str, Any]], list[str]] | None = None
+) -> ModelRecipe:
+    """The document, config class, class name and dtype transformers is asked to build for this graph; ``adapt`` (the
+    family's ``adapt_config``) gives the copy transformers reads the spellings it knows."""
     document = settings.document
     data = document.data
     top_type = data.get("model_type")
@@ -60,9 +63,15 @@ def transformers_recipe(settings: Settings, model: ModelInfo) -> ModelRecipe:
     for key, assumption in sorted(settings.assumed.items()):
         target[key] = json.loads(assumption.value)
         normalisations.append(f"{key} = {assumption.value} is given to transformers too ({assumption.source})")
+    if adapt is not None:
+        normalisations.extend(adapt(config))
     for key in LEFT_OUT_KEYS:
         if key in base:
             normalisations.append(_left_out(key, base[key]))
+    inner = document.settings if document.root and base is data else {}
+    if isinstance(inner.get("quantization_config"), Mapping):  # transformers' _from_config never applies it
+        where = ".".join(document.root)
+        normalisations.append(f"{where}." + _left_out("quantization_config", inner["quantization_config"]))
     dtype = settings.declared_dtype()
     if dtype.keys is None:
         normalisations.append(f"the config declares no dtype: {dtype.name} (transformers' default) is assumed")

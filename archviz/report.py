@@ -165,11 +165,15 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
             "mtp_buffers": totals.mtp_buffers,
             "scale_elements": totals.scale_elements,
             "by_dtype": totals.by_dtype,
+            "bytes_by_dtype": totals.bytes_by_dtype,
+            "quantized_parameters": totals.quantized_parameters,
+            "parts": totals.parts,
         },
         "sources": None
         if sources is None
         else {
             "modeling_file": _file_json(sources.file),
+            "part_files": {name: _file_json(summary) for name, summary in sources.parts.items()},
             "config_file": _file_json(sources.config_file),
             "located": coverage(sources).located,
             "unlocated": list(coverage(sources).unlocated),
@@ -181,6 +185,7 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
             for layer in graph.layers
         ],
         "not_modelled": list(graph.not_modelled),
+        "omitted": list(graph.omitted),
         "assumptions": [
             {"key": item.key, "value": json.loads(item.value), "source": item.source} for item in graph.assumptions
         ],
@@ -189,6 +194,9 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
 
 
 # -- terminal ---------------------------------------------------------------------------------
+
+PART_TITLES = {"text": "text model", "vision": "vision tower", "projector": "multimodal projector"}
+"""How the totals table names each part of a model with an image encoder."""
 
 _KIND_STYLE = {NodeKind.LEARNED: "bold green", NodeKind.OPERATOR: "cyan", NodeKind.TENSOR: "magenta"}
 
@@ -231,6 +239,8 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("parameters", f"{totals.parameters:,}")
+    for part, count in totals.parts.items():
+        table.add_row(f"  {PART_TITLES.get(part, part)}", f"{count:,}")
     table.add_row("active per token", f"{totals.active_parameters:,}")
     table.add_row("active per token, without input embedding", f"{totals.active_parameters_without_embedding:,}")
     table.add_row("persistent buffers (elements)", f"{totals.buffers:,}")
@@ -238,8 +248,14 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
         table.add_row("MTP parameters (not in the total)", f"{totals.mtp_parameters:,}")
     if totals.scale_elements:
         table.add_row("FP8 scale elements", f"{totals.scale_elements:,}")
+    if totals.quantized_parameters:
+        table.add_row("parameters stored packed-quantized", f"{totals.quantized_parameters:,}")
     for dtype, elements in totals.by_dtype.items():
         table.add_row(f"checkpoint {dtype} elements", f"{elements:,}")
+    for dtype, size in totals.bytes_by_dtype.items():
+        table.add_row(f"checkpoint {dtype} bytes", f"{size:,}")
+    if totals.bytes_by_dtype:
+        table.add_row("checkpoint bytes", f"{sum(totals.bytes_by_dtype.values()):,}")
     parts: list[Any] = [root, table]
     if graph.not_modelled:
         parts.append("[bold yellow]Not modelled[/] (the totals cover only what is):")
@@ -375,6 +391,7 @@ def verification_json(verification: Verification, *, strict: bool = False) -> di
         "schema": CHECK_SCHEMA,
         "outcome": result.value,
         "agrees": result is Outcome.AGREE,
+        "omitted": list(verification.omitted),
         "legs": [_leg_json(leg) for leg in verification.legs],
         "built": _built_json(verification.built),
         "normalisations": list(verification.normalisations),
@@ -451,6 +468,13 @@ def _verdict_line(verification: Verification, *, strict: bool) -> str:
     if result is Outcome.AGREE:
         names = ", ".join(leg.name for leg in independent_legs(verification.legs))
         return f"[bold green]✓ agree:[/] everything that ran agrees, witnessed independently by {escape(names)}"
+    if result is Outcome.PARTIAL:
+        names = ", ".join(leg.name for leg in independent_legs(verification.legs))
+        return (
+            f"[bold yellow]~ partial:[/] everything that ran agrees, witnessed independently by {escape(names)}, but "
+            f"only on the modelled part: not modelled, so neither counted nor checked: "
+            f"{escape(', '.join(verification.omitted))}"
+        )
     if result is Outcome.DISAGREE:
         failing = sum(1 for leg in verification.legs if leg.fails(strict=strict))
         return f"[bold red]✗ disagree:[/] {len(verification.problems):,} disagreements in {failing} legs"

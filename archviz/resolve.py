@@ -40,6 +40,10 @@ BUNDLED: dict[str, BundledModel] = {
     "kimi-linear-48b-a3b-instruct": BundledModel(
         repo="moonshotai/Kimi-Linear-48B-A3B-Instruct", revision=None, remote_code=None
     ),
+    # Kimi-K2.5's released config (its vision tower and projector, K2's text model, INT4 routed experts); a public
+    # copy of the released file: its values are the release's, its formatting may differ (and so its line numbers),
+    # and the revision it was taken at is unknown.
+    "kimi-k2.5": BundledModel(repo="moonshotai/Kimi-K2.5", revision=None, remote_code="modeling_kimi_k25.py"),
     # Only the part of Kimi-K3's text_config that its reference card shows; two values the card states in
     # prose and in its parameter table are supplied as labelled assumptions, everything else is reported
     # as missing.

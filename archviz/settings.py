@@ -83,6 +83,8 @@ class Settings:
             if key not in values and found is not None:
                 values[key] = values[found]
                 self.aliased[key] = found
+        self.read: set[str] = set()
+        """The settings' top keys the family asked about (read, tested or required)."""
         self.assumed = {item.key: item for item in assumptions if item.key not in values}
         """Assumptions for keys the config lacks; a key the config sets is never overridden."""
         self.values: Mapping[str, Any] = {
@@ -112,10 +114,13 @@ class Settings:
 
     def missing(self, keys: Iterable[str]) -> list[str]:
         """The keys of ``keys`` that neither the config nor an assumption sets."""
+        keys = list(keys)
+        self.read.update(keys)
         return [key for key in keys if key not in self.values]
 
     def has(self, key: str) -> bool:
         """Whether the key is set (to anything, null included)."""
+        self.read.add(key)
         return key in self.values
 
     def require(self, keys: Iterable[str]) -> None:
@@ -137,6 +142,7 @@ class Settings:
         return span.start if span else None
 
     def _value(self, keys: tuple[str, ...], default: Any) -> Any:
+        self.read.add(keys[0])
         node: Any = self.values
         for key in keys:
             if not isinstance(node, Mapping) or key not in node:

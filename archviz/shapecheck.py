@@ -20,6 +20,7 @@ from archviz import legs
 from archviz.graph import Dim, Graph, Node, NodeKind, Part, Shape
 from archviz.legs import Finding, Leg, LegStatus
 from archviz.modeltree import ModelRecipe, ShapeTrace
+from archviz.totals import node_parts
 
 # Graph tensor states and the module (transformers' names, ``{layer}`` = a representative layer) whose first
 # output has the same shape; from the forward methods of DeepseekV3Model / KimiLinearModel and their layers.
@@ -40,6 +41,10 @@ STATE_MODULES: Mapping[str, str] = {
 # ``mlp``, and its reverse mapping writes every ``mlp`` back as ``block_sparse_moe``, dense layers included):
 # names are compared after these renames, and module paths are looked up with them.
 MODULE_RENAMES: tuple[tuple[str, str], ...] = ((".block_sparse_moe.", ".mlp."),)
+
+
+IMAGES_NOT_TRACED = "the traced passes feed tokens only: the vision tower and the projector run on images"
+"""Why an image encoder's nodes have no traced shape."""
 
 
 class ShapeVerdict(StrEnum):
@@ -123,8 +128,12 @@ def shape_leg(graph: Graph, module: Any) -> ShapeResult:
     trace = trace_shapes(module)
     checks: list[ShapeCheck] = []
     nodes: list[NodeShape] = []
+    encoder = {id for id, part in node_parts(graph).items() if part != "text"}
     for node in graph.nodes:
-        node_checks, status = _node_shapes(node, trace, layers)
+        if node.id in encoder:
+            nodes.append(NodeShape(node=node.id, status=ShapeVerdict.NOT_CHECKED, reason=IMAGES_NOT_TRACED))
+            continue
+        node_checks, status = _node_shapes(node, trace, layers, graph.module_renames)
         checks.extend(node_checks)
         nodes.append(status)
     stand_ins = tuple(dict.fromkeys(note.module for note in trace.not_executed if note.module))
@@ -183,10 +192,12 @@ def _leg(trace: ShapeTrace, checks: list[ShapeCheck], nodes: list[NodeShape], gr
     )
 
 
-def _node_shapes(node: Node, trace: ShapeTrace, layers: int) -> tuple[list[ShapeCheck], NodeShape]:
+def _node_shapes(
+    node: Node, trace: ShapeTrace, layers: int, renames: Sequence[tuple[str, str]] = ()
+) -> tuple[list[ShapeCheck], NodeShape]:
     """A node's comparisons in both passes and its status in the report."""
     why = _untraceable(node)
-    module = _module_for(node)
+    module = _module_for(node, renames)
     layer = next((index for index in node.placement.layers if index < layers), None)
     if why is None and module is not None and "{layer}" in module and layer is None:
         why = f"its layers are not among the {layers} traced"
@@ -273,8 +284,16 @@ def _dim_size(dim: Dim, *, batch: int, tokens: int, keys: int) -> int | None:
     return {"B": batch, "T": tokens, "S": keys, "N": batch * tokens}.get(dim.symbol)
 
 
-def _module_for(node: Node) -> str | None:
-    """The module path (with ``{layer}``) whose output is this node's first output."""
+def _module_for(node: Node, renames: Sequence[tuple[str, str]] = ()) -> str | None:
+    """The module path (with ``{layer}``) whose output is this node's first output, with the graph's module renames."""
+    found = _plain_module_for(node)
+    for old, new in renames:
+        if found is not None and found.startswith(old):
+            return new + found.removeprefix(old)
+    return found
+
+
+def _plain_module_for(node: Node) -> str | None:
     base = node.id.removeprefix("mtp.")
     if node.kind is NodeKind.TENSOR:
         return STATE_MODULES.get(base)
@@ -304,6 +323,10 @@ def layer_prefix(graph: Graph) -> int:
 def reduced_config(config: Mapping[str, Any], layers: int) -> dict[str, Any]:
     """The config cut to its first ``layers`` layers (and no MTP), for a cheap shape trace."""
     reduced = copy.deepcopy(dict(config))
+    text = reduced.get("text_config")
+    if "num_hidden_layers" not in reduced and isinstance(text, dict):  # a wrapper: cut its language model
+        text.update(reduced_config(text, layers))
+        return reduced
     reduced["num_hidden_layers"] = layers
     reduced["num_nextn_predict_layers"] = 0
     linear = reduced.get("linear_attn_config")

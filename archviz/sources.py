@@ -196,6 +196,9 @@ class GraphSources:
     """By node id, every node of the graph."""
     groups: Mapping[str, tuple[Evidence, ...]]
     """By group id, the evidence of groups whose code was found (the model's forward, the block)."""
+    parts: Mapping[str, FileSummary] = dataclasses.field(default_factory=dict)
+    """The modeling files of parts of the model whose code is in a file of their own (``text``: a wrapper's language
+    model), by part name."""
 
 
 class Coverage(NamedTuple):
@@ -341,22 +344,27 @@ class _Pins(NamedTuple):
     config_url_template: str | None
 
 
-def locate_sources(graph: Graph, config: ConfigDocument, source: SourceFile) -> GraphSources:
-    """Cite every node of ``graph`` in ``source`` (best from ``choose_source_file``) and in ``config``.
+def locate_sources(
+    graph: Graph, config: ConfigDocument, source: SourceFile, parts: Mapping[str, SourceFile] | None = None
+) -> GraphSources:
+    """Cite every node of ``graph`` in ``source`` (best from ``choose_source_file``) and in ``config``; a locator that
+    names a part of the model (``Locator.file``) is run on that part's file in ``parts``.
 
     Nothing is executed: the file is parsed. A node whose code is not found is not located, with the reason.
     """
-    ensure_python(source)  # a file that is not Python fails here, not as "not located"
+    parts = dict(parts or {})
+    for file in (source, *parts.values()):
+        ensure_python(file)  # a file that is not Python fails here, not as "not located"
     node_locators, group_locators = _locators(graph, source)
     pins = _pins(graph, config, source)
     found_cache: dict[Locator, _Found] = {}
+    context = _Context(graph=graph, config=config, source=source, pins=pins, parts=parts)
 
     def found(locator: Locator) -> _Found:
         if locator not in found_cache:
-            found_cache[locator] = _find_locator(locator, source)
+            found_cache[locator] = _find_locator(locator, context.file(locator))
         return found_cache[locator]
 
-    context = _Context(graph=graph, config=config, source=source, pins=pins)
     configuration = _configuration_evidence(context)
     groups: dict[str, tuple[Evidence, ...]] = {}
     for group in graph.groups:
@@ -364,7 +372,7 @@ def locate_sources(graph: Graph, config: ConfigDocument, source: SourceFile) -> 
         group_matches = () if group_locator is None else found(group_locator).matches
         claim = None if group_locator is None else _group_claim(context, group_locator, group_matches)
         if group_locator is not None and group_matches and claim is not None:
-            groups[group.id] = (_code_evidence(context, claim, group_locator.category, group_matches),)
+            groups[group.id] = (_code_evidence(context, group_locator, claim, group_matches),)
 
     own: dict[str, NodeSources] = {}
     for node in graph.nodes:
@@ -391,6 +399,7 @@ def locate_sources(graph: Graph, config: ConfigDocument, source: SourceFile) -> 
         nodes[node.id] = dataclasses.replace(own[node.id], evidence=(*direct, *contextual))
     return GraphSources(
         file=pins.modeling,
+        parts=MappingProxyType({name: _file_summary(part, graph) for name, part in parts.items()}),
         config_file=pins.config,
         configuration=configuration,
         nodes=MappingProxyType(nodes),
@@ -424,10 +433,10 @@ def _direct_sources(
         reason: str | None = f"source not located: the {context.graph.model.family} family names no code for {node.id}"
     elif result.matches:
         reason = None
-        evidence.append(_code_evidence(context, locator.claim, locator.category, result.matches))
-        refs.extend(_code_refs(context.source, context.pins, result.matches))
+        evidence.append(_code_evidence(context, locator, locator.claim, result.matches))
+        refs.extend(_code_refs(context.file(locator), result.matches))
     else:
-        reason = _not_located(locator, result, context.source)
+        reason = _not_located(locator, result, context.file(locator))
     whole = locator is not None and locator.whole_config and configuration is not None
     config_item = configuration if whole else _key_evidence(context, node.config_keys)
     if config_item is not None:
@@ -562,9 +571,15 @@ class _Context:
     config: ConfigDocument
     source: SourceFile
     pins: _Pins
+    parts: Mapping[str, SourceFile]
+
+    def file(self, locator: Locator) -> SourceFile:
+        """The file a locator's code is in: its part's, else the graph's own."""
+        return self.parts.get(locator.file, self.source) if locator.file is not None else self.source
 
 
-def _pins(graph: Graph, config: ConfigDocument, source: SourceFile) -> _Pins:
+def _file_summary(source: SourceFile, graph: Graph) -> FileSummary:
+    """A modeling file and what pins it."""
     if isinstance(source, ModelingSource):
         origin, repo, fallback = source.origin, source.repo, source.fallback_reason
     elif source.revision_kind is RevisionKind.PACKAGE_VERSION:
@@ -572,7 +587,7 @@ def _pins(graph: Graph, config: ConfigDocument, source: SourceFile) -> _Pins:
     else:
         origin, repo, fallback = SourceOrigin.REMOTE, graph.model.repo, None
     template = source.url_template
-    modeling = FileSummary(
+    return FileSummary(
         path=source.path,
         revision=source.revision,
         revision_kind=source.revision_kind,
@@ -581,6 +596,10 @@ def _pins(graph: Graph, config: ConfigDocument, source: SourceFile) -> _Pins:
         origin=origin,
         fallback_reason=fallback,
     )
+
+
+def _pins(graph: Graph, config: ConfigDocument, source: SourceFile) -> _Pins:
+    modeling = _file_summary(source, graph)
     name = graph.model.config_path
     if graph.model.revision:
         revision, kind = graph.model.revision, RevisionKind.HUB
@@ -604,7 +623,7 @@ def _pins(graph: Graph, config: ConfigDocument, source: SourceFile) -> _Pins:
     return _Pins(modeling=modeling, config=config_file, config_url_template=config_template)
 
 
-def _code_refs(source: SourceFile, pins: _Pins, matches: Sequence[SiteMatch]) -> list[SourceRef]:
+def _code_refs(source: SourceFile, matches: Sequence[SiteMatch]) -> list[SourceRef]:
     refs: dict[tuple[Role, int, int], SourceRef] = {}
     for match in sorted(matches, key=lambda item: (item.site.role is not Role.DEFINITION, item.span.start)):
         key = (match.site.role, match.span.start, match.span.end)
@@ -612,7 +631,7 @@ def _code_refs(source: SourceFile, pins: _Pins, matches: Sequence[SiteMatch]) ->
             key,
             SourceRef(
                 file=source.path,
-                revision=pins.modeling.revision,
+                revision=source.revision,
                 start=match.span.start,
                 end=match.span.end,
                 role=match.site.role,
@@ -622,8 +641,9 @@ def _code_refs(source: SourceFile, pins: _Pins, matches: Sequence[SiteMatch]) ->
     return list(refs.values())
 
 
-def _code_evidence(context: _Context, claim: str, category: Category, matches: Sequence[SiteMatch]) -> Evidence:
-    source = context.source
+def _code_evidence(context: _Context, locator: Locator, claim: str, matches: Sequence[SiteMatch]) -> Evidence:
+    source = context.file(locator)
+    category = locator.category
     spans = tuple(sorted({match.span for match in matches}, key=lambda span: (span.start, span.end)))
     start, end = covering_range(spans)
     return Evidence(
@@ -632,7 +652,7 @@ def _code_evidence(context: _Context, claim: str, category: Category, matches: S
         from_title=None,
         claim=claim,
         category=category,
-        repo=context.pins.modeling.repo,
+        repo=_file_summary(source, context.graph).repo,
         file=source.path,
         revision=source.revision,
         url=link(source, SourceSpan(path=source.path, start=start, end=end)),
@@ -655,7 +675,7 @@ def _key_spans(config: ConfigDocument, name: str, keys: Sequence[str]) -> list[t
     """The config keys that are set, each with its lines (a dotted key is a nested path under the root)."""
     found: list[tuple[str, SourceSpan]] = []
     for key in dict.fromkeys(keys):
-        line_span = config.span(*key.split("."))
+        line_span = config.key_span(key)
         if line_span is not None:
             found.append((key, SourceSpan(path=name, start=line_span.start, end=line_span.end)))
     return found
@@ -687,9 +707,14 @@ def _config_evidence(context: _Context, claim: str, keys: Sequence[str]) -> Evid
     if not found:
         return None
     spans = {span for _, span in found}
-    root = config.spans.get(config.root) if config.root else None
-    if root is not None:  # show the "text_config": { line the keys sit under
-        spans.add(SourceSpan(path=pins.config.path, start=root.start, end=root.start))
+    family = family_for(context.graph.model)
+    # The sub-configs whose "text_config": { (or "vision_config": {) line is shown above the keys under it.
+    parts = {*config.root[:1], *(family.modelled_configs if family is not None else ())}
+    for key, _ in found:
+        path = config.key_path(key)
+        parent = config.spans.get(path[:1]) if path is not None and len(path) > 1 and path[0] in parts else None
+        if parent is not None:
+            spans.add(SourceSpan(path=pins.config.path, start=parent.start, end=parent.start))
     ordered = tuple(sorted(spans, key=lambda span: (span.start, span.end)))
     start, end = covering_range(ordered)
     return Evidence(
@@ -714,7 +739,9 @@ def _key_evidence(context: _Context, keys: Sequence[str]) -> Evidence | None:
     if not found:
         return None
     settings = [f"{key} = {format_value(value_at(config, key))}" for key in found]
-    which = "text configuration" if config.root else "configuration"
+    # A wrapper's node may cite keys beside its text_config (vision_config.patch_size): then it is the whole file's.
+    relative = all(config.span(*key.split(".")) is not None for key in found)
+    which = "text configuration" if config.root and relative else "configuration"
     return _config_evidence(context, f"The {which} sets {join(settings)}.", found)
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from archviz.graph import Graph, Node, Part, TensorRow
+from archviz.dtypes import ITEMSIZE
+from archviz.graph import Graph, GroupKind, Node, Part, TensorRow
 
 
 class TensorRole:
@@ -16,7 +17,12 @@ class TensorRole:
 
     WEIGHT = "weight"
     SCALE = "scale"
+    """Not parameters: FP8 ``weight_scale_inv``, a packed weight's ``weight_scale`` and ``weight_zero_point``."""
     BUFFER = "buffer"
+    PACKED = "packed"
+    """A packed-quantized weight's values (``weight_packed``): several parameters to an element."""
+    SHAPE = "shape"
+    """A packed-quantized weight's logical shape (``weight_shape``), stored as integers."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +45,14 @@ class Totals:
     """Elements of block-quantization scale tensors (``weight_scale_inv``)."""
     by_dtype: dict[str, int]
     """Elements of the predicted checkpoint per dtype: weights, buffers, scales and MTP layers."""
+    quantized_parameters: int = 0
+    """Parameters (logical elements) of the main model stored packed-quantized (INT4 ``weight_packed``)."""
+    bytes_by_dtype: dict[str, int] = field(default_factory=dict)
+    """Bytes of the predicted checkpoint per dtype: ``by_dtype`` times each dtype's size (a dtype safetensors does not
+    store, which only a modeling file's buffer could have, is left out)."""
+    parts: dict[str, int] = field(default_factory=dict)
+    """For a model with a vision encoder beside its language model: the parameters of each part (``text``,
+    ``vision``, ``projector``), adding up to ``parameters``; empty for a language model alone."""
 
 
 class ManifestTensor(NamedTuple):
@@ -57,14 +71,36 @@ class ManifestTensor(NamedTuple):
     node: str
     """Id of the graph node it belongs to."""
     role: str
-    """``weight``, ``scale`` or ``buffer`` (see ``TensorRole``)."""
+    """``weight``, ``scale``, ``buffer``, ``packed`` or ``shape`` (see ``TensorRole``)."""
     part: Part
     """Main model or multi-token-prediction layers."""
+    logical: int = 0
+    """For a packed weight's ``weight_packed``: the parameters it holds (the logical weight's elements)."""
 
 
 def node_parameters(node: Node) -> int:
     """Learned parameters of one instance of a node."""
     return sum(row.elements for row in node.parameters)
+
+
+def stored_elements(row: TensorRow, count: int) -> dict[str, int]:
+    """Elements per dtype that ``count`` instances of a row are stored as: its own, or for a packed weight the tensors
+    that replace it (its instances the config leaves unquantized as they are)."""
+    found: Counter[str] = Counter()
+    if row.packed is None:
+        found[row.dtype] += row.elements * count
+        return dict(found)
+    dense = len(row.packed.dense)
+    found[row.dtype] += row.elements * dense
+    for tensor in row.packed.stored:
+        found[tensor.dtype] += math.prod(tensor.shape) * (count - dense)
+    return {dtype: elements for dtype, elements in found.items() if elements}
+
+
+def stored_bytes(row: TensorRow, count: int = 1) -> int:
+    """Bytes ``count`` instances of a row take in the checkpoint (FP8 scales included)."""
+    scales = math.prod(scale_shape(row)) * ITEMSIZE["F32"] * count if row.scale_block else 0
+    return sum(ITEMSIZE[dtype] * elements for dtype, elements in stored_elements(row, count).items()) + scales
 
 
 def node_buffers(node: Node) -> int:
@@ -84,14 +120,42 @@ def scale_name(weight_name: str) -> str:
     return weight_name + "_scale_inv"
 
 
+ENCODER_PARTS: dict[GroupKind, str] = {GroupKind.VISION: "vision", GroupKind.PROJECTOR: "projector"}
+"""Groups that run on images rather than tokens, and the part of the totals they are counted in."""
+
+
+def node_parts(graph: Graph) -> dict[str, str]:
+    """Node id -> ``vision`` or ``projector`` for the nodes of an image encoder beside the language model, ``text``
+    for the rest; empty for a graph with no such encoder."""
+    groups = {group.id: group for group in graph.groups}
+
+    def part(group_id: str | None) -> str:
+        while group_id is not None and group_id in groups:
+            if groups[group_id].kind in ENCODER_PARTS:
+                return ENCODER_PARTS[groups[group_id].kind]
+            group_id = groups[group_id].parent
+        return "text"
+
+    if not any(group.kind in ENCODER_PARTS for group in graph.groups):
+        return {}
+    return {node.id: part(node.group) for node in graph.nodes}
+
+
 def compute_totals(graph: Graph) -> Totals:
-    """Add up the graph; per-instance counts times instance counts, never a list of every expert."""
-    parameters = active = active_embedding = buffers = mtp_parameters = mtp_buffers = scales = 0
+    """Add up the graph; per-instance counts times instance counts, never a list of every expert.
+
+    Active parameters are a text token's: an image encoder's weights run on images, not on tokens, and are left out.
+    """
+    parameters = active = active_embedding = buffers = mtp_parameters = mtp_buffers = scales = quantized = 0
     by_dtype: Counter[str] = Counter()
+    parts = node_parts(graph)
+    by_part: Counter[str] = Counter()
     for node in graph.nodes:
         count = node.placement.count
         for row in node.parameters:
-            by_dtype[row.dtype] += row.elements * count
+            by_dtype.update(stored_elements(row, count))
+            if row.packed is not None and node.part is Part.MAIN:
+                quantized += row.elements * (count - len(row.packed.dense))
             if row.scale_block is not None:
                 scale_elements = math.prod(scale_shape(row)) * count
                 scales += scale_elements
@@ -104,6 +168,10 @@ def compute_totals(graph: Graph) -> Totals:
             continue
         parameters += node_parameters(node) * count
         buffers += node_buffers(node) * count
+        if parts:
+            by_part[parts[node.id]] += node_parameters(node) * count
+        if parts.get(node.id, "text") != "text":
+            continue
         active += node_parameters(node) * node.placement.active
         if node.id == graph.input_embedding:
             active_embedding += node_parameters(node) * node.placement.active
@@ -116,10 +184,16 @@ def compute_totals(graph: Graph) -> Totals:
         mtp_buffers=mtp_buffers,
         scale_elements=scales,
         by_dtype=dict(sorted(by_dtype.items())),
+        quantized_parameters=quantized,
+        bytes_by_dtype={
+            dtype: elements * ITEMSIZE[dtype] for dtype, elements in sorted(by_dtype.items()) if dtype in ITEMSIZE
+        },
+        parts={part: by_part[part] for part in ("text", "vision", "projector") if part in by_part},
     )
 
 
-def _instances(node: Node, template: str) -> Iterator[str]:
+def instance_names(node: Node, template: str) -> Iterator[str]:
+    """Every checkpoint name of a row's template: one per layer (and per expert) the node is in."""
     layers = node.placement.layers or (None,)
     for layer in layers:
         name = template.replace("{layer}", str(layer)) if layer is not None else template
@@ -130,19 +204,39 @@ def _instances(node: Node, template: str) -> Iterator[str]:
             yield name
 
 
-def predicted_manifest(graph: Graph) -> list[ManifestTensor]:
-    """Every tensor the checkpoint should hold, sorted by name."""
+_STORED_ROLES = {
+    "packed": TensorRole.PACKED,
+    "scale": TensorRole.SCALE,
+    "zero point": TensorRole.SCALE,
+    "shape": TensorRole.SHAPE,
+}
+
+
+def predicted_manifest(graph: Graph, *, logical: bool = False) -> list[ManifestTensor]:
+    """Every tensor the checkpoint should hold, sorted by name; with ``logical``, a packed-quantized weight as the
+    unquantized ``weight`` it stands for (as a model in memory holds it) rather than the tensors stored for it."""
     tensors: list[ManifestTensor] = []
     add = tensors.append
     for node in graph.nodes:
         for row in node.parameters:
             scale = (scale_shape(row), "F32", node.id, TensorRole.SCALE, node.part) if row.scale_block else None
-            for name in _instances(node, row.tensor):
+            packed = None if logical or row.packed is None else row.packed
+            dense = frozenset(packed.dense) if packed is not None else frozenset()
+            for name in instance_names(node, row.tensor):
+                if packed is not None and name not in dense:
+                    module = name.removesuffix("weight")
+                    for item in packed.stored:
+                        role = _STORED_ROLES[item.role]
+                        held = row.elements if role == TensorRole.PACKED else 0
+                        add(
+                            ManifestTensor(module + item.suffix, item.shape, item.dtype, node.id, role, node.part, held)
+                        )
+                    continue
                 add(ManifestTensor(name, row.shape, row.dtype, node.id, TensorRole.WEIGHT, node.part))
                 if scale is not None:
                     add(ManifestTensor(scale_name(name), *scale))
         for row in node.buffers:
-            for name in _instances(node, row.tensor):
+            for name in instance_names(node, row.tensor):
                 add(ManifestTensor(name, row.shape, row.dtype, node.id, TensorRole.BUFFER, node.part))
     tensors.sort(key=lambda tensor: tensor.name)
     return tensors

@@ -13,7 +13,7 @@ functions, so that importing it costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,13 @@ def text_config_class(config_class: type) -> type | None:
     return found if isinstance(found, type) else None
 
 
+def sub_config_keys(config_class: type) -> tuple[str, ...]:
+    """The keys of a config class's sub-configs (``PretrainedConfig.sub_configs``: ``text_config``,
+    ``vision_config``), empty for a plain config."""
+    sub_configs = getattr(config_class, "sub_configs", None) or {}
+    return tuple(sub_configs) if isinstance(sub_configs, Mapping) else ()
+
+
 def instantiate(model_class: Any, config: PretrainedConfig, *, dtype: str | None = None) -> nn.Module:
     """``model_class._from_config(config, dtype=...)``: what ``AutoModel*.from_config`` calls (the config's attention
     choice applied), on whatever device is current, e.g. inside ``torch.device("meta")``. ``dtype`` (a torch dtype's
@@ -99,6 +106,21 @@ def revert_weight_conversion(model: PreTrainedModel, state: dict[str, torch.Tens
 
     reverted: dict[str, torch.Tensor] = revert(model, state)
     return reverted
+
+
+def load_time_names(model: PreTrainedModel, names: Iterable[str]) -> dict[str, str]:
+    """Each checkpoint name as ``from_pretrained`` renames it for ``model`` before loading: every renaming of the
+    family's conversion mapping, then the base-model prefix added or removed (``core_model_loading.rename_source_key``
+    with the ``WeightRenaming``s of ``conversion_mapping.get_model_conversion_mapping``; converters, which merge or
+    split tensors, are not applied). Names are renamed in sorted order: a ``GroupWeightRename`` renames its later
+    patterns only once it has seen its first."""
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+    renamings = [item for item in get_model_conversion_mapping(model) if isinstance(item, WeightRenaming)]
+    state = dict.fromkeys(model.state_dict(), True)  # only the keys are looked up (for a value that is not None)
+    prefix = model.base_model_prefix
+    return {name: rename_source_key(name, renamings, [], prefix, state)[0] for name in sorted(set(names))}
 
 
 @contextmanager

@@ -25,7 +25,8 @@ from archviz.checkpoint import Checkpoint
 from archviz.cost import UNPRICED
 from archviz.costcheck import CostLegs, cost_legs, cost_not_run
 from archviz.errors import InputError
-from archviz.graph import Graph, Part
+from archviz.families.omissions import quantization_modelled
+from archviz.graph import Graph, Part, TensorRow
 from archviz.legs import Finding, Leg, LegStatus, Outcome
 from archviz.modeltree import BuildRecord, ModuleTree
 from archviz.pipeline import ModelDocs
@@ -158,10 +159,12 @@ class Verification:
     """What the reader should know but does not fail the check (the cards cite another file than the one built)."""
     derived_from_code: bool
     """Whether the graph was read off the modeling code (then the meta model is not an independent leg)."""
+    omitted: tuple[str, ...] = ()
+    """Config parts the graph leaves out (``Graph.omitted``): agreement is then on the modelled part only."""
 
     def outcome(self, *, strict: bool = False) -> Outcome:
-        """``agree``, ``disagree`` or ``unverified`` (``archviz.legs.outcome``)."""
-        return legs.outcome(self.legs, strict=strict)
+        """``agree``, ``partial``, ``disagree`` or ``unverified`` (``archviz.legs.outcome``)."""
+        return legs.outcome(self.legs, strict=strict, omitted=self.omitted)
 
     @property
     def meta_class(self) -> str | None:
@@ -196,6 +199,12 @@ def verification_sentence(verification: Verification | None) -> str:
     prefix = "Read off transformers' modeling code. " if verification.derived_from_code else ""
     if result is Outcome.DISAGREE:
         return prefix + "Verification found disagreements: " + " ".join(verification.problems[:3])
+    if result is Outcome.PARTIAL:
+        witnesses = " and ".join(leg.witness for leg in legs.independent_legs(verification.legs))
+        return prefix + (
+            f"Verified only in part: the graph leaves out {', '.join(verification.omitted)}, so its totals are of the "
+            f"modelled part, which agrees with {witnesses}."
+        )
     if result is Outcome.UNVERIFIED:
         # The first clause of each reason: the rest is advice for the command line.
         why = "; ".join(
@@ -232,9 +241,15 @@ Held = Mapping[str, tuple[tuple[int, ...], str | None]]
 """What a leg holds: checkpoint name -> (shape, dtype, or None when the leg has no dtypes)."""
 
 
-def pair_names(expected: Iterable[str], held: Iterable[str]) -> dict[str, str]:
+Respell = Callable[[Iterable[str]], Mapping[str, str]]
+"""Checkpoint names -> the names transformers loads them as (``archviz.meta.load_time_names`` on the built model)."""
+
+
+def pair_names(expected: Iterable[str], held: Iterable[str], respell: Respell | None = None) -> dict[str, str]:
     """Predicted name -> the held name that is the same tensor: the same spelling, or, for what is left, the same
-    canonical spelling. Exact matches cost one set lookup each; only the leftovers are respelled."""
+    canonical spelling, or (with ``respell``) the same name once transformers' load-time renaming has run on both
+    (a release's names against transformers' lossy save of them). Exact matches cost one set lookup each; only the
+    leftovers are respelled."""
     held = set(held)
     pairs: dict[str, str] = {}
     leftover: list[str] = []
@@ -243,13 +258,20 @@ def pair_names(expected: Iterable[str], held: Iterable[str]) -> dict[str, str]:
             pairs[name] = name
         else:
             leftover.append(name)
-    if leftover:
-        spelled = {canonical_name(name): name for name in held.difference(pairs.values())}
-        for name in leftover:
-            match = spelled.get(canonical_name(name))
-            if match is not None:
-                pairs[name] = match
+    for spell in (_canonical_names, respell):
+        unpaired = held.difference(pairs.values())
+        if not leftover or not unpaired or spell is None:
+            break
+        spelled = spell([*leftover, *unpaired])
+        by_spelling = {spelled[name]: name for name in unpaired}
+        found = {name: by_spelling.get(spelled[name]) for name in leftover}
+        pairs.update({name: match for name, match in found.items() if match is not None})
+        leftover = [name for name, match in found.items() if match is None]
     return pairs
+
+
+def _canonical_names(names: Iterable[str]) -> dict[str, str]:
+    return {name: canonical_name(name) for name in names}
 
 
 def _compare_names(
@@ -282,7 +304,12 @@ def _compare_names(
         shape, dtype = found[held]
         if tuple(shape) != tuple(tensor.shape):
             verdict = Verdict.WRONG_SHAPE
-        elif check_dtype and dtype != tensor.dtype and not (dtype == "F32" and float32(held)):
+        elif (
+            check_dtype
+            and dtype != tensor.dtype
+            and not _same_integers(tensor, dtype)
+            and not (dtype == "F32" and float32(held))
+        ):
             verdict = Verdict.WRONG_DTYPE
         else:
             continue
@@ -306,13 +333,31 @@ def _compare_names(
     return checks
 
 
+COUNTED = frozenset({TensorRole.WEIGHT, TensorRole.BUFFER, TensorRole.PACKED})
+"""Roles whose elements are parameters or buffer elements (scales, zero points and stored shapes are not)."""
+INTEGER_SHAPES = frozenset({"I32", "I64"})
+"""A packed weight's ``weight_shape`` is an integer pair: compressed-tensors writes I64, Kimi's INT4 releases I32."""
+
+
+def held_elements(tensor: ManifestTensor, shape: Sequence[int]) -> int:
+    """The parameters (or buffer elements) a held tensor of the predicted one's name stands for: its elements, or for a
+    packed weight the logical weight's (in proportion, should its packed shape differ)."""
+    if tensor.role != TensorRole.PACKED:
+        return math.prod(shape)
+    return tensor.logical * math.prod(shape) // max(math.prod(tensor.shape), 1)
+
+
+def _same_integers(tensor: ManifestTensor, dtype: str | None) -> bool:
+    return tensor.role == TensorRole.SHAPE and tensor.dtype in INTEGER_SHAPES and dtype in INTEGER_SHAPES
+
+
 def _per_node(expected: Mapping[str, ManifestTensor], found: Held, pairs: Mapping[str, str]) -> Counter[str]:
     """Elements per node of the tensors a leg holds, for the names the graph predicts (scales left out)."""
     counts: Counter[str] = Counter()
     for name, held in pairs.items():
         tensor = expected[name]
-        if tensor.role != TensorRole.SCALE:
-            counts[tensor.node] += math.prod(found[held][0])
+        if tensor.role in COUNTED:
+            counts[tensor.node] += held_elements(tensor, found[held][0])
     return counts
 
 
@@ -322,8 +367,8 @@ def _main_totals(expected: Mapping[str, ManifestTensor], found: Held, pairs: Map
         tensor = expected[name]
         if tensor.part is not Part.MAIN:
             continue
-        if tensor.role == TensorRole.WEIGHT:
-            parameters += math.prod(found[held][0])
+        if tensor.role in (TensorRole.WEIGHT, TensorRole.PACKED):
+            parameters += held_elements(tensor, found[held][0])
         elif tensor.role == TensorRole.BUFFER:
             buffers += math.prod(found[held][0])
     return LegTotals(parameters=parameters, buffers=buffers)
@@ -345,6 +390,8 @@ class _Reconciled:
     """The meta model's non-persistent buffers: the code recomputes them, a checkpoint need not carry them."""
     built: BuildRecord | None = None
     """What the meta leg built."""
+    respell: Respell | None = None
+    """transformers' load-time renaming for the model the meta leg built, for the checkpoint leg's leftover names."""
 
 
 def _analytic_leg(docs: ModelDocs) -> Leg:
@@ -391,9 +438,9 @@ def _meta_leg(
     if reason is not None:
         witness = f"transformers' {graph.model.transformers_model_type} class built on the meta device"
         return _Reconciled(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
-    meta = _meta_model(docs, trust_remote_code=trust_remote_code)
+    meta, respell = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
-    pairs = pair_names(main, found)
+    pairs = pair_names(main, found, respell)
     tensors = _compare_names(main, found, pairs, leg=legs.META, check_dtype=False)
     totals = LegTotals(parameters=meta.total_parameters, buffers=meta.total_persistent_buffer_elements)
     analytic = docs.totals
@@ -423,18 +470,24 @@ def _meta_leg(
         recomputed=frozenset(meta.non_persistent_buffers),
         built=built,
         notes=notes,
+        respell=respell,
     )
 
 
-def _meta_model(docs: ModelDocs, *, trust_remote_code: bool) -> ModuleTree:
-    """The meta-device model, as plain data: for a graph read off the code, the build it was read off (the same
-    recipe would build the same model again); else a build of the recipe."""
+def _meta_model(docs: ModelDocs, *, trust_remote_code: bool) -> tuple[ModuleTree, Respell | None]:
+    """The meta-device model, as plain data, and transformers' load-time renaming for it: for a graph read off the
+    code, the build it was read off (the same recipe would build the same model again, with the names the graph
+    has); else a build of the recipe."""
     if docs.code is not None and not trust_remote_code:
-        return docs.code.tree
-    from archviz.meta import build_from_recipe, model_record
+        return docs.code.tree, None
+    from archviz.meta import build_from_recipe, load_time_names, model_record
 
     meta = build_from_recipe(docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
-    return model_record(meta)  # the whole model's facts; its modules one by one are not needed here
+
+    def respell(names: Iterable[str]) -> Mapping[str, str]:
+        return load_time_names(meta.module, names)
+
+    return model_record(meta), respell  # the whole model's facts; its modules one by one are not needed here
 
 
 def _forward_legs(
@@ -499,11 +552,7 @@ def _last_part(name: str, method: str) -> str:
 
 
 def _checkpoint_leg(
-    docs: ModelDocs,
-    manifest: Sequence[ManifestTensor],
-    checkpoint: Checkpoint | None,
-    recomputed: frozenset[str],
-    built: BuildRecord | None,
+    docs: ModelDocs, manifest: Sequence[ManifestTensor], checkpoint: Checkpoint | None, meta: _Reconciled
 ) -> _Reconciled:
     witness = "the checkpoint's tensors, read from its safetensors headers"
     independent_of = (legs.ANALYTIC, legs.META, legs.SHAPES, legs.FLOPS, legs.CACHE)
@@ -511,16 +560,16 @@ def _checkpoint_leg(
         reason = "no checkpoint: pass --checkpoint, or check a folder or Hub repo that holds safetensors"
         return _Reconciled(leg=legs.skipped(legs.CHECKPOINT, witness, reason, independent_of=independent_of))
     everything = {t.name: t for t in manifest}
-    main = {name: t for name, t in everything.items() if t.part is Part.MAIN and t.role != TensorRole.SCALE}
+    main = {name: t for name, t in everything.items() if t.part is Part.MAIN and t.role in COUNTED}
     held = {tensor.name: (tensor.shape, tensor.dtype) for tensor in checkpoint.tensors}
     notes: list[str] = []
     findings: list[Finding] = []
-    stale = sorted(name for name in held if name not in everything and name in recomputed)
+    stale = sorted(name for name in held if name not in everything and name in meta.recomputed)
     if stale:
         notes.append(_stale_note(stale))
     compared = {name: value for name, value in held.items() if name not in stale}
-    pairs = pair_names(everything, compared)
-    method = _packed_method(docs)
+    pairs = pair_names(everything, compared, meta.respell)
+    method = None if quantization_modelled(docs.graph) else _packed_method(docs)
     unpaired = sorted(
         name
         for name in set(compared).difference(pairs.values())
@@ -538,6 +587,7 @@ def _checkpoint_leg(
     if mtp_names and not any(name in pairs for name in mtp_names):
         findings.append(_missing_mtp(len(mtp_names)))
         expected = {name: tensor for name, tensor in everything.items() if tensor.part is not Part.MTP}
+    built = meta.built
     float32 = _kept_in_float32(built)
     tensors = _compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True, float32=float32)
     upcast = sorted(held for name, held in pairs.items() if compared[held][1] == "F32" != everything[name].dtype)
@@ -594,11 +644,19 @@ def _checkpoint_notes(
     manifest: Sequence[ManifestTensor], pairs: Mapping[str, str], compared: Mapping[str, object]
 ) -> list[str]:
     notes: list[str] = []
-    scales = [t for t in manifest if t.role == TensorRole.SCALE and t.name in pairs]
+    scales = [t for t in manifest if t.role == TensorRole.SCALE and t.name in pairs and t.name.endswith("_scale_inv")]
     if scales:
         notes.append(
             f"{len(scales):,} weight_scale_inv tensors ({sum(math.prod(t.shape) for t in scales):,} F32 "
             "elements) are FP8 block-quantization scales, not parameters."
+        )
+    packed = [t for t in manifest if t.role == TensorRole.PACKED and t.name in pairs]
+    if packed:
+        stored = [t for t in manifest if t.name in pairs and t.role in (TensorRole.SCALE, TensorRole.SHAPE)]
+        notes.append(
+            f"{len(packed):,} weights are stored packed-quantized (compressed-tensors): {len(packed):,} weight_packed "
+            f"tensors hold {sum(t.logical for t in packed):,} parameters; {len(stored):,} weight_scale, "
+            "weight_zero_point and weight_shape tensors beside them are not parameters."
         )
     mtp = [t for t in manifest if t.part is Part.MTP and t.name in compared and t.role == TensorRole.WEIGHT]
     if mtp:
@@ -652,10 +710,11 @@ def _verify(
 ) -> Verification:
     graph = docs.graph
     manifest = bounded_manifest(docs)
-    main = {t.name: t for t in manifest if t.part is Part.MAIN and t.role != TensorRole.SCALE}
+    # The meta-device model holds every weight unquantized, as the graph's logical manifest names it.
+    main = {t.name: t for t in predicted_manifest(graph, logical=True) if t.part is Part.MAIN and t.role in COUNTED}
     meta = _meta_leg(docs, main, run_meta=run_meta, trust_remote_code=trust_remote_code)
     shapes, costs = _forward_legs(docs, meta, trace=trace, trust_remote_code=trust_remote_code)
-    held = _checkpoint_leg(docs, manifest, checkpoint, meta.recomputed, meta.built)
+    held = _checkpoint_leg(docs, manifest, checkpoint, meta)
     return Verification(
         legs=(_analytic_leg(docs), meta.leg, shapes.leg, costs.flops, costs.cache, held.leg),
         analytic=LegTotals(parameters=docs.totals.parameters, buffers=docs.totals.buffers),
@@ -672,6 +731,7 @@ def _verify(
         notes=(*meta.notes, *held.notes),
         warnings=tuple(_cited_file_warnings(docs, meta.built)),
         derived_from_code=graph.derived_from_code,
+        omitted=graph.omitted,
     )
 
 
@@ -730,10 +790,17 @@ MAX_PREDICTED_TENSORS = 5_000_000
 input error, not a reason to fill memory."""
 
 
+def _stored_count(row: TensorRow) -> int:
+    """Tensors one instance of a row is stored as."""
+    if row.packed is not None:
+        return len(row.packed.stored)
+    return 2 if row.scale_block else 1
+
+
 def bounded_manifest(docs: ModelDocs) -> list[ManifestTensor]:
     """The predicted checkpoint, refusing configs that would predict an absurd number of tensors."""
     count = sum(
-        node.placement.count * (len(node.buffers) + sum(2 if row.scale_block else 1 for row in node.parameters))
+        node.placement.count * (len(node.buffers) + sum(_stored_count(row) for row in node.parameters))
         for node in docs.graph.nodes
     )
     if count > MAX_PREDICTED_TENSORS:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from archviz.dtypes import SAFETENSORS_DTYPES
+from archviz.dtypes import safetensors_dtype
 
 if TYPE_CHECKING:
     import torch
@@ -168,11 +168,10 @@ def _cache_tensors(cache: Any) -> Iterator[CachedTensor]:
             found.extend((f"{name}[{key}]", tensor) for key, tensor in sorted(states.items()))
         for name, tensor in found:
             if isinstance(tensor, torch.Tensor) and tensor.numel():
-                dtype = str(tensor.dtype).removeprefix("torch.")
                 yield CachedTensor(
                     layer=index,
                     kind=kind,
                     name=name,
                     shape=tuple(int(size) for size in tensor.shape),
-                    dtype=SAFETENSORS_DTYPES.get(dtype, dtype.upper()),
+                    dtype=safetensors_dtype(str(tensor.dtype)),
                 )

@@ -65,9 +65,14 @@ def test_transformers_spelling_of_keys_is_read(tmp_path: Path) -> None:
 
 
 def test_tiny_checkpoint_checks(saved: tuple[str, Path]) -> None:
-    _, folder = saved
+    name, folder = saved
     report = check(folder)
-    assert report["exit_code"] == 0, report["problems"]
+    if "quantization_config" in TINY[name]:
+        # gpt-oss's mxfp4 is not modelled: everything agrees, on the modelled part only (partial, exit 3).
+        assert (report["exit_code"], report["outcome"]) == (3, "partial"), report["problems"]
+        assert report["omitted"] == ["quantization_config"]
+    else:
+        assert report["exit_code"] == 0, report["problems"]
     totals = report["totals"]
     assert totals["analytic"] == totals["checkpoint"] == totals["meta_model"]
     assert report["tensors"] == []

@@ -83,7 +83,7 @@ def test_bad_input_is_one_line_and_exit_2(write_config: Callable[..., Path], tex
 def test_unknown_model_name() -> None:
     result = runner.invoke(app, ["inspect", "no-such-model"])
     assert result.exit_code == 2
-    assert "not a bundled model (kimi-k2-instruct, kimi-k3, kimi-linear-48b-a3b-instruct)" in result.stderr
+    assert "not a bundled model (kimi-k2-instruct, kimi-k2.5, kimi-k3, kimi-linear-48b-a3b-instruct)" in result.stderr
 
 
 def test_config_path_and_folder_are_the_same(write_config: Callable[..., Path]) -> None:

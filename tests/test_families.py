@@ -502,7 +502,8 @@ def test_generic_graph_says_it_is_derived_from_the_code(tmp_path: Path) -> None:
     docs = describe_model(str(write(tmp_path, PUBLISHED["gpt-oss-20b"])))
     assert docs.graph.model.family == "generic" and docs.graph.model.transformers_model_type == "gpt_oss"
     assert docs.graph.derived_from_code
-    assert any("quantization_config (mxfp4) is ignored" in note for note in docs.graph.not_modelled)
+    assert any("quantization_config (mxfp4) is not modelled" in note for note in docs.graph.not_modelled)
+    assert docs.graph.omitted == ("quantization_config",)
     assert [layer.mixer for layer in docs.graph.layers[:2]] == ["sliding attention", "full attention"]
     assert {layer.ffn for layer in docs.graph.layers} == {"MoE"}
     q_proj = by_id(docs.graph, "model.layers.self-attn.q-proj")

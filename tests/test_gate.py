@@ -159,7 +159,8 @@ def test_an_unpredicted_integer_tensor_fails_unless_a_packed_quantization_is_dec
     config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 32}
     (folder / "config.json").write_text(json.dumps(config))
     code, report = report_of(str(folder))
-    assert code == 0, report["problems"]
+    # gptq is not modelled: what ran agrees, on the modelled part only (partial, exit 3).
+    assert (code, report["outcome"], report["omitted"]) == (3, "partial", ["quantization_config"]), report["problems"]
     assert any(
         note.startswith(f"1 tensors the graph does not predict ({extra}, …) are excused") for note in report["notes"]
     )

@@ -75,7 +75,10 @@ def test_predicted_manifest_agrees_with_totals(name: str) -> None:
         elements[tensor.dtype] += math.prod(tensor.shape)
     assert dict(elements) == docs.totals.by_dtype
     weights = sum(math.prod(t.shape) for t in manifest if t.role == TensorRole.WEIGHT and t.part is Part.MAIN)
-    assert weights == docs.totals.parameters
+    # A packed-quantized weight's weight_packed stands for the logical weight's parameters (Kimi-K2.5's INT4 experts).
+    packed = [t for t in manifest if t.role == TensorRole.PACKED and t.part is Part.MAIN]
+    assert weights + sum(t.logical for t in packed) == docs.totals.parameters
+    assert sum(t.logical for t in packed) == docs.totals.quantized_parameters
 
 
 def test_k2_fp8_manifest_layout(k2: ModelDocs) -> None:

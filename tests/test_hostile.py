@@ -336,8 +336,8 @@ PATH_CASES: list[Case] = [
     Case(
         "shell-characters",
         {},
-        "na$me;rm: not a bundled model (kimi-k2-instruct, kimi-k3, kimi-linear-48b-a3b-instruct), an existing folder "
-        "or file, or a Hub repo id of the form org/name",
+        "na$me;rm: not a bundled model (kimi-k2-instruct, kimi-k2.5, kimi-k3, kimi-linear-48b-a3b-instruct), an "
+        "existing folder or file, or a Hub repo id of the form org/name",
         model="na$me;rm",
     ),
     Case("empty-name", {}, "'': not a model name, folder or repo id", model=""),

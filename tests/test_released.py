@@ -40,12 +40,13 @@ CORPUS: dict[str, Path] = {
     "moonlight-16b-a3b": DATA / "moonlight-16b-a3b.config.json",
 }
 
-READ_OFF_THE_CODE = {"kimi-k2.5", "minimax-m3", "qwen3.5-35b-a3b"}
+READ_OFF_THE_CODE = {"minimax-m3", "qwen3.5-35b-a3b"}
 """The corpus's models no hand-written family builds: the generic family reads their graph off transformers' code."""
 
 # The totals the issues and the README state, written down: a second witness of the reference builds below.
 STATED = {
     "kimi-k2-instruct": 1_026_408_209_408,
+    "kimi-k2.5": 1_026_879_353_328,
     "minimax-m3": 427_040_132_864,
     "qwen3.5-35b-a3b": 35_107_181_936,
     "deepseek-v3": 671_026_404_352,
@@ -263,8 +264,16 @@ def test_tiny_wrapper_checks_against_its_save_pretrained_checkpoint(name: str, t
     folder = save_wrapper(TINY_WRAPPERS[name](), tmp_path / name)
     result = runner.invoke(app, ["check", str(folder), "--json"])
     report = json.loads(result.stdout)
-    assert result.exit_code == 0, report["problems"]
-    assert report["outcome"] == "agree" and report["tensors"] == []
+    # MiniMax-M3's img_token_compression_config is no sub-config of transformers' class, which never reads it: it is
+    # listed as not modelled, so what agrees agrees on the modelled part (partial, exit 3).
+    unread = [
+        key
+        for key, value in TINY_WRAPPERS[name]().items()
+        if key.endswith("_config") and key not in ("text_config", "vision_config") and isinstance(value, dict)
+    ]
+    assert report["omitted"] == unread
+    assert (result.exit_code, report["outcome"]) == ((3, "partial") if unread else (0, "agree")), report["problems"]
+    assert report["tensors"] == []
     totals = report["totals"]
     assert totals["analytic"] == totals["meta_model"] == totals["checkpoint"]
     assert {leg["name"]: leg["status"] for leg in report["legs"]}["checkpoint"] == "ran"

@@ -87,6 +87,7 @@ EXPECTED_ABSENT: dict[str, dict[str, str]] = {
         "attention.apply-rotary": "no rotary position embedding",
         "attention.query-concat": "no rotary position embedding",
     },
+    "kimi_k25": {},  # K2's text model with no MTP layer, and the vision tower and projector
 }
 GROUPS_ABSENT = {"mtp": "no code in the modeling file"}
 
@@ -147,9 +148,10 @@ def _kimi_linear_with_rope() -> dict[str, object]:
 def corpus() -> tuple[Graph, ...]:
     """Graphs holding every node and group the hand-written families build."""
     from tests.test_families import TINY
+    from tests.test_kimi_k25 import tiny_kimi_k25
 
     root = Path(tempfile.mkdtemp(prefix="archviz-locators-"))
-    configs = {"kimi-linear-rope": _kimi_linear_with_rope(), **TINY}
+    configs = {"kimi-linear-rope": _kimi_linear_with_rope(), "kimi-k2.5": tiny_kimi_k25(), **TINY}
     for name, config in configs.items():
         (root / name).mkdir()
         (root / name / "config.json").write_text(json.dumps(config, indent=2))
@@ -197,14 +199,25 @@ def check_matches(id: str, locator: Locator, source: SourceFile, absent: dict[st
             assert text.lstrip().startswith(("class ", "@"))
 
 
+def file_of(family: str, locator: Locator) -> SourceFile:
+    """transformers' file a locator's code is in: its family's, or (``Locator.file``) its part's (Kimi-K2.5's text
+    model in modeling_deepseek_v3.py)."""
+    if locator.file is None:
+        return transformers_file(family)
+    part = next(item for item in FAMILIES if item.name == family).code_parts[locator.file]
+    return transformers_file(part.transformers_model_type)
+
+
 @pytest.mark.parametrize(("family", "id"), NODE_CASES, ids=[f"{f}:{i}" for f, i in NODE_CASES])
 def test_every_node_locator_finds_its_code_in_transformers_file(family: str, id: str) -> None:
-    check_matches(id, _cases("node")[(family, id)], transformers_file(family), EXPECTED_ABSENT[family])
+    locator = _cases("node")[(family, id)]
+    check_matches(id, locator, file_of(family, locator), EXPECTED_ABSENT[family])
 
 
 @pytest.mark.parametrize(("family", "id"), GROUP_CASES, ids=[f"{f}:{i}" for f, i in GROUP_CASES])
 def test_every_group_locator_finds_its_code_in_transformers_file(family: str, id: str) -> None:
-    check_matches(id, _cases("group")[(family, id)], transformers_file(family), GROUPS_ABSENT)
+    locator = _cases("group")[(family, id)]
+    check_matches(id, locator, file_of(family, locator), GROUPS_ABSENT)
 
 
 @pytest.mark.parametrize(
@@ -244,6 +257,8 @@ def test_the_corpus_holds_every_family_and_the_optional_parts() -> None:
         ("qwen3_moe", "moe.routing-weights"),
         ("qwen3_moe", "mlp.gate-proj"),
         ("mixtral", "moe.routed-expert"),
+        ("kimi_k25", "vision.attention.qkv-proj"),
+        ("kimi_k25", "projector.image-features"),
     ):
         assert (family, id) in ids
 

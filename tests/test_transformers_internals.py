@@ -25,6 +25,9 @@ PINNED: dict[str, str] = {
     "auto_model_mappings": "transformers.models.auto.modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING / "
     "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING / MODEL_FOR_MULTIMODAL_LM_MAPPING / MODEL_MAPPING",
     "text_config_class": "PretrainedConfig.sub_configs",
+    "sub_config_keys": "PretrainedConfig.sub_configs",
+    "load_time_names": "transformers.core_model_loading.rename_source_key with the WeightRenamings of "
+    "transformers.conversion_mapping.get_model_conversion_mapping",
     "instantiate": "PreTrainedModel._from_config (and its dtype argument)",
     "one_conversion_mapping": "revert_weight_conversion reading PreTrainedModel._weight_conversions, and "
     "transformers.conversion_mapping.get_model_conversion_mapping without PrefixChange transforms",
@@ -184,6 +187,27 @@ def test_text_config_class() -> None:
     with pinned("text_config_class"):
         assert internals.text_config_class(Qwen3_5MoeConfig) is Qwen3_5MoeTextConfig
         assert internals.text_config_class(LlamaConfig) is None
+
+
+def test_sub_config_keys() -> None:
+    from transformers import LlamaConfig, Qwen3_5MoeConfig
+
+    with pinned("sub_config_keys"):
+        assert set(internals.sub_config_keys(Qwen3_5MoeConfig)) == {"text_config", "vision_config"}
+        assert internals.sub_config_keys(LlamaConfig) == ()
+
+
+def test_load_time_names() -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with pinned("load_time_names"), torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model("mixtral", **TINY, num_local_experts=4))
+        names = ["model.layers.0.block_sparse_moe.experts.1.w1.weight", "model.norm.weight"]
+        renamed = internals.load_time_names(model, names)
+        # Mixtral's conversion mapping renames block_sparse_moe to mlp on load; a plain name is left as it is.
+        assert renamed["model.norm.weight"] == "model.norm.weight"
+        assert renamed[names[0]].startswith("model.layers.0.mlp.experts")
 
 
 def test_one_conversion_mapping() -> None:

@@ -10,19 +10,20 @@ Choosing a hand-written family imports neither torch nor transformers.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
-from archviz.families import deepseek_v3, generic, kimi_linear, llama
+from archviz.families import deepseek_v3, generic, kimi_k25, kimi_linear, llama
+from archviz.families.compressed import pack_graph
+from archviz.families.omissions import unmodelled_quantization, unread_sub_configs, with_omissions
 from archviz.families.registry import Family
 from archviz.graph import Assumption, Graph, ModelInfo
 from archviz.modeltree import CodeReader
-from archviz.recipe import LEFT_OUT_KEYS
 from archviz.settings import Settings
 
-FAMILIES: tuple[Family, ...] = (deepseek_v3.FAMILY, kimi_linear.FAMILY, *llama.FAMILIES)
+FAMILIES: tuple[Family, ...] = (deepseek_v3.FAMILY, kimi_k25.FAMILY, kimi_linear.FAMILY, *llama.FAMILIES)
 """The hand-written families, in the order they are tried."""
 
 
@@ -130,7 +131,11 @@ def build_graph(
         revision=revision,
         config_path="config.json",
     )
-    graph = family.build(settings, model, read_code)
+    graph, packing = pack_graph(family.build(settings, model, read_code), settings)
+    # The generic family lists what transformers did not build from in its own build; the others are listed here.
+    omissions = [] if family.name == generic.NAME else _unread_parts(document, family, settings)
+    graph = with_omissions(replace(graph, not_modelled=(*graph.not_modelled, *packing)), omissions)
+    graph = with_omissions(graph, unmodelled_quantization(document, graph))
     assumptions = [settings.assumed[key] for key in sorted(settings.assumed)]
     dtype = settings.declared_dtype()
     if dtype.keys is None:
@@ -141,11 +146,7 @@ def build_graph(
                 source="the config declares no dtype (dtype or torch_dtype): transformers' default is assumed",
             )
         )
-    return replace(
-        graph,
-        assumptions=tuple(assumptions),
-        not_modelled=(*graph.not_modelled, *_unread_parts(document, family, model)),
-    )
+    return replace(graph, assumptions=tuple(assumptions))
 
 
 def _chosen_model_type(document: ConfigDocument, family: Family) -> str | None:
@@ -156,13 +157,8 @@ def _chosen_model_type(document: ConfigDocument, family: Family) -> str | None:
     return declared_model_type(document)
 
 
-def _unread_parts(document: ConfigDocument, family: Family, model: ModelInfo) -> list[str]:
-    """Sub-configs beside the one a family reads (a wrapper's vision_config), said to be left out."""
-    if not document.root or model.model_type == document.data.get("model_type"):
-        return []
-    where = ".".join(document.root)
-    return [
-        f"{key}: this file's {key} is not modelled; the {family.name} family describes its {where} alone"
-        for key, value in document.data.items()
-        if key.endswith("_config") and isinstance(value, Mapping) and key not in (*document.root, *LEFT_OUT_KEYS)
-    ]
+def _unread_parts(document: ConfigDocument, family: Family, settings: Settings) -> list[tuple[str, str]]:
+    """Top-level sub-configs a hand-written family does not build (an ``audio_config`` beside Kimi-K2.5's text and
+    vision configs, a wrapper's vision_config when only its text_config is read), each said to be left out."""
+    read = {*family.modelled_configs, *document.root[:1], *(key for key in settings.read if key.endswith("_config"))}
+    return unread_sub_configs(document, read, reader=f"the {family.name} family")

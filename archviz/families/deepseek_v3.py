@@ -140,6 +140,12 @@ class DeepseekV3Builder:
 
     # -- hooks a family overrides --------------------------------------------------------------
 
+    model_summary = "Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits."
+    """The model group's summary."""
+
+    def before_text(self) -> None:
+        """Groups of the model that run before the token embedding (a wrapper's vision tower); none here."""
+
     def before_sublayer(self, prefix: str, sublayer: str, at: Placement, *, parent: str, part: Part) -> None:
         """Nodes that run before attention (``sublayer="attention"``) or the FFN (``"mlp"``); none here."""
 
@@ -170,12 +176,8 @@ class DeepseekV3Builder:
 
     def build(self, model: ModelInfo) -> Graph:
         b = self.b
-        model_group(
-            b,
-            title=model.architecture or "Model",
-            summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
-            code=self.code,
-        )
+        model_group(b, title=model.architecture or "Model", summary=self.model_summary, code=self.code)
+        self.before_text()
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
         if self.use_rope:
             settings, summary = deepseek_rope_settings(self.s)

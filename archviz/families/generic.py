@@ -34,6 +34,7 @@ from archviz.families.blocks.builder import (
     fixed,
     layer_placement,
 )
+from archviz.families.omissions import unread_sub_configs, with_omissions
 from archviz.families.registry import Family
 from archviz.graph import (
     Dim,
@@ -207,7 +208,11 @@ def build(settings: Settings, model: ModelInfo, read_code: CodeReader) -> Graph:
             past=TRACE_PAST,
         )
     )
-    return CodeGraph(settings, code.tree, code.trace).build(model)
+    graph = CodeGraph(settings, code.tree, code.trace).build(model)
+    built = code.tree.built
+    reader = f"transformers' {built.class_name}" if built is not None else "transformers' class"
+    read = built.read_configs if built is not None else ()
+    return with_omissions(graph, unread_sub_configs(settings.document, read, reader=reader))
 
 
 # -- the module tree ------------------------------------------------------------------------------
@@ -668,13 +673,6 @@ class CodeGraph:
         self.notes.append(
             "Active parameters count every parameter: the generic path does not know which experts a router picks."
         )
-        quantization = self.s.values.get("quantization_config")
-        if isinstance(quantization, Mapping):
-            method = quantization.get("quant_method", "unknown")
-            self.notes.append(
-                f"quantization_config ({method}) is ignored: the tensors predicted are the unquantized weights the "
-                "modeling code holds, not the checkpoint's quantized ones."
-            )
 
     def _input_embedding(self, node_of_path: Mapping[str, str]) -> str | None:
         path = self.tree.input_embeddings

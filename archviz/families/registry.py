@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from archviz.graph import Graph, ModelInfo
 from archviz.modeltree import CodeReader
@@ -21,6 +21,19 @@ if TYPE_CHECKING:
 
 Locators = Callable[["Graph", "SourceFile"], tuple[Mapping[str, "Locator"], Mapping[str, "Locator"]]]
 """Locators made per graph from the cited file: by node id and by group id."""
+
+ConfigAdapter = Callable[[dict[str, Any]], list[str]]
+"""Edits a copy of the config before transformers reads it and returns one sentence per change."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodePart:
+    """A part of a model whose code is in a modeling file of its own (a wrapper's language model)."""
+
+    transformers_model_type: str
+    """The model_type whose transformers modeling file has the part's classes (``deepseek_v3``)."""
+    config_key: str
+    """The sub-config that describes the part (``text_config``): its ``auto_map`` names the part's own remote code."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,3 +59,14 @@ class Family:
     locators: Locators | None = None
     """For a family whose nodes cannot carry their locators (the generic family's depend on the cited file), how
     provenance makes them; None when every node carries its own (``Node.locate``)."""
+    code_parts: Mapping[str, CodePart] = field(default_factory=dict)
+    """Parts whose code is in another modeling file, by the name a ``Locator.file`` gives them (``text``)."""
+    text_family: str | None = None
+    """For a wrapper whose language model is another family's text model (kimi_k25's is Kimi-K2's, built by
+    deepseek_v3), that family's name: the site compares the wrapper with that family's models."""
+    modelled_configs: tuple[str, ...] = ()
+    """The top-level sub-configs the family models (``text_config``, ``vision_config``); any other sub-config of a
+    config it reads is listed as not modelled."""
+    adapt_config: ConfigAdapter | None = None
+    """For a config whose release spells keys transformers does not read (Kimi-K2.5's ``vt_hidden_size``), how the
+    copy transformers reads is given transformers' spellings; None when it reads the file as it is."""

@@ -89,6 +89,19 @@ def calculation_row(row: TensorRow) -> CalculationRow:
             f"{row.scale_block[0]} × {row.scale_block[1]} block, {count(math.prod(scale))} elements "
             "(not parameters)"
         )
+    if row.packed is not None:
+        stored = ", ".join(
+            f"{item.suffix} {item.dtype} [{', '.join(str(n) for n in item.shape)}]" for item in row.packed.stored
+        )
+        dense = (
+            f"; {count(len(row.packed.dense))} instances the ignore list names are stored as {row.dtype}"
+            if (row.packed.dense)
+            else ""
+        )
+        note = (
+            f"stored {row.packed.method}, {row.packed.scheme}, as {stored} in place of weight: the parameters are "
+            f"the logical {row.dtype} weight's{dense}"
+        )
     return CalculationRow(
         component=row.component,
         tensor=f"{row.tensor} · {row.dtype} · [{', '.join(str(n) for n in row.shape)}]",

@@ -22,6 +22,7 @@ from archviz.diff_report import (
     run_label,
 )
 from archviz.errors import InputError
+from archviz.families import family_for
 from archviz.pipeline import ModelDocs
 from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
 from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
@@ -52,7 +53,8 @@ def compare_pairs(
     models: Sequence[ModelDocs], slugs: Sequence[str], requested: Sequence[tuple[str, str]] | None
 ) -> tuple[tuple[int, int], ...]:
     """Positions of the pairs to compare: the requested ones (named as given or by slug), each once; without a
-    request, every pair within a family of at most ``FEW`` rendered models, in the order the models were given."""
+    request, every pair within a family of at most ``FEW`` rendered models, in the order the models were given (a
+    wrapper counting as the family of its text model, ``Family.text_family``: Kimi-K2.5 beside Kimi-K2)."""
     if requested is not None:
         pairs: list[tuple[int, int]] = []
         for a, b in requested:
@@ -63,7 +65,9 @@ def compare_pairs(
         return tuple(pairs)
     families: dict[str, list[int]] = {}
     for position, docs in enumerate(models):
-        families.setdefault(docs.graph.model.family, []).append(position)
+        family = family_for(docs.graph.model)
+        text_family = family.text_family if family is not None else None
+        families.setdefault(text_family or docs.graph.model.family, []).append(position)
     return tuple(
         (a, b)
         for members in families.values()

@@ -10,7 +10,7 @@ from archviz.cost import modelled_in_full
 from archviz.families import family_for
 from archviz.graph import Graph, Group, GroupKind, Node, Part
 from archviz.pipeline import ModelDocs
-from archviz.report import format_placement
+from archviz.report import PART_TITLES, format_placement
 from archviz.site.costs import cost_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
 from archviz.site.formatting import count, file_lines, percent, short_count
@@ -41,7 +41,7 @@ from archviz.site.views import (
     Page,
     ShareRow,
 )
-from archviz.totals import Totals, node_parameters
+from archviz.totals import Totals, node_parameters, node_parts
 
 _LEGEND_COLOURS = 6
 """Layer kinds beyond this many reuse the colours from the first (``archviz.css`` defines ``lk0`` to ``lk5``)."""
@@ -53,6 +53,10 @@ def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
     suffix = "" if modelled_in_full(graph) else PARTIAL_SUFFIX
     figures = [
         Figure(label=f"Parameters{suffix}", value=count(totals.parameters), short=short_count(totals.parameters)),
+        *(
+            Figure(label=f"Parameters of the {PART_TITLES[part]}", value=count(value), short=short_count(value))
+            for part, value in totals.parts.items()
+        ),
         Figure(
             label=f"Active per token{suffix}",
             value=count(totals.active_parameters),
@@ -67,6 +71,14 @@ def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
     ]
     if totals.scale_elements:
         figures.append(Figure(label="Quantization scale elements", value=count(totals.scale_elements), short=""))
+    if totals.quantized_parameters:
+        figures.append(
+            Figure(
+                label="Parameters stored packed-quantized (compressed-tensors)",
+                value=count(totals.quantized_parameters),
+                short=short_count(totals.quantized_parameters),
+            )
+        )
     if not suffix:  # a partial graph cannot say whether the model has MTP layers
         mtp = f"{count(totals.mtp_parameters)} parameters, not in the total" if totals.mtp_parameters else "none"
         figures.append(Figure(label="Multi-token prediction", value=mtp, short=""))
@@ -97,10 +109,18 @@ _SHARE_BY_GROUP: dict[GroupKind, str] = {
     GroupKind.ATTENTION: "Attention",
 }
 """Chart category of a node by the innermost group of one of these kinds that contains it."""
+_SHARE_BY_ENCODER: dict[GroupKind, str] = {
+    GroupKind.VISION: "Vision tower",
+    GroupKind.PROJECTOR: "Multimodal projector",
+}
+"""Chart category of every node of an image encoder beside the language model, whatever group inside it holds it."""
 
 
 def share_category(index: ModelIndex, node: Node) -> str:
     """The part of the parameter chart a node counts towards."""
+    for group in index.ancestors(node.group):
+        if group.kind in _SHARE_BY_ENCODER:
+            return _SHARE_BY_ENCODER[group.kind]
     for group in index.ancestors(node.group):
         if group.kind in _SHARE_BY_GROUP:
             return _SHARE_BY_GROUP[group.kind]
@@ -112,15 +132,18 @@ def share_category(index: ModelIndex, node: Node) -> str:
 
 
 def parameter_shares(index: ModelIndex) -> tuple[ShareRow, ...]:
-    """Parameters of the main model by part, largest first, with what a token runs through."""
+    """Parameters of the main model by part, largest first, with what a text token runs through (an image encoder's
+    weights run on images: none, as in the totals' active parameters)."""
     totals: dict[str, int] = {}
     active: dict[str, int] = {}
+    parts = node_parts(index.graph)
     for node in index.graph.nodes:
         if node.part is not Part.MAIN or not node_parameters(node):
             continue
         category = share_category(index, node)
+        runs = parts.get(node.id, "text") == "text"
         totals[category] = totals.get(category, 0) + node_parameters(node) * node.placement.count
-        active[category] = active.get(category, 0) + node_parameters(node) * node.placement.active
+        active[category] = active.get(category, 0) + (node_parameters(node) * node.placement.active if runs else 0)
     whole = sum(totals.values())
     return tuple(
         ShareRow(
@@ -203,7 +226,7 @@ def config_key_lines(config: ConfigDocument, keys: Sequence[str]) -> list[int]:
     """Every line that sets one of the keys (``rope_scaling.factor`` is a nested key)."""
     numbers: list[int] = []
     for key in keys:
-        span = config.span(*key.split("."))
+        span = config.key_span(key)
         if span is not None:
             numbers.extend(range(span.start, span.end + 1))
     return sorted(set(numbers))
@@ -250,7 +273,7 @@ def page_keys(index: ModelIndex) -> list[str]:
     rows = [row for node in graph.nodes for row in node.parameters]
     if any(row.scale_block is not None or row.dtype != graph.dtype for row in rows):
         keys.append(QUANTIZATION_KEY)
-    return [key for key in dict.fromkeys(keys) if config.span(*key.split(".")) is not None]
+    return [key for key in dict.fromkeys(keys) if config.key_span(key) is not None]
 
 
 def config_view(index: ModelIndex) -> ConfigView:
@@ -262,7 +285,7 @@ def config_view(index: ModelIndex) -> ConfigView:
     tokens = highlight(lines, "config.json")
     links = []
     for key in sorted(keys):
-        span = config.span(*key.split("."))
+        span = config.key_span(key)
         if span is not None:
             links.append(Link(title=key, href=f"#L{span.start}"))
     return ConfigView(

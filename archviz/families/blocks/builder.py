@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypedDict, Unpack
 
 from archviz.dtypes import SAFETENSORS_DTYPES
@@ -277,7 +277,9 @@ class GraphBuilder:
         for setting in settings:
             keys.extend(setting.config_keys)
         keys.extend(extra)
-        known = [key for key in keys if self.settings.has(key.split(".")[0])]
+        # A key of the settings, or (a wrapper's vision_config.patch_size) of the whole file.
+        document = self.settings.document.data
+        known = [key for key in keys if self.settings.has(key.split(".")[0]) or key.split(".")[0] in document]
         return tuple(dict.fromkeys(known))
 
     def finish(
@@ -421,7 +423,8 @@ def linear_rows(
     are (config expression, value). The weight is block-quantized when the checkpoint is and ``quantized``
     allows; the bias never.
     """
-    rows = [b.tensor(f"{title} weight", f"{tensor}.weight", [factor(*out), factor(*into)], quantized=quantized)]
+    weight = b.tensor(f"{title} weight", f"{tensor}.weight", [factor(*out), factor(*into)], quantized=quantized)
+    rows = [replace(weight, module="Linear")]
     if bias:
         rows.append(b.tensor(f"{title} bias", f"{tensor}.bias", [factor(*out)]))
     return rows

@@ -14,6 +14,7 @@ LlamaRMSNorm, LlamaForCausalLM), whose structure the other llama-style files cop
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from archviz.families.blocks.builder import (
     BATCH,
@@ -142,10 +143,13 @@ def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, g
         inputs=[shape("input_ids", BATCH, POSITIONS)],
         outputs=[shape("inputs_embeds", BATCH, POSITIONS, d)],
         parameters=[
-            b.tensor(
-                "Token embedding",
-                "model.embed_tokens.weight",
-                [factor("vocab_size", vocab.value or 0), factor("hidden_size", d.value or 0)],
+            replace(
+                b.tensor(
+                    "Token embedding",
+                    "model.embed_tokens.weight",
+                    [factor("vocab_size", vocab.value or 0), factor("hidden_size", d.value or 0)],
+                ),
+                module="Embedding",
             )
         ],
         extra_keys=["pad_token_id"],
@@ -541,7 +545,7 @@ def _lm_head(
         ),
         inputs=[hidden(d)],
         outputs=[logits],
-        parameters=[] if tied else [b.tensor("Output head", "lm_head.weight", table)],
+        parameters=[] if tied else [replace(b.tensor("Output head", "lm_head.weight", table), module="Linear")],
         extra_keys=["tie_word_embeddings"],
         shares_parameters_with="token-embedding" if tied else None,
         locate=Locator(

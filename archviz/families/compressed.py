@@ -1,0 +1,274 @@
+"""INT-N ``compressed-tensors`` checkpoints (``pack-quantized``): which weights are packed, and what they are stored as.
+
+A config whose ``quantization_config`` says ``quant_method: compressed-tensors`` and ``format: pack-quantized`` (Kimi's
+INT4 releases) stores each quantized linear's ``weight`` ``[out, in]`` as ``weight_packed`` (I32, ``num_bits`` × ``in``
+bits per row, 32 to an element), ``weight_scale`` (the weight's dtype, one per group, channel, block or tensor),
+``weight_shape`` (I64 ``[2]``, the logical shape) and, for an asymmetric scheme, ``weight_zero_point``. Which modules
+are quantized is decided as the library decides it (``apply_quantization_config``): a module's checkpoint name or its
+class matches one of a config group's ``targets`` (``re:`` is an anchored regular expression, anything else an exact
+name or a class name), none of ``ignore`` matches, and it is an ``nn.Linear`` or ``nn.Embedding``; its scheme is the
+group of its most specific target (exact names, then regular expressions, then classes).
+
+Restated, not called: compressed-tensors imports torch when it is imported, and building a graph must not (``inspect``,
+``render`` and ``cost`` describe Kimi-K2.5 without torch); the library is a test dependency, not one of archviz's.
+The rules restated, each from compressed-tensors 0.20.1, are:
+
+- parsing: ``QuantizationArgs``' default strategy (``_default_strategy``: block if a block structure, tensor if no
+  group size, channel for -1, else group);
+- which modules: ``utils/match.py`` ``match_name`` (``re:`` is ``re.match``, else equality) and class matching, the
+  ignore list, ``apply_quantization_config``'s ``nn.Linear``/``nn.Embedding`` filter, and the precedence of
+  ``_scheme_from_targets`` (``scheme_for``);
+- what is stored: ``PackedQuantizationCompressor.compression_param_names`` and ``compress`` (``weight_packed`` I32
+  with ``ceil(in × bits / 32)`` columns, ``weight_shape`` I64 ``[2]``, a zero point only when asymmetric, packed
+  along the output dimension for group and channel strategies) and ``initialize_qparams``' scale shapes and dtype
+  (``stored_tensors``, ``_scale_shape``).
+
+``tests/test_compressed.py`` holds each to the library: ``stored_tensors`` to ``compress_module``'s output for five
+shapes, two dtypes and 24 schemes (2, 3, 4 and 8 bits; group, channel and tensor; symmetric and not), ``scheme_for`` to
+``apply_quantization_config`` on a tiny model for five target/ignore lists, and ``archviz check`` to checkpoints the
+library wrote. A scheme or format these rules do not cover is said to be not modelled, never guessed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
+from archviz.settings import Settings
+from archviz.totals import instance_names
+
+METHOD = "compressed-tensors"
+FORMAT = "pack-quantized"
+QUANTIZABLE = ("Linear", "Embedding")
+"""Module classes ``apply_quantization_config`` gives a scheme (attention modules aside)."""
+FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
+"""Weight dtypes whose scales keep the weight's dtype (any other: F16)."""
+STRATEGIES = ("tensor", "channel", "group", "block")
+"""Weight strategies ``pack-quantized`` is modelled for."""
+PACKED_ZERO_POINT = ("group", "channel")
+"""Strategies whose asymmetric zero points are packed into I32 along the output dimension."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scheme:
+    """One config group's weight quantization."""
+
+    name: str
+    """The config group (``group_0``)."""
+    bits: int
+    strategy: str
+    group_size: int | None
+    block: tuple[int, int] | None
+    symmetric: bool
+
+    def words(self) -> str:
+        how = {
+            "group": f"groups of {self.group_size}",
+            "channel": "one scale per output channel",
+            "tensor": "one scale per tensor",
+            "block": f"blocks of {self.block[0]}×{self.block[1]}" if self.block else "blocks",
+        }[self.strategy]
+        return f"int{self.bits}, {how}, {'symmetric' if self.symmetric else 'asymmetric'}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """What of a ``quantization_config`` decides the checkpoint's tensors."""
+
+    targets: dict[str, Scheme]
+    """Target -> scheme, in the config's order, a later group's winning for a target two name."""
+    ignore: tuple[str, ...]
+
+
+class NotModelled(Exception):
+    """The config quantizes in a way these rules do not cover: said, with the reason, instead of guessed."""
+
+
+def quantization_config(s: Settings) -> tuple[Mapping[str, Any], str] | None:
+    """A ``compressed-tensors`` ``quantization_config`` (top level first, then the settings' level, as transformers'
+    loader looks for it) and where it is (``text_config.quantization_config``); None when the config has none."""
+    document = s.document
+    levels = [((), document.data), (document.root, document.settings)]
+    for path, level in levels:
+        for key in ("quantization_config", "compression_config"):
+            value = level.get(key)
+            if isinstance(value, Mapping) and value.get("quant_method") == METHOD:
+                return value, ".".join((*path, key))
+    return None
+
+
+def read_config(raw: Mapping[str, Any]) -> Config:
+    """The schemes and ignore list, or ``NotModelled`` naming what the rules do not cover."""
+    status = raw.get("quantization_status", "compressed")
+    if status != "compressed":
+        raise NotModelled(f"quantization_status is {status!r}: the weights are stored as they are, not compressed")
+    for key in ("kv_cache_scheme", "sparsity_config", "transform_config"):
+        if raw.get(key):
+            raise NotModelled(f"{key} adds tensors the rules here do not predict")
+    groups = raw.get("config_groups")
+    if not isinstance(groups, Mapping) or not groups:
+        raise NotModelled("it has no config_groups")
+    targets: dict[str, Scheme] = {}
+    for name, group in groups.items():
+        if not isinstance(group, Mapping):
+            raise NotModelled(f"config_groups.{name} is not an object")
+        fmt = group.get("format") or raw.get("format")
+        if fmt != FORMAT:
+            raise NotModelled(f"config_groups.{name} has format {fmt!r}; only {FORMAT} is modelled")
+        for other in ("input_activations", "output_activations"):
+            args = group.get(other)
+            if isinstance(args, Mapping) and not args.get("dynamic", False):
+                raise NotModelled(f"config_groups.{name}.{other} is static: its scales are not predicted")
+        scheme = _scheme(name, group.get("weights"))
+        listed = group.get("targets")
+        if not isinstance(listed, list) or not all(isinstance(item, str) for item in listed):
+            raise NotModelled(f"config_groups.{name}.targets is not a list of strings")
+        targets.update(dict.fromkeys(listed, scheme))
+    ignore = raw.get("ignore") or []
+    if not isinstance(ignore, list) or not all(isinstance(item, str) for item in ignore):
+        raise NotModelled("ignore is not a list of strings")
+    return Config(targets=targets, ignore=tuple(ignore))
+
+
+def _scheme(name: str, weights: Any) -> Scheme:
+    if not isinstance(weights, Mapping):
+        raise NotModelled(f"config_groups.{name} quantizes no weights")
+    bits, kind = weights.get("num_bits", 8), weights.get("type", "int")
+    if kind != "int" or not isinstance(bits, int) or not 1 <= bits <= 8:
+        raise NotModelled(f"config_groups.{name}.weights is {kind} with {bits} bits; {FORMAT} packs int 1–8 bits")
+    if weights.get("dynamic", False):
+        raise NotModelled(f"config_groups.{name}.weights is dynamic")
+    group_size, block = weights.get("group_size"), weights.get("block_structure")
+    strategy = weights.get("strategy") or _default_strategy(group_size, block)
+    if strategy not in STRATEGIES:
+        raise NotModelled(f"config_groups.{name}.weights.strategy {strategy!r} is not modelled")
+    if strategy == "group" and not (isinstance(group_size, int) and group_size > 0):
+        raise NotModelled(f"config_groups.{name}.weights has strategy group without a group_size")
+    if strategy == "block" and not (isinstance(block, list) and len(block) == 2):
+        raise NotModelled(f"config_groups.{name}.weights has strategy block without a block_structure")
+    return Scheme(
+        name=name,
+        bits=bits,
+        strategy=strategy,
+        group_size=group_size if strategy == "group" else None,
+        block=(int(block[0]), int(block[1])) if strategy == "block" and isinstance(block, list) else None,
+        symmetric=bool(weights.get("symmetric", True)),
+    )
+
+
+def _default_strategy(group_size: Any, block: Any) -> str:
+    """``QuantizationArgs``' choice when a config names no strategy."""
+    if block is not None:
+        return "block"
+    if group_size is None:
+        return "tensor"
+    return "channel" if group_size == -1 else "group"
+
+
+# -- which modules ----------------------------------------------------------------------------------------
+
+
+def _match_name(name: str, target: str) -> bool:
+    """``utils.match.match_name``: ``re:`` is ``re.match`` (anchored at the start), anything else equality."""
+    return re.match(target[3:], name) is not None if target.startswith("re:") else target == name
+
+
+def scheme_for(name: str, module: str | None, config: Config) -> Scheme | None:
+    """The scheme ``apply_quantization_config`` gives the module of that checkpoint name and class, or None."""
+    if module not in QUANTIZABLE:
+        return None
+    if any(_match_name(name, item) or item == module for item in config.ignore):
+        return None
+    ordered = sorted(config.targets, key=lambda target: ("re:" in target, target))
+    by_name = [target for target in ordered if _match_name(name, target)]
+    by_class = [target for target in ordered if target == module and target not in by_name]
+    chosen = [*by_name, *by_class]
+    return config.targets[chosen[0]] if chosen else None
+
+
+# -- what they are stored as -------------------------------------------------------------------------------
+
+
+def stored_tensors(shape: Sequence[int], dtype: str, scheme: Scheme) -> tuple[StoredTensor, ...]:
+    """What a weight of ``shape`` and ``dtype`` is stored as (``PackedQuantizationCompressor.compress`` after
+    ``initialize_module_for_quantization``)."""
+    packed = (*shape[:-1], math.ceil(shape[-1] * scheme.bits / 32))
+    scale_shape = _scale_shape(shape, scheme)
+    tensors = [
+        StoredTensor(suffix="weight_packed", shape=packed, dtype="I32", role="packed"),
+        StoredTensor(
+            suffix="weight_scale", shape=scale_shape, dtype=dtype if dtype in FLOAT_DTYPES else "F16", role="scale"
+        ),
+        StoredTensor(suffix="weight_shape", shape=(len(shape),), dtype="I64", role="shape"),
+    ]
+    if not scheme.symmetric:
+        if scheme.strategy in PACKED_ZERO_POINT:
+            zero = (math.ceil(scale_shape[0] * scheme.bits / 32), *scale_shape[1:])
+            tensors.append(StoredTensor(suffix="weight_zero_point", shape=zero, dtype="I32", role="zero point"))
+        else:
+            tensors.append(StoredTensor(suffix="weight_zero_point", shape=scale_shape, dtype="I8", role="zero point"))
+    return tuple(tensors)
+
+
+def _scale_shape(shape: Sequence[int], scheme: Scheme) -> tuple[int, ...]:
+    """``initialize_qparams``' expected shape of the weight's scale."""
+    if scheme.strategy == "tensor":
+        return (1,)
+    if scheme.strategy == "channel":
+        return (shape[-2], 1)
+    if scheme.strategy == "group":
+        return (*shape[:-1], math.ceil(shape[-1] / (scheme.group_size or 1)))
+    rows, cols = scheme.block or (1, 1)
+    return (math.ceil(shape[-2] / rows), math.ceil(shape[-1] / cols))
+
+
+# -- the graph ---------------------------------------------------------------------------------------------
+
+
+def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
+    """The graph with its quantized weights marked packed, and sentences for what is not modelled (a scheme the rules
+    do not cover: then nothing is marked, and the totals are of the unquantized weights)."""
+    found = quantization_config(s)
+    if found is None:
+        return graph, []
+    raw, where = found
+    try:
+        config = read_config(raw)
+        nodes = tuple(_pack_node(node, config) for node in graph.nodes)
+    except NotModelled as reason:
+        return graph, [
+            f"{where} ({METHOD}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
+        ]
+    return replace(graph, nodes=nodes), []
+
+
+def _pack_node(node: Node, config: Config) -> Node:
+    rows = tuple(_pack_row(node, row, config) for row in node.parameters)
+    return node if rows == node.parameters else replace(node, parameters=rows)
+
+
+def _pack_row(node: Node, row: TensorRow, config: Config) -> TensorRow:
+    if row.module not in QUANTIZABLE or not row.tensor.endswith(".weight") or len(row.shape) != 2:
+        return row
+    schemes: dict[str, Scheme | None] = {
+        name: scheme_for(name.removesuffix(".weight"), row.module, config) for name in instance_names(node, row.tensor)
+    }
+    used = {scheme for scheme in schemes.values() if scheme is not None}
+    if not used:
+        return row
+    if len(used) > 1:
+        raise NotModelled(f"the instances of {row.tensor} are given {len(used)} different schemes")
+    scheme = used.pop()
+    return replace(
+        row,
+        packed=Packing(
+            method=f"{METHOD} {FORMAT}",
+            scheme=f"{scheme.words()} ({scheme.name})",
+            stored=stored_tensors(row.shape, row.dtype, scheme),
+            dense=tuple(name for name, found in schemes.items() if found is None),
+        ),
+    )

@@ -1,0 +1,696 @@
+"""The kimi_k25 family: Kimi-K2.5, Kimi-K2's text model wrapped with a vision tower and a multimodal projector.
+
+The text model is Kimi-K2's, built by the deepseek_v3 family's own builder from ``text_config``: its node ids,
+counts and provenance are K2's (cited in its own modeling file, ``Locator.file = "text"``), only its checkpoint names
+move under the wrapper's ``language_model.`` prefix. Beside it, before the token embedding, this family builds the
+vision tower (a patch convolution, a learned position grid, a 2-D rotary embedding, pre-norm encoder layers of
+bidirectional attention and a GELU MLP, a final LayerNorm, the 2×2 patch merge) and the projector (LayerNorm, linear,
+GELU, linear) that maps merged patches to the text model's width. Vision shapes have their own symbols: ``P`` patches,
+``M`` image tokens, ``I`` images.
+
+Sources: transformers ``models/kimi_k25/modeling_kimi_k25.py`` and ``configuration_kimi_k25.py`` (5.24: the module
+tree and every shape; ``Kimi_K25VisionConfig``'s keys and defaults); the released ``config.json``, whose vision keys are
+spelled as Moonshot's own code reads them (``vt_hidden_size``, ``init_pos_emb_height``, ``mm_hidden_size``); the
+checkpoint names are the release's, which transformers' ``kimi_k25`` conversion mapping loads with no key missing or
+left over (``vision_tower.encoder.blocks.{i}.wqkv``, ``mm_projector.proj.0``, ``language_model.model.layers.{i}``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from archviz.config import ConfigDocument
+from archviz.errors import InputError
+from archviz.families.blocks.builder import GraphBuilder, Scope, factor, fixed, layer_placement, linear_rows, shape
+from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
+from archviz.families.registry import CodePart, Family
+from archviz.graph import Dim, Graph, Group, GroupKind, ModelInfo, Node, NodeKind, Placement, Setting, Shape, TensorRow
+from archviz.locators import Category, Locator, attribute, defined, method, statement
+from archviz.settings import Settings
+
+NAME = "kimi_k25"
+
+PATCHES = Dim(symbol="P", label="patches", formula="frames × rows × columns of patches, over every image")
+"""The vision tower's sequence: every patch of every image (and video frame) in the batch, flattened."""
+IMAGE_TOKENS = Dim(symbol="M", label="image tokens", formula="P ÷ (merge_kernel_size rows × columns × frames)")
+"""Merged patches: one per 2×2 block of patches (frames of a video averaged), each one text-model token."""
+IMAGES = Dim(symbol="I", label="images")
+"""Images and videos in the batch (``grid_thw`` has one row of frames, rows and columns each)."""
+
+TEXT_CHECKPOINT = (("model.", "language_model.model."), ("lm_head.", "language_model.lm_head."))
+"""K2's checkpoint names (first) and the release's for the same tensors under the wrapper (second)."""
+TEXT_MODULES = (
+    ("language_model.model.", "model.language_model."),
+    ("language_model.lm_head", "lm_head"),
+    ("model.", "model.language_model."),
+)
+"""The release's checkpoint names of the text model, and K2's module paths (``model.layers.{layer}``), with
+transformers' module paths under the wrapper, for the shape trace (``Graph.module_renames``)."""
+
+# Keys of the vision tower and the projector, as transformers 5.24 reads them (``Kimi_K25VisionConfig``,
+# ``Kimi_K25Config``) and as the release spells them for Moonshot's own code (its config.json). transformers reads
+# only its own spellings and leaves the release's as inert attributes, so the graph reads either (they must agree
+# when both are set) and the copy transformers is given has transformers' spelling filled in (``adapt_config``).
+VISION_KEYS: tuple[tuple[str, str], ...] = (
+    ("hidden_size", "vt_hidden_size"),
+    ("intermediate_size", "vt_intermediate_size"),
+    ("num_hidden_layers", "vt_num_hidden_layers"),
+    ("num_attention_heads", "vt_num_attention_heads"),
+    ("pos_emb_height", "init_pos_emb_height"),
+    ("pos_emb_width", "init_pos_emb_width"),
+    ("pos_emb_time", "init_pos_emb_time"),
+)
+"""(transformers' key, the release's key) in ``vision_config``."""
+PROJECTOR_KEYS: tuple[tuple[str, str], ...] = (
+    ("projection_hidden_size", "mm_hidden_size"),
+    ("projection_layer_norm_eps", "projector_ln_eps"),
+)
+"""(transformers' top-level key, the release's key in ``vision_config``)."""
+PROJECTION_HIDDEN_DEFAULT = 1152
+"""``Kimi_K25Config.projection_hidden_size``'s default, used when neither spelling is set."""
+TIE_DEFAULT = True
+"""``Kimi_K25Config.tie_word_embeddings``'s default: the top level decides whether lm_head is the embedding table."""
+
+# Class-name patterns of transformers' modeling_kimi_k25.py.
+PATCH_EMBED = ("VisionPatchEmbed",)
+POSITIONS = ("VisionPositionEmbeddings",)
+ROTARY = ("VisionRotaryEmbedding",)
+LAYER = ("VisionEncoderLayer",)
+ATTENTION = ("VisionAttention",)
+MLP = ("VisionMLP",)
+TOWER = ("VisionModel",)
+PROJECTOR = ("MultimodalProjection",)
+WRAPPER = ("K25Model",)
+
+BLOCK = "vision_tower.encoder.blocks.{layer}"
+"""The release's checkpoint name of one encoder layer (transformers' module: ``model.vision_tower.layers.{layer}``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VisionDims:
+    """The vision tower's and the projector's sizes, each with the key it was read from."""
+
+    d: Dim
+    ffn: Dim
+    grid_height: Dim
+    grid_width: Dim
+    patch: Dim
+    kernel: Dim
+    """Patches merged into one token: the merge kernel's rows × columns."""
+    merged: Dim
+    """The projector's width: the vision width times the merge kernel's rows × columns."""
+    norm_width: Dim
+    text: Dim
+    layers: int
+    heads: Setting
+    eps: Setting
+    activation: Setting
+
+
+def vision_settings(document: ConfigDocument) -> Settings:
+    """``vision_config`` as settings of its own, for typed reads with their lines."""
+    if not isinstance(document.data.get("vision_config"), Mapping):
+        span = document.spans.get(("vision_config",))
+        raise _error(document, "vision_config: a kimi_k25 config needs a vision_config object", span)
+    return Settings(replace(document, root=("vision_config",)), family=NAME)
+
+
+def _error(document: ConfigDocument, message: str, span: Any) -> InputError:
+    return InputError(message, path=document.path, line=span.start if span is not None else None)
+
+
+def _either(vs: Settings, ours: str, theirs: str) -> str:
+    """The key of ``vision_config`` to read: the release's spelling or transformers'; both must agree when set."""
+    if vs.has(theirs) and vs.has(ours) and vs.values[theirs] != vs.values[ours]:
+        raise vs.fail(
+            (theirs,),
+            f"is {vs.values[theirs]!r}, but {ours} is {vs.values[ours]!r}: Moonshot's code reads {theirs} and "
+            f"transformers reads {ours}, so the two would build different models",
+        )
+    return theirs if vs.has(theirs) else ours
+
+
+def vision_dims(s: Settings) -> VisionDims:
+    """Read and check the vision tower's and projector's keys."""
+    document = s.document
+    vs = vision_settings(document)
+    key = {ours: _either(vs, ours, theirs) for ours, theirs in VISION_KEYS}
+    vs.require(key.values())
+
+    def dim(label: str, ours: str, symbol: str | None = None) -> Dim:
+        return fixed(label, vs.dim(key[ours]), f"vision_config.{key[ours]}", symbol)
+
+    d = dim("vision d", "hidden_size", "D")
+    merge = vs.values.get("merge_kernel_size", [2, 2])
+    if not (isinstance(merge, list) and len(merge) == 2 and all(isinstance(n, int) and n > 0 for n in merge)):
+        raise vs.fail(("merge_kernel_size",), "expected two positive integers")
+    merged = merge[0] * merge[1] * (d.value or 0)
+    norm = _projection_width(s, vs, d)
+    text = fixed("d", s.dim("hidden_size"), "hidden_size")
+    if vs.has("text_hidden_size") and vs.values["text_hidden_size"] != text.value:
+        raise vs.fail(
+            ("text_hidden_size",),
+            f"is {vs.values['text_hidden_size']!r}, but text_config.hidden_size is "
+            f"{text.value}: the projector maps to the text model's width",
+        )
+    heads = vs.dim(key["num_attention_heads"])
+    if (d.value or 0) % heads:
+        raise vs.fail((key["num_attention_heads"],), f"does not divide the vision width ({d.value})")
+    return VisionDims(
+        d=d,
+        ffn=dim("vision ffn", "intermediate_size"),
+        grid_height=dim("grid rows", "pos_emb_height"),
+        grid_width=dim("grid columns", "pos_emb_width"),
+        patch=fixed("patch", vs.dim("patch_size"), "vision_config.patch_size"),
+        kernel=fixed("merge", merge[0] * merge[1], "vision_config.merge_kernel_size"),
+        merged=fixed("merged d", merged, f"vision_config.{key['hidden_size']} × vision_config.merge_kernel_size"),
+        norm_width=norm,
+        text=text,
+        layers=vs.count(key["num_hidden_layers"]),
+        heads=Setting(name="heads", value=str(heads), config_keys=(f"vision_config.{key['num_attention_heads']}",)),
+        eps=_projection_eps(s, vs),
+        activation=Setting(
+            name="activation",
+            value=vs.text("hidden_act", default="gelu_pytorch_tanh"),
+            config_keys=("vision_config.hidden_act",) if vs.has("hidden_act") else (),
+        ),
+    )
+
+
+def _projection_width(s: Settings, vs: Settings, d: Dim) -> Dim:
+    """The projector's LayerNorm width: top-level ``projection_hidden_size`` (transformers) or
+    ``vision_config.mm_hidden_size`` (the release); both must agree when set."""
+    top = s.document.data.get("projection_hidden_size")
+    if vs.has("mm_hidden_size") and top is not None and vs.values["mm_hidden_size"] != top:
+        raise vs.fail(("mm_hidden_size",), f"is {vs.values['mm_hidden_size']!r}, but projection_hidden_size is {top!r}")
+    if vs.has("mm_hidden_size"):
+        return fixed("norm d", vs.dim("mm_hidden_size"), "vision_config.mm_hidden_size")
+    if isinstance(top, int) and not isinstance(top, bool) and top > 0:
+        return fixed("norm d", top, "projection_hidden_size")
+    return Dim(symbol="norm d", label="norm d", value=PROJECTION_HIDDEN_DEFAULT, formula="Kimi_K25Config's default")
+
+
+def _projection_eps(s: Settings, vs: Settings) -> Setting:
+    if vs.has("projector_ln_eps"):
+        return Setting(
+            name="epsilon", value=f"{vs.number('projector_ln_eps'):g}", config_keys=("vision_config.projector_ln_eps",)
+        )
+    top = s.document.data.get("projection_layer_norm_eps")
+    value = top if isinstance(top, int | float) and not isinstance(top, bool) else 1e-5
+    keys = ("projection_layer_norm_eps",) if top is not None else ()
+    return Setting(name="epsilon", value=f"{value:g}", config_keys=keys)
+
+
+def adapt_config(config: dict[str, Any]) -> list[str]:
+    """Give the copy transformers reads the release's vision sizes under transformers' names (only where it sets none):
+    transformers 5.24 reads ``hidden_size``, ``pos_emb_height``, ``projection_hidden_size`` and ignores the release's
+    ``vt_hidden_size``, ``init_pos_emb_height``, ``mm_hidden_size``, so without this a release whose sizes differ from
+    transformers' defaults would be built at the defaults."""
+    changes: list[str] = []
+    vision = config.get("vision_config")
+    if not isinstance(vision, dict):
+        return changes
+    for ours, theirs in VISION_KEYS:
+        if theirs in vision and ours not in vision:
+            vision[ours] = copy.deepcopy(vision[theirs])
+            changes.append(f"vision_config.{theirs} is given to transformers as vision_config.{ours}")
+    for ours, theirs in PROJECTOR_KEYS:
+        if theirs in vision and ours not in config:
+            config[ours] = copy.deepcopy(vision[theirs])
+            changes.append(f"vision_config.{theirs} is given to transformers as {ours}")
+    if changes:
+        changes = [
+            "transformers reads none of the release's own spellings of the vision keys; "
+            + "; ".join(changes)
+            + " (so that it builds the tower the release describes)"
+        ]
+    return changes
+
+
+# -- the vision tower ------------------------------------------------------------------------------------
+
+
+def _patches(d: Dim) -> Shape:
+    return shape("hidden_states", PATCHES, d)
+
+
+def vision_tower(b: GraphBuilder, v: VisionDims) -> None:
+    """The vision tower in the ``model`` group: patch embedding, positions, rotary, encoder layers, final norm and
+    the patch merge."""
+    group = b.group(
+        "vision",
+        title="Vision tower",
+        kind=GroupKind.VISION,
+        parent="model",
+        summary="Cuts each image into patches, embeds them, runs bidirectional encoder layers over each image's "
+        "patches and merges every 2×2 block of patches into one token.",
+        locate=Locator(
+            claim="The vision tower embeds the patches, runs every encoder layer and merges neighbouring patches.",
+            category=Category.VISION,
+            sites=(method(TOWER, "__init__"), method(TOWER, "forward")),
+        ),
+    )
+    tower = Scope(b=b, group=group, placement=Placement(), prefix="vision.", category=Category.VISION)
+    d, p = v.d, v.patch
+    tower.node(
+        "patch-embedding",
+        title="Patch embedding",
+        kind=NodeKind.LEARNED,
+        code="self.proj(pixel_values)",
+        summary="Map each patch of pixels to a vector with a convolution whose kernel and stride are the patch.",
+        claim="The patch embedding is a convolution over 3 colour channels whose kernel and stride are the patch size.",
+        sites=attribute(PATCH_EMBED, "proj"),
+        inputs=[shape("pixel_values", PATCHES, fixed("channels", 3, "3"), p, p)],
+        outputs=[_patches(d)],
+        parameters=[
+            b.tensor(
+                "Patch convolution weight",
+                "vision_tower.patch_embed.proj.weight",
+                [
+                    factor(str(d.formula), d.value or 0),
+                    factor("3", 3),
+                    factor("vision_config.patch_size", p.value or 0),
+                    factor("vision_config.patch_size", p.value or 0),
+                ],
+            ),
+            b.tensor(
+                "Patch convolution bias", "vision_tower.patch_embed.proj.bias", [factor(str(d.formula), d.value or 0)]
+            ),
+        ],
+    )
+    grid = [
+        factor(str(v.grid_height.formula), v.grid_height.value or 0),
+        factor(str(v.grid_width.formula), v.grid_width.value or 0),
+        factor(str(d.formula), d.value or 0),
+    ]
+    tower.node(
+        "position-embedding",
+        title="Position embedding",
+        kind=NodeKind.LEARNED,
+        code="hidden_states + pos",
+        summary="Add a learned position grid, resampled bicubically to each image's rows and columns, and a sinusoid "
+        "of the frame for video.",
+        claim="The learned position grid is resampled to each image's patch grid and added to the patch vectors.",
+        sites=(
+            defined(POSITIONS, "position_embeddings"),
+            statement(POSITIONS, "table = self.position_embeddings"),
+            statement(POSITIONS, "return hidden_states + pos"),
+        ),
+        inputs=[_patches(d), shape("grid_thw", IMAGES, fixed("frames, rows, columns", 3, "3"))],
+        outputs=[_patches(d)],
+        parameters=[b.tensor("Position grid", "vision_tower.patch_embed.pos_emb.weight", grid)],
+    )
+    tower.node(
+        "rotary-embedding",
+        title="2-D rotary embedding",
+        kind=NodeKind.OPERATOR,
+        code="self.rotary_emb(hidden_states, position_ids)",
+        summary="Rotation angles from each patch's row and column, the same frequencies for both axes.",
+        claim="The vision rotary embedding computes angles from each patch's row and column (axial 2-D rotary).",
+        sites=(method(ROTARY, "compute_axial_rope_parameters"), statement(TOWER, "= self.rotary_emb(")),
+        settings=[v.heads],
+    )
+    _encoder_layers(b, v)
+    final = Scope(b=b, group=group, placement=Placement(), prefix="vision.", category=Category.NORM)
+    final.node(
+        "final-norm",
+        title="Final LayerNorm",
+        kind=NodeKind.LEARNED,
+        code="self.final_layernorm(hidden_states)",
+        summary="Normalize each patch vector after the last encoder layer.",
+        claim="The vision tower ends with a LayerNorm.",
+        sites=attribute(TOWER, "final_layernorm"),
+        inputs=[_patches(d)],
+        outputs=[_patches(d)],
+        parameters=_layer_norm(b, "vision_tower.encoder.final_layernorm", d),
+    )
+    merged = shape("pooled_hidden_states", IMAGE_TOKENS, v.kernel, d)
+    tower.node(
+        "patch-merge",
+        title="Patch merge",
+        kind=NodeKind.OPERATOR,
+        code="self.temporal_merge(hidden_states, grid_thw, *self.merge_kernel_size)",
+        summary="Group every 2×2 block of neighbouring patches into one token (averaging a video's frames).",
+        claim="The patch merge groups each merge_kernel_size block of patches into one token, averaging frames.",
+        sites=(method(TOWER, "temporal_merge"), statement(TOWER, "pooled_hidden_states = self.temporal_merge(")),
+        inputs=[_patches(d)],
+        outputs=[merged],
+        extra_keys=["vision_config.merge_kernel_size"],
+    )
+
+
+def _layer_norm(b: GraphBuilder, tensor: str, width: Dim) -> list[TensorRow]:
+    width_factor = [factor(str(width.formula), width.value or 0)]
+    return [
+        b.tensor("LayerNorm scale", f"{tensor}.weight", width_factor),
+        b.tensor("LayerNorm shift", f"{tensor}.bias", width_factor),
+    ]
+
+
+def _encoder_layers(b: GraphBuilder, v: VisionDims) -> None:
+    at = layer_placement(range(v.layers))
+    d = v.d
+    block = b.group(
+        "vision.block",
+        title="Vision encoder layer",
+        kind=GroupKind.BLOCK,
+        parent="vision",
+        placement=at,
+        summary="Pre-norm: LayerNorm, bidirectional attention over the image's patches and a residual addition, then "
+        "LayerNorm, a GELU MLP and a second residual addition.",
+        locate=Locator(
+            claim="An encoder layer adds attention over its normalized input, then an MLP's.",
+            category=Category.BLOCK,
+            sites=(method(LAYER, "forward"),),
+        ),
+    )
+    layer = Scope(b=b, group=block, placement=at, prefix="vision.", category=Category.NORM)
+    _norm(layer, b, "attention-norm", "norm0", "norm1", d)
+    attention = b.group(
+        "vision.attention",
+        title="Vision attention",
+        kind=GroupKind.ATTENTION,
+        parent=block,
+        placement=at,
+        summary="Multi-head attention with 2-D rotary positions, each patch attending to every patch of its image.",
+        locate=Locator(
+            claim="Vision attention projects queries, keys and values, rotates them and attends within each image.",
+            category=Category.ATTENTION,
+            sites=(method(ATTENTION, "forward"),),
+        ),
+    )
+    attn = Scope(b=b, group=attention, placement=at, prefix="vision.attention.", category=Category.ATTENTION)
+    three = factor(f"3 × {d.formula}", 3 * (d.value or 0))
+    attn.node(
+        "qkv-proj",
+        title="Query, key and value projection",
+        kind=NodeKind.LEARNED,
+        code="self.q_proj(hidden_states), self.k_proj(hidden_states), self.v_proj(hidden_states)",
+        summary="Project each patch to its queries, keys and values (one fused wqkv matrix in the checkpoint).",
+        claim="The queries, keys and values are three linear projections with biases (the checkpoint's wqkv, split "
+        "on load).",
+        sites=(*attribute(ATTENTION, "q_proj"), defined(ATTENTION, "k_proj"), defined(ATTENTION, "v_proj")),
+        inputs=[_patches(d)],
+        outputs=[shape("qkv", PATCHES, fixed("3 × vision d", 3 * (d.value or 0), f"3 × {d.formula}"))],
+        parameters=[
+            b.tensor("wqkv weight", f"{BLOCK}.wqkv.weight", [three, factor(str(d.formula), d.value or 0)]),
+            b.tensor("wqkv bias", f"{BLOCK}.wqkv.bias", [three]),
+        ],
+        settings=[v.heads],
+    )
+    attn.node(
+        "core",
+        title="Bidirectional attention",
+        kind=NodeKind.OPERATOR,
+        code="attention_interface(self, q, k, v, attention_mask=None, is_causal=False)",
+        summary="Softmax attention of every patch over every patch of the same image (no causal mask).",
+        claim="Attention runs image by image with no causal mask.",
+        sites=(statement(ATTENTION, "attention_interface("),),
+        inputs=[shape("qkv", PATCHES, fixed("3 × vision d", 3 * (d.value or 0), f"3 × {d.formula}"))],
+        outputs=[_patches(d)],
+        settings=[v.heads],
+    )
+    attn.node(
+        "out-proj",
+        title="Attention output projection",
+        kind=NodeKind.LEARNED,
+        code="self.proj(attn_output)",
+        summary="Mix the heads' outputs back into the vision width.",
+        claim="The attention output is a linear projection with a bias (the checkpoint's wo).",
+        sites=attribute(ATTENTION, "proj"),
+        inputs=[_patches(d)],
+        outputs=[_patches(d)],
+        parameters=linear_rows(
+            b,
+            "wo",
+            f"{BLOCK}.wo",
+            (str(d.formula), d.value or 0),
+            (str(d.formula), d.value or 0),
+            bias=True,
+            quantized=False,
+        ),
+    )
+    _residual(layer, "attention-residual", "hidden_states = hidden_states + self.attn(", d)
+    _norm(layer, b, "mlp-norm", "norm1", "norm2", d)
+    _mlp(b, v, block, at)
+    _residual(layer, "mlp-residual", "hidden_states = hidden_states + self.mlp(", d)
+
+
+def _norm(layer: Scope, b: GraphBuilder, id: str, saved: str, attr: str, d: Dim) -> None:
+    layer.node(
+        id,
+        title=f"LayerNorm ({saved})",
+        kind=NodeKind.LEARNED,
+        code=f"self.{attr}(hidden_states)",
+        summary="Normalize each patch vector to zero mean and unit variance, then rescale and shift it.",
+        claim=f"The encoder layer's {attr} is a LayerNorm (the checkpoint's {saved}).",
+        sites=attribute(LAYER, attr),
+        inputs=[_patches(d)],
+        outputs=[_patches(d)],
+        parameters=_layer_norm(b, f"{BLOCK}.{saved}", d),
+    )
+
+
+def _residual(layer: Scope, id: str, needle: str, d: Dim) -> None:
+    layer.node(
+        id,
+        title="Residual addition",
+        kind=NodeKind.OPERATOR,
+        code=needle.split(" = ", 1)[1] + "…)",
+        summary="Add the sublayer's output to the patch vectors.",
+        claim="The encoder layer adds each sublayer's output to its input.",
+        category=Category.BLOCK,
+        sites=(statement(LAYER, needle),),
+        inputs=[_patches(d), _patches(d)],
+        outputs=[_patches(d)],
+    )
+
+
+def _mlp(b: GraphBuilder, v: VisionDims, block: str, at: Placement) -> None:
+    d, ffn = v.d, v.ffn
+    group = b.group(
+        "vision.mlp",
+        title="Vision MLP",
+        kind=GroupKind.MLP,
+        parent=block,
+        placement=at,
+        summary="A two-layer feed-forward network with a GELU between.",
+        locate=Locator(
+            claim="The vision MLP is fc1, a GELU and fc2.", category=Category.MLP, sites=(method(MLP, "forward"),)
+        ),
+    )
+    mlp = Scope(b=b, group=group, placement=at, prefix="vision.mlp.", category=Category.MLP)
+    inner = shape("x", PATCHES, ffn)
+    width, model = (str(ffn.formula), ffn.value or 0), (str(d.formula), d.value or 0)
+    for id, saved, attr, into, out in (("fc0", "fc0", "fc1", model, width), ("fc1", "fc1", "fc2", width, model)):
+        if attr == "fc2":
+            mlp.node(
+                "act",
+                title="GELU",
+                kind=NodeKind.OPERATOR,
+                code="self.act(x)",
+                summary="Apply the GELU (tanh approximation) element by element.",
+                claim="The vision MLP's activation is hidden_act.",
+                sites=attribute(MLP, "act"),
+                inputs=[inner],
+                outputs=[inner],
+                settings=[v.activation],
+            )
+        mlp.node(
+            id,
+            title=f"MLP {attr} (the checkpoint's {saved})",
+            kind=NodeKind.LEARNED,
+            code=f"self.{attr}(x)",
+            summary="Project to the MLP width." if attr == "fc1" else "Project back to the vision width.",
+            claim=f"The MLP's {attr} is a linear layer with a bias (the checkpoint's mlp.{saved}).",
+            sites=attribute(MLP, attr),
+            inputs=[inner if attr == "fc2" else _patches(d)],
+            outputs=[_patches(d) if attr == "fc2" else inner],
+            parameters=linear_rows(b, saved, f"{BLOCK}.mlp.{saved}", out, into, bias=True, quantized=False),
+        )
+
+
+# -- the projector ---------------------------------------------------------------------------------------
+
+
+def projector(b: GraphBuilder, v: VisionDims) -> None:
+    """LayerNorm over each patch, the merged block flattened, linear, GELU, linear to the text width."""
+    group = b.group(
+        "projector",
+        title="Multimodal projector",
+        kind=GroupKind.PROJECTOR,
+        parent="model",
+        summary="Maps each merged block of patches to one vector of the text model's width, which takes the place of "
+        "an image placeholder token's embedding.",
+        locate=Locator(
+            claim="The projector normalizes, flattens each merged block and maps it to the text width.",
+            category=Category.VISION,
+            sites=(method(PROJECTOR, "forward"),),
+        ),
+    )
+    step = Scope(b=b, group=group, placement=Placement(), prefix="projector.", category=Category.VISION)
+    merged, text = v.merged, v.text
+    flat = shape("hidden_states", IMAGE_TOKENS, fixed("block", 1, "1"), merged)
+    step.node(
+        "pre-norm",
+        title="Projector LayerNorm",
+        kind=NodeKind.LEARNED,
+        code="self.pre_norm(hidden_states)",
+        summary="Normalize each patch vector of a merged block.",
+        claim="The projector starts with a LayerNorm over each patch vector.",
+        sites=attribute(PROJECTOR, "pre_norm"),
+        inputs=[shape("pooled_hidden_states", IMAGE_TOKENS, v.kernel, v.d)],
+        outputs=[flat],
+        parameters=_layer_norm(b, "mm_projector.pre_norm", v.norm_width),
+        settings=[v.eps],
+    )
+    width = (str(merged.formula), merged.value or 0)
+    step.node(
+        "in-proj",
+        title="Projector input projection",
+        kind=NodeKind.LEARNED,
+        code="self.in_proj(hidden_states)",
+        summary="A linear layer over the flattened block of merged patches.",
+        claim="The input projection is a linear layer with a bias (in_proj; the checkpoint's proj.0).",
+        sites=attribute(PROJECTOR, "in_proj"),
+        inputs=[flat],
+        outputs=[flat],
+        parameters=linear_rows(b, "proj.0", "mm_projector.proj.0", width, width, bias=True, quantized=False),
+    )
+    step.node(
+        "act",
+        title="GELU",
+        kind=NodeKind.OPERATOR,
+        code="self.act(hidden_states)",
+        summary="Apply the GELU element by element.",
+        claim="The projector's activation is a GELU.",
+        sites=attribute(PROJECTOR, "act"),
+        inputs=[flat],
+        outputs=[flat],
+    )
+    features = shape("image_embeds", IMAGE_TOKENS, text)
+    step.node(
+        "out-proj",
+        title="Projector output projection",
+        kind=NodeKind.LEARNED,
+        code="self.out_proj(hidden_states)",
+        summary="Map each merged block to the text model's width.",
+        claim="The output projection is a linear layer with a bias to the text model's width (out_proj; the "
+        "checkpoint's proj.2).",
+        sites=attribute(PROJECTOR, "out_proj"),
+        inputs=[flat],
+        outputs=[features],
+        parameters=linear_rows(
+            b, "proj.2", "mm_projector.proj.2", ("hidden_size", text.value or 0), width, bias=True, quantized=False
+        ),
+    )
+    step.state(
+        "image-features",
+        title="Image features",
+        code="image_embeds",
+        summary="One text-width vector per merged block; each replaces the embedding of an image placeholder token.",
+        value=features,
+        claim="The image features replace the embeddings of the image placeholder tokens.",
+        sites=(
+            statement(WRAPPER, "image_embeds = self.mm_projector(", method="get_image_features"),
+            statement(WRAPPER, "inputs_embeds = inputs_embeds.masked_scatter(image_mask"),
+        ),
+    )
+
+
+# -- the family ------------------------------------------------------------------------------------------
+
+
+class KimiK25Builder(DeepseekV3Builder):
+    """Kimi-K2's text model from ``text_config`` with the vision tower and projector before its embedding."""
+
+    model_summary = (
+        "Embeds the tokens, puts the projected image features in place of the image placeholder tokens, runs every "
+        "decoder block, normalizes and projects to vocabulary logits."
+    )
+
+    def __init__(self, s: Settings):
+        super().__init__(s)
+        self.vision = vision_dims(s)
+        # transformers ties lm_head by the wrapper's own flag (Kimi_K25Config defaults it to true).
+        top = s.document.data.get("tie_word_embeddings", TIE_DEFAULT)
+        if not isinstance(top, bool):
+            raise InputError(
+                f"tie_word_embeddings: expected true or false, got {top!r}",
+                path=s.document.path,
+                line=_line(s.document, ("tie_word_embeddings",)),
+            )
+        self.tied = top
+
+    def before_text(self) -> None:
+        vision_tower(self.b, self.vision)
+        projector(self.b, self.vision)
+
+
+def _line(document: ConfigDocument, path: tuple[str, ...]) -> int | None:
+    span = document.spans.get(path)
+    return span.start if span is not None else None
+
+
+def build(s: Settings, model: ModelInfo) -> Graph:
+    """The wrapper's graph: K2's text graph (K2's ids, counts and locators, cited in its own file) under the
+    release's ``language_model.`` names, after the vision tower and the projector."""
+    graph = build_family(s, model, KimiK25Builder)
+    vision = {group.id for group in graph.groups if _within_vision(group, graph)}
+    return replace(
+        graph,
+        nodes=tuple(node if node.group in vision else _text_node(node) for node in graph.nodes),
+        groups=tuple(group if group.id in vision else _text_group(group) for group in graph.groups),
+        module_renames=TEXT_MODULES,
+    )
+
+
+def _within_vision(group: Group, graph: Graph) -> bool:
+    groups = {item.id: item for item in graph.groups}
+    current: Group | None = group
+    while current is not None:
+        if current.kind in (GroupKind.VISION, GroupKind.PROJECTOR):
+            return True
+        current = groups.get(current.parent or "")
+    return False
+
+
+def _text_tensor(row: TensorRow) -> TensorRow:
+    for k2, here in TEXT_CHECKPOINT:
+        if row.tensor.startswith(k2):
+            return replace(row, tensor=here + row.tensor.removeprefix(k2))
+    return row
+
+
+def _text_locator(locator: Locator | None) -> Locator | None:
+    return None if locator is None else replace(locator, file="text")
+
+
+def _text_node(node: Node) -> Node:
+    return replace(
+        node,
+        parameters=tuple(_text_tensor(row) for row in node.parameters),
+        buffers=tuple(_text_tensor(row) for row in node.buffers),
+        locate=_text_locator(node.locate),
+    )
+
+
+def _text_group(group: Group) -> Group:
+    return replace(group, locate=_text_locator(group.locate))
+
+
+FAMILY = Family(
+    name=NAME,
+    model_types=("kimi_k25",),
+    architectures=("KimiK25ForConditionalGeneration", "Kimi_K25ForConditionalGeneration"),
+    transformers_model_type="kimi_k25",
+    build=lambda settings, model, _code: build(settings, model),
+    moe=DeepseekV3Builder.naming,
+    code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key="text_config")},
+    text_family="deepseek_v3",
+    modelled_configs=("text_config", "vision_config"),
+    adapt_config=adapt_config,
+)
