@@ -159,6 +159,9 @@ def test_qwen3_5(folders: dict[str, Path]) -> None:
     assert document["totals"]["parameters"] == 35_107_181_936
     assert Counter(layer["mixer"] for layer in document["layers"]) == {"linear attention": 30, "full attention": 10}
     assert document["sources"]["modeling_file"]["path"] == "modeling_qwen3_5_moe.py"
+    # Its MTP layer (mtp_num_hidden_layers: 1) is not built by transformers: said, never left out silently.
+    assert "mtp_num_hidden_layers" in document["omitted"]
+    assert any(line.startswith("mtp_num_hidden_layers = 1: the multi-token") for line in document["not_modelled"])
     # The text config says bfloat16, the top level nothing: transformers' precedence reads the text config's.
     assert document["totals"]["by_dtype"] == {"BF16": 35_107_181_936}
     groups = {group["id"]: group for group in document["groups"]}
@@ -264,15 +267,17 @@ def test_tiny_wrapper_checks_against_its_save_pretrained_checkpoint(name: str, t
     folder = save_wrapper(TINY_WRAPPERS[name](), tmp_path / name)
     result = runner.invoke(app, ["check", str(folder), "--json"])
     report = json.loads(result.stdout)
-    # MiniMax-M3's img_token_compression_config is no sub-config of transformers' class, which never reads it: it is
-    # listed as not modelled, so what agrees agrees on the modelled part (partial, exit 3).
-    unread = [
-        key
-        for key, value in TINY_WRAPPERS[name]().items()
-        if key.endswith("_config") and key not in ("text_config", "vision_config") and isinstance(value, dict)
-    ]
-    assert report["omitted"] == unread
-    assert (result.exit_code, report["outcome"]) == ((3, "partial") if unread else (0, "agree")), report["problems"]
+    # MiniMax-M3's img_token_compression_config is no sub-config of transformers' class, which never reads it, and
+    # both releases declare multi-token-prediction layers transformers does not build: each is listed as not
+    # modelled, so what agrees agrees on the modelled part (partial, exit 3).
+    assert (
+        report["omitted"]
+        == {
+            "qwen3.5": ["mtp_num_hidden_layers"],
+            "minimax-m3": ["img_token_compression_config", "num_nextn_predict_layers"],
+        }[name]
+    )
+    assert (result.exit_code, report["outcome"]) == (3, "partial"), report["problems"]
     assert report["tensors"] == []
     totals = report["totals"]
     assert totals["analytic"] == totals["meta_model"] == totals["checkpoint"]

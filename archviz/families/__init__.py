@@ -17,7 +17,7 @@ from archviz.config import ConfigDocument
 from archviz.errors import InputError
 from archviz.families import deepseek_v3, generic, kimi_k25, kimi_linear, llama
 from archviz.families.compressed import pack_graph
-from archviz.families.omissions import unmodelled_quantization, unread_sub_configs, with_omissions
+from archviz.families.omissions import unbuilt_mtp, unmodelled_quantization, unread_sub_configs, with_omissions
 from archviz.families.registry import Family
 from archviz.graph import Assumption, Graph, ModelInfo
 from archviz.modeltree import CodeReader
@@ -135,7 +135,7 @@ def build_graph(
     # The generic family lists what transformers did not build from in its own build; the others are listed here.
     omissions = [] if family.name == generic.NAME else _unread_parts(document, family, settings)
     graph = with_omissions(replace(graph, not_modelled=(*graph.not_modelled, *packing)), omissions)
-    graph = with_omissions(graph, unmodelled_quantization(document, graph))
+    graph = with_omissions(graph, [*unmodelled_quantization(document, graph), *unbuilt_mtp(document, graph)])
     assumptions = [settings.assumed[key] for key in sorted(settings.assumed)]
     dtype = settings.declared_dtype()
     if dtype.keys is None:

@@ -1,5 +1,5 @@
 """What of a config a graph leaves out, said rather than dropped: sub-configs no family reads, a quantization method
-no rule covers.
+no rule covers, multi-token-prediction layers transformers does not build.
 
 Every top-level ``*_config`` object of a config is a part of the model (``vision_config``, ``audio_config``) unless it
 is a quantization config: a family either builds it (the kimi_k25 family's ``vision_config``, the generic family's
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from archviz.config import ConfigDocument
-from archviz.graph import Graph
+from archviz.graph import Graph, Part
 
 QUANTIZATION_KEYS = ("quantization_config", "compression_config")
 """Keys that say how a checkpoint's weights are stored, not what the model is."""
@@ -70,6 +70,27 @@ def unmodelled_quantization(document: ConfigDocument, graph: Graph) -> list[tupl
             "quantized tensors the checkpoint stores",
         )
     ]
+
+
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
+"""Keys by which a config declares multi-token-prediction layers (DeepSeek-V3 and Kimi, Qwen3.5, MiniMax)."""
+
+
+def unbuilt_mtp(document: ConfigDocument, graph: Graph) -> list[tuple[str, str]]:
+    """(key, sentence) for multi-token-prediction layers the config declares and the graph does not build (transformers
+    builds none: a graph read off its code has none); nothing when the graph models them or none are declared."""
+    if any(node.part is Part.MTP for node in graph.nodes):
+        return []
+    return [
+        (
+            key,
+            f"{key} = {value}: the multi-token-prediction layers are not modelled (transformers' class builds none), "
+            "so the totals and the predicted checkpoint leave out the tensors a release ships for them",
+        )
+        for key in MTP_KEYS
+        for level in (document.settings, document.data)
+        if isinstance(value := level.get(key), int) and not isinstance(value, bool) and value > 0
+    ][:1]
 
 
 def with_omissions(graph: Graph, omissions: Iterable[tuple[str, str]]) -> Graph:
