@@ -132,9 +132,17 @@ def build_from_recipe(
 ) -> MetaModel:
     """The model a :class:`ModelRecipe` asks for, on the meta device, described, with what was built."""
     module, built = _instantiate_on_meta(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
-    try:
+    with _naming_fails_on(recipe, module):
         return describe_meta_module(module, built=built)
-    except Exception as exc:  # transformers' save-time renaming of a degenerate config (0 experts to split)
+
+
+@contextmanager
+def _naming_fails_on(recipe: ModelRecipe, module: nn.Module) -> Iterator[None]:
+    """transformers' save-time renaming failing on the model it built from the user's config (0 experts to split, a
+    converter expecting tensors the config gives no module for) is bad input, exit 2; archviz's own errors pass."""
+    try:
+        yield
+    except Exception as exc:
         if raised_in_archviz(exc):
             raise
         raise InputError(
@@ -190,7 +198,9 @@ def read_model_code(request: CodeRequest) -> ModelCode:
     trace = trace_shapes(
         meta.module, batch=request.batch, prefill=request.prefill, past=request.past, skip_repeats=True
     )
-    return ModelCode(tree=read_module_tree(meta), trace=trace)
+    with _naming_fails_on(request.recipe, meta.module):
+        tree = read_module_tree(meta)
+    return ModelCode(tree=tree, trace=trace)
 
 
 def read_module_tree(meta: MetaModel) -> ModuleTree:
