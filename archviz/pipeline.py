@@ -47,6 +47,12 @@ class ModelDocs:
         return locate_sources(self.graph, self.config, self.modeling, self.part_files)
 
 
+def _built_file(code: ModelCode | None) -> str | None:
+    """transformers' file defining the class the meta stage built for a graph read off the code; None otherwise."""
+    built = code.tree.built if code is not None else None
+    return built.module_file if built is not None and built.origin == "transformers" else None
+
+
 def describe_model(
     name: str,
     *,
@@ -96,6 +102,7 @@ def describe_model(
         repo=where.repo,
         revision=where.revision,
         prefer=source,
+        built_file=_built_file(read[-1] if read else None),
     )
     ensure_python(modeling)
     # A part whose code is in a file of its own (a wrapper's language model): its own remote code, named by its

@@ -15,6 +15,7 @@ must not import torch or transformers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
@@ -224,6 +225,7 @@ def choose_source_file(
     repo: str | None,
     revision: str | None,
     prefer: str = "auto",
+    built_file: str | None = None,
 ) -> ModelingSource:
     """The modeling file to cite for a model.
 
@@ -234,6 +236,8 @@ def choose_source_file(
     the Hub commit of an HF-cache snapshot folder (``…/snapshots/<sha>/``), else HEAD of a clean git
     checkout holding it, else a content hash. ``revision`` is not trusted to pin a local file; it is
     accepted for symmetry with the rest of the pipeline and used only to say what was asked for.
+    ``built_file`` is transformers' file that defines the class the meta stage built (a generic graph's): cited when
+    transformers ships no file for the model_type itself (``exaone`` configs built as ``LlamaForCausalLM``).
     """
     if prefer not in PREFERENCES:
         raise ValueError(f"prefer must be one of {', '.join(PREFERENCES)}, got {prefer!r}")
@@ -255,6 +259,11 @@ def choose_source_file(
     try:
         return _transformers_source(family_transformers_model_type, fallback_reason=problem)
     except InputError as missing:
+        defining = built_file.removeprefix("modeling_").removesuffix(".py") if built_file else None
+        if defining and defining != family_transformers_model_type:
+            reason = f"{missing.message}; the class transformers built is defined in {built_file}"
+            with contextlib.suppress(InputError):  # not a model_type's file after all: nothing cited, as below
+                return _transformers_source(defining, fallback_reason=f"{problem}; {reason}" if problem else reason)
         # No file to cite is a gap in the provenance, not bad input: every node says "source not located" and why.
         empty = SourceFile(
             path=missing.location.path,

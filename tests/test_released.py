@@ -389,3 +389,21 @@ def test_a_config_transformers_cannot_take_is_one_line_naming_the_file(change: A
     assert result.exit_code == 2, result.output
     assert result.output.count("\n") == 1 and f"{tmp_path / 'config.json'}:" in result.output
     assert said in result.output
+
+
+def test_a_model_type_built_by_another_models_class_cites_that_class_s_file(tmp_path: Path) -> None:
+    """EXAONE configs name LlamaForCausalLM, and transformers ships no modeling_exaone.py: the file that defines the
+    class transformers built is cited, with why, and the nodes are located in it."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(
+        "exaone", vocab_size=128, hidden_size=32, num_layers=2, num_attention_heads=4, intermediate_size=64
+    ).to_dict()
+    config.update(architectures=["LlamaForCausalLM"], eos_token_id=1, bos_token_id=1)
+    (tmp_path / "config.json").write_text(json.dumps(config, default=str))
+    document = json.loads(runner.invoke(app, ["inspect", str(tmp_path), "--json"]).stdout)
+    cited = document["sources"]["modeling_file"]
+    assert cited["path"] == "modeling_llama.py" and cited["revision"] == f"v{transformers.__version__}"
+    assert "ships no modeling file for model_type 'exaone'" in cited["fallback_reason"]
+    assert "the class transformers built is defined in modeling_llama.py" in cited["fallback_reason"]
+    assert document["sources"]["located"] > 0
