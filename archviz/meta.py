@@ -384,8 +384,18 @@ def _instantiate_on_meta(
             path=config_path,
         ) from exc
     built = _build_record(module, model_class, hf_config, recipe, chosen_by, normalisations, model_dir)
-    read = internals.sub_config_keys(type(hf_config)) if build_config is hf_config else ("text_config",)
+    read = _sub_configs_built(module, hf_config) if build_config is hf_config else ("text_config",)
     return module, dataclasses.replace(built, read_configs=read)
+
+
+def _sub_configs_built(module: nn.Module, hf_config: Any) -> tuple[str, ...]:
+    """The config's sub-configs the built model holds a module of (a module whose ``config`` is that sub-config: the
+    vision tower's is ``vision_config``); a sub-config no module holds was not built (MoshiForCausalLM leaves out its
+    audio encoder and depth decoder), whatever the config class declares."""
+    held = {id(config) for part in module.modules() if (config := getattr(part, "config", None)) is not None}
+    return tuple(
+        key for key in internals.sub_config_keys(type(hf_config)) if id(getattr(hf_config, key, None)) in held
+    )
 
 
 def _build_record(

@@ -21,6 +21,7 @@ from archviz.modeltree import Shape, ShapeTrace, TraceNote
 if TYPE_CHECKING:
     import torch
     from torch import nn
+    from transformers import PreTrainedModel
 
 
 def trace_shapes(
@@ -90,19 +91,33 @@ def eval_mode(module: nn.Module) -> Iterator[None]:
 
 @contextmanager
 def experts_kernel(module: nn.Module, wanted: str | None) -> Iterator[str | None]:
-    """Switch the model's experts kernel for the duration, and back; yields the one in use."""
-    from transformers import PreTrainedModel
-
-    if wanted is None or not isinstance(module, PreTrainedModel) or not internals.has_switchable_experts(module):
+    """Switch the model's experts kernel for the duration, and back; yields the one in use. A wrapper that cannot
+    switch (Kimi-K2.5's) has its models that can switched instead (its language model)."""
+    switched = _switchable(module) if wanted is not None else []
+    if wanted is None or not switched:
         yield None
         return
-    original = internals.experts_implementation(module)
-    internals.set_experts_implementation(module, wanted)
+    originals = [(part, internals.experts_implementation(part)) for part in switched]
+    for part in switched:
+        internals.set_experts_implementation(part, wanted)
     try:
         # transformers may adjust the request (to what this torch supports): report what is in force.
-        yield internals.experts_implementation(module)[""]
+        yield internals.experts_implementation(switched[0])[""]
     finally:
-        internals.set_experts_implementation(module, original)
+        for part, original in originals:
+            internals.set_experts_implementation(part, original)
+
+
+def _switchable(module: nn.Module) -> list[PreTrainedModel]:
+    """The model itself when its experts kernel can be switched, else the outermost models inside it that can."""
+    from transformers import PreTrainedModel
+
+    if isinstance(module, PreTrainedModel) and internals.has_switchable_experts(module):
+        return [module]
+    found: list[PreTrainedModel] = []
+    for child in module.children():
+        found += _switchable(child)
+    return found
 
 
 class _Tracer:

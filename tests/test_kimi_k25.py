@@ -317,3 +317,26 @@ def test_cost_says_the_image_parts_are_not_priced() -> None:
     assert "vision tower" in document["not_priced_parts"]
     assert not any("vision" in part.lower() or "projector" in part.lower() for part in document["flops"]["by_part"])
     assert document["weights"]["bytes"] == sum(released().totals.bytes_by_dtype.values())
+
+
+def test_a_float32_checkpoint_traces_through_the_wrappers_language_model(tmp_path: Path) -> None:
+    """Regression: the wrapper cannot switch its experts kernel, its language model can; unswitched, the trace ran
+    grouped_mm on float32 and failed. A float32 model (transformers' default dtype) checks like a bfloat16 one."""
+    import transformers
+
+    config = tiny_kimi_k25()
+    config["text_config"].pop("quantization_config", None)
+    for level in (config, config["text_config"]):
+        level["dtype"] = "float32"
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    torch.manual_seed(0)
+    transformers.Kimi_K25ForConditionalGeneration(transformers.AutoConfig.from_pretrained(folder)).save_pretrained(
+        folder
+    )
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    report = check(folder)
+    legs = {leg["name"]: leg["status"] for leg in report["legs"]}
+    assert report["exit_code"] == 0, report["problems"]
+    assert legs["shape trace"] == legs["FLOP count"] == "ran"

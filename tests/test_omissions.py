@@ -148,3 +148,16 @@ def test_a_default_config_transformers_cannot_name_is_refused_naming_the_file(tm
     result = runner.invoke(app, ["inspect", str(tmp_path)])
     assert result.exit_code == 2 and result.output.count("\n") == 1
     assert f"{tmp_path / 'config.json'}: transformers cannot name the checkpoint tensors of" in result.output
+
+
+def test_a_sub_config_the_built_class_holds_no_module_of_is_listed(tmp_path: Path) -> None:
+    """Moshi's config declares an audio encoder and a depth decoder; MoshiForCausalLM builds the text model alone.
+    What the class does not build is said to be left out (the config class declaring it is not enough)."""
+    config_class = internals.config_class("moshi")
+    assert config_class is not None
+    (tmp_path / "config.json").write_text(json.dumps(config_class().to_dict(), default=str))
+    docs = describe_model(str(tmp_path))
+    assert docs.graph.omitted == ("audio_encoder_config", "depth_decoder_config")
+    for key in docs.graph.omitted:
+        assert any(sentence.startswith(f"{key}: not modelled;") for sentence in docs.graph.not_modelled), key
+    assert not any(node.id.startswith(("audio", "depth")) for node in docs.graph.nodes)
