@@ -130,18 +130,18 @@ def _source(choice: str) -> str:
 
 def _stdout() -> Console:
     """The report console; piped to a file or a CI log, it is 120 columns wide rather than rich's 80."""
-    return Console() if sys.stdout.isatty() else Console(width=120)
+    return Console(emoji=False) if sys.stdout.isatty() else Console(width=120, emoji=False)
 
 
 def _fail(error: InputError) -> typer.Exit:
     """Bad input: one line on stderr, exit code 2."""
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"archviz: error: {error}", markup=False)
+    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(f"archviz: error: {error}", markup=False)
     return typer.Exit(code=2)
 
 
 def _internal_error(error: BaseException, *, debug: bool) -> typer.Exit:
     """A bug in archviz: one line on stderr saying so and what archviz was doing; the traceback with --debug."""
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     if debug:
         console.print("".join(traceback.format_exception(error)), markup=False, end="")
     step = step_of(error)
@@ -322,7 +322,7 @@ def _check_exit_code(docs: ModelDocs, verification: Verification, *, strict: boo
     from archviz.legs import Outcome
     from archviz.sources import coverage
 
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     if verification.internal_error:
         failed = next(leg for leg in verification.legs if leg.internal_error)
         console.print(
@@ -377,7 +377,7 @@ def manifest(
             raise InputError(f"cannot write the manifest: {error.strerror or error}", path=str(output)) from None
     except InputError as error:
         raise _fail(error) from None
-    Console(stderr=True).print(f"wrote {len(held.tensors):,} tensors to {output}", markup=False)
+    Console(stderr=True, emoji=False).print(f"wrote {len(held.tensors):,} tensors to {output}", markup=False)
 
 
 @app.command()
@@ -465,7 +465,7 @@ def render(
     from archviz.site.batch import RenderRequest, default_jobs, render_site
     from archviz.site.progress import PlainReporter, RichReporter
 
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, emoji=False)
     try:
         names = tuple(models or sorted(BUNDLED))
         request = RenderRequest(
@@ -504,7 +504,7 @@ def main() -> None:
             context = getattr(error, "ctx", None)
             where = f"{context.command_path}: " if context is not None else ""
             message = error.format_message() if hasattr(error, "format_message") else str(error)
-            Console(stderr=True, highlight=False, soft_wrap=True).print(
+            Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
                 printable(f"archviz: error: {where}{message}"), markup=False
             )
         sys.exit(getattr(error, "exit_code", 2))

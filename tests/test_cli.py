@@ -156,3 +156,18 @@ def test_wheel_installs_the_package_only(tmp_path: Path) -> None:
     assert {"archviz/cli.py", "archviz/__main__.py"} <= set(names)
     assert {"archviz/templates/card.html", "archviz/templates/assets/archviz.css"} <= set(names)
     assert "archviz = archviz.cli:main" in entry_points
+
+
+def test_an_error_at_line_100_is_not_an_emoji(write_config: Callable[..., Path]) -> None:
+    """Regression: the console read ``config.json:100:`` as the emoji code ``:100:``."""
+    folder = write_config({"hidden_size": 0})
+    path = folder / "config.json"
+    original = path.read_text()
+    at = next(n for n, row in enumerate(original.splitlines(), 1) if '"hidden_size"' in row)
+    text = original.replace('"hidden_size"', "\n" * (100 - at) + '"hidden_size"', 1)
+    path.write_text(text)
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if '"hidden_size"' in row)
+    assert line == 100
+    result = runner.invoke(app, ["inspect", str(folder)])
+    assert result.exit_code == 2
+    assert f"config.json:{line}: hidden_size" in result.output

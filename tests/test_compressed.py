@@ -270,3 +270,22 @@ def test_a_scheme_the_rules_do_not_cover_is_not_modelled(tmp_path: Path) -> None
     assert docs.graph.omitted == ("quantization_config",)
     assert any("is not modelled" in sentence and "float" in sentence for sentence in docs.graph.not_modelled)
     assert docs.totals.quantized_parameters == 0
+
+
+@pytest.mark.parametrize("key", ["ignore", "targets"])
+def test_a_pattern_that_is_no_regular_expression_is_bad_input_at_its_line(key: str, tmp_path: Path) -> None:
+    released = Path(__file__).parent / "data" / "released" / "kimi-k2.5" / "config.json"
+    config = json.loads(released.read_text())
+    quantization = config["text_config"]["quantization_config"]
+    if key == "ignore":
+        quantization["ignore"] = ["re:*bad"]
+    else:
+        quantization["config_groups"]["group_0"]["targets"] = ["re:(unclosed"]
+    text = json.dumps(config, indent=2)
+    (tmp_path / "config.json").write_text(text)
+    result = runner.invoke(app, ["inspect", str(tmp_path)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if f'"{key}":' in row)
+    where = "ignore" if key == "ignore" else "config_groups.group_0.targets"
+    assert f"config.json:{line}: text_config.quantization_config.{where}: 're:" in result.output
+    assert "is not a regular expression" in result.output

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from archviz.errors import InputError
 from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.settings import Settings
 from archviz.totals import instance_names
@@ -127,11 +128,30 @@ def read_config(raw: Mapping[str, Any]) -> Config:
         listed = group.get("targets")
         if not isinstance(listed, list) or not all(isinstance(item, str) for item in listed):
             raise NotModelled(f"config_groups.{name}.targets is not a list of strings")
+        _check_patterns(f"config_groups.{name}.targets", listed)
         targets.update(dict.fromkeys(listed, scheme))
     ignore = raw.get("ignore") or []
     if not isinstance(ignore, list) or not all(isinstance(item, str) for item in ignore):
         raise NotModelled("ignore is not a list of strings")
+    _check_patterns("ignore", ignore)
     return Config(targets=targets, ignore=tuple(ignore))
+
+
+def _check_patterns(key: str, patterns: list[str]) -> None:
+    for pattern in patterns:
+        if pattern.startswith("re:"):
+            try:
+                re.compile(pattern[3:])
+            except re.error as error:
+                raise BadPattern(key, f"{pattern!r} is not a regular expression ({error})") from None
+
+
+class BadPattern(ValueError):
+    """A ``re:`` target or ignore entry that is no regular expression: bad input, at the config's line."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
 
 
 def _scheme(name: str, weights: Any) -> Scheme:
@@ -239,6 +259,11 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     try:
         config = read_config(raw)
         nodes = tuple(_pack_node(node, config) for node in graph.nodes)
+    except BadPattern as bad:
+        keys = (*where.split("."), *bad.key.split("."))
+        document = s.document
+        span = document.spans.get(tuple(keys)) or document.spans.get(tuple(keys[:-1]))
+        raise InputError(f"{'.'.join(keys)}: {bad}", path=document.path, line=span.start if span else None) from None
     except NotModelled as reason:
         return graph, [
             f"{where} ({METHOD}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
