@@ -337,3 +337,19 @@ def test_ticks_are_round() -> None:
         "160k",
         "1,000",
     ]
+
+
+def test_an_image_encoder_is_not_in_a_text_tokens_rule_of_thumb(tmp_path: Path) -> None:
+    """Kimi-K2.5 decodes a text token through K2's text model: its steps from the rule of thumb are K2's, the vision
+    tower's and projector's weights neither subtracted as unmultiplied nor added back as other terms."""
+    write_site([describe_model("kimi-k2.5"), describe_model(K2)], tmp_path / "site")
+
+    def steps(model: str) -> list[tuple[str, int]]:
+        section = cost_section(tmp_path / "site", model)
+        return [
+            (squash(tr.find("th").text()), number(squash(tr.find("td").text())))
+            for tr in section.find("table", "thumb").find_all("tr")[1:]
+        ]
+
+    assert steps("kimi-k2.5") == steps(K2)
+    assert not any(label.startswith("Other terms") for label, _ in steps("kimi-k2.5"))

@@ -40,6 +40,7 @@ from archviz.site.views import (
     ThumbRow,
     WeightRow,
 )
+from archviz.totals import node_parts
 
 SIZES = DEFAULT_SIZES
 """The sizes the pages evaluate costs at."""
@@ -296,8 +297,9 @@ def _decode_steps(index: ModelIndex) -> dict[str, list[tuple[Node, int]]]:
     graph, cost = index.graph, index.cost
     empty = Sizes(batch=SIZES.batch, prompt=SIZES.prompt, context=0)
     steps: dict[str, list[tuple[Node, int]]] = defaultdict(list)
+    parts = node_parts(graph)  # a text token runs through the text model alone (its active parameters' part)
     for node in graph.nodes:
-        if node.part is not Part.MAIN or node.id == graph.input_embedding:
+        if node.part is not Part.MAIN or node.id == graph.input_embedding or parts.get(node.id, "text") != "text":
             continue
         node_cost = cost.nodes.get(node.id)
         weights = 2 * sum(row.elements for row in node.parameters) * node.placement.active * SIZES.batch
