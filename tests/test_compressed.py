@@ -289,3 +289,15 @@ def test_a_pattern_that_is_no_regular_expression_is_bad_input_at_its_line(key: s
     where = "ignore" if key == "ignore" else "config_groups.group_0.targets"
     assert f"config.json:{line}: text_config.quantization_config.{where}: 're:" in result.output
     assert "is not a regular expression" in result.output
+
+
+def test_a_group_size_that_does_not_divide_a_row_is_not_modelled_not_guessed(tmp_path: Path) -> None:
+    """The library refuses to compress such a weight, so what a checkpoint holds is unknown: said, not predicted."""
+    released = Path(__file__).parent / "data" / "released" / "kimi-k2.5" / "config.json"
+    config = json.loads(released.read_text())
+    config["text_config"]["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] = 48
+    (tmp_path / "config.json").write_text(json.dumps(config, indent=2))
+    docs = describe_model(str(tmp_path))
+    assert any("group size 48 does not divide the 7168 input columns" in line for line in docs.graph.not_modelled)
+    assert not any(row.packed for node in docs.graph.nodes for row in node.parameters)
+    assert "text_config.quantization_config" in docs.graph.omitted

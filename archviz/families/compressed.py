@@ -288,6 +288,12 @@ def _pack_row(node: Node, row: TensorRow, config: Config) -> TensorRow:
     if len(used) > 1:
         raise NotModelled(f"the instances of {row.tensor} are given {len(used)} different schemes")
     scheme = used.pop()
+    if scheme.strategy == "group" and scheme.group_size and row.shape[-1] % scheme.group_size:
+        # The library refuses to compress such a weight: what a checkpoint would hold is not known, never guessed.
+        raise NotModelled(
+            f"{scheme.name}'s group size {scheme.group_size} does not divide the {row.shape[-1]} input columns of "
+            f"{row.tensor}"
+        )
     return replace(
         row,
         packed=Packing(
