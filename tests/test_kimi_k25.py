@@ -340,3 +340,11 @@ def test_a_float32_checkpoint_traces_through_the_wrappers_language_model(tmp_pat
     legs = {leg["name"]: leg["status"] for leg in report["legs"]}
     assert report["exit_code"] == 0, report["problems"]
     assert legs["shape trace"] == legs["FLOP count"] == "ran"
+
+
+def test_strict_says_it_fails_on_a_gap_not_on_a_difference() -> None:
+    """Under --strict the untraced projector output is a gap: the verdict counts it as one, never as 0 disagreements."""
+    result = runner.invoke(app, ["check", "kimi-k2.5", "--strict"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    assert "✗ disagree: 1 gap (--strict) in 1 leg" in result.output
+    assert "0 disagreements" not in result.output
