@@ -101,4 +101,7 @@ def _left_out(key: str, value: Any) -> str:
         )
     method = value.get("quant_method") if isinstance(value, Mapping) else None
     said = f" ({method})" if isinstance(method, str) else ""
-    return f"{key}{said} is left out: the meta-device model holds the unquantized weights, as the graph predicts them"
+    return (
+        f"{key}{said} is left out: the meta-device model holds the unquantized weights, compared with the graph's "
+        "logical weights (how a checkpoint stores them quantized is compared only with a checkpoint)"
+    )
