@@ -392,8 +392,11 @@ def _sub_configs_built(module: nn.Module, hf_config: Any) -> tuple[str, ...]:
     """The config's sub-configs the built model holds a module of (a module whose ``config`` is that sub-config: the
     vision tower's is ``vision_config``); a sub-config no module holds was not built (MoshiForCausalLM leaves out its
     audio encoder and depth decoder), whatever the config class declares."""
+    keys = internals.sub_config_keys(type(hf_config))
+    if not keys:
+        return ()
     held = {id(config) for part in module.modules() if (config := getattr(part, "config", None)) is not None}
-    return tuple(key for key in internals.sub_config_keys(type(hf_config)) if id(getattr(hf_config, key, None)) in held)
+    return tuple(key for key in keys if id(getattr(hf_config, key, None)) in held)
 
 
 def _build_record(
