@@ -407,3 +407,17 @@ def test_a_model_type_built_by_another_models_class_cites_that_class_s_file(tmp_
     assert "ships no modeling file for model_type 'exaone'" in cited["fallback_reason"]
     assert "the class transformers built is defined in modeling_llama.py" in cited["fallback_reason"]
     assert document["sources"]["located"] > 0
+
+
+def test_a_class_other_than_the_one_architectures_names_is_said(tmp_path: Path) -> None:
+    """architectures names a class transformers does not have: the graph is another class's, and inspect says which."""
+    config = json.loads(CORPUS["qwen3.5-35b-a3b"].read_text())
+    config["architectures"] = ["NoSuchClassForCausalLM"]
+    (tmp_path / "config.json").write_text(json.dumps(config, indent=2))
+    document = json.loads(runner.invoke(app, ["inspect", str(tmp_path), "--json"]).stdout)
+    assert document["model"]["architecture"] == "NoSuchClassForCausalLM"
+    [said] = [line for line in document["not_modelled"] if line.startswith("architectures names")]
+    assert said.startswith(
+        "architectures names NoSuchClassForCausalLM: the graph is read off Qwen3_5MoeForCausalLM, which transformers "
+        "built instead (AutoModelForCausalLM's class"
+    )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archviz.families.blocks.builder import (
@@ -210,6 +210,16 @@ def build(settings: Settings, model: ModelInfo, read_code: CodeReader) -> Graph:
     )
     graph = CodeGraph(settings, code.tree, code.trace).build(model)
     built = code.tree.built
+    if built is not None and built.class_name != model.architecture:  # the graph is that class's, not the named one
+        said = f"architectures names {model.architecture}" if model.architecture else "architectures names no class"
+        graph = replace(
+            graph,
+            not_modelled=(
+                *graph.not_modelled,
+                f"{said}: the graph is read off {built.class_name}, which transformers built instead "
+                f"({built.chosen_by})",
+            ),
+        )
     reader = f"transformers' {built.class_name}" if built is not None else "transformers' class"
     read = built.read_configs if built is not None else ()
     return with_omissions(graph, unread_sub_configs(settings.document, read, reader=reader))
