@@ -254,6 +254,13 @@ def vision_tower(b: GraphBuilder, v: VisionDims) -> None:
         ),
     )
     tower = Scope(b=b, group=group, placement=Placement(), prefix="vision.", category=Category.VISION)
+    _patch_embedding(b, tower, v)
+    _positions(b, tower, v)
+    _encoder_layers(b, v)
+    _tower_end(b, tower, group, v)
+
+
+def _patch_embedding(b: GraphBuilder, tower: Scope, v: VisionDims) -> None:
     d, p = v.d, v.patch
     tower.node(
         "patch-embedding",
@@ -281,6 +288,10 @@ def vision_tower(b: GraphBuilder, v: VisionDims) -> None:
             ),
         ],
     )
+
+
+def _positions(b: GraphBuilder, tower: Scope, v: VisionDims) -> None:
+    d = v.d
     grid = [
         factor(str(v.grid_height.formula), v.grid_height.value or 0),
         factor(str(v.grid_width.formula), v.grid_width.value or 0),
@@ -313,7 +324,11 @@ def vision_tower(b: GraphBuilder, v: VisionDims) -> None:
         sites=(method(ROTARY, "compute_axial_rope_parameters"), statement(TOWER, "= self.rotary_emb(")),
         settings=[v.heads],
     )
-    _encoder_layers(b, v)
+
+
+def _tower_end(b: GraphBuilder, tower: Scope, group: str, v: VisionDims) -> None:
+    """The final LayerNorm, then the patch merge."""
+    d = v.d
     final = Scope(b=b, group=group, placement=Placement(), prefix="vision.", category=Category.NORM)
     final.node(
         "final-norm",
@@ -369,6 +384,16 @@ def _encoder_layers(b: GraphBuilder, v: VisionDims) -> None:
     )
     layer = Scope(b=b, group=block, placement=at, prefix="vision.", category=Category.NORM)
     _norm(layer, b, "attention-norm", "norm0", "norm1", d)
+    _vision_attention(b, v, block, at)
+    _residual(layer, "attention-residual", "hidden_states = hidden_states + self.attn(", d)
+    _norm(layer, b, "mlp-norm", "norm1", "norm2", d)
+    _mlp(b, v, block, at)
+    _residual(layer, "mlp-residual", "hidden_states = hidden_states + self.mlp(", d)
+
+
+def _vision_attention(b: GraphBuilder, v: VisionDims, block: str, at: Placement) -> None:
+    """Multi-head attention over each image's patches: QKV projection, 2-D rotary, attention and output."""
+    d = v.d
     attention = b.group(
         "vision.attention",
         title="Vision attention",
@@ -433,10 +458,6 @@ def _encoder_layers(b: GraphBuilder, v: VisionDims) -> None:
             quantized=False,
         ),
     )
-    _residual(layer, "attention-residual", "hidden_states = hidden_states + self.attn(", d)
-    _norm(layer, b, "mlp-norm", "norm1", "norm2", d)
-    _mlp(b, v, block, at)
-    _residual(layer, "mlp-residual", "hidden_states = hidden_states + self.mlp(", d)
 
 
 def _norm(layer: Scope, b: GraphBuilder, id: str, saved: str, attr: str, d: Dim) -> None:
@@ -532,7 +553,7 @@ def projector(b: GraphBuilder, v: VisionDims) -> None:
         ),
     )
     step = Scope(b=b, group=group, placement=Placement(), prefix="projector.", category=Category.VISION)
-    merged, text = v.merged, v.text
+    merged = v.merged
     flat = shape("hidden_states", IMAGE_TOKENS, fixed("block", 1, "1"), merged)
     step.node(
         "pre-norm",
@@ -547,6 +568,12 @@ def projector(b: GraphBuilder, v: VisionDims) -> None:
         parameters=_layer_norm(b, "mm_projector.pre_norm", v.norm_width),
         settings=[v.eps],
     )
+    _projection(b, step, v, flat)
+
+
+def _projection(b: GraphBuilder, step: Scope, v: VisionDims, flat: Shape) -> None:
+    """Linear, GELU, linear: each flattened block of merged patches to the text model's width."""
+    merged, text = v.merged, v.text
     width = (str(merged.formula), merged.value or 0)
     step.node(
         "in-proj",
