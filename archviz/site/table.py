@@ -17,7 +17,7 @@ from archviz.cost import DEFAULT_SIZES
 from archviz.diff import checkpoint_bytes, layer_label
 from archviz.graph import Graph, GroupKind, Part
 from archviz.site.formatting import count, short_bytes, short_count, short_flops
-from archviz.site.index import ModelIndex
+from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
 from archviz.site.views import Link, ModelTable, TableCell, TableRow
 
 ABSENT = "—"
@@ -55,7 +55,7 @@ def _big(value: int) -> TableCell:
     return TableCell(text=short_count(value), detail=count(value), sort=str(value))
 
 
-ROUTING_UNKNOWN = "not known: a graph read off the code does not know which experts a router picks"
+ROUTING_UNKNOWN = "not known: a graph read off the code does not know which experts, if any, a router picks"
 """Why a generic graph's active-parameter cells are empty (its totals count every parameter)."""
 
 
@@ -63,7 +63,15 @@ def _active(index: ModelIndex, value: int) -> TableCell:
     """Parameters active per token; empty for a graph read off the code, whose count would be every parameter."""
     if index.graph.derived_from_code:
         return TableCell(text=ABSENT, detail=ROUTING_UNKNOWN)
-    return _big(value)
+    return _modelled(index, value)
+
+
+def _modelled(index: ModelIndex, value: int) -> TableCell:
+    """A count, said to be of the modelled part when the graph models only part of the model."""
+    cell = _big(value)
+    if index.complete():
+        return cell
+    return TableCell(text=cell.text, detail=f"{cell.detail}{PARTIAL_SUFFIX}", sort=cell.sort)
 
 
 def _bytes(value: int) -> TableCell:
@@ -110,6 +118,10 @@ def _experts(index: ModelIndex) -> TableCell:
         if node.part is Part.MAIN and index.groups[node.group].kind is GroupKind.EXPERTS
     ]
     if not routed:
+        if index.graph.derived_from_code:  # its nodes are modules, not roles: experts are not told apart
+            return TableCell(text=ABSENT, detail="not known for a graph read off the code")
+        if not index.complete():
+            return TableCell(text=ABSENT, detail=NOT_WHOLE)
         return TableCell(text="none", detail="dense FFNs", sort="0")
     expert = max(routed, key=lambda node: node.placement.per_layer)
     shared = _shared_experts(index)
@@ -171,7 +183,7 @@ ROWS: tuple[RowSpec, ...] = (
     RowSpec(label="Experts", numeric=True, read=_experts),
     RowSpec(label="Vocabulary", numeric=True, read=_vocabulary),
     RowSpec(label="Context length", numeric=True, read=_context),
-    RowSpec(label="Parameters", numeric=True, read=lambda index: _big(index.docs.totals.parameters)),
+    RowSpec(label="Parameters", numeric=True, read=lambda index: _modelled(index, index.docs.totals.parameters)),
     RowSpec(
         label="Active per token",
         numeric=True,
