@@ -58,8 +58,8 @@ class Verdict(StrEnum):
 
 PACKED_QUANTIZATION: Mapping[str, str] = {
     "mxfp4": "MXFP4 blocks and scales stored as U8 (gpt-oss)",
-    "gptq": "GPTQ's qweight, qzeros and g_idx stored as I32",
-    "awq": "AWQ's qweight and qzeros stored as I32",
+    "gptq": "GPTQ's qweight, qzeros and g_idx stored as I32, beside its scales",
+    "awq": "AWQ's qweight and qzeros stored as I32, beside its scales",
     "bitsandbytes": "bitsandbytes' 4-bit weights packed into U8, with their quantization state",
     "compressed-tensors": "compressed-tensors' weight_packed (I32), weight_scale and weight_shape",
 }
@@ -543,6 +543,19 @@ def _packed_method(docs: ModelDocs) -> str | None:
     return None
 
 
+def _stored_packed(name: str, packed: Sequence[str]) -> bool:
+    """Whether a predicted weight is stored under a packing method's own names: a packed tensor of the same module
+    (``…down_proj.weight`` beside ``…down_proj.qweight``) or of the same parameter (``…gate_up_proj`` beside
+    ``…gate_up_proj_blocks``)."""
+    stem = name.removesuffix(".weight")
+    return any(held.startswith((stem + ".", stem + "_")) for held in packed)
+
+
+def _counted(count: int, what: str) -> str:
+    """``1 tensor``, ``2 tensors``: the last word in the plural for any count but one."""
+    return f"{count:,} {what}{'' if count == 1 else 's'}"
+
+
 def _last_part(name: str, method: str) -> str:
     """The part of a tensor name a packing method names (bitsandbytes' ``quant_state.bitsandbytes__nf4`` is two)."""
     head, _, tail = name.rpartition(".")
@@ -575,32 +588,38 @@ def _checkpoint_leg(
         for name in set(compared).difference(pairs.values())
         if method is not None and PACKED_NAMES[method].fullmatch(_last_part(name, method))
     )
+    expected: Mapping[str, ManifestTensor] = everything
+    # The predicted weights a packed method stores under its own names (down_proj.weight as down_proj.qweight, …).
+    replaced = {name for name in everything if name not in pairs and _stored_packed(name, unpaired)}
     if method is not None and unpaired:
-        examples = ", ".join(unpaired[:3])
+        examples = ", ".join(unpaired[:3]) + (", …" if len(unpaired) > 3 else "")
         notes.append(
-            f"{len(unpaired):,} tensors the graph does not predict ({examples}, …) are excused: the config declares "
-            f"{method} quantization ({PACKED_QUANTIZATION[method]}), whose element counts are not parameter counts."
+            f"{_counted(len(unpaired), 'tensor')} the graph does not predict ({examples}) "
+            f"{'is' if len(unpaired) == 1 else 'are'} excused: the config declares {method} quantization "
+            f"({PACKED_QUANTIZATION[method]}), whose element counts are not parameter counts"
+            + (f"; {_counted(len(replaced), 'predicted weight')} stored so are not compared." if replaced else ".")
         )
         compared = {name: value for name, value in compared.items() if name not in set(unpaired)}
-    expected: Mapping[str, ManifestTensor] = everything
+        expected = {name: tensor for name, tensor in everything.items() if name not in replaced}
     mtp_names = [t.name for t in manifest if t.part is Part.MTP]
     if mtp_names and not any(name in pairs for name in mtp_names):
         findings.append(_missing_mtp(len(mtp_names)))
-        expected = {name: tensor for name, tensor in everything.items() if tensor.part is not Part.MTP}
+        expected = {name: tensor for name, tensor in expected.items() if tensor.part is not Part.MTP}
     built = meta.built
     float32 = _kept_in_float32(built)
     tensors = _compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True, float32=float32)
     upcast = sorted(held for name, held in pairs.items() if compared[held][1] == "F32" != everything[name].dtype)
     if built is not None and upcast and all(float32(held) for held in upcast):
         notes.append(
-            f"{len(upcast):,} tensors ({', '.join(upcast[:2])}, …) are F32 where the graph predicts the model's "
+            f"{_counted(len(upcast), 'tensor')} ({', '.join(upcast[:2])}{', …' if len(upcast) > 2 else ''}) "
+            f"{'is' if len(upcast) == 1 else 'are'} F32 where the graph predicts the model's "
             f"dtype: {built.class_name} keeps {', '.join(built.kept_in_float32)} in float32 whatever the dtype, so a "
             "checkpoint transformers saved holds them so (a release may store the model's dtype)."
         )
     findings += [_tensor_finding(check) for check in tensors]
     totals = _main_totals(everything, compared, pairs)
     analytic = docs.totals
-    if totals.parameters != analytic.parameters:
+    if totals.parameters != analytic.parameters and not replaced:  # packed weights' elements are no parameters
         findings.append(_total_finding(legs.CHECKPOINT, "parameters", analytic.parameters, totals.parameters))
     carries_buffers = any(t.role == TensorRole.BUFFER and t.part is Part.MAIN and n in pairs for n, t in main.items())
     if carries_buffers and totals.buffers != analytic.buffers:

@@ -161,15 +161,43 @@ def test_an_unpredicted_integer_tensor_fails_unless_a_packed_quantization_is_dec
     code, report = report_of(str(folder))
     # gptq is not modelled: what ran agrees, on the modelled part only (partial, exit 3).
     assert (code, report["outcome"], report["omitted"]) == (3, "partial", ["quantization_config"]), report["problems"]
-    assert any(
-        note.startswith(f"1 tensors the graph does not predict ({extra}, …) are excused") for note in report["notes"]
-    )
+    assert any(note.startswith(f"1 tensor the graph does not predict ({extra}) is excused") for note in report["notes"])
     # The declared method excuses the names it stores packed weights under, never any tensor at all.
     bogus = "model.layers.0.mlp.totally_bogus.weight"
     rewrite(folder, lambda t: t.__setitem__(bogus, torch.zeros(3, dtype=torch.float32)))
     code, report = report_of(str(folder))
     assert code == 1
     assert [(t["name"], t["verdict"], t["found"]) for t in report["tensors"]] == [(bogus, "unexpected", "[3] F32")]
+
+
+def test_a_gptq_layout_is_partial_not_a_disagreement(tiny: Path, tmp_path: Path) -> None:
+    """GPTQ stores a linear's weight as qweight, qzeros, scales and g_idx: the weight it replaces is not missing, the
+    packed tensors are excused, and the verdict says the quantization is not modelled (partial), not disagree."""
+    folder = copy_of(tiny, tmp_path)
+    stem = "model.layers.0.mlp.down_proj"
+
+    def gptq(tensors: dict[str, torch.Tensor]) -> None:
+        out, columns = tensors.pop(f"{stem}.weight").shape
+        tensors[f"{stem}.qweight"] = torch.zeros(columns // 8, out, dtype=torch.int32)
+        tensors[f"{stem}.qzeros"] = torch.zeros(1, out // 8, dtype=torch.int32)
+        tensors[f"{stem}.scales"] = torch.zeros(1, out, dtype=torch.float16)
+        tensors[f"{stem}.g_idx"] = torch.zeros(columns, dtype=torch.int32)
+
+    rewrite(folder, gptq)
+    config = json.loads((folder / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 32}
+    (folder / "config.json").write_text(json.dumps(config))
+    code, report = report_of(str(folder))
+    assert (code, report["outcome"]) == (3, "partial"), report["problems"]
+    assert report["tensors"] == []
+    [note] = [note for note in report["notes"] if "are excused" in note]
+    assert note.startswith(f"4 tensors the graph does not predict ({stem}.g_idx, {stem}.qweight, {stem}.qzeros, …)")
+    assert note.endswith("1 predicted weight stored so are not compared.")
+    # Without the declaration, the same checkpoint disagrees: the weight is missing.
+    config.pop("quantization_config")
+    (folder / "config.json").write_text(json.dumps(config))
+    code, report = report_of(str(folder))
+    assert code == 1 and (f"{stem}.weight", "missing") in [(t["name"], t["verdict"]) for t in report["tensors"]]
 
 
 def test_missing_mtp_layers_fail_under_strict_with_the_reason(tiny: Path, tmp_path: Path) -> None:
