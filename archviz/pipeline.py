@@ -72,7 +72,9 @@ def describe_model(
     config = load_config(where.config_path, display_path=where.display_path)
     assumptions = list(assumptions)
     for item in assumptions:  # an assumption fills a key the config lacks; one it sets would be silently unused
-        span = config.span(item.key) if item.key in config.settings else None
+        span = config.span(*item.key.split("."))
+        if span is None:  # a dotted key from the top of the file (text_config.hidden_size)
+            span = config.spans.get(tuple(item.key.split(".")))
         if span is not None:
             raise InputError(
                 f"{item.key}: --assume fills only keys the config lacks, and the config sets this one",
@@ -95,6 +97,12 @@ def describe_model(
     graph = build_graph(
         config, family, settings, name=name, repo=where.repo, revision=where.revision, read_code=read_code
     )
+    unread = [item.key for item in assumptions if item.key not in settings.read and not graph.derived_from_code]
+    if unread:  # listed as assumed, it would claim a value the graph never used
+        raise InputError(
+            f"--assume {', '.join(unread)}: the {family.name} family reads no such key, so the value would go unused",
+            path=where.display_path,
+        )
     modeling = choose_source_file(
         family_transformers_model_type=graph.model.transformers_model_type,
         model_folder=where.folder,

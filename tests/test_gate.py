@@ -301,3 +301,21 @@ def test_a_cut_down_config_transformers_rejects_is_archviz_s_bug(monkeypatch: py
     assert result.exit_code == 4
     assert "internal error (a bug in archviz, not a problem with the input)" in result.output
     assert "the shape trace's cut-down config" in result.output
+
+
+@pytest.mark.parametrize(
+    ("model", "assume", "said"),
+    [
+        (
+            "kimi-k2.5",
+            "text_config.hidden_size=64",
+            "kimi-k2.5/config.json:50: text_config.hidden_size: --assume fills",
+        ),
+        ("kimi-k2-instruct", "zz=1", "--assume zz: the deepseek_v3 family reads no such key"),
+    ],
+)
+def test_an_assumption_that_would_go_unused_is_refused(model: str, assume: str, said: str) -> None:
+    """A dotted key the config sets, or a key nothing reads, would be listed as assumed while changing nothing."""
+    result = runner.invoke(app, ["inspect", model, "--assume", assume])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert said in result.output
