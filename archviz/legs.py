@@ -93,14 +93,19 @@ class Leg:
 
     def compared_text(self) -> str:
         """What it compared, in words: ``69,975 tensors, 1 layer traced``."""
-        return ", ".join(_counted(count, what) for what, count in self.compared.items())
+        return ", ".join(_singular_for_one(count, what) for what, count in self.compared.items())
 
     def fails(self, *, strict: bool = False) -> bool:
         """Whether the leg failed or found a disagreement (under ``strict``, also a gap)."""
         return self.status is LegStatus.FAILED or any(strict or not item.strict_only for item in self.findings)
 
 
-def _counted(count: int, what: str) -> str:
+def plural(number: int, noun: str) -> str:
+    """``1 tensor``, ``2 tensors``: the count and the noun (its last word in the plural for any count but one)."""
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
+
+
+def _singular_for_one(count: int, what: str) -> str:
     """``2 sizes``, ``1 size``: the first word of ``what`` loses its plural ``s`` for one."""
     if count == 1:
         first, _, rest = what.partition(" ")

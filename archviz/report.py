@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from archviz.graph import Graph, Group, Node, NodeKind, Placement, TensorRow
-from archviz.legs import ANALYTIC, FORWARD_LEGS, SHAPES, Leg, LegStatus, Outcome, independent_legs
+from archviz.legs import ANALYTIC, FORWARD_LEGS, SHAPES, Leg, LegStatus, Outcome, independent_legs, plural
 from archviz.modeltree import BuildRecord
 from archviz.shapecheck import ShapeVerdict
 from archviz.shapes import Phase, format_shape
@@ -480,14 +480,14 @@ def _verdict_line(verification: Verification, *, strict: bool) -> str:
         found = [item for leg in failing for item in leg.findings if not item.strict_only]
         gaps = [item for leg in failing for item in leg.findings if item.strict_only] if strict else []
         said = [
-            _counted(len(found), "disagreement") if found or not gaps else "",
-            _counted(len(gaps), "gap (--strict)") if gaps else "",
+            plural(len(found), "disagreement") if found or not gaps else "",
+            plural(len(gaps), "gap") + " (--strict)" if gaps else "",
         ]
         failed = [leg.name for leg in failing if leg.status is LegStatus.FAILED]
         if failed:
             said.append(f"{', '.join(failed)} failed")
         what = escape("; ".join(item for item in said if item))
-        return f"[bold red]✗ disagree:[/] {what} in {_counted(len(failing), 'leg')}"
+        return f"[bold red]✗ disagree:[/] {what} in {plural(len(failing), 'leg')}"
     # The forward legs are skipped whenever the meta model is: their reason would only repeat that one.
     why = "; ".join(
         f"{leg.name} {leg.status.value}: {leg.reason}"
@@ -497,12 +497,6 @@ def _verdict_line(verification: Verification, *, strict: bool) -> str:
         if leg.name != ANALYTIC and not (leg.name in FORWARD_LEGS and leg.status is LegStatus.SKIPPED)
     )
     return f"[bold yellow]? unverified:[/] nothing independent of the analytic graph ran — {escape(why)}"
-
-
-def _counted(count: int, what: str) -> str:
-    """``1 gap``, ``2 legs``: the noun's first word in the plural for any count but one."""
-    first, _, rest = what.partition(" ")
-    return f"{count:,} {first if count == 1 else first + 's'}{' ' + rest if rest else ''}"
 
 
 def _shape_table(verification: Verification) -> Table | str:

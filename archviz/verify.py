@@ -27,7 +27,7 @@ from archviz.costcheck import CostLegs, cost_legs, cost_not_run
 from archviz.errors import InputError
 from archviz.families.omissions import quantization_modelled
 from archviz.graph import Graph, Part, TensorRow
-from archviz.legs import Finding, Leg, LegStatus, Outcome
+from archviz.legs import Finding, Leg, LegStatus, Outcome, plural
 from archviz.modeltree import BuildRecord, ModuleTree
 from archviz.pipeline import ModelDocs
 from archviz.shapecheck import (
@@ -551,11 +551,6 @@ def _stored_packed(name: str, packed: Sequence[str]) -> bool:
     return any(held.startswith((stem + ".", stem + "_")) for held in packed)
 
 
-def _counted(count: int, what: str) -> str:
-    """``1 tensor``, ``2 tensors``: the last word in the plural for any count but one."""
-    return f"{count:,} {what}{'' if count == 1 else 's'}"
-
-
 def _last_part(name: str, method: str) -> str:
     """The part of a tensor name a packing method names (bitsandbytes' ``quant_state.bitsandbytes__nf4`` is two)."""
     head, _, tail = name.rpartition(".")
@@ -594,10 +589,10 @@ def _checkpoint_leg(
     if method is not None and unpaired:
         examples = ", ".join(unpaired[:3]) + (", …" if len(unpaired) > 3 else "")
         notes.append(
-            f"{_counted(len(unpaired), 'tensor')} the graph does not predict ({examples}) "
+            f"{plural(len(unpaired), 'tensor')} the graph does not predict ({examples}) "
             f"{'is' if len(unpaired) == 1 else 'are'} excused: the config declares {method} quantization "
             f"({PACKED_QUANTIZATION[method]}), whose element counts are not parameter counts"
-            + (f"; {_counted(len(replaced), 'predicted weight')} stored so are not compared." if replaced else ".")
+            + (f"; {plural(len(replaced), 'predicted weight')} stored so are not compared." if replaced else ".")
         )
         compared = {name: value for name, value in compared.items() if name not in set(unpaired)}
         expected = {name: tensor for name, tensor in everything.items() if name not in replaced}
@@ -611,7 +606,7 @@ def _checkpoint_leg(
     upcast = sorted(held for name, held in pairs.items() if compared[held][1] == "F32" != everything[name].dtype)
     if built is not None and upcast and all(float32(held) for held in upcast):
         notes.append(
-            f"{_counted(len(upcast), 'tensor')} ({', '.join(upcast[:2])}{', …' if len(upcast) > 2 else ''}) "
+            f"{plural(len(upcast), 'tensor')} ({', '.join(upcast[:2])}{', …' if len(upcast) > 2 else ''}) "
             f"{'is' if len(upcast) == 1 else 'are'} F32 where the graph predicts the model's "
             f"dtype: {built.class_name} keeps {', '.join(built.kept_in_float32)} in float32 whatever the dtype, so a "
             "checkpoint transformers saved holds them so (a release may store the model's dtype)."

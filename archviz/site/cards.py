@@ -11,13 +11,14 @@ import math
 from collections.abc import Sequence
 
 from archviz.graph import Group, GroupKind, Node, NodeKind, Part, Shape, TensorRow
+from archviz.legs import plural
 from archviz.provenance import ExcerptLines, covering_range, omission_label
 from archviz.report import format_placement
 from archviz.shapes import Phase, format_shape
 from archviz.site.costs import flops_view
 from archviz.site.dataflow import input_roles
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id, group_graph, group_label, mark_current
-from archviz.site.formatting import count, line_range, plural, runs, safe_url
+from archviz.site.formatting import count, line_range, runs, safe_url
 from archviz.site.highlight import code_lines
 from archviz.site.index import (
     UNVERIFIED_SENTENCE,

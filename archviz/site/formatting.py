@@ -52,10 +52,6 @@ def short_flops(value: int) -> str:
     return f"{value:,} FLOP" if rounded is None else " ".join(rounded)
 
 
-def plural(number: int, noun: str) -> str:
-    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
-
-
 def percent(part: int, whole: int) -> str:
     if whole <= 0:
         return "–"
