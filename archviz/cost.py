@@ -517,6 +517,16 @@ class CostReport:
         return self.decode / read if read else 0.0
 
 
+def costs_unknown(graph: Graph, report: CostReport) -> str | None:
+    """Why a model's FLOPs, cache and state are unknown (never a zero), or None when they are known: the one rule the
+    diff, the home table and the overview follow."""
+    if not report.priced:
+        return "not priced (a generic graph carries no operator kinds)"
+    if not modelled_in_full(graph):
+        return "modelled only in part (its costs are of the modelled part)"
+    return None
+
+
 def part_of(graph: Graph, node: Node) -> str:
     """The part of the model a node belongs to, for the FLOPs by part: the title of its attention, MLP or MoE
     group, else ``Embedding and head``."""

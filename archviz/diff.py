@@ -24,7 +24,7 @@ from typing import Any, TypeAlias
 
 from archviz.checkpoint import SAFETENSORS_DTYPE_BITS
 from archviz.config import ConfigDocument, KeyPath
-from archviz.cost import DEFAULT_SIZES, CostReport, NodeCost, model_cost, modelled_in_full
+from archviz.cost import DEFAULT_SIZES, CostReport, NodeCost, costs_unknown, model_cost
 from archviz.cost import Phase as Pass
 from archviz.graph import Graph, GroupKind, Layer, Node, NodeKind, Part, Shape
 from archviz.pipeline import ModelDocs
@@ -371,15 +371,6 @@ def checkpoint_bytes(totals: Totals) -> int:
     return sum(
         math.ceil(elements * SAFETENSORS_DTYPE_BITS.get(dtype, 0) / 8) for dtype, elements in totals.by_dtype.items()
     )
-
-
-def costs_unknown(graph: Graph, cost: CostReport) -> str | None:
-    """Why a side's FLOPs, cache and state are unknown, or None when they are known."""
-    if not cost.priced:
-        return "not priced (a generic graph carries no operator kinds)"
-    if not modelled_in_full(graph):
-        return "modelled only in part (its costs are of the modelled part)"
-    return None
 
 
 def _part(totals: Totals, part: str) -> int:

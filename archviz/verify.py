@@ -585,7 +585,9 @@ def _checkpoint_leg(
     )
     expected: Mapping[str, ManifestTensor] = everything
     # The predicted weights a packed method stores under its own names (down_proj.weight as down_proj.qweight, …).
-    replaced = {name for name in everything if name not in pairs and _stored_packed(name, unpaired)}
+    replaced = (
+        {name for name in everything if name not in pairs and _stored_packed(name, unpaired)} if unpaired else set()
+    )
     if method is not None and unpaired:
         examples = ", ".join(unpaired[:3]) + (", …" if len(unpaired) > 3 else "")
         notes.append(

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from archviz.cost import DEFAULT_SIZES
+from archviz.cost import DEFAULT_SIZES, costs_unknown
 from archviz.diff import checkpoint_bytes, layer_label
 from archviz.graph import Graph, GroupKind, Part
 from archviz.site.formatting import count, short_bytes, short_count, short_flops
@@ -162,17 +162,12 @@ def _decode_flops(index: ModelIndex) -> TableCell:
 
 NOT_WHOLE = "not modelled in full"
 """Why a partial graph's cost cells are empty: the cost of the modelled part is not the model's."""
-NOT_PRICED = "not priced (a generic graph)"
-"""Why a graph the cost model does not price has empty cost cells (``archviz.cost.UNPRICED``)."""
 
 
 def _not_costed(index: ModelIndex) -> TableCell | None:
     """The empty cell of a cost row, saying why, when the model's cost is not known; None when it is."""
-    if not index.priced():
-        return TableCell(text=ABSENT, detail=NOT_PRICED)
-    if not index.complete():
-        return TableCell(text=ABSENT, detail=NOT_WHOLE)
-    return None
+    why = costs_unknown(index.graph, index.cost)
+    return None if why is None else TableCell(text=ABSENT, detail=why)
 
 
 ROWS: tuple[RowSpec, ...] = (
