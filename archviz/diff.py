@@ -10,7 +10,7 @@ cost model's numbers (FLOPs per node and per token, weight, cache and state byte
 
 When the two models are of different families, node ids say little (a llama-style attention has ``q-proj`` where
 MLA has ``q-a-proj``), so the token embedding, attention, FFN and output head are also compared as wholes, matched by
-role (``ROLES``), and the summary says so.
+role (``archviz.roles``), and the summary says so.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from archviz.checkpoint import SAFETENSORS_DTYPE_BITS
 from archviz.config import ConfigDocument, KeyPath
 from archviz.cost import DEFAULT_SIZES, CostReport, NodeCost, costs_unknown, model_cost
 from archviz.cost import Phase as Pass
-from archviz.graph import Graph, GroupKind, Layer, Node, NodeKind, Part, Shape
+from archviz.graph import Graph, Layer, Node, Part, Shape
 from archviz.pipeline import ModelDocs
+from archviz.roles import RoleName, node_roles, role_form
 from archviz.shapes import Phase, format_shape
 from archviz.totals import Totals, node_buffers, node_parameters
 
@@ -474,64 +475,6 @@ def config_changes(a: ConfigDocument, b: ConfigDocument) -> tuple[ConfigChange, 
 # Roles, for graphs of different families
 
 
-class RoleName(StrEnum):
-    """What a main-model node does, in terms every family shares."""
-
-    EMBEDDING = "token embedding"
-    ATTENTION = "attention"
-    FFN = "FFN"
-    HEAD = "output head"
-
-
-_FFN_GROUPS = frozenset({GroupKind.MLP, GroupKind.MOE, GroupKind.EXPERTS})
-
-
-def node_roles(graph: Graph) -> dict[str, RoleName]:
-    """The role of each main-model node that has one: the graph's input embedding; the output head (the last
-    learned node outside the layers); every node inside an attention group (MLA, KDA, attention); every node inside
-    an MLP, MoE or experts group."""
-    groups = {group.id: group for group in graph.groups}
-
-    def kinds(group_id: str | None) -> set[GroupKind]:
-        found = set()
-        while group_id is not None and group_id in groups:
-            found.add(groups[group_id].kind)
-            group_id = groups[group_id].parent
-        return found
-
-    main = [node for node in graph.nodes if node.part is Part.MAIN]
-    heads = [n for n in main if n.kind is NodeKind.LEARNED and not n.placement.layers and n.id != graph.input_embedding]
-    head = heads[-1].id if heads else None
-    roles: dict[str, RoleName] = {}
-    for node in main:
-        enclosing = kinds(node.group)
-        if node.id == graph.input_embedding:
-            roles[node.id] = RoleName.EMBEDDING
-        elif node.id == head:
-            roles[node.id] = RoleName.HEAD
-        elif GroupKind.ATTENTION in enclosing:
-            roles[node.id] = RoleName.ATTENTION
-        elif enclosing & _FFN_GROUPS:
-            roles[node.id] = RoleName.FFN
-    return roles
-
-
-def _role_form(graph: Graph, role: RoleName, nodes: Sequence[Node], layers: Sequence[int]) -> Json:
-    """What the role is made of: the layer map's mixers or FFN kinds, or the weight's shape (or what it is tied to)."""
-    if role in (RoleName.ATTENTION, RoleName.FFN):
-        wanted = set(layers)
-        kinds = {
-            layer.mixer if role is RoleName.ATTENTION else layer.ffn for layer in graph.layers if layer.index in wanted
-        }
-        return list(sorted(kinds))
-    forms: list[Json] = []
-    for node in nodes:
-        if node.shares_parameters_with:
-            forms.append(f"tied to {node.shares_parameters_with}")
-        forms.extend(" × ".join(f"{size:,}" for size in row.shape) for row in node.parameters)
-    return forms
-
-
 def _role_values(graph: Graph, role: RoleName, nodes: Sequence[Node]) -> dict[str, tuple[str, Json]]:
     layers = sorted({layer for node in nodes for layer in node.placement.layers})
     return {
@@ -539,7 +482,7 @@ def _role_values(graph: Graph, role: RoleName, nodes: Sequence[Node]) -> dict[st
         "parameters": ("parameters", sum(node_parameters(node) * node.placement.count for node in nodes)),
         "active_parameters": ("active per token", sum(node_parameters(node) * node.placement.active for node in nodes)),
         "layers": ("layers", list(layers)),
-        "form": ("form", _role_form(graph, role, nodes, layers)),
+        "form": ("form", [form for form in role_form(graph, role, nodes, layers)]),
     }
 
 

@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.diff import RoleName, node_roles
 from archviz.graph import Part
 from archviz.pipeline import describe_model
+from archviz.roles import RoleName, node_roles
 from archviz.totals import node_parameters
 from tests.test_families import PUBLISHED
 from tests.test_hostile import TINY_K2

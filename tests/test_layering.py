@@ -36,6 +36,7 @@ STAGES: list[tuple[str, int]] = [
     ("families", 2),
     ("totals", 2),
     ("cost", 2),  # the cost model, read off the graph
+    ("roles", 2),  # the roles every family shares, read off the graph
     # 3: the provenance stage.
     ("claims", 3),
     ("sources", 3),
