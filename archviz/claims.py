@@ -8,13 +8,11 @@ composed here from the config and the graph, so that they are true of this confi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from archviz.config import ConfigDocument
+from archviz.families.registry import ConfigWords, Family
 from archviz.graph import Graph, Part
-
-if TYPE_CHECKING:
-    from archviz.families.blocks.moe import MoeNaming
 
 
 def value_at(config: ConfigDocument, key: str) -> Any:
@@ -52,9 +50,11 @@ def join(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def configuration_claim(graph: Graph, config: ConfigDocument, moe: MoeNaming | None) -> tuple[str, list[str]]:
-    """The released configuration in one sentence (``moe`` names the family's MoE keys) and the keys it reads."""
+def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | None) -> tuple[str, list[str]]:
+    """The released configuration in one sentence (in the family's keys, where it has any) and the keys it reads."""
     values = config.settings
+    moe = None if family is None else family.moe
+    words = ConfigWords() if family is None else family.words
     keys: list[str] = []
     parts: list[str] = []
 
@@ -81,19 +81,9 @@ def configuration_claim(graph: Graph, config: ConfigDocument, moe: MoeNaming | N
     mixers = {
         kind: sum(1 for layer in main if layer.mixer == kind) for kind in dict.fromkeys(layer.mixer for layer in main)
     }
-    if len(mixers) > 1 or "KDA" in mixers:
-        linear = values.get("linear_attn_config")
-        detail = ""
-        if (
-            isinstance(linear, Mapping)
-            and isinstance(linear.get("num_heads"), int)
-            and isinstance(linear.get("head_dim"), int)
-        ):
-            keys.append("linear_attn_config")
-            detail = f" ({linear['num_heads']} heads of {linear['head_dim']})"
-        parts.append(
-            join([f"{count} {kind}{detail if kind == 'KDA' else ''}" for kind, count in mixers.items()]) + " layers"
-        )
+    if len(mixers) > 1 or any(kind in words.mixer_details for kind in mixers):
+        details = {kind: words.mixer_details[kind](values, get) for kind in mixers if kind in words.mixer_details}
+        parts.append(join([f"{count} {kind}{details.get(kind, '')}" for kind, count in mixers.items()]) + " layers")
     heads = get("num_attention_heads")
     if isinstance(heads, int):
         parts.append(f"{heads} attention heads")
@@ -121,7 +111,8 @@ def configuration_claim(graph: Graph, config: ConfigDocument, moe: MoeNaming | N
     vocabulary = get("vocab_size")
     if isinstance(vocabulary, int):
         parts.append(f"vocabulary {vocabulary:,}")
-    parts.append(_rope_text(values, get))
+    positions = words.positions(values, get) if words.positions else None
+    parts.append(_rope_text(values, get) if positions is None else positions)
     tied = get("tie_word_embeddings")
     if not isinstance(tied, bool):  # unset: what the graph shares (a generic graph reads transformers' default)
         shared_head = any(node.shares_parameters_with for node in graph.nodes)
@@ -133,9 +124,6 @@ def configuration_claim(graph: Graph, config: ConfigDocument, moe: MoeNaming | N
 
 
 def _rope_text(values: Mapping[str, Any], get: Any) -> str:
-    if values.get("mla_use_nope") is True:
-        get("mla_use_nope")
-        return "no rotary position in MLA (NoPE)"
     scaling = get("rope_scaling") if "rope_scaling" in values else get("rope_parameters")
     theta = get("rope_theta")
     if theta is None and isinstance(scaling, Mapping):  # transformers 5's rope_parameters hold the base too

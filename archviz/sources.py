@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from archviz.claims import block_claim, configuration_claim, format_value, join, model_claim, value_at
@@ -52,9 +52,6 @@ from archviz.provenance import (
     link,
 )
 from archviz.resolve import within_model_folder
-
-if TYPE_CHECKING:
-    from archviz.families.blocks.moe import MoeNaming
 
 TRANSFORMERS_REPO = "huggingface/transformers"
 """The repository cited for transformers' own modeling files."""
@@ -759,7 +756,7 @@ def _key_evidence(context: _Context, keys: Sequence[str]) -> Evidence | None:
 
 def _configuration_evidence(context: _Context) -> Evidence | None:
     """The released configuration in one sentence, citing the keys it mentions."""
-    claim, keys = configuration_claim(context.graph, context.config, _moe_naming(context.graph))
+    claim, keys = configuration_claim(context.graph, context.config, family_for(context.graph.model))
     return None if not keys else _config_evidence(context, claim, keys)
 
 
@@ -774,8 +771,3 @@ def _group_claim(context: _Context, locator: Locator, matches: Sequence[SiteMatc
     if locator.composed == "block":
         return block_claim(context.graph)
     return locator.claim
-
-
-def _moe_naming(graph: Graph) -> MoeNaming | None:
-    family = family_for(graph.model)
-    return None if family is None else family.moe

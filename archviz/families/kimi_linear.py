@@ -15,7 +15,9 @@ public release and not checked here against a copy of that file; public descript
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from archviz.families.blocks.builder import (
     BATCH,
@@ -30,7 +32,7 @@ from archviz.families.blocks.builder import (
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
-from archviz.families.registry import Family
+from archviz.families.registry import ConfigWords, Family, Getter
 from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement, used
 from archviz.settings import Settings
@@ -651,6 +653,30 @@ class KimiDeltaAttention:
         )
 
 
+def _kda_detail(values: Mapping[str, Any], get: Getter) -> str:
+    """KDA's heads and head width, from ``linear_attn_config``."""
+    linear = values.get("linear_attn_config")
+    if (
+        isinstance(linear, Mapping)
+        and isinstance(linear.get("num_heads"), int)
+        and isinstance(linear.get("head_dim"), int)
+    ):
+        get("linear_attn_config")
+        return f" ({linear['num_heads']} heads of {linear['head_dim']})"
+    return ""
+
+
+def _positions(values: Mapping[str, Any], get: Getter) -> str | None:
+    """NoPE: with ``mla_use_nope`` the MLA layers rotate nothing (and the KDA layers never do)."""
+    if values.get("mla_use_nope") is True:
+        get("mla_use_nope")
+        return "no rotary position in MLA (NoPE)"
+    return None
+
+
+WORDS = ConfigWords(mixer_details={"KDA": _kda_detail}, positions=_positions)
+"""What Kimi Linear's own keys add to the sentence describing a released configuration."""
+
 FAMILY = Family(
     name=NAME,
     model_types=("kimi_linear",),
@@ -659,4 +685,5 @@ FAMILY = Family(
     build=lambda settings, model, _code: build_family(settings, model, KimiLinearBuilder, (LINEAR,)),
     aliases=ALIASES,
     moe=NAMING,
+    words=WORDS,
 )

@@ -25,6 +25,24 @@ Locators = Callable[["Graph", "SourceFile"], tuple[Mapping[str, "Locator"], Mapp
 ConfigAdapter = Callable[[dict[str, Any]], list[str]]
 """Edits a copy of the config before transformers reads it and returns one sentence per change."""
 
+Getter = Callable[[str], Any]
+"""Reads a config key for a sentence and records that the sentence rests on it; None when the config does not set
+it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigWords:
+    """What a family's own keys add to the sentence that describes a released configuration (``archviz.claims``).
+
+    Each reads the config's settings and records through the getter the keys its words rest on."""
+
+    mixer_details: Mapping[str, Callable[[Mapping[str, Any], Getter], str]] = field(default_factory=dict)
+    """By token mixer, the words after its layer count (``KDA`` → `` (32 heads of 128)``); a mixer named here has its
+    count said even when it is the only one."""
+    positions: Callable[[Mapping[str, Any], Getter], str | None] | None = None
+    """The words on positions when the family's keys decide them (Kimi Linear's NoPE MLA); None from it: the
+    rotary keys decide."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CodePart:
@@ -56,6 +74,8 @@ class Family:
     transformers writes its canonical names (``num_local_experts``) where a release wrote its own (``num_experts``)."""
     moe: MoeNaming | None = None
     """How the family names its MoE keys, for the sentence describing a released configuration; None if dense."""
+    words: ConfigWords = ConfigWords()
+    """What the family's own keys add to that sentence."""
     locators: Locators | None = None
     """For a family whose nodes cannot carry their locators (the generic family's depend on the cited file), how
     provenance makes them; None when every node carries its own (``Node.locate``)."""

@@ -265,8 +265,7 @@ def page_keys(index: ModelIndex) -> list[str]:
         keys += node.config_keys
         keys += [key for setting in node.settings for key in setting.config_keys]
         keys += [key for shape in (*node.inputs, *node.outputs) for dim in shape.dims for key in dim.config_keys]
-    family = family_for(graph.model)
-    keys += configuration_claim(graph, config, None if family is None else family.moe)[1]
+    keys += configuration_claim(graph, config, family_for(graph.model))[1]
     if any(group.placement.layers for group in graph.groups):
         keys += LAYER_KEYS
     keys += DTYPE_KEYS
