@@ -408,24 +408,7 @@ def _vision_attention(b: GraphBuilder, v: VisionDims, block: str, at: Placement)
         ),
     )
     attn = Scope(b=b, group=attention, placement=at, prefix="vision.attention.", category=Category.ATTENTION)
-    three = factor(f"3 × {d.formula}", 3 * (d.value or 0))
-    attn.node(
-        "qkv-proj",
-        title="Query, key and value projection",
-        kind=NodeKind.LEARNED,
-        code="self.q_proj(hidden_states), self.k_proj(hidden_states), self.v_proj(hidden_states)",
-        summary="Project each patch to its queries, keys and values (one fused wqkv matrix in the checkpoint).",
-        claim="The queries, keys and values are three linear projections with biases (the checkpoint's wqkv, split "
-        "on load).",
-        sites=(*attribute(ATTENTION, "q_proj"), defined(ATTENTION, "k_proj"), defined(ATTENTION, "v_proj")),
-        inputs=[_patches(d)],
-        outputs=[shape("qkv", PATCHES, fixed("3 × vision d", 3 * (d.value or 0), f"3 × {d.formula}"))],
-        parameters=[
-            b.tensor("wqkv weight", f"{BLOCK}.wqkv.weight", [three, factor(str(d.formula), d.value or 0)]),
-            b.tensor("wqkv bias", f"{BLOCK}.wqkv.bias", [three]),
-        ],
-        settings=[v.heads],
-    )
+    _qkv(b, attn, v)
     attn.node(
         "core",
         title="Bidirectional attention",
@@ -434,7 +417,7 @@ def _vision_attention(b: GraphBuilder, v: VisionDims, block: str, at: Placement)
         summary="Softmax attention of every patch over every patch of the same image (no causal mask).",
         claim="Attention runs image by image with no causal mask.",
         sites=(statement(ATTENTION, "attention_interface("),),
-        inputs=[shape("qkv", PATCHES, fixed("3 × vision d", 3 * (d.value or 0), f"3 × {d.formula}"))],
+        inputs=[_qkv_shape(d)],
         outputs=[_patches(d)],
         settings=[v.heads],
     )
@@ -458,6 +441,33 @@ def _vision_attention(b: GraphBuilder, v: VisionDims, block: str, at: Placement)
             quantized=False,
         ),
     )
+
+
+def _qkv(b: GraphBuilder, attn: Scope, v: VisionDims) -> None:
+    """The fused query, key and value projection that transformers splits on load."""
+    d = v.d
+    three = factor(f"3 × {d.formula}", 3 * (d.value or 0))
+    attn.node(
+        "qkv-proj",
+        title="Query, key and value projection",
+        kind=NodeKind.LEARNED,
+        code="self.q_proj(hidden_states), self.k_proj(hidden_states), self.v_proj(hidden_states)",
+        summary="Project each patch to its queries, keys and values (one fused wqkv matrix in the checkpoint).",
+        claim="The queries, keys and values are three linear projections with biases (the checkpoint's wqkv, split "
+        "on load).",
+        sites=(*attribute(ATTENTION, "q_proj"), defined(ATTENTION, "k_proj"), defined(ATTENTION, "v_proj")),
+        inputs=[_patches(d)],
+        outputs=[_qkv_shape(d)],
+        parameters=[
+            b.tensor("wqkv weight", f"{BLOCK}.wqkv.weight", [three, factor(str(d.formula), d.value or 0)]),
+            b.tensor("wqkv bias", f"{BLOCK}.wqkv.bias", [three]),
+        ],
+        settings=[v.heads],
+    )
+
+
+def _qkv_shape(d: Dim) -> Shape:
+    return shape("qkv", PATCHES, fixed("3 × vision d", 3 * (d.value or 0), f"3 × {d.formula}"))
 
 
 def _norm(layer: Scope, b: GraphBuilder, id: str, saved: str, attr: str, d: Dim) -> None:
