@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import transformers
 from typer.testing import CliRunner
 
 from archviz.cli import app
@@ -398,9 +399,10 @@ def test_tiny_config_equals_the_meta_model(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda variant: variant.name)
 def test_every_variant_is_registered_and_tested(variant: Variant) -> None:
     family = next(family for family in FAMILIES if family.name == variant.name)
-    assert family.model_types == variant.model_types
-    assert family.transformers_model_type == variant.transformers_model_type
-    assert any(config["model_type"] in variant.model_types for config in PUBLISHED.values())
+    assert family.model_types == (variant.name,) and family.transformers_model_type == variant.name
+    assert family.architectures == (variant.architecture,)
+    assert hasattr(transformers, variant.architecture), f"transformers ships no {variant.architecture}"
+    assert any(config["model_type"] == variant.name for config in PUBLISHED.values())
 
 
 def test_tied_embeddings_count_once(tmp_path: Path) -> None:

@@ -92,13 +92,7 @@ class Variant:
     """One model_type of the llama-style decoder, with transformers' defaults for keys a config may omit."""
 
     name: str
-    """The family's name (``llama``)."""
-    model_types: tuple[str, ...]
-    """``model_type`` values it accepts."""
-    architectures: tuple[str, ...]
-    """``architectures`` entries it accepts when the model_type is unknown."""
-    transformers_model_type: str
-    """The model_type whose transformers classes implement it."""
+    """The family's name, which is also the one ``model_type`` it accepts and transformers' (``qwen3_moe``)."""
     title: str
     """How the model is called in summaries (``Llama``)."""
     kv_heads_default: int | None
@@ -129,6 +123,11 @@ class Variant:
     """Other spellings of keys it reads, from the config class's ``attribute_map`` (what save_pretrained writes)."""
 
     @property
+    def architecture(self) -> str:
+        """The ``architectures`` entry it accepts when the model_type is unknown (``Qwen3MoeForCausalLM``)."""
+        return f"{self.class_prefix}ForCausalLM"
+
+    @property
     def required(self) -> tuple[str, ...]:
         """Keys every config of the family must set (transformers' defaults for them are no model's)."""
         keys = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"]
@@ -156,9 +155,6 @@ class Variant:
 LLAMA = Variant(
     name="llama",
     class_prefix="Llama",
-    model_types=("llama",),
-    architectures=("LlamaForCausalLM",),
-    transformers_model_type="llama",
     title="Llama",
     kv_heads_default=None,
     head_dim_default=None,
@@ -176,9 +172,6 @@ MISTRAL = replace(
     LLAMA,
     name="mistral",
     class_prefix="Mistral",
-    model_types=("mistral",),
-    architectures=("MistralForCausalLM",),
-    transformers_model_type="mistral",
     title="Mistral",
     kv_heads_default=8,
     attention_bias=AttentionBias.NONE,
@@ -191,9 +184,6 @@ QWEN2 = replace(
     LLAMA,
     name="qwen2",
     class_prefix="Qwen2",
-    model_types=("qwen2",),
-    architectures=("Qwen2ForCausalLM",),
-    transformers_model_type="qwen2",
     title="Qwen2",
     kv_heads_default=32,
     attention_bias=AttentionBias.QKV,
@@ -207,9 +197,6 @@ QWEN3 = replace(
     QWEN2,
     name="qwen3",
     class_prefix="Qwen3",
-    model_types=("qwen3",),
-    architectures=("Qwen3ForCausalLM",),
-    transformers_model_type="qwen3",
     title="Qwen3",
     head_dim_default=128,
     attention_bias=AttentionBias.CONFIG,
@@ -220,9 +207,6 @@ MIXTRAL = replace(
     MISTRAL,
     name="mixtral",
     class_prefix="Mixtral",
-    model_types=("mixtral",),
-    architectures=("MixtralForCausalLM",),
-    transformers_model_type="mixtral",
     title="Mixtral",
     rope_theta_default=1_000_000.0,
     rms_norm_eps_default=1e-5,
@@ -248,9 +232,6 @@ QWEN3_MOE = replace(
     name="qwen3_moe",
     class_prefix="Qwen3Moe",
     aliases={"num_experts": ("num_local_experts",)},  # Qwen3MoeConfig.attribute_map
-    model_types=("qwen3_moe",),
-    architectures=("Qwen3MoeForCausalLM",),
-    transformers_model_type="qwen3_moe",
     title="Qwen3-MoE",
     kv_heads_default=4,
     head_dim_default=None,
@@ -837,9 +818,9 @@ def _family(variant: Variant) -> Family:
 
     return Family(
         name=variant.name,
-        model_types=variant.model_types,
-        architectures=variant.architectures,
-        transformers_model_type=variant.transformers_model_type,
+        model_types=(variant.name,),
+        architectures=(variant.architecture,),
+        transformers_model_type=variant.name,
         build=build,
         aliases=variant.aliases,
         moe=variant.moe,
