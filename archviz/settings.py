@@ -123,6 +123,10 @@ class Settings:
         self.read.add(key)
         return key in self.values
 
+    def keys_set(self, *keys: str) -> tuple[str, ...]:
+        """The keys of ``keys`` the config sets: those a setting read with defaults rests on."""
+        return tuple(key for key in keys if self.has(key))
+
     def require(self, keys: Iterable[str]) -> None:
         """Raise one error naming every key of ``keys`` the config lacks."""
         missing = self.missing(keys)

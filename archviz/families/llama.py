@@ -398,7 +398,7 @@ class LlamaBuilder:
         return Setting(
             name="epsilon",
             value=f"{value:g}",
-            config_keys=("rms_norm_eps",) if self.s.has("rms_norm_eps") else (),
+            config_keys=self.s.keys_set("rms_norm_eps"),
             formula=None if self.s.has("rms_norm_eps") else f"unset: {self.v.title}'s default",
         )
 
@@ -759,19 +759,19 @@ class GroupedQueryAttention:
                 name="softmax scale",
                 value=f"{(f.head_dim.value or 1) ** -0.5:.6g}",
                 formula="head_dim^-0.5",
-                config_keys=("head_dim",) if s.has("head_dim") else (),
+                config_keys=s.keys_set("head_dim"),
             ),
             Setting(
                 name="query heads per KV head",
                 value=str(heads // kv if kv else 0),
                 formula="num_attention_heads / num_key_value_heads",
-                config_keys=tuple(k for k in ("num_attention_heads", "num_key_value_heads") if s.has(k)),
+                config_keys=s.keys_set("num_attention_heads", "num_key_value_heads"),
             ),
             f.mask_setting(window),
             Setting(
                 name="dropout",
                 value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
-                config_keys=("attention_dropout",) if s.has("attention_dropout") else (),
+                config_keys=s.keys_set("attention_dropout"),
             ),
         ]
 

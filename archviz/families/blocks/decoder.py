@@ -455,7 +455,7 @@ def dense_swiglu_mlp(
 def swiglu(s: Settings, activation_key: str = "hidden_act") -> tuple[str, str, list[Setting]]:
     """Title, summary and settings of the SwiGLU activation, named by ``hidden_act``."""
     act = s.text(activation_key, default="silu")
-    keys = (activation_key,) if s.has(activation_key) else ()
+    keys = s.keys_set(activation_key)
     return (
         "SwiGLU activation",
         f"Multiply the {'SiLU' if act == 'silu' else act} of the gate projection by the up projection, "

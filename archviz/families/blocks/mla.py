@@ -367,7 +367,7 @@ class MlaAttention:
                 Setting(
                     name="layout",
                     value="interleaved pairs" if interleaved else "halves",
-                    config_keys=("rope_interleave",) if self.s.has("rope_interleave") else (),
+                    config_keys=self.s.keys_set("rope_interleave"),
                 )
             ],
             claim="The rotary slices of the queries and of the shared key are rotated by their positions.",
@@ -502,7 +502,7 @@ class MlaAttention:
                 Setting(
                     name="dropout",
                     value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
-                    config_keys=("attention_dropout",) if s.has("attention_dropout") else (),
+                    config_keys=s.keys_set("attention_dropout"),
                 ),
             ],
             claim=(

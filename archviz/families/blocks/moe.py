@@ -366,7 +366,7 @@ class MoeBlock:
                 Setting(
                     name="method",
                     value=s.text("topk_method", default="noaux_tc"),
-                    config_keys=("topk_method",) if s.has("topk_method") else (),
+                    config_keys=s.keys_set("topk_method"),
                 ),
             ],
             claim="Selection adds the correction bias to the scores, keeps the best expert groups by their two best "
@@ -418,7 +418,7 @@ class MoeBlock:
                 Setting(
                     name="routed scaling factor",
                     value=f"{scale:g}",
-                    config_keys=("routed_scaling_factor",) if s.has("routed_scaling_factor") else (),
+                    config_keys=s.keys_set("routed_scaling_factor"),
                 ),
             ],
             claim="The routing weights are the chosen experts' scores without the bias, renormalized to sum to one "
