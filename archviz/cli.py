@@ -199,7 +199,7 @@ def cost(
     partial: PartialOption = False,
 ) -> None:
     """What MODEL costs to run: FLOPs for a prompt and per decoded token, weight bytes, cache and state bytes."""
-    from archviz.cost import Sizes, cache_dtype_name, model_cost
+    from archviz.cost import Sizes, beyond_context, cache_dtype_name, model_cost
     from archviz.costs_report import cost_json, render_cost
 
     try:
@@ -207,11 +207,14 @@ def cost(
         dtype = cache_dtype_name(cache_dtype) if cache_dtype is not None else None
     except InputError as error:
         raise _fail(error) from None
-    report = model_cost(docs.graph, docs.totals, Sizes(batch=batch, prompt=prompt, context=context), cache_dtype=dtype)
+    sizes = Sizes(batch=batch, prompt=prompt, context=context)
+    report = model_cost(docs.graph, docs.totals, sizes, cache_dtype=dtype)
+    beyond = beyond_context(sizes, docs.config)
     if as_json:
-        sys.stdout.write(json.dumps(cost_json(report, docs.graph, docs.totals), indent=2, ensure_ascii=False) + "\n")
+        document = cost_json(report, docs.graph, docs.totals, beyond=beyond)
+        sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
         return
-    _stdout().print(render_cost(model, report, docs.graph, docs.totals))
+    _stdout().print(render_cost(model, report, docs.graph, docs.totals, beyond=beyond))
 
 
 CheckpointOption = Annotated[

@@ -79,6 +79,19 @@ class ConfigDocument:
         path = self.key_path(key)
         return None if path is None else self.spans[path]
 
+    def context_length(self) -> tuple[int, str] | None:
+        """The longest context the settings allow and the key that sets it (``CONTEXT_KEYS``); None when none
+        does."""
+        for key in CONTEXT_KEYS:
+            value = self.settings.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, key
+        return None
+
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+"""Config keys that give the context length, first found wins: transformers' names across model types."""
+
 
 def load_config(path: Path, *, display_path: str | None = None) -> ConfigDocument:
     """Read a config.json file; ``display_path`` is how messages name it."""

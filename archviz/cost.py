@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from archviz.config import ConfigDocument
 from archviz.dtypes import ITEMSIZE, SAFETENSORS_DTYPES
 from archviz.graph import Dim, Factor, Graph, GroupKind, Node, OpKind, Part, Shape, TensorRow
 from archviz.totals import Totals, stored_bytes
@@ -100,6 +101,49 @@ class Sym:
 
 
 DEFAULT_SIZES = Sizes(batch=1, prompt=2048, context=131_072)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BeyondContext:
+    """Sizes longer than the context the config allows: the costs are the arithmetic's, past what the model runs."""
+
+    size: str
+    """Which size is longer (``T``, ``S``)."""
+    positions: int
+    """Its value."""
+    context: int
+    """The context length the config sets."""
+    key: str
+    """The key that sets it (``max_position_embeddings``)."""
+    path: str
+    """The config file, as messages name it."""
+    line: int | None
+    """The key's line in it."""
+
+    @property
+    def text(self) -> str:
+        where = f"{self.path} line {self.line}" if self.line is not None else self.path
+        return (
+            f"{self.size} = {self.positions:,} is more positions than the model's context, {self.key} = "
+            f"{self.context:,} ({where}): these costs extrapolate past it."
+        )
+
+
+def beyond_context(sizes: Sizes, config: ConfigDocument) -> BeyondContext | None:
+    """The prompt or the cache when either is longer than the config's context length; None when both fit or the
+    config sets no context length."""
+    found = config.context_length()
+    if found is None:
+        return None
+    context, key = found
+    for size, positions in (("T", sizes.prompt), ("S", sizes.context)):
+        if positions > context:
+            span = config.span(key)
+            line = span.start if span else None
+            return BeyondContext(size=size, positions=positions, context=context, key=key, path=config.path, line=line)
+    return None
+
+
 """What ``archviz cost`` and ``inspect --json`` evaluate at unless told: one sequence, a 2,048-token prompt, a
 128k context."""
 

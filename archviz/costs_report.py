@@ -11,7 +11,16 @@ from rich.console import Group as RichGroup
 from rich.markup import escape
 from rich.table import Table
 
-from archviz.cost import CONVENTION, UNPRICED, CostReport, Phase, flop_rows, modelled_in_full, part_of
+from archviz.cost import (
+    CONVENTION,
+    UNPRICED,
+    BeyondContext,
+    CostReport,
+    Phase,
+    flop_rows,
+    modelled_in_full,
+    part_of,
+)
 from archviz.graph import Graph
 from archviz.totals import Totals
 
@@ -54,8 +63,11 @@ PARTIAL_COSTS = (
 """Said with the costs of a graph that does not model the whole model."""
 
 
-def cost_json(report: CostReport, graph: Graph, totals: Totals) -> dict[str, Any]:
-    """The ``archviz cost --json`` document (every number an integer but the intensity)."""
+def cost_json(
+    report: CostReport, graph: Graph, totals: Totals, *, beyond: BeyondContext | None = None
+) -> dict[str, Any]:
+    """The ``archviz cost --json`` document (every number an integer but the intensity); ``beyond_context`` only
+    when a size is longer than the model's context."""
     sizes = report.sizes
     nodes = []
     for node in graph.nodes:
@@ -82,6 +94,15 @@ def cost_json(report: CostReport, graph: Graph, totals: Totals) -> dict[str, Any
         "batch": sizes.batch,
         "modelled_in_full": modelled_in_full(graph),
     }
+    if beyond is not None:
+        head["beyond_context"] = {
+            "size": beyond.size,
+            "positions": beyond.positions,
+            "context": beyond.context,
+            "key": beyond.key,
+            "line": beyond.line,
+            "note": beyond.text,
+        }
     if not report.priced:  # null, never a zero that reads as a measurement
         return {
             **head,
@@ -132,7 +153,9 @@ def _bytes(value: int) -> str:
     return f"{value:,} B"
 
 
-def render_cost(name: str, report: CostReport, graph: Graph, totals: Totals) -> RichGroup:
+def render_cost(
+    name: str, report: CostReport, graph: Graph, totals: Totals, *, beyond: BeyondContext | None = None
+) -> RichGroup:
     """The terminal view: weights, cache and state, FLOPs per pass and by part, decode intensity."""
     sizes = report.sizes
     head = Table(title=f"archviz cost {escape(name)}", show_header=False)
@@ -142,9 +165,11 @@ def render_cost(name: str, report: CostReport, graph: Graph, totals: Totals) -> 
     for dtype, size in report.weights.items():
         head.add_row(f"weights {dtype}", _bytes(size))
     head.add_row("weights (checkpoint)", _bytes(report.weight_bytes))
-    partial = () if modelled_in_full(graph) else (f"[bold yellow]{escape(PARTIAL_COSTS)}[/]",)
+    warnings = [] if modelled_in_full(graph) else [f"[bold yellow]{escape(PARTIAL_COSTS)}[/]"]
+    if beyond is not None:
+        warnings.append(f"[bold yellow]{escape(beyond.text)}[/]")
     if not report.priced:
-        return RichGroup(head, *partial, f"[bold yellow]FLOPs and cache not priced:[/] {escape(UNPRICED)}")
+        return RichGroup(head, *warnings, f"[bold yellow]FLOPs and cache not priced:[/] {escape(UNPRICED)}")
     head.add_row(f"cache per token per sequence ({report.cache_dtype})", _bytes(report.cache_per_token))
     head.add_row("state per sequence (independent of S)", _bytes(report.state_bytes))
     head.add_row(f"cache and state at S = {sizes.context:,}, B = {sizes.batch:,}", _bytes(report.cache_at_context))
@@ -168,4 +193,4 @@ def render_cost(name: str, report: CostReport, graph: Graph, totals: Totals) -> 
         notes.append(f"[dim]{escape(MLA_NOTE)}[/]")
     if totals.parts:
         notes.append(f"[dim]{escape(IMAGE_PARTS_NOTE)}[/]")
-    return RichGroup(head, *partial, parts, layers, *notes)
+    return RichGroup(head, *warnings, parts, layers, *notes)

@@ -23,6 +23,7 @@ from archviz.costcheck import WITNESS_SIZES, compare_cost, cost_legs
 from archviz.graph import Graph, OpKind
 from archviz.meta import instantiate_meta_module
 from archviz.pipeline import ModelDocs, describe_model
+from archviz.resolve import bundled_config
 from archviz.shapecheck import layer_prefix, reduced_model
 from archviz.verify import predicted_checkpoint
 from archviz.witness import witness_cost
@@ -335,3 +336,15 @@ def test_a_partial_graph_is_priced_for_its_modelled_part_and_says_so() -> None:
     shown = runner.invoke(app, ["cost", "kimi-k3"]).output
     assert "Only part of this model is modelled: these are the costs of the modelled part" in shown
     assert "Only part of this model" not in runner.invoke(app, ["cost", "kimi-k2-instruct"]).output
+
+
+def test_sizes_beyond_the_context_are_said_with_the_line_that_sets_it() -> None:
+    config = bundled_config("kimi-k2-instruct").read_text(encoding="utf-8").splitlines()
+    line = next(number for number, text in enumerate(config, 1) if '"max_position_embeddings"' in text)
+    assert "beyond_context" not in cost_json("kimi-k2-instruct", "--context", "131072")
+    beyond = cost_json("kimi-k2-instruct", "--context", "131073")["beyond_context"]
+    assert (beyond["size"], beyond["positions"], beyond["context"]) == ("S", 131_073, 131_072)
+    assert (beyond["key"], beyond["line"]) == ("max_position_embeddings", line)
+    assert cost_json("kimi-k2-instruct", "--prompt", "200000")["beyond_context"]["size"] == "T"
+    result = runner.invoke(app, ["cost", "kimi-k2-instruct", "--context", "1000000"])
+    assert result.exit_code == 0 and "1,000,000 is more positions than the model's context" in result.stdout

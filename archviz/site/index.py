@@ -80,16 +80,7 @@ class ModelIndex:
 
     def context_length(self) -> tuple[int, str] | None:
         """The longest context the config allows and the key that sets it; None when it sets none."""
-        settings = self.docs.config.settings
-        for key in CONTEXT_KEYS:
-            value = settings.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value, key
-        return None
-
-
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
-"""Config keys that give the context length, first found wins: transformers' names across model types."""
+        return self.docs.config.context_length()
 
 
 def _slug_base(docs: ModelDocs) -> str:
