@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from safetensors import safe_open
 from typer.testing import CliRunner
 
 from archviz.cli import app
@@ -319,6 +320,12 @@ def test_a_graph_the_cost_model_does_not_price_shows_its_weights_and_says_why_no
             assert squash(cell.text()).startswith("— not known: a graph read off the code does not know which experts")
             seen.append(label)
     assert len(seen) == 4
+    with safe_open(str(_minilm() / "model.safetensors"), framework="numpy") as checkpoint:
+        rows, width = checkpoint.get_slice("embeddings.word_embeddings.weight").get_shape()
+    cells = {squash(tr.find("th").text()): tr.find_all("td")[0] for tr in table.find("tbody").find_all("tr")}
+    assert cells["Width (d)"].attrs["data-sort"] == str(width)  # a graph read off the code names d hidden_size
+    assert cells["Vocabulary"].attrs["data-sort"] == str(rows)
+    assert squash(cells["Vocabulary"].text()) == f"{rows:,} rows of the input embedding table"
 
 
 # -- the chart ----------------------------------------------------------------------------------------------

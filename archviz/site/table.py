@@ -47,7 +47,9 @@ def _dim(graph: Graph, symbol: str) -> int | None:
 
 
 def _number(value: int | None, detail: str = "") -> TableCell:
-    return TableCell(text=ABSENT, detail=detail) if value is None else TableCell(text=count(value), sort=str(value))
+    if value is None:
+        return TableCell(text=ABSENT, detail=detail)
+    return TableCell(text=count(value), detail=detail, sort=str(value))
 
 
 def _big(value: int) -> TableCell:
@@ -129,8 +131,24 @@ def _experts(index: ModelIndex) -> TableCell:
     return TableCell(text=text, detail=f"top-{expert.placement.active_per_layer}", sort=str(expert.placement.per_layer))
 
 
+def _width(index: ModelIndex) -> TableCell:
+    """The ``d`` of the shapes; a graph read off the code names its dimensions by config key (``hidden_size``)."""
+    width = _dim(index.graph, "d")
+    if width is None and index.graph.derived_from_code:
+        width = _dim(index.graph, "hidden_size")
+    return _number(width, "" if width is not None or index.complete() else NOT_WHOLE)
+
+
 def _vocabulary(index: ModelIndex) -> TableCell:
-    return _number(_dim(index.graph, "vocab"))
+    """The ``vocab`` of the shapes, else the rows of the input embedding table (a graph read off the code, or one
+    built only in part, has no logits to carry it)."""
+    graph = index.graph
+    vocabulary = _dim(graph, "vocab")
+    if vocabulary is None:
+        tables = [node.parameters for node in graph.nodes if node.id == graph.input_embedding]
+        if tables and tables[0] and len(tables[0][0].shape) == 2:
+            return _number(tables[0][0].shape[0], "rows of the input embedding table")
+    return _number(vocabulary, "" if vocabulary is not None else "no vocabulary-sized tensor in the graph")
 
 
 def _context(index: ModelIndex) -> TableCell:
@@ -173,7 +191,7 @@ def _not_costed(index: ModelIndex) -> TableCell | None:
 ROWS: tuple[RowSpec, ...] = (
     RowSpec(label="Family", numeric=False, read=_family),
     RowSpec(label="Layers", numeric=True, read=_layers),
-    RowSpec(label="Width (d)", numeric=True, read=lambda index: _number(_dim(index.graph, "d"))),
+    RowSpec(label="Width (d)", numeric=True, read=lambda index: _width(index)),
     RowSpec(label="Attention", numeric=True, read=_attention),
     RowSpec(label="Experts", numeric=True, read=_experts),
     RowSpec(label="Vocabulary", numeric=True, read=_vocabulary),
