@@ -209,7 +209,7 @@ def cost(
         raise _fail(error) from None
     sizes = Sizes(batch=batch, prompt=prompt, context=context)
     report = model_cost(docs.graph, docs.totals, sizes, cache_dtype=dtype)
-    beyond = beyond_context(sizes, docs.config)
+    beyond = beyond_context(sizes, docs.config) if report.priced else None  # weights alone do not depend on T or S
     if as_json:
         document = cost_json(report, docs.graph, docs.totals, beyond=beyond)
         sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")

@@ -9,13 +9,15 @@ from functools import cached_property
 from archviz.config import ConfigDocument, load_config
 from archviz.errors import InputError
 from archviz.families import build_graph, family_settings, find_family
+from archviz.families.registry import Family
 from archviz.graph import Assumption, Graph
 from archviz.modeltree import CodeRequest, ModelCode, ModelRecipe
 from archviz.pins import SourceFile
 from archviz.provenance import ensure_python
 from archviz.recipe import transformers_recipe
 from archviz.resolve import ModelSource, resolve_model
-from archviz.sources import GraphSources, choose_source_file, locate_sources
+from archviz.settings import Settings
+from archviz.sources import GraphSources, ModelingSource, choose_source_file, locate_sources
 from archviz.totals import Totals, compute_totals
 
 
@@ -70,17 +72,7 @@ def describe_model(
     """
     where = resolve_model(name, revision=revision)
     config = load_config(where.config_path, display_path=where.display_path)
-    assumptions = list(assumptions)
-    for item in assumptions:  # an assumption fills a key the config lacks; one it sets would be silently unused
-        span = config.span(*item.key.split("."))
-        if span is None:  # a dotted key from the top of the file (text_config.hidden_size)
-            span = config.spans.get(tuple(item.key.split(".")))
-        if span is not None:
-            raise InputError(
-                f"{item.key}: --assume fills only keys the config lacks, and the config sets this one",
-                path=where.display_path,
-                line=span.start,
-            )
+    assumptions = _fills_only_missing_keys(list(assumptions), config, where)
     family = find_family(config, transformers_ships=_transformers_ships)
     settings = family_settings(
         config,
@@ -97,37 +89,9 @@ def describe_model(
     graph = build_graph(
         config, family, settings, name=name, repo=where.repo, revision=where.revision, read_code=read_code
     )
-    unread = [item.key for item in assumptions if item.key not in settings.read and not graph.derived_from_code]
-    if unread:  # listed as assumed, it would claim a value the graph never used
-        raise InputError(
-            f"--assume {', '.join(unread)}: the {family.name} family reads no such key, so the value would go unused",
-            path=where.display_path,
-        )
-    modeling = choose_source_file(
-        family_transformers_model_type=graph.model.transformers_model_type,
-        model_folder=where.folder,
-        config_data=config.data,
-        repo=where.repo,
-        revision=where.revision,
-        prefer=source,
-        built_file=_built_file(read[-1] if read else None),
-    )
-    ensure_python(modeling)
-    # A part whose code is in a file of its own (a wrapper's language model): its own remote code, named by its
-    # sub-config's auto_map, or transformers' file for its model_type.
-    parts = {
-        name: choose_source_file(
-            family_transformers_model_type=part.transformers_model_type,
-            model_folder=where.folder,
-            config_data=sub if isinstance(sub := config.data.get(part.config_key), Mapping) else {},
-            repo=where.repo,
-            revision=where.revision,
-            prefer=source,
-        )
-        for name, part in family.code_parts.items()
-    }
-    for part_file in parts.values():
-        ensure_python(part_file)
+    code = read[-1] if read else None
+    _refuse_unused(assumptions, settings, graph, family, where)
+    modeling, parts = _modeling_files(config, family, graph, where, source, code)
     return ModelDocs(
         source=where,
         config=config,
@@ -136,8 +100,73 @@ def describe_model(
         modeling=modeling,
         part_files=parts,
         recipe=transformers_recipe(settings, graph.model, adapt=family.adapt_config),
-        code=read[-1] if read else None,
+        code=code,
     )
+
+
+def _fills_only_missing_keys(
+    assumptions: list[Assumption], config: ConfigDocument, where: ModelSource
+) -> list[Assumption]:
+    """The user's assumptions, each refused at its line when the config sets its key (it would go silently unused)."""
+    for item in assumptions:
+        span = config.span(*item.key.split("."))
+        if span is None:  # a dotted key from the top of the file (text_config.hidden_size)
+            span = config.spans.get(tuple(item.key.split(".")))
+        if span is not None:
+            raise InputError(
+                f"{item.key}: --assume fills only keys the config lacks, and the config sets this one",
+                path=where.display_path,
+                line=span.start,
+            )
+    return assumptions
+
+
+def _refuse_unused(
+    assumptions: list[Assumption], settings: Settings, graph: Graph, family: Family, where: ModelSource
+) -> None:
+    """Refuse an assumption the family never read: listed as assumed, it would claim a value the graph never used."""
+    unread = [item.key for item in assumptions if item.key not in settings.read and not graph.derived_from_code]
+    if unread:
+        raise InputError(
+            f"--assume {', '.join(unread)}: the {family.name} family reads no such key, so the value would go unused",
+            path=where.display_path,
+        )
+
+
+def _modeling_files(
+    config: ConfigDocument,
+    family: Family,
+    graph: Graph,
+    where: ModelSource,
+    source: str,
+    code: ModelCode | None,
+) -> tuple[ModelingSource, dict[str, ModelingSource]]:
+    """The modeling file to cite, and those of the parts whose code is in a file of their own (a wrapper's language
+    model: its own remote code, named by its sub-config's ``auto_map``, or transformers' file for its model_type)."""
+    modeling = choose_source_file(
+        family_transformers_model_type=graph.model.transformers_model_type,
+        model_folder=where.folder,
+        config_data=config.data,
+        repo=where.repo,
+        revision=where.revision,
+        prefer=source,
+        built_file=_built_file(code),
+    )
+    ensure_python(modeling)
+    parts = {}
+    for name, part in family.code_parts.items():
+        sub = config.data.get(part.config_key)
+        parts[name] = choose_source_file(
+            family_transformers_model_type=part.transformers_model_type,
+            model_folder=where.folder,
+            config_data=sub if isinstance(sub, Mapping) else {},
+            repo=where.repo,
+            revision=where.revision,
+            prefer=source,
+        )
+    for part_file in parts.values():
+        ensure_python(part_file)
+    return modeling, parts
 
 
 # The meta stage, for a model_type without a hand-written family only: these are the sole reasons reading a
