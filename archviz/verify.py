@@ -572,7 +572,11 @@ def _checkpoint_leg(
     held = {tensor.name: (tensor.shape, tensor.dtype) for tensor in checkpoint.tensors}
     notes: list[str] = []
     findings: list[Finding] = []
-    stale = sorted(name for name in held if name not in everything and name in meta.recomputed)
+    recomputed = meta.recomputed
+    if meta.leg.status is not LegStatus.RAN and docs.code is not None:
+        # The meta stage read the code the generic graph was built from: it knows the same non-persistent buffers.
+        recomputed = frozenset(docs.code.tree.non_persistent_buffers)
+    stale = sorted(name for name in held if name not in everything and name in recomputed)
     if stale:
         notes.append(_stale_note(stale))
     compared = {name: value for name, value in held.items() if name not in stale}

