@@ -23,6 +23,7 @@ import dataclasses
 import inspect
 import math
 import re
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -373,7 +374,9 @@ def _instantiate_on_meta(
         build_config, chosen_by = hf_config, "auto_map names it in the model folder's own code (--trust-remote-code)"
         normalisations = [item for item in normalisations if not item.startswith("auto_map")]
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), warnings.catch_warnings():
+            # An empty module a config asks for (n_shared_experts: 0) is no fault of the config's: say nothing.
+            warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
             module = internals.instantiate(model_class, build_config, dtype=recipe.dtype)
     except Exception as exc:  # a config value the modeling code cannot build (bad size, ratio, name)
         if raised_in_archviz(exc):

@@ -333,6 +333,21 @@ def _compare_names(
     return checks
 
 
+def _set_aside_empty(checks: list[TensorCheck], found: Held) -> tuple[list[TensorCheck], str | None]:
+    """The checks without the unexpected tensors that hold no elements, and a note naming those: a part the config
+    sizes to zero (``n_shared_experts: 0`` leaves transformers' shared experts 0 wide) has nothing to compare, and
+    the graph builds no node for it."""
+    empty = [c.name for c in checks if c.verdict is Verdict.UNEXPECTED and math.prod(found[c.name][0]) == 0]
+    if not empty:
+        return checks, None
+    examples = ", ".join(empty[:2]) + (", …" if len(empty) > 2 else "")
+    note = (
+        f"{plural(len(empty), 'empty tensor')} ({examples}) with no elements: the code builds a part the config sizes "
+        "to zero, which the graph leaves out."
+    )
+    return [check for check in checks if check.name not in set(empty)], note
+
+
 COUNTED = frozenset({TensorRole.WEIGHT, TensorRole.BUFFER, TensorRole.PACKED})
 """Roles whose elements are parameters or buffer elements (scales, zero points and stored shapes are not)."""
 INTEGER_SHAPES = frozenset({"I32", "I64"})
@@ -441,7 +456,7 @@ def _meta_leg(
     meta, respell = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
     pairs = pair_names(main, found, respell)
-    tensors = _compare_names(main, found, pairs, leg=legs.META, check_dtype=False)
+    tensors, empty = _set_aside_empty(_compare_names(main, found, pairs, leg=legs.META, check_dtype=False), found)
     totals = LegTotals(parameters=meta.total_parameters, buffers=meta.total_persistent_buffer_elements)
     analytic = docs.totals
     findings = [_tensor_finding(check) for check in tensors]
@@ -461,7 +476,8 @@ def _meta_leg(
         findings=tuple(findings),
         independent_of=independent_of,
     )
-    notes = ("tied weights, counted once: " + ", ".join(f"{a} = {b}" for a, b in meta.tied),) if meta.tied else ()
+    notes = ["tied weights, counted once: " + ", ".join(f"{a} = {b}" for a, b in meta.tied)] if meta.tied else []
+    notes += [empty] if empty else []
     return _Reconciled(
         leg=leg,
         totals=totals,
@@ -469,7 +485,7 @@ def _meta_leg(
         tensors=tuple(tensors),
         recomputed=frozenset(meta.non_persistent_buffers),
         built=built,
-        notes=notes,
+        notes=tuple(notes),
         respell=respell,
     )
 
@@ -608,7 +624,10 @@ def _checkpoint_leg(
         expected = {name: tensor for name, tensor in expected.items() if tensor.part is not Part.MTP}
     built = meta.built
     float32 = _kept_in_float32(built)
-    tensors = _compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True, float32=float32)
+    tensors, empty = _set_aside_empty(
+        _compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True, float32=float32), compared
+    )
+    notes += [empty] if empty else []
     upcast = sorted(held for name, held in pairs.items() if compared[held][1] == "F32" != everything[name].dtype)
     if built is not None and upcast and all(float32(held) for held in upcast):
         notes.append(

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,27 @@ def test_tiny_save_pretrained_checks(tiny_deepseek: Path) -> None:
     totals = report["totals"]
     assert totals["analytic"] == totals["meta_model"] == totals["checkpoint"]
     assert report["checkpoint_source"] == str(tiny_deepseek)
+
+
+def test_a_part_sized_to_zero_is_a_note_not_a_disagreement(tmp_path: Path) -> None:
+    """Regression: with n_shared_experts 0, transformers builds the shared experts 0 wide; the meta model and the
+    checkpoint save_pretrained writes hold those empty tensors, which were reported as unexpected (and torch warned
+    about initializing them). A tensor with elements the graph does not predict still fails."""
+    folder = save_tiny(tmp_path / "model", {**TINY_DEEPSEEK, "n_shared_experts": 0})
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as written:
+        empty = sorted(name for name in written.keys() if 0 in written.get_slice(name).get_shape())  # noqa: SIM118 - safe_open API
+    assert empty and all(".shared_experts." in name for name in empty)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        result = check(str(folder), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "agree" and report["tensors"] == []
+    notes = [note for note in report["notes"] if "with no elements" in note]
+    assert len(notes) == 2 and all(note.startswith(f"{len(empty)} empty tensors ({empty[0]}") for note in notes)
+    assert not [w for w in warned if "zero-element" in str(w.message)]
+    rewrite(folder, lambda tensors: tensors.update({"model.stray.weight": torch.zeros(2, 3)}))
+    assert check(str(folder)).exit_code == 1
 
 
 def test_sharded_checkpoint_with_index(tiny_sharded: Path) -> None:
