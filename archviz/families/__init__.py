@@ -1,8 +1,9 @@
 """Graph families: which builder describes a config, chosen by model_type, then by architecture.
 
-A family is one home: ``deepseek_v3`` (DeepSeek-V3, Kimi-K2, Moonlight), ``kimi_linear`` (Kimi Linear, Kimi-K3's
-text model), ``llama`` (the llama-style decoders and their MoE cousins) and ``generic`` (any other model_type
-transformers ships, read off its modeling code). Each home holds the family's settings, builder, checkpoint
+A family is one home: ``deepseek_v3`` (DeepSeek-V3, Kimi-K2, Moonlight), ``kimi_k25`` (Kimi-K2.5: K2's text model
+with a vision tower and projector), ``kimi_linear`` (Kimi Linear, Kimi-K3's text model), ``llama`` (the llama-style
+decoders and their MoE cousins) and ``generic`` (any other model_type transformers ships, read off its modeling
+code). Each home holds the family's settings, builder, checkpoint
 naming and the locators of the nodes it builds; the shared building blocks are in ``archviz.families.blocks``.
 Choosing a hand-written family imports neither torch nor transformers.
 """

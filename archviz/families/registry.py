@@ -1,6 +1,6 @@
 """What the registry knows of a family: the configs it accepts and how it builds their graphs.
 
-Each family home (``archviz.families.deepseek_v3``, ``kimi_linear``, ``llama``, ``generic``) declares its
+Each family home (``archviz.families.deepseek_v3``, ``kimi_k25``, ``kimi_linear``, ``llama``, ``generic``) declares its
 ``Family`` entries; ``archviz.families`` chooses among them.
 """
 
