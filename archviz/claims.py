@@ -7,12 +7,13 @@ composed here from the config and the graph, so that they are true of this confi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from archviz.config import ConfigDocument
 from archviz.families.registry import ConfigWords, Family
 from archviz.graph import Graph, Part
+from archviz.words import join, plural
 
 
 def value_at(config: ConfigDocument, key: str) -> Any:
@@ -42,12 +43,6 @@ def format_value(value: Any) -> str:
     if isinstance(value, Mapping):
         return "{…}"
     return repr(value)
-
-
-def join(items: Sequence[str]) -> str:
-    if len(items) <= 2:
-        return " and ".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | None) -> tuple[str, list[str]]:
@@ -101,7 +96,7 @@ def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | N
             if routing:
                 text += f" ({', '.join(routing)})"
             if isinstance(shared, int) and shared:
-                text += f" and {shared} shared expert{'s' if shared > 1 else ''}"
+                text += f" and {plural(shared, 'shared expert')}"
             parts.append(text)
     q_rank, kv_rank = get("q_lora_rank"), get("kv_lora_rank")
     nope, rope, v = get("qk_nope_head_dim"), get("qk_rope_head_dim"), get("v_head_dim")

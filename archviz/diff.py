@@ -31,6 +31,7 @@ from archviz.pipeline import ModelDocs
 from archviz.roles import RoleName, node_roles, role_form
 from archviz.shapes import Phase, format_shape
 from archviz.totals import Totals, node_buffers, node_parameters
+from archviz.words import plural_noun
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
 
@@ -628,10 +629,6 @@ def _lower(title: str) -> str:
     return title[0].lower() + title[1:] if title[1:2].islower() else title
 
 
-def _plural(noun: str) -> str:
-    return noun if noun.endswith("s") else noun + "s"
-
-
 def _node(graph: Graph, node_id: str) -> Node:
     return next(node for node in graph.nodes if node.id == node_id)
 
@@ -645,7 +642,7 @@ def _instances_sentence(parts: _Parts, change: NodeChange) -> str | None:
     a = next(node for node in parts.a.nodes if node.id == change.id)
     b = next(node for node in parts.b.nodes if node.id == change.id)
     noun = _lower(change.title)
-    text = f"{per_layer.b:,} {_plural(noun)} instead of {per_layer.a:,}"
+    text = f"{per_layer.b:,} {plural_noun(noun)} instead of {per_layer.a:,}"
     if b.part is Part.MTP:  # the same change again, in the multi-token-prediction layers: said which
         text += " in the multi-token-prediction layers"
     if len(a.placement.layers) != len(b.placement.layers):

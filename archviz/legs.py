@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from archviz.words import counted
+
 ANALYTIC = "analytic graph"
 """The graph built from the config: the thing being verified."""
 META = "meta model"
@@ -93,24 +95,11 @@ class Leg:
 
     def compared_text(self) -> str:
         """What it compared, in words: ``69,975 tensors, 1 layer traced``."""
-        return ", ".join(_singular_for_one(count, what) for what, count in self.compared.items())
+        return ", ".join(counted(count, what) for what, count in self.compared.items())
 
     def fails(self, *, strict: bool = False) -> bool:
         """Whether the leg failed or found a disagreement (under ``strict``, also a gap)."""
         return self.status is LegStatus.FAILED or any(strict or not item.strict_only for item in self.findings)
-
-
-def plural(number: int, noun: str) -> str:
-    """``1 tensor``, ``2 tensors``: the count and the noun (its last word in the plural for any count but one)."""
-    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
-
-
-def _singular_for_one(count: int, what: str) -> str:
-    """``2 sizes``, ``1 size``: the first word of ``what`` loses its plural ``s`` for one."""
-    if count == 1:
-        first, _, rest = what.partition(" ")
-        what = " ".join(item for item in (first.removesuffix("s"), rest) if item)
-    return f"{count:,} {what}"
 
 
 def outcome(legs: Iterable[Leg], *, strict: bool = False, omitted: Sequence[str] = ()) -> Outcome:

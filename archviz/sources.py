@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
-from archviz.claims import block_claim, configuration_claim, format_value, join, model_claim, value_at
+from archviz.claims import block_claim, configuration_claim, format_value, model_claim, value_at
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
 from archviz.families import family_for
@@ -52,6 +52,7 @@ from archviz.provenance import (
     link,
 )
 from archviz.resolve import within_model_folder
+from archviz.words import join
 
 TRANSFORMERS_REPO = "huggingface/transformers"
 """The repository cited for transformers' own modeling files."""

@@ -27,7 +27,7 @@ from archviz.costcheck import CostLegs, cost_legs, cost_not_run
 from archviz.errors import InputError
 from archviz.families.omissions import quantization_modelled
 from archviz.graph import Graph, Part, TensorRow
-from archviz.legs import Finding, Leg, LegStatus, Outcome, plural
+from archviz.legs import Finding, Leg, LegStatus, Outcome
 from archviz.modeltree import BuildRecord, ModuleTree
 from archviz.pipeline import ModelDocs
 from archviz.shapecheck import (
@@ -42,6 +42,7 @@ from archviz.shapecheck import (
 )
 from archviz.sources import cited_file
 from archviz.totals import ManifestTensor, TensorRole, node_buffers, node_parameters, predicted_manifest
+from archviz.words import plural
 
 
 class Verdict(StrEnum):

@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "archviz"
 STAGES: list[tuple[str, int]] = [
     # 0: plain data and readers every stage uses; provenance is the AST engine, not the provenance stage.
     ("errors", 0),
+    ("words", 0),
     ("dtypes", 0),
     ("locators", 0),
     ("graph", 0),

@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 
 from archviz.graph import Group, GroupKind, Node, NodeKind, Part, Shape, TensorRow
-from archviz.legs import plural
 from archviz.provenance import ExcerptLines, covering_range, omission_label
 from archviz.report import format_placement
 from archviz.shapes import Phase, format_shape
@@ -46,6 +45,7 @@ from archviz.site.views import (
 )
 from archviz.sources import Evidence
 from archviz.totals import node_parameters, scale_name, scale_shape
+from archviz.words import plural
 
 # Code references list the shown runs of lines; beyond this many runs, the covering range.
 _MAX_REFERENCE_RUNS = 3

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 from archviz.cost import DEFAULT_SIZES, CostReport, model_cost, modelled_in_full
 from archviz.graph import Graph, Group, GroupKind, Node
-from archviz.legs import plural
 from archviz.pins import RevisionKind
 from archviz.pipeline import ModelDocs
 from archviz.report import format_layers
 from archviz.site.formatting import check_id, count, safe_url
 from archviz.site.views import Link, PartialBadge, SymbolView
 from archviz.sources import MODEL_GROUP_TITLE
+from archviz.words import plural
 
 UNVERIFIED_SENTENCE = "Derived from the config; this count has not been verified against a checkpoint here."
 """A card's verification sentence when nothing was verified."""

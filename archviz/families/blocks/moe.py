@@ -38,6 +38,7 @@ from archviz.families.blocks.decoder import hidden
 from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.locators import Category, Locator, Site, attribute, defined, method, statement
 from archviz.settings import Settings
+from archviz.words import plural
 
 
 class Scoring(StrEnum):
@@ -541,7 +542,7 @@ class MoeBlock:
             kind=NodeKind.LEARNED,
             code="self.shared_experts(residuals)",
             summary=(
-                f"{shared} always-on SwiGLU expert{'s' if shared > 1 else ''}, fused into one network of "
+                f"{plural(shared, 'always-on SwiGLU expert')}, fused into one network of "
                 f"width {n.width} × {n.shared}, applied to every token."
             ),
             inputs=[value],

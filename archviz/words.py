@@ -1,0 +1,31 @@
+"""Counting in words: the few rules every stage's sentences share (``1 tensor``, ``2 tensors``, ``a, b and c``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def plural(number: int, noun: str) -> str:
+    """``1 tensor``, ``2 tensors``: the count and the noun (its last word in the plural for any count but one)."""
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
+
+
+def counted(number: int, nouns: str) -> str:
+    """``2 sizes``, ``1 size``: a count and a phrase written in the plural, whose first word loses its ``s`` for
+    one."""
+    if number == 1:
+        first, _, rest = nouns.partition(" ")
+        nouns = " ".join(item for item in (first.removesuffix("s"), rest) if item)
+    return f"{number:,} {nouns}"
+
+
+def plural_noun(noun: str) -> str:
+    """The noun in the plural (one already ending in ``s`` is left as it is: ``parameters``)."""
+    return noun if noun.endswith("s") else noun + "s"
+
+
+def join(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    if len(items) <= 2:
+        return " and ".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
