@@ -1,8 +1,9 @@
-"""Counting in words: the few rules every stage's sentences share (``1 tensor``, ``2 tensors``, ``a, b and c``)."""
+"""The few rules of wording every stage shares: counting in words (``1 tensor``, ``2 tensors``, ``a, b and c``) and
+names made unique (``mlp``, ``mlp-2``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 
 def plural(number: int, noun: str) -> str:
@@ -29,3 +30,11 @@ def join(items: Sequence[str]) -> str:
     if len(items) <= 2:
         return " and ".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def first_free(base: str, taken: Container[str]) -> str:
+    """``base``, else ``base-2``, ``base-3`` …: the first that ``taken`` does not hold."""
+    candidate, number = base, 2
+    while candidate in taken:
+        candidate, number = f"{base}-{number}", number + 1
+    return candidate

@@ -56,6 +56,7 @@ from archviz.pins import SourceFile
 from archviz.provenance import class_attributes, find_site
 from archviz.recipe import transformers_recipe
 from archviz.settings import LAYER_COUNT_KEYS, Settings
+from archviz.words import first_free
 
 NAME = "generic"
 
@@ -470,9 +471,7 @@ class CodeGraph:
         base = _ID_UNSAFE.sub("-", text.lower().replace("_", "-")).strip("-.") or "module"
         if base == "model":
             base = "model-module"
-        candidate, n = base, 2
-        while candidate in taken:
-            candidate, n = f"{base}-{n}", n + 1
+        candidate = first_free(base, taken)
         taken.add(candidate)
         return candidate
 

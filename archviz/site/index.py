@@ -15,7 +15,7 @@ from archviz.report import format_layers
 from archviz.site.formatting import check_id, count, safe_url
 from archviz.site.views import Link, PartialBadge, SymbolView
 from archviz.sources import MODEL_GROUP_TITLE
-from archviz.words import plural
+from archviz.words import first_free, plural
 
 UNVERIFIED_SENTENCE = "Derived from the config; this count has not been verified against a checkpoint here."
 """A card's verification sentence when nothing was verified."""
@@ -103,10 +103,7 @@ def model_slugs(models: Sequence[ModelDocs]) -> tuple[str, ...]:
         slug = _SLUG_UNSAFE.sub("-", _slug_base(docs).lower()).strip("-.") or "model"
         if slug == "assets":
             slug = "model-assets"
-        candidate, number = slug, 2
-        while candidate in slugs:
-            candidate, number = f"{slug}-{number}", number + 1
-        slugs.append(candidate)
+        slugs.append(first_free(slug, slugs))
     return tuple(slugs)
 
 
