@@ -26,8 +26,6 @@ from archviz.legs import Finding, Leg, LegStatus
 if TYPE_CHECKING:
     from archviz.witness import CostWitness
 
-# Module names transformers' conversion mapping treats as one (kimi_linear's ``block_sparse_moe`` is ``mlp``).
-_RENAMES = (("block_sparse_moe", "mlp"),)
 _CORE = (OpKind.ATTENTION, OpKind.CONVOLUTION, OpKind.CHUNKED_RECURRENCE)
 _KEPT = (OpKind.CACHE, OpKind.STATE)
 
@@ -88,9 +86,12 @@ def _renamed(module: str, renames: Sequence[tuple[str, str]]) -> str:
     return module
 
 
-def _find(module: str, counted: Mapping[str, int], layer: int | None) -> str | None:
-    """The counted module that is ``module``: the same path, renamed, or the only one in its layer with its name."""
-    for old, new in ((None, None), *_RENAMES):
+def _find(
+    module: str, counted: Mapping[str, int], layer: int | None, spellings: Sequence[tuple[str, str]]
+) -> str | None:
+    """The counted module that is ``module``: the same path, respelled (``Graph.module_spellings``), or the only one
+    in its layer with its name."""
+    for old, new in ((None, None), *spellings):
         candidate = module if old is None else module.replace(f".{old}.", f".{new}.")
         if candidate in counted:
             return candidate
@@ -127,7 +128,7 @@ def compare_cost(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype
                     core[layer] += value
                     core_nodes[layer].append(node_id)
                     continue
-                rows.append(_linear_row(node, cost, layer, phase, counted, claimed, value, graph.module_renames))
+                rows.append(_linear_row(node, cost, layer, phase, counted, claimed, value, graph))
         for layer, value in core.items():
             prefix = f"layers.{layer}." if layer is not None else ""
             rest = sum(v for path, v in counted.items() if path not in claimed and prefix in path)
@@ -153,13 +154,13 @@ def _linear_row(
     counted: Mapping[str, int],
     claimed: set[str],
     value: int,
-    renames: Sequence[tuple[str, str]],
+    graph: Graph,
 ) -> CostRow:
     rows = node.parameters or ()
-    modules = {_renamed(_module(row.tensor, layer), renames) for row in rows if len(row.shape) >= 2}
+    modules = {_renamed(_module(row.tensor, layer), graph.module_renames) for row in rows if len(row.shape) >= 2}
     if not modules and node.shares_parameters_with:  # a tied head's module is its own attribute
         modules = {"lm_head"}
-    found = {_find(module, counted, layer) for module in modules}
+    found = {_find(module, counted, layer, graph.module_spellings) for module in modules}
     paths = {path for path in found if path is not None}
     claimed.update(paths)
     where = f"layer {layer}" if layer is not None else "model"

@@ -255,6 +255,10 @@ class Node:
     """How to find the node in its family's modeling code (provenance runs it); None when nothing says."""
     op: Op | None = None
     """What it computes, for the cost model; None for tensor states and operators that cost nothing counted."""
+    traced_module: str | None = None
+    """For a tensor state, the module whose first output it is, in transformers' names with ``{layer}`` for a layer
+    (``model.layers.{layer}.self_attn``), which the shape check compares it with; None when no module outputs it
+    alone."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -358,6 +362,11 @@ class Graph:
     omitted: tuple[str, ...] = ()
     """Config parts the graph, and so its totals and predicted checkpoint, leave out (``audio_config``,
     ``quantization_config``), each also said in ``not_modelled``: a check that agrees agrees on the modelled part."""
+    module_spellings: tuple[tuple[str, str], ...] = ()
+    """Module names transformers' conversion mapping loads under another name wherever they stand in a path, as
+    (checkpoint's, transformers') pairs: Kimi Linear's ``block_sparse_moe`` is loaded as ``mlp`` (and its reverse
+    mapping writes every ``mlp`` back as ``block_sparse_moe``, dense layers included). Names are compared after
+    these renames, and module paths are looked up with them."""
     module_renames: tuple[tuple[str, str], ...] = ()
     """Where transformers' module paths differ from the checkpoint names the graph gives (and from the plain decoder's
     module paths its tensor states are traced at), as (prefix, module prefix) pairs, the first that matches applying

@@ -22,27 +22,6 @@ from archviz.legs import Finding, Leg, LegStatus
 from archviz.modeltree import ModelRecipe, ShapeTrace
 from archviz.totals import node_parts
 
-# Graph tensor states and the module (transformers' names, ``{layer}`` = a representative layer) whose first
-# output has the same shape; from the forward methods of DeepseekV3Model / KimiLinearModel and their layers.
-STATE_MODULES: Mapping[str, str] = {
-    "embedded-state": "model.embed_tokens",
-    "residual-stream": "model.layers.{layer}",
-    "attention.output": "model.layers.{layer}.self_attn",
-    "kda.output": "model.layers.{layer}.self_attn",
-    "mid-residual": "model.layers.{layer}.post_attention_layernorm",
-    "ffn-output": "model.layers.{layer}.mlp",
-    "moe.router-logits": "model.layers.{layer}.mlp.gate",
-    "final-hidden-state": "model.norm",
-    "logits": "lm_head",
-    "logits-float32": "lm_head",
-}
-
-# Spellings that transformers' conversion mapping treats as one (kimi_linear loads ``block_sparse_moe`` as
-# ``mlp``, and its reverse mapping writes every ``mlp`` back as ``block_sparse_moe``, dense layers included):
-# names are compared after these renames, and module paths are looked up with them.
-MODULE_RENAMES: tuple[tuple[str, str], ...] = ((".block_sparse_moe.", ".mlp."),)
-
-
 IMAGES_NOT_TRACED = "the traced passes feed tokens only: the vision tower and the projector run on images"
 """Why an image encoder's nodes have no traced shape."""
 
@@ -133,7 +112,7 @@ def shape_leg(graph: Graph, module: Any) -> ShapeResult:
         if node.id in encoder:
             nodes.append(NodeShape(node=node.id, status=ShapeVerdict.NOT_CHECKED, reason=IMAGES_NOT_TRACED))
             continue
-        node_checks, status = _node_shapes(node, trace, layers, graph.module_renames)
+        node_checks, status = _node_shapes(node, trace, layers, graph)
         checks.extend(node_checks)
         nodes.append(status)
     stand_ins = tuple(dict.fromkeys(note.module for note in trace.not_executed if note.module))
@@ -192,19 +171,17 @@ def _leg(trace: ShapeTrace, checks: list[ShapeCheck], nodes: list[NodeShape], gr
     )
 
 
-def _node_shapes(
-    node: Node, trace: ShapeTrace, layers: int, renames: Sequence[tuple[str, str]] = ()
-) -> tuple[list[ShapeCheck], NodeShape]:
+def _node_shapes(node: Node, trace: ShapeTrace, layers: int, graph: Graph) -> tuple[list[ShapeCheck], NodeShape]:
     """A node's comparisons in both passes and its status in the report."""
     why = _untraceable(node)
-    module = _module_for(node, renames)
+    module = _module_for(node, graph.module_renames)
     layer = next((index for index in node.placement.layers if index < layers), None)
     if why is None and module is not None and "{layer}" in module and layer is None:
         why = f"its layers are not among the {layers} traced"
     if why is not None or module is None:
         return [], NodeShape(node=node.id, status=ShapeVerdict.NOT_CHECKED, reason=why or "")
     path = module.format(layer=layer)
-    checks = [_phase_check(node, path, phase, trace) for phase in ("prefill", "decode")]
+    checks = [_phase_check(node, path, phase, trace, graph.module_spellings) for phase in ("prefill", "decode")]
     failing = next((note for note in trace.errors if note.module and _within(path, note.module)), None)
     if failing is not None:
         status = NodeShape(
@@ -234,7 +211,9 @@ def _untraceable(node: Node) -> str | None:
     return "it is not one module's output (several modules, or one per expert)"
 
 
-def _phase_check(node: Node, path: str, phase: str, trace: ShapeTrace) -> ShapeCheck:
+def _phase_check(
+    node: Node, path: str, phase: str, trace: ShapeTrace, spellings: Sequence[tuple[str, str]]
+) -> ShapeCheck:
     tokens, keys = (trace.prefill_tokens, trace.prefill_tokens) if phase == "prefill" else (1, trace.past_tokens + 1)
     expected = _evaluate(node.outputs[0], batch=trace.batch_size, tokens=tokens, keys=keys)
 
@@ -246,7 +225,7 @@ def _phase_check(node: Node, path: str, phase: str, trace: ShapeTrace) -> ShapeC
     if phase == "decode" and trace.decode_skipped:
         return unchecked(trace.decode_skipped)
     shapes = trace.prefill if phase == "prefill" else trace.decode
-    candidates = [path] + [path.replace(old, new) for old, new in MODULE_RENAMES if old in path]
+    candidates = [path] + [path.replace(f".{old}.", f".{new}.") for old, new in spellings if f".{old}." in path]
     found_path = next((candidate for candidate in candidates if candidate in shapes), None)
     stubbed = {note.module for note in trace.not_executed if note.phase == phase}
     if found_path is None:
@@ -294,9 +273,8 @@ def _module_for(node: Node, renames: Sequence[tuple[str, str]] = ()) -> str | No
 
 
 def _plain_module_for(node: Node) -> str | None:
-    base = node.id.removeprefix("mtp.")
     if node.kind is NodeKind.TENSOR:
-        return STATE_MODULES.get(base)
+        return node.traced_module
     if node.kind is NodeKind.LEARNED and node.parameters:
         # Only single-module operators: a node made of several modules (a shared expert, a forget gate) has no
         # one module whose output is its output.

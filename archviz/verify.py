@@ -31,7 +31,6 @@ from archviz.legs import Finding, Leg, LegStatus, Outcome
 from archviz.modeltree import BuildRecord, ModuleTree
 from archviz.pipeline import ModelDocs
 from archviz.shapecheck import (
-    MODULE_RENAMES,
     NodeShape,
     ShapeCheck,
     ShapeResult,
@@ -231,10 +230,11 @@ def _describe(shape: Sequence[int] | None, dtype: str | None = None) -> str:
     return f"{text} {dtype}" if dtype else text
 
 
-def canonical_name(name: str) -> str:
-    """A checkpoint name with transformers' module renames applied, so that equivalent spellings compare equal."""
-    for old, new in MODULE_RENAMES:
-        name = name.replace(old, new)
+def canonical_name(name: str, spellings: Sequence[tuple[str, str]]) -> str:
+    """A checkpoint name with transformers' module renames applied (``Graph.module_spellings``), so that equivalent
+    spellings compare equal."""
+    for old, new in spellings:
+        name = name.replace(f".{old}.", f".{new}.")
     return name
 
 
@@ -246,7 +246,12 @@ Respell = Callable[[Iterable[str]], Mapping[str, str]]
 """Checkpoint names -> the names transformers loads them as (``archviz.meta.load_time_names`` on the built model)."""
 
 
-def pair_names(expected: Iterable[str], held: Iterable[str], respell: Respell | None = None) -> dict[str, str]:
+def pair_names(
+    expected: Iterable[str],
+    held: Iterable[str],
+    respell: Respell | None = None,
+    spellings: Sequence[tuple[str, str]] = (),
+) -> dict[str, str]:
     """Predicted name -> the held name that is the same tensor: the same spelling, or, for what is left, the same
     canonical spelling, or (with ``respell``) the same name once transformers' load-time renaming has run on both
     (a release's names against transformers' lossy save of them). Exact matches cost one set lookup each; only the
@@ -259,7 +264,8 @@ def pair_names(expected: Iterable[str], held: Iterable[str], respell: Respell | 
             pairs[name] = name
         else:
             leftover.append(name)
-    for spell in (_canonical_names, respell):
+    canonical: Respell = lambda names: {name: canonical_name(name, spellings) for name in names}  # noqa: E731
+    for spell in (canonical, respell):
         unpaired = held.difference(pairs.values())
         if not leftover or not unpaired or spell is None:
             break
@@ -269,10 +275,6 @@ def pair_names(expected: Iterable[str], held: Iterable[str], respell: Respell | 
         pairs.update({name: match for name, match in found.items() if match is not None})
         leftover = [name for name, match in found.items() if match is None]
     return pairs
-
-
-def _canonical_names(names: Iterable[str]) -> dict[str, str]:
-    return {name: canonical_name(name) for name in names}
 
 
 def _compare_names(
@@ -456,7 +458,7 @@ def _meta_leg(
         return _Reconciled(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
     meta, respell = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
-    pairs = pair_names(main, found, respell)
+    pairs = pair_names(main, found, respell, graph.module_spellings)
     tensors, empty = _set_aside_empty(_compare_names(main, found, pairs, leg=legs.META, check_dtype=False), found)
     totals = LegTotals(parameters=meta.total_parameters, buffers=meta.total_persistent_buffer_elements)
     analytic = docs.totals
@@ -597,7 +599,7 @@ def _checkpoint_leg(
     if stale:
         notes.append(_stale_note(stale))
     compared = {name: value for name, value in held.items() if name not in stale}
-    pairs = pair_names(everything, compared, meta.respell)
+    pairs = pair_names(everything, compared, meta.respell, docs.graph.module_spellings)
     method = None if quantization_modelled(docs.graph) else _packed_method(docs)
     unpaired = sorted(
         name

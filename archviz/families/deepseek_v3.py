@@ -96,6 +96,8 @@ class DeepseekV3Builder:
 
     naming = NAMING
     code = CODE
+    module_spellings: tuple[tuple[str, str], ...] = ()
+    """Module names transformers loads under another name (``Graph.module_spellings``)."""
 
     def __init__(self, s: Settings):
         s.require(required(self.naming))
@@ -212,6 +214,7 @@ class DeepseekV3Builder:
             layers=layers,
             not_modelled=self.not_modelled,
             beyond_transformers=self.beyond_transformers,
+            module_spellings=self.module_spellings,
         )
 
     def eps(self) -> Setting:

@@ -107,6 +107,8 @@ class KimiLinearBuilder(DeepseekV3Builder):
 
     naming = NAMING
     code = CODE
+    # transformers' conversion mapping loads the release's block_sparse_moe as mlp, dense layers' included.
+    module_spellings = (("block_sparse_moe", "mlp"),)
 
     def __init__(self, s: Settings):
         super().__init__(s)
@@ -650,6 +652,7 @@ class KimiDeltaAttention:
             outputs=[self._hidden()],
             claim="The KDA output is the projected result that the block adds to its residual stream.",
             sites=(statement(kda, "output = self.o_proj(", "o = self.o_proj("),),
+            traced_module="model.layers.{layer}.self_attn",
         )
 
 

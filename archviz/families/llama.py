@@ -121,6 +121,8 @@ class Variant:
     """The MoE's naming; None for a dense model."""
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Other spellings of keys it reads, from the config class's ``attribute_map`` (what save_pretrained writes)."""
+    module_spellings: tuple[tuple[str, str], ...] = ()
+    """Module names of its checkpoints that transformers loads under another name (``Graph.module_spellings``)."""
 
     @property
     def architecture(self) -> str:
@@ -225,6 +227,7 @@ MIXTRAL = replace(
         cast_weights=False,
         softmax_code="torch.nn.functional.softmax(router_logits.float(), dim=-1)",
     ),
+    module_spellings=(("block_sparse_moe", "mlp"),),  # the release's names; transformers 5 loads them as mlp
 )
 
 QWEN3_MOE = replace(
@@ -453,7 +456,9 @@ class LlamaBuilder:
             )
             for index in range(self.layers)
         ]
-        return b.finish(model, input_embedding="token-embedding", layers=layers)
+        return b.finish(
+            model, input_embedding="token-embedding", layers=layers, module_spellings=self.v.module_spellings
+        )
 
     def attention_title(self) -> str:
         """Grouped-query attention when key/value heads are fewer than query heads, else multi-head."""

@@ -61,4 +61,5 @@ def attention_output(
         claim="The attention output is the projected result that the block adds to its residual stream.",
         sites=(statement(code.attention, "attn_output = self.o_proj("),),
         category=Category.ATTENTION,
+        traced_module="model.layers.{layer}.self_attn",
     )

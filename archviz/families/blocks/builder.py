@@ -115,6 +115,8 @@ class NodeFields(TypedDict, total=False):
     """Id of the node whose weight it reuses."""
     op: Op | None
     """What it computes, for the cost model."""
+    traced_module: str | None
+    """For a tensor state, the module whose first output it is (``Node.traced_module``)."""
 
 
 @dataclass(slots=True)
@@ -225,6 +227,7 @@ class GraphBuilder:
             shares_parameters_with=fields.get("shares_parameters_with"),
             locate=locate,
             op=fields.get("op"),
+            traced_module=fields.get("traced_module"),
         )
         self._nodes.append(node)
         self._node_ids.add(id)
@@ -243,8 +246,9 @@ class GraphBuilder:
         placement: Placement = MODEL_LEVEL,
         part: Part = Part.MAIN,
         locate: Locator | None = None,
+        traced_module: str | None = None,
     ) -> str:
-        """Add a tensor state: a node whose single output is the tensor itself."""
+        """Add a tensor state: a node whose single output is the tensor itself (``traced_module`` outputs it)."""
         return self.node(
             id,
             title=title,
@@ -256,6 +260,7 @@ class GraphBuilder:
             placement=placement,
             part=part,
             locate=locate,
+            traced_module=traced_module,
         )
 
     def _config_keys(
@@ -292,8 +297,9 @@ class GraphBuilder:
         beyond_transformers: Iterable[str] = (),
         partial: bool = False,
         derived_from_code: bool = False,
+        module_spellings: Iterable[tuple[str, str]] = (),
     ) -> Graph:
-        """Freeze everything added into a graph."""
+        """Freeze everything added into a graph (``module_spellings``: ``Graph.module_spellings``)."""
         groups = tuple(
             Group(
                 id=id,
@@ -318,6 +324,7 @@ class GraphBuilder:
             beyond_transformers=tuple(beyond_transformers),
             partial=partial,
             derived_from_code=derived_from_code,
+            module_spellings=tuple(module_spellings),
         )
 
 
@@ -384,8 +391,9 @@ class Scope:
         category: Category | None = None,
         absent: str | None = None,
         context: tuple[str, ...] = (),
+        traced_module: str | None = None,
     ) -> str:
-        """Add a tensor state whose producing code ``sites`` find."""
+        """Add a tensor state whose producing code ``sites`` find (and ``traced_module`` outputs, when one does)."""
         return self.b.state(
             self.prefix + id,
             title=title,
@@ -398,6 +406,7 @@ class Scope:
             locate=Locator(
                 claim=claim, category=category or self.category, sites=sites, absent=absent, context=context
             ),
+            traced_module=traced_module,
         )
 
 

@@ -167,6 +167,7 @@ def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, g
         group=group,
         summary="Learned token vectors entering the first block.",
         value=shape("inputs_embeds", BATCH, POSITIONS, d),
+        traced_module="model.embed_tokens",
         locate=Locator(
             claim="The embedded state is the looked-up token vectors, the hidden state entering the first block.",
             category=Category.EMBEDDING,
@@ -270,30 +271,43 @@ def _block_norm(
     )
 
 
-# The residual stream inside a block, at three points of its forward pass: (title, summary, claim).
+# The residual stream inside a block, at three points of its forward pass: (title, summary, claim, the module whose
+# first output it is).
 _BLOCK_STATES = {
     "residual-stream": (
         "Residual stream",
         "The hidden state entering the block, carried past attention and the FFN by residual additions.",
         "The residual stream is the hidden state a block receives, kept aside as the first residual.",
+        "model.layers.{layer}",
     ),
     "mid-residual": (
         "Mid-block residual stream",
         "The residual stream after attention, entering the FFN half of the block.",
         "After the first residual addition the stream is kept aside again as the residual of the FFN half.",
+        "model.layers.{layer}.post_attention_layernorm",
     ),
     "ffn-output": (
         "FFN output",
         "What the dense MLP or the MoE adds to the residual stream.",
         "The FFN output is what the dense MLP or the MoE returns for the normalized stream.",
+        "model.layers.{layer}.mlp",
     ),
 }
 
 
 def _block_state(block: Scope, id: str, sites: tuple[Site, ...], *, d: Dim) -> None:
     """A state of the residual stream inside a block (``hidden_states`` at one point of the forward pass)."""
-    title, summary, claim = _BLOCK_STATES[id]
-    block.state(id, title=title, code="hidden_states", summary=summary, value=hidden(d), claim=claim, sites=sites)
+    title, summary, claim, module = _BLOCK_STATES[id]
+    block.state(
+        id,
+        title=title,
+        code="hidden_states",
+        summary=summary,
+        value=hidden(d),
+        claim=claim,
+        sites=sites,
+        traced_module=module,
+    )
 
 
 def decoder_block(
@@ -516,6 +530,7 @@ def output_head(
         group=group,
         summary="The normalized output of the last block, one vector per position.",
         value=value,
+        traced_module="model.norm",
         locate=Locator(
             claim="The final hidden state is the normalized output of the last block, which the output head reads.",
             category=Category.TRANSFORMER,
@@ -566,6 +581,7 @@ def _lm_head(
             else "The next-token scores the model returns, unnormalized and in the model's dtype."
         ),
         value=logits,
+        traced_module="lm_head",
         locate=Locator(
             claim="The logits are the output head's scores for every vocabulary entry at every position.",
             category=Category.HEAD,
@@ -606,6 +622,7 @@ def _float_logits(b: GraphBuilder, *, logits: Shape, vocab: Dim, group: str, cod
         group=group,
         summary="The next-token scores the model returns, in float32.",
         value=as_float,
+        traced_module="lm_head",
         locate=Locator(
             claim=(
                 "The float32 logits are what the model's own code returns and what transformers' port computes "

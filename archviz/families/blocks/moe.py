@@ -267,6 +267,7 @@ class MoeBlock:
             value=logits,
             claim=f"The router logits are one score per {routed} for every token.",
             sites=(statement(router, "= F.linear(" if self.sigmoid else "router_logits = F.linear("),),
+            traced_module=f"{self.n.prefix}.gate",
         )
 
     def _scores(self, step: Scope, logits: Shape) -> Shape:
