@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from archviz.config import ConfigDocument
+from archviz.families.blocks.moe import moe_words
 from archviz.families.registry import ConfigWords, Family
-from archviz.graph import Graph, Part
-from archviz.words import join, plural
+from archviz.graph import Graph, Mixer, Part
+from archviz.words import join
 
 
 def value_at(config: ConfigDocument, key: str) -> Any:
@@ -65,7 +66,8 @@ def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | N
     main = [layer for layer in graph.layers if layer.part is Part.MAIN]
     if isinstance(layers, int):
         dense = [layer.index for layer in main if layer.ffn == "dense"]
-        get("first_k_dense_replace")
+        for key in words.layers:
+            get(key)
         text = f"{layers} layers"
         sparse = len(main) - len(dense)
         if dense and sparse and dense == list(range(len(dense))):
@@ -83,26 +85,9 @@ def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | N
     if isinstance(heads, int):
         parts.append(f"{heads} attention heads")
     if moe is not None:
-        experts, top_k, shared = get(moe.experts), get(moe.top_k), get(moe.shared)
-        if isinstance(experts, int) and isinstance(top_k, int):
-            routing = [str(value) + " scores" for value in [get(moe.scoring_key)] if isinstance(value, str)]
-            groups, kept = get(moe.groups), get("topk_group")
-            if isinstance(groups, int):
-                routing.append(f"{kept if isinstance(kept, int) else groups} of {groups} expert groups kept")
-            scale = get("routed_scaling_factor")
-            if isinstance(scale, int | float) and not isinstance(scale, bool):
-                routing.append(f"route scale {scale:g}")
-            text = f"top-{top_k} of {experts} routed experts"
-            if routing:
-                text += f" ({', '.join(routing)})"
-            if isinstance(shared, int) and shared:
-                text += f" and {plural(shared, 'shared expert')}"
-            parts.append(text)
-    q_rank, kv_rank = get("q_lora_rank"), get("kv_lora_rank")
-    nope, rope, v = get("qk_nope_head_dim"), get("qk_rope_head_dim"), get("v_head_dim")
-    if isinstance(kv_rank, int):
-        ranks = f"query rank {q_rank:,}, " if isinstance(q_rank, int) else "no query compression, "
-        parts.append(f"MLA with {ranks}KV rank {kv_rank:,}, head widths {nope} + {rope} rotary and values {v}")
+        parts.append(moe_words(moe, get) or "")
+    if words.attention is not None:
+        parts.append(words.attention(get) or "")
     vocabulary = get("vocab_size")
     if isinstance(vocabulary, int):
         parts.append(f"vocabulary {vocabulary:,}")
@@ -156,20 +141,16 @@ def model_claim(config: ConfigDocument, *, upcast: bool) -> str:
     )
 
 
-_SLIDING = "sliding-window attention"
-"""The llama-style builder's mixer name for a layer that attends through a sliding window."""
-
-
 def block_claim(graph: Graph) -> str:
     """What every block does, from the layer map: its token mixers and which blocks use the dense MLP."""
     main = [layer for layer in graph.layers if layer.part is Part.MAIN]
     mixers = list(dict.fromkeys(layer.mixer for layer in main))
-    windowed = sum(1 for layer in main if layer.mixer == _SLIDING)
-    if set(mixers) <= {"MLA", "attention"}:
+    windowed = sum(1 for layer in main if layer.mixer == Mixer.SLIDING_WINDOW)
+    if set(mixers) <= {Mixer.MLA, Mixer.ATTENTION}:
         mixer = "attention"
-    elif set(mixers) == {_SLIDING}:
+    elif set(mixers) == {Mixer.SLIDING_WINDOW}:
         mixer = "sliding-window attention"
-    elif set(mixers) == {"attention", _SLIDING}:
+    elif set(mixers) == {Mixer.ATTENTION, Mixer.SLIDING_WINDOW}:
         mixer = f"attention (through a sliding window in {windowed} of {len(main)} blocks)"
     else:
         mixer = f"the token mixer ({' or '.join(mixers)}, by the layer map)"

@@ -21,7 +21,7 @@ from archviz.cost import (
     modelled_in_full,
     part_of,
 )
-from archviz.graph import Graph
+from archviz.graph import Graph, Mixer
 from archviz.totals import Totals
 
 COST_SCHEMA = "archviz.cost/1"
@@ -189,7 +189,7 @@ def render_cost(
     for layer_type, numbers in report.by_layer_type().items():
         layers.add_row(escape(layer_type), f"{numbers['bytes_per_token']:,}", f"{numbers['state_bytes']:,}")
     notes = [f"[dim]{escape(CONVENTION)}[/]", f"[dim]{escape(thumb['explanation'])}[/]"]
-    if any(layer.mixer == "MLA" for layer in graph.layers):
+    if any(layer.mixer == Mixer.MLA for layer in graph.layers):
         notes.append(f"[dim]{escape(MLA_NOTE)}[/]")
     if totals.parts:
         notes.append(f"[dim]{escape(IMAGE_PARTS_NOTE)}[/]")

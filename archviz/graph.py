@@ -283,6 +283,19 @@ class Group:
     """How to find the group's code (its class, its forward), for contextual evidence; None when nothing says."""
 
 
+class Mixer(StrEnum):
+    """The token mixers the hand-written families name in the layer map (a graph read off the code names its own)."""
+
+    MLA = "MLA"
+    """Multi-head latent attention (DeepSeek-V3, Kimi-K2, Kimi Linear's full-attention layers)."""
+    KDA = "KDA"
+    """Kimi Delta Attention, a linear-attention recurrence (Kimi Linear)."""
+    ATTENTION = "attention"
+    """Softmax attention over every cached position (the llama-style decoders)."""
+    SLIDING_WINDOW = "sliding-window attention"
+    """Softmax attention over the last positions only (Mistral, Qwen2's windowed layers)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Layer:
     """What one decoder layer is made of: the layer map of the overview."""
@@ -362,6 +375,9 @@ class Graph:
     omitted: tuple[str, ...] = ()
     """Config parts the graph, and so its totals and predicted checkpoint, leave out (``audio_config``,
     ``quantization_config``), each also said in ``not_modelled``: a check that agrees agrees on the modelled part."""
+    layer_keys: tuple[str, ...] = ()
+    """The config keys that place the layers (the layer count, which are dense or MoE, which mixer each has, the
+    MTP layers), as the family reads them; the overview marks those the config sets."""
     module_spellings: tuple[tuple[str, str], ...] = ()
     """Module names transformers' conversion mapping loads under another name wherever they stand in a path, as
     (checkpoint's, transformers') pairs: Kimi Linear's ``block_sparse_moe`` is loaded as ``mlp`` (and its reverse

@@ -25,11 +25,11 @@ from archviz.families.blocks.decoder import (
     swiglu,
     token_embedding,
 )
-from archviz.families.blocks.mla import MlaAttention, mla_dims, mtp_layers
+from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_layers
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
 from archviz.families.blocks.rotary import deepseek_rope_settings, rotary_embedding, rotary_locator
-from archviz.families.registry import Family
-from archviz.graph import Graph, Layer, ModelInfo, Part, Placement, Setting
+from archviz.families.registry import ConfigWords, Family
+from archviz.graph import Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
 from archviz.settings import Settings
 
 NAME = "deepseek_v3"
@@ -98,6 +98,13 @@ class DeepseekV3Builder:
     code = CODE
     module_spellings: tuple[tuple[str, str], ...] = ()
     """Module names transformers loads under another name (``Graph.module_spellings``)."""
+    layer_keys: tuple[str, ...] = (
+        "num_hidden_layers",
+        "first_k_dense_replace",
+        "moe_layer_freq",
+        "num_nextn_predict_layers",
+    )
+    """The keys that place the layers (``Graph.layer_keys``)."""
 
     def __init__(self, s: Settings):
         s.require(required(self.naming))
@@ -168,7 +175,7 @@ class DeepseekV3Builder:
 
     def mixer_kind(self, index: int) -> str:
         """The token mixer of a layer (MLA everywhere here)."""
-        return "MLA"
+        return Mixer.MLA
 
     def mixers(self, prefix: str, layers: list[int], *, parent: str, part: Part) -> None:
         """The token mixers of the given layers: MLA in every layer here."""
@@ -215,6 +222,7 @@ class DeepseekV3Builder:
             not_modelled=self.not_modelled,
             beyond_transformers=self.beyond_transformers,
             module_spellings=self.module_spellings,
+            layer_keys=self.layer_keys,
         )
 
     def eps(self) -> Setting:
@@ -295,6 +303,10 @@ def build_family(s: Settings, model: ModelInfo, builder: type[DeepseekV3Builder]
     return builder(s).build(model)
 
 
+WORDS = ConfigWords(layers=("first_k_dense_replace",), attention=mla_words)
+"""What DeepSeek-V3's own keys add to the sentence describing a released configuration: the dense layers' key and
+MLA's shape."""
+
 FAMILY = Family(
     name=NAME,
     model_types=("deepseek_v3", "kimi_k2"),
@@ -302,4 +314,5 @@ FAMILY = Family(
     transformers_model_type="deepseek_v3",
     build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder),
     moe=NAMING,
+    words=WORDS,
 )

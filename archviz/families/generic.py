@@ -34,8 +34,9 @@ from archviz.families.blocks.builder import (
     fixed,
     layer_placement,
 )
+from archviz.families.blocks.mla import mla_words
 from archviz.families.omissions import unread_sub_configs, with_omissions
-from archviz.families.registry import Family
+from archviz.families.registry import ConfigWords, Family
 from archviz.graph import (
     Dim,
     Graph,
@@ -95,6 +96,22 @@ DIMENSION_KEYS = (
 TOWER_WORDS = ("vision", "visual", "image", "audio", "speech")
 
 # Words in the name of a layer's token-mixing child (``self_attn``, ``mixer``, ``mamba``), for the layer map.
+WORDS = ConfigWords(layers=("first_k_dense_replace",), attention=mla_words)
+"""The keys transformers' configs share beyond the common ones that the sentence describing a released configuration
+reads: DeepSeek's dense layers and MLA's shape (DeepSeek-V2 and its kin are read off the code)."""
+
+LAYER_KEYS = (
+    "num_hidden_layers",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "layer_types",
+    "mlp_only_layers",
+    "decoder_sparse_step",
+    "num_nextn_predict_layers",
+)
+"""The keys transformers' configs place layers with (``Graph.layer_keys``): a graph read off the code does not know
+which one its classes read, so the overview marks whichever the config sets."""
+
 MIXER_WORDS = ("attn", "attention", "mixer", "mamba", "ssm", "linear_attn")
 
 # Config keys a norm's epsilon is named after when one of them has the module's value.
@@ -189,6 +206,7 @@ def family(model_type: str) -> Family:
         transformers_model_type=model_type,
         build=build,
         locators=locators,
+        words=WORDS,
     )
 
 
@@ -549,6 +567,7 @@ class CodeGraph:
             layers=self._layers(folded),
             not_modelled=self.notes,
             derived_from_code=True,
+            layer_keys=LAYER_KEYS,
         )
 
     def _parent_group(self, instance: _Instance, groups: dict[tuple[str, str], str], taken: set[str]) -> str:

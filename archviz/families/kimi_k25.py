@@ -25,6 +25,7 @@ from typing import Any
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
 from archviz.families.blocks.builder import GraphBuilder, Scope, factor, fixed, layer_placement, linear_rows, shape
+from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
 from archviz.families.registry import CodePart, Family
 from archviz.graph import Dim, Graph, Group, GroupKind, ModelInfo, Node, NodeKind, Placement, Setting, Shape, TensorRow
@@ -726,6 +727,7 @@ FAMILY = Family(
     transformers_model_type="kimi_k25",
     build=lambda settings, model, _code: build(settings, model),
     moe=DeepseekV3Builder.naming,
+    words=DEEPSEEK_V3_WORDS,
     code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key="text_config")},
     text_family="deepseek_v3",
     modelled_configs=("text_config", "vision_config"),

@@ -31,9 +31,10 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
+from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
-from archviz.families.registry import ConfigWords, Family, Getter
-from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
+from archviz.families.registry import Family, Getter
+from archviz.graph import Dim, GroupKind, Mixer, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement, used
 from archviz.settings import Settings
 
@@ -109,6 +110,14 @@ class KimiLinearBuilder(DeepseekV3Builder):
     code = CODE
     # transformers' conversion mapping loads the release's block_sparse_moe as mlp, dense layers' included.
     module_spellings = (("block_sparse_moe", "mlp"),)
+    layer_keys = (
+        "num_hidden_layers",
+        "first_k_dense_replace",
+        "moe_layer_freq",
+        f"{LINEAR}.kda_layers",
+        f"{LINEAR}.full_attn_layers",
+        "num_nextn_predict_layers",
+    )
 
     def __init__(self, s: Settings):
         super().__init__(s)
@@ -304,7 +313,7 @@ class KimiLinearBuilder(DeepseekV3Builder):
         )
 
     def mixer_kind(self, index: int) -> str:
-        return "KDA" if index in self.kda_set else "MLA"
+        return Mixer.KDA if index in self.kda_set else Mixer.MLA
 
     def mixers(self, prefix: str, layers: list[int], *, parent: str, part: Part) -> None:
         kda = [i for i in layers if i in self.kda_set]
@@ -677,7 +686,7 @@ def _positions(values: Mapping[str, Any], get: Getter) -> str | None:
     return None
 
 
-WORDS = ConfigWords(mixer_details={"KDA": _kda_detail}, positions=_positions)
+WORDS = replace(DEEPSEEK_V3_WORDS, mixer_details={Mixer.KDA: _kda_detail}, positions=_positions)
 """What Kimi Linear's own keys add to the sentence describing a released configuration."""
 
 FAMILY = Family(

@@ -56,9 +56,13 @@ from archviz.families.blocks.decoder import (
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
 from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
 from archviz.families.registry import Family
-from archviz.graph import Dim, Graph, GroupKind, Layer, ModelInfo, NodeKind, Op, OpKind, Setting, Shape
+from archviz.graph import Dim, Graph, GroupKind, Layer, Mixer, ModelInfo, NodeKind, Op, OpKind, Setting, Shape
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement
 from archviz.settings import Settings
+
+LAYER_KEYS = ("num_hidden_layers", "layer_types", "mlp_only_layers", "decoder_sparse_step")
+"""The keys that place the layers: their count, the sliding-window and full-attention layers, the dense ones among
+MoE layers (``Graph.layer_keys``)."""
 
 EXPERTS_CALL = "self.experts(hidden_states, top_k_index, top_k_weights)"
 """How the llama-style MoE blocks call their experts."""
@@ -451,13 +455,17 @@ class LlamaBuilder:
         layers = [
             Layer(
                 index=index,
-                mixer="sliding-window attention" if index in sliding else "attention",
+                mixer=Mixer.SLIDING_WINDOW if index in sliding else Mixer.ATTENTION,
                 ffn="MoE" if index in moe else "dense",
             )
             for index in range(self.layers)
         ]
         return b.finish(
-            model, input_embedding="token-embedding", layers=layers, module_spellings=self.v.module_spellings
+            model,
+            input_embedding="token-embedding",
+            layers=layers,
+            module_spellings=self.v.module_spellings,
+            layer_keys=LAYER_KEYS,
         )
 
     def attention_title(self) -> str:

@@ -25,9 +25,9 @@ Locators = Callable[["Graph", "SourceFile"], tuple[Mapping[str, "Locator"], Mapp
 ConfigAdapter = Callable[[dict[str, Any]], list[str]]
 """Edits a copy of the config before transformers reads it and returns one sentence per change."""
 
-Getter = Callable[[str], Any]
+Getter = Callable[[str | None], Any]
 """Reads a config key for a sentence and records that the sentence rests on it; None when the config does not set
-it."""
+it (or the key is None: a key the family does not have)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +36,11 @@ class ConfigWords:
 
     Each reads the config's settings and records through the getter the keys its words rest on."""
 
+    layers: tuple[str, ...] = ()
+    """Keys the words on the layer count rest on besides ``num_hidden_layers`` (DeepSeek's ``first_k_dense_replace``
+    decides which are dense)."""
+    attention: Callable[[Getter], str | None] | None = None
+    """The words on the attention's own shape (MLA's ranks and head widths), when the config sets them."""
     mixer_details: Mapping[str, Callable[[Mapping[str, Any], Getter], str]] = field(default_factory=dict)
     """By token mixer, the words after its layer count (``KDA`` → `` (32 heads of 128)``); a mixer named here has its
     count said even when it is the only one."""

@@ -24,7 +24,7 @@ from archviz.cost import (
     flop_rows,
 )
 from archviz.costs_report import MLA_NOTE, rule_of_thumb
-from archviz.graph import Node, OpKind, Part
+from archviz.graph import Mixer, Node, OpKind, Part
 from archviz.site.charts import Series, context_label, line_chart
 from archviz.site.formatting import count, percent, short_bytes, short_flops
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
@@ -103,7 +103,7 @@ def _pass_notes(index: ModelIndex, node: Node, cost: NodeCost, phase: Phase) -> 
         else:
             notes.append("Grows linearly with the context: it runs over all S + 1 positions at every step.")
             mixers = {layer.mixer for layer in index.graph.layers if layer.index in node.placement.layers}
-            if "MLA" in mixers:
+            if Mixer.MLA in mixers:
                 notes.append(MLA_NOTE[0].upper() + MLA_NOTE[1:])
     if phase is Phase.DECODE and any(symbol.cap is not None for term in terms for symbol in term.symbols):
         notes.append("Sliding-window layers attend at most their window of keys, however long the context.")
@@ -367,7 +367,7 @@ def thumb_rows(index: ModelIndex) -> tuple[ThumbRow, ...]:
 
 def thumb_notes(index: ModelIndex) -> tuple[str, ...]:
     """What the context rows mean for transformers' MLA, when there are any."""
-    mla = any(layer.mixer == "MLA" for layer in index.graph.layers)
+    mla = any(layer.mixer == Mixer.MLA for layer in index.graph.layers)
     return (MLA_NOTE[0].upper() + MLA_NOTE[1:],) if mla and _decode_steps(index)["context"] else ()
 
 

@@ -238,18 +238,6 @@ def _whole_config_url(docs: ModelDocs, line_count: int) -> str | None:
     return None if url is None or not line_count else f"{url}#L1-L{line_count}"
 
 
-LAYER_KEYS = (
-    "num_hidden_layers",
-    "first_k_dense_replace",
-    "moe_layer_freq",
-    "linear_attn_config.kda_layers",
-    "linear_attn_config.full_attn_layers",
-    "layer_types",
-    "mlp_only_layers",
-    "decoder_sparse_step",
-    "num_nextn_predict_layers",
-)
-"""Keys that place groups in layers (the layer map, ``×61 (layers 0–60)``): used when the config sets them."""
 DTYPE_KEYS = ("torch_dtype", "dtype")
 """Keys that set the checkpoint's dtype."""
 QUANTIZATION_KEY = "quantization_config"
@@ -267,7 +255,7 @@ def page_keys(index: ModelIndex) -> list[str]:
         keys += [key for shape in (*node.inputs, *node.outputs) for dim in shape.dims for key in dim.config_keys]
     keys += configuration_claim(graph, config, family_for(graph.model))[1]
     if any(group.placement.layers for group in graph.groups):
-        keys += LAYER_KEYS
+        keys += graph.layer_keys  # they place groups in layers (the layer map, ``×61 (layers 0–60)``)
     keys += DTYPE_KEYS
     rows = [row for node in graph.nodes for row in node.parameters]
     if any(row.scale_block is not None or row.dtype != graph.dtype for row in rows):

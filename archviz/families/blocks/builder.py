@@ -298,8 +298,9 @@ class GraphBuilder:
         partial: bool = False,
         derived_from_code: bool = False,
         module_spellings: Iterable[tuple[str, str]] = (),
+        layer_keys: Iterable[str] = (),
     ) -> Graph:
-        """Freeze everything added into a graph (``module_spellings``: ``Graph.module_spellings``)."""
+        """Freeze everything added into a graph (``module_spellings``, ``layer_keys``: as ``Graph`` says)."""
         groups = tuple(
             Group(
                 id=id,
@@ -325,6 +326,7 @@ class GraphBuilder:
             partial=partial,
             derived_from_code=derived_from_code,
             module_spellings=tuple(module_spellings),
+            layer_keys=tuple(layer_keys),
         )
 
 

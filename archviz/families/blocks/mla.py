@@ -33,6 +33,7 @@ from archviz.families.blocks.builder import (
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
 from archviz.families.blocks.rotary import deepseek_softmax_scale
+from archviz.families.registry import Getter
 from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement
 from archviz.settings import Settings
@@ -682,3 +683,14 @@ def mtp_layers(
     mtp.inputs()
     block("mtp.", layers, mtp.group)
     mtp.head()
+
+
+def mla_words(get: Getter) -> str | None:
+    """MLA in the words of a released configuration's sentence (``MLA with query rank 1,536, KV rank 512, head widths
+    128 + 64 rotary and values 128``), when the config sets a KV rank."""
+    q_rank, kv_rank = get("q_lora_rank"), get("kv_lora_rank")
+    nope, rope, v = get("qk_nope_head_dim"), get("qk_rope_head_dim"), get("v_head_dim")
+    if not isinstance(kv_rank, int):
+        return None
+    ranks = f"query rank {q_rank:,}, " if isinstance(q_rank, int) else "no query compression, "
+    return f"MLA with {ranks}KV rank {kv_rank:,}, head widths {nope} + {rope} rotary and values {v}"

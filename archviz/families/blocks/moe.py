@@ -35,6 +35,7 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import hidden
+from archviz.families.registry import Getter
 from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.locators import Category, Locator, Site, attribute, defined, method, statement
 from archviz.settings import Settings
@@ -571,3 +572,24 @@ class MoeBlock:
             claim="The shared experts' output is added to the routed experts' weighted sum.",
             sites=(statement(code.moe, "+ self.shared_experts("),),
         )
+
+
+def moe_words(naming: MoeNaming, get: Getter) -> str | None:
+    """The MoE in the words of a released configuration's sentence (``top-8 of 384 routed experts (sigmoid scores,
+    1 of 1 expert groups kept, route scale 2.827) and 1 shared expert``), from the keys the naming names."""
+    experts, top_k, shared = get(naming.experts), get(naming.top_k), get(naming.shared)
+    if not isinstance(experts, int) or not isinstance(top_k, int):
+        return None
+    routing = [str(value) + " scores" for value in [get(naming.scoring_key)] if isinstance(value, str)]
+    groups, kept = get(naming.groups), get("topk_group")
+    if isinstance(groups, int):
+        routing.append(f"{kept if isinstance(kept, int) else groups} of {groups} expert groups kept")
+    scale = get("routed_scaling_factor")
+    if isinstance(scale, int | float) and not isinstance(scale, bool):
+        routing.append(f"route scale {scale:g}")
+    text = f"top-{top_k} of {experts} routed experts"
+    if routing:
+        text += f" ({', '.join(routing)})"
+    if isinstance(shared, int) and shared:
+        text += f" and {plural(shared, 'shared expert')}"
+    return text
