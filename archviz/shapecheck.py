@@ -10,13 +10,14 @@ that cannot run on meta tensors (whose zeros make every later shape partly made 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from archviz import legs
+from archviz.families import family_for
 from archviz.graph import Dim, Graph, Node, NodeKind, Part, Shape
 from archviz.legs import Finding, Leg, LegStatus
 from archviz.modeltree import ModelRecipe, ShapeTrace
@@ -95,7 +96,9 @@ def reduced_model(graph: Graph, recipe: ModelRecipe, *, trust_remote_code: bool,
     """The recipe's model cut to ``layer_prefix(graph)`` layers, built on the meta device (an ``nn.Module``)."""
     from archviz.meta import instantiate_meta_module
 
-    reduced = replace(recipe, config=reduced_config(recipe.config, layer_prefix(graph)))
+    family = family_for(graph.model)
+    cut = None if family is None else family.cut_layers
+    reduced = replace(recipe, config=reduced_config(recipe.config, layer_prefix(graph), cut=cut))
     return instantiate_meta_module(reduced, trust_remote_code=trust_remote_code, model_dir=model_dir)
 
 
@@ -298,20 +301,20 @@ def layer_prefix(graph: Graph) -> int:
     return len(main)
 
 
-def reduced_config(config: Mapping[str, Any], layers: int) -> dict[str, Any]:
-    """The config cut to its first ``layers`` layers (and no MTP), for a cheap shape trace."""
+def reduced_config(
+    config: Mapping[str, Any], layers: int, *, cut: Callable[[dict[str, Any], int], None] | None = None
+) -> dict[str, Any]:
+    """The config cut to its first ``layers`` layers (and no MTP), for a cheap shape trace; ``cut`` cuts the family's
+    own lists of layers (``Family.cut_layers``)."""
     reduced = copy.deepcopy(dict(config))
     text = reduced.get("text_config")
     if "num_hidden_layers" not in reduced and isinstance(text, dict):  # a wrapper: cut its language model
-        text.update(reduced_config(text, layers))
+        text.update(reduced_config(text, layers, cut=cut))
         return reduced
     reduced["num_hidden_layers"] = layers
     reduced["num_nextn_predict_layers"] = 0
-    linear = reduced.get("linear_attn_config")
-    if isinstance(linear, dict):
-        for key in ("kda_layers", "full_attn_layers"):
-            if isinstance(linear.get(key), list):
-                linear[key] = [index for index in linear[key] if isinstance(index, int) and index <= layers]
+    if cut is not None:
+        cut(reduced, layers)
     for key in ("layer_types", "mlp_layer_types"):
         if isinstance(reduced.get(key), list):
             reduced[key] = reduced[key][:layers]

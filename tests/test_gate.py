@@ -293,8 +293,8 @@ def test_a_cut_down_config_transformers_rejects_is_archviz_s_bug(monkeypatch: py
 
     cut = archviz.shapecheck.reduced_config
 
-    def broken(config: Any, layers: int) -> dict[str, Any]:
-        return {**cut(config, layers), "hidden_act": "no_such_activation"}
+    def broken(config: Any, layers: int, **options: Any) -> dict[str, Any]:
+        return {**cut(config, layers, **options), "hidden_act": "no_such_activation"}
 
     monkeypatch.setattr(archviz.shapecheck, "reduced_config", broken)
     result = check("kimi-k2-instruct")

@@ -689,6 +689,16 @@ def _positions(values: Mapping[str, Any], get: Getter) -> str | None:
 WORDS = replace(DEEPSEEK_V3_WORDS, mixer_details={Mixer.KDA: _kda_detail}, positions=_positions)
 """What Kimi Linear's own keys add to the sentence describing a released configuration."""
 
+
+def cut_layers(config: dict[str, Any], layers: int) -> None:
+    """Keep ``linear_attn_config``'s KDA and full-attention layer lists (1-based) to the first ``layers`` layers."""
+    linear = config.get(LINEAR)
+    if isinstance(linear, dict):
+        for key in ("kda_layers", "full_attn_layers"):
+            if isinstance(linear.get(key), list):
+                linear[key] = [index for index in linear[key] if isinstance(index, int) and index <= layers]
+
+
 FAMILY = Family(
     name=NAME,
     model_types=("kimi_linear",),
@@ -698,4 +708,5 @@ FAMILY = Family(
     aliases=ALIASES,
     moe=NAMING,
     words=WORDS,
+    cut_layers=cut_layers,
 )

@@ -92,6 +92,9 @@ class Family:
     modelled_configs: tuple[str, ...] = ()
     """The top-level sub-configs the family models (``text_config``, ``vision_config``); any other sub-config of a
     config it reads is listed as not modelled."""
+    cut_layers: Callable[[dict[str, Any], int], None] | None = None
+    """For a config whose own keys list layers by index (Kimi Linear's ``linear_attn_config.kda_layers``), how to cut
+    them, in place, to the first N layers (the shape trace builds a model of a few layers); None when it has none."""
     adapt_config: ConfigAdapter | None = None
     """For a config whose release spells keys transformers does not read (Kimi-K2.5's ``vt_hidden_size``), how the
     copy transformers reads is given transformers' spellings; None when it reads the file as it is."""
