@@ -30,6 +30,7 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.decoder import rms_norm
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
@@ -245,23 +246,21 @@ class KimiLinearBuilder(DeepseekV3Builder):
         d = self.d.value or 0
         tensor = "self_attention_res" if sublayer == "attention" else "mlp_res"
         where = "attention" if sublayer == "attention" else "the MLP"
-        self.b.node(
+        rms_norm(
+            self.b,
             f"{prefix}attn-res.{sublayer}-norm",
             title=f"AttnRes RMSNorm before {where}",
-            kind=NodeKind.LEARNED,
             code=f"self.{tensor}_norm(block_history)",
-            group=parent,
             summary="Normalize every source of the block history before it is scored.",
-            inputs=[history],
-            outputs=[history],
-            placement=at,
+            group=parent,
+            tensor=f"model.layers.{{layer}}.{tensor}_norm.weight",
+            width_name="hidden_size",
+            value=history,
+            width=d,
+            eps=self.eps(),
+            at=at,
+            locate=None,  # Kimi-K3's extension: no modeling file has it
             part=part,
-            settings=[self.eps()],
-            parameters=[
-                self.b.tensor(
-                    "RMSNorm scale", f"model.layers.{{layer}}.{tensor}_norm.weight", [factor("hidden_size", d)]
-                )
-            ],
         )
         self.b.node(
             f"{prefix}attn-res.{sublayer}-query",

@@ -73,10 +73,11 @@ def rms_norm(
     width: int,
     eps: Setting,
     at: Placement,
-    locate: Locator,
+    locate: Locator | None,
     part: Part = Part.MAIN,
 ) -> str:
-    """An RMSNorm: ``weight * x / sqrt(mean(x²) + eps)`` over the last dimension, one learned scale per channel."""
+    """An RMSNorm: ``weight * x / sqrt(mean(x²) + eps)`` over the last dimension, one learned scale per channel
+    (``locate``: None for a norm no modeling file has)."""
     return b.node(
         id,
         title=title,
