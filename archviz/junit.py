@@ -16,8 +16,9 @@ from xml.etree import ElementTree
 
 from archviz.graph import Graph
 from archviz.legs import LegStatus, Outcome
+from archviz.reconcile import Verdict
 from archviz.shapecheck import NodeShape, ShapeVerdict
-from archviz.verify import NodeCheck, Verdict, Verification
+from archviz.verify import NodeCheck, Verification
 
 # Characters XML 1.0 cannot carry at all (a config or a header may hold any string).
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

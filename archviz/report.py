@@ -15,11 +15,12 @@ from rich.tree import Tree
 from archviz.graph import Graph, Group, Node, NodeKind, Placement, TensorRow
 from archviz.legs import ANALYTIC, FORWARD_LEGS, SHAPES, Leg, LegStatus, Outcome, independent_legs
 from archviz.modeltree import BuildRecord
+from archviz.reconcile import LegTotals, Verdict
 from archviz.shapecheck import ShapeVerdict
 from archviz.shapes import Phase, format_shape
 from archviz.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
 from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
-from archviz.verify import LegTotals, Verdict, Verification, verification_sentence
+from archviz.verify import Verification, verification_sentence
 from archviz.words import plural
 
 JSON_SCHEMA = "archviz.inspect/1"

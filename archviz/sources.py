@@ -29,6 +29,13 @@ from urllib.parse import quote
 from archviz.claims import block_claim, configuration_claim, format_value, model_claim, value_at
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
+from archviz.excerpts import (
+    ExcerptLines,
+    ExcerptPart,
+    covering_range,
+    excerpt,
+    link,
+)
 from archviz.families import family_for
 from archviz.graph import Graph, GroupKind, Node, NodeKind
 from archviz.locators import Category, Locator, Role
@@ -41,15 +48,10 @@ from archviz.pins import (
     transformers_source_file,
 )
 from archviz.provenance import (
-    ExcerptLines,
-    ExcerptPart,
     SiteMatch,
     SourceSpan,
-    covering_range,
     ensure_python,
-    excerpt,
     find_site,
-    link,
 )
 from archviz.resolve import within_model_folder
 from archviz.words import join

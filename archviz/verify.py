@@ -17,7 +17,6 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 from archviz import legs
@@ -30,6 +29,18 @@ from archviz.graph import Graph, Part, TensorRow
 from archviz.legs import Finding, Leg, LegStatus, Outcome
 from archviz.modeltree import BuildRecord, ModuleTree
 from archviz.pipeline import ModelDocs
+from archviz.reconcile import (
+    COUNTED,
+    LegTotals,
+    Respell,
+    TensorCheck,
+    Verdict,
+    compare_names,
+    main_totals,
+    pair_names,
+    per_node,
+    set_aside_empty,
+)
 from archviz.shapecheck import (
     NodeShape,
     ShapeCheck,
@@ -42,19 +53,6 @@ from archviz.shapecheck import (
 from archviz.sources import cited_file
 from archviz.totals import ManifestTensor, TensorRole, node_buffers, node_parameters, predicted_manifest
 from archviz.words import plural
-
-
-class Verdict(StrEnum):
-    """The outcome of one comparison."""
-
-    OK = "ok"
-    MISSING = "missing"
-    UNEXPECTED = "unexpected"
-    WRONG_SHAPE = "wrong shape"
-    WRONG_DTYPE = "wrong dtype"
-    MISMATCH = "mismatch"
-    NOT_CHECKED = "not checked"
-
 
 PACKED_QUANTIZATION: Mapping[str, str] = {
     "mxfp4": "MXFP4 blocks and scales stored as U8 (gpt-oss)",
@@ -79,24 +77,6 @@ a tensor is excused, never any tensor at all."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TensorCheck:
-    """One tensor that the legs disagree about."""
-
-    name: str
-    """Checkpoint name."""
-    node: str | None
-    """The graph node it belongs to, when the graph predicts it."""
-    leg: str
-    """Which comparison: ``meta model`` or ``checkpoint``."""
-    verdict: Verdict
-    """Missing from the leg, unexpected in it, or present with another shape or dtype."""
-    expected: str
-    """What the graph predicts (``[384] F32``), or ``-``."""
-    found: str
-    """What the leg holds, or ``-``."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeCheck:
     """One node's parameter count in each leg."""
 
@@ -112,16 +92,6 @@ class NodeCheck:
     """The same from the checkpoint, or None when no checkpoint was checked."""
     verdict: Verdict
     """Whether the legs that ran agree."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LegTotals:
-    """Totals as one leg sees them."""
-
-    parameters: int | None
-    """Learned parameters of the main model (tied weights once)."""
-    buffers: int | None
-    """Persistent-buffer elements of the main model."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -222,176 +192,6 @@ def verification_sentence(verification: Verification | None) -> str:
     return text
 
 
-def _describe(shape: Sequence[int] | None, dtype: str | None = None) -> str:
-    """``[384] F32``, or ``-``."""
-    if shape is None:
-        return "-"
-    text = "[" + ", ".join(str(size) for size in shape) + "]"
-    return f"{text} {dtype}" if dtype else text
-
-
-def canonical_name(name: str, spellings: Sequence[tuple[str, str]]) -> str:
-    """A checkpoint name with transformers' module renames applied (``Graph.module_spellings``), so that equivalent
-    spellings compare equal."""
-    for old, new in spellings:
-        name = name.replace(f".{old}.", f".{new}.")
-    return name
-
-
-Held = Mapping[str, tuple[tuple[int, ...], str | None]]
-"""What a leg holds: checkpoint name -> (shape, dtype, or None when the leg has no dtypes)."""
-
-
-Respell = Callable[[Iterable[str]], Mapping[str, str]]
-"""Checkpoint names -> the names transformers loads them as (``archviz.meta.load_time_names`` on the built model)."""
-
-
-def pair_names(
-    expected: Iterable[str],
-    held: Iterable[str],
-    respell: Respell | None = None,
-    spellings: Sequence[tuple[str, str]] = (),
-) -> dict[str, str]:
-    """Predicted name -> the held name that is the same tensor: the same spelling, or, for what is left, the same
-    canonical spelling, or (with ``respell``) the same name once transformers' load-time renaming has run on both
-    (a release's names against transformers' lossy save of them). Exact matches cost one set lookup each; only the
-    leftovers are respelled."""
-    held = set(held)
-    pairs: dict[str, str] = {}
-    leftover: list[str] = []
-    for name in expected:
-        if name in held:
-            pairs[name] = name
-        else:
-            leftover.append(name)
-    canonical: Respell = lambda names: {name: canonical_name(name, spellings) for name in names}  # noqa: E731
-    for spell in (canonical, respell):
-        unpaired = held.difference(pairs.values())
-        if not leftover or not unpaired or spell is None:
-            break
-        spelled = spell([*leftover, *unpaired])
-        by_spelling = {spelled[name]: name for name in unpaired}
-        found = {name: by_spelling.get(spelled[name]) for name in leftover}
-        pairs.update({name: match for name, match in found.items() if match is not None})
-        leftover = [name for name, match in found.items() if match is None]
-    return pairs
-
-
-def _compare_names(
-    expected: Mapping[str, ManifestTensor],
-    found: Held,
-    pairs: Mapping[str, str],
-    *,
-    leg: str,
-    check_dtype: bool,
-    float32: Callable[[str], bool] = lambda _: False,
-) -> list[TensorCheck]:
-    """Disagreements between predicted and held tensors, reported as the leg holds them (or, for a missing
-    tensor, as the graph predicts it). ``float32`` says which held names may be F32 whatever the prediction
-    (tensors transformers keeps in float32)."""
-    checks: list[TensorCheck] = []
-    for name, tensor in expected.items():
-        if name not in pairs:
-            checks.append(
-                TensorCheck(
-                    name=name,
-                    node=tensor.node,
-                    leg=leg,
-                    verdict=Verdict.MISSING,
-                    expected=_describe(tensor.shape, tensor.dtype),
-                    found="-",
-                )
-            )
-            continue
-        held = pairs[name]
-        shape, dtype = found[held]
-        if tuple(shape) != tuple(tensor.shape):
-            verdict = Verdict.WRONG_SHAPE
-        elif (
-            check_dtype
-            and dtype != tensor.dtype
-            and not _same_integers(tensor, dtype)
-            and not (dtype == "F32" and float32(held))
-        ):
-            verdict = Verdict.WRONG_DTYPE
-        else:
-            continue
-        checks.append(
-            TensorCheck(
-                name=held,
-                node=tensor.node,
-                leg=leg,
-                verdict=verdict,
-                expected=_describe(tensor.shape, tensor.dtype),
-                found=_describe(shape, dtype),
-            )
-        )
-    for name in sorted(set(found).difference(pairs.values())):
-        shape, dtype = found[name]
-        checks.append(
-            TensorCheck(
-                name=name, node=None, leg=leg, verdict=Verdict.UNEXPECTED, expected="-", found=_describe(shape, dtype)
-            )
-        )
-    return checks
-
-
-def _set_aside_empty(checks: list[TensorCheck], found: Held) -> tuple[list[TensorCheck], str | None]:
-    """The checks without the unexpected tensors that hold no elements, and a note naming those: a part the config
-    sizes to zero (``n_shared_experts: 0`` leaves transformers' shared experts 0 wide) has nothing to compare, and
-    the graph builds no node for it."""
-    empty = [c.name for c in checks if c.verdict is Verdict.UNEXPECTED and math.prod(found[c.name][0]) == 0]
-    if not empty:
-        return checks, None
-    examples = ", ".join(empty[:2]) + (", …" if len(empty) > 2 else "")
-    note = (
-        f"{plural(len(empty), 'empty tensor')} ({examples}) with no elements: the code builds a part the config sizes "
-        "to zero, which the graph leaves out."
-    )
-    return [check for check in checks if check.name not in set(empty)], note
-
-
-COUNTED = frozenset({TensorRole.WEIGHT, TensorRole.BUFFER, TensorRole.PACKED})
-"""Roles whose elements are parameters or buffer elements (scales, zero points and stored shapes are not)."""
-INTEGER_SHAPES = frozenset({"I32", "I64"})
-"""A packed weight's ``weight_shape`` is an integer pair: compressed-tensors writes I64, Kimi's INT4 releases I32."""
-
-
-def held_elements(tensor: ManifestTensor, shape: Sequence[int]) -> int:
-    """The parameters (or buffer elements) a held tensor of the predicted one's name stands for: its elements, or for a
-    packed weight the logical weight's (in proportion, should its packed shape differ)."""
-    if tensor.role != TensorRole.PACKED:
-        return math.prod(shape)
-    return tensor.logical * math.prod(shape) // max(math.prod(tensor.shape), 1)
-
-
-def _same_integers(tensor: ManifestTensor, dtype: str | None) -> bool:
-    return tensor.role == TensorRole.SHAPE and tensor.dtype in INTEGER_SHAPES and dtype in INTEGER_SHAPES
-
-
-def _per_node(expected: Mapping[str, ManifestTensor], found: Held, pairs: Mapping[str, str]) -> Counter[str]:
-    """Elements per node of the tensors a leg holds, for the names the graph predicts (scales left out)."""
-    counts: Counter[str] = Counter()
-    for name, held in pairs.items():
-        tensor = expected[name]
-        if tensor.role in COUNTED:
-            counts[tensor.node] += held_elements(tensor, found[held][0])
-    return counts
-
-
-def _main_totals(expected: Mapping[str, ManifestTensor], found: Held, pairs: Mapping[str, str]) -> LegTotals:
-    parameters = buffers = 0
-    for name, held in pairs.items():
-        tensor = expected[name]
-        if tensor.part is not Part.MAIN:
-            continue
-        if tensor.role in (TensorRole.WEIGHT, TensorRole.PACKED):
-            parameters += held_elements(tensor, found[held][0])
-        elif tensor.role == TensorRole.BUFFER:
-            buffers += math.prod(found[held][0])
-    return LegTotals(parameters=parameters, buffers=buffers)
-
-
 # -- the legs -------------------------------------------------------------------------------------
 
 
@@ -459,7 +259,7 @@ def _meta_leg(
     meta, respell = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
     pairs = pair_names(main, found, respell, graph.module_spellings)
-    tensors, empty = _set_aside_empty(_compare_names(main, found, pairs, leg=legs.META, check_dtype=False), found)
+    tensors, empty = set_aside_empty(compare_names(main, found, pairs, leg=legs.META, check_dtype=False), found)
     totals = LegTotals(parameters=meta.total_parameters, buffers=meta.total_persistent_buffer_elements)
     analytic = docs.totals
     findings = [_tensor_finding(check) for check in tensors]
@@ -484,7 +284,7 @@ def _meta_leg(
     return _Reconciled(
         leg=leg,
         totals=totals,
-        counts=_per_node(main, found, pairs),
+        counts=per_node(main, found, pairs),
         tensors=tuple(tensors),
         recomputed=frozenset(meta.non_persistent_buffers),
         built=built,
@@ -627,8 +427,8 @@ def _checkpoint_leg(
         expected = {name: tensor for name, tensor in expected.items() if tensor.part is not Part.MTP}
     built = meta.built
     float32 = _kept_in_float32(built)
-    tensors, empty = _set_aside_empty(
-        _compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True, float32=float32), compared
+    tensors, empty = set_aside_empty(
+        compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True, float32=float32), compared
     )
     notes += [empty] if empty else []
     upcast = sorted(held for name, held in pairs.items() if compared[held][1] == "F32" != everything[name].dtype)
@@ -640,7 +440,7 @@ def _checkpoint_leg(
             "checkpoint transformers saved holds them so (a release may store the model's dtype)."
         )
     findings += [_tensor_finding(check) for check in tensors]
-    totals = _main_totals(everything, compared, pairs)
+    totals = main_totals(everything, compared, pairs)
     analytic = docs.totals
     if totals.parameters != analytic.parameters and not replaced:  # packed weights' elements are no parameters
         findings.append(_total_finding(legs.CHECKPOINT, "parameters", analytic.parameters, totals.parameters))
@@ -656,7 +456,7 @@ def _checkpoint_leg(
         findings=tuple(findings),
         independent_of=independent_of,
     )
-    counts = _per_node(main, compared, {n: h for n, h in pairs.items() if n in main})
+    counts = per_node(main, compared, {n: h for n, h in pairs.items() if n in main})
     return _Reconciled(leg=leg, totals=totals, counts=counts, tensors=tuple(tensors), notes=tuple(notes))
 
 

@@ -27,6 +27,7 @@ STAGES: list[tuple[str, int]] = [
     ("modeltree", 0),
     ("pins", 0),
     ("provenance", 0),
+    ("excerpts", 0),
     # 1: where the model is and what its config says.
     ("resolve", 1),
     ("config", 1),
@@ -52,6 +53,7 @@ STAGES: list[tuple[str, int]] = [
     ("shapecheck", 5),
     ("witness", 5),
     ("costcheck", 5),
+    ("reconcile", 5),
     ("verify", 5),
     # The comparison of two models: reads the pipeline's output (and the checkpoint stage's dtype sizes), before
     # presentation.

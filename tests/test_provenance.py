@@ -21,6 +21,16 @@ from typing import NamedTuple
 import pytest
 
 from archviz.errors import InputError
+from archviz.excerpts import (
+    ExcerptLines,
+    ExcerptOmission,
+    code_reference,
+    covering_range,
+    excerpt,
+    format_excerpt,
+    link,
+    omission_label,
+)
 from archviz.pins import (
     RevisionKind,
     SourceFile,
@@ -31,12 +41,7 @@ from archviz.pins import (
     transformers_source_file,
 )
 from archviz.provenance import (
-    ExcerptLines,
-    ExcerptOmission,
     SourceSpan,
-    code_reference,
-    covering_range,
-    excerpt,
     find_attribute_definition,
     find_attribute_use,
     find_attribute_uses,
@@ -44,9 +49,6 @@ from archviz.provenance import (
     find_function,
     find_method,
     find_statement,
-    format_excerpt,
-    link,
-    omission_label,
     resolve_class_name,
     split_lines,
 )

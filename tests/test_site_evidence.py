@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from archviz.excerpts import (
+    ExcerptLines,
+)
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.provenance import ExcerptLines
 from archviz.sources import Evidence
 from tests.test_families import PUBLISHED
 

@@ -26,6 +26,10 @@ from typer.testing import CliRunner
 
 from archviz.cli import app
 from archviz.errors import InputError
+from archviz.excerpts import (
+    ExcerptLines,
+    ExcerptOmission,
+)
 from archviz.families import FAMILIES
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.generic import locators as generic_locators
@@ -41,8 +45,6 @@ from archviz.pins import (
 )
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.provenance import (
-    ExcerptLines,
-    ExcerptOmission,
     find_site,
     split_lines,
 )

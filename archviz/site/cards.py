@@ -10,8 +10,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from archviz.excerpts import (
+    ExcerptLines,
+    covering_range,
+    omission_label,
+)
 from archviz.graph import Group, GroupKind, Node, NodeKind, Part, Shape, TensorRow
-from archviz.provenance import ExcerptLines, covering_range, omission_label
 from archviz.report import format_placement
 from archviz.shapes import Phase, format_shape
 from archviz.site.costs import flops_view
