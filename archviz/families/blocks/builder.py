@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TypedDict, Unpack
+from typing import NotRequired, TypedDict, Unpack
 
 from archviz.dtypes import SAFETENSORS_DTYPES
 from archviz.graph import (
@@ -117,6 +117,27 @@ class NodeFields(TypedDict, total=False):
     """What it computes, for the cost model."""
     traced_module: str | None
     """For a tensor state, the module whose first output it is (``Node.traced_module``)."""
+
+
+class StateHead(TypedDict):
+    """What a tensor state has besides its value: its identity, place and the module that outputs it."""
+
+    title: str
+    """Display title."""
+    code: str
+    """The expression that holds it in the modeling code."""
+    summary: str
+    """What it is, in a sentence."""
+    group: str
+    """The group it joins."""
+    placement: NotRequired[Placement]
+    """Where its instances are (the model level unless said)."""
+    part: NotRequired[Part]
+    """Main model or MTP layers."""
+    locate: NotRequired[Locator | None]
+    """How to find its code."""
+    traced_module: NotRequired[str | None]
+    """The module whose first output it is (``Node.traced_module``)."""
 
 
 @dataclass(slots=True)
@@ -234,34 +255,9 @@ class GraphBuilder:
         self._groups[group].members.append(id)
         return id
 
-    def state(
-        self,
-        id: str,
-        *,
-        title: str,
-        code: str,
-        summary: str,
-        group: str,
-        value: Shape,
-        placement: Placement = MODEL_LEVEL,
-        part: Part = Part.MAIN,
-        locate: Locator | None = None,
-        traced_module: str | None = None,
-    ) -> str:
+    def state(self, id: str, *, value: Shape, **head: Unpack[StateHead]) -> str:
         """Add a tensor state: a node whose single output is the tensor itself (``traced_module`` outputs it)."""
-        return self.node(
-            id,
-            title=title,
-            kind=NodeKind.TENSOR,
-            code=code,
-            summary=summary,
-            group=group,
-            outputs=(value,),
-            placement=placement,
-            part=part,
-            locate=locate,
-            traced_module=traced_module,
-        )
+        return self.node(id, kind=NodeKind.TENSOR, outputs=(value,), **head)
 
     def _config_keys(
         self,
