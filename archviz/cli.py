@@ -20,6 +20,7 @@ from archviz.graph import Assumption
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.report import graph_json, render_tree, render_verification, verification_json
 from archviz.shapes import Phase
+from archviz.words import plural
 
 if TYPE_CHECKING:
     from archviz.verify import Verification
@@ -209,7 +210,7 @@ def cost(
         raise _fail(error) from None
     sizes = Sizes(batch=batch, prompt=prompt, context=context)
     report = model_cost(docs.graph, docs.totals, sizes, cache_dtype=dtype)
-    beyond = beyond_context(sizes, docs.config) if report.priced else None  # weights alone do not depend on T or S
+    beyond = beyond_context(sizes, docs.config) if report.priced else ()  # weights alone do not depend on T or S
     if as_json:
         document = cost_json(report, docs.graph, docs.totals, beyond=beyond)
         sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
@@ -490,7 +491,7 @@ def render(
             written = render_site(request, locate=_checkpoint_location, reporter=PlainReporter(console))
     except InputError as error:
         raise _fail(error) from None
-    console.print(f"wrote {out} ({written} {'model' if written == 1 else 'models'})", markup=False)
+    console.print(f"wrote {out} ({plural(written, 'model')})", markup=False)
 
 
 def main() -> None:

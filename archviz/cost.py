@@ -101,6 +101,8 @@ class Sym:
 
 
 DEFAULT_SIZES = Sizes(batch=1, prompt=2048, context=131_072)
+"""What ``archviz cost`` and ``inspect --json`` evaluate at unless told: one sequence, a 2,048-token prompt, a
+128k context."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,23 +131,21 @@ class BeyondContext:
         )
 
 
-def beyond_context(sizes: Sizes, config: ConfigDocument) -> BeyondContext | None:
-    """The prompt or the cache when either is longer than the config's context length; None when both fit or the
-    config sets no context length."""
+def beyond_context(sizes: Sizes, config: ConfigDocument) -> tuple[BeyondContext, ...]:
+    """The prompt ``T`` and the cache ``S``, each when it is longer than the config's context length (a cache of
+    exactly the context is within it); none when both fit or the config sets no context length."""
     found = config.context_length()
     if found is None:
-        return None
+        return ()
     context, key = found
-    for size, positions in (("T", sizes.prompt), ("S", sizes.context)):
-        if positions > context:
-            span = config.span(key)
-            line = span.start if span else None
-            return BeyondContext(size=size, positions=positions, context=context, key=key, path=config.path, line=line)
-    return None
+    span = config.span(key)
+    line = span.start if span else None
+    return tuple(
+        BeyondContext(size=size, positions=positions, context=context, key=key, path=config.path, line=line)
+        for size, positions in (("T", sizes.prompt), ("S", sizes.context))
+        if positions > context
+    )
 
-
-"""What ``archviz cost`` and ``inspect --json`` evaluate at unless told: one sequence, a 2,048-token prompt, a
-128k context."""
 
 BATCH = Sym(size="batch")
 TOKENS = Sym(size="tokens")

@@ -5,6 +5,7 @@ Pure functions of a ``CostReport`` and its graph; the CLI prints what they retur
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group as RichGroup
@@ -64,7 +65,7 @@ PARTIAL_COSTS = (
 
 
 def cost_json(
-    report: CostReport, graph: Graph, totals: Totals, *, beyond: BeyondContext | None = None
+    report: CostReport, graph: Graph, totals: Totals, *, beyond: Sequence[BeyondContext] = ()
 ) -> dict[str, Any]:
     """The ``archviz cost --json`` document (every number an integer but the intensity); ``beyond_context`` only
     when a size is longer than the model's context."""
@@ -94,15 +95,18 @@ def cost_json(
         "batch": sizes.batch,
         "modelled_in_full": modelled_in_full(graph),
     }
-    if beyond is not None:
-        head["beyond_context"] = {
-            "size": beyond.size,
-            "positions": beyond.positions,
-            "context": beyond.context,
-            "key": beyond.key,
-            "line": beyond.line,
-            "note": beyond.text,
-        }
+    if beyond:
+        head["beyond_context"] = [
+            {
+                "size": item.size,
+                "positions": item.positions,
+                "context": item.context,
+                "key": item.key,
+                "line": item.line,
+                "note": item.text,
+            }
+            for item in beyond
+        ]
     if not report.priced:  # null, never a zero that reads as a measurement
         return {
             **head,
@@ -154,7 +158,7 @@ def _bytes(value: int) -> str:
 
 
 def render_cost(
-    name: str, report: CostReport, graph: Graph, totals: Totals, *, beyond: BeyondContext | None = None
+    name: str, report: CostReport, graph: Graph, totals: Totals, *, beyond: Sequence[BeyondContext] = ()
 ) -> RichGroup:
     """The terminal view: weights, cache and state, FLOPs per pass and by part, decode intensity."""
     sizes = report.sizes
@@ -166,8 +170,7 @@ def render_cost(
         head.add_row(f"weights {dtype}", _bytes(size))
     head.add_row("weights (checkpoint)", _bytes(report.weight_bytes))
     warnings = [] if modelled_in_full(graph) else [f"[bold yellow]{escape(PARTIAL_COSTS)}[/]"]
-    if beyond is not None:
-        warnings.append(f"[bold yellow]{escape(beyond.text)}[/]")
+    warnings += [f"[bold yellow]{escape(item.text)}[/]" for item in beyond]
     if not report.priced:
         return RichGroup(head, *warnings, f"[bold yellow]FLOPs and cache not priced:[/] {escape(UNPRICED)}")
     head.add_row(f"cache per token per sequence ({report.cache_dtype})", _bytes(report.cache_per_token))

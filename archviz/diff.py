@@ -31,7 +31,7 @@ from archviz.pipeline import ModelDocs
 from archviz.roles import RoleName, node_roles, role_form
 from archviz.shapes import Phase, format_shape
 from archviz.totals import Totals, node_buffers, node_parameters
-from archviz.words import plural_noun
+from archviz.words import plural, plural_noun
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
 
@@ -707,7 +707,7 @@ def _settings_sentence(parts: _Parts) -> str | None:
     if not said:
         return None
     more = total - shown
-    return "; ".join(said) + (f"; and {more} more setting {'change' if more == 1 else 'changes'}" if more else "")
+    return "; ".join(said) + (f"; and {plural(more, 'more setting change')}" if more else "")
 
 
 def _totals_sentence(parts: _Parts) -> str | None:

@@ -21,7 +21,7 @@ from archviz.shapes import Phase, format_shape
 from archviz.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
 from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
 from archviz.verify import Verification, verification_sentence
-from archviz.words import plural
+from archviz.words import noun_for, plural
 
 JSON_SCHEMA = "archviz.inspect/1"
 ACTIVE_CONVENTION = (
@@ -49,8 +49,7 @@ def format_placement(placement: Placement, unit: str = "") -> str:
     """Where the instances are: ``model``, ``layers 0–60``, ``layers 1–60 × 384 experts``."""
     if not placement.layers:
         return "model"
-    noun = "layer" if len(placement.layers) == 1 else "layers"
-    text = f"{noun} {format_layers(placement.layers)}"
+    text = f"{noun_for(len(placement.layers), 'layer')} {format_layers(placement.layers)}"
     if placement.per_layer > 1:
         text += f" × {placement.per_layer:,} {unit or 'instances'}"
     return text

@@ -17,6 +17,7 @@ from archviz.config import ConfigDocument
 from archviz.dtypes import SAFETENSORS_DTYPES
 from archviz.errors import InputError
 from archviz.graph import Assumption
+from archviz.words import noun_for
 
 # Larger than any real model dimension by orders of magnitude; catches typos such as 71680000.
 MAX_DIMENSION = 2**31 - 1
@@ -133,7 +134,7 @@ class Settings:
         if missing:
             where = " (in text_config)" if self.document.root else ""
             raise InputError(
-                f"missing {'key' if len(missing) == 1 else 'keys'} required by the {self.family} family"
+                f"missing {noun_for(len(missing), 'key')} required by the {self.family} family"
                 f"{where}: {', '.join(missing)}",
                 path=self.document.path,
             )

@@ -570,7 +570,7 @@ def _verify(
         shapes=shapes.checks,
         shape_nodes=shapes.nodes,
         costs=costs,
-        notes=(*meta.notes, *held.notes),
+        notes=tuple(dict.fromkeys((*meta.notes, *held.notes))),  # what both legs found is said once
         warnings=tuple(_cited_file_warnings(docs, meta.built)),
         derived_from_code=graph.derived_from_code,
         omitted=graph.omitted,

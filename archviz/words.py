@@ -20,6 +20,11 @@ def counted(number: int, nouns: str) -> str:
     return f"{number:,} {nouns}"
 
 
+def noun_for(number: int, noun: str) -> str:
+    """The noun alone, in the singular for one and in the plural otherwise (``layer 3``, ``layers 0–60``)."""
+    return noun if number == 1 else noun + "s"
+
+
 def plural_noun(noun: str) -> str:
     """The noun in the plural (one already ending in ``s`` is left as it is: ``parameters``)."""
     return noun if noun.endswith("s") else noun + "s"

@@ -342,9 +342,10 @@ def test_sizes_beyond_the_context_are_said_with_the_line_that_sets_it() -> None:
     config = bundled_config("kimi-k2-instruct").read_text(encoding="utf-8").splitlines()
     line = next(number for number, text in enumerate(config, 1) if '"max_position_embeddings"' in text)
     assert "beyond_context" not in cost_json("kimi-k2-instruct", "--context", "131072")
-    beyond = cost_json("kimi-k2-instruct", "--context", "131073")["beyond_context"]
+    [beyond] = cost_json("kimi-k2-instruct", "--context", "131073")["beyond_context"]
     assert (beyond["size"], beyond["positions"], beyond["context"]) == ("S", 131_073, 131_072)
     assert (beyond["key"], beyond["line"]) == ("max_position_embeddings", line)
-    assert cost_json("kimi-k2-instruct", "--prompt", "200000")["beyond_context"]["size"] == "T"
+    both = cost_json("kimi-k2-instruct", "--prompt", "200000", "--context", "300000")["beyond_context"]
+    assert [(item["size"], item["positions"]) for item in both] == [("T", 200_000), ("S", 300_000)]
     result = runner.invoke(app, ["cost", "kimi-k2-instruct", "--context", "1000000"])
     assert result.exit_code == 0 and "1,000,000 is more positions than the model's context" in result.stdout

@@ -34,9 +34,9 @@ from archviz.families.blocks.builder import (
     fixed,
     layer_placement,
 )
-from archviz.families.blocks.mla import mla_words
+from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.omissions import unread_sub_configs, with_omissions
-from archviz.families.registry import ConfigWords, Family
+from archviz.families.registry import Family
 from archviz.graph import (
     Dim,
     Graph,
@@ -95,10 +95,9 @@ DIMENSION_KEYS = (
 # Words in the module path of a vision or audio encoder's repeated blocks, which are not the model's layers.
 TOWER_WORDS = ("vision", "visual", "image", "audio", "speech")
 
-# Words in the name of a layer's token-mixing child (``self_attn``, ``mixer``, ``mamba``), for the layer map.
-WORDS = ConfigWords(layers=("first_k_dense_replace",), attention=mla_words)
-"""The keys transformers' configs share beyond the common ones that the sentence describing a released configuration
-reads: DeepSeek's dense layers and MLA's shape (DeepSeek-V2 and its kin are read off the code)."""
+WORDS = DEEPSEEK_V3_WORDS
+"""What the sentence describing a released configuration reads beyond the common keys: DeepSeek-V3's words, since
+DeepSeek-V2 and its kin (their dense layers, MLA's shape) are read off the code."""
 
 LAYER_KEYS = (
     "num_hidden_layers",
@@ -112,6 +111,7 @@ LAYER_KEYS = (
 """The keys transformers' configs place layers with (``Graph.layer_keys``): a graph read off the code does not know
 which one its classes read, so the overview marks whichever the config sets."""
 
+# Words in the name of a layer's token-mixing child (``self_attn``, ``mixer``, ``mamba``), for the layer map.
 MIXER_WORDS = ("attn", "attention", "mixer", "mamba", "ssm", "linear_attn")
 
 # Config keys a norm's epsilon is named after when one of them has the module's value.

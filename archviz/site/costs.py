@@ -41,6 +41,7 @@ from archviz.site.views import (
     WeightRow,
 )
 from archviz.totals import node_parts
+from archviz.words import noun_for
 
 SIZES = DEFAULT_SIZES
 """The sizes the pages evaluate costs at."""
@@ -62,10 +63,10 @@ MTP_NOTE = "Multi-token-prediction layers are stored but not run, so they cost n
 
 def sizes_sentence(sizes: Sizes = SIZES) -> str:
     """``At B = 1 sequence, a prompt of T = 2,048 tokens and S = 131,072 cached tokens …``."""
-    sequences = "sequence" if sizes.batch == 1 else "sequences"
     return (
-        f"At B = {sizes.batch:,} {sequences}, a prompt of T = {sizes.prompt:,} tokens and S = {sizes.context:,} "
-        "cached tokens (archviz cost's defaults; archviz cost MODEL --prompt T --context S --batch B gives others)."
+        f"At B = {sizes.batch:,} {noun_for(sizes.batch, 'sequence')}, a prompt of T = {sizes.prompt:,} tokens "
+        f"and S = {sizes.context:,} cached tokens (archviz cost's defaults; archviz cost MODEL --prompt T "
+        "--context S --batch B gives others)."
     )
 
 

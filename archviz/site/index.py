@@ -15,7 +15,7 @@ from archviz.report import format_layers
 from archviz.site.formatting import check_id, count, safe_url
 from archviz.site.views import Link, PartialBadge, SymbolView
 from archviz.sources import MODEL_GROUP_TITLE
-from archviz.words import first_free, plural
+from archviz.words import first_free, noun_for, plural
 
 UNVERIFIED_SENTENCE = "Derived from the config; this count has not been verified against a checkpoint here."
 """A card's verification sentence when nothing was verified."""
@@ -157,7 +157,7 @@ def repeat_label(group: Group) -> str:
     layers = group.placement.layers
     if not layers:
         return ""
-    where = f"({'layer' if len(layers) == 1 else 'layers'} {format_layers(layers)})"
+    where = f"({noun_for(len(layers), 'layer')} {format_layers(layers)})"
     if group.placement.per_layer > 1:
         return f"×{count(group.placement.per_layer)} per layer {where}"
     return f"×{count(len(layers))} {where}"
