@@ -256,9 +256,9 @@ class Node:
     op: Op | None = None
     """What it computes, for the cost model; None for tensor states and operators that cost nothing counted."""
     traced_module: str | None = None
-    """For a tensor state, the module whose first output it is, in transformers' names with ``{layer}`` for a layer
-    (``model.layers.{layer}.self_attn``), which the shape check compares it with; None when no module outputs it
-    alone."""
+    """For a tensor state, the module whose first output it is, with ``{layer}`` for a layer
+    (``model.layers.{layer}.self_attn``), which the shape check compares it with; in the graph's module names, which
+    ``Graph.module_spellings`` maps to transformers' where they differ; None when no module outputs it alone."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
