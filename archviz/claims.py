@@ -13,7 +13,7 @@ from typing import Any
 from archviz.config import ConfigDocument
 from archviz.families.blocks.moe import moe_words
 from archviz.families.registry import ConfigWords, Family
-from archviz.graph import Graph, Mixer, Part
+from archviz.graph import Ffn, Graph, Mixer, Part
 from archviz.words import join
 
 
@@ -65,7 +65,7 @@ def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | N
         parts.append(f"width {width:,}")
     main = [layer for layer in graph.layers if layer.part is Part.MAIN]
     if isinstance(layers, int):
-        dense = [layer.index for layer in main if layer.ffn == "dense"]
+        dense = [layer.index for layer in main if layer.ffn is Ffn.DENSE]
         for key in words.layers:
             get(key)
         text = f"{layers} layers"
@@ -154,7 +154,7 @@ def block_claim(graph: Graph) -> str:
         mixer = f"attention (through a sliding window in {windowed} of {len(main)} blocks)"
     else:
         mixer = f"the token mixer ({' or '.join(mixers)}, by the layer map)"
-    dense = [layer.index for layer in main if layer.ffn == "dense"]
+    dense = [layer.index for layer in main if layer.ffn is Ffn.DENSE]
     if not dense:
         ffn = "every block uses the MoE"
     elif len(dense) == len(main):

@@ -296,6 +296,15 @@ class Mixer(StrEnum):
     """Softmax attention over the last positions only (Mistral, Qwen2's windowed layers)."""
 
 
+class Ffn(StrEnum):
+    """A layer's feed-forward part in the layer map."""
+
+    DENSE = "dense"
+    """One MLP every token runs through."""
+    MOE = "MoE"
+    """A router and experts, each token running through the few it picks."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Layer:
     """What one decoder layer is made of: the layer map of the overview."""
@@ -303,9 +312,9 @@ class Layer:
     index: int
     """Checkpoint layer index (``model.layers.{index}``)."""
     mixer: str
-    """Its token mixer: ``MLA``, ``KDA``, ``attention``."""
-    ffn: str
-    """Its feed-forward part: ``dense`` or ``MoE``."""
+    """Its token mixer (a ``Mixer``; a graph read off the code names its own)."""
+    ffn: Ffn
+    """Its feed-forward part."""
     part: Part = Part.MAIN
     """Main model or multi-token-prediction layer."""
 

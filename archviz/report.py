@@ -182,7 +182,7 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
         "nodes": [node_json(graph, node, sources.nodes.get(node.id) if sources else None) for node in graph.nodes],
         "groups": [_group_json(group) for group in graph.groups],
         "layers": [
-            {"index": layer.index, "mixer": layer.mixer, "ffn": layer.ffn, "part": layer.part.value}
+            {"index": layer.index, "mixer": layer.mixer, "ffn": layer.ffn.value, "part": layer.part.value}
             for layer in graph.layers
         ],
         "not_modelled": list(graph.not_modelled),

@@ -29,7 +29,7 @@ from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_l
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
 from archviz.families.blocks.rotary import deepseek_rope_settings, rotary_embedding, rotary_locator
 from archviz.families.registry import ConfigWords, Family
-from archviz.graph import Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
+from archviz.graph import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
 from archviz.settings import Settings
 
 NAME = "deepseek_v3"
@@ -211,10 +211,10 @@ class DeepseekV3Builder:
                 block=lambda prefix, layers, group: self.block(prefix, layers, parent=group, part=Part.MTP),
             )
         layers = [
-            Layer(index=index, mixer=self.mixer_kind(index), ffn="MoE" if self.is_moe_layer(index) else "dense")
+            Layer(index=index, mixer=self.mixer_kind(index), ffn=Ffn.MOE if self.is_moe_layer(index) else Ffn.DENSE)
             for index in range(self.layers)
         ]
-        layers += [Layer(index=index, mixer=self.mixer_kind(index), ffn="MoE", part=Part.MTP) for index in mtp]
+        layers += [Layer(index=index, mixer=self.mixer_kind(index), ffn=Ffn.MOE, part=Part.MTP) for index in mtp]
         return b.finish(
             model,
             input_embedding="token-embedding",

@@ -39,6 +39,7 @@ from archviz.families.omissions import unread_sub_configs, with_omissions
 from archviz.families.registry import Family
 from archviz.graph import (
     Dim,
+    Ffn,
     Graph,
     Group,
     GroupKind,
@@ -743,7 +744,7 @@ class CodeGraph:
             else:  # a hybrid layer runs several (Falcon-H1: attention and a Mamba mixer side by side)
                 mixer = " + ".join(dict.fromkeys(mixing)) or module.class_name
             names = module.classes_below
-            ffn = "MoE" if any(n.endswith("Experts") or "Moe" in n or "MoE" in n for n in names) else "dense"
+            ffn = Ffn.MOE if any(n.endswith("Experts") or "Moe" in n or "MoE" in n for n in names) else Ffn.DENSE
             layers.append(Layer(index=index, mixer=mixer, ffn=ffn))
         return layers
 

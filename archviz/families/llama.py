@@ -56,7 +56,7 @@ from archviz.families.blocks.decoder import (
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
 from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
 from archviz.families.registry import Family
-from archviz.graph import Dim, Graph, GroupKind, Layer, Mixer, ModelInfo, NodeKind, Op, OpKind, Setting, Shape
+from archviz.graph import Dim, Ffn, Graph, GroupKind, Layer, Mixer, ModelInfo, NodeKind, Op, OpKind, Setting, Shape
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement
 from archviz.settings import Settings
 
@@ -456,7 +456,7 @@ class LlamaBuilder:
             Layer(
                 index=index,
                 mixer=Mixer.SLIDING_WINDOW if index in sliding else Mixer.ATTENTION,
-                ffn="MoE" if index in moe else "dense",
+                ffn=Ffn.MOE if index in moe else Ffn.DENSE,
             )
             for index in range(self.layers)
         ]
