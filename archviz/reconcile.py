@@ -185,7 +185,8 @@ def set_aside_empty(checks: list[TensorCheck], found: Held) -> tuple[list[Tensor
         f"{plural(len(empty), 'empty tensor')} ({examples}) with no elements: the code builds a part the config sizes "
         "to zero, which the graph leaves out."
     )
-    return [check for check in checks if check.name not in set(empty)], note
+    set_aside = set(empty)
+    return [check for check in checks if check.name not in set_aside], note
 
 
 COUNTED = frozenset({TensorRole.WEIGHT, TensorRole.BUFFER, TensorRole.PACKED})
