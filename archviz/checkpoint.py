@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archviz.errors import InputError
+from archviz.files import MAX_JSON_FILE_BYTES, open_regular, read_bounded
 from archviz.resolve import check_repo_id, check_revision
 
 SAFETENSORS_DTYPE_BITS: Mapping[str, int] = {
@@ -118,16 +119,17 @@ class Checkpoint:
 
 
 def read_safetensors_header(
-    path: Path, *, max_header_bytes: int = MAX_HEADER_BYTES
+    path: Path, *, max_header_bytes: int = MAX_HEADER_BYTES, within: Path | None = None
 ) -> tuple[list[CheckpointTensor], dict[str, str]]:
     """Read and validate the header of the safetensors file at ``path``; no weight bytes are read.
 
     Returns the tensors in header order and the ``__metadata__`` entries. Any problem with the file is an
-    ``InputError`` naming it.
+    ``InputError`` naming it. With ``within``, the file must lie inside that folder (a link may not lead out).
     """
     where = str(path)
+    descriptor = open_regular(path, what="the safetensors file", shown=where, within=within)
     try:
-        with path.open("rb") as stream:
+        with os.fdopen(descriptor, "rb") as stream:
             file_size = os.fstat(stream.fileno()).st_size
             prefix = stream.read(_LENGTH_PREFIX.size)
             if len(prefix) < _LENGTH_PREFIX.size:
@@ -301,8 +303,8 @@ class _FileHeader:
     """Its ``__metadata__``."""
 
 
-def _read_file_header(path: Path) -> _FileHeader:
-    tensors, metadata = read_safetensors_header(path)
+def _read_file_header(path: Path, within: Path) -> _FileHeader:
+    tensors, metadata = read_safetensors_header(path, within=within)
     return _FileHeader(where=str(path), tensors=tensors, metadata=metadata)
 
 
@@ -329,13 +331,16 @@ def _merge(files: Sequence[_FileHeader]) -> tuple[tuple[CheckpointTensor, ...], 
     return tuple(by_name[name] for name in sorted(by_name)), metadata
 
 
-def _read_folder(folder: Path, *, source: str, revision: str | None) -> Checkpoint:
-    """Read a folder: through its safetensors index if it has one, else every ``*.safetensors`` file."""
+def _read_folder(folder: Path, *, source: str, revision: str | None, within: Path | None = None) -> Checkpoint:
+    """Read a folder: through its safetensors index if it has one, else every ``*.safetensors`` file. Every file
+    read must lie inside ``within`` (the folder itself unless given: an HF cache snapshot's links lead to the
+    repository's blobs), whatever links it is reached through."""
+    within = within or folder
     if (folder / DEFAULT_INDEX_NAME).is_file():
-        return _read_indexed(folder / DEFAULT_INDEX_NAME, source=source, revision=revision)
+        return _read_indexed(folder / DEFAULT_INDEX_NAME, source=source, revision=revision, within=within)
     indexes = sorted(path for path in folder.glob("*" + _INDEX_SUFFIX) if path.is_file())
     if len(indexes) == 1:
-        return _read_indexed(indexes[0], source=source, revision=revision)
+        return _read_indexed(indexes[0], source=source, revision=revision, within=within)
     if len(indexes) > 1:
         raise InputError(
             f"folder holds several safetensors indexes ({_sample(path.name for path in indexes)}); "
@@ -345,19 +350,20 @@ def _read_folder(folder: Path, *, source: str, revision: str | None) -> Checkpoi
     shard_paths = sorted(path for path in folder.glob("*.safetensors") if path.is_file())
     if not shard_paths:
         raise InputError(f"folder holds no *.safetensors files and no {DEFAULT_INDEX_NAME}", path=str(folder))
-    tensors, metadata = _merge([_read_file_header(path) for path in shard_paths])
+    tensors, metadata = _merge([_read_file_header(path, within) for path in shard_paths])
     return Checkpoint(source=source, revision=revision, tensors=tensors, metadata=metadata)
 
 
-def _read_indexed(index_path: Path, *, source: str, revision: str | None) -> Checkpoint:
-    weight_map = _weight_map(_load_json(index_path), where=str(index_path))
+def _read_indexed(index_path: Path, *, source: str, revision: str | None, within: Path | None = None) -> Checkpoint:
+    """Read the shards an index names, beside it; with ``within``, the index too must lie inside that folder."""
+    weight_map = _weight_map(_load_json(index_path, within=within), where=str(index_path))
     folder = index_path.parent
     headers: list[_FileHeader] = []
     for shard in sorted(set(weight_map.values())):
         shard_path = folder / shard
         if not shard_path.is_file():
             raise InputError(f"index names shard '{shard}', which is not in {folder}", path=str(index_path))
-        headers.append(_read_file_header(shard_path))
+        headers.append(_read_file_header(shard_path, within or folder))
     tensors, metadata = _merge(headers)
     _check_index_matches(weight_map, tensors, where=str(index_path))
     return Checkpoint(source=source, revision=revision, tensors=tensors, metadata=metadata)
@@ -566,7 +572,10 @@ def _read_hub_repo(repo_id: str, revision: str | None) -> Checkpoint:
 
     snapshot, cache_problem = _cached_snapshot(repo_id, revision)
     if snapshot is not None:
-        return _read_folder(snapshot, source=f"hf-cache:{repo_id}", revision=snapshot.name)
+        # A snapshot's files are links to the repository's blobs: they may lead anywhere inside its cache folder.
+        return _read_folder(
+            snapshot, source=f"hf-cache:{repo_id}", revision=snapshot.name, within=snapshot.parent.parent
+        )
     if constants.is_offline_mode():
         raise InputError(
             f"{cache_problem} ({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is set, so the Hub was not asked; "
@@ -715,15 +724,15 @@ def elements_by_dtype(checkpoint: Checkpoint) -> dict[str, int]:
 # --- small helpers ------------------------------------------------------------------------------------------
 
 
-def _load_json(path: Path) -> object:
-    """Parse a JSON file; problems are ``InputError``s with the line and column where JSON gives one."""
+def _load_json(path: Path, *, within: Path | None = None) -> object:
+    """Parse a JSON file (an index or a manifest, at most ``MAX_JSON_FILE_BYTES``); problems are ``InputError``s
+    with the line and column where JSON gives one."""
     where = str(path)
+    data = read_bounded(path, limit=MAX_JSON_FILE_BYTES, what="the file", shown=where, within=within)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputError(f"file is not UTF-8: invalid byte at offset {error.start}", path=where) from error
-    except OSError as error:
-        raise InputError(f"cannot read the file: {error.strerror or error}", path=where) from error
     return _parse_json(text, where=where, in_header=False)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from archviz.errors import InputError
+from archviz.files import read_bounded
 
 KeyPath = tuple[str, ...]
 
@@ -96,13 +97,7 @@ CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
 def load_config(path: Path, *, display_path: str | None = None) -> ConfigDocument:
     """Read a config.json file; ``display_path`` is how messages name it."""
     shown = display_path or str(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise InputError(f"the config is {size} bytes, more than the limit of {MAX_CONFIG_BYTES}", path=shown)
-        raw = path.read_bytes()
-    except OSError as error:
-        raise InputError(f"cannot read the config: {error.strerror or error}", path=shown) from None
+    raw = read_bounded(path, limit=MAX_CONFIG_BYTES, what="the config", shown=shown)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -132,7 +127,14 @@ def parse_config(text: str, *, display_path: str) -> ConfigDocument:
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "null"
         raise InputError(f"the config must be a JSON object, not a {_json_type(kind)}", path=display_path, line=1)
-    spans = _key_spans(text)
+    try:
+        spans = _key_spans(text)
+    except _TooDeep as error:
+        raise InputError(
+            f"the config nests objects and arrays more than {MAX_CONFIG_DEPTH} levels deep",
+            path=display_path,
+            line=error.line,
+        ) from None
     root: KeyPath = ()
     if "text_config" in data:
         if not isinstance(data["text_config"], dict):
@@ -159,8 +161,34 @@ def _json_type(python_name: str) -> str:
     )
 
 
+MAX_CONFIG_DEPTH = 64
+"""Deepest nesting of objects and arrays accepted in a config (or an ``--assume`` value): released configs nest
+three or four levels; every stage after parsing may then walk a value recursively."""
+
+
+def nesting_depth(value: object) -> int:
+    """How many objects and arrays deep ``value`` nests (0 for a scalar), counted without recursion."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            depth += 1
+            deepest = max(deepest, depth)
+            pending.extend((child, depth) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+class _TooDeep(Exception):
+    """A value nested deeper than ``MAX_CONFIG_DEPTH``, at ``line``."""
+
+    def __init__(self, line: int):
+        super().__init__(line)
+        self.line = line
+
+
 def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
-    """Line spans of every object key in text that ``json.loads`` has already accepted."""
+    """Line spans of every object key in text that ``json.loads`` has already accepted (``_TooDeep`` past
+    ``MAX_CONFIG_DEPTH``)."""
     line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
     spans: dict[KeyPath, LineSpan] = {}
 
@@ -171,13 +199,16 @@ def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
         match = _WHITESPACE.match(text, index)
         return match.end() if match else index
 
-    def value_end(index: int, path: KeyPath) -> int:
-        """Walk the value starting at ``index``; return the offset just past it."""
+    def value_end(index: int, path: KeyPath, depth: int) -> int:
+        """Walk the value starting at ``index``, ``depth`` objects and arrays deep; return the offset just past
+        it."""
         index = skip(index)
         opener = text[index]
         if opener == '"':
             return int(scanstring(text, index + 1)[1])
         if opener in "{[":
+            if depth >= MAX_CONFIG_DEPTH:
+                raise _TooDeep(line_of(index))
             closer = "}" if opener == "{" else "]"
             index = skip(index + 1)
             if text[index] == closer:
@@ -187,10 +218,10 @@ def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
                     key_start = index
                     key, index = scanstring(text, index + 1)
                     index = skip(index) + 1  # the colon
-                    end = value_end(index, (*path, key))
+                    end = value_end(index, (*path, key), depth + 1)
                     spans[(*path, key)] = LineSpan(start=line_of(key_start), end=line_of(end - 1))
                 else:
-                    end = value_end(index, path)
+                    end = value_end(index, path, depth + 1)
                 index = skip(end)
                 if text[index] == closer:
                     return index + 1
@@ -201,6 +232,6 @@ def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
         return match.end()
 
     start = skip(0)
-    end = value_end(start, ())
+    end = value_end(start, (), 0)
     spans[()] = LineSpan(start=line_of(start), end=line_of(end - 1))
     return spans

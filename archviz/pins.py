@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from archviz.errors import InputError
+from archviz.files import MAX_SOURCE_FILE_BYTES, read_bounded
 
 _GIT_TIMEOUT_SECONDS = 10
 _CONTENT_HASH_HEX_CHARS = 40
@@ -212,14 +213,7 @@ def _transformers_file(distribution: importlib.metadata.Distribution, relative: 
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file", path=str(path)) from None
-    except IsADirectoryError:
-        raise InputError("is a folder, not a file", path=str(path)) from None
-    except OSError as error:
-        raise InputError(f"cannot read: {error.strerror or error}", path=str(path)) from None
+    return read_bounded(path, limit=MAX_SOURCE_FILE_BYTES, what="the file", shown=str(path))
 
 
 def _decode(data: bytes, display_name: str) -> str:
