@@ -34,11 +34,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archviz.errors import InputError
 from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
+from archviz.patterns import PatternMatcher, PatternTimeout
 from archviz.settings import Settings
 from archviz.totals import instance_names
 
@@ -83,6 +84,8 @@ class Config:
     targets: dict[str, Scheme]
     """Target -> scheme, in the config's order, a later group's winning for a target two name."""
     ignore: tuple[str, ...]
+    matcher: PatternMatcher = field(default_factory=PatternMatcher, compare=False)
+    """Matches the ``re:`` targets and ignore entries, all of them within one time budget."""
 
 
 class NotModelled(Exception):
@@ -192,19 +195,20 @@ def _default_strategy(group_size: Any, block: Any) -> str:
 # -- which modules ----------------------------------------------------------------------------------------
 
 
-def _match_name(name: str, target: str) -> bool:
-    """``utils.match.match_name``: ``re:`` is ``re.match`` (anchored at the start), anything else equality."""
-    return re.match(target[3:], name) is not None if target.startswith("re:") else target == name
+def _match_name(name: str, target: str, matcher: PatternMatcher) -> bool:
+    """``utils.match.match_name``: ``re:`` is ``re.match`` (anchored at the start; here within the matcher's time
+    budget), anything else equality."""
+    return matcher.match(target[3:], name) if target.startswith("re:") else target == name
 
 
 def scheme_for(name: str, module: str | None, config: Config) -> Scheme | None:
     """The scheme ``apply_quantization_config`` gives the module of that checkpoint name and class, or None."""
     if module not in QUANTIZABLE:
         return None
-    if any(_match_name(name, item) or item == module for item in config.ignore):
+    if any(item == module or _match_name(name, item, config.matcher) for item in config.ignore):
         return None
     ordered = sorted(config.targets, key=lambda target: ("re:" in target, target))
-    by_name = [target for target in ordered if _match_name(name, target)]
+    by_name = [target for target in ordered if _match_name(name, target, config.matcher)]
     by_class = [target for target in ordered if target == module and target not in by_name]
     chosen = [*by_name, *by_class]
     return config.targets[chosen[0]] if chosen else None
@@ -259,8 +263,8 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     try:
         config = read_config(raw)
         nodes = tuple(_pack_node(node, config) for node in graph.nodes)
-    except BadPattern as bad:
-        keys = (*where.split("."), *bad.key.split("."))
+    except (BadPattern, PatternTimeout) as bad:
+        keys = (*where.split("."), *(bad.key if isinstance(bad, BadPattern) else _listing(raw, bad.pattern)).split("."))
         document = s.document
         span = document.spans.get(tuple(keys)) or document.spans.get(tuple(keys[:-1]))
         raise InputError(f"{'.'.join(keys)}: {bad}", path=document.path, line=span.start if span else None) from None
@@ -269,6 +273,17 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
             f"{where} ({METHOD}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
         ]
     return replace(graph, nodes=nodes), []
+
+
+def _listing(raw: Mapping[str, Any], pattern: str) -> str:
+    """The key that lists ``re:pattern``: ``ignore`` or a group's ``targets``."""
+    if f"re:{pattern}" in (raw.get("ignore") or ()):
+        return "ignore"
+    groups = raw.get("config_groups") or {}
+    return next(
+        (f"config_groups.{name}.targets" for name, group in groups.items() if f"re:{pattern}" in group.get("targets")),
+        "ignore",
+    )
 
 
 def _pack_node(node: Node, config: Config) -> Node:
