@@ -211,15 +211,41 @@ def family(model_type: str) -> Family:
     )
 
 
+MAX_EXPERT_INSTANCES = 65_536
+"""Most routed experts (in all layers together) of a model read off its code: the module tree names every expert's
+tensors one by one, at about 10 s of a core per 65,536 (released MoE models have at most a few tens of thousands;
+a config asking for millions would take minutes and gigabytes)."""
+
+EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+"""transformers' spellings of a MoE layer's routed-expert count."""
+
+
+def _bound_what_the_code_builds(settings: Settings) -> None:
+    """Refuse, at the key's line, a config whose layer or expert counts would make the real code build more than
+    archviz reads (``MAX_LAYERS``, ``MAX_EXPERT_INSTANCES``), before anything is built."""
+    layers = [settings.count(key) for key in sorted(LAYER_COUNT_KEYS) if _set(settings, key)]
+    for key in EXPERT_COUNT_KEYS:
+        if _set(settings, key):
+            experts, depth = settings.count(key), max(layers, default=1)
+            if experts * max(depth, 1) > MAX_EXPERT_INSTANCES:
+                raise settings.fail(
+                    (key,),
+                    f"{experts:,} experts in each of {depth:,} layers are more than archviz reads off a model's code "
+                    f"({MAX_EXPERT_INSTANCES:,} in all)",
+                )
+
+
+def _set(settings: Settings, key: str) -> bool:
+    return settings.has(key) and settings.values[key] is not None
+
+
 def build(settings: Settings, model: ModelInfo, read_code: CodeReader) -> Graph:
     """The graph of the modeling code transformers ships for ``model.transformers_model_type``.
 
     ``read_code`` builds the model on the meta device and reads it (the pipeline hands over
     ``archviz.meta.read_model_code``); it runs once the config's layer counts are known to be sane.
     """
-    for key in sorted(LAYER_COUNT_KEYS):  # bound what the real code would build before building it
-        if settings.has(key) and settings.values[key] is not None:
-            settings.count(key)
+    _bound_what_the_code_builds(settings)
     code = read_code(
         CodeRequest(
             recipe=transformers_recipe(settings, model),
