@@ -10,16 +10,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from typer._click import Context  # the context TyperGroup's methods take (typer vendors click)
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
+from archviz.config import MAX_CONFIG_DEPTH, nesting_depth
 from archviz.errors import InputError, doing, printable, step_of
+from archviz.files import write_atomically
 from archviz.graph import Assumption
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.report import graph_json, render_tree, render_verification, verification_json
 from archviz.shapes import Phase
+from archviz.terminal import SafeConsole, json_text
 from archviz.words import plural
 
 if TYPE_CHECKING:
@@ -114,9 +116,16 @@ def _assumptions(items: list[str] | None) -> list[Assumption]:
         if not sep or not key.strip():
             raise InputError("expected KEY=VALUE", path=f"--assume {item}")
         try:
-            text = json.dumps(json.loads(value))
+            decoded = json.loads(value)
         except json.JSONDecodeError:
-            text = json.dumps(value)
+            decoded = value
+        except (ValueError, RecursionError):  # a number of more digits than Python converts; `[[[[…` too deep
+            raise InputError(
+                "VALUE is not JSON archviz can read (a number too long, or nested too deeply)", path=f"--assume {key}"
+            ) from None
+        if nesting_depth(decoded) > MAX_CONFIG_DEPTH:
+            raise InputError(f"VALUE nests more than {MAX_CONFIG_DEPTH} levels deep", path=f"--assume {key}")
+        text = json.dumps(decoded)
         parsed.append(Assumption(key=key.strip(), value=text, source="--assume on the command line"))
     return parsed
 
@@ -129,20 +138,22 @@ def _source(choice: str) -> str:
     return choice
 
 
-def _stdout() -> Console:
+def _stdout() -> SafeConsole:
     """The report console; piped to a file or a CI log, it is 120 columns wide rather than rich's 80."""
-    return Console(emoji=False) if sys.stdout.isatty() else Console(width=120, emoji=False)
+    return SafeConsole(emoji=False) if sys.stdout.isatty() else SafeConsole(width=120, emoji=False)
 
 
 def _fail(error: InputError) -> typer.Exit:
     """Bad input: one line on stderr, exit code 2."""
-    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(f"archviz: error: {error}", markup=False)
+    SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
+        f"archviz: error: {error}", markup=False
+    )
     return typer.Exit(code=2)
 
 
 def _internal_error(error: BaseException, *, debug: bool) -> typer.Exit:
     """A bug in archviz: one line on stderr saying so and what archviz was doing; the traceback with --debug."""
-    console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+    console = SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     if debug:
         console.print("".join(traceback.format_exception(error)), markup=False, end="")
     step = step_of(error)
@@ -180,7 +191,7 @@ def inspect(
 
         document = graph_json(docs.graph, docs.totals, docs.sources)
         document["cost"] = cost_json(model_cost(docs.graph, docs.totals, DEFAULT_SIZES), docs.graph, docs.totals)
-        sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(document))
         return
     _stdout().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
 
@@ -213,7 +224,7 @@ def cost(
     beyond = beyond_context(sizes, docs.config) if report.priced else ()  # weights alone do not depend on T or S
     if as_json:
         document = cost_json(report, docs.graph, docs.totals, beyond=beyond)
-        sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(document))
         return
     _stdout().print(render_cost(model, report, docs.graph, docs.totals, beyond=beyond))
 
@@ -299,9 +310,7 @@ def check(
     with doing("verifying the graph"):
         verification = verify(docs, checkpoint=held, run_meta=not no_meta, trust_remote_code=trust_remote_code)
     if as_json:
-        sys.stdout.write(
-            json.dumps(verification_json(verification, strict=strict), indent=2, ensure_ascii=False) + "\n"
-        )
+        sys.stdout.write(json_text(verification_json(verification, strict=strict)))
     else:
         _stdout().print(render_verification(model, verification, strict=strict))
     if junit_xml is not None:
@@ -315,10 +324,7 @@ def _write_junit(
     from archviz.junit import junit_xml
 
     text = junit_xml(model, docs.graph, verification, strict=strict, allow_unverified=allow_unverified)
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise InputError(f"cannot write the JUnit report: {error.strerror or error}", path=str(path)) from None
+    write_atomically(path, text, what="the JUnit report")
 
 
 def _check_exit_code(docs: ModelDocs, verification: Verification, *, strict: bool, allow_unverified: bool) -> int:
@@ -326,7 +332,7 @@ def _check_exit_code(docs: ModelDocs, verification: Verification, *, strict: boo
     from archviz.legs import Outcome
     from archviz.sources import coverage
 
-    console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+    console = SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     if verification.internal_error:
         failed = next(leg for leg in verification.legs if leg.internal_error)
         console.print(
@@ -374,14 +380,10 @@ def manifest(
             if location is None:
                 raise InputError("no checkpoint to read: pass --checkpoint, or --predicted for the graph's", path=model)
             held = read_checkpoint(location, revision=revision)
-        text = write_manifest(held)
-        try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as error:
-            raise InputError(f"cannot write the manifest: {error.strerror or error}", path=str(output)) from None
+        write_atomically(output, write_manifest(held), what="the manifest")
     except InputError as error:
         raise _fail(error) from None
-    Console(stderr=True, emoji=False).print(f"wrote {len(held.tensors):,} tensors to {output}", markup=False)
+    SafeConsole(stderr=True, emoji=False).print(f"wrote {len(held.tensors):,} tensors to {output}", markup=False)
 
 
 @app.command()
@@ -412,7 +414,7 @@ def diff(
     except InputError as error:
         raise _fail(error) from None
     if as_json:
-        sys.stdout.write(json.dumps(diff_json(compared), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(diff_json(compared)))
     else:
         _stdout().print(render_diff(compared))
     raise typer.Exit(code=1 if compared.differs else 0)
@@ -469,7 +471,7 @@ def render(
     from archviz.site.batch import RenderRequest, default_jobs, render_site
     from archviz.site.progress import PlainReporter, RichReporter
 
-    console = Console(stderr=True, highlight=False, emoji=False)
+    console = SafeConsole(stderr=True, highlight=False, emoji=False)
     try:
         names = tuple(models or sorted(BUNDLED))
         request = RenderRequest(
@@ -508,7 +510,7 @@ def main() -> None:
             context = getattr(error, "ctx", None)
             where = f"{context.command_path}: " if context is not None else ""
             message = error.format_message() if hasattr(error, "format_message") else str(error)
-            Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
+            SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
                 printable(f"archviz: error: {where}{message}"), markup=False
             )
         sys.exit(getattr(error, "exit_code", 2))
