@@ -34,12 +34,11 @@ This package must not import torch or transformers.
 from archviz.site.cards import build_card_view
 from archviz.site.formatting import script_json
 from archviz.site.home import build_home_view, build_search_index
-from archviz.site.index import ModelContext, ModelIndex, model_slugs
+from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slugs
 from archviz.site.overview import build_overview_view
 from archviz.site.publish import write_site
 from archviz.site.render import (
     ASSETS,
-    SITE_MARKER,
     RenderContext,
     make_environment,
     render_card,

@@ -27,6 +27,13 @@ UNVERIFIED_STATUS = (
 
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9._-]+")
 
+SITE_MARKER = ".archviz-site"
+"""File at the root of every site ``write_site`` writes; its presence allows replacing the folder."""
+
+SITE_ENTRIES = frozenset({"assets", "compare", "index.html", "search-index.js", SITE_MARKER})
+"""The site's own entries at its top level, beside the model folders: no model folder may take one of these names
+(``tests/test_hostile.py`` holds this to what a render writes)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelContext:
@@ -101,8 +108,8 @@ def model_slugs(models: Sequence[ModelDocs]) -> tuple[str, ...]:
     slugs: list[str] = []
     for docs in models:
         slug = _SLUG_UNSAFE.sub("-", _slug_base(docs).lower()).strip("-.") or "model"
-        if slug == "assets":
-            slug = "model-assets"
+        if slug in SITE_ENTRIES:  # a model called `compare` or `index.html` would overwrite the site's own files
+            slug = f"model-{slug}"
         slugs.append(first_free(slug, slugs))
     return tuple(slugs)
 

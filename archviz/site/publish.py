@@ -8,6 +8,8 @@ aside mid-swap carry the owning process's id, so that a later render can repair 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
 import shutil
 import sys
@@ -19,8 +21,8 @@ import jinja2
 
 from archviz.errors import InputError
 from archviz.pipeline import ModelDocs
-from archviz.site.index import ModelContext
-from archviz.site.render import SITE_MARKER, render_context, site_files
+from archviz.site.index import SITE_MARKER, ModelContext
+from archviz.site.render import render_context, site_files
 
 if sys.platform != "win32":
     import fcntl
@@ -64,13 +66,25 @@ def write_site(
     out = Path(os.path.abspath(out))
     if template_dir is not None and not template_dir.is_dir():
         raise InputError("the template folder does not exist", path=str(template_dir))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with _render_lock(out, shown, wait=wait, on_wait=on_wait):
-        _recover_interrupted(out)
-        _check_destination(out, force, shown)
-        files = site_files(models, render_context(template_dir), contexts, compare)  # rendered as _stage writes them
-        staging = _stage(files, out, template_dir, on_file)
-        _swap_into_place(staging, out, force, shown)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with _render_lock(out, shown, wait=wait, on_wait=on_wait):
+            _recover_interrupted(out)
+            _check_destination(out, force, shown)
+            files = site_files(models, render_context(template_dir), contexts, compare)  # rendered as written
+            staging = _stage(files, out, template_dir, on_file)
+            _swap_into_place(staging, out, force, shown)
+    except OSError as error:  # a read-only file system, a folder without write permission, a full disk
+        where = shown if error.filename is None else _shown_as(Path(os.fsdecode(error.filename)), out, shown)
+        raise InputError(f"cannot write the site: {error.strerror or error}", path=where) from None
+
+
+def _shown_as(path: Path, out: Path, shown: str) -> str:
+    """``path`` named from the output folder as the user named it (a staging file as the file it becomes)."""
+    for root in (out, *out.parent.glob(f".{out.name}.new-*")):
+        if path.is_relative_to(root):
+            return str(Path(shown) / path.relative_to(root))
+    return str(path)
 
 
 @contextlib.contextmanager
@@ -147,6 +161,28 @@ def _stage(
     return staging
 
 
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the folders ``a`` and ``b`` in one step; False where the system cannot (then nothing happened)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # a C library without it (glibc before 2.28, musl)
+        return False
+    renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # a file system or kernel without the exchange
+        return False
+    raise OSError(code, os.strerror(code), os.fsencode(b))
+
+
 def _is_site(folder: Path) -> bool:
     return (folder / SITE_MARKER).is_file()
 
@@ -192,12 +228,21 @@ def _owned_by_live_process(folder: Path) -> bool:
 
 
 def _swap_into_place(staging: Path, out: Path, force: bool, shown: str) -> None:
-    """Rename the old site away, the new one in, then delete the old one."""
+    """Put the new site in place of the old one, then delete the old one.
+
+    Where the system can exchange two folders in one step (Linux's ``renameat2`` with ``RENAME_EXCHANGE``), ``out``
+    is the old site or the new one at every instant. Elsewhere the old site is renamed away and the new one in: a
+    render killed between the two renames leaves the old site in ``.OUT.old-*/site``, which the next render (or any
+    ``archviz render`` into the same folder) puts back before anything else.
+    """
     try:
         _check_destination(out, force, shown)  # the folder may have changed while the site was rendered
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    if out.exists() and _exchange(staging, out):
+        shutil.rmtree(staging, ignore_errors=True)  # it holds the old site now
+        return
     old: Path | None = None
     if out.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))

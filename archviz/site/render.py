@@ -18,12 +18,10 @@ from archviz.pipeline import ModelDocs
 from archviz.site.cards import build_card_view
 from archviz.site.compare import CompareView, build_compare_view, compare_pairs, compare_path
 from archviz.site.home import build_home_view, build_search_index
-from archviz.site.index import ModelContext, ModelIndex, model_slugs
+from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slugs
 from archviz.site.overview import build_overview_view
 from archviz.site.views import CardView, HomeView, Link, OverviewView
 
-SITE_MARKER = ".archviz-site"
-"""File at the root of every site ``write_site`` writes; its presence allows replacing the folder."""
 SITE_MARKER_TEXT = "archviz documentation site\n"
 """What the marker file says."""
 ASSETS = ("assets/archviz.css", "assets/archviz.js", "assets/compare.css", "assets/compare.js")
