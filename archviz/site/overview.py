@@ -42,6 +42,7 @@ from archviz.site.views import (
     ShareRow,
 )
 from archviz.totals import Totals, node_parameters, node_parts
+from archviz.words import plural
 
 _LEGEND_COLOURS = 6
 """Layer kinds beyond this many reuse the colours from the first (``archviz.css`` defines ``lk0`` to ``lk5``)."""
@@ -263,23 +264,44 @@ def page_keys(index: ModelIndex) -> list[str]:
     return [key for key in dict.fromkeys(keys) if config.key_span(key) is not None]
 
 
+MAX_CONFIG_SHOWN_BYTES = 256 * 1024
+"""Largest config the overview shows whole (released configs are a few kilobytes); of a larger one it shows the
+lines the graph uses, at most ``MAX_CONFIG_SHOWN_LINES`` of them, each cut to ``MAX_CONFIG_SHOWN_WIDTH``
+characters."""
+MAX_CONFIG_SHOWN_LINES = 2_000
+MAX_CONFIG_SHOWN_WIDTH = 400
+
+
 def config_view(index: ModelIndex) -> ConfigView:
     """The whole config, highlighted, the lines of every key the pages depend on marked."""
     config = index.docs.config
     keys = page_keys(index)
-    used = set(config_key_lines(config, keys))
+    used = config_key_lines(config, keys)
     lines = file_lines(config.text)
-    tokens = highlight(lines, "config.json")
     links = []
     for key in sorted(keys):
         span = config.key_span(key)
         if span is not None:
             links.append(Link(title=key, href=f"#L{span.start}"))
+    numbers: Sequence[int] = range(1, len(lines) + 1)
+    shortened = None
+    if len(config.text) > MAX_CONFIG_SHOWN_BYTES:  # the page stays small whatever the config holds
+        numbers = used[:MAX_CONFIG_SHOWN_LINES]
+        shortened = (
+            f"The config is {len(config.text):,} characters on {plural(len(lines), 'line')}, more than a page shows: "
+            f"only the lines that set values the graph uses are shown ({len(numbers):,}), each cut to "
+            f"{MAX_CONFIG_SHOWN_WIDTH:,} characters."
+        )
+    tokens = highlight([lines[number - 1][:MAX_CONFIG_SHOWN_WIDTH] for number in numbers], "config.json")
+    marked = set(used)
     return ConfigView(
         path=config.path,
-        lines=tuple(CodeLine(number=i + 1, tokens=tokens[i], marked=i + 1 in used) for i in range(len(lines))),
+        lines=tuple(
+            CodeLine(number=number, tokens=tokens[i], marked=number in marked) for i, number in enumerate(numbers)
+        ),
         used=tuple(links),
         url=_whole_config_url(index.docs, len(lines)),
+        shortened=shortened,
     )
 
 

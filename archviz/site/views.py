@@ -497,11 +497,13 @@ class ConfigView:
     path: str
     """The config's display path."""
     lines: tuple[CodeLine, ...]
-    """Every line, highlighted."""
+    """Every line, highlighted; of a config too large to show whole, the lines the graph uses."""
     used: tuple[Link, ...]
     """Config keys the graph uses, each linking to its first line."""
     url: str | None
     """The config at its pinned revision on the Hub; None for a local file."""
+    shortened: str | None = None
+    """Why only some lines are shown (a config larger than ``MAX_CONFIG_SHOWN_BYTES``); None when all are."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
