@@ -173,17 +173,48 @@ def compare_names(
     return checks
 
 
-def set_aside_empty(checks: list[TensorCheck], found: Held) -> tuple[list[TensorCheck], str | None]:
-    """The checks without the unexpected tensors that hold no elements, and a note naming those: a part the config
-    sizes to zero (``n_shared_experts: 0`` leaves transformers' shared experts 0 wide) has nothing to compare, and
-    the graph builds no node for it."""
-    empty = [c.name for c in checks if c.verdict is Verdict.UNEXPECTED and math.prod(found[c.name][0]) == 0]
+_COUNT_PREFIXES = ("num_", "n_")
+_SIZE_SUFFIXES = ("_intermediate_size", "_hidden_size", "_size", "_dim")
+
+
+def zero_sized_parts(settings: Mapping[str, object]) -> dict[str, str]:
+    """The module names a config sizes to zero, each with its key: ``n_shared_experts: 0`` names
+    ``shared_experts``, ``shared_expert_intermediate_size: 0`` names ``shared_expert``."""
+    parts: dict[str, str] = {}
+    for key, value in settings.items():
+        if value == 0 and isinstance(value, int) and not isinstance(value, bool):
+            part = key
+            for prefix in _COUNT_PREFIXES:
+                part = part.removeprefix(prefix)
+            for suffix in _SIZE_SUFFIXES:
+                part = part.removesuffix(suffix)
+            if part:
+                parts.setdefault(part, key)
+    return parts
+
+
+def set_aside_empty(
+    checks: list[TensorCheck], found: Held, zero_parts: Mapping[str, str]
+) -> tuple[list[TensorCheck], str | None]:
+    """The checks without the unexpected tensors that hold no elements of a part the config sizes to zero
+    (``zero_sized_parts``), and a note naming those: ``n_shared_experts: 0`` leaves transformers' shared experts 0
+    wide, which has nothing to compare, and the graph builds no node for it. Any other empty tensor stays
+    unexpected."""
+    empty: list[str] = []
+    keys: set[str] = set()
+    for check in checks:
+        if check.verdict is Verdict.UNEXPECTED and math.prod(found[check.name][0]) == 0:
+            segments = check.name.split(".")
+            key = next((zero_parts[part] for part in segments if part in zero_parts), None)
+            if key is not None:
+                empty.append(check.name)
+                keys.add(key)
     if not empty:
         return checks, None
     examples = ", ".join(empty[:2]) + (", …" if len(empty) > 2 else "")
     note = (
         f"{plural(len(empty), 'empty tensor')} ({examples}) with no elements: the code builds a part the config sizes "
-        "to zero, which the graph leaves out."
+        f"to zero ({', '.join(f'{key}: 0' for key in sorted(keys))}), which the graph leaves out."
     )
     set_aside = set(empty)
     return [check for check in checks if check.name not in set_aside], note

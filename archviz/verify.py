@@ -40,6 +40,7 @@ from archviz.reconcile import (
     pair_names,
     per_node,
     set_aside_empty,
+    zero_sized_parts,
 )
 from archviz.shapecheck import (
     NodeShape,
@@ -259,7 +260,11 @@ def _meta_leg(
     meta, respell = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
     pairs = pair_names(main, found, respell, graph.module_spellings)
-    tensors, empty = set_aside_empty(compare_names(main, found, pairs, leg=legs.META, check_dtype=False), found)
+    tensors, empty = set_aside_empty(
+        compare_names(main, found, pairs, leg=legs.META, check_dtype=False),
+        found,
+        zero_sized_parts(docs.config.settings),
+    )
     totals = LegTotals(parameters=meta.total_parameters, buffers=meta.total_persistent_buffer_elements)
     analytic = docs.totals
     findings = [_tensor_finding(check) for check in tensors]
@@ -428,7 +433,9 @@ def _checkpoint_leg(
     built = meta.built
     float32 = _kept_in_float32(built)
     tensors, empty = set_aside_empty(
-        compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True, float32=float32), compared
+        compare_names(expected, compared, pairs, leg=legs.CHECKPOINT, check_dtype=True, float32=float32),
+        compared,
+        zero_sized_parts(docs.config.settings),
     )
     notes += [empty] if empty else []
     upcast = sorted(held for name, held in pairs.items() if compared[held][1] == "F32" != everything[name].dtype)
