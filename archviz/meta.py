@@ -381,9 +381,9 @@ def _instantiate_on_meta(
     except Exception as exc:  # a config value the modeling code cannot build (bad size, ratio, name)
         if raised_in_archviz(exc):
             raise
+        whose = "transformers" if model_class.__module__.startswith("transformers.") else "the model's own code"
         raise InputError(
-            f"transformers cannot build {model_class.__name__} from this config: {type(exc).__name__}: "
-            f"{first_line(exc)}",
+            f"{whose} cannot build {model_class.__name__} from this config: {type(exc).__name__}: {first_line(exc)}",
             path=config_path,
         ) from exc
     built = _build_record(module, model_class, hf_config, recipe, chosen_by, normalisations, model_dir)
@@ -518,19 +518,34 @@ def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str)
 
     Only ever called with the user's explicit trust: this imports and runs the folder's .py files.
     """
+    from transformers import PretrainedConfig, PreTrainedModel
+
     model_reference = next((auto_map[name] for name in _REMOTE_MODEL_AUTO_CLASSES if auto_map.get(name)), None)
     classes: list[Any] = []
-    for reference in (auto_map.get("AutoConfig"), model_reference):
+    for reference, base in ((auto_map.get("AutoConfig"), PretrainedConfig), (model_reference, PreTrainedModel)):
         if not isinstance(reference, str):
             classes.append(None)
             continue
         try:
-            classes.append(internals.class_from_model_code(reference, model_dir))
-        except (OSError, ImportError, AttributeError, ValueError) as exc:
+            found = internals.class_from_model_code(reference, model_dir)
+        except Exception as exc:  # importing runs the model's own code: whatever it raises is the model's fault
             raise InputError(
-                f"cannot import {reference} from the model's own code in {model_dir}: {exc}", path=config_path
+                f"cannot import {reference} from the model's own code in {model_dir}: {type(exc).__name__}: "
+                f"{first_line(exc)}",
+                path=config_path,
             ) from exc
+        if not (isinstance(found, type) and issubclass(found, base)):
+            raise InputError(
+                f"auto_map names {reference} in the model's own code, which is {_kind(found)}, not a subclass of "
+                f"transformers' {base.__name__}",
+                path=config_path,
+            )
+        classes.append(found)
     return classes[0], classes[1]
+
+
+def _kind(value: object) -> str:
+    return f"the class {value.__name__}" if isinstance(value, type) else f"an object of type {type(value).__name__}"
 
 
 # --- parameters and buffers in checkpoint naming -----------------------------------------------------
