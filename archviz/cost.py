@@ -525,7 +525,8 @@ class CostReport:
     """What each cache and state node keeps per sequence."""
     decode_weight_bytes: int
     """Weight bytes one decode step reads: every non-expert weight, the routed experts the batch's tokens use
-    (at most B × top-k per MoE layer), one embedding row per sequence."""
+    (at most B × top-k per MoE layer), one embedding row per sequence (the whole table when the output head is tied
+    to it: the head multiplies by all of it)."""
     priced: bool
     """Whether the cost model prices the graph: not a generic graph read off the code (``UNPRICED``), whose FLOPs,
     cache and state are unknown rather than zero."""
@@ -589,13 +590,23 @@ def _row_bytes(row: TensorRow, count: int) -> int:
     return stored_bytes(row, count) // max(count, 1)
 
 
+def tied_tables(graph: Graph) -> frozenset[str]:
+    """The nodes whose weights a tied node (an output head tied to the input embedding) multiplies by as well."""
+    return frozenset(
+        node.shares_parameters_with
+        for node in graph.nodes
+        if node.part is Part.MAIN and not node.parameters and node.shares_parameters_with
+    )
+
+
 def _decode_weight_bytes(graph: Graph, batch: int) -> int:
     total = 0
+    read_whole = tied_tables(graph)  # a tied head reads the whole table every step, the lookup's rows among them
     for node in graph.nodes:
         if node.part is not Part.MAIN or not node.parameters:
             continue
         instance = sum(_row_bytes(row, node.placement.count) for row in node.parameters)
-        if node.id == graph.input_embedding:  # a lookup reads one row per sequence
+        if node.id == graph.input_embedding and node.id not in read_whole:  # a lookup reads one row per sequence
             total += batch * instance // max(node.parameters[0].shape[0], 1)
         elif node.op is not None and node.op.kind is OpKind.EXPERTS:
             used = min(node.placement.per_layer, batch * node.placement.active_per_layer)

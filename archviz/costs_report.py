@@ -21,9 +21,10 @@ from archviz.cost import (
     flop_rows,
     modelled_in_full,
     part_of,
+    tied_tables,
 )
 from archviz.graph import Graph, Mixer
-from archviz.totals import Totals
+from archviz.totals import Totals, node_parameters
 
 COST_SCHEMA = "archviz.cost/1"
 
@@ -37,12 +38,20 @@ MLA_NOTE = (
 )
 
 
-def rule_of_thumb(report: CostReport, totals: Totals) -> dict[str, Any]:
+def rule_of_thumb(report: CostReport, totals: Totals, graph: Graph) -> dict[str, Any]:
     """``2 × active parameters`` per token beside the exact decode FLOPs per sequence, and why they differ."""
     batch = report.sizes.batch
     per_token = report.decode // batch if batch else report.decode
     estimate = 2 * totals.active_parameters_without_embedding
     attention = sum(decode for part, (_, decode) in report.by_part.items() if "ttention" in part) // max(batch, 1)
+    nodes = {node.id: node for node in graph.nodes}
+    tied = sum(node_parameters(nodes[table]) for table in tied_tables(graph) if table == graph.input_embedding)
+    head = (
+        f"; the output head, tied to the input embedding, multiplies by the whole table that the estimate leaves "
+        f"out ({2 * tied:,} FLOPs per token)"
+        if tied
+        else ""
+    )
     return {
         "two_times_active_parameters": estimate,
         "decode_flops_per_token": per_token,
@@ -50,7 +59,7 @@ def rule_of_thumb(report: CostReport, totals: Totals) -> dict[str, Any]:
         "explanation": (
             "2 × active parameters (input embedding left out: a lookup is no matmul) counts every weight once per "
             f"token; the exact count adds attention over the {report.sizes.context:,} cached positions "
-            f"(the attention parts, projections included, count {attention:,} FLOPs per token) and leaves out "
+            f"(the attention parts, projections included, count {attention:,} FLOPs per token){head} and leaves out "
             "parameters no matmul reads "
             "(norms, biases, the router's correction bias)."
         ),
@@ -141,7 +150,7 @@ def cost_json(
             "cache_bytes_read": report.cache_at_context,
             "flops_per_byte": round(report.decode_intensity, 3),
         },
-        "rule_of_thumb": rule_of_thumb(report, totals),
+        "rule_of_thumb": rule_of_thumb(report, totals, graph),
         "nodes": nodes,
     }
 
@@ -179,7 +188,7 @@ def render_cost(
     head.add_row(f"prefill FLOPs (B × {sizes.prompt:,} tokens)", f"{report.prefill:,}")
     head.add_row("decode FLOPs (one token per sequence)", f"{report.decode:,}")
     head.add_row("decode FLOPs per byte of weights and cache read", f"{report.decode_intensity:,.2f}")
-    thumb = rule_of_thumb(report, totals)
+    thumb = rule_of_thumb(report, totals, graph)
     head.add_row("2 × active parameters per token (rule of thumb)", f"{thumb['two_times_active_parameters']:,}")
     parts = Table(title="FLOPs by part")
     for column in ("part", "prefill", "decode"):

@@ -349,3 +349,52 @@ def test_sizes_beyond_the_context_are_said_with_the_line_that_sets_it() -> None:
     assert [(item["size"], item["positions"]) for item in both] == [("T", 200_000), ("S", 300_000)]
     result = runner.invoke(app, ["cost", "kimi-k2-instruct", "--context", "1000000"])
     assert result.exit_code == 0 and "1,000,000 is more positions than the model's context" in result.stdout
+
+
+# Qwen/Qwen3-0.6B's released config: its output head is tied to the input embedding.
+QWEN3_0_6B: dict[str, Any] = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 1024,
+    "initializer_range": 0.02,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 40960,
+    "max_window_layers": 28,
+    "model_type": "qwen3",
+    "num_attention_heads": 16,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 1000000,
+    "sliding_window": None,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+}
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_tied_head_reads_the_whole_shared_table_each_decode_step(tied: bool, tmp_path: Path) -> None:
+    """Regression: a tied head has no parameters of its own, so its read of the shared table was left out of the
+    decode weight bytes (Qwen3-0.6B: 880,936,960 instead of 1,192,099,840). The table is read whole once: the lookup's
+    row is in it. Untied, the lookup reads one row and the head its own matrix."""
+    (tmp_path / "config.json").write_text(json.dumps({**QWEN3_0_6B, "tie_word_embeddings": tied}))
+    document = json.loads(runner.invoke(app, ["cost", str(tmp_path), "--batch", "1", "--json"]).stdout)
+    table = 151936 * 1024 * 2  # BF16
+    if tied:
+        # Every weight once, at two bytes each: the decode step reads the whole model.
+        assert document["decode"]["weight_bytes_read"] == 1_192_099_840 == document["weights"]["bytes"]
+        assert f"multiplies by the whole table that the estimate leaves out ({table:,} FLOPs" in (
+            document["rule_of_thumb"]["explanation"]
+        )
+    else:
+        assert document["decode"]["weight_bytes_read"] == document["weights"]["bytes"] - table + 1024 * 2
+        assert "tied" not in document["rule_of_thumb"]["explanation"]

@@ -345,7 +345,7 @@ def thumb_rows(index: ModelIndex) -> tuple[ThumbRow, ...]:
     terms += [
         (f"{node.title}: its weights multiplied more than once per token", "", value) for node, value in steps["more"]
     ]
-    start = rule_of_thumb(cost, totals)["two_times_active_parameters"] * batch
+    start = rule_of_thumb(cost, totals, index.graph)["two_times_active_parameters"] * batch
     rest = cost.decode - start - sum(value for _, _, value in terms)
     if rest:  # a term no step names (a tied head's shared table): shown rather than hidden
         terms.append(("Other terms", "", rest))
