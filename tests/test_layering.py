@@ -19,6 +19,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "archviz"
 STAGES: list[tuple[str, int]] = [
     # 0: plain data and readers every stage uses; provenance is the AST engine, not the provenance stage.
     ("errors", 0),
+    ("files", 0),  # bounded reads and atomic writes
+    ("patterns", 0),  # config regexes matched in bounded time
     ("words", 0),
     ("dtypes", 0),
     ("locators", 0),
@@ -65,6 +67,7 @@ STAGES: list[tuple[str, int]] = [
     ("costs_report", 6),
     ("site.", 6),
     ("site", 6),
+    ("terminal", 6),  # consoles and JSON text without control sequences
     # 7: the command line.
     ("cli", 7),
     ("__main__", 7),

@@ -1,0 +1,228 @@
+"""Fuzzing every file archviz reads, run as one process under a memory limit (see ``test_bounds.py``).
+
+Configs (values and JSON structure), safetensors headers, safetensors indexes and manifests, drawn by hypothesis and
+fed to the real command line (typer's runner, in this process). Every case must end with exit code 0, 1, 2 or 3,
+a single ``archviz: error:`` line for 2, within ``DEADLINE_MS``; the process as a whole runs under the memory limit
+its parent sets. The ``@example`` cases are the inputs of defects found so far: the corpus grows with each one.
+
+Run: ``python -P tests/fuzz_bounded.py EXAMPLES``; exit 0 when every case held, else the failing case is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from archviz.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+K2: dict[str, Any] = json.loads((REPO / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json").read_text())
+TINY_K2: dict[str, Any] = {
+    **{key: value for key, value in K2.items() if key not in ("quantization_config", "auto_map")},
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "moe_intermediate_size": 32,
+    "num_hidden_layers": 2,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "q_lora_rank": 32,
+    "kv_lora_rank": 16,
+    "qk_nope_head_dim": 8,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 8,
+    "vocab_size": 256,
+    "n_group": 2,
+    "topk_group": 1,
+    "num_nextn_predict_layers": 0,
+}
+DEADLINE_MS = 10_000
+DTYPES = ["BF16", "F32", "F16", "I64", "U8", "F8_E4M3", "F4", "BOOL", "Q4", "", "bf16"]
+
+runner = CliRunner()
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, -1, 1, 2**31, 10**400, 1_000_000, 10_000_000]),
+    st.floats(),
+    st.text(max_size=10),
+    st.sampled_from(["re:(.|.)*X$", "re:(.|.)*[0-9]{9}$", "re:(", "\x1b[2J", "\u202e", "../../etc/passwd"]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=10,
+)
+
+
+def deep(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> dict[str, Any]:
+    """Tiny Kimi-K2 with a few values replaced, sometimes a quantization config or a wrapper around it."""
+    document = dict(TINY_K2)
+    for key in draw(st.lists(st.sampled_from(sorted(TINY_K2)), max_size=4)):
+        document[key] = draw(values)
+    if draw(st.booleans()):
+        document[draw(st.text(max_size=8))] = draw(values)
+    if draw(st.integers(0, 4)) == 0:
+        document["quantization_config"] = {
+            "quant_method": "compressed-tensors",
+            "format": "pack-quantized",
+            "config_groups": {"g": {"targets": draw(st.lists(scalars, max_size=3)), "weights": draw(values)}},
+            "ignore": draw(st.lists(scalars, max_size=3)),
+        }
+    return document
+
+
+@st.composite
+def headers(draw: st.DrawFn) -> bytes:
+    """A safetensors file: a length prefix, a JSON header of tensors (often nearly right) and some data."""
+    tensors: dict[str, Any] = {}
+    offset = 0
+    for name in draw(st.lists(st.text(min_size=1, max_size=40), max_size=5, unique=True)):
+        shape = draw(st.lists(st.integers(0, 5), max_size=3))
+        size = draw(st.integers(0, 64))
+        tensors[name] = draw(
+            st.sampled_from(
+                [
+                    {"dtype": draw(st.sampled_from(DTYPES)), "shape": shape, "data_offsets": [offset, offset + size]},
+                    draw(values),
+                ]
+            )
+        )
+        offset += size
+    if draw(st.booleans()):
+        tensors["__metadata__"] = draw(values)
+    text = json.dumps(tensors).encode()
+    length = draw(st.sampled_from([len(text), len(text) + 1, 0, 2**63, draw(st.integers(0, 2**64 - 1))]))
+    return struct.pack("<Q", length) + text + b"\0" * draw(st.integers(0, offset + 8))
+
+
+@st.composite
+def indexes(draw: st.DrawFn) -> Any:
+    weight_map = draw(
+        st.dictionaries(
+            st.text(max_size=20), st.sampled_from(["model.safetensors", "../x", "", "a/b"]) | scalars, max_size=4
+        )
+    )
+    return draw(
+        st.sampled_from(
+            [{"weight_map": weight_map}, {"metadata": draw(values), "weight_map": draw(values)}, draw(values)]
+        )
+    )
+
+
+@st.composite
+def manifests(draw: st.DrawFn) -> Any:
+    tensor = st.fixed_dictionaries(
+        {"name": st.text(max_size=20) | scalars, "shape": st.lists(st.integers(-1, 9), max_size=3) | values},
+        optional={"dtype": st.sampled_from(DTYPES) | scalars, "file": scalars},
+    )
+    document = {
+        "format": draw(st.sampled_from(["archviz-manifest", "other"])),
+        "version": draw(st.sampled_from([1, 2, True, "1"])),
+        "source": draw(st.sampled_from(["x", "predicted:x"]) | scalars),
+        "revision": draw(scalars),
+        "metadata": draw(values),
+        "tensors": draw(st.lists(tensor, max_size=4) | values),
+    }
+    return draw(st.sampled_from([document, draw(values)]))
+
+
+cases = st.one_of(
+    st.tuples(st.just("config"), configs()),
+    st.tuples(st.just("header"), headers()),
+    st.tuples(st.just("index"), indexes()),
+    st.tuples(st.just("manifest"), manifests()),
+)
+
+
+def run_case(kind: str, data: Any) -> None:
+    # Deeply nested inputs are built here: hypothesis cannot print them in its report.
+    if kind == "deep-config":
+        kind, data = "config", {**TINY_K2, "deep": deep(data)}
+    elif kind == "deep-manifest":
+        kind, data = "manifest", {"format": "archviz-manifest", "version": 1, "tensors": deep(data)}
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        model = root / "model"
+        model.mkdir()
+        config = data if kind == "config" else TINY_K2
+        try:
+            text = json.dumps(config, indent=2)
+        except (ValueError, RecursionError):
+            text = "{}"
+        (model / "config.json").write_text(text, encoding="utf-8")
+        args = ["inspect", str(model)]
+        if kind == "header":
+            (model / "model.safetensors").write_bytes(data)
+            args = ["check", str(model), "--no-meta"]
+        elif kind in ("index", "manifest"):
+            target = root / ("model.safetensors.index.json" if kind == "index" else "manifest.json")
+            try:
+                target.write_text(json.dumps(data), encoding="utf-8")
+            except (ValueError, RecursionError):
+                target.write_text("[", encoding="utf-8")
+            args = ["check", str(model), "--no-meta", "--checkpoint", str(target)]
+        result = runner.invoke(app, args)
+        detail = (kind, args[0], result.exit_code, result.stderr[-400:], repr(result.exception))
+        assert result.exit_code in (0, 1, 2, 3), detail
+        if result.exit_code == 2:
+            assert result.stderr.startswith("archviz: error: ") and result.stderr.count("\n") == 1, detail
+
+
+def main(examples: int) -> None:
+    @settings(
+        max_examples=examples,
+        deadline=DEADLINE_MS,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(cases)
+    # The defects found so far, each an input that once hung, blew up or was blamed on archviz.
+    @example(("deep-config", 600))
+    @example(("config", {**TINY_K2, "n_routed_experts": 10_000_000}))
+    @example(("config", {"model_type": "qwen2_moe", "num_hidden_layers": 2, "num_experts": 3_000_000}))
+    @example(
+        (
+            "config",
+            {
+                **TINY_K2,
+                "quantization_config": {
+                    "quant_method": "compressed-tensors",
+                    "format": "pack-quantized",
+                    "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 4, "group_size": 32}}},
+                    "ignore": ["re:(.|.)*X$", "re:(.|.)*[0-9]{9}$"],
+                },
+            },
+        )
+    )
+    @example(("header", struct.pack("<Q", 3475222254926655346) + b"root:x:0"))
+    @example(("deep-manifest", 5000))
+    @example(("index", {"weight_map": {"a": "../../etc/passwd"}}))
+    def case(drawn: tuple[str, Any]) -> None:
+        run_case(*drawn)
+
+    case()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 60)
