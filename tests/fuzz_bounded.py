@@ -24,27 +24,9 @@ from typer.testing import CliRunner
 from archviz.cli import app
 
 REPO = Path(__file__).resolve().parent.parent
-K2: dict[str, Any] = json.loads((REPO / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json").read_text())
-TINY_K2: dict[str, Any] = {
-    **{key: value for key, value in K2.items() if key not in ("quantization_config", "auto_map")},
-    "hidden_size": 64,
-    "intermediate_size": 96,
-    "moe_intermediate_size": 32,
-    "num_hidden_layers": 2,
-    "n_routed_experts": 4,
-    "num_experts_per_tok": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "q_lora_rank": 32,
-    "kv_lora_rank": 16,
-    "qk_nope_head_dim": 8,
-    "qk_rope_head_dim": 8,
-    "v_head_dim": 8,
-    "vocab_size": 256,
-    "n_group": 2,
-    "topk_group": 1,
-    "num_nextn_predict_layers": 0,
-}
+sys.path.insert(0, str(REPO))  # run as a script under -P: the tests package is not on the path by itself
+from tests.test_bounds import TINY_K2  # noqa: E402 - after the path is set
+
 DEADLINE_MS = 10_000
 DTYPES = ["BF16", "F32", "F16", "I64", "U8", "F8_E4M3", "F4", "BOOL", "Q4", "", "bf16"]
 

@@ -24,32 +24,12 @@ import torch
 from safetensors.torch import save_file
 
 from archviz.site.index import SITE_ENTRIES
+from tests.test_hostile import TINY_K2 as HOSTILE_K2
 
 REPO = Path(__file__).resolve().parent.parent
-BUNDLED = REPO / "archviz" / "bundled"
-K2: dict[str, Any] = json.loads((BUNDLED / "kimi-k2-instruct" / "config.json").read_text(encoding="utf-8"))
 K25 = REPO / "tests" / "data" / "released" / "kimi-k2.5" / "config.json"
-TINY_K2: dict[str, Any] = {
-    **K2,
-    "hidden_size": 64,
-    "intermediate_size": 96,
-    "moe_intermediate_size": 32,
-    "num_hidden_layers": 3,
-    "n_routed_experts": 4,
-    "num_experts_per_tok": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "q_lora_rank": 32,
-    "kv_lora_rank": 16,
-    "qk_nope_head_dim": 8,
-    "qk_rope_head_dim": 8,
-    "v_head_dim": 8,
-    "vocab_size": 256,
-    "n_group": 2,
-    "topk_group": 1,
-    "num_nextn_predict_layers": 0,
-}
-TINY_K2.pop("quantization_config")
+# test_hostile's tiny Kimi-K2, unquantized: a checkpoint of it is written with the safetensors library.
+TINY_K2: dict[str, Any] = {key: value for key, value in HOSTILE_K2.items() if key != "quantization_config"}
 
 MEMORY_LIMIT = 1536 * 2**20
 """Data each command may allocate (``RLIMIT_DATA``: the heap and private writable mappings; not the address space,
