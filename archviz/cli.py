@@ -311,7 +311,7 @@ def plan(
     """Will MODEL fit: each GPU's weights under TP, EP and PP, the sequences that fit at a context, and lower bounds
     on a decode step and a prefill. Exit 2 for a plan the model cannot run or does not fit."""
     from archviz.cost import cache_dtype_name
-    from archviz.plan import Convention, Parallelism, PlanRequest, plan_deployment
+    from archviz.plan import Convention, Parallelism, PlanRequest, plan_deployment, restated_plans
     from archviz.plan_report import plan_json, render_plan
 
     device = _gpu(gpu, gpu_memory, bandwidth, bf16, fp8, fp4)
@@ -327,6 +327,12 @@ def plan(
     if gpus is not None and gpus != tp * pp * dp:
         raise InputError(f"--gpus {gpus} is not tp × pp × dp = {tp * pp * dp}", path=f"--gpus {gpus}")
     docs = describe_model(model, revision=revision, assumptions=_assumptions(assume))
+    plans = None
+    if restated_plans(docs.graph) is None:  # read off transformers' classes
+        from archviz.meta import parallel_plans
+
+        with doing("reading transformers' parallel plans"):
+            plans = parallel_plans(docs.graph.model.transformers_model_type)
     request = PlanRequest(
         gpu=device,
         parallelism=Parallelism(tp=tp, ep=ep, pp=pp, dp=dp),
@@ -337,6 +343,7 @@ def plan(
         cache_dtype=cache_dtype_name(cache_dtype) if cache_dtype is not None else None,
         compute=compute,
         reserve=reserve,
+        plans=plans,
     )
     with doing("planning the deployment"):
         planned = plan_deployment(docs.graph, request)

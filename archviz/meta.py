@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from torch import nn
     from transformers import PreTrainedModel
 
+    from archviz.plan import ParallelPlans
+
 # config.json keys dropped before transformers sees them. Each would make transformers build something
 # other than the plain architecture, or reach outside transformers:
 # - auto_map names classes in the model folder's own .py files (remote code);
@@ -337,6 +339,33 @@ def load_time_names(module: nn.Module, names: Iterable[str]) -> dict[str, str]:
 def transformers_ships(model_type: str) -> bool:
     """Whether the installed transformers has a config class (so modeling code) for ``model_type``."""
     return internals.config_class(model_type) is not None
+
+
+def parallel_plans(model_type: str) -> ParallelPlans | None:
+    """transformers' tensor- and expert-parallel plans for ``model_type``: its config class's
+    ``base_model_tp_plan`` and ``base_model_ep_plan``, and its causal LM's ``_tp_plan``; None when the config class has
+    no tensor-parallel plan."""
+    from archviz.plan import ParallelPlans
+
+    found = internals.config_class(model_type)
+    tp = getattr(found, "base_model_tp_plan", None) if found is not None else None
+    if found is None or not tp:
+        return None
+    ep = getattr(found, "base_model_ep_plan", None)
+    head: dict[str, str] = {}
+    for auto_name, mapping in internals.auto_model_mappings():
+        model_class = mapping.get(found, None) if auto_name == "AutoModelForCausalLM" else None
+        if isinstance(model_class, tuple):
+            model_class = model_class[0]
+        head = dict(getattr(model_class, "_tp_plan", None) or {}) if model_class is not None else {}
+        if model_class is not None:
+            break
+    return ParallelPlans(
+        tp=dict(tp),
+        ep=dict(ep) if ep else None,
+        head=head,
+        source=f"transformers' {found.__name__} and causal LM class",
+    )
 
 
 # --- building -------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ and expert-parallel plans as transformers ships them (``base_model_tp_plan``, ``
 class, and the causal LM's ``_tp_plan`` for ``lm_head``), restated in ``TP_PLANS`` and ``EP_PLANS`` (a test holds each
 restatement to transformers' attribute); a plan entry's style name decides the split (``SPLITS``). Two conventions:
 
-- ``transformers``: the plans as they are. A module no entry names is replicated: DeepSeek-V3's plan names no
-  attention projection, so MLA (and Kimi Linear's KDA) is whole on every rank, and the embedding is replicated.
+- ``transformers``: the plans as they are, with the input embedding vocabulary-parallel (``embedding_rowwise``) as
+  transformers' ``init_parallel_plans`` adds it to any plan that does not name it. A module no entry names is
+  replicated: DeepSeek-V3's plan names no attention projection, so MLA (and Kimi Linear's KDA) is whole on every rank.
   A split dimension is cut as torch's DTensor ``Shard`` cuts it (``torch.chunk``: ⌈n/tp⌉ per rank, the last ranks
   taking what is left).
 - ``engine``: as the common serving engines split attention (vLLM, SGLang): the query, key and value projections by
@@ -39,7 +40,7 @@ from archviz.cost import CacheCost, Phase, Sizes, cache_bytes_at, cache_costs, n
 from archviz.dtypes import ITEMSIZE
 from archviz.errors import InputError
 from archviz.graph import Graph, Mixer, Node, OpKind, Part
-from archviz.totals import ManifestTensor, TensorRole, predicted_manifest
+from archviz.totals import ManifestTensor, TensorRole, node_parts, predicted_manifest
 
 PLAN_SCHEMA = "archviz.plan/1"
 
@@ -125,6 +126,43 @@ EP_PLANS: dict[str, dict[str, str] | None] = {
 
 HEAD_PLAN = {"lm_head": "colwise_gather_output"}
 """The causal LM's own ``_tp_plan`` (every family here): the head split by vocabulary, its logits gathered."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParallelPlans:
+    """A model's tensor- and expert-parallel plans, as transformers' classes carry them."""
+
+    tp: Mapping[str, str]
+    """``base_model_tp_plan``: module (or parameter) pattern relative to the base model -> style."""
+    ep: Mapping[str, str] | None
+    """``base_model_ep_plan``; None when the class has none."""
+    head: Mapping[str, str]
+    """The task model's own ``_tp_plan`` (``lm_head``)."""
+    source: str
+    """Where they were read (``transformers' DeepseekV3Config``, or archviz's restatement)."""
+
+
+def text_model_type(graph: Graph) -> str:
+    """The model_type whose plans split the language model: a wrapper's text part's (Kimi-K2.5's ``deepseek_v3``),
+    else the graph's own."""
+    from archviz.families import family_for
+
+    family = family_for(graph.model)
+    part = family.code_parts.get("text") if family is not None else None
+    return part.transformers_model_type if part is not None else graph.model.transformers_model_type
+
+
+def restated_plans(graph: Graph) -> ParallelPlans | None:
+    """The restatement of transformers' plans for a hand-written family's language model; None for another."""
+    model_type = text_model_type(graph)
+    if model_type not in TP_PLANS:
+        return None
+    return ParallelPlans(
+        tp=TP_PLANS[model_type],
+        ep=EP_PLANS.get(model_type),
+        head=HEAD_PLAN,
+        source=f"transformers' plans for {model_type}, restated in archviz.plan (held to transformers by a test)",
+    )
 
 
 class Split(StrEnum):
@@ -499,7 +537,11 @@ def chunk(size: int, parts: int, index: int) -> int:
     return max(0, min(step, size - index * step))
 
 
-def _local_shape(shape: tuple[int, ...], rule: _Rule, tp: int, index: int) -> tuple[int, ...]:
+def _local_shape(shape: tuple[int, ...], rule: _Rule, tp: int, index: int, ep: int = 1) -> tuple[int, ...]:
+    """What rank ``index`` holds of a tensor (its TP rank ``index mod tp``; under EP its EP rank ``index``)."""
+    if rule.split is Split.EXPERTS and rule.dim == 0 and shape:
+        return (local_experts(shape[0], ep, index), *shape[1:])
+    index %= tp
     if rule.split in (Split.REPLICATE, Split.EXPERTS) or rule.dim is None or tp == 1:
         return shape
     dim = rule.dim % len(shape)
@@ -530,6 +572,8 @@ class _Name(NamedTuple):
 def _module_key(name: str, spellings: Mapping[str, str], projections: tuple[str, str, str]) -> _Name:
     module, _, leaf = name.rpartition(".")
     parts = [spellings.get(part, part) for part in module.split(".")]
+    if parts[0] == "language_model":  # a wrapper's language model (Kimi-K2.5): its plans are the text model's
+        parts = parts[1:]
     layer = expert = None
     if len(parts) > 2 and parts[0] == "model" and parts[1] == "layers" and parts[2].isdigit():
         layer = int(parts[2])
@@ -565,16 +609,20 @@ def _attention_heads(graph: Graph) -> dict[str, _Heads]:
 class _Planner:
     """Decides each tensor's rule (the plan's entry, or the engine's), once per module pattern."""
 
-    def __init__(self, graph: Graph, convention: Convention, parallelism: Parallelism) -> None:
+    def __init__(
+        self, graph: Graph, convention: Convention, parallelism: Parallelism, plans: ParallelPlans | None
+    ) -> None:
         from archviz.families import family_for
 
         self.graph = graph
         self.convention = convention
         self.parallelism = parallelism
-        model_type = graph.model.transformers_model_type
-        self.tp_plan = {f"model.{key}": value for key, value in (TP_PLANS.get(model_type) or {}).items()}
-        self.tp_plan.update(HEAD_PLAN)
-        self.ep_plan = {f"model.{key}": value for key, value in (EP_PLANS.get(model_type) or {}).items()}
+        self.plans = plans
+        self.tp_plan = {f"model.{key}": value for key, value in (plans.tp if plans else {}).items()}
+        if self.tp_plan:  # transformers' init_parallel_plans: the input embedding vocabulary-parallel unless named
+            self.tp_plan.setdefault("model.embed_tokens", "embedding_rowwise")
+        self.tp_plan.update(plans.head if plans else {})
+        self.ep_plan = {f"model.{key}": value for key, value in ((plans.ep if plans else None) or {}).items()}
         family = family_for(graph.model)
         moe = family.moe if family is not None else None
         self.projections = moe.projections if moe is not None else ("gate_proj", "up_proj", "down_proj")
@@ -584,11 +632,12 @@ class _Planner:
         self.node_heads = {node_id: heads.get(node.group) for node_id, node in nodes.items()}
         self.nodes = nodes
         self.described: dict[str, str] = {}
+        self.encoders = frozenset(node for node, part in node_parts(graph).items() if part != "text")
         self.spellings = dict(graph.module_spellings)
         self.memo: dict[tuple[object, ...], _Rule] = {}
 
     def known(self) -> bool:
-        return self.graph.model.transformers_model_type in TP_PLANS
+        return self.plans is not None
 
     def name(self, tensor: ManifestTensor) -> _Name:
         return _module_key(tensor.name, self.spellings, self.projections)
@@ -608,8 +657,10 @@ class _Planner:
         key, shape = name.key, tensor.shape
         is_bias = name.leaf == "bias" or len(shape) == 1
         expert = name.expert is not None
-        if expert and self.parallelism.ep > 1 and self._ep_style(key) is not None:
-            return _Rule(Split.EXPERTS), f"experts over {self.parallelism.ep} EP ranks ({self._ep_style(key)})"
+        if self.parallelism.ep > 1 and self._ep_style(key) is not None:
+            said = f"experts over {self.parallelism.ep} EP ranks ({self._ep_style(key)})"
+            # A checkpoint that stores each expert apart places it whole; a fused one is cut along its experts (dim 0).
+            return _Rule(Split.EXPERTS, dim=None if expert else 0), said
         short = key.rsplit(".", 1)[-1]
         if self.convention is Convention.ENGINE:
             if key in ("model.embed_tokens", "lm_head") and len(shape) == 2:
@@ -683,7 +734,9 @@ def expert_owner(expert: int, experts: int, ep: int) -> int:
 # -- validation -----------------------------------------------------------------------------------------------------
 
 
-def check_parallelism(graph: Graph, parallelism: Parallelism, convention: Convention) -> None:
+def check_parallelism(
+    graph: Graph, parallelism: Parallelism, convention: Convention, plans: ParallelPlans | None = None
+) -> None:
     """``InputError`` for a plan the model cannot run: heads TP does not divide where the convention needs it, EP
     over more ranks than experts or not over a stage's ranks, more stages than layers."""
     p = parallelism
@@ -706,8 +759,7 @@ def check_parallelism(graph: Graph, parallelism: Parallelism, convention: Conven
     if p.tp == 1:
         return
     heads = _attention_heads(graph)
-    model_type = graph.model.transformers_model_type
-    plan = TP_PLANS.get(model_type) or {}
+    plan = plans.tp if plans is not None else {}
     attention_split = any(".self_attn." in key and SPLITS.get(value) is Split.OUTPUT for key, value in plan.items())
     for found in heads.values():
         if convention is Convention.ENGINE:
@@ -752,6 +804,12 @@ class PlanRequest:
     cache_dtype: str | None = None
     compute: str | None = None
     reserve: float = DEFAULT_RESERVE
+    plans: ParallelPlans | None = None
+    """transformers' plans as read off its classes (a model_type without a hand-written family); None: the
+    restatement for a hand-written family's model_type."""
+
+    def chosen_plans(self, graph: Graph) -> ParallelPlans | None:
+        return self.plans or restated_plans(graph)
 
 
 @dataclass(slots=True)
@@ -773,7 +831,11 @@ _FIRST, _LAST = -1, 1 << 40
 """Where a model-level tensor sits among the layers: the embedding before them all, the final norm and head after."""
 
 
-def _position(layer: int | None, node: Node, graph: Graph) -> int:
+def _position(layer: int | None, node: Node, graph: Graph, encoders: frozenset[str] = frozenset()) -> int:
+    """Where a tensor sits: its decoder layer; an image encoder's (numbered by its own blocks) and the embedding
+    before the first layer; the final norm and the head after the last."""
+    if node.id in encoders:
+        return _FIRST
     if layer is not None:
         return layer
     if node.placement.layers:
@@ -822,9 +884,8 @@ def _split_tensors(graph: Graph, planner: _Planner, p: Parallelism) -> tuple[Cou
         )
         is_expert = _is_experts(node) and name.expert is not None
         by_split[rule.split.value] += size
-        groups[
-            (_position(name.layer, node, graph), tensor.node, tensor.shape, tensor.dtype, rule, owner, is_expert)
-        ] += 1
+        position = _position(name.layer, node, graph, planner.encoders)
+        groups[(position, tensor.node, tensor.shape, tensor.dtype, rule, owner, is_expert)] += 1
     return groups, weight_total, mtp_bytes, dict(sorted(by_split.items()))
 
 
@@ -843,7 +904,7 @@ def _hold(
             ep_rank = index if p.ep > 1 else 0
             if owner is not None and owner != ep_rank:
                 continue
-            local = _local_shape(shape, rule, p.tp, index % p.tp)
+            local = _local_shape(shape, rule, p.tp, index, p.ep)
             elements = math.prod(local) * count
             size = elements * _itemsize(dtype)
             rank = held[(stage, index)]
@@ -869,9 +930,7 @@ def _stage_bytes(groups: Counter[_Group], p: Parallelism, layer_stage: Mapping[i
         for index in range(p.stage_ranks):
             if owner is not None and owner != (index if p.ep > 1 else 0):
                 continue
-            totals[(stage, index)] += (
-                math.prod(_local_shape(shape, rule, p.tp, index % p.tp)) * count * _itemsize(dtype)
-            )
+            totals[(stage, index)] += math.prod(_local_shape(shape, rule, p.tp, index, p.ep)) * count * _itemsize(dtype)
     return max(totals.values(), default=0)
 
 
@@ -882,8 +941,9 @@ def plan_deployment(graph: Graph, request: PlanRequest) -> Plan:
     the same TP and DP need, with pipeline stages added until every rank's share fits.
     """
     p, convention = request.parallelism, request.convention
-    check_parallelism(graph, p, convention)
-    planner = _Planner(graph, convention, p)
+    plans = request.chosen_plans(graph)
+    check_parallelism(graph, p, convention, plans)
+    planner = _Planner(graph, convention, p, plans)
     layer_lists = stages(graph, p.pp)
     layer_stage = {layer: stage for stage, layers in enumerate(layer_lists) for layer in layers}
     groups, weight_total, mtp_bytes, by_split = _split_tensors(graph, planner, p)
@@ -926,6 +986,31 @@ def _needs(
         f"plan holds {largest / GIB:,.1f} GiB, more than the {usable / GIB:,.1f} GiB a {request.gpu.title} leaves "
         f"after a {request.reserve:.0%} reserve{fits}"
     )
+
+
+def local_shapes(graph: Graph, request: PlanRequest, index: int, stage: int = 0) -> dict[str, tuple[int, ...]]:
+    """Every checkpoint tensor's shape on rank ``index`` of ``stage`` (empty shapes left out: a tensor the rank does
+    not hold is absent), for a witness to compare tensor by tensor."""
+    p = request.parallelism
+    plans = request.chosen_plans(graph)
+    check_parallelism(graph, p, request.convention, plans)
+    planner = _Planner(graph, request.convention, p, plans)
+    layer_stage = {layer: at for at, layers in enumerate(stages(graph, p.pp)) for layer in layers}
+    experts = max((node.placement.per_layer for node in graph.nodes if _is_experts(node)), default=0)
+    found: dict[str, tuple[int, ...]] = {}
+    for tensor in predicted_manifest(graph):
+        if tensor.part is Part.MTP:
+            continue
+        name = planner.name(tensor)
+        position = _position(name.layer, planner.nodes[tensor.node], graph, planner.encoders)
+        if _stage_at(position, layer_stage, p.pp) != stage:
+            continue
+        rule = planner.rule(tensor, name)
+        expert = name.expert
+        if rule.split is Split.EXPERTS and expert is not None and expert_owner(expert, experts, p.ep) != index:
+            continue
+        found[tensor.name] = _local_shape(tensor.shape, rule, p.tp, index, p.ep)
+    return found
 
 
 def _compute_dtype(graph: Graph, request: PlanRequest) -> str:
@@ -1205,11 +1290,12 @@ def _notes(graph: Graph, request: PlanRequest, planner: _Planner, priced: bool) 
             "MLA's latent projections and latent cache replicated, embedding and head vocabulary-parallel (padded to "
             "a multiple of 64); MLPs, experts and KDA as transformers' plans."
         )
-    if not planner.known():
+    if planner.plans is None:
         notes.append(
-            f"transformers' plans for {graph.model.transformers_model_type} are not restated here: every tensor is "
-            "replicated (use a hand-written family's model, or --tp 1)."
+            f"No tensor-parallel plan is known for {graph.model.transformers_model_type}: every tensor is replicated."
         )
+    else:
+        notes.append(f"Plans: {planner.plans.source}.")
     if any(layer.mixer == Mixer.MLA for layer in graph.layers):
         notes.append(
             "MLA's latent cache is whole on every TP rank. Decode FLOPs are transformers' eager count (it re-expands "
