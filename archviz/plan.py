@@ -1075,6 +1075,12 @@ def _finish(
             batch=batch,
         )
     notes = list(_notes(graph, request, planner, priced))
+    if priced and sequences == 0 and request.batch is None:
+        notes.insert(
+            0,
+            f"No sequence of {request.context:,} positions fits beside the weights: the bounds are at batch 1, which "
+            "would not fit (a shorter --context, a smaller --reserve or more GPUs).",
+        )
     return Plan(
         gpu=request.gpu,
         parallelism=p,
