@@ -348,23 +348,26 @@ def parallel_plans(model_type: str) -> ParallelPlans | None:
     from archviz.plan import ParallelPlans
 
     found = internals.config_class(model_type)
-    tp = getattr(found, "base_model_tp_plan", None) if found is not None else None
-    if found is None or not tp:
+    if found is None:
         return None
-    ep = getattr(found, "base_model_ep_plan", None)
-    head: dict[str, str] = {}
-    for auto_name, mapping in internals.auto_model_mappings():
-        model_class = mapping.get(found, None) if auto_name == "AutoModelForCausalLM" else None
-        if isinstance(model_class, tuple):
-            model_class = model_class[0]
-        head = dict(getattr(model_class, "_tp_plan", None) or {}) if model_class is not None else {}
-        if model_class is not None:
-            break
+    carrier = found
+    if not getattr(found, "base_model_tp_plan", None):  # a wrapper: its language model's config class has the plans
+        text = internals.text_config_class(found)
+        carrier = text if text is not None else found
+    tp = getattr(carrier, "base_model_tp_plan", None)
+    if not tp:
+        return None
+    ep = getattr(carrier, "base_model_ep_plan", None)
+    causal_lm = dict(internals.auto_model_mappings())["AutoModelForCausalLM"]
+    model_class = next((causal_lm.get(item, None) for item in (found, carrier) if causal_lm.get(item, None)), None)
+    if isinstance(model_class, tuple):
+        model_class = model_class[0]
+    head = dict(getattr(model_class, "_tp_plan", None) or {})
     return ParallelPlans(
         tp=dict(tp),
         ep=dict(ep) if ep else None,
         head=head,
-        source=f"transformers' {found.__name__} and causal LM class",
+        source=f"transformers' {carrier.__name__} and {getattr(model_class, '__name__', 'no causal LM class')}",
     )
 
 

@@ -572,8 +572,12 @@ class _Name(NamedTuple):
 def _module_key(name: str, spellings: Mapping[str, str], projections: tuple[str, str, str]) -> _Name:
     module, _, leaf = name.rpartition(".")
     parts = [spellings.get(part, part) for part in module.split(".")]
-    if parts[0] == "language_model":  # a wrapper's language model (Kimi-K2.5): its plans are the text model's
+    # A wrapper's language model (Kimi-K2.5's language_model.model., Qwen3.5's model.language_model.): its plans are
+    # the text model's, whose paths start at model.
+    if parts[0] == "language_model":
         parts = parts[1:]
+    elif len(parts) > 1 and parts[1] == "language_model":
+        parts = [parts[0], *parts[2:]]
     layer = expert = None
     if len(parts) > 2 and parts[0] == "model" and parts[1] == "layers" and parts[2].isdigit():
         layer = int(parts[2])
