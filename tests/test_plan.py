@@ -308,3 +308,26 @@ def test_plan_imports_neither_torch_nor_transformers() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_readmes_numbers(k2: Any) -> None:
+    """The figures the README's "Will it fit" section states."""
+    h200 = GPUS["h200"]
+    fp8 = {"gpu": h200, "cache_dtype": "F8_E4M3"}
+    transformers = plan_deployment(k2.graph, PlanRequest(parallelism=Parallelism(tp=8), **fp8))  # type: ignore[arg-type]
+    engine = plan_deployment(
+        k2.graph,
+        PlanRequest(parallelism=Parallelism(tp=8), convention=Convention.ENGINE, **fp8),  # type: ignore[arg-type]
+    )
+    assert (transformers.ranks[0].weight_bytes, transformers.sequences) == (134_336_225_184, 0)
+    assert (engine.ranks[0].weight_bytes, engine.sequences, engine.ranks[0].decode_bytes) == (
+        129_745_749_728,
+        1,
+        9_833_846_496,
+    )
+    assert engine.ranks[0].decode_flops == 16_819_342_115_714
+    linear = describe_model("kimi-linear-48b-a3b-instruct")
+    one = plan_deployment(linear.graph, PlanRequest(parallelism=Parallelism(tp=1), **fp8))  # type: ignore[arg-type]
+    assert (one.ranks[0].cache_per_sequence, one.sequences) == (571_408_384, 65)
+    two = plan_deployment(linear.graph, PlanRequest(parallelism=Parallelism(tp=2), **fp8))  # type: ignore[arg-type]
+    assert (two.ranks[0].weight_bytes, two.sequences) == (50_132_418_560, 149)
