@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import NamedTuple
 
-from archviz.cost import CacheCost, Phase, Sizes, cache_bytes_at, cache_costs, node_costs
+from archviz.cost import CacheCost, NodeCost, Phase, Sizes, cache_bytes_at, cache_costs, node_costs
 from archviz.dtypes import ITEMSIZE
 from archviz.errors import InputError
 from archviz.graph import Graph, Mixer, Node, OpKind, Part
@@ -640,9 +640,6 @@ class _Planner:
         self.spellings = dict(graph.module_spellings)
         self.memo: dict[tuple[object, ...], _Rule] = {}
 
-    def known(self) -> bool:
-        return self.plans is not None
-
     def name(self, tensor: ManifestTensor) -> _Name:
         return _module_key(tensor.name, self.spellings, self.projections)
 
@@ -957,6 +954,7 @@ def plan_deployment(graph: Graph, request: PlanRequest) -> Plan:
     if largest > usable:
         raise InputError(_needs(graph, groups, request, weight_total, largest, usable), path=_plan_path(request))
     plan = _finish(graph, request, planner, layer_lists, held, weight_total, mtp_bytes)
+    _ = plan.throughput  # a GPU without the throughput asked for is refused here, not when the plan is shown
     return replace(plan, checkpoint_bytes_by_split=by_split)
 
 
@@ -1046,19 +1044,7 @@ def _finish(
     node_group = {node.id: node.group for node in graph.nodes}
     kv_split = _kv_split(planner, request.convention)
     base_costs = node_costs(graph) if priced else {}
-    first = _rank_list(
-        graph,
-        request,
-        layer_lists,
-        held,
-        costs,
-        heads,
-        node_group,
-        kv_split,
-        base_costs,
-        usable,
-    )
-    ranks = first
+    ranks = _rank_list(graph, request, layer_lists, held, costs, heads, node_group, kv_split, base_costs, usable)
     sequences = None
     if priced:
         counts = [rank.sequences for rank in ranks if rank.sequences is not None]
@@ -1066,17 +1052,7 @@ def _finish(
     batch = request.batch if request.batch is not None else max(sequences or 1, 1)
     if priced and batch:
         ranks = _rank_list(
-            graph,
-            request,
-            layer_lists,
-            held,
-            costs,
-            heads,
-            node_group,
-            kv_split,
-            base_costs,
-            usable,
-            batch=batch,
+            graph, request, layer_lists, held, costs, heads, node_group, kv_split, base_costs, usable, batch=batch
         )
     notes = list(_notes(graph, request, planner, priced))
     if priced and sequences == 0 and request.batch is None:
@@ -1156,18 +1132,17 @@ def _rank_list(
     heads: Mapping[str, _Heads],
     node_group: Mapping[str, str],
     kv_split: bool,
-    base_costs: Mapping[str, object],
+    base_costs: Mapping[str, NodeCost],
     usable: int,
     *,
     batch: int | None = None,
 ) -> list[Rank]:
-    from archviz.cost import NodeCost
-
+    """Every rank's figures; the decode and prefill ones only with a ``batch`` (known once the sequences that fit
+    are)."""
     p = request.parallelism
     priced = not graph.derived_from_code
     mixers = {layer.index: layer.mixer for layer in graph.layers}
     nodes = {node.id: node for node in graph.nodes}
-    groups = {group.id: group for group in graph.groups}
     whole = {node.id: sum(row.elements for row in node.parameters) for node in graph.nodes}
     ranks: list[Rank] = []
     for stage, layers in enumerate(layer_lists):
@@ -1185,17 +1160,16 @@ def _rank_list(
                 sequences = max(free, 0) // per_sequence if per_sequence else None
                 if batch is not None:
                     decode_bytes = _decode_bytes(graph, rank_held, batch) + batch * per_sequence
-                    share = _node_shares(graph, rank_held, whole, nodes, groups, node_group, layers, stage, p.pp)
+                    share = _node_shares(graph, rank_held, whole, nodes, node_group, layers, stage, p.pp)
                     decode_flops = prefill_flops = 0
                     sizes = Sizes(batch=batch, prompt=request.prompt, context=request.context)
                     one = Sizes(batch=1, prompt=request.prompt, context=request.context)
                     for node_id, cost in base_costs.items():
-                        assert isinstance(cost, NodeCost)
                         fraction = share.get(node_id)
                         if fraction is None:
                             continue
-                        decode_flops += int(_stage_flops(cost, sizes, Phase.DECODE, layers, stage, p.pp) * fraction)
-                        prefill_flops += int(_stage_flops(cost, one, Phase.PREFILL, layers, stage, p.pp) * fraction)
+                        decode_flops += int(_stage_flops(cost, sizes, Phase.DECODE, layers) * fraction)
+                        prefill_flops += int(_stage_flops(cost, one, Phase.PREFILL, layers) * fraction)
             ranks.append(
                 Rank(
                     stage=stage,
@@ -1217,18 +1191,16 @@ def _rank_list(
     return ranks
 
 
-def _stage_flops(cost: object, sizes: Sizes, phase: Phase, layers: tuple[int, ...], stage: int, pp: int) -> int:
-    """A node's FLOPs in a stage's layers (a model-level node's on the stage that holds it)."""
-    from archviz.cost import NodeCost
-
-    assert isinstance(cost, NodeCost)
+def _stage_flops(cost: NodeCost, sizes: Sizes, phase: Phase, layers: tuple[int, ...]) -> int:
+    """A node's FLOPs in a stage's layers; a model-level node's whole (its share is 0 on stages that do not hold
+    it)."""
     on = set(layers)
     total = 0
     for term in cost.terms(phase):
         if term.layers:
             total += term.per_instance(sizes, phase) * sum(1 for layer in term.layers if layer in on)
         else:
-            total += term.per_instance(sizes, phase)  # the node's share is 0 on stages that do not hold it
+            total += term.per_instance(sizes, phase)
     return total
 
 
@@ -1237,7 +1209,6 @@ def _node_shares(
     rank_held: _Held,
     whole: Mapping[str, int],
     nodes: Mapping[str, Node],
-    groups: Mapping[str, object],
     node_group: Mapping[str, str],
     layers: tuple[int, ...],
     stage: int,

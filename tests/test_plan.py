@@ -220,6 +220,7 @@ def test_transformers_convention_refuses_tp_beyond_the_kv_heads(tmp_path: Path) 
         (["--gpus", "8", "--tp", "2", "--pp", "4", "--dp", "2", "--pp", "8"], "--gpus 8 is not tp × pp × dp"),
         (["--gpus", "2", "--gpu", "nvidia-v100"], "unknown GPU"),
         (["--gpus", "2", "--convention", "vllm"], "--convention must be one of"),
+        (["--gpus", "2", "--compute", "fp4"], "NVIDIA H100 SXM 80GB has no dense fp4 throughput"),
     ],
 )
 def test_bad_plans_are_one_line_and_exit_2(tmp_path: Path, arguments: list[str], said: str) -> None:
