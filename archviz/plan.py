@@ -658,8 +658,9 @@ class _Planner:
         key, shape = name.key, tensor.shape
         is_bias = name.leaf == "bias" or len(shape) == 1
         expert = name.expert is not None
-        if self.parallelism.ep > 1 and self._ep_style(key) is not None:
-            said = f"experts over {self.parallelism.ep} EP ranks ({self._ep_style(key)})"
+        ep_style = self.ep_plan.get(f"{key}.{name.leaf}") or self.ep_plan.get(key)
+        if self.parallelism.ep > 1 and ep_style is not None:
+            said = f"experts over {self.parallelism.ep} EP ranks ({ep_style})"
             # A checkpoint that stores each expert apart places it whole; a fused one is cut along its experts (dim 0).
             return _Rule(Split.EXPERTS, dim=None if expert else 0), said
         short = key.rsplit(".", 1)[-1]
@@ -668,7 +669,7 @@ class _Planner:
                 return _Rule(Split.ROWS, dim=0, pad_to=VOCAB_PADDING), "vocabulary-parallel, padded to 64 (engine)"
             if ".self_attn." in key and mixer in _SOFTMAX_MIXERS and short in _ENGINE_ATTENTION:
                 return self._engine_attention(tensor, short, is_bias)
-        style = self.tp_plan.get(key)
+        style = self.tp_plan.get(f"{key}.{name.leaf}") or self.tp_plan.get(key)  # a parameter's entry, or its module's
         if style is None:
             return _Rule(Split.REPLICATE), "replicated (no plan entry)"
         split = SPLITS.get(style, Split.REPLICATE)
@@ -685,9 +686,6 @@ class _Planner:
         if split is Split.COLUMNS:
             return _Rule(Split.COLUMNS, dim=1), style
         return _Rule(Split.REPLICATE), f"replicated ({style})"
-
-    def _ep_style(self, key: str) -> str | None:
-        return self.ep_plan.get(key)
 
     def _engine_attention(self, tensor: ManifestTensor, short: str, is_bias: bool) -> tuple[_Rule, str]:
         split = _ENGINE_ATTENTION[short]
@@ -744,7 +742,7 @@ def check_parallelism(
     for value, name in ((p.tp, "--tp"), (p.ep, "--ep"), (p.pp, "--pp"), (p.dp, "--dp")):
         if value < 1:
             raise InputError("must be at least 1", path=f"{name} {value}")
-    experts = max((node.placement.per_layer for node in graph.nodes if _is_experts(node)), default=0)
+    experts = expert_count(graph)
     if p.ep > 1:
         if experts == 0:
             raise InputError("the model has no routed experts to place", path=f"--ep {p.ep}")
@@ -782,6 +780,21 @@ def check_parallelism(
                         "v_proj by rows; --convention engine replicates KV heads)",
                         path=f"--tp {p.tp}",
                     )
+
+
+def expert_count(graph: Graph) -> int:
+    """Routed experts per MoE layer: the experts node's instances, or (a graph read off the code, whose experts are
+    fused tensors) the first dimension of an ``experts`` module's 3-D weight; 0 for a dense model."""
+    found = max((node.placement.per_layer for node in graph.nodes if _is_experts(node)), default=0)
+    if found:
+        return found
+    fused = (
+        row.shape[0]
+        for node in graph.nodes
+        for row in node.parameters
+        if len(row.shape) == 3 and ".experts." in row.tensor
+    )
+    return max(fused, default=0)
 
 
 def _is_experts(node: Node) -> bool:

@@ -332,3 +332,34 @@ def test_the_readmes_numbers(k2: Any) -> None:
     assert (one.ranks[0].cache_per_sequence, one.sequences) == (571_408_384, 65)
     two = plan_deployment(linear.graph, PlanRequest(parallelism=Parallelism(tp=2), **fp8))  # type: ignore[arg-type]
     assert (two.ranks[0].weight_bytes, two.sequences) == (50_132_418_560, 149)
+
+
+def test_fused_experts_read_off_the_code_are_cut_along_their_experts(tmp_path: Path) -> None:
+    from archviz.meta import parallel_plans
+    from tests.test_meta import FAMILY_CASES
+
+    docs = describe_model(_folder(tmp_path, {"model_type": "gpt_oss", **FAMILY_CASES["gpt_oss"][2]}))
+    plans = parallel_plans("gpt_oss")
+    request = PlanRequest(gpu=GPUS["h100"], parallelism=Parallelism(tp=1, dp=2, ep=2), plans=plans)
+    shapes = [local_shapes(docs.graph, request, rank) for rank in range(2)]
+    assert [found["model.layers.0.mlp.experts.gate_up_proj"][0] for found in shapes] == [2, 2]  # 4 experts over 2
+    plan = plan_deployment(docs.graph, request)
+    assert plan.splits["model.layers.*.mlp.experts"] == "experts over 2 EP ranks (grouped_gemm)"
+    assert (
+        sum(rank.weight_bytes_by_split["experts"] for rank in plan.ranks) == plan.checkpoint_bytes_by_split["experts"]
+    )
+
+
+def test_plan_runs_as_a_real_command() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "archviz", "plan", "kimi-linear-48b-a3b-instruct", "--gpu", "mi300x", "--gpus", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "sequences that fit at the context" in done.stdout and "AMD Instinct MI300X" in done.stdout
