@@ -36,7 +36,16 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import NamedTuple
 
-from archviz.cost import CacheCost, NodeCost, Phase, Sizes, cache_bytes_at, cache_costs, node_costs
+from archviz.cost import (
+    CacheCost,
+    NodeCost,
+    Phase,
+    Sizes,
+    cache_bytes_at,
+    cache_costs,
+    modelled_in_full,
+    node_costs,
+)
 from archviz.dtypes import ITEMSIZE
 from archviz.errors import InputError
 from archviz.graph import Graph, Mixer, Node, OpKind, Part
@@ -1058,16 +1067,21 @@ def _finish(
     kv_split = _kv_split(planner, request.convention)
     base_costs = node_costs(graph) if priced else {}
     ranks = _rank_list(graph, request, layer_lists, held, costs, heads, node_group, kv_split, base_costs, usable)
-    sequences = None
-    if priced:
-        counts = [rank.sequences for rank in ranks if rank.sequences is not None]
-        sequences = min(counts) if counts else 0
+    counts = [rank.sequences for rank in ranks if rank.sequences is not None]
+    sequences = min(counts) if counts else None  # None: not priced, or no cache to bound them
     batch = request.batch if request.batch is not None else max(sequences or 1, 1)
     if priced and batch:
         ranks = _rank_list(
             graph, request, layer_lists, held, costs, heads, node_group, kv_split, base_costs, usable, batch=batch
         )
     notes = list(_notes(graph, request, planner, priced))
+    if priced and not counts:
+        notes.insert(0, "The modelled layers keep no cache or state: no number of sequences is bounded by it.")
+    if not modelled_in_full(graph):
+        notes.insert(
+            0,
+            "Only part of this model is modelled: the weights, cache and bounds are of the modelled part alone.",
+        )
     if priced and sequences == 0 and request.batch is None:
         notes.insert(
             0,

@@ -363,3 +363,11 @@ def test_plan_runs_as_a_real_command() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "sequences that fit at the context" in done.stdout and "AMD Instinct MI300X" in done.stdout
+
+
+def test_a_partly_modelled_model_says_so_and_bounds_no_sequences_without_a_cache() -> None:
+    docs = describe_model("kimi-k3")  # its bundled config publishes only part of the model
+    plan = plan_deployment(docs.graph, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8)))
+    assert plan.notes[0].startswith("Only part of this model is modelled")
+    if all(rank.cache_per_sequence == 0 for rank in plan.ranks):
+        assert plan.sequences is None and not any("No sequence" in note for note in plan.notes)
