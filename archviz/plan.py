@@ -425,6 +425,8 @@ class Rank:
     """Its share of a decode step's FLOPs."""
     prefill_flops: int | None
     """Its share of a prefill's FLOPs."""
+    cache: tuple[CacheCost, ...] = ()
+    """What it keeps per sequence, layer by layer (scaled to its KV heads), for the sequences at other contexts."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1107,6 +1109,21 @@ def _finish(
     )
 
 
+def sequences_at(plan: Plan, memory: int, context: int) -> int | None:
+    """Sequences of ``context`` positions the plan's GPUs hold beside the weights on GPUs of ``memory`` bytes (the
+    plan's reserve kept back): the tightest rank's count, × dp; 0 when a rank's weights alone do not fit; None when
+    the model keeps no cache or is not priced."""
+    usable = int(memory * (1 - plan.reserve))
+    counts = []
+    for rank in plan.ranks:
+        per_sequence = cache_bytes_at(rank.cache, context)
+        if rank.weight_bytes > usable:
+            return 0
+        if per_sequence:
+            counts.append((usable - rank.weight_bytes) // per_sequence)
+    return min(counts) * plan.parallelism.dp if counts else None
+
+
 def _kv_split(planner: _Planner, convention: Convention) -> bool:
     """Whether a softmax-attention layer's keys and values are split over TP ranks (transformers' plan cuts
     ``k_proj``; the engine convention always does)."""
@@ -1178,6 +1195,7 @@ def _rank_list(
             tp_index = index % p.tp
             free = usable - rank_held.bytes
             per_token = state = per_sequence = sequences = None
+            local: list[CacheCost] = []
             decode_bytes = decode_flops = prefill_flops = None
             if priced:
                 local = _rank_cache(costs, layers, mixers, heads, kv_split, p.tp, tp_index)
@@ -1213,6 +1231,7 @@ def _rank_list(
                     decode_bytes=decode_bytes,
                     decode_flops=decode_flops,
                     prefill_flops=prefill_flops,
+                    cache=tuple(local) if priced else (),
                 )
             )
     return ranks
