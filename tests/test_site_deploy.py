@@ -14,6 +14,7 @@ from archviz.site import write_site
 from tests.test_site import Element, parse, squash
 
 K2 = "kimi-k2-instruct"
+K3 = "kimi-k3"  # its bundled config publishes only part of the model
 GENERIC = "olmo2-tiny"
 
 
@@ -35,7 +36,7 @@ def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelDocs]:
         "pad_token_id": 0,
     }
     (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    return {K2: describe_model(K2), GENERIC: describe_model(str(folder))}
+    return {K2: describe_model(K2), K3: describe_model(K3), GENERIC: describe_model(str(folder))}
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +67,11 @@ def test_k2s_rows_are_archviz_plans_arithmetic(site: Path, docs: dict[str, Model
     # One line per GPU whose weights fit: the H100's (80 GB) do not.
     assert len(found.find_all("polyline")) == len(GPUS) - 1
     assert "134,336,225,184 bytes" in squash(found.text())
+
+
+def test_a_partly_modelled_model_gets_a_sentence_not_a_table(site: Path) -> None:
+    found = section(site, K3)
+    assert "Only part of this model is modelled" in squash(found.text()) and not found.find_all("table")
 
 
 def test_a_graph_read_off_the_code_gets_a_sentence_not_a_plot(site: Path) -> None:

@@ -8,6 +8,7 @@ gets a sentence saying why instead of the plot.
 
 from __future__ import annotations
 
+from archviz.cost import modelled_in_full
 from archviz.errors import InputError
 from archviz.plan import (
     DEFAULT_RESERVE,
@@ -65,6 +66,11 @@ def deploy_view(index: ModelIndex) -> DeployView:
     )
     if graph.derived_from_code:
         return DeployView(setup=setup, reason="The cost model does not price a graph read off the code.")
+    if not modelled_in_full(graph):
+        return DeployView(
+            setup=setup,
+            reason="Only part of this model is modelled: what each GPU would hold is not known from the modelled part.",
+        )
     if restated_plans(graph) is None:
         return DeployView(setup=setup, reason="No tensor-parallel plan is restated for this model's family.")
     try:
