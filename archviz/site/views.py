@@ -423,7 +423,7 @@ class DeployRow:
     sequences: str
     """Sequences that fit at the plot's longest context, or why none are counted."""
     source: str
-    """The datasheet its figures come from (an address)."""
+    """The datasheet its figures come from, its address as text (the site links nothing external but provenance)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
