@@ -371,3 +371,47 @@ def test_a_partly_modelled_model_says_so_and_bounds_no_sequences_without_a_cache
     assert plan.notes[0].startswith("Only part of this model is modelled")
     if all(rank.cache_per_sequence == 0 for rank in plan.ranks):
         assert plan.sequences is None and not any("No sequence" in note for note in plan.notes)
+
+
+# The KV-cache sizes per token DeepSeek's V2 paper and its serving write-ups quote, at BF16: MLA's latent and rotary key
+# for DeepSeek-V3 (61 layers × 576), keys and values of 8 KV heads of 128 for Qwen2.5-72B (80 layers) and
+# Llama-3.1-405B (126 layers). The two GQA configs are the published ones' shape keys.
+_QWEN25_72B = {
+    "model_type": "qwen2",
+    "vocab_size": 152_064,
+    "hidden_size": 8192,
+    "intermediate_size": 29_568,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 32_768,
+    "torch_dtype": "bfloat16",
+}
+_LLAMA31_405B = {
+    "model_type": "llama",
+    "vocab_size": 128_256,
+    "hidden_size": 16_384,
+    "intermediate_size": 53_248,
+    "num_hidden_layers": 126,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131_072,
+    "torch_dtype": "bfloat16",
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "per_token"),
+    [(None, 70_272), (_QWEN25_72B, 327_680), (_LLAMA31_405B, 516_096)],
+    ids=["deepseek-v3", "qwen2.5-72b", "llama-3.1-405b"],
+)
+def test_kv_bytes_per_token_are_the_published_figures(
+    tmp_path: Path, config: dict[str, Any] | None, per_token: int
+) -> None:
+    repo = Path(__file__).resolve().parent
+    name = str(repo / "data" / "deepseek-v3.config.json") if config is None else _folder(tmp_path, config)
+    docs = describe_model(name)
+    assert model_cost(docs.graph, docs.totals, DEFAULT_SIZES).cache_per_token == per_token
+    if config is not None:  # 8 ways by the engine convention, each GPU keeps one of the 8 KV heads' cache
+        request = PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8), convention=Convention.ENGINE)
+        assert plan_deployment(docs.graph, request).ranks[0].cache_per_token == per_token // 8
