@@ -820,20 +820,30 @@ class PlanRequest:
     """What the user asks."""
 
     gpu: Gpu
+    """The GPU every rank is."""
     parallelism: Parallelism
+    """How the GPUs are arranged."""
     convention: Convention = Convention.TRANSFORMERS
+    """How attention and the embedding are split."""
     context: int = 131_072
+    """Cached positions per sequence (``S``)."""
     prompt: int = 2048
+    """Tokens of the prompt the prefill bound is for (``T``)."""
     batch: int | None = None
     """Sequences per replica for the roofline; None: the sequences that fit (at least 1)."""
     cache_dtype: str | None = None
+    """The cache's dtype as safetensors names it; None: the checkpoint's."""
     compute: str | None = None
+    """The throughput the bounds use (``bf16``, ``fp8``, ``fp4``); None: FP8 for a checkpoint mostly in FP8, else
+    BF16."""
     reserve: float = DEFAULT_RESERVE
+    """The share of each GPU's memory kept back."""
     plans: ParallelPlans | None = None
     """transformers' plans as read off its classes (a model_type without a hand-written family); None: the
     restatement for a hand-written family's model_type."""
 
     def chosen_plans(self, graph: Graph) -> ParallelPlans | None:
+        """The plans given, else the restatement for the graph's family, else None (everything replicated)."""
         return self.plans or restated_plans(graph)
 
 
