@@ -229,6 +229,141 @@ def cost(
     _stdout().print(render_cost(model, report, docs.graph, docs.totals, beyond=beyond))
 
 
+def _gpu(
+    name: str | None,
+    memory: float | None,
+    bandwidth: float | None,
+    bf16: float | None,
+    fp8: float | None,
+    fp4: float | None,
+) -> Any:
+    """The table's GPU with the user's figures over it, or a GPU of the user's figures alone."""
+    from dataclasses import replace
+
+    from archviz.plan import Gpu, gpu_named
+
+    if name is None:
+        if memory is None or bandwidth is None or bf16 is None:
+            raise InputError("name a GPU (--gpu h200) or give --gpu-memory, --bandwidth and --bf16", path="--gpu")
+        base = Gpu(
+            key="custom",
+            title="your GPU",
+            memory=0,
+            bandwidth=0,
+            bf16=0,
+            fp8=0,
+            fp4=None,
+            interconnect=None,
+            source="the command line",
+        )
+    else:
+        base = gpu_named(name)
+    changed: dict[str, Any] = {}
+    if memory is not None:
+        changed["memory"] = int(memory * 2**30)
+        changed["memory_note"] = f"{memory:g} GiB, --gpu-memory"
+    if bandwidth is not None:
+        changed["bandwidth"] = int(bandwidth * 10**12)
+    for key, value in (("bf16", bf16), ("fp8", fp8), ("fp4", fp4)):
+        if value is not None:
+            changed[key] = int(value * 10**12)
+    if changed:
+        changed["source"] = f"{base.source}; the command line for {', '.join(sorted(changed))}"
+    return replace(base, **changed)
+
+
+@app.command()
+def plan(
+    model: ModelArgument,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="h100, h200, b200, gb200, mi300x, mi325x or mi355x.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs in all: tp × pp × dp.")] = None,
+    tp: Annotated[
+        int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks (default: gpus / (pp × dp)).")
+    ] = None,
+    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel ranks: 1 or tp × dp.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline stages.")] = 1,
+    dp: Annotated[int, typer.Option("--dp", min=1, help="Data-parallel replicas.")] = 1,
+    context: Annotated[int, typer.Option("--context", min=0, help="Cached positions S per sequence.")] = 131_072,
+    prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt length T of the prefill bound.")] = 2048,
+    batch: Annotated[
+        int | None,
+        typer.Option("--batch", min=1, help="Sequences per replica of the decode bound (default: those that fit)."),
+    ] = None,
+    cache_dtype: Annotated[
+        str | None, typer.Option("--cache-dtype", help="dtype of the cache (bf16, fp8, ...).")
+    ] = None,
+    compute: Annotated[
+        str | None,
+        typer.Option("--compute", help="Throughput of the bounds: bf16, fp8 or fp4 (default: the weights')."),
+    ] = None,
+    reserve: Annotated[
+        float,
+        typer.Option(
+            "--reserve",
+            min=0.0,
+            max=0.99,
+            help="Share of each GPU's memory kept for activations, runtime, fragmentation.",
+        ),
+    ] = 0.10,
+    convention: Annotated[
+        str, typer.Option("--convention", help="transformers (its own TP/EP plans) or engine (vLLM/SGLang attention).")
+    ] = "transformers",
+    gpu_memory: Annotated[float | None, typer.Option("--gpu-memory", help="Memory per GPU, GiB.")] = None,
+    bandwidth: Annotated[float | None, typer.Option("--bandwidth", help="HBM bandwidth per GPU, TB/s.")] = None,
+    bf16: Annotated[float | None, typer.Option("--bf16", help="Dense BF16 TFLOP/s per GPU.")] = None,
+    fp8: Annotated[float | None, typer.Option("--fp8", help="Dense FP8 TFLOP/s per GPU.")] = None,
+    fp4: Annotated[float | None, typer.Option("--fp4", help="Dense FP4 TFLOP/s per GPU.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the plan as JSON (archviz.plan/1, in the README).")
+    ] = False,
+    revision: RevisionOption = None,
+    assume: AssumeOption = None,
+) -> None:
+    """Will MODEL fit: each GPU's weights under TP, EP and PP, the sequences that fit at a context, and lower bounds
+    on a decode step and a prefill. Exit 2 for a plan the model cannot run or does not fit."""
+    from archviz.cost import cache_dtype_name
+    from archviz.plan import Convention, Parallelism, PlanRequest, plan_deployment, restated_plans
+    from archviz.plan_report import plan_json, render_plan
+
+    device = _gpu(gpu, gpu_memory, bandwidth, bf16, fp8, fp4)
+    if convention not in tuple(Convention):
+        raise InputError(f"--convention must be one of {', '.join(Convention)}", path=f"--convention {convention}")
+    if compute is not None and compute not in ("bf16", "fp8", "fp4"):
+        raise InputError("--compute must be bf16, fp8 or fp4", path=f"--compute {compute}")
+    if tp is None:
+        total = gpus if gpus is not None else pp * dp
+        if total % (pp * dp):
+            raise InputError(f"--gpus {total} is not a multiple of pp × dp = {pp * dp}", path=f"--gpus {total}")
+        tp = total // (pp * dp)
+    if gpus is not None and gpus != tp * pp * dp:
+        raise InputError(f"--gpus {gpus} is not tp × pp × dp = {tp * pp * dp}", path=f"--gpus {gpus}")
+    docs = describe_model(model, revision=revision, assumptions=_assumptions(assume))
+    plans = None
+    if restated_plans(docs.graph) is None:  # read off transformers' classes
+        from archviz.meta import parallel_plans
+
+        with doing("reading transformers' parallel plans"):
+            plans = parallel_plans(docs.graph.model.transformers_model_type)
+    request = PlanRequest(
+        gpu=device,
+        parallelism=Parallelism(tp=tp, ep=ep, pp=pp, dp=dp),
+        convention=Convention(convention),
+        context=context,
+        prompt=prompt,
+        batch=batch,
+        cache_dtype=cache_dtype_name(cache_dtype) if cache_dtype is not None else None,
+        compute=compute,
+        reserve=reserve,
+        plans=plans,
+    )
+    with doing("planning the deployment"):
+        planned = plan_deployment(docs.graph, request)
+    if as_json:
+        sys.stdout.write(json.dumps(plan_json(model, planned), indent=2, ensure_ascii=False) + "\n")
+        return
+    _stdout().print(render_plan(model, planned))
+
+
 CheckpointOption = Annotated[
     str | None,
     typer.Option(

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from torch import nn
     from transformers import PreTrainedModel
 
+    from archviz.plan import ParallelPlans
+
 # config.json keys dropped before transformers sees them. Each would make transformers build something
 # other than the plain architecture, or reach outside transformers:
 # - auto_map names classes in the model folder's own .py files (remote code);
@@ -337,6 +339,36 @@ def load_time_names(module: nn.Module, names: Iterable[str]) -> dict[str, str]:
 def transformers_ships(model_type: str) -> bool:
     """Whether the installed transformers has a config class (so modeling code) for ``model_type``."""
     return internals.config_class(model_type) is not None
+
+
+def parallel_plans(model_type: str) -> ParallelPlans | None:
+    """transformers' tensor- and expert-parallel plans for ``model_type``: its config class's
+    ``base_model_tp_plan`` and ``base_model_ep_plan``, and its causal LM's ``_tp_plan``; None when the config class has
+    no tensor-parallel plan."""
+    from archviz.plan import ParallelPlans
+
+    found = internals.config_class(model_type)
+    if found is None:
+        return None
+    carrier = found
+    if not getattr(found, "base_model_tp_plan", None):  # a wrapper: its language model's config class has the plans
+        text = internals.text_config_class(found)
+        carrier = text if text is not None else found
+    tp = getattr(carrier, "base_model_tp_plan", None)
+    if not tp:
+        return None
+    ep = getattr(carrier, "base_model_ep_plan", None)
+    causal_lm = dict(internals.auto_model_mappings())["AutoModelForCausalLM"]
+    model_class = next((causal_lm.get(item, None) for item in (found, carrier) if causal_lm.get(item, None)), None)
+    if isinstance(model_class, tuple):
+        model_class = model_class[0]
+    head = dict(getattr(model_class, "_tp_plan", None) or {})
+    return ParallelPlans(
+        tp=dict(tp),
+        ep=dict(ep) if ep else None,
+        head=head,
+        source=f"transformers' {carrier.__name__} and {getattr(model_class, '__name__', 'no causal LM class')}",
+    )
 
 
 # --- building -------------------------------------------------------------------------------------

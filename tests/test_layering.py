@@ -40,6 +40,7 @@ STAGES: list[tuple[str, int]] = [
     ("families", 2),
     ("totals", 2),
     ("cost", 2),  # the cost model, read off the graph
+    ("plan", 2),  # deployment sizing: the predicted checkpoint split over GPUs, with the cost model's cache and FLOPs
     ("roles", 2),  # the roles every family shares, read off the graph
     # 3: the provenance stage.
     ("claims", 3),
@@ -65,6 +66,7 @@ STAGES: list[tuple[str, int]] = [
     ("junit", 6),
     ("diff_report", 6),
     ("costs_report", 6),
+    ("plan_report", 6),
     ("site.", 6),
     ("site", 6),
     ("terminal", 6),  # consoles and JSON text without control sequences

@@ -12,6 +12,7 @@ from archviz.graph import Graph, Group, GroupKind, Node, Part
 from archviz.pipeline import ModelDocs
 from archviz.report import PART_TITLES, format_placement
 from archviz.site.costs import cost_view
+from archviz.site.deploy import deploy_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
 from archviz.site.formatting import count, file_lines, percent, short_count
 from archviz.site.highlight import highlight
@@ -336,6 +337,7 @@ def build_overview_view(index: ModelIndex) -> OverviewView:
             else ""
         ),
         cost=cost_view(index),
+        deploy=deploy_view(index),
         layers=cells,
         legend=legend,
         groups=group_rows(index, root),

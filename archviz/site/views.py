@@ -409,6 +409,42 @@ class ThumbRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeployRow:
+    """One GPU of the deployment section: a line of its plot and its legend entry."""
+
+    label: str
+    """The GPU's product name."""
+    css: str
+    """The class that colours its line and swatch; empty when it has no line (the weights do not fit)."""
+    memory: str
+    """Its memory, in GiB."""
+    free: str
+    """Memory left for the cache after the reserve and the weights."""
+    sequences: str
+    """Sequences that fit at the plot's longest context, or why none are counted."""
+    source: str
+    """The datasheet its figures come from, its address as text (the site links nothing external but provenance)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeployView:
+    """The overview's deployment section: will it fit on one 8-GPU node of each kind."""
+
+    setup: str
+    """The split, the cache dtype and the reserve, in words."""
+    reason: str = ""
+    """Why nothing is shown (a graph the cost model does not price, a split the plans refuse); empty otherwise."""
+    weights: str = ""
+    """The weights each GPU holds."""
+    svg: str = ""
+    """Sequences that fit against the context length, one line per GPU (archviz's own SVG), or empty."""
+    rows: tuple[DeployRow, ...] = ()
+    """Its legend, one row per GPU of the table."""
+    longest: str = ""
+    """The sequences column's head: the plot's longest context."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CostView:
     """The overview's cost section."""
 
@@ -536,6 +572,8 @@ class OverviewView:
     """That multi-token-prediction layers are left out of the chart, or empty."""
     cost: CostView
     """What the model costs to run."""
+    deploy: DeployView
+    """Will it fit: sequences beside the weights on 8 of each GPU."""
     layers: tuple[LayerCell, ...]
     """The layer map."""
     legend: tuple[LegendEntry, ...]

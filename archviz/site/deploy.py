@@ -1,0 +1,130 @@
+"""Will it fit, on the overview: the sequences that fit beside the weights against the context length, on eight of
+each GPU of archviz's table, with the model split by transformers' own tensor-parallel plans (``archviz.plan``).
+
+One plan splits the weights and the cache over the ranks; each GPU's line is then the plan's arithmetic with that
+GPU's memory (``sequences_at``). A model the plans cannot split eight ways, or one the cost model does not price,
+gets a sentence saying why instead of the plot.
+"""
+
+from __future__ import annotations
+
+from archviz.cost import modelled_in_full
+from archviz.errors import InputError
+from archviz.plan import (
+    DEFAULT_RESERVE,
+    GIB,
+    GPUS,
+    Convention,
+    Gpu,
+    Parallelism,
+    Plan,
+    PlanRequest,
+    plan_deployment,
+    restated_plans,
+    sequences_at,
+)
+from archviz.site.charts import Series, line_chart
+from archviz.site.costs import plot_context
+from archviz.site.formatting import count, short_bytes
+from archviz.site.index import ModelIndex
+from archviz.site.views import DeployRow, DeployView
+
+GPUS_PER_NODE = 8
+"""The GPUs the section splits the model over: one 8-GPU node, tensor parallel 8."""
+
+_UNLIMITED = Gpu(
+    key="unlimited",
+    title="memory enough for any split",
+    memory=1 << 60,
+    bandwidth=1,
+    bf16=1,
+    fp8=1,
+    fp4=None,
+    interconnect=None,
+    source="",
+)
+"""The plan's GPU while splitting: the weights and cache do not depend on it; each GPU's memory is applied after."""
+
+
+def _points(plan: Plan, gpu: Gpu, longest: int) -> tuple[tuple[int, int], ...]:
+    points = []
+    for step in range(1, 9):
+        context = round(longest * step / 8)
+        found = sequences_at(plan, gpu.memory, context)
+        points.append((context, found or 0))
+    return tuple(points)
+
+
+def deploy_view(index: ModelIndex) -> DeployView:
+    """The overview's deployment section."""
+    graph = index.graph
+    setup = (
+        f"On {GPUS_PER_NODE} GPUs with tensor parallelism {GPUS_PER_NODE}, split by transformers' own plans "
+        f"(weights whole where no plan entry names them), the cache in the checkpoint's dtype ({graph.dtype}), "
+        f"{DEFAULT_RESERVE:.0%} of each GPU's memory kept back for activations and the runtime. "
+        f"archviz plan answers for any GPU count, split and cache dtype."
+    )
+    if graph.derived_from_code:
+        return DeployView(setup=setup, reason="The cost model does not price a graph read off the code.")
+    if not modelled_in_full(graph):
+        return DeployView(
+            setup=setup,
+            reason="Only part of this model is modelled: what each GPU would hold is not known from the modelled part.",
+        )
+    if restated_plans(graph) is None:
+        return DeployView(setup=setup, reason="No tensor-parallel plan is restated for this model's family.")
+    try:
+        plan = plan_deployment(
+            graph,
+            PlanRequest(
+                gpu=_UNLIMITED,
+                parallelism=Parallelism(tp=GPUS_PER_NODE),
+                convention=Convention.TRANSFORMERS,
+                batch=1,
+            ),
+        )
+    except InputError as error:
+        return DeployView(setup=setup, reason=f"Not shown: {error.message}.")
+    longest = plot_context(index)
+    weights = max(rank.weight_bytes for rank in plan.ranks)
+    rows: list[DeployRow] = []
+    series: list[Series] = []
+    for number, gpu in enumerate(GPUS.values()):
+        css = f"series-{number}"
+        usable = int(gpu.memory * (1 - plan.reserve))
+        at_longest = sequences_at(plan, gpu.memory, longest)
+        fits = weights <= usable
+        if fits and at_longest is not None:
+            series.append(Series(label=gpu.title, points=_points(plan, gpu, longest), css_class=css))
+        if not fits:
+            said = f"weights do not fit ({short_bytes(weights)} per GPU, {short_bytes(usable)} usable)"
+        elif at_longest is None:
+            said = "no cache bounds them"
+        else:
+            said = count(at_longest)
+        rows.append(
+            DeployRow(
+                label=gpu.title,
+                css=css if fits and at_longest is not None else "",
+                memory=f"{gpu.memory / GIB:,.1f} GiB",
+                free=short_bytes(max(usable - weights, 0)),
+                sequences=said,
+                source=gpu.source.split(" ", 1)[0],
+            )
+        )
+    svg = ""
+    if series:
+        svg = line_chart(
+            series,
+            x_title="context length S (tokens cached per sequence)",
+            y_title="sequences that fit",
+            title=f"Sequences that fit beside the weights on {GPUS_PER_NODE} GPUs, against the context length",
+            y_label=lambda value: f"{value:,.0f}",
+        )
+    return DeployView(
+        setup=setup,
+        weights=f"{count(weights)} bytes ({short_bytes(weights)}) of weights on each GPU",
+        svg=svg,
+        rows=tuple(rows),
+        longest=f"At {longest:,} tokens",
+    )
