@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from archviz.config import ConfigDocument
@@ -273,6 +273,75 @@ def _node_cost(node: Node, nodes: Mapping[str, Node]) -> NodeCost | None:
     if kind is OpKind.CHUNKED_RECURRENCE:
         return _recurrence(node)
     return None  # caches and states cost bytes, not FLOPs
+
+
+ABSORBED = (
+    "MLA absorbed, as engines decode it (vLLM, SGLang, FlashMLA): kv_b_proj's key half folded into the query and its "
+    "value half into the output, once per new token, and attention run over the cached latent and rotary key itself "
+    "(2 × (S + 1) × heads × (2 × kv_lora_rank + qk_rope_head_dim) per token), instead of re-expanding every cached "
+    "latent through kv_b_proj at each step as transformers does"
+)
+"""The decode convention ``absorbed_costs`` prices, said wherever its figure is shown."""
+
+
+def absorbed_costs(graph: Graph, costs: Mapping[str, NodeCost]) -> dict[str, NodeCost] | None:
+    """``costs`` with every MLA layer's decode in the absorbed form (``ABSORBED``); None for a graph without MLA.
+
+    An MLA up-projection is a linear node whose decode input runs over the cached positions (``S``, kv_b_proj): its
+    decode runs once per new token instead. The attention core of its group then attends over the latent itself:
+    scores over ``kv_lora_rank + qk_rope_head_dim`` and values of ``kv_lora_rank`` per head. Prefill is unchanged.
+    """
+    nodes = {node.id: node for node in graph.nodes}
+    lifted = {
+        node_id: nodes[node_id]
+        for node_id, cost in costs.items()
+        if nodes[node_id].op is not None
+        and nodes[node_id].op.kind is OpKind.LINEAR  # type: ignore[union-attr]
+        and any(symbol.size == "keys" for term in cost.decode for symbol in term.symbols)
+    }
+    if not lifted:
+        return None
+    absorbed = dict(costs)
+    for node_id, node in lifted.items():
+        absorbed[node_id] = replace(
+            costs[node_id],
+            decode=tuple(
+                replace(
+                    term,
+                    component=f"{term.component}, absorbed (once per new token)",
+                    symbols=tuple(TOKENS if symbol.size == "keys" else symbol for symbol in term.symbols),
+                )
+                for term in costs[node_id].decode
+            ),
+        )
+        core = next(
+            (
+                other
+                for other in graph.nodes
+                if other.group == node.group and other.op is not None and other.op.kind is OpKind.ATTENTION
+            ),
+            None,
+        )
+        if core is not None and core.id in costs:
+            absorbed[core.id] = _absorbed_core(core, node, costs[core.id])
+    return absorbed
+
+
+def _absorbed_core(core: Node, lift: Node, eager: NodeCost) -> NodeCost:
+    """Attention over the cached latent: per head, scores over the latent and the rotary key, values of the latent."""
+    query, value = core.inputs[0], core.inputs[2]
+    heads = query.dims[1]
+    latent = _dim_factor(lift.inputs[0].dims[-1])  # kv_lora_rank
+    per_head = (lift.outputs[0].dims[-1].value or 0) // max(heads.value or 1, 1)  # qk_nope_head_dim + v_head_dim
+    rope = (query.dims[-1].value or 0) - (per_head - (value.dims[-1].value or 0))
+    width = Factor(name=f"(2 × {latent.name}{' + qk_rope_head_dim' if rope else ''})", value=2 * latent.value + rope)
+    decode = tuple(
+        replace(
+            term, component=f"{term.component} over the cached latent (absorbed)", factors=(_dim_factor(heads), width)
+        )
+        for term in eager.decode
+    )
+    return replace(eager, decode=decode)
 
 
 def _dim_factor(dim: Dim) -> Factor:
@@ -530,6 +599,8 @@ class CostReport:
     priced: bool
     """Whether the cost model prices the graph: not a generic graph read off the code (``UNPRICED``), whose FLOPs,
     cache and state are unknown rather than zero."""
+    decode_absorbed: int | None = None
+    """Decode FLOPs with MLA absorbed as engines run it (``ABSORBED``); None for a model without MLA."""
 
     @property
     def weight_bytes(self) -> int:
@@ -627,6 +698,7 @@ def model_cost(graph: Graph, totals: Totals, sizes: Sizes, *, cache_dtype: str |
             cost = nodes[node.id]
             by_part[part] = (prefill + cost.flops(sizes, Phase.PREFILL), decode + cost.flops(sizes, Phase.DECODE))
     dtype = cache_dtype or graph.dtype
+    absorbed = absorbed_costs(graph, nodes)
     return CostReport(
         sizes=sizes,
         nodes=nodes,
@@ -638,6 +710,9 @@ def model_cost(graph: Graph, totals: Totals, sizes: Sizes, *, cache_dtype: str |
         cache=cache_costs(graph, dtype),
         decode_weight_bytes=_decode_weight_bytes(graph, sizes.batch),
         priced=not graph.derived_from_code,
+        decode_absorbed=None
+        if absorbed is None
+        else sum(cost.flops(sizes, Phase.DECODE) for cost in absorbed.values()),
     )
 
 

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from archviz.cost import (
+    ABSORBED,
     CONVENTION,
     UNPRICED,
     BeyondContext,
@@ -34,7 +35,9 @@ IMAGE_PARTS_NOTE = (
 )
 MLA_NOTE = (
     "transformers' MLA re-expands every cached latent through kv_b_proj at each step, so its decode FLOPs grow "
-    "with the context; inference engines that absorb kv_b_proj into the query and output projections do less."
+    "with the context; inference engines that absorb kv_b_proj into the query and output projections do less: the "
+    f"absorbed row prices that form ({ABSORBED}; held to torch's FlopCounterMode over an absorbed MLA layer by "
+    "tests/test_cost.py)."
 )
 
 
@@ -135,6 +138,7 @@ def cost_json(
         "flops": {
             "prefill": report.prefill,
             "decode": report.decode,
+            "decode_absorbed": report.decode_absorbed,
             "by_part": {part: {"prefill": a, "decode": b} for part, (a, b) in report.by_part.items()},
         },
         "weights": weights,
@@ -187,6 +191,8 @@ def render_cost(
     head.add_row(f"cache and state at S = {sizes.context:,}, B = {sizes.batch:,}", _bytes(report.cache_at_context))
     head.add_row(f"prefill FLOPs (B × {sizes.prompt:,} tokens)", f"{report.prefill:,}")
     head.add_row("decode FLOPs (one token per sequence)", f"{report.decode:,}")
+    if report.decode_absorbed is not None:
+        head.add_row("decode FLOPs, MLA absorbed as engines run it", f"{report.decode_absorbed:,}")
     head.add_row("decode FLOPs per byte of weights and cache read", f"{report.decode_intensity:,.2f}")
     thumb = rule_of_thumb(report, totals, graph)
     head.add_row("2 × active parameters per token (rule of thumb)", f"{thumb['two_times_active_parameters']:,}")

@@ -37,10 +37,12 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from archviz.cost import (
+    ABSORBED,
     CacheCost,
     NodeCost,
     Phase,
     Sizes,
+    absorbed_costs,
     cache_bytes_at,
     cache_costs,
     modelled_in_full,
@@ -1078,6 +1080,8 @@ def _finish(
     node_group = {node.id: node.group for node in graph.nodes}
     kv_split = _kv_split(planner, request.convention)
     base_costs = node_costs(graph) if priced else {}
+    if request.convention is Convention.ENGINE:  # engines decode MLA absorbed
+        base_costs = absorbed_costs(graph, base_costs) or base_costs
     ranks = _rank_list(graph, request, layer_lists, held, costs, heads, node_group, kv_split, base_costs, usable)
     counts = [rank.sequences for rank in ranks if rank.sequences is not None]
     sequences = min(counts) if counts else None  # None: not priced, or no cache to bound them
@@ -1334,11 +1338,14 @@ def _notes(graph: Graph, request: PlanRequest, planner: _Planner, priced: bool) 
     else:
         notes.append(f"Plans: {planner.plans.source}.")
     if any(layer.mixer == Mixer.MLA for layer in graph.layers):
-        notes.append(
-            "MLA's latent cache is whole on every TP rank. Decode FLOPs are transformers' eager count (it re-expands "
-            "every cached latent through kv_b_proj at each step): archviz's cost model has no absorbed-MLA figure, "
-            "so the decode compute bound is of that form; the bytes bound does not depend on it."
-        )
+        if request.convention is Convention.ENGINE:
+            notes.append(f"MLA's latent cache is whole on every TP rank. Decode FLOPs: {ABSORBED}.")
+        else:
+            notes.append(
+                "MLA's latent cache is whole on every TP rank. Decode FLOPs are transformers' eager count (it "
+                "re-expands every cached latent through kv_b_proj at each step); --convention engine prices MLA "
+                "absorbed, as engines run it. The bytes bound does not depend on it."
+            )
     if any(layer.mixer == Mixer.KDA for layer in graph.layers):
         notes.append("KDA layers: no plan entry names their projections, so their weights and state are replicated.")
     if not priced:

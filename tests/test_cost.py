@@ -28,6 +28,7 @@ from archviz.shapecheck import layer_prefix, reduced_model
 from archviz.verify import predicted_checkpoint
 from archviz.witness import witness_cost
 from tests.test_families import TINY, tiny
+from tests.test_hostile import TINY_K2
 from tests.test_meta import FAMILY_CASES
 
 runner = CliRunner()
@@ -392,9 +393,74 @@ def test_a_tied_head_reads_the_whole_shared_table_each_decode_step(tied: bool, t
     if tied:
         # Every weight once, at two bytes each: the decode step reads the whole model.
         assert document["decode"]["weight_bytes_read"] == 1_192_099_840 == document["weights"]["bytes"]
-        assert f"multiplies by the whole table that the estimate leaves out ({table:,} FLOPs" in (
-            document["rule_of_thumb"]["explanation"]
+        assert (
+            f"multiplies by the whole table that the estimate leaves out ({table:,} FLOPs"
+            in (document["rule_of_thumb"]["explanation"])
         )
     else:
         assert document["decode"]["weight_bytes_read"] == document["weights"]["bytes"] - table + 1024 * 2
         assert "tied" not in document["rule_of_thumb"]["explanation"]
+
+
+def absorbed_mla_decode_flops(
+    *, batch: int, cached: int, hidden: int, heads: int, q_lora: int, kv_lora: int, nope: int, rope: int, value: int
+) -> int:
+    """torch's FlopCounterMode over one decode step of one MLA layer written in the absorbed form engines run (vLLM,
+    SGLang, FlashMLA): kv_b_proj's key half folded into the query, its value half into the output, attention over
+    the cached latent and rotary key. Written here from the DeepSeek-V2 paper's equations, apart from archviz."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.randn(batch, 1, hidden)
+    w_qa, w_qb = torch.randn(q_lora, hidden), torch.randn(heads * (nope + rope), q_lora)
+    w_kva, w_kvb = torch.randn(kv_lora + rope, hidden), torch.randn(heads * (nope + value), kv_lora)
+    w_o = torch.randn(hidden, heads * value)
+    cache_latent, cache_rope = torch.randn(batch, cached, kv_lora), torch.randn(batch, cached, rope)
+    w_uk, w_uv = w_kvb.view(heads, nope + value, kv_lora).split([nope, value], dim=1)  # (H, nope, c), (H, v, c)
+    with FlopCounterMode(display=False) as counter:
+        q = torch.nn.functional.linear(torch.nn.functional.linear(x, w_qa), w_qb).view(batch, 1, heads, nope + rope)
+        q_nope, q_rope = q.split([nope, rope], dim=-1)
+        new = torch.nn.functional.linear(x, w_kva)  # the new token's latent and rotary key
+        latent = torch.cat([cache_latent, new[..., :kv_lora]], dim=1)  # (B, S + 1, c)
+        rotary = torch.cat([cache_rope, new[..., kv_lora:]], dim=1)
+        q_latent = torch.einsum("bthn,hnc->bthc", q_nope, w_uk)
+        scores = torch.einsum("bthc,bsc->bhts", q_latent, latent) + torch.einsum("bthr,bsr->bhts", q_rope, rotary)
+        out_latent = torch.einsum("bhts,bsc->bthc", scores.softmax(-1), latent)
+        out = torch.einsum("bthc,hvc->bthv", out_latent, w_uv).reshape(batch, 1, heads * value)
+        torch.nn.functional.linear(out, w_o)
+    return int(counter.get_total_flops())
+
+
+def test_absorbed_mla_decode_flops_are_an_absorbed_forwards_count(tmp_path: Path) -> None:
+    """The engines' form of MLA decode (``cost.absorbed_costs``), held to FlopCounterMode over an absorbed MLA layer
+    written in the test; the eager form stays transformers' (held by the FLOP count leg)."""
+    from archviz.cost import absorbed_costs, node_costs, part_of
+
+    config = {key: value for key, value in TINY_K2.items() if key != "quantization_config"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    docs = describe_model(str(tmp_path))
+    sizes = Sizes(batch=2, prompt=5, context=7)
+    eager = node_costs(docs.graph)
+    absorbed = absorbed_costs(docs.graph, eager)
+    assert absorbed is not None
+    nodes = {node.id: node for node in docs.graph.nodes}
+    attention = [node_id for node_id in absorbed if "attention" in part_of(docs.graph, nodes[node_id]).lower()]
+    counted = sum(absorbed[node_id].flops(sizes, Phase.DECODE) for node_id in attention)
+    layers = config["num_hidden_layers"]
+    written = absorbed_mla_decode_flops(
+        batch=2,
+        cached=7,  # S: the new token makes S + 1 keys
+        hidden=config["hidden_size"],
+        heads=config["num_attention_heads"],
+        q_lora=config["q_lora_rank"],
+        kv_lora=config["kv_lora_rank"],
+        nope=config["qk_nope_head_dim"],
+        rope=config["qk_rope_head_dim"],
+        value=config["v_head_dim"],
+    )
+    assert counted == written * layers
+    assert sum(eager[node_id].flops(sizes, Phase.DECODE) for node_id in attention) > counted  # eager re-expands
+    # The whole model's absorbed decode is what cost reports, beside the eager count.
+    report = model_cost(docs.graph, docs.totals, sizes)
+    assert report.decode_absorbed == sum(cost.flops(sizes, Phase.DECODE) for cost in absorbed.values())
+    assert report.decode_absorbed < report.decode

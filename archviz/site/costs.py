@@ -154,14 +154,19 @@ def cost_figures(index: ModelIndex) -> tuple[Figure, ...]:
     cost, complete = index.cost, index.complete()
     suffix = "" if complete else PARTIAL_SUFFIX
     context = f"S = {SIZES.context:,}"
+    eager = ", transformers' eager MLA" if cost.decode_absorbed is not None else ""
     amounts: tuple[tuple[str, int, str], ...] = (
         ("Weights as stored", cost.weight_bytes, "bytes"),
         (f"Cache per token, one sequence ({cost.cache_dtype})", cost.cache_per_token, "bytes"),
         ("State per sequence, any context", cost.state_bytes, "bytes"),
         (f"Cache and state at {context}", cost.cache_at_context, "bytes"),
         (f"Prefill FLOPs, the {SIZES.prompt:,}-token prompt", cost.prefill, "FLOPs"),
-        (f"Decode FLOPs per token, {context}", cost.decode, "FLOPs"),
+        (f"Decode FLOPs per token, {context}{eager}", cost.decode, "FLOPs"),
     )
+    if cost.decode_absorbed is not None:  # MLA: the engines' form beside transformers'
+        amounts += (
+            (f"Decode FLOPs per token, {context}, MLA absorbed as engines run it", cost.decode_absorbed, "FLOPs"),
+        )
     if not index.priced():  # only the weights are known: no zero FLOPs or cache that read as measured
         amounts = amounts[:1]
     figures = [
