@@ -328,13 +328,14 @@ def test_a_missing_modeling_file_is_not_located_not_bad_input() -> None:
 
 def test_dtypes_as_the_config_says_them() -> None:
     """transformers' precedence: the top level before the text_config, ``dtype`` before ``torch_dtype``; a config
-    that declares none says that float32 is assumed."""
+    that declares none, with no checkpoint at hand, says that bfloat16 is assumed and why."""
     from archviz.config import parse_config
-    from archviz.settings import Settings
+    from archviz.settings import ASSUMED_DTYPE_REASON, Settings
 
     def declared(config: dict[str, Any]) -> tuple[str, tuple[str, ...] | None]:
         document = parse_config(json.dumps(config), display_path="config.json")
         found = Settings(document, family="generic").declared_dtype()
+        assert (found.reason is None) is (found.keys is not None)
         return found.name, found.keys
 
     text = {"hidden_size": 8}
@@ -344,23 +345,52 @@ def test_dtypes_as_the_config_says_them() -> None:
         ("torch_dtype",),
     )
     assert declared({"text_config": {**text, "torch_dtype": "float16"}}) == ("float16", ("text_config", "torch_dtype"))
-    assert declared({"text_config": text}) == ("float32", None)
+    assert declared({"text_config": text}) == ("bfloat16", None)
+    document = parse_config(json.dumps(text), display_path="config.json")
+    assert Settings(document, family="generic").declared_dtype().reason == ASSUMED_DTYPE_REASON
 
 
-def test_a_config_without_a_dtype_says_float32_is_assumed(tmp_path: Path) -> None:
+def test_a_config_without_a_dtype_and_no_checkpoint_is_not_float32(tmp_path: Path) -> None:
+    """Issue 22: a config that declares no dtype was predicted in float32 (from_config's default), which no released
+    checkpoint holds; from_pretrained loads the checkpoint's dtype, and with none at hand bfloat16 is assumed, said
+    with its reason, and transformers builds the meta model in it too."""
+    from archviz.settings import ASSUMED_DTYPE_REASON
     from tests.test_families import TINY
 
     config = {key: value for key, value in TINY["qwen3-8b"].items() if key not in ("torch_dtype", "dtype")}
     (tmp_path / "config.json").write_text(json.dumps(config))
     document = json.loads(runner.invoke(app, ["inspect", str(tmp_path), "--json"]).stdout)
-    assert document["model"]["checkpoint_dtype"] == "F32"
-    assert {
-        "key": "dtype",
-        "value": "float32",
-        "source": "the config declares no dtype (dtype or torch_dtype): transformers' default is assumed",
-    } in document["assumptions"]
+    assert document["model"]["checkpoint_dtype"] == "BF16"
+    assert {"key": "dtype", "value": "bfloat16", "source": ASSUMED_DTYPE_REASON} in document["assumptions"]
     report = json.loads(runner.invoke(app, ["check", str(tmp_path), "--json"]).stdout)
-    assert "the config declares no dtype: float32 (transformers' default) is assumed" in report["normalisations"]
+    said = f"the config declares no dtype: bfloat16 is assumed and built in ({ASSUMED_DTYPE_REASON})"
+    assert said in report["normalisations"]
+    assert report["outcome"] == "agree", report["problems"]
+
+
+@pytest.mark.parametrize(("dtype", "stored"), [(torch.float32, "F32"), (torch.float16, "F16")])
+def test_a_config_without_a_dtype_gets_its_checkpoints(dtype: torch.dtype, stored: str, tmp_path: Path) -> None:
+    """What from_pretrained(dtype="auto") loads when the config declares none: the dtype of the first floating-point
+    tensor of the first weight file; the check against that checkpoint agrees."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sizes = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+    config = AutoConfig.for_model(
+        "qwen3", **sizes, num_key_value_heads=2, head_dim=8, vocab_size=96, tie_word_embeddings=False
+    )
+    config.architectures = ["Qwen3ForCausalLM"]
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).to(dtype).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved.pop("dtype", None), saved.pop("torch_dtype", None)
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    document = json.loads(runner.invoke(app, ["inspect", str(tmp_path), "--json"]).stdout)
+    assert document["model"]["checkpoint_dtype"] == stored
+    (assumed,) = [item for item in document["assumptions"] if item["key"] == "dtype"]
+    assert assumed["value"] == str(dtype).removeprefix("torch.")
+    assert "first floating-point tensor, lm_head.weight in model.safetensors" in assumed["source"]
+    report = json.loads(runner.invoke(app, ["check", str(tmp_path), "--json"]).stdout)
+    assert report["outcome"] == "agree", report["problems"]
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
@@ -99,10 +100,23 @@ def find_family(document: ConfigDocument, *, transformers_ships: Callable[[str],
 
 
 def family_settings(
-    document: ConfigDocument, family: Family, *, assumptions: Iterable[Assumption] = (), partial: bool = False
+    document: ConfigDocument,
+    family: Family,
+    *,
+    assumptions: Iterable[Assumption] = (),
+    partial: bool = False,
+    weights_folder: Path | None = None,
 ) -> Settings:
-    """The settings a family reads from a config, with the user's assumptions."""
-    return Settings(document, family=family.name, assumptions=assumptions, partial=partial, aliases=family.aliases)
+    """The settings a family reads from a config, with the user's assumptions; ``weights_folder`` is the model's folder,
+    whose checkpoint says the dtype a config does not declare."""
+    return Settings(
+        document,
+        family=family.name,
+        assumptions=assumptions,
+        partial=partial,
+        aliases=family.aliases,
+        weights_folder=weights_folder,
+    )
 
 
 def build_graph(
@@ -139,14 +153,8 @@ def build_graph(
     graph = with_omissions(graph, [*unmodelled_quantization(document, graph), *unbuilt_mtp(document, graph)])
     assumptions = [settings.assumed[key] for key in sorted(settings.assumed)]
     dtype = settings.declared_dtype()
-    if dtype.keys is None:
-        assumptions.append(
-            Assumption(
-                key="dtype",
-                value=json.dumps(dtype.name),
-                source="the config declares no dtype (dtype or torch_dtype): transformers' default is assumed",
-            )
-        )
+    if dtype.keys is None and dtype.reason is not None:
+        assumptions.append(Assumption(key="dtype", value=json.dumps(dtype.name), source=dtype.reason))
     return replace(graph, assumptions=tuple(assumptions))
 
 
