@@ -51,12 +51,12 @@ ASSUMED_DTYPE = "bfloat16"
 """What is assumed when a config declares no dtype and no checkpoint is at hand to read it from (see
 ``Settings.declared_dtype``)."""
 LOADED_DTYPE_REASON = (
-    "the config declares no dtype (dtype or torch_dtype): transformers' from_pretrained (dtype=\"auto\") loads the "
+    'the config declares no dtype (dtype or torch_dtype): transformers\' from_pretrained (dtype="auto") loads the '
     "dtype of the checkpoint's first floating-point tensor, {tensor} in {file}"
 )
 ASSUMED_DTYPE_REASON = (
     "the config declares no dtype (dtype or torch_dtype) and no checkpoint is at hand: transformers' from_pretrained "
-    "(dtype=\"auto\") would load the dtype of the checkpoint's first floating-point tensor, and bfloat16 is what "
+    '(dtype="auto") would load the dtype of the checkpoint\'s first floating-point tensor, and bfloat16 is what '
     "released checkpoints without a declared dtype hold (gpt-oss); --assume dtype=... says otherwise"
 )
 
