@@ -18,6 +18,7 @@ from pathlib import Path
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
 from archviz.families import compressed, deepseek_v3, generic, kimi_k25, kimi_linear, llama, mxfp4
+from archviz.families.blocks.builder import scale_format
 from archviz.families.omissions import unbuilt_mtp, unmodelled_quantization, unread_sub_configs, with_omissions
 from archviz.families.registry import Family
 from archviz.graph import Assumption, Graph, ModelInfo
@@ -156,6 +157,9 @@ def build_graph(
     dtype = settings.declared_dtype()
     if dtype.keys is None and dtype.reason is not None:
         assumptions.append(Assumption(key="dtype", value=json.dumps(dtype.name), source=dtype.reason))
+    scales = scale_format(settings)
+    if scales is not None and any(row.scale_block for node in graph.nodes for row in node.parameters):
+        assumptions.append(scales)
     return replace(graph, assumptions=tuple(assumptions))
 
 
