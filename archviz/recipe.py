@@ -75,7 +75,7 @@ def transformers_recipe(
     dtype = settings.declared_dtype()
     if dtype.keys is None:
         # Built in the dtype from_pretrained would load, as the graph is: from_config's float32 is no checkpoint's.
-        normalisations.append(f"the config declares no dtype: {dtype.name} is assumed and built in ({dtype.reason})")
+        normalisations.append(f"dtype {dtype.name} is assumed and built in: {dtype.reason}")
     return ModelRecipe(
         config=config,
         model_type=model.transformers_model_type,

@@ -363,7 +363,7 @@ def test_a_config_without_a_dtype_and_no_checkpoint_is_not_float32(tmp_path: Pat
     assert document["model"]["checkpoint_dtype"] == "BF16"
     assert {"key": "dtype", "value": "bfloat16", "source": ASSUMED_DTYPE_REASON} in document["assumptions"]
     report = json.loads(runner.invoke(app, ["check", str(tmp_path), "--json"]).stdout)
-    said = f"the config declares no dtype: bfloat16 is assumed and built in ({ASSUMED_DTYPE_REASON})"
+    said = f"dtype bfloat16 is assumed and built in: {ASSUMED_DTYPE_REASON}"
     assert said in report["normalisations"]
     assert report["outcome"] == "agree", report["problems"]
 
