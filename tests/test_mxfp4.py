@@ -5,7 +5,7 @@ the stored shapes to ``Mxfp4GptOssExperts`` built on the meta device and to its 
 ``should_convert_module``, and ``archviz check`` to a tiny gpt-oss checkpoint in the release's layout that
 transformers' MXFP4 loader reads. transformers cannot write MXFP4 here: quantizing (``Mxfp4Quantize``) and saving a
 quantized model (``Mxfp4ReverseDeserialize``) run triton kernels fetched from the Hub (``kernels-community/
-gpt-oss-triton-kernels``), which this machine neither has nor can reach. The tiny checkpoint is therefore written with
+gpt-oss-triton-kernels``), which the tests do not reach. The tiny checkpoint is therefore written with
 the safetensors library: transformers' ``save_pretrained`` writes every unquantized tensor, and the experts' blocks
 and scales are made by the inverse of transformers' ``_convert_moe_packed_tensors`` (one E8M0 exponent per 32 values,
 FP4 values two to a byte); transformers' own loader (``Mxfp4Config(dequantize=True)``, which runs on the CPU) reads
