@@ -30,6 +30,8 @@ from archviz.cli import app
 from archviz.dtypes import ITEMSIZE
 from archviz.families.mxfp4 import should_convert, stored_tensors
 from archviz.pipeline import describe_model
+from tests.test_compressed import check, held
+from tests.test_families import PUBLISHED
 
 runner = CliRunner()
 RELEASED = Path(__file__).parent / "data" / "released"
@@ -40,15 +42,8 @@ the file: its ``weight_map`` lists the experts' ``*_blocks``, ``*_scales`` and `
 GPT_OSS_120B_CARD_GIB = 60.8
 """gpt-oss-120b's checkpoint size as its model card states it, in GiB."""
 
-RELEASE_QUANTIZATION = {
-    "modules_to_not_convert": [
-        "model.layers.*.self_attn",
-        "model.layers.*.mlp.router",
-        "model.embed_tokens",
-        "lm_head",
-    ],
-    "quant_method": "mxfp4",
-}
+RELEASE_QUANTIZATION: dict[str, Any] = PUBLISHED["gpt-oss-20b"]["quantization_config"]
+"""gpt-oss's quantization_config as released."""
 
 
 def tiny_config(**changes: Any) -> Any:
@@ -172,21 +167,6 @@ def write_tiny(folder: Path, quantization: dict[str, Any] = RELEASE_QUANTIZATION
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny(tmp_path_factory.mktemp("gpt-oss") / "model")
-
-
-def check(folder: Path) -> dict[str, Any]:
-    result = runner.invoke(app, ["check", str(folder), "--json"])
-    report: dict[str, Any] = json.loads(result.stdout)
-    report["exit_code"] = result.exit_code
-    return report
-
-
-def held(folder: Path) -> dict[str, tuple[tuple[int, ...], str]]:
-    with safe_open(folder / "model.safetensors", framework="pt") as handle:
-        return {
-            name: (tuple(handle.get_slice(name).get_shape()), handle.get_slice(name).get_dtype())
-            for name in handle.keys()  # noqa: SIM118 - safe_open API
-        }
 
 
 def test_transformers_mxfp4_loader_reads_the_tiny_checkpoint(tiny: Path) -> None:
