@@ -36,11 +36,13 @@ CORPUS: dict[str, Path] = {
     "kimi-linear-48b-a3b-instruct": DATA / "released" / "kimi-linear-48b-a3b-instruct" / "config.json",
     "minimax-m3": DATA / "released" / "minimax-m3" / "config.json",
     "qwen3.5-35b-a3b": DATA / "released" / "qwen3.5-35b-a3b" / "config.json",
+    "gpt-oss-20b": DATA / "released" / "gpt-oss-20b" / "config.json",
+    "gpt-oss-120b": DATA / "released" / "gpt-oss-120b" / "config.json",
     "deepseek-v3": DATA / "deepseek-v3.config.json",
     "moonlight-16b-a3b": DATA / "moonlight-16b-a3b.config.json",
 }
 
-READ_OFF_THE_CODE = {"minimax-m3", "qwen3.5-35b-a3b"}
+READ_OFF_THE_CODE = {"minimax-m3", "qwen3.5-35b-a3b", "gpt-oss-20b", "gpt-oss-120b"}
 """The corpus's models no hand-written family builds: the generic family reads their graph off transformers' code."""
 
 # The totals the issues and the README state, written down: a second witness of the reference builds below.
@@ -51,6 +53,8 @@ STATED = {
     "qwen3.5-35b-a3b": 35_107_181_936,
     "deepseek-v3": 671_026_404_352,
     "moonlight-16b-a3b": 15_960_108_544,
+    "gpt-oss-20b": 20_914_757_184,  # its model card: 20.9B
+    "gpt-oss-120b": 116_829_156_672,  # its model card: 116.8B
 }
 
 
@@ -124,7 +128,7 @@ def test_inspect_gives_transformers_own_total(
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["totals"]["parameters"] == reference[name][1]
-    assert document["model"]["checkpoint_dtype"] == "BF16"  # every one of them declares bfloat16 somewhere
+    assert document["model"]["checkpoint_dtype"] == "BF16"  # declared bfloat16, or (gpt-oss) assumed it
     assert document["sources"]["located"] > 0
 
 
@@ -366,6 +370,9 @@ def test_a_config_without_a_dtype_and_no_checkpoint_is_not_float32(tmp_path: Pat
     said = f"dtype bfloat16 is assumed and built in: {ASSUMED_DTYPE_REASON}"
     assert said in report["normalisations"]
     assert report["outcome"] == "agree", report["problems"]
+    given = runner.invoke(app, ["inspect", str(tmp_path), "--json", "--assume", 'dtype="float16"'])
+    assert given.exit_code == 0, given.output
+    assert json.loads(given.stdout)["model"]["checkpoint_dtype"] == "F16"  # --assume says otherwise
 
 
 @pytest.mark.parametrize(("dtype", "stored"), [(torch.float32, "F32"), (torch.float16, "F16")])
