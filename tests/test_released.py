@@ -458,3 +458,28 @@ def test_a_class_other_than_the_one_architectures_names_is_said(tmp_path: Path) 
         "architectures names NoSuchClassForCausalLM: the graph is read off Qwen3_5MoeForCausalLM, which transformers "
         "built instead (AutoModelForCausalLM's class"
     )
+
+
+def test_the_dtype_read_off_a_sharded_mixed_checkpoint_is_the_one_transformers_loads(tmp_path: Path) -> None:
+    """Which tensor decides: transformers' own from_pretrained (dtype="auto") on a sharded checkpoint whose tensors are
+    of two dtypes, against the dtype archviz assumes from the same files."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sizes = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+    config = AutoConfig.for_model(
+        "qwen3", **sizes, num_key_value_heads=2, head_dim=8, vocab_size=96, tie_word_embeddings=False
+    )
+    config.architectures = ["Qwen3ForCausalLM"]
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).to(torch.float16)
+    model.model.embed_tokens.to(torch.float32)
+    model.save_pretrained(tmp_path, max_shard_size="20KB")
+    assert (tmp_path / "model.safetensors.index.json").is_file()
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved.pop("dtype", None), saved.pop("torch_dtype", None)
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    loaded = str(AutoModelForCausalLM.from_pretrained(tmp_path).config.dtype).removeprefix("torch.")
+    document = json.loads(runner.invoke(app, ["inspect", str(tmp_path), "--json"]).stdout)
+    (assumed,) = [item for item in document["assumptions"] if item["key"] == "dtype"]
+    assert assumed["value"] == loaded == "float32"  # the first shard's first tensor decides, not the F16 majority
+    assert "model.embed_tokens.weight in model-00001-of-00003.safetensors" in assumed["source"]
