@@ -307,6 +307,7 @@ def test_a_group_size_that_does_not_divide_a_row_is_not_modelled_not_guessed(tmp
 # -- FP8 (float-quantized), NVFP4 (nvfp4-pack-quantized) and W4A16, the library's other formats ----------------------
 
 FP8 = {"num_bits": 8, "type": "float", "symmetric": True}
+INT8 = {"num_bits": 8, "type": "int", "symmetric": True}
 NVFP4 = {"num_bits": 4, "type": "float", "symmetric": True, "strategy": "tensor_group", "group_size": 16}
 STATIC_INPUT = {**FP8, "strategy": "tensor", "dynamic": False}
 DYNAMIC_INPUT = {**FP8, "strategy": "token", "dynamic": True}
@@ -342,6 +343,21 @@ GROUPS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "nvfp4a16": ("nvfp4-pack-quantized", {"weights": {**NVFP4, "scale_dtype": "float8_e4m3fn"}}),
     "w4a16": ("pack-quantized", {"weights": {"num_bits": 4, "type": "int", "symmetric": True, "group_size": 32}}),
+    "int8-w8a8": (
+        "int-quantized",
+        {
+            "weights": {**INT8, "strategy": "channel"},
+            "input_activations": {**INT8, "strategy": "token", "dynamic": True},
+        },
+    ),
+    "int8-static": (
+        "int-quantized",
+        {
+            "weights": {**INT8, "strategy": "tensor"},
+            "input_activations": {**INT8, "strategy": "tensor", "dynamic": False},
+        },
+    ),
+    "int8-weights-only": ("naive-quantized", {"weights": {**INT8, "strategy": "channel"}}),
 }
 """Config groups as the library writes them, with the format each is compressed in."""
 

@@ -6,8 +6,8 @@ A config whose ``quantization_config`` says ``quant_method: compressed-tensors``
 - ``pack-quantized`` (Kimi's INT4 releases, W4A16): ``weight_packed`` (I32, ``num_bits`` × ``in`` bits per row, 32 to
   an element), ``weight_scale`` (the weight's dtype, one per group, channel, block or tensor), ``weight_shape`` (I64
   ``[2]``, the logical shape) and, for an asymmetric scheme, ``weight_zero_point``;
-- ``float-quantized`` (and ``naive-quantized``, its alias for float weights): FP8 (E4M3) ``weight`` of the same shape
-  and ``weight_scale`` (per tensor, channel, group or block);
+- ``float-quantized`` and ``int-quantized`` (and ``naive-quantized``, their alias): an FP8 (E4M3) or INT8 ``weight``
+  of the same shape and ``weight_scale`` (per tensor, channel, group or block);
 - ``nvfp4-pack-quantized``: ``weight_packed`` (U8, two FP4 values to a byte), ``weight_scale`` (its ``scale_dtype``,
   FP8, one per 16) and ``weight_global_scale`` (F32 ``[1]``);
 
@@ -28,20 +28,20 @@ The rules restated, each from compressed-tensors 0.20.1, are:
 - which modules: ``utils/match.py`` ``match_name`` (``re:`` is ``re.match``, else equality) and class matching, the
   ignore list, ``apply_quantization_config``'s ``nn.Linear``/``nn.Embedding`` filter, and the precedence of
   ``_scheme_from_targets`` (``scheme_for``);
-- what is stored: ``PackedQuantizationCompressor.compression_param_names`` and ``compress`` (``weight_packed`` I32
-  with ``ceil(in × bits / 32)`` columns, ``weight_shape`` I64 ``[2]``, a zero point only when asymmetric, packed
-  along the output dimension for group and channel strategies), ``FloatQuantizationCompressor`` (the weight cast to
-  FP8 under its own name), ``NVFP4PackedCompressor`` (``weight_packed`` U8 ``[out, in / 2]``, the scale cast to its
+- what is stored: ``PackedQuantizationCompressor.compression_param_names`` and ``compress`` (``weight_packed`` I32 with
+  ``ceil(in × bits / 32)`` columns, ``weight_shape`` I64 ``[2]``, a zero point only when asymmetric, packed along the
+  output dimension for group and channel strategies), ``Float/IntQuantizationCompressor`` (the weight cast to FP8 or
+  INT8 under its own name), ``NVFP4PackedCompressor`` (``weight_packed`` U8 ``[out, in / 2]``, the scale cast to its
   ``scale_dtype``, the global scales kept) and ``initialize_qparams``' scale shapes and dtype (``stored_tensors``,
   ``_scale_shape``, ``_input_scale``).
 
-``tests/test_compressed.py`` holds each to the library: ``stored_tensors`` to ``compress_module``'s output for
-five shapes, two dtypes and 24 pack-quantized schemes (2, 3, 4 and 8 bits; group, channel and tensor; symmetric and
-not) and ten of the other formats (FP8 per tensor, channel and block, static and dynamic activations; NVFP4 with and
-without activations; W4A16), ``scheme_for`` to ``apply_quantization_config`` on a tiny model for five target/ignore
-lists, and ``archviz check`` to checkpoints the library wrote (pack-quantized symmetric and not, FP8 per tensor, per
-channel with static activation scales and in blocks, NVFP4, W4A16). A scheme or format these rules do not cover is
-said to be not modelled, never guessed.
+``tests/test_compressed.py`` holds each to the library: ``stored_tensors`` to ``compress_module``'s output for five
+shapes, two dtypes and 24 pack-quantized schemes (2, 3, 4 and 8 bits; group, channel and tensor; symmetric and not) and
+thirteen of the other formats (FP8 per tensor, channel and block, static and dynamic activations; INT8 W8A8, static and
+weights only; NVFP4 with and without activations; W4A16), ``scheme_for`` to ``apply_quantization_config`` on a tiny
+model for five target/ignore lists, and ``archviz check`` to checkpoints the library wrote (pack-quantized symmetric and
+not, FP8 per tensor, per channel with static activation scales and in blocks, NVFP4, W4A16). A scheme or format these
+rules do not cover is said to be not modelled, never guessed.
 """
 
 from __future__ import annotations
@@ -64,11 +64,24 @@ NVFP4_FORMAT = "nvfp4-pack-quantized"
 FORMATS: Mapping[str, str] = {
     FORMAT: "int weights of 1–8 bits packed into I32 (weight_packed)",
     FLOAT_FORMAT: "FP8 (E4M3) weights stored as they are, under weight",
-    "naive-quantized": "FP8 (E4M3) weights stored as they are, under weight",
+    "int-quantized": "INT8 weights stored as they are, under weight",
+    "naive-quantized": "FP8 (E4M3) or INT8 weights stored as they are, under weight",
     NVFP4_FORMAT: "FP4 (E2M1) weights in groups of 16, two to a byte (weight_packed), FP8 group scales, a global scale",
 }
-"""Formats modelled (``CompressionFormat``) and what each stores; ``naive-quantized`` stores a float weight as
-``float-quantized`` does (``FloatQuantizationCompressor`` is its alias)."""
+"""Formats modelled (``CompressionFormat``) and what each stores; ``naive-quantized`` stores a weight as
+``float-quantized`` or ``int-quantized`` does (``FloatQuantizationCompressor`` and ``IntQuantizationCompressor`` are
+its aliases)."""
+WEIGHT_TYPES: Mapping[str, Mapping[str, tuple[int, ...]]] = {
+    FORMAT: {"int": (1, 2, 3, 4, 5, 6, 7, 8)},
+    FLOAT_FORMAT: {"float": (8,)},
+    "int-quantized": {"int": (8,)},
+    "naive-quantized": {"float": (8,), "int": (8,)},
+    NVFP4_FORMAT: {"float": (4,)},
+}
+"""Format -> the weights' ``type`` and ``num_bits`` it is modelled for."""
+CAST_DTYPES: Mapping[str, str] = {"float": "F8_E4M3", "int": "I8"}
+"""What ``float-quantized``, ``int-quantized`` and ``naive-quantized`` cast an 8-bit weight to
+(``QuantizationArgs.pytorch_dtype``)."""
 STORED_DTYPES: Mapping[str, str] = {"float8_e4m3fn": "F8_E4M3", "uint8": "U8", "float32": "F32", "bfloat16": "BF16"}
 """safetensors names of the dtypes a config's ``scale_dtype`` names (``torch.float8_e4m3fn``)."""
 QUANTIZABLE = ("Linear", "Embedding")
@@ -199,11 +212,10 @@ def _scheme(name: str, weights: Any, fmt: str) -> Scheme:
     if not isinstance(weights, Mapping):
         raise NotModelled(f"config_groups.{name} quantizes no weights")
     bits, kind = weights.get("num_bits", 8), weights.get("type", "int")
-    expected = {FORMAT: ("int", range(1, 9)), NVFP4_FORMAT: ("float", (4,))}.get(fmt, ("float", (8,)))
-    if kind != expected[0] or not isinstance(bits, int) or bits not in expected[1]:
+    if not isinstance(bits, int) or bits not in WEIGHT_TYPES[fmt].get(str(kind), ()):
         raise NotModelled(f"config_groups.{name}.weights is {kind} with {bits} bits; {fmt} stores {FORMATS[fmt]}")
-    if kind == "float" and not weights.get("symmetric", True):
-        raise NotModelled(f"config_groups.{name}.weights is asymmetric float: its zero points are not predicted")
+    if fmt != FORMAT and not weights.get("symmetric", True):
+        raise NotModelled(f"config_groups.{name}.weights is asymmetric in {fmt}: its zero points are not predicted")
     scale_dtype = weights.get("scale_dtype")
     stored_scale = STORED_DTYPES.get(str(scale_dtype).removeprefix("torch.")) if scale_dtype is not None else None
     if scale_dtype is not None and stored_scale is None:
@@ -301,9 +313,9 @@ def stored_tensors(shape: Sequence[int], dtype: str, scheme: Scheme) -> tuple[St
             StoredTensor(suffix="weight_global_scale", shape=(1,), dtype="F32", role="scale"),
             *inputs,
         )
-    if scheme.format != FORMAT:  # FloatQuantizationCompressor: the weight cast to FP8, under its own name
+    if scheme.format != FORMAT:  # Float/IntQuantizationCompressor: the weight cast to 8 bits, under its own name
         return (
-            StoredTensor(suffix="weight", shape=tuple(shape), dtype="F8_E4M3", role="packed"),
+            StoredTensor(suffix="weight", shape=tuple(shape), dtype=CAST_DTYPES[scheme.kind], role="packed"),
             StoredTensor(suffix="weight_scale", shape=_scale_shape(shape, scheme), dtype=scale_dtype, role="scale"),
             *inputs,
         )

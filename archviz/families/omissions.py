@@ -5,7 +5,7 @@ Every top-level ``*_config`` object of a config is a part of the model (``vision
 is a quantization config: a family either builds it (the kimi_k25 family's ``vision_config``, the generic family's
 sub-configs transformers builds its class from) or it is listed, with a sentence, in ``Graph.not_modelled`` and its key
 in ``Graph.omitted``. A ``quantization_config`` the graph does not model (any method but FP8 blocks, compressed-tensors'
-pack-quantized, float-quantized and nvfp4-pack-quantized, and MXFP4) is listed the same way: the predicted checkpoint
+pack-quantized, float-, int- and nvfp4-pack-quantized, and MXFP4) is listed the same way: the predicted checkpoint
 then holds unquantized weights.
 """
 
