@@ -28,7 +28,8 @@ from typer.testing import CliRunner
 
 from archviz.cli import app
 from archviz.dtypes import ITEMSIZE
-from archviz.families.mxfp4 import should_convert, stored_tensors
+from archviz.families.hf_quantizers import should_convert
+from archviz.families.mxfp4 import stored_tensors
 from archviz.pipeline import describe_model
 from tests.test_compressed import check, held
 from tests.test_families import PUBLISHED

@@ -27,11 +27,10 @@ released index (``total_size``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
+from archviz.families.hf_quantizers import NotModelled, not_to_convert, quantization_config, should_convert
 from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.settings import Settings
 from archviz.totals import instance_names
@@ -47,29 +46,6 @@ PACKED: Mapping[str, tuple[str, ...]] = {"gpt_oss": ("experts.gate_up_proj", "ex
 SCHEME = "FP4 (E2M1) values, two to a byte, one E8M0 exponent per block of 32 along the input"
 
 
-class NotModelled(Exception):
-    """The config quantizes in a way these rules do not cover: said, with the reason, instead of guessed."""
-
-
-def quantization_config(s: Settings) -> tuple[Mapping[str, Any], str] | None:
-    """An ``mxfp4`` ``quantization_config`` (top level first, then the settings' level) and where it is."""
-    document = s.document
-    for path, level in (((), document.data), (document.root, document.settings)):
-        value = level.get("quantization_config")
-        if isinstance(value, Mapping) and value.get("quant_method") == METHOD:
-            return value, ".".join((*path, "quantization_config"))
-    return None
-
-
-def should_convert(path: str, patterns: Sequence[str] | None) -> bool:
-    """``quantizers_utils.should_convert_module``: False when an entry matches the module path from its start up to a
-    module boundary (as a regular expression, ``layers.*`` matching ``layers.11.mlp``), or as a suffix."""
-    if patterns is None:
-        return True
-    boundary = r"(?:(?<=\.)|(?=\.|$))"
-    return not any(re.match(rf"(?:{key}){boundary}", path) or path.endswith(key) for key in patterns)
-
-
 def stored_tensors(shape: Sequence[int]) -> tuple[StoredTensor, ...]:
     """What a logical ``[E, in, out]`` expert weight is stored as."""
     *experts, inputs, outputs = shape
@@ -83,12 +59,12 @@ def stored_tensors(shape: Sequence[int]) -> tuple[StoredTensor, ...]:
 def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     """The graph with its MXFP4 expert weights marked packed, and sentences for what is not modelled (then nothing is
     marked, and the totals are of the unquantized weights)."""
-    found = quantization_config(s)
+    found = quantization_config(s, METHOD)
     if found is None:
         return graph, []
     raw, where = found
     try:
-        patterns = _patterns(raw)
+        patterns = not_to_convert(raw)
         ends = PACKED.get(graph.model.transformers_model_type)
         if ends is None:
             raise NotModelled(
@@ -105,22 +81,6 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
             f"{where} ({METHOD}) is not modelled: no expert weight of the graph is one transformers stores as MXFP4"
         ]
     return replace(graph, nodes=nodes), []
-
-
-def _patterns(raw: Mapping[str, Any]) -> tuple[str, ...] | None:
-    listed = raw.get("modules_to_not_convert")
-    if listed is None:
-        return None
-    if not isinstance(listed, list) or not all(isinstance(item, str) for item in listed):
-        raise NotModelled("modules_to_not_convert is not a list of strings")
-    for pattern in listed:
-        try:
-            re.compile(pattern)
-        except re.error as error:
-            raise NotModelled(
-                f"modules_to_not_convert entry {pattern!r} is not a regular expression ({error})"
-            ) from None
-    return tuple(listed)
 
 
 def _pack_node(node: Node, ends: Sequence[str], patterns: tuple[str, ...] | None) -> Node:
