@@ -176,6 +176,18 @@ def check(folder: Path) -> dict[str, Any]:
     return report
 
 
+def check_changed(folder: Path, tmp_path: Path, target: str, change: Any) -> dict[str, Any]:
+    """``check`` on a copy of a checkpoint folder with one tensor changed (``change`` maps it to its replacement)."""
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    path = copy / "model.safetensors"
+    with safe_open(path, framework="pt") as handle:
+        tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 - safe_open API
+    tensors[target] = change(tensors[target]).contiguous()
+    save_file(tensors, path, metadata={"format": "pt"})
+    return check(copy)
+
+
 def held(folder: Path) -> dict[str, tuple[tuple[int, ...], str]]:
     with safe_open(folder / "model.safetensors", framework="pt") as handle:
         return {
@@ -466,14 +478,7 @@ def test_a_library_written_checkpoint_in_each_format_checks(written_group: tuple
 
 def test_a_reshaped_tensor_in_each_format_fails_naming_it(written_group: tuple[str, Path], tmp_path: Path) -> None:
     name, folder = written_group
-    copy = tmp_path / "model"
-    shutil.copytree(folder, copy)
-    path = copy / "model.safetensors"
     target = RESHAPED[name]
-    with safe_open(path, framework="pt") as handle:
-        tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 - safe_open API
-    tensors[target] = tensors[target].reshape(1, -1).contiguous()
-    save_file(tensors, path, metadata={"format": "pt"})
-    report = check(copy)
+    report = check_changed(folder, tmp_path, target, lambda tensor: tensor.reshape(1, -1))
     assert report["exit_code"] == 1
     assert [(t["name"], t["verdict"], t["leg"]) for t in report["tensors"]] == [(target, "wrong shape", "checkpoint")]

@@ -10,20 +10,18 @@ device with the fbgemm-gpu kernels, which the tests do not have).
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from safetensors import safe_open
 from safetensors.torch import save_file
 
 from archviz.dtypes import safetensors_dtype
 from archviz.families.fbgemm import stored_tensors
 from archviz.pipeline import describe_model
 from archviz.totals import predicted_manifest
-from tests.test_compressed import check, held, tiny_llama
+from tests.test_compressed import check, check_changed, held, tiny_llama
 
 QUANTIZATION: dict[str, Any] = {
     "quant_method": "fbgemm_fp8",
@@ -113,14 +111,7 @@ def test_a_checkpoint_of_fbgemm_fp8_linears_checks(tiny: Path) -> None:
 
 
 def test_a_reshaped_scale_fails_naming_it(tiny: Path, tmp_path: Path) -> None:
-    copy = tmp_path / "model"
-    shutil.copytree(tiny, copy)
-    path = copy / "model.safetensors"
     target = "model.layers.1.mlp.down_proj.weight_scale"
-    with safe_open(path, framework="pt") as handle:
-        tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 - safe_open API
-    tensors[target] = tensors[target].reshape(1, -1).contiguous()
-    save_file(tensors, path, metadata={"format": "pt"})
-    report = check(copy)
+    report = check_changed(tiny, tmp_path, target, lambda tensor: tensor.reshape(1, -1))
     assert report["exit_code"] == 1
     assert [(t["name"], t["verdict"], t["leg"]) for t in report["tensors"]] == [(target, "wrong shape", "checkpoint")]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from archviz.dtypes import ITEMSIZE
 from archviz.families.hf_quantizers import should_convert
 from archviz.families.mxfp4 import stored_tensors
 from archviz.pipeline import describe_model
-from tests.test_compressed import check, held
+from tests.test_compressed import check, check_changed, held
 from tests.test_families import PUBLISHED
 
 runner = CliRunner()
@@ -218,14 +217,7 @@ def test_stored_bytes_per_dtype_are_the_checkpoints(tiny: Path) -> None:
 def test_a_changed_blocks_or_scales_tensor_fails_naming_it(
     tiny: Path, tmp_path: Path, target: str, change: Any, verdict: str
 ) -> None:
-    copy = tmp_path / "model"
-    shutil.copytree(tiny, copy)
-    path = copy / "model.safetensors"
-    with safe_open(path, framework="pt") as handle:
-        tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 - safe_open API
-    tensors[target] = change(tensors[target]).contiguous()
-    save_file(tensors, path, metadata={"format": "pt"})
-    report = check(copy)
+    report = check_changed(tiny, tmp_path, target, change)
     assert report["exit_code"] == 1
     assert [(t["name"], t["verdict"], t["leg"]) for t in report["tensors"]] == [(target, verdict, "checkpoint")]
 
