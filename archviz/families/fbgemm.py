@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from archviz.families.hf_quantizers import NotModelled, not_to_convert, quantization_config, should_convert
+from archviz.families import hf_quantizers
+from archviz.families.hf_quantizers import NotModelled, should_convert
 from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.settings import Settings
 from archviz.totals import instance_names
@@ -38,21 +39,14 @@ def stored_tensors(shape: Sequence[int]) -> tuple[StoredTensor, ...]:
 
 
 def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
-    """The graph with its FP8 linear weights marked, and sentences for what is not modelled (then nothing is marked)."""
-    found = quantization_config(s, METHOD)
-    if found is None:
-        return graph, []
-    raw, where = found
-    try:
-        patterns = not_to_convert(raw)
-        nodes = tuple(_pack_node(node, DEFAULT_SKIPS if patterns is None else patterns) for node in graph.nodes)
-    except NotModelled as reason:
-        return graph, [
-            f"{where} ({METHOD}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
-        ]
-    if not any(row.packed for node in nodes for row in node.parameters):
-        return graph, [f"{where} ({METHOD}) is not modelled: the graph names no linear layer transformers converts"]
-    return replace(graph, nodes=nodes), []
+    """The graph with its FP8 linear weights marked, and sentences for what is not modelled."""
+
+    def pack_node(node: Node, patterns: tuple[str, ...] | None) -> Node:
+        return _pack_node(node, DEFAULT_SKIPS if patterns is None else patterns)
+
+    return hf_quantizers.pack_graph(
+        graph, s, METHOD, pack_node, none="the graph names no linear layer transformers converts"
+    )
 
 
 def _pack_node(node: Node, patterns: Sequence[str]) -> Node:

@@ -10,9 +10,11 @@ quantizers, which decide the modules they convert the same way (transformers 5.2
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from archviz.graph import Graph, Node
 from archviz.settings import Settings
 
 
@@ -55,3 +57,27 @@ def not_to_convert(raw: Mapping[str, Any]) -> tuple[str, ...] | None:
                 f"modules_to_not_convert entry {pattern!r} is not a regular expression ({error})"
             ) from None
     return tuple(listed)
+
+
+NodePacker = Callable[[Node, tuple[str, ...] | None], Node]
+"""A format's marking of one node's weights, given the config's ``modules_to_not_convert`` (None when unset)."""
+
+
+def pack_graph(graph: Graph, s: Settings, method: str, pack_node: NodePacker, *, none: str) -> tuple[Graph, list[str]]:
+    """The graph with the weights the ``method``'s quantizer converts marked packed by ``pack_node``, and sentences
+    for what is not modelled (then nothing is marked, and the totals are of the unquantized weights); ``none`` says
+    why nothing would be converted."""
+    found = quantization_config(s, method)
+    if found is None:
+        return graph, []
+    raw, where = found
+    try:
+        patterns = not_to_convert(raw)
+        nodes = tuple(pack_node(node, patterns) for node in graph.nodes)
+    except NotModelled as reason:
+        return graph, [
+            f"{where} ({method}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
+        ]
+    if not any(row.packed for node in nodes for row in node.parameters):
+        return graph, [f"{where} ({method}) is not modelled: {none}"]
+    return replace(graph, nodes=nodes), []

@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from archviz.families.hf_quantizers import NotModelled, not_to_convert, quantization_config, should_convert
+from archviz.families import hf_quantizers
+from archviz.families.hf_quantizers import NotModelled, should_convert
 from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.settings import Settings
 from archviz.totals import instance_names
@@ -57,30 +58,20 @@ def stored_tensors(shape: Sequence[int]) -> tuple[StoredTensor, ...]:
 
 
 def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
-    """The graph with its MXFP4 expert weights marked packed, and sentences for what is not modelled (then nothing is
-    marked, and the totals are of the unquantized weights)."""
-    found = quantization_config(s, METHOD)
-    if found is None:
-        return graph, []
-    raw, where = found
-    try:
-        patterns = not_to_convert(raw)
-        ends = PACKED.get(graph.model.transformers_model_type)
+    """The graph with its MXFP4 expert weights marked packed, and sentences for what is not modelled."""
+    ends = PACKED.get(graph.model.transformers_model_type)
+
+    def pack_node(node: Node, patterns: tuple[str, ...] | None) -> Node:
         if ends is None:
             raise NotModelled(
                 f"transformers quantizes only {', '.join(sorted(PACKED))} models' experts as MXFP4, not "
                 f"{graph.model.transformers_model_type}'s"
             )
-        nodes = tuple(_pack_node(node, ends, patterns) for node in graph.nodes)
-    except NotModelled as reason:
-        return graph, [
-            f"{where} ({METHOD}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
-        ]
-    if not any(row.packed for node in nodes for row in node.parameters):
-        return graph, [
-            f"{where} ({METHOD}) is not modelled: no expert weight of the graph is one transformers stores as MXFP4"
-        ]
-    return replace(graph, nodes=nodes), []
+        return _pack_node(node, ends, patterns)
+
+    return hf_quantizers.pack_graph(
+        graph, s, METHOD, pack_node, none="no expert weight of the graph is one transformers stores as MXFP4"
+    )
 
 
 def _pack_node(node: Node, ends: Sequence[str], patterns: tuple[str, ...] | None) -> Node:
