@@ -110,10 +110,10 @@ class StoredTensor:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Packing:
-    """How a weight is stored packed-quantized (compressed-tensors' ``pack-quantized``): the tensors that replace it."""
+    """How a weight is stored quantized (compressed-tensors' formats, MXFP4): the tensors that replace it."""
 
     method: str
-    """The quantization method and format (``compressed-tensors pack-quantized``)."""
+    """The quantization method and format (``compressed-tensors pack-quantized``, ``mxfp4``)."""
     scheme: str
     """The scheme in words (``int4, groups of 32, symmetric``)."""
     stored: tuple[StoredTensor, ...]

@@ -153,8 +153,8 @@ class ModelRecipe:
     architecture: str | None
     """The config's first ``architectures`` entry, built when transformers exports a class of that name."""
     dtype: str | None
-    """The dtype the config declares (transformers' precedence), built in; None builds in transformers' default
-    (float32)."""
+    """The dtype the graph is built in (the config's, else the one assumed, ``Settings.declared_dtype``), built in;
+    None builds in transformers' default (float32)."""
     normalisations: tuple[str, ...]
     """Each change archviz makes before transformers sees the document, in one sentence (``model_type 'kimi_k2'
     is read as 'deepseek_v3' …``); the graph is built with the same reading."""

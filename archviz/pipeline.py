@@ -79,6 +79,7 @@ def describe_model(
         family,
         assumptions=[*where.assumptions, *assumptions],  # the user's own win
         partial=partial or where.partial,
+        weights_folder=where.folder,
     )
     read: list[ModelCode] = []  # what the meta stage read, for a family that reads the code (kept for the check)
 

@@ -74,12 +74,13 @@ def transformers_recipe(
         normalisations.append(f"{where}." + _left_out("quantization_config", inner["quantization_config"]))
     dtype = settings.declared_dtype()
     if dtype.keys is None:
-        normalisations.append(f"the config declares no dtype: {dtype.name} (transformers' default) is assumed")
+        # Built in the dtype from_pretrained would load, as the graph is: from_config's float32 is no checkpoint's.
+        normalisations.append(f"dtype {dtype.name} is assumed and built in: {dtype.reason}")
     return ModelRecipe(
         config=config,
         model_type=model.transformers_model_type,
         architecture=model.architecture,
-        dtype=dtype.name if dtype.keys is not None else None,
+        dtype=dtype.name,
         normalisations=tuple(normalisations),
         config_path=document.path,
     )

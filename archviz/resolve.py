@@ -307,3 +307,56 @@ def _snapshot_revision(config: Path) -> str | None:
     if parent.parent.name == "snapshots" and re.fullmatch(r"[0-9a-f]{40}", parent.name):
         return parent.name
     return None
+
+
+# -- the dtype transformers loads a checkpoint in ------------------------------------------------------------
+
+_FLOATING = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64"}
+"""safetensors dtypes ``get_state_dict_dtype`` may return, and their names in a config (float8 and float4 types are
+skipped by it: torch cannot build a model in them)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightsDtype:
+    """The dtype transformers' ``from_pretrained`` loads a model in when its config declares none."""
+
+    name: str
+    """As a config names it (``bfloat16``)."""
+    tensor: str
+    """The tensor it is read from: the first floating-point one, by name, of the first weight file."""
+    file: str
+    """That weight file's name."""
+
+
+def weights_dtype(folder: Path) -> WeightsDtype | None:
+    """What ``from_pretrained(dtype="auto")`` loads when the config declares no dtype (transformers 5,
+    ``modeling_utils._get_dtype``): the dtype of the first floating-point tensor (``get_state_dict_dtype``, names in
+    ``safe_open.keys()``'s sorted order) of the first weight file (shards sorted by name). None when the folder holds
+    no safetensors weights, or none of their tensors is of a floating dtype a model is built in. Only the header is
+    read."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+        except (OSError, ValueError, AttributeError):
+            weight_map = None
+        files = sorted(set(weight_map.values())) if isinstance(weight_map, dict) else []
+    else:
+        files = sorted(path.name for path in folder.glob("*.safetensors") if path.is_file())
+    if not files or not (folder / files[0]).is_file():
+        return None
+    path = folder / files[0]
+    try:
+        with path.open("rb") as stream:
+            length = int.from_bytes(stream.read(8), "little")
+            header = json.loads(stream.read(min(length, 100_000_000)).decode("utf-8"))
+    except (OSError, ValueError) as error:
+        raise InputError(f"cannot read the safetensors header: {error}", path=str(path)) from None
+    if not isinstance(header, dict):
+        raise InputError("the safetensors header is not a JSON object", path=str(path))
+    for name in sorted(key for key in header if key != "__metadata__"):
+        entry = header[name]
+        dtype = entry.get("dtype") if isinstance(entry, dict) else None
+        if dtype in _FLOATING:
+            return WeightsDtype(name=_FLOATING[dtype], tensor=name, file=path.name)
+    return None

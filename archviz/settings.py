@@ -11,12 +11,14 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from archviz.config import ConfigDocument
 from archviz.dtypes import SAFETENSORS_DTYPES
 from archviz.errors import InputError
 from archviz.graph import Assumption
+from archviz.resolve import WeightsDtype, weights_dtype
 from archviz.words import noun_for
 
 # Larger than any real model dimension by orders of magnitude; catches typos such as 71680000.
@@ -45,8 +47,18 @@ _MISSING = object()
 DTYPE_KEYS = ("dtype", "torch_dtype")
 """Where a config declares its dtype, in transformers' order of precedence within one level: ``dtype`` wins over its
 older spelling ``torch_dtype`` (``PreTrainedConfig.__post_init__``)."""
-DEFAULT_DTYPE = "float32"
-"""What transformers builds in when a config declares no dtype (torch's default)."""
+ASSUMED_DTYPE = "bfloat16"
+"""What is assumed when a config declares no dtype and no checkpoint is at hand to read it from (see
+``Settings.declared_dtype``)."""
+LOADED_DTYPE_REASON = (
+    'the config declares no dtype (dtype or torch_dtype): transformers\' from_pretrained (dtype="auto") loads the '
+    "dtype of the checkpoint's first floating-point tensor, {tensor} in {file}"
+)
+ASSUMED_DTYPE_REASON = (
+    "the config declares no dtype (dtype or torch_dtype) and no checkpoint is at hand: transformers' from_pretrained "
+    '(dtype="auto") would load the dtype of the checkpoint\'s first floating-point tensor, and bfloat16 is what '
+    "released checkpoints without a declared dtype hold (gpt-oss); --assume dtype=... says otherwise"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,10 +66,13 @@ class DeclaredDtype:
     """The dtype a config declares, and where."""
 
     name: str
-    """The dtype as the config spells it (``bfloat16``), or ``float32`` when it declares none."""
+    """The dtype as the config spells it (``bfloat16``), or the one assumed when it declares none."""
     keys: tuple[str, ...] | None
-    """Its key path in the document (``("text_config", "dtype")``); None when the config declares no dtype and
-    transformers' default is assumed."""
+    """Its key path in the document (``("text_config", "dtype")``); None when the config declares no dtype and one
+    is assumed."""
+    reason: str | None = None
+    """Why the dtype assumed is that one (the checkpoint's, or the release's when none is at hand); None when the
+    config declares its dtype."""
 
 
 class Settings:
@@ -71,8 +86,12 @@ class Settings:
         assumptions: Iterable[Assumption] = (),
         partial: bool = False,
         aliases: Mapping[str, tuple[str, ...]] | None = None,
+        weights_folder: Path | None = None,
     ):
         self.document = document
+        self.weights_folder = weights_folder
+        """The model's folder, where a checkpoint beside the config says the dtype the config does not."""
+        self._weights_dtype: tuple[WeightsDtype | None] | None = None
         self.family = family
         self.partial = partial
         """Build what the config allows and list the rest as not modelled, instead of failing on missing keys."""
@@ -96,7 +115,13 @@ class Settings:
     def declared_dtype(self) -> DeclaredDtype:
         """The dtype the config declares, with transformers' precedence: the top level first (``_from_config``
         builds in the top-level config's dtype, and ``from_pretrained`` reads no other), then the settings'
-        level (a wrapped model's ``text_config``: Qwen3.5 declares its dtype only there)."""
+        level (a wrapped model's ``text_config``: Qwen3.5 declares its dtype only there).
+
+        A config that declares none gets what ``from_pretrained`` (``dtype="auto"``) would load: the dtype of the first
+        floating-point tensor of the checkpoint beside the config, or, when there is none, bfloat16, each with its
+        reason (never float32 for want of a key: transformers' ``from_config`` default is not what a checkpoint
+        holds)."""
+        self.read.update(DTYPE_KEYS)  # --assume dtype=... is a value the graph uses
         levels: list[tuple[tuple[str, ...], Mapping[str, Any]]] = [(self.document.root, self.values)]
         if self.document.root:
             levels.insert(0, ((), self.document.data))
@@ -111,7 +136,17 @@ class Settings:
                     said = f"unknown dtype {value!r}" if isinstance(value, str) else f"expected a dtype, got {got}"
                     raise InputError(f"{key}: {said}", path=self.document.path, line=span.start if span else None)
                 return DeclaredDtype(name=value, keys=(*path, key))
-        return DeclaredDtype(name=DEFAULT_DTYPE, keys=None)
+        loaded = self._loaded_dtype()
+        if loaded is not None:
+            reason = LOADED_DTYPE_REASON.format(tensor=loaded.tensor, file=loaded.file)
+            return DeclaredDtype(name=loaded.name, keys=None, reason=reason)
+        return DeclaredDtype(name=ASSUMED_DTYPE, keys=None, reason=ASSUMED_DTYPE_REASON)
+
+    def _loaded_dtype(self) -> WeightsDtype | None:
+        """The dtype of the checkpoint beside the config, read once."""
+        if self._weights_dtype is None:
+            self._weights_dtype = (weights_dtype(self.weights_folder) if self.weights_folder is not None else None,)
+        return self._weights_dtype[0]
 
     def missing(self, keys: Iterable[str]) -> list[str]:
         """The keys of ``keys`` that neither the config nor an assumption sets."""

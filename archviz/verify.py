@@ -71,7 +71,9 @@ PACKED_NAMES: Mapping[str, re.Pattern[str]] = {
     "gptq": re.compile(r"qweight|qzeros|scales|g_idx"),
     "awq": re.compile(r"qweight|qzeros|scales"),
     "bitsandbytes": re.compile(r"absmax|quant_map|nested_absmax|nested_quant_map|quant_state\..*"),
-    "compressed-tensors": re.compile(r"weight_(?:packed|scale|shape|zero_point|g_idx)"),
+    "compressed-tensors": re.compile(
+        r"weight_(?:packed|scale|shape|zero_point|g_idx|global_scale)|input_(?:scale|global_scale|zero_point)"
+    ),
 }
 """The last part of the names each method stores its packed weights and their scales under (``….qweight``): only such
 a tensor is excused, never any tensor at all."""

@@ -46,7 +46,10 @@ def save(config: dict[str, Any], folder: Path) -> Path:
 @pytest.fixture(scope="module", params=sorted(CASES))
 def saved(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     name = request.param
-    return name, save(TINY[name], tmp_path_factory.mktemp(name) / "model")
+    # from_config builds gpt-oss's experts unquantized, and save_pretrained writes them so: the config saved beside
+    # them says no mxfp4 (the MXFP4 layout is held to a checkpoint in the release's layout in tests/test_mxfp4.py).
+    config = {key: value for key, value in TINY[name].items() if key != "quantization_config"}
+    return name, save(config, tmp_path_factory.mktemp(name) / "model")
 
 
 def check(folder: Path) -> dict[str, Any]:
@@ -65,14 +68,9 @@ def test_transformers_spelling_of_keys_is_read(tmp_path: Path) -> None:
 
 
 def test_tiny_checkpoint_checks(saved: tuple[str, Path]) -> None:
-    name, folder = saved
+    _, folder = saved
     report = check(folder)
-    if "quantization_config" in TINY[name]:
-        # gpt-oss's mxfp4 is not modelled: everything agrees, on the modelled part only (partial, exit 3).
-        assert (report["exit_code"], report["outcome"]) == (3, "partial"), report["problems"]
-        assert report["omitted"] == ["quantization_config"]
-    else:
-        assert report["exit_code"] == 0, report["problems"]
+    assert report["exit_code"] == 0, report["problems"]
     totals = report["totals"]
     assert totals["analytic"] == totals["checkpoint"] == totals["meta_model"]
     assert report["tensors"] == []

@@ -43,7 +43,7 @@ BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "I32": 4, "I64": 8}
 CONFIGS: dict[str, dict[str, Any]] = {
     "gqa-sliding": tiny("mistral-7b-v0.3", sliding_window=4),
     "gqa-hybrid-window": tiny("qwen2-7b", use_sliding_window=True, sliding_window=4, max_window_layers=1),
-    "mla": {"model_type": "deepseek_v3", "rms_norm_eps": 1e-6, **FAMILY_CASES["deepseek_v3"][2]},
+    "mla": {"model_type": "deepseek_v3", "rms_norm_eps": 1e-6, "dtype": "float32", **FAMILY_CASES["deepseek_v3"][2]},
     "kimi-linear": {"model_type": "kimi_linear", "rms_norm_eps": 1e-6, **FAMILY_CASES["kimi_linear"][2]},
     "moe-top-2-of-4": tiny("mixtral-8x7b"),
 }

@@ -368,7 +368,8 @@ def assert_graph_is_the_meta_model(docs: ModelDocs, meta: MetaModel) -> None:
     """The three invariants: totals, per-node sums, and the manifest name by name and shape by shape."""
     assert docs.totals.parameters == meta.total_parameters
     assert sum(node_parameters(n) * n.placement.count for n in docs.graph.nodes) == docs.totals.parameters
-    predicted = {tensor.name: tensor.shape for tensor in predicted_manifest(docs.graph)}
+    # The meta model holds the logical weights: a quantized one (gpt-oss's MXFP4 experts) as the weight it stands for.
+    predicted = {tensor.name: tensor.shape for tensor in predicted_manifest(docs.graph, logical=True)}
     expected = {**meta.parameters, **meta.persistent_buffers}
     assert sorted(set(predicted) - set(expected)) == [], "predicted tensors the checkpoint does not have"
     assert sorted(set(expected) - set(predicted)) == [], "checkpoint tensors the graph does not predict"
@@ -504,8 +505,10 @@ def test_generic_graph_says_it_is_derived_from_the_code(tmp_path: Path) -> None:
     docs = describe_model(str(write(tmp_path, PUBLISHED["gpt-oss-20b"])))
     assert docs.graph.model.family == "generic" and docs.graph.model.transformers_model_type == "gpt_oss"
     assert docs.graph.derived_from_code
-    assert any("quantization_config (mxfp4) is not modelled" in note for note in docs.graph.not_modelled)
-    assert docs.graph.omitted == ("quantization_config",)
+    assert not any("mxfp4" in note for note in docs.graph.not_modelled)  # MXFP4 is modelled (tests/test_mxfp4.py)
+    assert docs.graph.omitted == ()
+    experts = by_id(docs.graph, "model.layers.mlp.experts")
+    assert [row.packed.method for row in experts.parameters if row.packed] == ["mxfp4", "mxfp4"]
     assert [layer.mixer for layer in docs.graph.layers[:2]] == ["sliding attention", "full attention"]
     assert {layer.ffn for layer in docs.graph.layers} == {"MoE"}
     q_proj = by_id(docs.graph, "model.layers.self-attn.q-proj")

@@ -325,3 +325,19 @@ def test_kimi_linear_layer_lists_are_checked(
         describe_model(str(folder))
     assert caught.value.message.startswith(message)
     assert caught.value.location.line is not None
+
+
+def test_ue8m0_scales_are_predicted_f32_and_said(tmp_path: Path) -> None:
+    """Issue 22: DeepSeek-V3.1's ``scale_fmt: ue8m0`` was accepted without a word. It says the scales' values are
+    powers of two; DeepSeek-V3.1's release stores them as F32, which is predicted, and the reading is listed."""
+    config = json.loads((DATA / "deepseek-v3.config.json").read_text())
+    config["quantization_config"]["scale_fmt"] = "ue8m0"
+    (tmp_path / "config.json").write_text(json.dumps(config, indent=2))
+    docs = describe_model(str(tmp_path))
+    plain = describe_model(str(DATA / "deepseek-v3.config.json"))
+    assert docs.totals.by_dtype == plain.totals.by_dtype and "F32" in docs.totals.by_dtype
+    scales = {t.dtype for t in predicted_manifest(docs.graph) if t.name.endswith("weight_scale_inv")}
+    assert scales == {"F32"}
+    (said,) = [item for item in docs.graph.assumptions if item.key == "quantization_config.scale_fmt"]
+    assert "F8_E8M0" in said.source and "DeepSeek-V3#961" in said.source
+    assert not any(item.key == "quantization_config.scale_fmt" for item in plain.graph.assumptions)

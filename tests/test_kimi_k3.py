@@ -37,7 +37,7 @@ def test_partial_config_gives_the_token_embedding_and_names_missing_keys() -> No
     embedding = next(node for node in document["nodes"] if node["id"] == "token-embedding")
     assert embedding["parameters_per_instance"] == 163_840 * 7_168 == 1_174_405_120
     assert embedding["calculation"][0]["arithmetic"] == "163,840 × 7,168"
-    # The config declares no dtype: float32, transformers' default, is an assumption too.
+    # The config declares no dtype and there is no checkpoint: bfloat16 is an assumption too.
     assert {item["key"] for item in document["assumptions"]} == {"hidden_size", "vocab_size", "dtype"}
     assert [node["id"] for node in document["nodes"]] == ["token-embedding", "embedded-state"]
 

@@ -36,11 +36,13 @@ CORPUS: dict[str, Path] = {
     "kimi-linear-48b-a3b-instruct": DATA / "released" / "kimi-linear-48b-a3b-instruct" / "config.json",
     "minimax-m3": DATA / "released" / "minimax-m3" / "config.json",
     "qwen3.5-35b-a3b": DATA / "released" / "qwen3.5-35b-a3b" / "config.json",
+    "gpt-oss-20b": DATA / "released" / "gpt-oss-20b" / "config.json",
+    "gpt-oss-120b": DATA / "released" / "gpt-oss-120b" / "config.json",
     "deepseek-v3": DATA / "deepseek-v3.config.json",
     "moonlight-16b-a3b": DATA / "moonlight-16b-a3b.config.json",
 }
 
-READ_OFF_THE_CODE = {"minimax-m3", "qwen3.5-35b-a3b"}
+READ_OFF_THE_CODE = {"minimax-m3", "qwen3.5-35b-a3b", "gpt-oss-20b", "gpt-oss-120b"}
 """The corpus's models no hand-written family builds: the generic family reads their graph off transformers' code."""
 
 # The totals the issues and the README state, written down: a second witness of the reference builds below.
@@ -51,6 +53,8 @@ STATED = {
     "qwen3.5-35b-a3b": 35_107_181_936,
     "deepseek-v3": 671_026_404_352,
     "moonlight-16b-a3b": 15_960_108_544,
+    "gpt-oss-20b": 20_914_757_184,  # its model card: 20.9B
+    "gpt-oss-120b": 116_829_156_672,  # its model card: 116.8B
 }
 
 
@@ -124,7 +128,7 @@ def test_inspect_gives_transformers_own_total(
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["totals"]["parameters"] == reference[name][1]
-    assert document["model"]["checkpoint_dtype"] == "BF16"  # every one of them declares bfloat16 somewhere
+    assert document["model"]["checkpoint_dtype"] == "BF16"  # declared bfloat16, or (gpt-oss) assumed it
     assert document["sources"]["located"] > 0
 
 
@@ -328,13 +332,14 @@ def test_a_missing_modeling_file_is_not_located_not_bad_input() -> None:
 
 def test_dtypes_as_the_config_says_them() -> None:
     """transformers' precedence: the top level before the text_config, ``dtype`` before ``torch_dtype``; a config
-    that declares none says that float32 is assumed."""
+    that declares none, with no checkpoint at hand, says that bfloat16 is assumed and why."""
     from archviz.config import parse_config
-    from archviz.settings import Settings
+    from archviz.settings import ASSUMED_DTYPE_REASON, Settings
 
     def declared(config: dict[str, Any]) -> tuple[str, tuple[str, ...] | None]:
         document = parse_config(json.dumps(config), display_path="config.json")
         found = Settings(document, family="generic").declared_dtype()
+        assert (found.reason is None) is (found.keys is not None)
         return found.name, found.keys
 
     text = {"hidden_size": 8}
@@ -344,23 +349,55 @@ def test_dtypes_as_the_config_says_them() -> None:
         ("torch_dtype",),
     )
     assert declared({"text_config": {**text, "torch_dtype": "float16"}}) == ("float16", ("text_config", "torch_dtype"))
-    assert declared({"text_config": text}) == ("float32", None)
+    assert declared({"text_config": text}) == ("bfloat16", None)
+    document = parse_config(json.dumps(text), display_path="config.json")
+    assert Settings(document, family="generic").declared_dtype().reason == ASSUMED_DTYPE_REASON
 
 
-def test_a_config_without_a_dtype_says_float32_is_assumed(tmp_path: Path) -> None:
+def test_a_config_without_a_dtype_and_no_checkpoint_is_not_float32(tmp_path: Path) -> None:
+    """Issue 22: a config that declares no dtype was predicted in float32 (from_config's default), which no released
+    checkpoint holds; from_pretrained loads the checkpoint's dtype, and with none at hand bfloat16 is assumed, said
+    with its reason, and transformers builds the meta model in it too."""
+    from archviz.settings import ASSUMED_DTYPE_REASON
     from tests.test_families import TINY
 
     config = {key: value for key, value in TINY["qwen3-8b"].items() if key not in ("torch_dtype", "dtype")}
     (tmp_path / "config.json").write_text(json.dumps(config))
     document = json.loads(runner.invoke(app, ["inspect", str(tmp_path), "--json"]).stdout)
-    assert document["model"]["checkpoint_dtype"] == "F32"
-    assert {
-        "key": "dtype",
-        "value": "float32",
-        "source": "the config declares no dtype (dtype or torch_dtype): transformers' default is assumed",
-    } in document["assumptions"]
+    assert document["model"]["checkpoint_dtype"] == "BF16"
+    assert {"key": "dtype", "value": "bfloat16", "source": ASSUMED_DTYPE_REASON} in document["assumptions"]
     report = json.loads(runner.invoke(app, ["check", str(tmp_path), "--json"]).stdout)
-    assert "the config declares no dtype: float32 (transformers' default) is assumed" in report["normalisations"]
+    said = f"dtype bfloat16 is assumed and built in: {ASSUMED_DTYPE_REASON}"
+    assert said in report["normalisations"]
+    assert report["outcome"] == "agree", report["problems"]
+    given = runner.invoke(app, ["inspect", str(tmp_path), "--json", "--assume", 'dtype="float16"'])
+    assert given.exit_code == 0, given.output
+    assert json.loads(given.stdout)["model"]["checkpoint_dtype"] == "F16"  # --assume says otherwise
+
+
+@pytest.mark.parametrize(("dtype", "stored"), [(torch.float32, "F32"), (torch.float16, "F16")])
+def test_a_config_without_a_dtype_gets_its_checkpoints(dtype: torch.dtype, stored: str, tmp_path: Path) -> None:
+    """What from_pretrained(dtype="auto") loads when the config declares none: the dtype of the first floating-point
+    tensor of the first weight file; the check against that checkpoint agrees."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sizes = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+    config = AutoConfig.for_model(
+        "qwen3", **sizes, num_key_value_heads=2, head_dim=8, vocab_size=96, tie_word_embeddings=False
+    )
+    config.architectures = ["Qwen3ForCausalLM"]
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).to(dtype).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved.pop("dtype", None), saved.pop("torch_dtype", None)
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    document = json.loads(runner.invoke(app, ["inspect", str(tmp_path), "--json"]).stdout)
+    assert document["model"]["checkpoint_dtype"] == stored
+    (assumed,) = [item for item in document["assumptions"] if item["key"] == "dtype"]
+    assert assumed["value"] == str(dtype).removeprefix("torch.")
+    assert "first floating-point tensor, lm_head.weight in model.safetensors" in assumed["source"]
+    report = json.loads(runner.invoke(app, ["check", str(tmp_path), "--json"]).stdout)
+    assert report["outcome"] == "agree", report["problems"]
 
 
 @pytest.mark.parametrize(
@@ -421,3 +458,28 @@ def test_a_class_other_than_the_one_architectures_names_is_said(tmp_path: Path) 
         "architectures names NoSuchClassForCausalLM: the graph is read off Qwen3_5MoeForCausalLM, which transformers "
         "built instead (AutoModelForCausalLM's class"
     )
+
+
+def test_the_dtype_read_off_a_sharded_mixed_checkpoint_is_the_one_transformers_loads(tmp_path: Path) -> None:
+    """Which tensor decides: transformers' own from_pretrained (dtype="auto") on a sharded checkpoint whose tensors are
+    of two dtypes, against the dtype archviz assumes from the same files."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sizes = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+    config = AutoConfig.for_model(
+        "qwen3", **sizes, num_key_value_heads=2, head_dim=8, vocab_size=96, tie_word_embeddings=False
+    )
+    config.architectures = ["Qwen3ForCausalLM"]
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).to(torch.float16)
+    model.model.embed_tokens.to(torch.float32)
+    model.save_pretrained(tmp_path, max_shard_size="20KB")
+    assert (tmp_path / "model.safetensors.index.json").is_file()
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved.pop("dtype", None), saved.pop("torch_dtype", None)
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    loaded = str(AutoModelForCausalLM.from_pretrained(tmp_path).config.dtype).removeprefix("torch.")
+    document = json.loads(runner.invoke(app, ["inspect", str(tmp_path), "--json"]).stdout)
+    (assumed,) = [item for item in document["assumptions"] if item["key"] == "dtype"]
+    assert assumed["value"] == loaded == "float32"  # the first shard's first tensor decides, not the F16 majority
+    assert "model.embed_tokens.weight in model-00001-of-00003.safetensors" in assumed["source"]

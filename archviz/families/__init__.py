@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
-from archviz.families import deepseek_v3, generic, kimi_k25, kimi_linear, llama
-from archviz.families.compressed import pack_graph
+from archviz.families import compressed, deepseek_v3, fbgemm, generic, kimi_k25, kimi_linear, llama, mxfp4
+from archviz.families.blocks.builder import scale_format
 from archviz.families.omissions import unbuilt_mtp, unmodelled_quantization, unread_sub_configs, with_omissions
 from archviz.families.registry import Family
 from archviz.graph import Assumption, Graph, ModelInfo
@@ -99,10 +100,23 @@ def find_family(document: ConfigDocument, *, transformers_ships: Callable[[str],
 
 
 def family_settings(
-    document: ConfigDocument, family: Family, *, assumptions: Iterable[Assumption] = (), partial: bool = False
+    document: ConfigDocument,
+    family: Family,
+    *,
+    assumptions: Iterable[Assumption] = (),
+    partial: bool = False,
+    weights_folder: Path | None = None,
 ) -> Settings:
-    """The settings a family reads from a config, with the user's assumptions."""
-    return Settings(document, family=family.name, assumptions=assumptions, partial=partial, aliases=family.aliases)
+    """The settings a family reads from a config, with the user's assumptions; ``weights_folder`` is the model's folder,
+    whose checkpoint says the dtype a config does not declare."""
+    return Settings(
+        document,
+        family=family.name,
+        assumptions=assumptions,
+        partial=partial,
+        aliases=family.aliases,
+        weights_folder=weights_folder,
+    )
 
 
 def build_graph(
@@ -132,21 +146,21 @@ def build_graph(
         revision=revision,
         config_path="config.json",
     )
-    graph, packing = pack_graph(family.build(settings, model, read_code), settings)
+    graph, packing = compressed.pack_graph(family.build(settings, model, read_code), settings)
+    graph, mxfp4_packing = mxfp4.pack_graph(graph, settings)
+    graph, fbgemm_packing = fbgemm.pack_graph(graph, settings)
+    packing = [*packing, *mxfp4_packing, *fbgemm_packing]
     # The generic family lists what transformers did not build from in its own build; the others are listed here.
     omissions = [] if family.name == generic.NAME else _unread_parts(document, family, settings)
     graph = with_omissions(replace(graph, not_modelled=(*graph.not_modelled, *packing)), omissions)
     graph = with_omissions(graph, [*unmodelled_quantization(document, graph), *unbuilt_mtp(document, graph)])
     assumptions = [settings.assumed[key] for key in sorted(settings.assumed)]
     dtype = settings.declared_dtype()
-    if dtype.keys is None:
-        assumptions.append(
-            Assumption(
-                key="dtype",
-                value=json.dumps(dtype.name),
-                source="the config declares no dtype (dtype or torch_dtype): transformers' default is assumed",
-            )
-        )
+    if dtype.keys is None and dtype.reason is not None:
+        assumptions.append(Assumption(key="dtype", value=json.dumps(dtype.name), source=dtype.reason))
+    scales = scale_format(settings)
+    if scales is not None and any(row.scale_block for node in graph.nodes for row in node.parameters):
+        assumptions.append(scales)
     return replace(graph, assumptions=tuple(assumptions))
 
 

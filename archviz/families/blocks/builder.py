@@ -4,6 +4,7 @@ finds its code, into a frozen ``Graph``."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -12,6 +13,7 @@ from typing import NotRequired, TypedDict, Unpack
 
 from archviz.dtypes import SAFETENSORS_DTYPES
 from archviz.graph import (
+    Assumption,
     Dim,
     Factor,
     Graph,
@@ -58,6 +60,23 @@ def checkpoint_dtypes(settings: Settings) -> tuple[str, tuple[int, int] | None]:
     ):
         raise settings.fail(("quantization_config", "weight_block_size"), "expected two positive integers")
     return SAFETENSORS_DTYPES[name], (block[0], block[1])
+
+
+UE8M0_SCALES = (
+    "scale_fmt ue8m0 says the scales' values are powers of two (UE8M0), not how they are stored: weight_scale_inv is "
+    "predicted F32, as DeepSeek-V3.1's release stores it (its o_proj scales are not powers of two, which no E8M0 byte "
+    "holds: deepseek-ai/DeepSeek-V3#961); transformers 5.24 allocates F8_E8M0 scales for ue8m0 (FineGrainedFP8Config, "
+    "DeepSeek-V4's layout), and a checkpoint's headers settle which (archviz check)"
+)
+
+
+def scale_format(settings: Settings) -> Assumption | None:
+    """What an FP8 block-quantized config's ``scale_fmt: ue8m0`` is taken to mean for the stored scales, said; None
+    when the config sets no such scale format."""
+    quantization = settings.mapping("quantization_config")
+    if quantization is None or quantization.get("quant_method") != "fp8" or quantization.get("scale_fmt") != "ue8m0":
+        return None
+    return Assumption(key="quantization_config.scale_fmt", value=json.dumps("F32"), source=UE8M0_SCALES)
 
 
 def fixed(label: str, value: int, formula: str, symbol: str | None = None) -> Dim:

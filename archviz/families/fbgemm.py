@@ -1,0 +1,71 @@
+"""FBGEMM FP8 checkpoints (``quant_method: fbgemm_fp8``, Meta's Llama 3.1 FP8 releases): which linear weights are
+stored in FP8, and what beside them.
+
+transformers' FBGEMM FP8 integration (``replace_with_fbgemm_fp8_linear``) replaces every ``nn.Linear`` that no entry of
+``modules_to_not_convert`` matches (``hf_quantizers.should_convert``; when the config sets none, the quantizer's
+default skips, ``get_keys_to_not_convert``: the output head, which is the last module) with ``FbgemmFp8Linear``,
+whose checkpoint tensors are ``weight`` (F8_E4M3, ``[out, in]``) and ``weight_scale`` (F32 ``[out, 1]``, one per
+output row); its ``input_scale_ub`` is a buffer checkpoints do not hold. The quantizer loads every other tensor in
+bfloat16 (``update_dtype``). Restated from transformers 5.24 without torch; ``tests/test_fbgemm.py`` holds it to
+``FbgemmFp8Linear`` and to the quantizer's own list of modules not to convert, and runs ``check`` on a tiny checkpoint
+of ``FbgemmFp8Linear`` modules. A converted linear with a bias (which ``FbgemmFp8Linear`` keeps in float32) and a
+class's own ``_keep_in_fp32_modules`` (which the graph does not know) are not modelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from archviz.families import hf_quantizers
+from archviz.families.hf_quantizers import NotModelled, should_convert
+from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
+from archviz.settings import Settings
+from archviz.totals import instance_names
+
+METHOD = "fbgemm_fp8"
+DEFAULT_SKIPS = ("lm_head",)
+"""``get_keys_to_not_convert``'s skips when the config names none: the output embeddings and the last module (a causal
+LM's head; a tied head has no linear weight of its own)."""
+SCHEME = "FP8 (E4M3) weights, one F32 scale per output row"
+
+
+def stored_tensors(shape: Sequence[int]) -> tuple[StoredTensor, ...]:
+    """What a linear ``weight`` ``[out, in]`` is stored as (``FbgemmFp8Linear``'s parameters)."""
+    return (
+        StoredTensor(suffix="weight", shape=tuple(shape), dtype="F8_E4M3", role="packed"),
+        StoredTensor(suffix="weight_scale", shape=(shape[0], 1), dtype="F32", role="scale"),
+    )
+
+
+def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
+    """The graph with its FP8 linear weights marked, and sentences for what is not modelled."""
+
+    def pack_node(node: Node, patterns: tuple[str, ...] | None) -> Node:
+        return _pack_node(node, DEFAULT_SKIPS if patterns is None else patterns)
+
+    return hf_quantizers.pack_graph(
+        graph, s, METHOD, pack_node, none="the graph names no linear layer transformers converts"
+    )
+
+
+def _pack_node(node: Node, patterns: Sequence[str]) -> Node:
+    converted = {
+        row.tensor.removesuffix(".weight")
+        for row in node.parameters
+        if row.module == "Linear" and row.tensor.endswith(".weight") and len(row.shape) == 2
+    }
+    rows = tuple(_pack_row(node, row, patterns) if row.module == "Linear" else row for row in node.parameters)
+    if any(row.tensor.removesuffix(".bias") in converted for row in node.parameters if row.tensor.endswith(".bias")):
+        raise NotModelled(f"{node.id} has a bias, which FbgemmFp8Linear keeps in float32 (not predicted)")
+    return node if rows == node.parameters else replace(node, parameters=rows)
+
+
+def _pack_row(node: Node, row: TensorRow, patterns: Sequence[str]) -> TensorRow:
+    if not row.tensor.endswith(".weight") or len(row.shape) != 2:
+        return row
+    names = list(instance_names(node, row.tensor))
+    dense = tuple(name for name in names if not should_convert(name.removesuffix(".weight"), patterns))
+    if len(dense) == len(names):
+        return row
+    return replace(row, packed=Packing(method=METHOD, scheme=SCHEME, stored=stored_tensors(row.shape), dense=dense))

@@ -1,0 +1,83 @@
+"""What transformers' own quantizer integrations share: finding their ``quantization_config`` and matching
+``modules_to_not_convert``.
+
+MXFP4 (``archviz.families.mxfp4``) and FBGEMM FP8 (``archviz.families.fbgemm``) checkpoints are read by transformers'
+quantizers, which decide the modules they convert the same way (transformers 5.24): every entry of
+``modules_to_not_convert`` (and the class's ``_keep_in_fp32_modules``) is matched against a module's path by
+``quantizers_utils.should_convert_module``. Restated here once, without torch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from archviz.graph import Graph, Node
+from archviz.settings import Settings
+
+
+class NotModelled(Exception):
+    """The config quantizes in a way these rules do not cover: said, with the reason, instead of guessed."""
+
+
+def quantization_config(s: Settings, method: str) -> tuple[Mapping[str, Any], str] | None:
+    """The ``quantization_config`` of that ``quant_method`` (top level first, then the settings' level) and where it
+    is; None when the config has none."""
+    document = s.document
+    for path, level in (((), document.data), (document.root, document.settings)):
+        value = level.get("quantization_config")
+        if isinstance(value, Mapping) and value.get("quant_method") == method:
+            return value, ".".join((*path, "quantization_config"))
+    return None
+
+
+def should_convert(path: str, patterns: Sequence[str] | None) -> bool:
+    """``quantizers_utils.should_convert_module``: False when an entry matches the module path from its start up to a
+    module boundary (as a regular expression, ``layers.*`` matching ``layers.11.mlp``), or as a suffix."""
+    if patterns is None:
+        return True
+    boundary = r"(?:(?<=\.)|(?=\.|$))"
+    return not any(re.match(rf"(?:{key}){boundary}", path) or path.endswith(key) for key in patterns)
+
+
+def not_to_convert(raw: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The config's ``modules_to_not_convert``, each a regular expression; None when it sets none."""
+    listed = raw.get("modules_to_not_convert")
+    if listed is None:
+        return None
+    if not isinstance(listed, list) or not all(isinstance(item, str) for item in listed):
+        raise NotModelled("modules_to_not_convert is not a list of strings")
+    for pattern in listed:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise NotModelled(
+                f"modules_to_not_convert entry {pattern!r} is not a regular expression ({error})"
+            ) from None
+    return tuple(listed)
+
+
+NodePacker = Callable[[Node, tuple[str, ...] | None], Node]
+"""A format's marking of one node's weights, given the config's ``modules_to_not_convert`` (None when unset)."""
+
+
+def pack_graph(graph: Graph, s: Settings, method: str, pack_node: NodePacker, *, none: str) -> tuple[Graph, list[str]]:
+    """The graph with the weights the ``method``'s quantizer converts marked packed by ``pack_node``, and sentences
+    for what is not modelled (then nothing is marked, and the totals are of the unquantized weights); ``none`` says
+    why nothing would be converted."""
+    found = quantization_config(s, method)
+    if found is None:
+        return graph, []
+    raw, where = found
+    try:
+        patterns = not_to_convert(raw)
+        nodes = tuple(pack_node(node, patterns) for node in graph.nodes)
+    except NotModelled as reason:
+        return graph, [
+            f"{where} ({method}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
+        ]
+    if not any(row.packed for node in nodes for row in node.parameters):
+        return graph, [f"{where} ({method}) is not modelled: {none}"]
+    return replace(graph, nodes=nodes), []
