@@ -29,10 +29,11 @@ class PatternTimeout(Exception):
 
     def __init__(self, pattern: str):
         super().__init__(
-            f"'re:{pattern}' takes too long to match the model's module names (a pattern that backtracks without "
+            f"'{pattern}' takes too long to match the model's module names (a pattern that backtracks without "
             "bound); simplify it"
         )
         self.pattern = pattern
+        """The pattern as the config writes it."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -43,21 +44,21 @@ class PatternMatcher:
     _spent: float = 0.0
     _matches: int = 0
 
-    def match(self, pattern: str, name: str) -> bool:
-        """Whether ``pattern`` matches at the start of ``name`` (``re.match``); ``PatternTimeout`` when the budget
-        runs out."""
+    def match(self, pattern: str, name: str, *, shown: str) -> bool:
+        """Whether ``pattern`` matches at the start of ``name`` (``re.match``); ``PatternTimeout`` naming the config's
+        entry ``shown`` when the budget runs out."""
         compiled = self._compiled.get(pattern)
         if compiled is None:
             compiled = self._compiled[pattern] = regex.compile(pattern)
         self._matches += 1
         remaining = PATTERN_SECONDS + PATTERN_SECONDS_PER_MATCH * self._matches - self._spent
         if remaining <= 0:
-            raise PatternTimeout(pattern)
+            raise PatternTimeout(shown)
         started = time.perf_counter()
         try:
             found = compiled.match(name, timeout=remaining)
         except TimeoutError:
-            raise PatternTimeout(pattern) from None
+            raise PatternTimeout(shown) from None
         finally:
             self._spent += time.perf_counter() - started
         return found is not None

@@ -126,6 +126,18 @@ def test_a_pattern_that_backtracks_without_bound_is_refused_at_its_line(tmp_path
     )
 
 
+def test_a_backtracking_modules_to_not_convert_entry_is_refused_at_its_line(tmp_path: Path) -> None:
+    """transformers' quantizers (MXFP4, FBGEMM FP8) match modules_to_not_convert as regular expressions too."""
+    config = json.loads((REPO / "tests" / "data" / "released" / "gpt-oss-20b" / "config.json").read_text())
+    config["quantization_config"]["modules_to_not_convert"].append("(.|.)*[0-9]{9}$")
+    folder = model_folder(tmp_path / "model", config)
+    run = archviz("inspect", str(folder), cwd=tmp_path)
+    line = line_of(folder / "config.json", '"modules_to_not_convert"')
+    one_line_error(
+        run, f"config.json:{line}: quantization_config.modules_to_not_convert: '(.|.)*[0-9]{{9}}$' takes too long"
+    )
+
+
 # 2. A large expert count exhausted memory in the generic path.
 
 

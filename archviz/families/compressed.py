@@ -281,7 +281,7 @@ def _default_strategy(group_size: Any, block: Any) -> str:
 def _match_name(name: str, target: str, matcher: PatternMatcher) -> bool:
     """``utils.match.match_name``: ``re:`` is ``re.match`` (anchored at the start; here within the matcher's time
     budget), anything else equality."""
-    return matcher.match(target[3:], name) if target.startswith("re:") else target == name
+    return matcher.match(target[3:], name, shown=target) if target.startswith("re:") else target == name
 
 
 def scheme_for(name: str, module: str | None, config: Config) -> Scheme | None:
@@ -378,12 +378,12 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
 
 
 def _listing(raw: Mapping[str, Any], pattern: str) -> str:
-    """The key that lists ``re:pattern``: ``ignore`` or a group's ``targets``."""
-    if f"re:{pattern}" in (raw.get("ignore") or ()):
+    """The key that lists the entry ``pattern``: ``ignore`` or a group's ``targets``."""
+    if pattern in (raw.get("ignore") or ()):
         return "ignore"
     groups = raw.get("config_groups") or {}
     return next(
-        (f"config_groups.{name}.targets" for name, group in groups.items() if f"re:{pattern}" in group.get("targets")),
+        (f"config_groups.{name}.targets" for name, group in groups.items() if pattern in group.get("targets")),
         "ignore",
     )
 

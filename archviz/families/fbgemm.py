@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import NotModelled, should_convert
+from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
 from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.settings import Settings
 from archviz.totals import instance_names
@@ -41,15 +41,15 @@ def stored_tensors(shape: Sequence[int]) -> tuple[StoredTensor, ...]:
 def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     """The graph with its FP8 linear weights marked, and sentences for what is not modelled."""
 
-    def pack_node(node: Node, patterns: tuple[str, ...] | None) -> Node:
-        return _pack_node(node, DEFAULT_SKIPS if patterns is None else patterns)
+    def pack_node(node: Node, patterns: ModulePatterns | None) -> Node:
+        return _pack_node(node, ModulePatterns(DEFAULT_SKIPS) if patterns is None else patterns)
 
     return hf_quantizers.pack_graph(
         graph, s, METHOD, pack_node, none="the graph names no linear layer transformers converts"
     )
 
 
-def _pack_node(node: Node, patterns: Sequence[str]) -> Node:
+def _pack_node(node: Node, patterns: ModulePatterns) -> Node:
     converted = {
         row.tensor.removesuffix(".weight")
         for row in node.parameters
@@ -61,7 +61,7 @@ def _pack_node(node: Node, patterns: Sequence[str]) -> Node:
     return node if rows == node.parameters else replace(node, parameters=rows)
 
 
-def _pack_row(node: Node, row: TensorRow, patterns: Sequence[str]) -> TensorRow:
+def _pack_row(node: Node, row: TensorRow, patterns: ModulePatterns) -> TensorRow:
     if not row.tensor.endswith(".weight") or len(row.shape) != 2:
         return row
     names = list(instance_names(node, row.tensor))

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from archviz.errors import InputError
 from archviz.graph import Graph, Node
+from archviz.patterns import PatternMatcher, PatternTimeout
 from archviz.settings import Settings
 
 
@@ -33,16 +35,31 @@ def quantization_config(s: Settings, method: str) -> tuple[Mapping[str, Any], st
     return None
 
 
-def should_convert(path: str, patterns: Sequence[str] | None) -> bool:
+@dataclass(frozen=True, slots=True)
+class ModulePatterns:
+    """A config's ``modules_to_not_convert``, matched within one time budget (``archviz.patterns``)."""
+
+    entries: tuple[str, ...]
+    """Each a regular expression, as the config lists them."""
+    matcher: PatternMatcher = field(default_factory=PatternMatcher, compare=False)
+    """Matches them all, within the budget."""
+
+
+def should_convert(path: str, patterns: ModulePatterns | Sequence[str] | None) -> bool:
     """``quantizers_utils.should_convert_module``: False when an entry matches the module path from its start up to a
     module boundary (as a regular expression, ``layers.*`` matching ``layers.11.mlp``), or as a suffix."""
     if patterns is None:
         return True
+    if not isinstance(patterns, ModulePatterns):
+        patterns = ModulePatterns(tuple(patterns))
     boundary = r"(?:(?<=\.)|(?=\.|$))"
-    return not any(re.match(rf"(?:{key}){boundary}", path) or path.endswith(key) for key in patterns)
+    return not any(
+        patterns.matcher.match(rf"(?:{key}){boundary}", path, shown=key) or path.endswith(key)
+        for key in patterns.entries
+    )
 
 
-def not_to_convert(raw: Mapping[str, Any]) -> tuple[str, ...] | None:
+def not_to_convert(raw: Mapping[str, Any]) -> ModulePatterns | None:
     """The config's ``modules_to_not_convert``, each a regular expression; None when it sets none."""
     listed = raw.get("modules_to_not_convert")
     if listed is None:
@@ -56,10 +73,10 @@ def not_to_convert(raw: Mapping[str, Any]) -> tuple[str, ...] | None:
             raise NotModelled(
                 f"modules_to_not_convert entry {pattern!r} is not a regular expression ({error})"
             ) from None
-    return tuple(listed)
+    return ModulePatterns(tuple(listed))
 
 
-NodePacker = Callable[[Node, tuple[str, ...] | None], Node]
+NodePacker = Callable[[Node, ModulePatterns | None], Node]
 """A format's marking of one node's weights, given the config's ``modules_to_not_convert`` (None when unset)."""
 
 
@@ -74,6 +91,10 @@ def pack_graph(graph: Graph, s: Settings, method: str, pack_node: NodePacker, *,
     try:
         patterns = not_to_convert(raw)
         nodes = tuple(pack_node(node, patterns) for node in graph.nodes)
+    except PatternTimeout as slow:
+        keys = (*where.split("."), "modules_to_not_convert")
+        span = s.document.spans.get(keys)
+        raise InputError(f"{'.'.join(keys)}: {slow}", path=s.document.path, line=span.start if span else None) from None
     except NotModelled as reason:
         return graph, [
             f"{where} ({method}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"

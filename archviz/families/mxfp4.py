@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import NotModelled, should_convert
+from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
 from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.settings import Settings
 from archviz.totals import instance_names
@@ -61,7 +61,7 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     """The graph with its MXFP4 expert weights marked packed, and sentences for what is not modelled."""
     ends = PACKED.get(graph.model.transformers_model_type)
 
-    def pack_node(node: Node, patterns: tuple[str, ...] | None) -> Node:
+    def pack_node(node: Node, patterns: ModulePatterns | None) -> Node:
         if ends is None:
             raise NotModelled(
                 f"transformers quantizes only {', '.join(sorted(PACKED))} models' experts as MXFP4, not "
@@ -74,12 +74,12 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     )
 
 
-def _pack_node(node: Node, ends: Sequence[str], patterns: tuple[str, ...] | None) -> Node:
+def _pack_node(node: Node, ends: Sequence[str], patterns: ModulePatterns | None) -> Node:
     rows = tuple(_pack_row(node, row, ends, patterns) for row in node.parameters)
     return node if rows == node.parameters else replace(node, parameters=rows)
 
 
-def _pack_row(node: Node, row: TensorRow, ends: Sequence[str], patterns: tuple[str, ...] | None) -> TensorRow:
+def _pack_row(node: Node, row: TensorRow, ends: Sequence[str], patterns: ModulePatterns | None) -> TensorRow:
     if not row.tensor.endswith(tuple(f".{end}" for end in ends)) or len(row.shape) != 3:
         return row
     names = list(instance_names(node, row.tensor))
