@@ -320,7 +320,8 @@ def plan(
     assume: AssumeOption = None,
 ) -> None:
     """Will MODEL fit: each GPU's weights under TP, EP and PP, the sequences that fit at a context, and lower bounds
-    on a decode step and a prefill. Exit 2 for a plan the model cannot run or does not fit."""
+    on a decode step and a prefill. Exit 2 for a plan the model cannot run or whose weights do not fit; weights
+    that fit with no room for a sequence at the context are reported (0 sequences), not refused."""
     from archviz.cost import cache_dtype_name
     from archviz.plan import Convention, Parallelism, PlanRequest, plan_deployment, restated_plans
     from archviz.plan_report import plan_json, render_plan
@@ -355,11 +356,12 @@ def plan(
         compute=compute,
         reserve=reserve,
         plans=plans,
+        config_heads=_config_heads(docs) if docs.graph.derived_from_code else None,
     )
     with doing("planning the deployment"):
         planned = plan_deployment(docs.graph, request)
     if as_json:
-        sys.stdout.write(json.dumps(plan_json(model, planned), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(plan_json(model, planned)))
         return
     _stdout().print(render_plan(model, planned))
 
@@ -553,6 +555,15 @@ def diff(
     else:
         _stdout().print(render_diff(compared))
     raise typer.Exit(code=1 if compared.differs else 0)
+
+
+def _config_heads(docs: ModelDocs) -> tuple[int, int] | None:
+    """The attention and KV heads the config sets (transformers' names), for a graph read off the code."""
+    settings = docs.config.settings
+    heads, kv = settings.get("num_attention_heads"), settings.get("num_key_value_heads")
+    if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1:
+        return None
+    return heads, kv if isinstance(kv, int) and not isinstance(kv, bool) and kv >= 1 else heads
 
 
 def _pair(item: str) -> tuple[str, str]:

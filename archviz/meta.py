@@ -410,7 +410,7 @@ def _instantiate_on_meta(
             # An empty module a config asks for (n_shared_experts: 0) is no fault of the config's: say nothing.
             warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
             module = internals.instantiate(model_class, build_config, dtype=recipe.dtype)
-    except Exception as exc:  # a config value the modeling code cannot build (bad size, ratio, name)
+    except (Exception, SystemExit) as exc:  # a config value the modeling code cannot build; remote code's sys.exit
         if raised_in_archviz(exc):
             raise
         whose = "transformers" if model_class.__module__.startswith("transformers.") else "the model's own code"
@@ -560,7 +560,7 @@ def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str)
             continue
         try:
             found = internals.class_from_model_code(reference, model_dir)
-        except Exception as exc:  # importing runs the model's own code: whatever it raises is the model's fault
+        except (Exception, SystemExit) as exc:  # importing runs the model's own code: what it raises is its fault
             raise InputError(
                 f"cannot import {reference} from the model's own code in {model_dir}: {type(exc).__name__}: "
                 f"{first_line(exc)}",

@@ -747,7 +747,11 @@ def expert_owner(expert: int, experts: int, ep: int) -> int:
 
 
 def check_parallelism(
-    graph: Graph, parallelism: Parallelism, convention: Convention, plans: ParallelPlans | None = None
+    graph: Graph,
+    parallelism: Parallelism,
+    convention: Convention,
+    plans: ParallelPlans | None = None,
+    config_heads: tuple[int, int] | None = None,
 ) -> None:
     """``InputError`` for a plan the model cannot run: heads TP does not divide where the convention needs it, EP
     over more ranks than experts or not over a stage's ranks, more stages than layers."""
@@ -771,6 +775,8 @@ def check_parallelism(
     if p.tp == 1:
         return
     heads = _attention_heads(graph)
+    if not heads and config_heads is not None:  # a graph read off the code: the config's heads
+        heads = {"": _Heads(heads=config_heads[0], kv_heads=config_heads[1])}
     plan = plans.tp if plans is not None else {}
     attention_split = any(".self_attn." in key and SPLITS.get(value) is Split.OUTPUT for key, value in plan.items())
     for found in heads.values():
@@ -843,6 +849,9 @@ class PlanRequest:
     plans: ParallelPlans | None = None
     """transformers' plans as read off its classes (a model_type without a hand-written family); None: the
     restatement for a hand-written family's model_type."""
+    config_heads: tuple[int, int] | None = None
+    """The config's attention and KV heads, for a graph read off the code (its attention carries no head dimension);
+    None: the heads of the graph's attention."""
 
     def chosen_plans(self, graph: Graph) -> ParallelPlans | None:
         """The plans given, else the restatement for the graph's family, else None (everything replicated)."""
@@ -979,7 +988,7 @@ def plan_deployment(graph: Graph, request: PlanRequest) -> Plan:
     """
     p, convention = request.parallelism, request.convention
     plans = request.chosen_plans(graph)
-    check_parallelism(graph, p, convention, plans)
+    check_parallelism(graph, p, convention, plans, request.config_heads)
     planner = _Planner(graph, convention, p, plans)
     layer_lists = stages(graph, p.pp)
     layer_stage = {layer: stage for stage, layers in enumerate(layer_lists) for layer in layers}
@@ -1031,7 +1040,7 @@ def local_shapes(graph: Graph, request: PlanRequest, index: int, stage: int = 0)
     not hold is absent), for a witness to compare tensor by tensor."""
     p = request.parallelism
     plans = request.chosen_plans(graph)
-    check_parallelism(graph, p, request.convention, plans)
+    check_parallelism(graph, p, request.convention, plans, request.config_heads)
     planner = _Planner(graph, request.convention, p, plans)
     layer_stage = {layer: at for at, layers in enumerate(stages(graph, p.pp)) for layer in layers}
     experts = max((node.placement.per_layer for node in graph.nodes if _is_experts(node)), default=0)

@@ -464,8 +464,10 @@ REMOTE_CONFIG = "from transformers import DeepseekV3Config\n\n\nclass BrokenConf
             "    def __init__(self, config):\n        super().__init__(config)\n        config.no_such_attribute\n",
             "the model's own code cannot build BrokenForCausalLM from this config: AttributeError",
         ),
+        # A model's code that exits 0 on import must not pass a CI gate silently.
+        ("import sys\n\nsys.exit(0)\n", "cannot import modeling_broken.BrokenForCausalLM from the model's own code"),
     ],
-    ids=["not-a-model", "not-a-class", "raises-on-import", "raises-in-init"],
+    ids=["not-a-model", "not-a-class", "raises-on-import", "raises-in-init", "exits-on-import"],
 )
 def test_broken_remote_code_is_the_models_fault(modeling: str, message: str, tmp_path: Path) -> None:
     auto_map = {
