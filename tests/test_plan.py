@@ -420,3 +420,15 @@ def test_kv_bytes_per_token_are_the_published_figures(
     if config is not None:  # 8 ways by the engine convention, each GPU keeps one of the 8 KV heads' cache
         request = PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8), convention=Convention.ENGINE)
         assert plan_deployment(docs.graph, request).ranks[0].cache_per_token == per_token // 8
+
+
+@pytest.mark.parametrize(("tp", "code"), [(3, 2), (2, 0)])
+def test_a_graph_read_off_the_code_is_held_to_the_configs_heads(tp: int, code: int) -> None:
+    """Regression: a generic graph's attention carries no head dimension, so TP 3 over Qwen3.5's 16 heads was split
+    unevenly with exit 0 under the engine convention; the config's num_attention_heads is checked instead."""
+    folder = Path(__file__).parent / "data" / "released" / "qwen3.5-35b-a3b"
+    args = ["plan", str(folder), "--gpu", "h100", "--gpus", str(tp), "--tp", str(tp), "--convention", "engine"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == code, result.output
+    if code == 2:
+        assert "TP 3 does not divide the 16 attention heads" in result.stderr
