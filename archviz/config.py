@@ -62,6 +62,15 @@ class ConfigDocument:
             node = node[key]
         return node  # type: ignore[no-any-return]
 
+    def error_at(self, keys: tuple[str, ...], message: str) -> InputError:
+        """``message`` as an error at the line of ``keys`` (a path from the top of the document), or of the nearest
+        enclosing key the document sets."""
+        for end in range(len(keys), 0, -1):
+            span = self.spans.get(keys[:end])
+            if span is not None:
+                return InputError(f"{'.'.join(keys)}: {message}", path=self.path, line=span.start)
+        return InputError(f"{'.'.join(keys)}: {message}", path=self.path)
+
     def span(self, *keys: str) -> LineSpan | None:
         """The line span of a settings key (relative to ``root``), or None if it is not set."""
         return self.spans.get((*self.root, *keys))

@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from archviz.errors import InputError
+from archviz.families.hf_quantizers import quantization_config
 from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.patterns import PatternMatcher, PatternTimeout
 from archviz.settings import Settings
@@ -142,19 +142,6 @@ class Config:
 
 class NotModelled(Exception):
     """The config quantizes in a way these rules do not cover: said, with the reason, instead of guessed."""
-
-
-def quantization_config(s: Settings) -> tuple[Mapping[str, Any], str] | None:
-    """A ``compressed-tensors`` ``quantization_config`` (top level first, then the settings' level, as transformers'
-    loader looks for it) and where it is (``text_config.quantization_config``); None when the config has none."""
-    document = s.document
-    levels = [((), document.data), (document.root, document.settings)]
-    for path, level in levels:
-        for key in ("quantization_config", "compression_config"):
-            value = level.get(key)
-            if isinstance(value, Mapping) and value.get("quant_method") == METHOD:
-                return value, ".".join((*path, key))
-    return None
 
 
 def read_config(raw: Mapping[str, Any]) -> Config:
@@ -358,7 +345,7 @@ def _scale_shape(shape: Sequence[int], scheme: Scheme) -> tuple[int, ...]:
 def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     """The graph with its quantized weights marked packed, and sentences for what is not modelled (a scheme the rules
     do not cover: then nothing is marked, and the totals are of the unquantized weights)."""
-    found = quantization_config(s)
+    found = quantization_config(s, METHOD, ("quantization_config", "compression_config"))
     if found is None:
         return graph, []
     raw, where = found
@@ -366,10 +353,8 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
         config = read_config(raw)
         nodes = tuple(_pack_node(node, config) for node in graph.nodes)
     except (BadPattern, PatternTimeout) as bad:
-        keys = (*where.split("."), *(bad.key if isinstance(bad, BadPattern) else _listing(raw, bad.pattern)).split("."))
-        document = s.document
-        span = document.spans.get(tuple(keys)) or document.spans.get(tuple(keys[:-1]))
-        raise InputError(f"{'.'.join(keys)}: {bad}", path=document.path, line=span.start if span else None) from None
+        listing = bad.key if isinstance(bad, BadPattern) else _listing(raw, bad.pattern)
+        raise s.document.error_at((*where.split("."), *listing.split(".")), str(bad)) from None
     except NotModelled as reason:
         return graph, [
             f"{where} ({METHOD}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"

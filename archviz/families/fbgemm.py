@@ -41,8 +41,10 @@ def stored_tensors(shape: Sequence[int]) -> tuple[StoredTensor, ...]:
 def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     """The graph with its FP8 linear weights marked, and sentences for what is not modelled."""
 
+    skips = ModulePatterns(DEFAULT_SKIPS)  # one matcher for the graph, as for a config's own list
+
     def pack_node(node: Node, patterns: ModulePatterns | None) -> Node:
-        return _pack_node(node, ModulePatterns(DEFAULT_SKIPS) if patterns is None else patterns)
+        return _pack_node(node, skips if patterns is None else patterns)
 
     return hf_quantizers.pack_graph(
         graph, s, METHOD, pack_node, none="the graph names no linear layer transformers converts"

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from archviz.errors import InputError
 from archviz.graph import Graph, Node
 from archviz.patterns import PatternMatcher, PatternTimeout
 from archviz.settings import Settings
@@ -24,14 +23,18 @@ class NotModelled(Exception):
     """The config quantizes in a way these rules do not cover: said, with the reason, instead of guessed."""
 
 
-def quantization_config(s: Settings, method: str) -> tuple[Mapping[str, Any], str] | None:
-    """The ``quantization_config`` of that ``quant_method`` (top level first, then the settings' level) and where it
-    is; None when the config has none."""
+def quantization_config(
+    s: Settings, method: str, keys: Sequence[str] = ("quantization_config",)
+) -> tuple[Mapping[str, Any], str] | None:
+    """The config under one of ``keys`` whose ``quant_method`` is ``method`` (top level first, then the settings'
+    level, as transformers' loader looks for it) and where it is (``text_config.quantization_config``); None when the
+    config has none."""
     document = s.document
     for path, level in (((), document.data), (document.root, document.settings)):
-        value = level.get("quantization_config")
-        if isinstance(value, Mapping) and value.get("quant_method") == method:
-            return value, ".".join((*path, "quantization_config"))
+        for key in keys:
+            value = level.get(key)
+            if isinstance(value, Mapping) and value.get("quant_method") == method:
+                return value, ".".join((*path, key))
     return None
 
 
@@ -92,9 +95,7 @@ def pack_graph(graph: Graph, s: Settings, method: str, pack_node: NodePacker, *,
         patterns = not_to_convert(raw)
         nodes = tuple(pack_node(node, patterns) for node in graph.nodes)
     except PatternTimeout as slow:
-        keys = (*where.split("."), "modules_to_not_convert")
-        span = s.document.spans.get(keys)
-        raise InputError(f"{'.'.join(keys)}: {slow}", path=s.document.path, line=span.start if span else None) from None
+        raise s.document.error_at((*where.split("."), "modules_to_not_convert"), str(slow)) from None
     except NotModelled as reason:
         return graph, [
             f"{where} ({method}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
