@@ -213,8 +213,8 @@ def family(model_type: str) -> Family:
 
 MAX_EXPERT_INSTANCES = 65_536
 """Most routed experts (in all layers together) of a model read off its code: the module tree names every expert's
-tensors one by one, at about 10 s of a core per 65,536 (released MoE models have at most a few tens of thousands;
-a config asking for millions would take minutes and gigabytes)."""
+tensors one by one: 32,000 experts in 2 layers took 5 s of a core and 529 MB; a million took 73 s before failing
+for memory (Kimi-K2, read by its own family, has 23,040)."""
 
 EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 """transformers' spellings of a MoE layer's routed-expert count."""
