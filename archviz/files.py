@@ -23,7 +23,8 @@ MAX_JSON_FILE_BYTES = 64 * 2**20
 """Largest safetensors index or manifest read (64 MiB; Kimi-K2's predicted manifest of 139,583 tensors is 18.1 MB)."""
 
 MAX_SOURCE_FILE_BYTES = 16 * 2**20
-"""Largest modeling source file read (16 MiB; transformers 5.24's largest modeling file, Qwen3-Omni-MoE's, is 195,699 bytes)."""
+"""Largest modeling source file read (16 MiB; transformers 5.24's largest modeling file, Qwen3-Omni-MoE's, is
+195,699 bytes)."""
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
