@@ -291,13 +291,13 @@ def absorbed_costs(graph: Graph, costs: Mapping[str, NodeCost]) -> dict[str, Nod
     decode runs once per new token instead. The attention core of its group then attends over the latent itself:
     scores over ``kv_lora_rank + qk_rope_head_dim`` and values of ``kv_lora_rank`` per head. Prefill is unchanged.
     """
-    nodes = {node.id: node for node in graph.nodes}
     lifted = {
-        node_id: nodes[node_id]
-        for node_id, cost in costs.items()
-        if nodes[node_id].op is not None
-        and nodes[node_id].op.kind is OpKind.LINEAR  # type: ignore[union-attr]
-        and any(symbol.size == "keys" for term in cost.decode for symbol in term.symbols)
+        node.id: node
+        for node in graph.nodes
+        if node.id in costs
+        and node.op is not None
+        and node.op.kind is OpKind.LINEAR
+        and any(symbol.size == "keys" for term in costs[node.id].decode for symbol in term.symbols)
     }
     if not lifted:
         return None
