@@ -277,7 +277,7 @@ def test_render_onto_a_read_only_file_system_is_bad_input(tiny_file_system: Path
 def test_render_under_a_file_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a folder")
     run = archviz("render", "kimi-k3", "--no-verify", "--out", str(tmp_path / "file" / "site"), cwd=tmp_path)
-    one_line_error(run, "file: cannot write the site: File exists")
+    one_line_error(run, "file/site: cannot write the site: File exists")
 
 
 # 13. manifest -o and --junit-xml were not written atomically.

@@ -75,16 +75,8 @@ def write_site(
             staging = _stage(files, out, template_dir, on_file)
             _swap_into_place(staging, out, force, shown)
     except OSError as error:  # a read-only file system, a folder without write permission, a full disk
-        where = shown if error.filename is None else _shown_as(Path(os.fsdecode(error.filename)), out, shown)
-        raise InputError(f"cannot write the site: {error.strerror or error}", path=where) from None
-
-
-def _shown_as(path: Path, out: Path, shown: str) -> str:
-    """``path`` named from the output folder as the user named it (a staging file as the file it becomes)."""
-    for root in (out, *out.parent.glob(f".{out.name}.new-*")):
-        if path.is_relative_to(root):
-            return str(Path(shown) / path.relative_to(root))
-    return str(path)
+        # Named as the user named the output: the file that failed may be a staging file already removed.
+        raise InputError(f"cannot write the site: {error.strerror or error}", path=shown) from None
 
 
 @contextlib.contextmanager
