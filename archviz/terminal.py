@@ -27,7 +27,8 @@ def _is_active(char: str) -> bool:
 
 
 def inert(text: str) -> str:
-    """``text`` with every control or format character but a line break written as its Python escape."""
+    """``text`` with every control or format character but a line break written as its Python escape. Unlike
+    ``errors.printable``, which makes one line of an error, a report keeps its line breaks and its spaces."""
     if text.isprintable():
         return text
     return "".join(repr(char)[1:-1] if _is_active(char) else char for char in text)
