@@ -497,7 +497,7 @@ def _check_exit_code(docs: ModelDocs, verification: Verification, *, strict: boo
 @app.command()
 def manifest(
     model: ModelArgument,
-    output: Annotated[Path, typer.Option("--output", "-o", help="The manifest file to write.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The manifest file to write; - for standard output.")],
     predicted: Annotated[
         bool, typer.Option("--predicted", help="Write the graph's predicted checkpoint instead of a real one.")
     ] = False,
@@ -517,9 +517,14 @@ def manifest(
             if location is None:
                 raise InputError("no checkpoint to read: pass --checkpoint, or --predicted for the graph's", path=model)
             held = read_checkpoint(location, revision=revision)
-        write_atomically(output, write_manifest(held), what="the manifest")
+        text = write_manifest(held)
+        if str(output) != "-":
+            write_atomically(output, text, what="the manifest")
     except InputError as error:
         raise _fail(error) from None
+    if str(output) == "-":
+        sys.stdout.write(text)
+        return
     SafeConsole(stderr=True, emoji=False).print(f"wrote {len(held.tensors):,} tensors to {output}", markup=False)
 
 

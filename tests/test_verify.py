@@ -196,6 +196,16 @@ def test_k2_predicted_manifest_round_trip(tmp_path: Path) -> None:
     assert f"{manifest}:" in result.output and "archviz's own prediction (predicted:kimi-k2-instruct)" in result.output
 
 
+def test_manifest_to_standard_output_writes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-o -`` is standard output, as for other tools, never a file named ``-`` in the working folder."""
+    monkeypatch.chdir(tmp_path)
+    to_file = runner.invoke(app, ["manifest", "kimi-k2.5", "--predicted", "-o", "k25.json"])
+    to_stdout = runner.invoke(app, ["manifest", "kimi-k2.5", "--predicted", "-o", "-"])
+    assert to_file.exit_code == 0 and to_stdout.exit_code == 0, to_stdout.output
+    assert to_stdout.stdout == (tmp_path / "k25.json").read_text()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["k25.json"]
+
+
 def test_tiny_save_pretrained_checks(tiny_deepseek: Path) -> None:
     result = check(str(tiny_deepseek), "--json")
     assert result.exit_code == 0, result.output
