@@ -375,3 +375,44 @@ def test_search_for_kda_lists_every_kda_card_grouped_by_model(
     headings = page.locator("#search-results li.result-model").all_inner_texts()
     assert headings == sorted(set(headings), key=headings.index)  # one heading per model
     assert watch.clean(), watch
+
+
+# What a reader pastes into the search box, and where the first result must land. Each expectation follows from the
+# model's config and checkpoint, not from the index: 7,168 (K2's hidden_size) first appears as the embedding's
+# output; 163,840 is its vocabulary; K2 embeds in BF16, so its first FP8 tensor is the first attention projection's
+# (q_a_proj); Kimi-K2.5 stores its routed experts in INT4; FP8 block weights carry weight_scale_inv; a tensor name with
+# its layer and expert numbers lands on the node whose template it fills.
+PASTED = {
+    "7168": f"{K2}/nodes/token-embedding.html",
+    "163,840": f"{K2}/nodes/token-embedding.html",
+    "163840": f"{K2}/nodes/token-embedding.html",
+    "model.embed_tokens.weight": f"{K2}/nodes/token-embedding.html",
+    "fp8": f"{K2}/index.html#figures-heading",
+    "weight_scale_inv": f"{K2}/nodes/attention.q-a-proj.html",
+    "model.layers.3.mlp.experts.17.down_proj.weight": f"{K2}/nodes/moe.routed-expert.html",
+    "flops": f"{K2}/index.html#cost-heading",
+    "int4": "kimi-k2.5/nodes/moe.routed-expert.html",
+}
+
+
+@pytest.mark.parametrize("query", PASTED)
+def test_search_finds_what_a_reader_pastes(open_page: Callable[..., Any], query: str) -> None:
+    """The committed site (kept equal to ``archviz render`` by test_site_sync), searched from its home page."""
+    page, watch = open_page(REPO / "site" / "index.html")
+    page.fill("#search-input", query)
+    page.locator("#search-results a").first.wait_for()
+    hrefs = page.evaluate("Array.from(document.querySelectorAll('#search-results a'), a => a.getAttribute('href'))")
+    assert hrefs[0] == PASTED[query], hrefs[:5]
+    assert watch.clean(), watch
+
+
+def test_search_matches_numbers_whole_and_tensor_names_by_template(open_page: Callable[..., Any]) -> None:
+    page, watch = open_page(REPO / "site" / "index.html")
+    search = "q => window.archvizSearch(q, 500).map(e => e.u)"
+    # 716 is a prefix of 7168 and 7,168 but no dimension of any bundled model: nothing is found.
+    assert page.evaluate(search, "716") == []
+    # An expert number keeps the dense MLP's template (model.layers.{layer}.mlp.gate_proj.weight) out: experts only.
+    hits = page.evaluate(search, "model.layers.3.mlp.experts.5.gate_proj.weight")
+    assert hits and all("routed-expert" in href for href in hits), hits
+    assert page.evaluate(search, "model.layers.x.mlp.experts.5.gate_proj.weight") == []
+    assert watch.clean(), watch

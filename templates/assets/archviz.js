@@ -30,14 +30,36 @@
 
   setPhase(storedPhase(), false);
 
+  // A query as the index spells things: lower case, digits without separators (163,840 and 163_840 are 163840).
+  function normalise(query) {
+    return query.toLowerCase().replace(/(\d)[,_\u2009\u202f](?=\d{3}(?!\d))/g, "$1").trim();
+  }
+
+  // A checkpoint tensor name with layer or expert numbers (model.layers.3.mlp.experts.17.down_proj.weight) matches
+  // the index's templates (model.layers.{layer}.mlp.experts.{expert}.down_proj.weight) as well as itself.
+  function tensorPattern(word) {
+    var parts = word.split(".").map(function (part) {
+      return /^\d+$/.test(part) ? "(?:" + part + "|\\{[a-z_]+\\})" : part.replace(/[\\^$*+?.()|[\]{}]/g, "\\$&");
+    });
+    return new RegExp("(?:^|[\\s.])" + parts.join("\\.") + "(?=\\s|$)");
+  }
+
+  // Whether a word of the query occurs: a number only as a whole number (7168 is not found in 71680), a tensor name
+  // with numbers through its template, anything else anywhere.
+  function contains(all, word) {
+    if (/^\d+$/.test(word)) return (" " + all + " ").indexOf(" " + word + " ") >= 0;
+    if (/\.\d+(\.|$)/.test(word)) return all.indexOf(word) >= 0 || tensorPattern(word).test(all);
+    return all.indexOf(word) >= 0;
+  }
+
   // Rank of an entry for a query (lower is better), or -1: every word of the query must occur in the entry's
-  // title, summary, kind or search text (id, code, config keys, family, model).
+  // title, summary, kind or search text (id, code, config keys, numbers, dtypes, tensor names, family, model).
   function score(entry, query) {
     var title = entry.t.toLowerCase();
     var all = title + " " + entry.s.toLowerCase() + " " + entry.k.toLowerCase() + " " + (entry.x || "");
     var words = query.split(/\s+/);
     for (var i = 0; i < words.length; i++) {
-      if (words[i] && all.indexOf(words[i]) < 0) return -1;
+      if (words[i] && !contains(all, words[i])) return -1;
     }
     if (title.indexOf(query) === 0) return 0;
     if ((" " + title).indexOf(" " + query) >= 0) return 1;
@@ -47,6 +69,7 @@
 
   // Matches grouped by model (in the site's order), best first within a model.
   function search(query, limit) {
+    query = normalise(query);
     var index = window.ARCHVIZ_SEARCH_INDEX || [];
     var models = {};
     var hits = [];
