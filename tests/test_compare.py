@@ -14,7 +14,8 @@ from archviz.errors import InputError
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
 from archviz.site.compare import FEW, compare_pairs
-from archviz.site.index import model_slugs
+from archviz.site.index import PARTIAL_SUFFIX, ModelContext, ModelIndex, model_slugs
+from archviz.site.table import build_model_table
 from tests.test_families import PUBLISHED
 from tests.test_site import ATTRIBUTE, CLOSE_SCRIPT, PWNED, SCRIPT, parse, read_tree, squash, unresolved_links
 
@@ -144,6 +145,16 @@ def test_a_pair_without_differences(tmp_path: Path) -> None:
     assert [e for e in tree.find_all("li", "chip") if "id" in e.attrs and "mark" in e.classes] == []
 
 
+def test_a_partial_models_counts_are_shown_but_never_ranked() -> None:
+    """Kimi-K3's config is partial: its 1.17 B is the modelled part's, not the model's, so no sort may rank it."""
+    indexes = [ModelIndex(describe_model(name), name, ModelContext()) for name in ("kimi-k3", KIMI_LINEAR)]
+    rows = {row.label: row.cells for row in build_model_table(indexes).rows}
+    for label in ("Parameters", "Active per token", "Active per token, without the input embedding"):
+        k3, linear = rows[label]
+        assert k3.text and k3.detail.endswith(PARTIAL_SUFFIX) and k3.sort == "", (label, k3)
+        assert linear.sort == str(int(linear.detail.replace(",", ""))), (label, linear)
+
+
 def test_a_partial_side_is_badged_and_its_costs_are_not_compared(tmp_path: Path) -> None:
     k3, linear = describe_model("kimi-k3"), describe_model(KIMI_LINEAR)
     write_site([k3, linear], tmp_path / "site", compare=[("kimi-k3", KIMI_LINEAR)])
@@ -214,7 +225,8 @@ def test_home_table_has_a_column_per_model_and_a_row_per_fact(site: Path, llama:
         "Active per token, without the input embedding",
         "Predicted checkpoint bytes",
         "Cache per token (one sequence)",
-        "Decode FLOPs per token (131,072 cached)",
+        "Decode FLOPs per token (131,072 cached), as engines run it",
+        "Decode FLOPs per token (131,072 cached), transformers' eager forward",
     ]
     assert rows["Family"] == [
         "deepseek_v3 model_type kimi_k2",
@@ -251,10 +263,23 @@ def test_home_table_has_a_column_per_model_and_a_row_per_fact(site: Path, llama:
         "131 KB 131,072 bytes, BF16",
     ]
     assert (576 * 2 * 61, 576 * 2 * 7, 2 * 8 * 128 * 2 * 32) == (70_272, 8_064, 131_072)
-    decode = next(tr for tr in table.find("tbody").find_all("tr") if "Decode FLOPs" in tr.find("th").text())
+    eager, engines = (
+        next(tr for tr in table.find("tbody").find_all("tr") if label in tr.find("th").text())
+        for label in ("transformers' eager forward", "as engines run it")
+    )
     costs = [json.loads(runner.invoke(app, ["cost", model, "--json"]).stdout) for model in (K2, DEEPSEEK, KIMI_LINEAR)]
-    assert [td.attrs["data-sort"] for td in decode.find_all("td")][:3] == [str(c["flops"]["decode"]) for c in costs]
-    assert rows["Decode FLOPs per token (131,072 cached)"][0] == "135 TFLOP 134,531,284,475,904"
+    assert [td.attrs["data-sort"] for td in eager.find_all("td")][:3] == [str(c["flops"]["decode"]) for c in costs]
+    # All three have MLA: the engines' row sorts by the absorbed count `cost --json` reports, never the eager one.
+    absorbed = [str(c["flops"]["decode_absorbed"]) for c in costs]
+    assert [td.attrs["data-sort"] for td in engines.find_all("td")][:3] == absorbed
+    assert rows["Decode FLOPs per token (131,072 cached), transformers' eager forward"][0] == (
+        "135 TFLOP 134,531,284,475,904"
+    )
+    assert rows["Decode FLOPs per token (131,072 cached), as engines run it"][0] == (
+        "1.18 TFLOP 1,176,850,898,944, MLA absorbed"
+    )
+    # Llama has no MLA: both conventions run the same operators, and the row says whose count it is.
+    assert rows["Decode FLOPs per token (131,072 cached), as engines run it"][3].endswith("no MLA: as transformers")
     # The sort keys the browser orders columns by: exact numbers; a missing value has none.
     parameters = next(tr for tr in table.find("tbody").find_all("tr") if squash(tr.find("th").text()) == "Parameters")
     assert parameters.find("th").attrs["data-sort-row"] == "number"
