@@ -99,8 +99,9 @@ class ConfigDocument:
         return None
 
 
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
-"""Config keys that give the context length, first found wins: transformers' names across model types."""
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "model_max_length")
+"""Config keys that give the context length, first found wins: transformers' names across model types, then
+``model_max_length``, which some releases (Kimi-Linear's 1,048,576) set in config.json in place of the others."""
 
 
 def load_config(path: Path, *, display_path: str | None = None) -> ConfigDocument:

@@ -250,7 +250,10 @@ def test_home_table_has_a_column_per_model_and_a_row_per_fact(site: Path, llama:
         "none dense FFNs",
     ]
     assert rows["Vocabulary"] == ["163,840", "129,280", "163,840", "128,256"]
-    assert rows["Context length"][0] == "131,072 max_position_embeddings" and rows["Context length"][2] == "—"
+    assert (
+        rows["Context length"][0] == "131,072 max_position_embeddings"
+        and rows["Context length"][2] == "1,048,576 model_max_length"
+    )
     assert rows["Parameters"][0] == "1.03 T 1,026,408,209,408"
     assert rows["Predicted checkpoint bytes"][0] == "1.03 TB 1,029,173,249,888 bytes"
     # MLA caches its latent and rotary key, (512 + 64) BF16 values per layer (61 in K2 and DeepSeek-V3, 7 of Kimi

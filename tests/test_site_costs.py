@@ -197,12 +197,14 @@ def test_k2_cache_grows_linearly_and_kimi_linears_kda_state_stays_flat(
     assert len({y for _, y in mla}) == len(mla)  # the MLA layers' cache grows
     legend = cost_section(site, KIMI_LINEAR).find("table", "cache-legend")
     rows = [[squash(cell.text()) for cell in tr.iter() if cell.tag in ("th", "td")] for tr in legend.find_all("tr")]
-    assert rows[0] == ["Line", "Bytes per token", "Fixed state (bytes)", "At 128k (131,072 tokens)"]
+    # The plot reaches the config's context: Kimi-Linear sets model_max_length = 1,048,576 (no max_position_embeddings).
+    assert rows[0] == ["Line", "Bytes per token", "Fixed state (bytes)", "At 1M (1,048,576 tokens)"]
     state = costs[KIMI_LINEAR]["cache"]["state_bytes"]
+    assert (state, 8_064 * 1_048_576, 8_064 * 1_048_576 + state) == (43_909_120, 8_455_716_864, 8_499_625_984)
     assert rows[1:] == [
         ["KDA layers (20)", "0", f"{state:,}", "43.9 MB"],
-        ["MLA layers (7)", "8,064", "0", "1.06 GB"],
-        ["Total", "8,064", f"{state:,}", "1.1 GB"],
+        ["MLA layers (7)", "8,064", "0", "8.46 GB"],
+        ["Total", "8,064", f"{state:,}", "8.5 GB"],
     ]
 
 
@@ -322,7 +324,7 @@ def test_a_graph_the_cost_model_does_not_price_shows_its_weights_and_says_why_no
         if label.startswith("Active per token"):  # would be every parameter: not shown
             assert squash(cell.text()).startswith("— not known: a graph read off the code does not know which experts")
             seen.append(label)
-    assert len(seen) == 4
+    assert len(seen) == 5  # cache, decode FLOPs in both conventions, active with and without the embedding
     with safe_open(str(_minilm() / "model.safetensors"), framework="numpy") as checkpoint:
         rows, width = checkpoint.get_slice("embeddings.word_embeddings.weight").get_shape()
     cells = {squash(tr.find("th").text()): tr.find_all("td")[0] for tr in table.find("tbody").find_all("tr")}
