@@ -63,11 +63,13 @@ MTP_NOTE = "Multi-token-prediction layers are stored but not run, so they cost n
 
 def sizes_sentence(sizes: Sizes = SIZES) -> str:
     """``At B = 1 sequence, a prompt of T = 2,048 tokens and S = 131,072 cached tokens …``."""
-    return (
+    text = (
         f"At B = {sizes.batch:,} {noun_for(sizes.batch, 'sequence')}, a prompt of T = {sizes.prompt:,} tokens "
-        f"and S = {sizes.context:,} cached tokens (archviz cost's defaults; archviz cost MODEL --prompt T "
-        "--context S --batch B gives others)."
+        f"and S = {sizes.context:,} cached tokens"
     )
+    if sizes == SIZES:  # the pages' sizes, which a reader may want to change
+        text += " (archviz cost's defaults; archviz cost MODEL --prompt T --context S --batch B gives others)"
+    return text + "."
 
 
 # -- a card's FLOPs --------------------------------------------------------------------------------------
@@ -153,14 +155,14 @@ def cost_figures(index: ModelIndex) -> tuple[Figure, ...]:
     said to be of the modelled part (a zero there says nothing about the model)."""
     cost, complete = index.cost, index.complete()
     suffix = "" if complete else PARTIAL_SUFFIX
-    context = f"S = {SIZES.context:,}"
+    context = f"S = {cost.sizes.context:,}"
     eager = ", transformers' eager MLA" if cost.decode_absorbed is not None else ""
     amounts: tuple[tuple[str, int, str], ...] = (
         ("Weights as stored", cost.weight_bytes, "bytes"),
         (f"Cache per token, one sequence ({cost.cache_dtype})", cost.cache_per_token, "bytes"),
         ("State per sequence, any context", cost.state_bytes, "bytes"),
         (f"Cache and state at {context}", cost.cache_at_context, "bytes"),
-        (f"Prefill FLOPs, the {SIZES.prompt:,}-token prompt", cost.prefill, "FLOPs"),
+        (f"Prefill FLOPs, the {cost.sizes.prompt:,}-token prompt", cost.prefill, "FLOPs"),
         (f"Decode FLOPs per token, {context}{eager}", cost.decode, "FLOPs"),
     )
     if cost.decode_absorbed is not None:  # MLA: the engines' form beside transformers'
@@ -201,6 +203,11 @@ def _bar(value: int, whole: int) -> FlopBar:
         percent=percent(value, whole),
         width=round(1000 * value / whole) if whole else 0,
     )
+
+
+def flop_heads(sizes: Sizes) -> tuple[str, str]:
+    """The headings of the FLOPs-by-part table's two passes."""
+    return f"Prefill: FLOPs for the {sizes.prompt:,}-token prompt", f"Decode: FLOPs per token, {sizes.context:,} cached"
 
 
 def flop_parts(index: ModelIndex) -> tuple[tuple[FlopPartRow, ...], FlopPartRow | None]:
@@ -416,10 +423,7 @@ def cost_view(index: ModelIndex) -> CostView:
         ),
         figures=cost_figures(index),
         weights=weight_rows(index),
-        flop_heads=(
-            f"Prefill: FLOPs for the {SIZES.prompt:,}-token prompt",
-            f"Decode: FLOPs per token, {SIZES.context:,} cached",
-        ),
+        flop_heads=flop_heads(SIZES),
         flops=flops,
         flop_total=flop_total,
         cache_svg=svg,
