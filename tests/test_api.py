@@ -326,3 +326,12 @@ def test_hostile_strings_are_escaped_in_every_view(tmp_path: Path) -> None:
             assert raw not in bundle["text/markdown"]
     assert "&lt;img src=x" in views[0]["text/html"]  # the title, as text
     assert "&lt;script&gt;" in views[1]["text/html"]  # the routing setting, as text
+
+
+def test_the_readmes_python_example_runs() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### From Python, and in a notebook") :]
+    code = section[section.index("```python\n") + len("```python\n") : section.index("```\n", 10)]
+    names: dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), names)
+    assert names["model"].totals.parameters == 1026408209408  # the figure the example's comment states
