@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from archviz.diff import ModelDiff
     from archviz.site.compare import CompareView
     from archviz.site.index import ModelIndex
-    from archviz.site.notebook import CostFragment, ModelFragment, VerdictFragment
-    from archviz.site.views import CardView
+    from archviz.site.notebook import ModelFragment, VerdictFragment
+    from archviz.site.views import CardView, CostView
     from archviz.verify import Verification
 
 __all__ = ["Cost", "Diff", "InputError", "Model", "ModelNode", "Verdict", "describe"]
@@ -40,12 +40,12 @@ Bundle = dict[str, str]
 """A Jupyter MIME bundle: ``text/html``, ``text/markdown`` and ``text/plain``."""
 
 
-def _render(kind: str, view: object) -> str:
+def _render(kind: str, view: object, name: str = "") -> str:
     """One notebook fragment through the bundled templates."""
     from archviz.site.notebook import render_fragment
     from archviz.site.render import render_context
 
-    return render_fragment(kind, view, render_context())
+    return render_fragment(kind, view, render_context(), name)
 
 
 class _Shown:
@@ -277,23 +277,23 @@ class Cost(_Shown):
         return cost_json(self.report, docs.graph, docs.totals, beyond=beyond)
 
     @cached_property
-    def _view(self) -> CostFragment:
+    def _view(self) -> CostView:
         from archviz.site.notebook import cost_fragment, model_index
 
         return cost_fragment(model_index(self.model.docs, sizes=self.sizes, cache_dtype=self.cache_dtype))
 
     def _html(self) -> str:
-        return _render("cost", self._view)
+        return _render("cost", self._view, self.model.name)
 
     def _markdown(self) -> str:
         from archviz.site.notebook import cost_markdown
 
-        return cost_markdown(self._view)
+        return cost_markdown(self.model.name, self._view)
 
     def _text(self) -> str:
         from archviz.site.notebook import cost_text
 
-        return cost_text(self._view)
+        return cost_text(self.model.name, self._view)
 
     def __repr__(self) -> str:
         sizes = self.sizes

@@ -12,9 +12,6 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ import pytest
 
 import archviz
 from tests.test_hostile import ATTRIBUTE, SCRIPT, TINY_K2, write_files
+from tests.test_site import Element, parse, squash
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "kimi-k2-instruct"
@@ -43,70 +41,9 @@ def _cli_json(*args: str, exit_code: int = 0) -> Any:
     return json.loads(done.stdout)
 
 
-# -- a small HTML tree, from the standard library's parser ------------------------------------------------------
-
-
-@dataclass
-class Element:
-    tag: str
-    attrs: dict[str, str]
-    children: list[Element] = field(default_factory=list)
-    text: list[str] = field(default_factory=list)
-
-    def iter(self) -> Iterator[Element]:
-        yield self
-        for child in self.children:
-            yield from child.iter()
-
-    def find_all(self, tag: str, css: str | None = None) -> list[Element]:
-        return [
-            item
-            for item in self.iter()
-            if item.tag == tag and (css is None or css in item.attrs.get("class", "").split())
-        ]
-
-    def all_text(self) -> str:
-        return "".join(self.text) + "".join(child.all_text() for child in self.children)
-
-
-_VOID = {"br", "img", "meta", "link", "input", "hr", "col", "wbr", "source"}
-
-
-class _TreeBuilder(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.root = Element("#root", {})
-        self.stack = [self.root]
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        element = Element(tag, {key: value or "" for key, value in attrs})
-        self.stack[-1].children.append(element)
-        if tag not in _VOID:
-            self.stack.append(element)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.stack[-1].children.append(Element(tag, {key: value or "" for key, value in attrs}))
-
-    def handle_endtag(self, tag: str) -> None:
-        for depth in range(len(self.stack) - 1, 0, -1):
-            if self.stack[depth].tag == tag:
-                del self.stack[depth:]
-                return
-
-    def handle_data(self, data: str) -> None:
-        self.stack[-1].text.append(data)
-
-
-def parse_html(text: str) -> Element:
-    builder = _TreeBuilder()
-    builder.feed(text)
-    builder.close()
-    return builder.root
-
-
 def assert_self_contained(html: str) -> None:
     """No script, no handler, nothing that loads or links to another place: only links inside the fragment."""
-    tree = parse_html(html)
+    tree = parse(html)
     assert tree.find_all("script") == []
     for element in tree.iter():
         assert element.tag not in {"iframe", "img", "link", "object", "embed", "image", "use"}, element.tag
@@ -115,7 +52,7 @@ def assert_self_contained(html: str) -> None:
             if key in {"src", "href", "xlink:href", "action", "srcset", "poster", "data"}:
                 assert value.startswith("#"), (element.tag, key, value)
     for style in tree.find_all("style"):
-        css = style.all_text()
+        css = style.text()
         assert "url(" not in css and "@import" not in css
 
 
@@ -123,8 +60,8 @@ def figures(tree: Element) -> dict[str, int | str]:
     """A ``dl.figures``'s exact values by label: numbers as ints, anything else as its text."""
     found: dict[str, int | str] = {}
     for figure in tree.find_all("div", "figure"):
-        label = figure.find_all("dt")[0].all_text().strip()
-        exact = figure.find_all("span", "exact")[0].all_text().strip()
+        label = squash(figure.find("dt").text())
+        exact = squash(figure.find("span", "exact").text())
         number = exact.split(" ")[0].replace(",", "")
         found[label] = int(number) if number.isdigit() else exact
     return found
@@ -202,7 +139,7 @@ def test_the_notebook_shows_every_result_as_html_markdown_and_text(executed: lis
 
 
 def test_the_models_headline_figures_are_inspect_json_s(executed: list[dict[str, Any]], inspected: Any) -> None:
-    shown = figures(parse_html(executed[0]["text/html"]))
+    shown = figures(parse(executed[0]["text/html"]))
     totals = inspected["totals"]
     assert shown["Parameters"] == totals["parameters"]
     assert shown["Active per token"] == totals["active_parameters"]
@@ -226,17 +163,17 @@ def test_the_models_diagram_is_well_formed_svg_with_every_operator(
 
 def test_a_nodes_card_is_inspect_json_s_node(executed: list[dict[str, Any]], inspected: Any) -> None:
     node = next(item for item in inspected["nodes"] if item["id"] == NODE)
-    tree = parse_html(executed[1]["text/html"])
-    assert tree.find_all("h3")[0].all_text().startswith(node["title"])
-    rows = tree.find_all("table", "facts")[0].find_all("tr")
-    facts = {row.find_all("th")[0].all_text(): row.find_all("td")[0].all_text().strip() for row in rows}
+    tree = parse(executed[1]["text/html"])
+    assert squash(tree.find("h3").text()).startswith(node["title"])
+    rows = tree.find("table", "facts").find_all("tr")
+    facts = {squash(row.find("th").text()): squash(row.find("td").text()) for row in rows}
     assert int(facts["parameters"].replace(",", "")) == node["parameters_per_instance"]
     assert node["outputs"][0] in executed[1]["text/html"]  # the output shape, as inspect writes it
 
 
 def test_a_cost_is_cost_json_s_at_the_same_sizes(executed: list[dict[str, Any]]) -> None:
     expected = _cli_json("cost", MODEL, "--prompt", "4096", "--context", "8192")
-    shown = figures(parse_html(executed[2]["text/html"]))
+    shown = figures(parse(executed[2]["text/html"]))
     assert shown["Weights as stored"] == expected["weights"]["bytes"]
     assert shown["Cache per token, one sequence (BF16)"] == expected["cache"]["bytes_per_token"]
     assert shown["Cache and state at S = 8,192"] == expected["cache"]["bytes_at_context"]
@@ -246,10 +183,10 @@ def test_a_cost_is_cost_json_s_at_the_same_sizes(executed: list[dict[str, Any]])
 
 def test_a_diff_is_diff_json_s(executed: list[dict[str, Any]]) -> None:
     expected = _cli_json("diff", MODEL, "kimi-k2.5", exit_code=1)  # 1: the architectures differ
-    tree = parse_html(executed[3]["text/html"])
-    assert tree.find_all("p", "summary")[0].all_text() == expected["summary"]
-    table = tree.find_all("table", "totals")[0]
-    rows = [[cell.all_text().replace(",", "") for cell in row.find_all("td")[:2]] for row in table.find_all("tr")[1:]]
+    tree = parse(executed[3]["text/html"])
+    assert squash(tree.find("p", "summary").text()) == squash(expected["summary"])
+    table = tree.find("table", "totals")
+    rows = [[squash(cell.text()).replace(",", "") for cell in row.find_all("td")[:2]] for row in table.find_all("tr")[1:]]
     assert [[int(a), int(b)] for a, b in rows] == list(expected["totals"].values())
     assert "The architectures differ." in executed[3]["text/plain"]
 

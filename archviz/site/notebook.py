@@ -3,7 +3,7 @@
 A fragment carries its own style (one ``<style>`` scoped to ``.archviz-nb``) and nothing else: no script (notebooks
 block them), nothing loaded from elsewhere, and no link out of the fragment (a diagram's boxes link to their own
 place in it). The numbers, the diagram and the card are the site's own builders' (``headline_figures``,
-``diagram_svg``, ``build_card_view``, ``cost_figures``, ``build_compare_view``); only the frame differs, since a
+``diagram_svg``, ``build_card_view``, ``cost_view``, ``build_compare_view``); only the frame differs, since a
 site page's navigation, phase switch and relative links need the site around them. Without the switch, a diagram
 shows prefill shapes and a card both phases, labelled, as the site does without JavaScript.
 """
@@ -18,12 +18,12 @@ from archviz.legs import Leg
 from archviz.pipeline import ModelDocs
 from archviz.site.cards import build_card_view
 from archviz.site.compare import CompareView, build_compare_view
-from archviz.site.costs import cost_figures, flop_heads, flop_parts, sizes_sentence, weight_rows
+from archviz.site.costs import cost_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
 from archviz.site.index import UNVERIFIED_STATUS, ModelContext, ModelIndex, model_description, model_slugs
 from archviz.site.overview import dtype_rows, headline_figures
 from archviz.site.render import RenderContext
-from archviz.site.views import CardView, DtypeRow, Figure, FlopPartRow, WeightRow
+from archviz.site.views import CardView, CostView, DtypeRow, Figure
 from archviz.verify import Verification, verification_sentence
 
 
@@ -47,26 +47,6 @@ class ModelFragment:
     """What a partial graph leaves out."""
     diagram_svg: str
     """The overview's data-flow diagram, its links kept inside the fragment."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CostFragment:
-    """What a cost shows: the overview's cost figures, weights and FLOPs by part, at the asked sizes."""
-
-    name: str
-    """The model as named."""
-    sizes: str
-    """The sizes, in a sentence."""
-    figures: tuple[Figure, ...]
-    """Weights, cache, state, FLOPs per pass, as the overview's cost section states them."""
-    weights: tuple[WeightRow, ...]
-    """Bytes by dtype."""
-    flop_heads: tuple[str, str]
-    """The two passes' headings."""
-    flops: tuple[FlopPartRow, ...]
-    """FLOPs by part."""
-    flop_total: FlopPartRow | None
-    """The totals row; None when nothing counts."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,23 +107,15 @@ def model_fragment(index: ModelIndex) -> ModelFragment:
 
 
 def card_fragment(index: ModelIndex, node_id: str) -> CardView:
-    """A node's card, the site's own (its links are not shown: they point into the site)."""
-    return build_card_view(index, index.nodes[node_id])
+    """A node's card, the site's own: its sublayer's diagram links inside itself, and its other links (into the
+    site) are not shown. ``index`` must be a notebook's: the diagrams it keeps link this way."""
+    return build_card_view(index, index.nodes[node_id], diagram_links=INSIDE)
 
 
-def cost_fragment(index: ModelIndex) -> CostFragment:
-    """A cost's notebook view, at the index's sizes."""
-    flops, total = flop_parts(index)
-    sizes = index.cost.sizes
-    return CostFragment(
-        name=index.title(),
-        sizes=sizes_sentence(sizes),
-        figures=cost_figures(index),
-        weights=weight_rows(index),
-        flop_heads=flop_heads(sizes),
-        flops=flops,
-        flop_total=total,
-    )
+def cost_fragment(index: ModelIndex) -> CostView:
+    """A cost's notebook view: the overview's cost section at the index's sizes (the fragment shows its figures,
+    weights and FLOPs by part)."""
+    return cost_view(index)
 
 
 def diff_fragment(a: ModelIndex, b: ModelIndex) -> CompareView:
@@ -166,9 +138,9 @@ def verdict_fragment(name: str, verification: Verification) -> VerdictFragment:
     )
 
 
-def render_fragment(kind: str, view: object, context: RenderContext) -> str:
-    """One view's HTML fragment (``notebook/KIND.html``)."""
-    return context.environment.get_template(f"notebook/{kind}.html").render(view=view)
+def render_fragment(kind: str, view: object, context: RenderContext, name: str = "") -> str:
+    """One view's HTML fragment (``notebook/KIND.html``); ``name`` is the model's, for a view that does not say it."""
+    return context.environment.get_template(f"notebook/{kind}.html").render(view=view, name=name)
 
 
 # -- plain text and Markdown ------------------------------------------------------------------------------------
@@ -226,14 +198,14 @@ def card_markdown(view: CardView) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cost_text(view: CostFragment) -> str:
+def cost_text(name: str, view: CostView) -> str:
     """A cost's plain-text view."""
-    return "\n".join([f"{view.name}: {view.sizes}", *(f"  {line}" for line in _figure_lines(view.figures))])
+    return "\n".join([f"{name}: {view.sizes}", *(f"  {line}" for line in _figure_lines(view.figures))])
 
 
-def cost_markdown(view: CostFragment) -> str:
+def cost_markdown(name: str, view: CostView) -> str:
     """A cost's Markdown view."""
-    lines = [f"#### {markdown_text(view.name)}: cost", "", markdown_text(view.sizes), ""]
+    lines = [f"#### {markdown_text(name)}: cost", "", markdown_text(view.sizes), ""]
     lines += [f"- {markdown_text(line)}" for line in _figure_lines(view.figures)]
     return "\n".join(lines) + "\n"
 
