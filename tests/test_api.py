@@ -186,8 +186,8 @@ def test_a_diff_is_diff_json_s(executed: list[dict[str, Any]]) -> None:
     tree = parse(executed[3]["text/html"])
     assert squash(tree.find("p", "summary").text()) == squash(expected["summary"])
     table = tree.find("table", "totals")
-    rows = [[squash(cell.text()).replace(",", "") for cell in row.find_all("td")[:2]] for row in table.find_all("tr")[1:]]
-    assert [[int(a), int(b)] for a, b in rows] == list(expected["totals"].values())
+    rows = [[squash(cell.text()) for cell in row.find_all("td")[:2]] for row in table.find_all("tr")[1:]]
+    assert [[int(a.replace(",", "")), int(b.replace(",", ""))] for a, b in rows] == list(expected["totals"].values())
     assert "The architectures differ." in executed[3]["text/plain"]
 
 
@@ -254,7 +254,12 @@ def test_hostile_strings_are_escaped_in_every_view(tmp_path: Path) -> None:
     config = {**TINY_K2, "architectures": [ATTRIBUTE], "scoring_func": SCRIPT}
     write_files(folder, {"config.json": json.dumps(config)})
     model = archviz.describe(str(folder))
-    views = [model._repr_mimebundle_(), model.node("moe.selection")._repr_mimebundle_()]
+    views = [
+        model._repr_mimebundle_(),
+        model.node("moe.selection")._repr_mimebundle_(),
+        model.cost()._repr_mimebundle_(),
+        model.diff(model)._repr_mimebundle_(),
+    ]
     for bundle in views:
         html = bundle["text/html"]
         assert_self_contained(html)
@@ -263,6 +268,8 @@ def test_hostile_strings_are_escaped_in_every_view(tmp_path: Path) -> None:
             assert raw not in bundle["text/markdown"]
     assert "&lt;img src=x" in views[0]["text/html"]  # the title, as text
     assert "&lt;script&gt;" in views[1]["text/html"]  # the routing setting, as text
+    assert "m&lt;b&gt;&amp;x" in views[2]["text/html"]  # the model's name (its folder), as text
+    assert "m\\<b\\>\\&x" in views[2]["text/markdown"]
 
 
 def test_the_readmes_python_example_runs() -> None:

@@ -20,7 +20,7 @@ from archviz.site.cards import build_card_view
 from archviz.site.compare import CompareView, build_compare_view
 from archviz.site.costs import cost_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
-from archviz.site.index import UNVERIFIED_STATUS, ModelContext, ModelIndex, model_description, model_slugs
+from archviz.site.index import ModelContext, ModelIndex, model_description, model_slugs
 from archviz.site.overview import dtype_rows, headline_figures
 from archviz.site.render import RenderContext
 from archviz.site.views import CardView, CostView, DtypeRow, Figure
@@ -42,7 +42,7 @@ class ModelFragment:
     dtypes: tuple[DtypeRow, ...]
     """The predicted checkpoint's elements by dtype."""
     verification: str
-    """The overview's verification sentence (unverified until ``check`` runs)."""
+    """That the figures are derived, not verified: a model is shown as described (``Model.check`` verifies)."""
     not_modelled: tuple[str, ...]
     """What a partial graph leaves out."""
     diagram_svg: str
@@ -100,7 +100,7 @@ def model_fragment(index: ModelIndex) -> ModelFragment:
         description=model_description(graph),
         figures=headline_figures(index.docs.totals, graph),
         dtypes=dtype_rows(index.docs.totals),
-        verification=index.context.verification or UNVERIFIED_STATUS,
+        verification=verification_sentence(None),
         not_modelled=graph.not_modelled,
         diagram_svg=diagram_svg(graph, INSIDE),
     )
