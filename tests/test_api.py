@@ -154,8 +154,8 @@ def test_the_models_diagram_is_well_formed_svg_with_every_operator(
 ) -> None:
     svg = the_svg(executed[0]["text/html"])
     assert svg.tag == f"{SVG_NS}svg"
-    assert svg.find(f"{SVG_NS}title") is not None
-    assert svg.find(f"{SVG_NS}title").text == f"Data flow of {MODEL}"  # type: ignore[union-attr]
+    title = svg.find(f"{SVG_NS}title")
+    assert title is not None and title.text == f"Data flow of {MODEL}"
     ids = {element.get("id") for element in svg.iter()}
     operators = [node["id"] for node in inspected["nodes"] if node["kind"] != "tensor"]
     assert operators and all(f"dfg-n-{node}" in ids for node in operators)
