@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Cost", "Diff", "InputError", "Model", "ModelNode", "Verdict", "describe"]
 
-Bundle = dict[str, str]
+_Bundle = dict[str, str]
 """A Jupyter MIME bundle: ``text/html``, ``text/markdown`` and ``text/plain``."""
 
 
@@ -57,7 +57,7 @@ class _Shown:
     def _repr_markdown_(self) -> str:
         return self._markdown()
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Bundle:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> _Bundle:
         return {"text/html": self._html(), "text/markdown": self._markdown(), "text/plain": self._text()}
 
     def __str__(self) -> str:
@@ -91,11 +91,19 @@ def describe(
     if source not in PREFERENCES:
         raise InputError(f"source must be one of {', '.join(PREFERENCES)}", path=f"source={source}")
     assumptions = [
-        Assumption(key=key, value=json.dumps(value), source="assume= in archviz.describe")
+        Assumption(key=key, value=_json_value(key, value), source="assume= in archviz.describe")
         for key, value in (assume or {}).items()
     ]
     docs = describe_model(model, revision=revision, assumptions=assumptions, partial=partial, source=source)
     return Model(name=model, revision=revision, docs=docs)
+
+
+def _json_value(key: str, value: object) -> str:
+    """An assumed value as the JSON text the graph records; a value JSON cannot hold is the caller's error."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise InputError(f"the assumed value is not JSON: {error}", path=f"assume[{key!r}]") from None
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

@@ -231,6 +231,8 @@ def test_an_unknown_node_and_bad_sizes_are_input_errors() -> None:
         model.node("nope")
     with pytest.raises(archviz.InputError, match="prompt must be an integer of at least 1"):
         model.cost(prompt=0)
+    with pytest.raises(archviz.InputError, match="the assumed value is not JSON"):
+        archviz.describe(MODEL, assume={"x": object()})
 
 
 def test_the_same_model_renders_the_same_bytes() -> None:
