@@ -5,11 +5,11 @@ The API (``archviz.api``)::
     import archviz
 
     model = archviz.describe("kimi-k2-instruct")
-    model.totals.parameters          # 1,026,408,209,408
-    model.node("mla.q_a_proj")       # a node's card in a notebook
-    model.cost(prompt=8192)          # FLOPs, weight and cache bytes at these sizes
-    model.diff("kimi-k2.5")          # what changes, in words
-    model.check(meta=False)          # the verdict and its legs
+    model.totals.parameters            # 1026408209408
+    model.node("attention.q-a-proj")   # a node's card in a notebook
+    model.cost(prompt=8192)            # FLOPs, weight and cache bytes at these sizes
+    model.diff("kimi-k2.5")            # what changes, in words
+    model.check(meta=False)            # the verdict and its legs
 
 Importing archviz imports neither torch nor transformers. Everything not listed in ``__all__`` is private.
 """

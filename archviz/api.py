@@ -144,7 +144,7 @@ class Model(_Shown):
         return tuple(ModelNode(model=self, node=node) for node in self.graph.nodes)
 
     def node(self, node_id: str) -> ModelNode:
-        """One node by its id (``mla.q_a_proj``); ``InputError`` when the graph has none of that id."""
+        """One node by its id (``attention.q-a-proj``); ``InputError`` when the graph has none of that id."""
         for node in self.graph.nodes:
             if node.id == node_id:
                 return ModelNode(model=self, node=node)
@@ -228,7 +228,7 @@ class ModelNode(_Shown):
 
     @property
     def id(self) -> str:
-        """Its id in the graph (``mla.q_a_proj``)."""
+        """Its id in the graph (``attention.q-a-proj``)."""
         return self.node.id
 
     @property
