@@ -1,0 +1,19 @@
+"""archviz: architecture documentation for Hugging Face models, as a command line, a static site and a Python API.
+
+The API (``archviz.api``)::
+
+    import archviz
+
+    model = archviz.describe("kimi-k2-instruct")
+    model.totals.parameters            # 1026408209408
+    model.node("attention.q-a-proj")   # a node's card in a notebook
+    model.cost(prompt=8192)            # FLOPs, weight and cache bytes at these sizes
+    model.diff("kimi-k2.5")            # what changes, in words
+    model.check(meta=False)            # the verdict and its legs
+
+Importing archviz imports neither torch nor transformers. Everything not listed in ``__all__`` is private.
+"""
+
+from archviz.api import Cost, Diff, InputError, Model, ModelNode, Verdict, describe
+
+__all__ = ["Cost", "Diff", "InputError", "Model", "ModelNode", "Verdict", "describe"]

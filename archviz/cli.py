@@ -380,13 +380,9 @@ TrustOption = Annotated[
 
 def _checkpoint_location(docs: ModelDocs, checkpoint: str | None) -> str | None:
     """--checkpoint, else the Hub repo's (HF cache first), else the model folder's own safetensors."""
-    from archviz.verify import find_local_checkpoint
+    from archviz.verify import checkpoint_location
 
-    if checkpoint is not None:
-        return checkpoint
-    if docs.source.repo is not None and not docs.source.bundled:
-        return docs.source.repo
-    return find_local_checkpoint(docs.source.folder)
+    return checkpoint_location(docs, checkpoint)
 
 
 AGREE, DISAGREE, BAD_INPUT, UNVERIFIED, INTERNAL_ERROR = 0, 1, 2, 3, 4

@@ -636,6 +636,16 @@ def find_local_checkpoint(folder: Path | None) -> str | None:
     return None
 
 
+def checkpoint_location(docs: ModelDocs, checkpoint: str | None) -> str | None:
+    """The checkpoint to check: the one given, else the Hub repo's (HF cache first), else the model folder's own
+    safetensors; None when there is none."""
+    if checkpoint is not None:
+        return checkpoint
+    if docs.source.repo is not None and not docs.source.bundled:
+        return docs.source.repo
+    return find_local_checkpoint(docs.source.folder)
+
+
 MAX_PREDICTED_TENSORS = 5_000_000
 """More checkpoint tensors than any released model has (Kimi-K2: about 140,000); a config asking for more is an
 input error, not a reason to fill memory."""

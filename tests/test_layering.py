@@ -70,8 +70,9 @@ STAGES: list[tuple[str, int]] = [
     ("site.", 6),
     ("site", 6),
     ("terminal", 6),  # consoles and JSON text without control sequences
-    # 7: the command line.
+    # 7: the command line and the Python API.
     ("cli", 7),
+    ("api", 7),  # describe() and its results, shown in a notebook through site.notebook
     ("__main__", 7),
     ("", 7),  # the package itself
 ]

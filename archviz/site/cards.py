@@ -204,8 +204,8 @@ def cited_runs(items: Sequence[Evidence]) -> tuple[tuple[CodeLine, ...], ...]:
     )
 
 
-def build_card_view(index: ModelIndex, node: Node) -> CardView:
-    """The card of one node."""
+def build_card_view(index: ModelIndex, node: Node, *, diagram_links: DiagramLinks | None = None) -> CardView:
+    """The card of one node; ``diagram_links`` is where its sublayer diagram links (the site's cards by default)."""
     root = "../../"
     slug = index.slug
     position = index.position[node.id]
@@ -216,7 +216,7 @@ def build_card_view(index: ModelIndex, node: Node) -> CardView:
     shares = index.nodes.get(node.shares_parameters_with or "")
     shapes = shape_rows(node)
     groups = index.ancestors(node.group)
-    context = context_diagram(index, node, root)
+    context = context_diagram(index, node, root, diagram_links)
     flops = flops_view(index, node, root)
     return CardView(
         page=Page(
@@ -281,14 +281,14 @@ def _legend_nodes(index: ModelIndex, node: Node) -> list[Node]:
     return [node] if group is None else [node, *group_graph(index.graph, group.id).nodes]
 
 
-def context_diagram(index: ModelIndex, node: Node, root: str) -> tuple[str, str]:
+def context_diagram(index: ModelIndex, node: Node, root: str, links: DiagramLinks | None = None) -> tuple[str, str]:
     """The title and SVG of the sublayer the node sits in (its attention, MLP or MoE), the node marked; empty for
     a node at model or block level, which the overview's diagram shows."""
     group = _diagram_group(index, node)
     if group is None:
         return "", ""
     if group.id not in index.group_diagrams:
-        links = DiagramLinks(
+        links = links or DiagramLinks(
             node=lambda node_id: node_href(node_id, root=root, slug=index.slug),
             group=lambda group_id: group_href(group_id, root=root, slug=index.slug),
         )

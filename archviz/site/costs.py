@@ -1,13 +1,15 @@
 """What a model costs, on its pages: the FLOPs section of a card and the cost section of the overview.
 
-Every number is the cost model's (``archviz.cost``) at its default sizes (``DEFAULT_SIZES``: one sequence, a 2,048-token
-prompt, 131,072 cached tokens), which every page showing one states, with the counting convention. A graph that
-models only part of its model (Kimi-K3) shows the costs of that part, said so, and nothing that would read as the
-whole model's: no FLOPs or cache per token it cannot know, no rule-of-thumb comparison, no arithmetic intensity.
+Every number is the cost model's (``archviz.cost``) at the sizes its ``ModelIndex`` was costed at: on the site the
+defaults (``DEFAULT_SIZES``: one sequence, a 2,048-token prompt, 131,072 cached tokens), which every page showing one
+states, with the counting convention; in a notebook, the sizes asked for. A graph that models only part of its model
+(Kimi-K3) shows the costs of that part, said so, and nothing that would read as the whole model's: no FLOPs or cache
+per token it cannot know, no rule-of-thumb comparison, no arithmetic intensity.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
@@ -63,19 +65,21 @@ MTP_NOTE = "Multi-token-prediction layers are stored but not run, so they cost n
 
 def sizes_sentence(sizes: Sizes = SIZES) -> str:
     """``At B = 1 sequence, a prompt of T = 2,048 tokens and S = 131,072 cached tokens …``."""
-    return (
+    text = (
         f"At B = {sizes.batch:,} {noun_for(sizes.batch, 'sequence')}, a prompt of T = {sizes.prompt:,} tokens "
-        f"and S = {sizes.context:,} cached tokens (archviz cost's defaults; archviz cost MODEL --prompt T "
-        "--context S --batch B gives others)."
+        f"and S = {sizes.context:,} cached tokens"
     )
+    if sizes == SIZES:  # the pages' sizes, which a reader may want to change
+        text += " (archviz cost's defaults; archviz cost MODEL --prompt T --context S --batch B gives others)"
+    return text + "."
 
 
 # -- a card's FLOPs --------------------------------------------------------------------------------------
 
 
-def _arithmetic(term: FlopTerm, phase: Phase) -> str:
+def _arithmetic(term: FlopTerm, sizes: Sizes, phase: Phase) -> str:
     """``2 × 1 × 2,048 × 1,536 × 7,168 × 61``: the term's formula with every value."""
-    values = [term.coefficient, *(symbol.value(SIZES, phase) for symbol in term.symbols)]
+    values = [term.coefficient, *(symbol.value(sizes, phase) for symbol in term.symbols)]
     values += [item.value for item in term.factors]
     if term.instances > 1:
         values.append(term.instances)
@@ -114,20 +118,21 @@ def _pass_notes(index: ModelIndex, node: Node, cost: NodeCost, phase: Phase) -> 
 
 
 def _flop_pass(index: ModelIndex, node: Node, cost: NodeCost, phase: Phase) -> FlopPass:
+    sizes = index.cost.sizes
     rows = tuple(
-        FlopRow(component=component, formula=formula, arithmetic=_arithmetic(term, phase), value=count(value))
-        for (component, formula, value), term in zip(flop_rows(cost, SIZES, phase), cost.terms(phase), strict=True)
+        FlopRow(component=component, formula=formula, arithmetic=_arithmetic(term, sizes, phase), value=count(value))
+        for (component, formula, value), term in zip(flop_rows(cost, sizes, phase), cost.terms(phase), strict=True)
     )
     caption = (
-        f"Prefill: a prompt of T = {SIZES.prompt:,} tokens, no cache"
+        f"Prefill: a prompt of T = {sizes.prompt:,} tokens, no cache"
         if phase is Phase.PREFILL
-        else f"Decode: one new token, S = {SIZES.context:,} cached"
+        else f"Decode: one new token, S = {sizes.context:,} cached"
     )
     return FlopPass(
         phase=phase.value,
         caption=caption,
         rows=rows,
-        total=count(cost.flops(SIZES, phase)),
+        total=count(cost.flops(sizes, phase)),
         notes=_pass_notes(index, node, cost, phase),
     )
 
@@ -138,7 +143,7 @@ def flops_view(index: ModelIndex, node: Node, root: str) -> FlopsView | None:
     if cost is None:
         return None
     return FlopsView(
-        sizes=sizes_sentence(),
+        sizes=sizes_sentence(index.cost.sizes),
         passes=tuple(_flop_pass(index, node, cost, phase) for phase in (Phase.PREFILL, Phase.DECODE)),
         convention=SHORT_CONVENTION,
         convention_href=f"{root}{index.slug}/index.html#{CONVENTION_ID}",
@@ -153,14 +158,14 @@ def cost_figures(index: ModelIndex) -> tuple[Figure, ...]:
     said to be of the modelled part (a zero there says nothing about the model)."""
     cost, complete = index.cost, index.complete()
     suffix = "" if complete else PARTIAL_SUFFIX
-    context = f"S = {SIZES.context:,}"
+    context = f"S = {cost.sizes.context:,}"
     eager = ", transformers' eager MLA" if cost.decode_absorbed is not None else ""
     amounts: tuple[tuple[str, int, str], ...] = (
         ("Weights as stored", cost.weight_bytes, "bytes"),
         (f"Cache per token, one sequence ({cost.cache_dtype})", cost.cache_per_token, "bytes"),
         ("State per sequence, any context", cost.state_bytes, "bytes"),
         (f"Cache and state at {context}", cost.cache_at_context, "bytes"),
-        (f"Prefill FLOPs, the {SIZES.prompt:,}-token prompt", cost.prefill, "FLOPs"),
+        (f"Prefill FLOPs, the {cost.sizes.prompt:,}-token prompt", cost.prefill, "FLOPs"),
         (f"Decode FLOPs per token, {context}{eager}", cost.decode, "FLOPs"),
     )
     if cost.decode_absorbed is not None:  # MLA: the engines' form beside transformers'
@@ -203,6 +208,11 @@ def _bar(value: int, whole: int) -> FlopBar:
     )
 
 
+def flop_heads(sizes: Sizes) -> tuple[str, str]:
+    """The headings of the FLOPs-by-part table's two passes."""
+    return f"Prefill: FLOPs for the {sizes.prompt:,}-token prompt", f"Decode: FLOPs per token, {sizes.context:,} cached"
+
+
 def flop_parts(index: ModelIndex) -> tuple[tuple[FlopPartRow, ...], FlopPartRow | None]:
     """FLOPs by part of the model in both passes (forward order), and the totals row; empty when nothing counts."""
     cost = index.cost
@@ -222,7 +232,7 @@ def flop_parts(index: ModelIndex) -> tuple[tuple[FlopPartRow, ...], FlopPartRow 
 def plot_context(index: ModelIndex) -> int:
     """The plot's longest context: the config's context length, else 131,072 (128k)."""
     found = index.context_length()
-    return found[0] if found else SIZES.context
+    return found[0] if found else index.cost.sizes.context
 
 
 def _sample_points(longest: int, costs: Sequence[CacheCost]) -> list[int]:
@@ -301,15 +311,15 @@ def _decode_steps(index: ModelIndex) -> dict[str, list[tuple[Node, int]]]:
     does beyond one), ``unmultiplied`` (weights no matmul multiplies) and ``more`` (weights multiplied more than once
     per token, as a convolution over its cached positions)."""
     graph, cost = index.graph, index.cost
-    empty = Sizes(batch=SIZES.batch, prompt=SIZES.prompt, context=0)
+    empty = dataclasses.replace(index.cost.sizes, context=0)
     steps: dict[str, list[tuple[Node, int]]] = defaultdict(list)
     parts = node_parts(graph)  # a text token runs through the text model alone (its active parameters' part)
     for node in graph.nodes:
         if node.part is not Part.MAIN or node.id == graph.input_embedding or parts.get(node.id, "text") != "text":
             continue
         node_cost = cost.nodes.get(node.id)
-        weights = 2 * sum(row.elements for row in node.parameters) * node.placement.active * SIZES.batch
-        exact = 0 if node_cost is None else node_cost.flops(SIZES, Phase.DECODE)
+        weights = 2 * sum(row.elements for row in node.parameters) * node.placement.active * index.cost.sizes.batch
+        exact = 0 if node_cost is None else node_cost.flops(index.cost.sizes, Phase.DECODE)
         at_zero = 0 if node_cost is None else node_cost.flops(empty, Phase.DECODE)
         if node.op is not None and node.op.kind is OpKind.ATTENTION:
             steps["attention"].append((node, exact - weights))
@@ -324,19 +334,19 @@ def _decode_steps(index: ModelIndex) -> dict[str, list[tuple[Node, int]]]:
 def thumb_rows(index: ModelIndex) -> tuple[ThumbRow, ...]:
     """``2 × active parameters`` per token, then each reason the exact decode FLOPs differ, summing to them. Per token
     is per sequence: each sequence decodes one token."""
-    totals, cost, batch = index.docs.totals, index.cost, SIZES.batch
+    totals, cost, batch = index.docs.totals, index.cost, index.cost.sizes.batch
     steps = _decode_steps(index)
     terms: list[tuple[str, str, int]] = []
     if steps["attention"]:
         terms.append(
             (
-                f"Attention over the cache: scores and values for S + 1 = {SIZES.context + 1:,} keys",
+                f"Attention over the cache: scores and values for S + 1 = {index.cost.sizes.context + 1:,} keys",
                 _titles(node for node, _ in steps["attention"]),
                 sum(v for _, v in steps["attention"]),
             )
         )
     terms += [
-        (f"{node.title} over the {SIZES.context:,} cached positions", "grows with the context", value)
+        (f"{node.title} over the {index.cost.sizes.context:,} cached positions", "grows with the context", value)
         for node, value in steps["context"]
     ]
     if steps["unmultiplied"]:
@@ -363,7 +373,7 @@ def thumb_rows(index: ModelIndex) -> tuple[ThumbRow, ...]:
         ),
         *(ThumbRow(label=label, detail=detail, value=_signed(value)) for label, detail, value in terms if value),
         ThumbRow(
-            label=f"Exact decode FLOPs per token, S = {SIZES.context:,}",
+            label=f"Exact decode FLOPs per token, S = {index.cost.sizes.context:,}",
             detail="",
             value=count(cost.decode),
             total=True,
@@ -385,7 +395,7 @@ def intensity_sentence(index: ModelIndex) -> str:
         f"{cost.decode_intensity:,.1f} FLOPs per byte: {count(cost.decode)} FLOPs over {count(read)} bytes read — "
         f"{short_bytes(cost.decode_weight_bytes)} of weights (every non-expert weight, the experts the batch's tokens "
         f"are routed to, one embedding row per sequence) and {short_bytes(cost.cache_at_context)} of cache and state "
-        f"at S = {SIZES.context:,}."
+        f"at S = {index.cost.sizes.context:,}."
     )
 
 
@@ -404,7 +414,7 @@ def cost_view(index: ModelIndex) -> CostView:
     whole = complete and priced
     notes = thumb_notes(index) if whole else ()
     return CostView(
-        sizes=sizes_sentence(),
+        sizes=sizes_sentence(index.cost.sizes),
         partial_note=(
             f"FLOPs, cache and state are not priced: {UNPRICED}. The weights are the predicted checkpoint's bytes."
             if not priced
@@ -416,10 +426,7 @@ def cost_view(index: ModelIndex) -> CostView:
         ),
         figures=cost_figures(index),
         weights=weight_rows(index),
-        flop_heads=(
-            f"Prefill: FLOPs for the {SIZES.prompt:,}-token prompt",
-            f"Decode: FLOPs per token, {SIZES.context:,} cached",
-        ),
+        flop_heads=flop_heads(index.cost.sizes),
         flops=flops,
         flop_total=flop_total,
         cache_svg=svg,

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from archviz.cost import DEFAULT_SIZES, CostReport, model_cost, modelled_in_full
+from archviz.cost import DEFAULT_SIZES, CostReport, Sizes, model_cost, modelled_in_full
 from archviz.graph import Graph, Group, GroupKind, Node
 from archviz.pins import RevisionKind
 from archviz.pipeline import ModelDocs
@@ -46,7 +46,15 @@ class ModelContext:
 class ModelIndex:
     """Lookups over one model's graph for building its pages (read-only after construction)."""
 
-    def __init__(self, docs: ModelDocs, slug: str, context: ModelContext):
+    def __init__(
+        self,
+        docs: ModelDocs,
+        slug: str,
+        context: ModelContext,
+        *,
+        sizes: Sizes = DEFAULT_SIZES,
+        cache_dtype: str | None = None,
+    ):
         self.docs = docs
         self.graph: Graph = docs.graph
         self.slug = slug
@@ -54,8 +62,9 @@ class ModelIndex:
         self.nodes: dict[str, Node] = {check_id(node.id): node for node in self.graph.nodes}
         self.groups: dict[str, Group] = {check_id(group.id): group for group in self.graph.groups}
         self.position: dict[str, int] = {node.id: i for i, node in enumerate(self.graph.nodes)}
-        self.cost: CostReport = model_cost(self.graph, docs.totals, DEFAULT_SIZES)
-        """What the model costs at ``archviz cost``'s default sizes, which every page states."""
+        self.cost: CostReport = model_cost(self.graph, docs.totals, sizes, cache_dtype=cache_dtype)
+        """What the model costs at ``archviz cost``'s default sizes, which every page states (a notebook asks for
+        others)."""
         self.group_diagrams: dict[str, str] = {}
         """Each group's own diagram once drawn (the cards of its nodes share it): filled by ``cards``."""
 
