@@ -21,6 +21,7 @@ from archviz.site.home import build_home_view, build_search_index
 from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slugs
 from archviz.site.overview import build_overview_view
 from archviz.site.views import CardView, HomeView, Link, OverviewView
+from archviz.versions import installed_versions, version_line
 
 SITE_MARKER_TEXT = "archviz documentation site\n"
 """What the marker file says."""
@@ -51,7 +52,7 @@ def make_environment(template_dir: Path | None = None) -> jinja2.Environment:
     """A Jinja2 environment: the user's folder first on the search path, then the bundled templates."""
     search = [str(template_dir)] if template_dir is not None else []
     search.append(str(builtin_template_dir()))
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(search),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -60,6 +61,9 @@ def make_environment(template_dir: Path | None = None) -> jinja2.Environment:
         keep_trailing_newline=True,
         auto_reload=False,
     )
+    # Every page's footer: the line numbers cited depend on transformers' files, the meta-model counts on torch.
+    environment.globals["versions"] = version_line(installed_versions())
+    return environment
 
 
 def render_context(template_dir: Path | None = None) -> RenderContext:
