@@ -150,7 +150,7 @@ class _Dot:
         label, css, shape, style = node.title, f"node-{node.kind.value}", "box", "rounded"
         if node.kind is NodeKind.LEARNED:
             style = "rounded,filled"
-            label += "\n" + _parameters_note(node)
+            label += "\n" + parameters_note(node)
         elif node.kind is NodeKind.TENSOR:
             shape, style = "box", "rounded,dotted"
         attributes = _attributes(
@@ -188,7 +188,7 @@ class _Dot:
         return f"{_quote(edge.source)} -> {_quote(edge.target)} {_attributes(**values)};"
 
 
-def _parameters_note(node: Node) -> str:
+def parameters_note(node: Node) -> str:
     """``1.17 B``, ``44 M × 23,040``: a learned box's parameters per instance and its instances."""
     parameters = node_parameters(node)
     if node.shares_parameters_with:
@@ -306,3 +306,21 @@ def mark_current(svg: str, node_id: str) -> str:
 def diagram_dot(graph: Graph, links: DiagramLinks) -> str:
     """The DOT text the diagram is laid out from (for tests and for people who want to restyle it)."""
     return _Dot(graph, read_flow(graph), links).text()
+
+
+NO_LINKS = DiagramLinks(node=lambda _: "", group=lambda _: "")
+"""Links for a diagram shown outside the site (an exported file): none, since there is no card to go to."""
+
+
+def standalone_svg(graph: Graph) -> str:
+    """The diagram as an SVG file of its own, laid out exactly as the site's: no links (there is no site beside it)
+    and the prefill shapes only (no page's phase switch hides the decode ones)."""
+    svg = diagram_svg(graph, NO_LINKS)
+    ET.register_namespace("", SVG_NS)
+    ET.register_namespace("xlink", XLINK_NS)
+    root = ET.fromstring(svg)
+    for parent in root.iter():
+        for child in [child for child in parent if child.get("class") == "phase-decode"]:
+            parent.remove(child)
+    text = ET.tostring(root, encoding="unicode", xml_declaration=False)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + text + "\n"
