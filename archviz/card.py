@@ -4,40 +4,21 @@ Every number is read from the ``inspect --json`` document (``archviz.documents.i
 states exactly what ``archviz inspect --json`` does; the diagram is the Mermaid flowchart of the site's data-flow
 reading (the Hub renders Mermaid), and the links point at the pinned source lines the provenance stage found.
 
-Text from the model (names, titles, config keys) is escaped for Markdown: ASCII punctuation backslash-escaped, so
-nothing becomes a link, an emphasis, a tag or a table cell break; URLs are checked as absolute http(s) addresses and
-their parentheses and angle brackets percent-encoded.
+Text from the model (names, titles, config keys) is escaped for Markdown (``archviz.markdown``): it reads as
+itself, never as a link, a tag or a table cell break.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from archviz.documents import inspect_document
+from archviz.markdown import markdown_link, markdown_text
 from archviz.mermaid import mermaid_flowchart
 from archviz.pipeline import ModelDocs
-from archviz.site.formatting import count, line_range, runs, safe_url
+from archviz.site.formatting import count, line_range, runs
 from archviz.versions import installed_versions, version_line
-
-_MARKDOWN_PUNCTUATION = re.compile(r"([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
-_URL_UNSAFE = {"(": "%28", ")": "%29", "<": "%3C", ">": "%3E", " ": "%20"}
-
-
-def markdown_text(text: str) -> str:
-    """``text`` as literal Markdown inline text: one line, every ASCII punctuation character backslash-escaped."""
-    line = " ".join(part for part in text.split() if part)
-    line = "".join(char for char in line if char.isprintable())
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", line)
-
-
-def markdown_link(text: str, url: str | None) -> str:
-    """``[text](url)``, or the text alone when the address is not an absolute http(s) URL."""
-    checked = safe_url(url)
-    if checked is None:
-        return markdown_text(text)
-    return f"[{markdown_text(text)}]({''.join(_URL_UNSAFE.get(char, char) for char in checked)})"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

@@ -74,6 +74,7 @@ STAGES: list[tuple[str, int]] = [
     ("documents", 6),  # the JSON documents and their schemas
     ("mermaid", 6),  # the data-flow diagram as Mermaid
     ("card", 6),  # the model-card section
+    ("markdown", 6),  # Markdown text that reads as itself
     ("export", 6),  # the diagram and graph exports
     # 7: the command line.
     ("cli", 7),

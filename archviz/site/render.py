@@ -19,6 +19,7 @@ from archviz.site.cards import build_card_view
 from archviz.site.compare import CompareView, build_compare_view, compare_pairs, compare_path
 from archviz.site.home import build_home_view, build_search_index
 from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slugs
+from archviz.site.llms import LLMS_TXT, llms_txt, model_json, model_json_path
 from archviz.site.overview import build_overview_view
 from archviz.site.views import CardView, HomeView, Link, OverviewView
 from archviz.versions import installed_versions, version_line
@@ -128,10 +129,12 @@ def site_files(
     for asset in ASSETS:
         yield asset, read_asset(asset, context)
     yield "search-index.js", build_search_index(indexes)
+    yield LLMS_TXT, llms_txt(indexes)
     yield "index.html", render_home(build_home_view(indexes, links), context)
     for a, b in compared:
         yield compare_path(a, b), render_compare(build_compare_view(a, b), context)
     for index in indexes:
         yield f"{index.slug}/index.html", render_overview(build_overview_view(index), context)
+        yield model_json_path(index), model_json(index)
         for node in index.graph.nodes:
             yield f"{index.slug}/nodes/{node.id}.html", render_card(build_card_view(index, node), context)
