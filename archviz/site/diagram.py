@@ -69,6 +69,19 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;") + '"'
 
 
+_STAND_INS = {"×": "x", "–": "-", "—": "-", "·": "."}
+
+
+def ascii_stand_in(text: str) -> str:
+    """``text`` with each non-ASCII character written as one ASCII character: what Graphviz measures a label by.
+
+    A Graphviz without fonts (the in-process one, and any built for WebAssembly) has metrics for ASCII only; it
+    measures any other character as spaces, one per UTF-8 byte, and warns. In Courier every glyph is 0.6 em, so one
+    ASCII stand-in per character measures the label exactly; ``_finish_svg`` writes the real text back.
+    """
+    return "".join(char if char.isascii() else _STAND_INS.get(char, "?") for char in text)
+
+
 def _attributes(**values: str) -> str:
     return "[" + ", ".join(f"{key}={_quote(value)}" for key, value in values.items() if value) + "]"
 
@@ -100,6 +113,15 @@ class _Dot:
             self.boxes.setdefault(box.group, []).append(box)
         self.labels: list[tuple[str, str, str]] = []  # edge element id, prefill, decode
         self.named: set[str] = set()  # tensor states whose edge carries the state's own id
+        self.originals: dict[str, dict[str, str]] = {}  # element id -> label line as laid out -> the real line
+
+    def label(self, element: str, text: str) -> str:
+        """The label as Graphviz lays it out (ASCII), the real lines kept for the SVG."""
+        laid_out = ascii_stand_in(text)
+        if laid_out != text:
+            lines = self.originals.setdefault(element, {})
+            lines.update(zip(laid_out.split("\n"), text.split("\n"), strict=True))
+        return laid_out
 
     def text(self) -> str:
         lines = [
@@ -128,7 +150,7 @@ class _Dot:
         yield f"{indent}subgraph {_quote('cluster_' + group.id)} {{"
         inner = indent + " "
         for key, value in (
-            ("label", group_label(group)),
+            ("label", self.label(dom_id("g", group.id), group_label(group))),
             ("id", dom_id("g", group.id)),
             ("class", f"group group-{group.kind.value}"),
             ("URL", self.links.group(group.id)),
@@ -143,7 +165,11 @@ class _Dot:
         if box.kind is FlowKind.INPUT:
             name = box.id.removeprefix("input.")
             attributes = _attributes(
-                label=name, id=dom_id("n", box.id), shape="plaintext", **{"class": "input"}, tooltip="model input"
+                label=self.label(dom_id("n", box.id), name),
+                id=dom_id("n", box.id),
+                shape="plaintext",
+                **{"class": "input"},
+                tooltip="model input",
             )
             return f"{_quote(box.id)} {attributes};"
         node = self.nodes[box.id]
@@ -154,7 +180,7 @@ class _Dot:
         elif node.kind is NodeKind.TENSOR:
             shape, style = "box", "rounded,dotted"
         attributes = _attributes(
-            label=label,
+            label=self.label(dom_id("n", node.id), label),
             id=dom_id("n", node.id),
             shape=shape,
             style=style,
@@ -182,7 +208,7 @@ class _Dot:
             prefill, decode = compact_shape(edge.shape, Phase.PREFILL), compact_shape(edge.shape, Phase.DECODE)
             longer = max(prefill, decode, key=len)
             title = tensor.title if tensor is not None and edge.source != tensor.id else ""
-            values["label"] = f"{title}\n{longer}" if title else longer
+            values["label"] = self.label(element, f"{title}\n{longer}" if title else longer)
             if prefill != decode:
                 self.labels.append((element, prefill, decode))
         return f"{_quote(edge.source)} -> {_quote(edge.target)} {_attributes(**values)};"
@@ -209,7 +235,9 @@ def _localname(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _finish_svg(raw: str, labels: list[tuple[str, str, str]], title: str) -> str:
+def _finish_svg(
+    raw: str, labels: list[tuple[str, str, str]], title: str, originals: dict[str, dict[str, str]] | None = None
+) -> str:
     """Graphviz's SVG made inline-ready: no prolog, px sizes, both phases' shapes, checked element by element."""
     root = ET.fromstring(raw[raw.index("<svg") :])
     for element in root.iter():
@@ -224,6 +252,11 @@ def _finish_svg(raw: str, labels: list[tuple[str, str, str]], title: str) -> str
     heading = ET.Element(f"{{{SVG_NS}}}title")
     heading.text = title
     root.insert(0, heading)
+    for element_id, lines in (originals or {}).items():  # the real text of labels laid out with ASCII stand-ins
+        element = by_id.get(element_id)
+        for text in element.iter() if element is not None else ():
+            if _localname(text.tag) == "text" and text.text in lines:
+                text.text = lines[text.text]
     for edge_id, prefill, decode in labels:
         label = by_id.get(f"a_{edge_id}-label") or by_id.get(edge_id)
         if label is None:
@@ -275,7 +308,7 @@ def diagram_svg(graph: Graph, links: DiagramLinks, *, flow: Flow | None = None) 
     text = dot.text()
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", XLINK_NS)
-    return _finish_svg(_run_graphviz(text), dot.labels, f"Data flow of {graph.model.name}")
+    return _finish_svg(_run_graphviz(text), dot.labels, f"Data flow of {graph.model.name}", dot.originals)
 
 
 def group_graph(graph: Graph, group_id: str) -> Graph:
