@@ -253,10 +253,7 @@ def _finish_svg(
     heading.text = title
     root.insert(0, heading)
     for element_id, lines in (originals or {}).items():  # the real text of labels laid out with ASCII stand-ins
-        element = by_id.get(element_id)
-        for text in element.iter() if element is not None else ():
-            if _localname(text.tag) == "text" and text.text in lines:
-                text.text = lines[text.text]
+        _write_back(by_id.get(element_id), lines)
     for edge_id, prefill, decode in labels:
         label = by_id.get(f"a_{edge_id}-label") or by_id.get(edge_id)
         if label is None:
@@ -265,6 +262,13 @@ def _finish_svg(
     _check(root)
     text = ET.tostring(root, encoding="unicode", xml_declaration=False)
     return text.replace(' xmlns:ns0="http://www.w3.org/2000/svg"', "")
+
+
+def _write_back(element: ET.Element | None, lines: dict[str, str]) -> None:
+    """Each text line of ``element`` laid out with ASCII stand-ins given its real characters."""
+    for text in element.iter() if element is not None else ():
+        if _localname(text.tag) == "text" and text.text is not None and text.text in lines:
+            text.text = lines[text.text]
 
 
 def _two_phases(label: ET.Element, prefill: str, decode: str) -> None:
