@@ -7,6 +7,7 @@ import dataclasses
 import html
 import json
 import re
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -233,3 +234,12 @@ def test_a_link_to_anything_but_http_is_text() -> None:
 
 def test_a_mermaid_string_is_one_quoted_line() -> None:
     assert mermaid_text('a "b"\nc #1 <i>') == '"a #quot;b#quot;<br/>c #35;1 #lt;i#gt;"'
+
+
+def test_a_hostile_architecture_name_stays_text(write_config: Callable[..., Path]) -> None:
+    folder = write_config({"architectures": [HOSTILE]}, name="x](javascript:alert(1))<b>")
+    card = cli("card", str(folder), "--markdown")
+    rendered = markdown.render(card)
+    assert "<script" not in rendered and "javascript:" not in rendered.replace("javascript:alert", "")
+    first = rendered.split("<p>", 1)[1].split("</p>", 1)[0]
+    assert html.unescape(first).startswith(HOSTILE + " (deepseek_v3 family)")
