@@ -576,8 +576,8 @@ def diff(
 def card(
     model: ModelArgument,
     markdown: Annotated[
-        bool, typer.Option("--markdown", help="Markdown for the Hub's README.md (the only format, and the default).")
-    ] = True,
+        bool, typer.Option("--markdown", help="Markdown for the Hub's README.md (the only format so far: the default).")
+    ] = False,
     revision: RevisionOption = None,
     assume: AssumeOption = None,
     partial: PartialOption = False,
@@ -588,6 +588,8 @@ def card(
     Every number is the one `inspect --json` gives.
     """
     from archviz.card import model_card
+
+    del markdown  # Markdown is the only format; the flag names it, as the README's command line does
 
     docs = describe_model(
         model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
