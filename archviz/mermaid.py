@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from archviz.graph import Graph, Group, NodeKind
 from archviz.shapes import Phase
-from archviz.site.dataflow import Flow, FlowEdge, FlowKind, FlowNode, choice_runs, read_flow
+from archviz.site.dataflow import Flow, FlowEdge, FlowKind, FlowNode, drawn_members, read_flow
 from archviz.site.diagram import compact_shape, group_label, parameters_note
 
 _ENTITIES = {
@@ -51,29 +51,23 @@ class _Writer:
         self.graph = graph
         self.flow = flow
         self.nodes = {node.id: node for node in graph.nodes}
-        self.groups = {group.id: group for group in graph.groups}
         self.ids = {box.id: f"n{index}" for index, box in enumerate(flow.nodes)}
         self.group_ids = {group.id: f"g{index}" for index, group in enumerate(graph.groups)}
-        self.boxes: dict[str | None, list[FlowNode]] = {}
-        for box in flow.nodes:
-            self.boxes.setdefault(box.group, []).append(box)
 
     def text(self) -> str:
         lines = ["flowchart TB"]
-        lines += [f"  {self.box(box)}" for box in self.boxes.get(None, [])]
+        lines += [f"  {self.box(box)}" for box in self.flow.nodes if box.group is None]
         if self.graph.groups:
             lines += self.body(self.graph.groups[0], "  ")
         lines += [f"  {self.edge(edge)}" for edge in self.flow.edges]
         return "\n".join(lines) + "\n"
 
     def body(self, group: Group, indent: str) -> Iterator[str]:
-        boxes = {box.id: box for box in self.boxes.get(group.id, [])}
-        for run in choice_runs(self.graph, group):
-            for member in run:
-                if member in boxes:
-                    yield indent + self.box(boxes[member])
-                elif member in self.groups:
-                    yield from self.subgraph(self.groups[member], indent)
+        for member in drawn_members(self.graph, self.flow, group):
+            if isinstance(member, FlowNode):
+                yield indent + self.box(member)
+            else:
+                yield from self.subgraph(member, indent)
 
     def subgraph(self, group: Group, indent: str) -> Iterator[str]:
         yield f"{indent}subgraph {self.group_ids[group.id]}[{mermaid_text(group_label(group))}]"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from archviz.graph import Dim, Graph, Group, GroupKind, Node, NodeKind, Shape
 from archviz.shapes import Phase
-from archviz.site.dataflow import Flow, FlowEdge, FlowKind, FlowNode, choice_runs, read_flow
+from archviz.site.dataflow import Flow, FlowEdge, FlowKind, FlowNode, drawn_members, read_flow
 from archviz.site.formatting import count, short_count
 from archviz.totals import node_parameters
 
@@ -107,10 +107,6 @@ class _Dot:
         self.flow = flow
         self.links = links
         self.nodes = {node.id: node for node in graph.nodes}
-        self.groups = {group.id: group for group in graph.groups}
-        self.boxes: dict[str | None, list[FlowNode]] = {}
-        for box in flow.nodes:
-            self.boxes.setdefault(box.group, []).append(box)
         self.labels: list[tuple[str, str, str]] = []  # edge element id, prefill, decode
         self.named: set[str] = set()  # tensor states whose edge carries the state's own id
         self.originals: dict[str, dict[str, str]] = {}  # element id -> label line as laid out -> the real line
@@ -131,20 +127,18 @@ class _Dot:
             f' node [shape=box, style="rounded", height=0.3, margin="0.1,0.04", fontname="{_FONT}", fontsize=12];',
             f' edge [fontname="{_FONT}", fontsize=10, arrowsize=0.6];',
         ]
-        lines += [f" {self.box(box)}" for box in self.boxes.get(None, [])]
+        lines += [f" {self.box(box)}" for box in self.flow.nodes if box.group is None]
         lines += self.cluster_body(self.graph.groups[0], "  ")
         lines += [f" {self.edge(index, edge)}" for index, edge in enumerate(self.flow.edges)]
         lines.append("}")
         return "\n".join(lines) + "\n"
 
     def cluster_body(self, group: Group, indent: str) -> Iterator[str]:
-        boxes = {box.id: box for box in self.boxes.get(group.id, [])}
-        for run in choice_runs(self.graph, group):
-            for member in run:
-                if member in boxes:
-                    yield indent + self.box(boxes[member])
-                elif member in self.groups:
-                    yield from self.cluster(self.groups[member], indent)
+        for member in drawn_members(self.graph, self.flow, group):
+            if isinstance(member, FlowNode):
+                yield indent + self.box(member)
+            else:
+                yield from self.cluster(member, indent)
 
     def cluster(self, group: Group, indent: str) -> Iterator[str]:
         yield f"{indent}subgraph {_quote('cluster_' + group.id)} {{"
