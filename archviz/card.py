@@ -17,6 +17,7 @@ from archviz.documents import inspect_document
 from archviz.markdown import markdown_link, markdown_text
 from archviz.mermaid import mermaid_flowchart
 from archviz.pipeline import ModelDocs
+from archviz.report import PART_TITLES
 from archviz.site.formatting import count, line_range, runs
 from archviz.versions import installed_versions, version_line
 
@@ -32,7 +33,10 @@ def _headline(document: Mapping[str, Any]) -> list[str]:
     totals = document["totals"]
     suffix = "" if document["cost"]["modelled_in_full"] else " (of the modelled part)"
     rows = [["Parameters" + suffix, count(totals["parameters"])]]
-    rows += [[f"Parameters of the {markdown_text(part)}", count(value)] for part, value in totals["parts"].items()]
+    rows += [
+        [f"Parameters of the {markdown_text(PART_TITLES.get(part, part))}", count(value)]
+        for part, value in totals["parts"].items()
+    ]
     rows += [
         ["Active per token" + suffix, count(totals["active_parameters"])],
         ["Active per token, input embedding left out" + suffix, count(totals["active_parameters_without_embedding"])],
@@ -84,7 +88,7 @@ def _cost(document: Mapping[str, Any]) -> list[str]:
     lines = ["### Cost", ""]
     flops = cost.get("flops")
     if flops is None:
-        return [*lines, "Not priced: the graph carries no operator kinds to price.", ""]
+        return [*lines, f"Not priced: {markdown_text(cost.get('not_priced') or 'the graph prices nothing')}", ""]
     rows = [
         ["FLOPs of a prefill", f"B = {batch}, T = {prompt}", count(flops["prefill"])],
         ["FLOPs per decoded token", f"B = {batch}, S = {context}", count(flops["decode"])],
@@ -96,7 +100,10 @@ def _cost(document: Mapping[str, Any]) -> list[str]:
             [f"Cache bytes per token ({markdown_text(cache['dtype'])})", "", count(cache["bytes_per_token"])],
             ["Cache bytes", f"B = {batch}, S = {context}", count(cache["bytes_at_context"])],
         ]
-    return lines + _table(["Cost", "At", "Value"], rows)
+    lines += _table(["Cost", "At", "Value"], rows)
+    if cost.get("not_priced_parts"):
+        lines += [markdown_text(cost["not_priced_parts"]), ""]
+    return lines
 
 
 def _sources(document: Mapping[str, Any]) -> list[str]:

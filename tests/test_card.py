@@ -243,3 +243,14 @@ def test_a_hostile_architecture_name_stays_text(write_config: Callable[..., Path
     assert "<script" not in rendered and "javascript:" not in rendered.replace("javascript:alert", "")
     first = rendered.split("<p>", 1)[1].split("</p>", 1)[0]
     assert html.unescape(first).startswith(HOSTILE + " (deepseek_v3 family)")
+
+
+def test_a_multimodal_card_states_each_part_and_what_is_not_priced() -> None:
+    card = cli("card", "kimi-k2.5", "--markdown")
+    inspected = json.loads(cli("inspect", "kimi-k2.5", "--json"))
+    figures = {label: _number(value) for (label, _), (value, _) in _table(_rendered(card), "Figure")}
+    titles = {"text": "text model", "vision": "vision tower", "projector": "multimodal projector"}
+    parts = {f"Parameters of the {titles[part]}": value for part, value in inspected["totals"]["parts"].items()}
+    assert len(parts) == 3 and parts.items() <= figures.items()
+    assert figures["Parameters"] == inspected["totals"]["parameters"] == sum(parts.values())
+    assert inspected["cost"]["not_priced_parts"] in " ".join(_rendered(card).text)
