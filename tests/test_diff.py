@@ -177,6 +177,8 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
         }
 
     assert document == {
+        "schema": "archviz.diff/1",
+        **version_fields(),
         "a": {"name": str(a), "model_type": "kimi_k2", "revision": None},
         "b": {"name": str(b), "model_type": "kimi_k2", "revision": None},
         "config": [
