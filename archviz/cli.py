@@ -19,7 +19,7 @@ from archviz.errors import InputError, doing, printable, step_of
 from archviz.files import write_atomically
 from archviz.graph import Assumption
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.report import graph_json, render_tree, render_verification, verification_json
+from archviz.report import render_tree, render_verification, verification_json
 from archviz.shapes import Phase
 from archviz.terminal import SafeConsole, json_text
 from archviz.words import plural
@@ -99,10 +99,28 @@ SourceOption = Annotated[
 RevisionOption = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub repo id.")]
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: archviz's version and the transformers and torch versions its line numbers depend on."""
+    if value:
+        from archviz.versions import installed_versions, version_line
+
+        sys.stdout.write(version_line(installed_versions()) + "\n")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show the traceback of an internal error (exit code 4).")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print archviz's version, and the transformers and torch versions the line numbers depend on.",
+        ),
     ] = False,
 ) -> None:
     """archviz: read large-model architectures from their config, code and checkpoint."""
@@ -186,12 +204,9 @@ def inspect(
     except InputError as error:
         raise _fail(error) from None
     if as_json:
-        from archviz.cost import DEFAULT_SIZES, model_cost
-        from archviz.costs_report import cost_json
+        from archviz.documents import inspect_document
 
-        document = graph_json(docs.graph, docs.totals, docs.sources)
-        document["cost"] = cost_json(model_cost(docs.graph, docs.totals, DEFAULT_SIZES), docs.graph, docs.totals)
-        sys.stdout.write(json_text(document))
+        sys.stdout.write(json_text(inspect_document(docs)))
         return
     _stdout().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
 
@@ -556,6 +571,61 @@ def diff(
     else:
         _stdout().print(render_diff(compared))
     raise typer.Exit(code=1 if compared.differs else 0)
+
+
+@app.command()
+def card(
+    model: ModelArgument,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Markdown for the Hub's README.md (the only format so far: the default).")
+    ] = False,
+    revision: RevisionOption = None,
+    assume: AssumeOption = None,
+    partial: PartialOption = False,
+    source: SourceOption = "auto",
+) -> None:
+    """Print an "Architecture" section for MODEL's model card: figures, layer map, cost, a Mermaid diagram, sources.
+
+    Every number is the one `inspect --json` gives.
+    """
+    from archviz.card import model_card
+
+    del markdown  # Markdown is the only format; the flag names it, as the README's command line does
+
+    docs = describe_model(
+        model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
+    )
+    sys.stdout.write(model_card(docs))
+
+
+@app.command()
+def export(
+    model: ModelArgument,
+    export_format: Annotated[
+        str, typer.Option("--format", help="svg or dot (the site's diagram), mermaid, or json (the graph).")
+    ],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="The file to write (default: standard output).")
+    ] = None,
+    revision: RevisionOption = None,
+    assume: AssumeOption = None,
+    partial: PartialOption = False,
+    source: SourceOption = "auto",
+) -> None:
+    """Write MODEL's data-flow diagram (svg, dot, mermaid) or its graph (json, the `inspect --json` document)."""
+    from archviz.export import ExportFormat, export_text
+
+    if export_format not in tuple(ExportFormat):
+        raise InputError(f"expected one of {', '.join(ExportFormat)}", path=f"--format {export_format}")
+    docs = describe_model(
+        model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
+    )
+    with doing("exporting"):
+        text = export_text(docs, ExportFormat(export_format))
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomically(output, text, what="the export")
 
 
 def _config_heads(docs: ModelDocs) -> tuple[int, int] | None:

@@ -26,6 +26,7 @@ from archviz.cost import (
 )
 from archviz.graph import Graph, Mixer
 from archviz.totals import Totals, node_parameters
+from archviz.versions import version_fields
 
 COST_SCHEMA = "archviz.cost/1"
 
@@ -100,8 +101,9 @@ def cost_json(
             }
         )
     weights = {"bytes": report.weight_bytes, "by_dtype": report.weights}
-    head = {
+    head: dict[str, Any] = {
         "schema": COST_SCHEMA,
+        **version_fields(),
         "prompt": sizes.prompt,
         "context": sizes.context,
         "batch": sizes.batch,

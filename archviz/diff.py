@@ -31,6 +31,7 @@ from archviz.pipeline import ModelDocs
 from archviz.roles import RoleName, node_roles, role_form
 from archviz.shapes import Phase, format_shape
 from archviz.totals import Totals, node_buffers, node_parameters
+from archviz.versions import version_fields
 from archviz.words import plural, plural_noun
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
@@ -224,6 +225,9 @@ class NodeField:
 def _shapes(shapes: Sequence[Shape], phase: Phase) -> Json:
     return [f"{shape.name} {format_shape(shape, phase)}" for shape in shapes]
 
+
+DIFF_SCHEMA = "archviz.diff/1"
+"""The ``diff --json`` document's schema id (its JSON Schema ships as ``archviz/schemas/diff.json``)."""
 
 PREFILL_SIZES = f"B = {DEFAULT_SIZES.batch:,}, T = {DEFAULT_SIZES.prompt:,}"
 """The sizes the prefill FLOP fields are evaluated at, as labels state them."""
@@ -825,6 +829,8 @@ def diff_json(diff: ModelDiff) -> dict[str, Json]:
         return {"name": model.name, "model_type": model.model_type, "revision": model.revision}
 
     return {
+        "schema": DIFF_SCHEMA,
+        **version_fields(),
         "a": side(diff.a),
         "b": side(diff.b),
         "config": [

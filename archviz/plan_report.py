@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from archviz.plan import GIB, PLAN_SCHEMA, Gpu, Plan, Rank
+from archviz.versions import version_fields
 
 SUMS = {
     "weight_bytes": "per rank: Σ over the predicted checkpoint's tensors (inspect --json: each node's parameters, "
@@ -85,6 +86,7 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
     binding = max(plan.ranks, key=lambda rank: rank.decode_bytes or 0)
     return {
         "schema": PLAN_SCHEMA,
+        **version_fields(),
         "model": name,
         "gpu": _gpu_json(plan.gpu),
         "parallelism": {"gpus": p.gpus, "tp": p.tp, "ep": p.ep, "pp": p.pp, "dp": p.dp},

@@ -21,6 +21,7 @@ from archviz.shapes import Phase, format_shape
 from archviz.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
 from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
 from archviz.verify import Verification, verification_sentence
+from archviz.versions import version_fields
 from archviz.words import noun_for, plural
 
 JSON_SCHEMA = "archviz.inspect/1"
@@ -146,6 +147,7 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
     model = graph.model
     return {
         "schema": JSON_SCHEMA,
+        **version_fields(),
         "model": {
             "name": model.name,
             "model_type": model.model_type,
@@ -390,6 +392,7 @@ def verification_json(verification: Verification, *, strict: bool = False) -> di
     result = verification.outcome(strict=strict)
     return {
         "schema": CHECK_SCHEMA,
+        **version_fields(),
         "outcome": result.value,
         "agrees": result is Outcome.AGREE,
         "omitted": list(verification.omitted),

@@ -14,4 +14,11 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+# Mermaid's own parser and Graphviz (Viz.js) run under node in the tests, from tests/js's lock file; without node
+# and npm those tests skip and say so.
+if command -v node >/dev/null && command -v npm >/dev/null \
+  && [ tests/js/package-lock.json -nt tests/js/node_modules/.package-lock.json ]; then
+  npm ci --prefix tests/js --no-audit --no-fund --silent
+fi
+
 exec .venv/bin/python -m pytest "$@"

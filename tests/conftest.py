@@ -16,12 +16,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-goldens", action="store_true", help="rewrite tests/goldens/ from the current output")
 
 
+def _without_versions(text: str) -> str:
+    """``text`` with the installed versions written as placeholders: a golden file holds archviz's output, not the
+    machine's packages."""
+    from archviz.versions import installed_versions, version_fields, version_line
+
+    text = text.replace(version_line(installed_versions()), "archviz VERSION (transformers VERSION, torch VERSION)")
+    for key, value in version_fields().items():
+        text = text.replace(f'"{key}": {json.dumps(value)}', f'"{key}": "VERSION"')
+    return text
+
+
 @pytest.fixture
 def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
     """Compare text with tests/goldens/NAME, or rewrite it under --update-goldens."""
 
     def check(name: str, text: str) -> None:
         path = GOLDENS / name
+        text = _without_versions(text)
         if request.config.getoption("--update-goldens"):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")

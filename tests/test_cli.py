@@ -50,6 +50,31 @@ def test_inspect_json_k2_golden(golden: Callable[[str, str], None]) -> None:
     golden("kimi-k2-instruct.inspect.json", result.stdout)
 
 
+def test_version_names_archviz_transformers_and_torch() -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    expected = (
+        f"archviz {version('archviz')} (transformers {version('transformers').partition('+')[0]}, "
+        f"torch {version('torch').partition('+')[0]})"
+    )
+    assert result.stdout == expected + "\n"
+
+
+def test_version_does_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "from archviz.cli import main\n"
+        "sys.argv = ['archviz', '--version']\n"
+        "try:\n    main()\n"
+        "except SystemExit as exit:\n    print(exit.code, 'torch' in sys.modules, 'transformers' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert run.stdout.splitlines()[-1] == "0 False False", run.stderr
+    assert run.stdout.startswith("archviz ")
+
+
 def test_inspect_tree_shows_folded_repeats() -> None:
     result = runner.invoke(app, ["inspect", "kimi-k2-instruct"], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
@@ -155,6 +180,7 @@ def test_wheel_installs_the_package_only(tmp_path: Path) -> None:
     assert "cli.py" not in names and not any(name.startswith("cli/") for name in names)
     assert {"archviz/cli.py", "archviz/__main__.py"} <= set(names)
     assert {"archviz/templates/card.html", "archviz/templates/assets/archviz.css"} <= set(names)
+    assert {f"archviz/schemas/{name}.json" for name in ("inspect", "check", "cost", "diff", "plan")} <= set(names)
     assert "archviz = archviz.cli:main" in entry_points
 
 

@@ -18,6 +18,7 @@ from archviz.graph import Part
 from archviz.pipeline import describe_model
 from archviz.roles import RoleName, node_roles
 from archviz.totals import node_parameters
+from archviz.versions import version_fields
 from tests.test_families import PUBLISHED
 from tests.test_hostile import TINY_K2
 from tests.test_verify import _minilm
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 K2 = "kimi-k2-instruct"
 KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
 K2_CONFIG = REPO / "archviz" / "bundled" / K2 / "config.json"
-CONTRACT = {"a", "b", "config", "nodes", "layer_map", "totals", "costs_unknown", "summary"}
+CONTRACT = {"schema", *version_fields(), "a", "b", "config", "nodes", "layer_map", "totals", "costs_unknown", "summary"}
 TOTALS = [
     "parameters",
     "active_parameters",
@@ -176,6 +177,8 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
         }
 
     assert document == {
+        "schema": "archviz.diff/1",
+        **version_fields(),
         "a": {"name": str(a), "model_type": "kimi_k2", "revision": None},
         "b": {"name": str(b), "model_type": "kimi_k2", "revision": None},
         "config": [

@@ -30,6 +30,7 @@ STAGES: list[tuple[str, int]] = [
     ("pins", 0),
     ("provenance", 0),
     ("excerpts", 0),
+    ("versions", 0),  # the installed versions, from package metadata
     # 1: where the model is and what its config says.
     ("resolve", 1),
     ("config", 1),
@@ -70,6 +71,11 @@ STAGES: list[tuple[str, int]] = [
     ("site.", 6),
     ("site", 6),
     ("terminal", 6),  # consoles and JSON text without control sequences
+    ("documents", 6),  # the JSON documents and their schemas
+    ("mermaid", 6),  # the data-flow diagram as Mermaid
+    ("card", 6),  # the model-card section
+    ("markdown", 6),  # Markdown text that reads as itself
+    ("export", 6),  # the diagram and graph exports
     # 7: the command line and the Python API.
     ("cli", 7),
     ("api", 7),  # describe() and its results, shown in a notebook through site.notebook

@@ -21,6 +21,7 @@ Pure functions of the graph; no I/O. ``input_roles`` is what the cards call each
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -420,6 +421,19 @@ def choice_runs(graph: Graph, group: Group) -> list[list[str]]:
         else:
             result.append([member])
     return result
+
+
+def drawn_members(graph: Graph, flow: Flow, group: Group) -> Iterator[FlowNode | Group]:
+    """A group's boxes and nested groups in the order a diagram draws them (alternatives next to each other): the
+    one walk the SVG diagram and the Mermaid flowchart share."""
+    boxes = {box.id: box for box in flow.nodes if box.group == group.id}
+    groups = {item.id: item for item in graph.groups}
+    for run in choice_runs(graph, group):
+        for member in run:
+            if member in boxes:
+                yield boxes[member]
+            elif member in groups:
+                yield groups[member]
 
 
 def read_flow(graph: Graph) -> Flow:

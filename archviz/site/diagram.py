@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from archviz.graph import Dim, Graph, Group, GroupKind, Node, NodeKind, Shape
 from archviz.shapes import Phase
-from archviz.site.dataflow import Flow, FlowEdge, FlowKind, FlowNode, choice_runs, read_flow
+from archviz.site.dataflow import Flow, FlowEdge, FlowKind, FlowNode, drawn_members, read_flow
 from archviz.site.formatting import count, short_count
 from archviz.totals import node_parameters
 
@@ -69,6 +69,19 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;") + '"'
 
 
+_STAND_INS = {"×": "x", "–": "-", "—": "-", "·": "."}
+
+
+def ascii_stand_in(text: str) -> str:
+    """``text`` with each non-ASCII character written as one ASCII character: what Graphviz measures a label by.
+
+    A Graphviz without fonts (the in-process one, and any built for WebAssembly) has metrics for ASCII only; it
+    measures any other character as spaces, one per UTF-8 byte, and warns. In Courier every glyph is 0.6 em, so one
+    ASCII stand-in per character measures the label exactly; ``_finish_svg`` writes the real text back.
+    """
+    return "".join(char if char.isascii() else _STAND_INS.get(char, "?") for char in text)
+
+
 def _attributes(**values: str) -> str:
     return "[" + ", ".join(f"{key}={_quote(value)}" for key, value in values.items() if value) + "]"
 
@@ -94,12 +107,17 @@ class _Dot:
         self.flow = flow
         self.links = links
         self.nodes = {node.id: node for node in graph.nodes}
-        self.groups = {group.id: group for group in graph.groups}
-        self.boxes: dict[str | None, list[FlowNode]] = {}
-        for box in flow.nodes:
-            self.boxes.setdefault(box.group, []).append(box)
         self.labels: list[tuple[str, str, str]] = []  # edge element id, prefill, decode
         self.named: set[str] = set()  # tensor states whose edge carries the state's own id
+        self.originals: dict[str, dict[str, str]] = {}  # element id -> label line as laid out -> the real line
+
+    def label(self, element: str, text: str) -> str:
+        """The label as Graphviz lays it out (ASCII), the real lines kept for the SVG."""
+        laid_out = ascii_stand_in(text)
+        if laid_out != text:
+            lines = self.originals.setdefault(element, {})
+            lines.update(zip(laid_out.split("\n"), text.split("\n"), strict=True))
+        return laid_out
 
     def text(self) -> str:
         lines = [
@@ -109,26 +127,24 @@ class _Dot:
             f' node [shape=box, style="rounded", height=0.3, margin="0.1,0.04", fontname="{_FONT}", fontsize=12];',
             f' edge [fontname="{_FONT}", fontsize=10, arrowsize=0.6];',
         ]
-        lines += [f" {self.box(box)}" for box in self.boxes.get(None, [])]
+        lines += [f" {self.box(box)}" for box in self.flow.nodes if box.group is None]
         lines += self.cluster_body(self.graph.groups[0], "  ")
         lines += [f" {self.edge(index, edge)}" for index, edge in enumerate(self.flow.edges)]
         lines.append("}")
         return "\n".join(lines) + "\n"
 
     def cluster_body(self, group: Group, indent: str) -> Iterator[str]:
-        boxes = {box.id: box for box in self.boxes.get(group.id, [])}
-        for run in choice_runs(self.graph, group):
-            for member in run:
-                if member in boxes:
-                    yield indent + self.box(boxes[member])
-                elif member in self.groups:
-                    yield from self.cluster(self.groups[member], indent)
+        for member in drawn_members(self.graph, self.flow, group):
+            if isinstance(member, FlowNode):
+                yield indent + self.box(member)
+            else:
+                yield from self.cluster(member, indent)
 
     def cluster(self, group: Group, indent: str) -> Iterator[str]:
         yield f"{indent}subgraph {_quote('cluster_' + group.id)} {{"
         inner = indent + " "
         for key, value in (
-            ("label", group_label(group)),
+            ("label", self.label(dom_id("g", group.id), group_label(group))),
             ("id", dom_id("g", group.id)),
             ("class", f"group group-{group.kind.value}"),
             ("URL", self.links.group(group.id)),
@@ -143,18 +159,22 @@ class _Dot:
         if box.kind is FlowKind.INPUT:
             name = box.id.removeprefix("input.")
             attributes = _attributes(
-                label=name, id=dom_id("n", box.id), shape="plaintext", **{"class": "input"}, tooltip="model input"
+                label=self.label(dom_id("n", box.id), name),
+                id=dom_id("n", box.id),
+                shape="plaintext",
+                **{"class": "input"},
+                tooltip="model input",
             )
             return f"{_quote(box.id)} {attributes};"
         node = self.nodes[box.id]
         label, css, shape, style = node.title, f"node-{node.kind.value}", "box", "rounded"
         if node.kind is NodeKind.LEARNED:
             style = "rounded,filled"
-            label += "\n" + _parameters_note(node)
+            label += "\n" + parameters_note(node)
         elif node.kind is NodeKind.TENSOR:
             shape, style = "box", "rounded,dotted"
         attributes = _attributes(
-            label=label,
+            label=self.label(dom_id("n", node.id), label),
             id=dom_id("n", node.id),
             shape=shape,
             style=style,
@@ -182,13 +202,13 @@ class _Dot:
             prefill, decode = compact_shape(edge.shape, Phase.PREFILL), compact_shape(edge.shape, Phase.DECODE)
             longer = max(prefill, decode, key=len)
             title = tensor.title if tensor is not None and edge.source != tensor.id else ""
-            values["label"] = f"{title}\n{longer}" if title else longer
+            values["label"] = self.label(element, f"{title}\n{longer}" if title else longer)
             if prefill != decode:
                 self.labels.append((element, prefill, decode))
         return f"{_quote(edge.source)} -> {_quote(edge.target)} {_attributes(**values)};"
 
 
-def _parameters_note(node: Node) -> str:
+def parameters_note(node: Node) -> str:
     """``1.17 B``, ``44 M × 23,040``: a learned box's parameters per instance and its instances."""
     parameters = node_parameters(node)
     if node.shares_parameters_with:
@@ -209,7 +229,9 @@ def _localname(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _finish_svg(raw: str, labels: list[tuple[str, str, str]], title: str) -> str:
+def _finish_svg(
+    raw: str, labels: list[tuple[str, str, str]], title: str, originals: dict[str, dict[str, str]] | None = None
+) -> str:
     """Graphviz's SVG made inline-ready: no prolog, px sizes, both phases' shapes, checked element by element."""
     root = ET.fromstring(raw[raw.index("<svg") :])
     for element in root.iter():
@@ -224,6 +246,8 @@ def _finish_svg(raw: str, labels: list[tuple[str, str, str]], title: str) -> str
     heading = ET.Element(f"{{{SVG_NS}}}title")
     heading.text = title
     root.insert(0, heading)
+    for element_id, lines in (originals or {}).items():  # the real text of labels laid out with ASCII stand-ins
+        _write_back(by_id.get(element_id), lines)
     for edge_id, prefill, decode in labels:
         label = by_id.get(f"a_{edge_id}-label") or by_id.get(edge_id)
         if label is None:
@@ -232,6 +256,13 @@ def _finish_svg(raw: str, labels: list[tuple[str, str, str]], title: str) -> str
     _check(root)
     text = ET.tostring(root, encoding="unicode", xml_declaration=False)
     return text.replace(' xmlns:ns0="http://www.w3.org/2000/svg"', "")
+
+
+def _write_back(element: ET.Element | None, lines: dict[str, str]) -> None:
+    """Each text line of ``element`` laid out with ASCII stand-ins given its real characters."""
+    for text in element.iter() if element is not None else ():
+        if _localname(text.tag) == "text" and text.text is not None and text.text in lines:
+            text.text = lines[text.text]
 
 
 def _two_phases(label: ET.Element, prefill: str, decode: str) -> None:
@@ -275,7 +306,7 @@ def diagram_svg(graph: Graph, links: DiagramLinks, *, flow: Flow | None = None) 
     text = dot.text()
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", XLINK_NS)
-    return _finish_svg(_run_graphviz(text), dot.labels, f"Data flow of {graph.model.name}")
+    return _finish_svg(_run_graphviz(text), dot.labels, f"Data flow of {graph.model.name}", dot.originals)
 
 
 def group_graph(graph: Graph, group_id: str) -> Graph:
@@ -306,3 +337,21 @@ def mark_current(svg: str, node_id: str) -> str:
 def diagram_dot(graph: Graph, links: DiagramLinks) -> str:
     """The DOT text the diagram is laid out from (for tests and for people who want to restyle it)."""
     return _Dot(graph, read_flow(graph), links).text()
+
+
+NO_LINKS = DiagramLinks(node=lambda _: "", group=lambda _: "")
+"""Links for a diagram shown outside the site (an exported file): none, since there is no card to go to."""
+
+
+def standalone_svg(graph: Graph) -> str:
+    """The diagram as an SVG file of its own, laid out exactly as the site's: no links (there is no site beside it)
+    and the prefill shapes only (no page's phase switch hides the decode ones)."""
+    svg = diagram_svg(graph, NO_LINKS)
+    ET.register_namespace("", SVG_NS)
+    ET.register_namespace("xlink", XLINK_NS)
+    root = ET.fromstring(svg)
+    for parent in root.iter():
+        for child in [child for child in parent if child.get("class") == "phase-decode"]:
+            parent.remove(child)
+    text = ET.tostring(root, encoding="unicode", xml_declaration=False)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + text + "\n"

@@ -30,7 +30,7 @@ _SLUG_UNSAFE = re.compile(r"[^a-z0-9._-]+")
 SITE_MARKER = ".archviz-site"
 """File at the root of every site ``write_site`` writes; its presence allows replacing the folder."""
 
-SITE_ENTRIES = frozenset({"assets", "compare", "index.html", "search-index.js", SITE_MARKER})
+SITE_ENTRIES = frozenset({"assets", "compare", "index.html", "llms.txt", "search-index.js", SITE_MARKER})
 """The site's own entries at its top level, beside the model folders: no model folder may take one of these names
 (``tests/test_hostile.py`` holds this to what a render writes)."""
 

@@ -19,8 +19,10 @@ from archviz.site.cards import build_card_view
 from archviz.site.compare import CompareView, build_compare_view, compare_pairs, compare_path
 from archviz.site.home import build_home_view, build_search_index
 from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slugs
+from archviz.site.llms import LLMS_TXT, llms_txt, model_json, model_json_path
 from archviz.site.overview import build_overview_view
 from archviz.site.views import CardView, HomeView, Link, OverviewView
+from archviz.versions import installed_versions, version_line
 
 SITE_MARKER_TEXT = "archviz documentation site\n"
 """What the marker file says."""
@@ -51,7 +53,7 @@ def make_environment(template_dir: Path | None = None) -> jinja2.Environment:
     """A Jinja2 environment: the user's folder first on the search path, then the bundled templates."""
     search = [str(template_dir)] if template_dir is not None else []
     search.append(str(builtin_template_dir()))
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(search),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -60,6 +62,9 @@ def make_environment(template_dir: Path | None = None) -> jinja2.Environment:
         keep_trailing_newline=True,
         auto_reload=False,
     )
+    # Every page's footer: the line numbers cited depend on transformers' files, the meta-model counts on torch.
+    environment.globals["versions"] = version_line(installed_versions())
+    return environment
 
 
 def render_context(template_dir: Path | None = None) -> RenderContext:
@@ -124,10 +129,12 @@ def site_files(
     for asset in ASSETS:
         yield asset, read_asset(asset, context)
     yield "search-index.js", build_search_index(indexes)
+    yield LLMS_TXT, llms_txt(indexes)
     yield "index.html", render_home(build_home_view(indexes, links), context)
     for a, b in compared:
         yield compare_path(a, b), render_compare(build_compare_view(a, b), context)
     for index in indexes:
         yield f"{index.slug}/index.html", render_overview(build_overview_view(index), context)
+        yield model_json_path(index), model_json(index)
         for node in index.graph.nodes:
             yield f"{index.slug}/nodes/{node.id}.html", render_card(build_card_view(index, node), context)
