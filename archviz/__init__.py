@@ -15,5 +15,9 @@ Importing archviz imports neither torch nor transformers. Everything not listed 
 """
 
 from archviz.api import Cost, Diff, InputError, Model, ModelNode, Verdict, describe
+from archviz.versions import installed_versions
+
+__version__ = installed_versions().archviz
+"""archviz's version, as ``archviz --version`` prints it (the installed package's metadata)."""
 
 __all__ = ["Cost", "Diff", "InputError", "Model", "ModelNode", "Verdict", "describe"]
