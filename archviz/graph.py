@@ -104,8 +104,8 @@ class StoredTensor:
     dtype: str
     """Its dtype, as safetensors names it (``I32``)."""
     role: str
-    """``packed`` (the weight's values, several to an element), ``scale``, ``zero point`` or ``shape`` (the logical
-    shape, as integers)."""
+    """``packed`` (the weight's values, several to an element), ``scale``, ``zero point``, ``index`` (GPTQ's
+    ``g_idx``, each input's group) or ``shape`` (the logical shape, as integers)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
