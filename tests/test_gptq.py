@@ -18,14 +18,18 @@ from typing import Any
 
 import pytest
 import torch
+from safetensors import safe_open
 from safetensors.torch import save_file
+from typer.testing import CliRunner
 
+from archviz.cli import app
 from archviz.dtypes import safetensors_dtype
 from archviz.families.gptq import GPTQ, Scheme, stored_tensors
 from archviz.pipeline import describe_model
 from archviz.totals import predicted_manifest
 from tests.test_compressed import check, check_changed, held
 
+runner = CliRunner()
 gptqmodel = pytest.importorskip("gptqmodel", reason="GPT-QModel is installed by scripts/test.sh")
 
 GPTQ_CONFIG: dict[str, Any] = {
@@ -221,3 +225,55 @@ def test_a_reshaped_or_retyped_tensor_fails_naming_it(
     report = check_changed(tiny, tmp_path, target, change)
     assert report["exit_code"] == 1
     assert [(t["name"], t["verdict"], t["leg"]) for t in report["tensors"]] == [(target, verdict, "checkpoint")]
+
+
+def cost_weights(folder: Path) -> dict[str, Any]:
+    result = runner.invoke(app, ["cost", str(folder), "--json"])
+    assert result.exit_code == 0, result.output
+    weights: dict[str, Any] = json.loads(result.stdout)["weights"]
+    return weights
+
+
+def test_cost_gives_the_packed_checkpoints_bytes_and_says_so(tiny: Path) -> None:
+    """The weight bytes ``cost`` reports are the bytes of the tensors GPT-QModel's packers wrote, to the byte."""
+    with safe_open(tiny / "model.safetensors", framework="pt") as handle:
+        tensors = [handle.get_tensor(name) for name in handle.keys()]  # noqa: SIM118 - safe_open API
+    by_dtype: dict[str, int] = {}
+    for tensor in tensors:
+        dtype = safetensors_dtype(str(tensor.dtype))
+        by_dtype[dtype] = by_dtype.get(dtype, 0) + tensor.numel() * tensor.element_size()
+    weights = cost_weights(tiny)
+    assert weights["by_dtype"] == by_dtype and weights["bytes"] == sum(by_dtype.values())
+    assert weights["what"] == "the checkpoint's, every part modelled" and weights["modelled_in_full"]
+    assert weights["estimated"] == [] and weights["gib"] == weights["bytes"] / 2**30
+
+
+def test_cost_on_a_gptq_layout_not_modelled_says_its_bytes_are_estimated(tmp_path: Path) -> None:
+    """Marlin's repacked layout is not modelled: the bytes are the unquantized weights', and ``cost`` says so where
+    it gives them (terminal and JSON) rather than label them the checkpoint's."""
+    model = tiny_llama()
+    write_config(model, tmp_path, {**GPTQ_CONFIG, "checkpoint_format": "marlin"})
+    weights = cost_weights(tmp_path)
+    assert "I32" not in weights["by_dtype"] and not weights["modelled_in_full"]
+    assert weights["what"].startswith("estimated")
+    assert [sentence.split(": ")[0] for sentence in weights["estimated"]] == [
+        "quantization_config (gptq) is not modelled"
+    ]
+    shown = runner.invoke(app, ["cost", str(tmp_path)]).stdout
+    assert "weights (estimated: a quantization not modelled, counted unquantized)" in " ".join(shown.split())
+    assert "weights (the checkpoint's" not in shown
+
+
+@pytest.mark.parametrize(("declared", "assumed"), [(None, "bfloat16"), ("float16", None)])
+def test_the_dtype_assumed_is_said_with_the_bytes(declared: str | None, assumed: str | None, tmp_path: Path) -> None:
+    write_config(tiny_llama(), tmp_path, GPTQ_CONFIG)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.pop("dtype", None)
+    config.pop("torch_dtype", None)
+    if declared is not None:
+        config["dtype"] = declared
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    weights = cost_weights(tmp_path)
+    assert (weights["assumed_dtype"] or {}).get("value") == assumed
+    dense = "BF16" if declared is None else "F16"  # never F32 for want of a dtype
+    assert set(weights["by_dtype"]) == {dense, "F16", "I32"}

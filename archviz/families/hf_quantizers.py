@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from archviz.graph import Graph, Node
+from archviz.graph import UNQUANTIZED, Graph, Node
 from archviz.patterns import PatternMatcher, PatternTimeout
 from archviz.settings import Settings
 
@@ -97,9 +97,7 @@ def pack_graph(graph: Graph, s: Settings, method: str, pack_node: NodePacker, *,
     except PatternTimeout as slow:
         raise s.document.error_at((*where.split("."), "modules_to_not_convert"), str(slow)) from None
     except NotModelled as reason:
-        return graph, [
-            f"{where} ({method}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
-        ]
+        return graph, [f"{where} ({method}) is not modelled: {reason}; {UNQUANTIZED}"]
     if not any(row.packed for node in nodes for row in node.parameters):
-        return graph, [f"{where} ({method}) is not modelled: {none}"]
+        return graph, [f"{where} ({method}) is not modelled: {none}; {UNQUANTIZED}"]
     return replace(graph, nodes=nodes), []
