@@ -141,6 +141,27 @@ def test_the_predicted_checkpoint_is_the_model_transformers_builds(config: dict[
     assert ours == buffers(model)
 
 
+@pytest.mark.parametrize(
+    "dynamic",
+    [
+        {r"-:model\.layers\.1\.mlp\..*": {}},
+        {"-:.*down_proj": {}, "-:.*self_attn.o_proj": {}},
+        {"-:model.layers.0.mlp.up_proj": {}},
+    ],
+)
+def test_dynamic_negative_entries_leave_what_gptqmodel_leaves(dynamic: dict[str, Any], tmp_path: Path) -> None:
+    """A ``-:`` entry of ``dynamic`` is a module GPT-QModel left unquantized when it wrote the checkpoint (its own
+    ``dynamic_get`` returns False): those linears are predicted unconverted, every other the quantizer converts."""
+    from gptqmodel.quantization.config import dynamic_get
+
+    converted = {name for name, module in integration(GPTQ_CONFIG).named_modules() if hasattr(module, "qweight")}
+    expected = {name for name in converted if dynamic_get(dynamic, name) is not False}
+    assert expected != converted
+    write_config(tiny_llama(), tmp_path, {**GPTQ_CONFIG, "dynamic": dynamic})
+    manifest = predicted_manifest(describe_model(str(tmp_path)).graph)
+    assert {t.name.removesuffix(".qweight") for t in manifest if t.name.endswith(".qweight")} == expected
+
+
 def test_a_bias_stored_in_two_dtypes_is_said_not_modelled(tmp_path: Path) -> None:
     """One layer's attention left unconverted keeps its biases BF16 while the other's are F16: one row cannot say
     both, so the prediction says so rather than guess."""
