@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,8 @@ def write_tiny(folder: Path, config: dict[str, Any]) -> Path:
 
     model = tiny_llama()
     converted = [name for name, module in integration(config).named_modules() if hasattr(module, "qweight")]
+    # GPT-QModel's Python packing path: its C++ one (same layout) compiles on first use, minutes on a fresh machine
+    os.environ["GPTQMODEL_DISABLE_PACK_EXT"] = "1"
     bits, group = config["bits"], config["group_size"]
     for name in converted:
         linear = model.get_submodule(name).float()
