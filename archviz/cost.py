@@ -526,8 +526,8 @@ class WeightBytes:
     by_dtype: Mapping[str, int]
     """Bytes per stored dtype."""
     complete: bool
-    """Whether every part of the model is modelled, its quantization included: only then are these the checkpoint's
-    bytes."""
+    """Whether every part of the model's weights is modelled, its quantization included: only then are these the
+    checkpoint's bytes. (A graph's other caveats, a generic graph's shapes or active parameters, do not touch them.)"""
     estimated: tuple[str, ...]
     """Why part of the bytes is an estimate: a declared quantization not modelled, its weights counted as they would
     be unquantized (each sentence as the graph says it)."""
@@ -561,11 +561,16 @@ class WeightBytes:
 def weight_bytes_said(graph: Graph, by_dtype: Mapping[str, int]) -> WeightBytes:
     """The weight bytes with what they are (``WeightBytes``)."""
     estimated = tuple(sentence for sentence in graph.not_modelled if UNQUANTIZED in sentence)
+    left_out = tuple(  # each omission's sentence starts with its key (``omissions.with_omissions``)
+        sentence
+        for sentence in graph.not_modelled
+        if sentence not in estimated and any(sentence.startswith(key) for key in graph.omitted)
+    )
     return WeightBytes(
         by_dtype=dict(by_dtype),
-        complete=modelled_in_full(graph),
+        complete=not (graph.partial or estimated or left_out),
         estimated=estimated,
-        left_out=tuple(sentence for sentence in graph.not_modelled if sentence not in estimated),
+        left_out=left_out,
         assumed_dtype=next((item for item in graph.assumptions if item.key == "dtype"), None),
     )
 

@@ -176,7 +176,7 @@ def weights_document(said: WeightBytes) -> dict[str, Any]:
         "gib": said.total / 2**30,
         "by_dtype": dict(said.by_dtype),
         "what": said.label,
-        "modelled_in_full": said.complete,
+        "every_part_modelled": said.complete,
         "estimated": list(said.estimated),
         "left_out": list(said.left_out),
         "assumed_dtype": None if assumed is None else {"value": said.assumed_name, "source": assumed.source},

@@ -268,7 +268,7 @@ def test_cost_gives_the_packed_checkpoints_bytes_and_says_so(tiny: Path) -> None
         by_dtype[dtype] = by_dtype.get(dtype, 0) + tensor.numel() * tensor.element_size()
     weights = cost_weights(tiny)
     assert weights["by_dtype"] == by_dtype and weights["bytes"] == sum(by_dtype.values())
-    assert weights["what"] == "the checkpoint's, every part modelled" and weights["modelled_in_full"]
+    assert weights["what"] == "the checkpoint's, every part modelled" and weights["every_part_modelled"]
     assert weights["estimated"] == [] and weights["gib"] == weights["bytes"] / 2**30
 
 
@@ -278,7 +278,7 @@ def test_cost_on_a_gptq_layout_not_modelled_says_its_bytes_are_estimated(tmp_pat
     model = tiny_llama()
     write_config(model, tmp_path, {**GPTQ_CONFIG, "checkpoint_format": "marlin"})
     weights = cost_weights(tmp_path)
-    assert "I32" not in weights["by_dtype"] and not weights["modelled_in_full"]
+    assert "I32" not in weights["by_dtype"] and not weights["every_part_modelled"]
     assert weights["what"].startswith("estimated")
     assert [sentence.split(": ")[0] for sentence in weights["estimated"]] == [
         "quantization_config (gptq) is not modelled"

@@ -149,7 +149,7 @@ def test_overview_figures_weights_and_flops_by_part(site: Path, costs: dict[str,
     section, cost = cost_section(site, model), costs[model]
     shown = figures(section)
     weights = cost["weights"]["bytes"]
-    assert cost["weights"]["modelled_in_full"] and cost["weights"]["estimated"] == []
+    assert cost["weights"]["every_part_modelled"] and cost["weights"]["estimated"] == []
     stored = shown["Weights as stored (the checkpoint's, every part modelled)"]
     assert stored.startswith(f"{weights:,} bytes (") and stored.endswith(f" = {weights / 2**30:,.2f} GiB)")
     assert f"{weights / 10**9:,.2f} GB" in stored
