@@ -11,7 +11,7 @@ python3 -m venv .venv
 # GPT-QModel defines the GPTQ and AWQ packing the tests hold archviz to (and transformers' GPTQ path goes through
 # Optimum). Installed without their dependencies: GPT-QModel pins numpy 2.2.6 (constraints.txt has 2.4.6) and pulls in
 # its calibration stack (datasets, pyarrow, torchao), none of which its linear modules import. The list is what
-# importing them needs; pypcre builds from source (about 45 s, bundled PCRE2, a C compiler).
+# importing them needs; pypcre builds from source (bundled PCRE2, a C compiler): 89 s in all with no pip cache.
 .venv/bin/pip install --quiet --disable-pip-version-check --no-deps -c constraints.txt \
   gptqmodel optimum accelerate defuser device-smi logbar pillow pypcre requests certifi urllib3 threadpoolctl tokenicer
 
