@@ -25,6 +25,7 @@ This module must not import torch or transformers.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -33,7 +34,7 @@ from enum import StrEnum
 
 from archviz.config import ConfigDocument
 from archviz.dtypes import ITEMSIZE, SAFETENSORS_DTYPES
-from archviz.graph import Dim, Factor, Graph, GroupKind, Node, OpKind, Part, Shape, TensorRow
+from archviz.graph import UNQUANTIZED, Assumption, Dim, Factor, Graph, GroupKind, Node, OpKind, Part, Shape, TensorRow
 from archviz.totals import Totals, stored_bytes
 
 CONVENTION = (
@@ -515,6 +516,63 @@ def itemsize(dtype: str) -> int:
 def weight_bytes(totals: Totals) -> dict[str, int]:
     """Bytes of the predicted checkpoint per dtype: every stored element (MTP layers and FP8 scales included)."""
     return {dtype: elements * itemsize(dtype) for dtype, elements in totals.by_dtype.items()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightBytes:
+    """The predicted checkpoint's bytes and what they are: a user sizing a deployment reads them first, so they say
+    whether they are the checkpoint's to the byte, which part is an estimate and which dtype was assumed."""
+
+    by_dtype: Mapping[str, int]
+    """Bytes per stored dtype."""
+    complete: bool
+    """Whether every part of the model's weights is modelled, its quantization included: only then are these the
+    checkpoint's bytes. (A graph's other caveats, a generic graph's shapes or active parameters, do not touch them.)"""
+    estimated: tuple[str, ...]
+    """Why part of the bytes is an estimate: a declared quantization not modelled, its weights counted as they would
+    be unquantized (each sentence as the graph says it)."""
+    left_out: tuple[str, ...]
+    """Parts of the model the graph does not build, whose bytes are not counted."""
+    assumed_dtype: Assumption | None
+    """The dtype assumed for the weights when the config declares none, with why that one."""
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_dtype.values())
+
+    @property
+    def assumed_name(self) -> str:
+        """The dtype assumed, as a config spells it (``bfloat16``); empty when the config declares one."""
+        if self.assumed_dtype is None:
+            return ""
+        value = json.loads(self.assumed_dtype.value)
+        return value if isinstance(value, str) else self.assumed_dtype.value
+
+    @property
+    def label(self) -> str:
+        """What the total is, in a few words."""
+        if self.estimated:
+            return "estimated: a quantization not modelled, counted unquantized"
+        if not self.complete:
+            return "the modelled part only"
+        return "the checkpoint's, every part modelled"
+
+
+def weight_bytes_said(graph: Graph, by_dtype: Mapping[str, int]) -> WeightBytes:
+    """The weight bytes with what they are (``WeightBytes``)."""
+    estimated = tuple(sentence for sentence in graph.not_modelled if UNQUANTIZED in sentence)
+    left_out = tuple(  # each omission's sentence starts with its key (``omissions.with_omissions``)
+        sentence
+        for sentence in graph.not_modelled
+        if sentence not in estimated and any(sentence.startswith(key) for key in graph.omitted)
+    )
+    return WeightBytes(
+        by_dtype=dict(by_dtype),
+        complete=not (graph.partial or estimated or left_out),
+        estimated=estimated,
+        left_out=left_out,
+        assumed_dtype=next((item for item in graph.assumptions if item.key == "dtype"), None),
+    )
 
 
 def _shape_bytes(shape: Shape, cache_dtype: str, *, skip: tuple[str, ...]) -> int:

@@ -19,14 +19,17 @@ from archviz.cost import (
     BeyondContext,
     CostReport,
     Phase,
+    WeightBytes,
     flop_rows,
     modelled_in_full,
     part_of,
     tied_tables,
+    weight_bytes_said,
 )
 from archviz.graph import Graph, Mixer
 from archviz.totals import Totals, node_parameters
 from archviz.versions import version_fields
+from archviz.words import decimal_and_binary
 
 COST_SCHEMA = "archviz.cost/1"
 
@@ -100,7 +103,7 @@ def cost_json(
                 "note": cost.note or None,
             }
         )
-    weights = {"bytes": report.weight_bytes, "by_dtype": report.weights}
+    weights = weights_document(weight_bytes_said(graph, report.weights))
     head: dict[str, Any] = {
         "schema": COST_SCHEMA,
         **version_fields(),
@@ -165,6 +168,27 @@ def _row(component: str, formula: str, value: int) -> dict[str, Any]:
     return {"component": component, "formula": formula, "value": value}
 
 
+def weights_document(said: WeightBytes) -> dict[str, Any]:
+    """The weight bytes in the JSON: by dtype, in GB and GiB, whether every part is modelled, which part is estimated
+    and the dtype assumed (null when the config declares one)."""
+    assumed = said.assumed_dtype
+    return {
+        "bytes": said.total,
+        "gb": said.total / 10**9,
+        "gib": said.total / 2**30,
+        "by_dtype": dict(said.by_dtype),
+        "what": said.label,
+        "every_part_modelled": said.complete,
+        "estimated": list(said.estimated),
+        "left_out": list(said.left_out),
+        "assumed_dtype": None if assumed is None else {"value": said.assumed_name, "source": assumed.source},
+    }
+
+
+def _weight_bytes(value: int) -> str:
+    return f"{value:,} B ({decimal_and_binary(value)})"
+
+
 def _bytes(value: int) -> str:
     for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
         if value >= size:
@@ -181,10 +205,16 @@ def render_cost(
     head.add_column("what")
     head.add_column("value", justify="right")
     head.add_row("batch B / prompt T / context S", f"{sizes.batch:,} / {sizes.prompt:,} / {sizes.context:,}")
-    for dtype, size in report.weights.items():
-        head.add_row(f"weights {dtype}", _bytes(size))
-    head.add_row("weights (checkpoint)", _bytes(report.weight_bytes))
+    said = weight_bytes_said(graph, report.weights)
+    for dtype, size in said.by_dtype.items():
+        head.add_row(f"weights {dtype}", _weight_bytes(size))
+    head.add_row(f"weights ({said.label})", _weight_bytes(said.total))
+    if said.assumed_dtype is not None:
+        head.add_row("weights' dtype (the config declares none)", f"assumed {said.assumed_name}")
     warnings = [] if modelled_in_full(graph) else [f"[bold yellow]{escape(PARTIAL_COSTS)}[/]"]
+    warnings += [f"[bold yellow]Weight bytes estimated:[/] {escape(sentence)}" for sentence in said.estimated]
+    if said.assumed_dtype is not None:
+        warnings.append(f"[bold yellow]dtype assumed:[/] {escape(said.assumed_dtype.source)}")
     warnings += [f"[bold yellow]{escape(item.text)}[/]" for item in beyond]
     if not report.priced:
         return RichGroup(head, *warnings, f"[bold yellow]FLOPs and cache not priced:[/] {escape(UNPRICED)}")

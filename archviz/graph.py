@@ -104,8 +104,8 @@ class StoredTensor:
     dtype: str
     """Its dtype, as safetensors names it (``I32``)."""
     role: str
-    """``packed`` (the weight's values, several to an element), ``scale``, ``zero point`` or ``shape`` (the logical
-    shape, as integers)."""
+    """``packed`` (the weight's values, several to an element), ``scale``, ``zero point``, ``index`` (GPTQ's
+    ``g_idx``, each input's group) or ``shape`` (the logical shape, as integers)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -319,6 +319,11 @@ class Layer:
     """Main model or multi-token-prediction layer."""
 
 
+UNQUANTIZED = "the predicted checkpoint holds the unquantized weights"
+"""What every sentence about a declared quantization the graph does not model says: its weight bytes are then an
+estimate (the weights as they would be unquantized), not the checkpoint's."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Assumption:
     """A value the config lacks, supplied by the user or a bundled model's documentation, and said so."""
@@ -370,7 +375,8 @@ class Graph:
     layers: tuple[Layer, ...] = ()
     """Every decoder layer's mixer and FFN kind, in order (MTP layers last)."""
     not_modelled: tuple[str, ...] = ()
-    """Parts of the model the graph does not describe, each said in one sentence."""
+    """Parts of the model the graph does not describe, each said in one sentence (a quantization not modelled says
+    ``UNQUANTIZED``)."""
     assumptions: tuple[Assumption, ...] = ()
     """Values the graph used that the config does not set."""
     partial: bool = False

@@ -17,7 +17,8 @@ class TensorRole:
 
     WEIGHT = "weight"
     SCALE = "scale"
-    """Not parameters: FP8 ``weight_scale_inv``, a packed weight's ``weight_scale`` and ``weight_zero_point``."""
+    """Not parameters: FP8 ``weight_scale_inv``, a packed weight's ``weight_scale`` and ``weight_zero_point`` (GPTQ's
+    ``scales``, ``qzeros`` and ``g_idx``)."""
     BUFFER = "buffer"
     PACKED = "packed"
     """A packed-quantized weight's values (``weight_packed``): several parameters to an element."""
@@ -208,6 +209,7 @@ _STORED_ROLES = {
     "packed": TensorRole.PACKED,
     "scale": TensorRole.SCALE,
     "zero point": TensorRole.SCALE,
+    "index": TensorRole.SCALE,
     "shape": TensorRole.SHAPE,
 }
 

@@ -504,10 +504,12 @@ def _checkpoint_notes(
     packed = [t for t in manifest if t.role == TensorRole.PACKED and t.name in pairs]
     if packed:
         stored = [t for t in manifest if t.name in pairs and t.role in (TensorRole.SCALE, TensorRole.SHAPE)]
+        held, beside = (", ".join(sorted({t.name.rsplit(".", 1)[-1] for t in group})) for group in (packed, stored))
+        # the stored names, as the format has them (compressed-tensors' weight_packed, GPTQ's qweight, MXFP4's blocks)
         notes.append(
-            f"{len(packed):,} weights are stored packed-quantized (compressed-tensors): {len(packed):,} weight_packed "
-            f"tensors hold {sum(t.logical for t in packed):,} parameters; {len(stored):,} weight_scale, "
-            "weight_zero_point and weight_shape tensors beside them are not parameters."
+            f"{len(packed):,} weights are stored packed-quantized: {len(packed):,} {held} "
+            f"tensors hold {sum(t.logical for t in packed):,} parameters; {len(stored):,} {beside} tensors beside "
+            "them are not parameters."
         )
     mtp = [t for t in manifest if t.part is Part.MTP and t.name in compared and t.role == TensorRole.WEIGHT]
     if mtp:

@@ -145,6 +145,10 @@ def test_k3_with_assumptions_says_it_skipped_the_meta_leg() -> None:
     assert "the assumed " in meta["reason"] and "intermediate_size" in meta["reason"]
 
 
+MARLIN = {"quant_method": "gptq", "bits": 4, "group_size": 32, "checkpoint_format": "marlin"}
+"""A GPTQ config in a layout archviz does not model."""
+
+
 def test_an_unpredicted_integer_tensor_fails_unless_a_packed_quantization_is_declared(
     tiny: Path, tmp_path: Path
 ) -> None:
@@ -156,10 +160,10 @@ def test_an_unpredicted_integer_tensor_fails_unless_a_packed_quantization_is_dec
     assert code == 1
     assert [(t["name"], t["verdict"], t["found"]) for t in report["tensors"]] == [(extra, "unexpected", "[4, 6] I32")]
     config = json.loads((folder / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 32}
+    config["quantization_config"] = MARLIN
     (folder / "config.json").write_text(json.dumps(config))
     code, report = report_of(str(folder))
-    # gptq is not modelled: what ran agrees, on the modelled part only (partial, exit 3).
+    # Marlin's GPTQ layout is not modelled: what ran agrees, on the modelled part only (partial, exit 3).
     assert (code, report["outcome"], report["omitted"]) == (3, "partial", ["quantization_config"]), report["problems"]
     assert any(note.startswith(f"1 tensor the graph does not predict ({extra}) is excused") for note in report["notes"])
     # The declared method excuses the names it stores packed weights under, never any tensor at all.
@@ -170,9 +174,10 @@ def test_an_unpredicted_integer_tensor_fails_unless_a_packed_quantization_is_dec
     assert [(t["name"], t["verdict"], t["found"]) for t in report["tensors"]] == [(bogus, "unexpected", "[3] F32")]
 
 
-def test_a_gptq_layout_is_partial_not_a_disagreement(tiny: Path, tmp_path: Path) -> None:
-    """GPTQ stores a linear's weight as qweight, qzeros, scales and g_idx: the weight it replaces is not missing, the
-    packed tensors are excused, and the verdict says the quantization is not modelled (partial), not disagree."""
+def test_a_gptq_layout_not_modelled_is_partial_not_a_disagreement(tiny: Path, tmp_path: Path) -> None:
+    """A GPTQ layout archviz does not model (Marlin's) stores a linear's weight under GPTQ's names (qweight, qzeros,
+    scales, g_idx): the weight it replaces is not missing, the packed tensors are excused, and the verdict says the
+    quantization is not modelled (partial), not disagree. (GPTQ's own layout is predicted: tests/test_gptq.py.)"""
     folder = copy_of(tiny, tmp_path)
     stem = "model.layers.0.mlp.down_proj"
 
@@ -185,7 +190,7 @@ def test_a_gptq_layout_is_partial_not_a_disagreement(tiny: Path, tmp_path: Path)
 
     rewrite(folder, gptq)
     config = json.loads((folder / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 32}
+    config["quantization_config"] = MARLIN
     (folder / "config.json").write_text(json.dumps(config))
     code, report = report_of(str(folder))
     assert (code, report["outcome"]) == (3, "partial"), report["problems"]

@@ -8,8 +8,10 @@ quantized model (``Mxfp4ReverseDeserialize``) run triton kernels fetched from th
 gpt-oss-triton-kernels``), which the tests do not reach. The tiny checkpoint is therefore written with
 the safetensors library: transformers' ``save_pretrained`` writes every unquantized tensor, and the experts' blocks
 and scales are made by the inverse of transformers' ``_convert_moe_packed_tensors`` (one E8M0 exponent per 32 values,
-FP4 values two to a byte); transformers' own loader (``Mxfp4Config(dequantize=True)``, which runs on the CPU) reads
-it back to the weights it was made from.
+FP4 values two to a byte); transformers' own loader (``Mxfp4Config(dequantize=True)``, which runs on the CPU) loads
+it, and its experts come out exactly as transformers' ``convert_moe_packed_tensors`` dequantizes the stored blocks and
+scales. That checks the names, shapes and layout the loader takes; it is no round trip to the bfloat16 weights the
+blocks were made from, which FP4 cannot hold exactly.
 """
 
 from __future__ import annotations

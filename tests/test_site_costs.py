@@ -148,7 +148,11 @@ def figures(section: Element) -> dict[str, str]:
 def test_overview_figures_weights_and_flops_by_part(site: Path, costs: dict[str, dict[str, Any]], model: str) -> None:
     section, cost = cost_section(site, model), costs[model]
     shown = figures(section)
-    assert shown["Weights as stored"] == f"{cost['weights']['bytes']:,} bytes"
+    weights = cost["weights"]["bytes"]
+    assert cost["weights"]["every_part_modelled"] and cost["weights"]["estimated"] == []
+    stored = shown["Weights as stored (the checkpoint's, every part modelled)"]
+    assert stored.startswith(f"{weights:,} bytes (") and stored.endswith(f" = {weights / 2**30:,.2f} GiB)")
+    assert f"{weights / 10**9:,.2f} GB" in stored
     assert shown["Cache per token, one sequence (BF16)"] == f"{cost['cache']['bytes_per_token']:,} bytes"
     assert shown["State per sequence, any context"] == f"{cost['cache']['state_bytes']:,} bytes"
     assert shown["Cache and state at S = 131,072"] == f"{cost['cache']['bytes_at_context']:,} bytes"
@@ -275,7 +279,11 @@ def test_a_partial_model_shows_only_what_it_models_and_says_so(site: Path, docs:
     text = squash(section.text())
     assert "Only part of this model is modelled: these are the costs of the modelled part." in text
     shown = figures(section)
-    assert list(shown) == ["Weights as stored (of the modelled part)"]
+    assert list(shown) == [
+        "Weights as stored (of the modelled part)",
+        "Weights' dtype, assumed (the config declares none)",  # said where the bytes are
+    ]
+    assert shown["Weights' dtype, assumed (the config declares none)"] == "bfloat16"
     for absent in ("flop-parts", "cache-legend", "thumb"):
         assert section.find_all("table", absent) == [], absent
     assert section.find_all("svg", "chart") == []
@@ -305,7 +313,7 @@ def test_a_graph_the_cost_model_does_not_price_shows_its_weights_and_says_why_no
     section = cost_section(out, slug)
     text = squash(section.text())
     assert f"FLOPs, cache and state are not priced: {UNPRICED}." in text
-    assert [label.split(" (")[0] for label in figures(section)] == ["Weights as stored"]
+    assert [label.split(" (")[0] for label in figures(section)] == ["Weights as stored", "Weights' dtype, assumed"]
     weights = json.loads(runner.invoke(app, ["cost", str(_minilm()), "--json"]).stdout)["weights"]["bytes"]
     assert number(next(iter(figures(section).values())).split()[0]) == weights
     for absent in ("flop-parts", "cache-legend", "thumb"):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
-from archviz.families import compressed, deepseek_v3, fbgemm, generic, kimi_k25, kimi_linear, llama, mxfp4
+from archviz.families import compressed, deepseek_v3, fbgemm, generic, gptq, kimi_k25, kimi_linear, llama, mxfp4
 from archviz.families.blocks.builder import scale_format
 from archviz.families.omissions import unbuilt_mtp, unmodelled_quantization, unread_sub_configs, with_omissions
 from archviz.families.registry import Family
@@ -149,7 +149,8 @@ def build_graph(
     graph, packing = compressed.pack_graph(family.build(settings, model, read_code), settings)
     graph, mxfp4_packing = mxfp4.pack_graph(graph, settings)
     graph, fbgemm_packing = fbgemm.pack_graph(graph, settings)
-    packing = [*packing, *mxfp4_packing, *fbgemm_packing]
+    graph, gptq_packing = gptq.pack_graph(graph, settings)
+    packing = [*packing, *mxfp4_packing, *fbgemm_packing, *gptq_packing]
     # The generic family lists what transformers did not build from in its own build; the others are listed here.
     omissions = [] if family.name == generic.NAME else _unread_parts(document, family, settings)
     graph = with_omissions(replace(graph, not_modelled=(*graph.not_modelled, *packing)), omissions)

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archviz.families.hf_quantizers import quantization_config
-from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
+from archviz.graph import UNQUANTIZED, Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.patterns import PatternMatcher, PatternTimeout
 from archviz.settings import Settings
 from archviz.totals import instance_names
@@ -356,9 +356,7 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
         listing = bad.key if isinstance(bad, BadPattern) else _listing(raw, bad.pattern)
         raise s.document.error_at((*where.split("."), *listing.split(".")), str(bad)) from None
     except NotModelled as reason:
-        return graph, [
-            f"{where} ({METHOD}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
-        ]
+        return graph, [f"{where} ({METHOD}) is not modelled: {reason}; {UNQUANTIZED}"]
     return replace(graph, nodes=nodes), []
 
 

@@ -1,10 +1,10 @@
 """What transformers' own quantizer integrations share: finding their ``quantization_config`` and matching
 ``modules_to_not_convert``.
 
-MXFP4 (``archviz.families.mxfp4``) and FBGEMM FP8 (``archviz.families.fbgemm``) checkpoints are read by transformers'
-quantizers, which decide the modules they convert the same way (transformers 5.24): every entry of
-``modules_to_not_convert`` (and the class's ``_keep_in_fp32_modules``) is matched against a module's path by
-``quantizers_utils.should_convert_module``. Restated here once, without torch.
+MXFP4 (``archviz.families.mxfp4``), FBGEMM FP8 (``archviz.families.fbgemm``) and AWQ (``archviz.families.gptq``)
+checkpoints are read by transformers' quantizers, which decide the modules they convert the same way (transformers
+5.24): every entry of ``modules_to_not_convert`` (and the class's ``_keep_in_fp32_modules``) is matched against a
+module's path by ``quantizers_utils.should_convert_module``. Restated here once, without torch.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from archviz.graph import Graph, Node
+from archviz.graph import UNQUANTIZED, Graph, Node
 from archviz.patterns import PatternMatcher, PatternTimeout
 from archviz.settings import Settings
 
@@ -97,9 +97,7 @@ def pack_graph(graph: Graph, s: Settings, method: str, pack_node: NodePacker, *,
     except PatternTimeout as slow:
         raise s.document.error_at((*where.split("."), "modules_to_not_convert"), str(slow)) from None
     except NotModelled as reason:
-        return graph, [
-            f"{where} ({method}) is not modelled: {reason}; the predicted checkpoint holds the unquantized weights"
-        ]
+        return graph, [f"{where} ({method}) is not modelled: {reason}; {UNQUANTIZED}"]
     if not any(row.packed for node in nodes for row in node.parameters):
-        return graph, [f"{where} ({method}) is not modelled: {none}"]
+        return graph, [f"{where} ({method}) is not modelled: {none}; {UNQUANTIZED}"]
     return replace(graph, nodes=nodes), []

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from archviz.config import ConfigDocument
-from archviz.graph import Graph, Part
+from archviz.graph import UNQUANTIZED, Graph, Part
 
 QUANTIZATION_KEYS = ("quantization_config", "compression_config")
 """Keys that say how a checkpoint's weights are stored, not what the model is."""
@@ -67,8 +67,7 @@ def unmodelled_quantization(document: ConfigDocument, graph: Graph) -> list[tupl
     return [
         (
             where,
-            f"{where} ({method}) is not modelled: the predicted checkpoint holds the unquantized weights, not the "
-            "quantized tensors the checkpoint stores",
+            f"{where} ({method}) is not modelled: {UNQUANTIZED}, not the quantized tensors the checkpoint stores",
         )
     ]
 

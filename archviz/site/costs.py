@@ -24,6 +24,7 @@ from archviz.cost import (
     Sizes,
     cache_bytes_at,
     flop_rows,
+    weight_bytes_said,
 )
 from archviz.costs_report import MLA_NOTE, rule_of_thumb
 from archviz.graph import Mixer, Node, OpKind, Part
@@ -43,7 +44,7 @@ from archviz.site.views import (
     WeightRow,
 )
 from archviz.totals import node_parts
-from archviz.words import noun_for
+from archviz.words import decimal_and_binary, noun_for
 
 SIZES = DEFAULT_SIZES
 """The sizes the pages evaluate costs at."""
@@ -160,8 +161,10 @@ def cost_figures(index: ModelIndex) -> tuple[Figure, ...]:
     suffix = "" if complete else PARTIAL_SUFFIX
     context = f"S = {cost.sizes.context:,}"
     eager = ", transformers' eager MLA" if cost.decode_absorbed is not None else ""
+    said = weight_bytes_said(index.graph, cost.weights)
+    weights = f"Weights as stored ({said.label})" if said.complete or said.estimated else "Weights as stored"
     amounts: tuple[tuple[str, int, str], ...] = (
-        ("Weights as stored", cost.weight_bytes, "bytes"),
+        (weights, cost.weight_bytes, "bytes"),
         (f"Cache per token, one sequence ({cost.cache_dtype})", cost.cache_per_token, "bytes"),
         ("State per sequence, any context", cost.state_bytes, "bytes"),
         (f"Cache and state at {context}", cost.cache_at_context, "bytes"),
@@ -177,12 +180,15 @@ def cost_figures(index: ModelIndex) -> tuple[Figure, ...]:
     figures = [
         Figure(
             label=label + suffix,
-            value=f"{count(value)} {unit}",
+            value=f"{count(value)} {unit}" + (f" ({decimal_and_binary(value)})" if label == weights else ""),
             short=short_bytes(value) if unit == "bytes" else short_flops(value),
         )
         for label, value, unit in amounts
         if complete or value
     ]
+    if said.assumed_dtype is not None:  # said where the bytes are, not only in the assumptions list
+        assumed = Figure(label="Weights' dtype, assumed (the config declares none)", value=said.assumed_name, short="")
+        figures.insert(1, assumed)
     if complete and index.priced():
         intensity = f"{cost.decode_intensity:,.1f}"
         figures.append(Figure(label="Decode arithmetic intensity", value="FLOPs per byte read", short=intensity))

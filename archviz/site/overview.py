@@ -76,7 +76,7 @@ def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
     if totals.quantized_parameters:
         figures.append(
             Figure(
-                label="Parameters stored packed-quantized (compressed-tensors)",
+                label="Parameters stored packed-quantized",
                 value=count(totals.quantized_parameters),
                 short=short_count(totals.quantized_parameters),
             )
