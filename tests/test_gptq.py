@@ -15,10 +15,12 @@ import importlib.util
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import safetensors.torch
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
@@ -34,7 +36,19 @@ from tests.test_compressed import check, check_changed, held
 runner = CliRunner()
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("gptqmodel") is None, reason="GPT-QModel is installed by scripts/test.sh"
-)  # found, not imported: importing it patches transformers and safetensors, which only these tests should meet
+)  # found, not imported: importing it patches torch and safetensors, which only these tests should meet
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _undo_gptqmodels_patches() -> Iterator[None]:
+    """Importing GPT-QModel replaces ``torch.manual_seed`` and ``safetensors.torch.save_file`` process-wide (its
+    no-GIL patcher) and sets allocator environment variables: the rest of the suite gets the originals back."""
+    seed, save, environ = torch.manual_seed, safetensors.torch.save_file, dict(os.environ)
+    yield
+    torch.manual_seed, safetensors.torch.save_file = seed, save
+    os.environ.clear()
+    os.environ.update(environ)
+
 
 GPTQ_CONFIG: dict[str, Any] = {
     "quant_method": "gptq",
