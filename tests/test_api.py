@@ -174,7 +174,8 @@ def test_a_nodes_card_is_inspect_json_s_node(executed: list[dict[str, Any]], ins
 def test_a_cost_is_cost_json_s_at_the_same_sizes(executed: list[dict[str, Any]]) -> None:
     expected = _cli_json("cost", MODEL, "--prompt", "4096", "--context", "8192")
     shown = figures(parse(executed[2]["text/html"]))
-    assert shown["Weights as stored"] == expected["weights"]["bytes"]
+    assert shown["Weights as stored (the checkpoint's, every part modelled)"] == expected["weights"]["bytes"]
+    assert expected["weights"]["what"] == "the checkpoint's, every part modelled"
     assert shown["Cache per token, one sequence (BF16)"] == expected["cache"]["bytes_per_token"]
     assert shown["Cache and state at S = 8,192"] == expected["cache"]["bytes_at_context"]
     assert shown["Prefill FLOPs, the 4,096-token prompt"] == expected["flops"]["prefill"]
