@@ -260,7 +260,7 @@ def test_rule_of_thumb_steps_add_up_to_the_exact_decode_flops(
     kv_b = next(node for node in costs[model]["nodes"] if node["id"] == "attention.kv-b-proj")
     assert reexpand == kv_b["flops_decode"] * 131_072 // 131_073
     assert "re-expands every cached latent through kv_b_proj" in squash(section.text())
-    assert any(label.startswith("Weights no matmul multiplies") for label in labels)
+    assert any(label.startswith("Weights that no matmul multiplies") for label in labels)
 
 
 def test_intensity_and_convention(site: Path, costs: dict[str, dict[str, Any]]) -> None:

@@ -358,7 +358,7 @@ def thumb_rows(index: ModelIndex) -> tuple[ThumbRow, ...]:
     if steps["unmultiplied"]:
         terms.append(
             (
-                "Weights no matmul multiplies: norm scales, biases, gate parameters",
+                "Weights that no matmul multiplies: norm scales, biases, gate parameters",
                 _titles(node for node, _ in steps["unmultiplied"]),
                 sum(v for _, v in steps["unmultiplied"]),
             )
