@@ -181,3 +181,28 @@ def test_a_card_shows_its_sublayer_as_a_diagram_with_the_node_marked(tmp_path: P
     assert 'xlink:href="../../kimi-k2-instruct/nodes/moe.router.html"' in expert.context_svg
     residual = build_card_view(index, index.nodes["attention-residual"])  # block level: the overview shows it
     assert residual.context_svg == "" and residual.context_title == ""
+
+
+def test_no_page_of_the_site_repeats_an_element_id() -> None:
+    """Every page of the committed site (kept equal to ``archviz render`` by test_site_sync) gives each element id once:
+    a tensor state drawn as a box (the float32 logits) keeps its id there, and the edge into it takes another."""
+    from html.parser import HTMLParser
+
+    class Ids(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ids: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.ids.extend(value for name, value in attrs if name == "id" and value is not None)
+
+    site = Path(__file__).parent.parent / "site"
+    repeated = {}
+    for page in sorted(site.rglob("*.html")):
+        parser = Ids()
+        parser.feed(page.read_text(encoding="utf-8"))
+        twice = sorted({ident for ident in parser.ids if parser.ids.count(ident) > 1})
+        if twice:
+            repeated[str(page.relative_to(site))] = twice
+    assert len(list(site.rglob("*.html"))) > 100
+    assert repeated == {}

@@ -108,7 +108,9 @@ class _Dot:
         self.links = links
         self.nodes = {node.id: node for node in graph.nodes}
         self.labels: list[tuple[str, str, str]] = []  # edge element id, prefill, decode
-        self.named: set[str] = set()  # tensor states whose edge carries the state's own id
+        # Ids already taken: every box's, then each tensor state whose edge carries the state's own id (a state drawn
+        # as a box, the float32 logits, keeps the id on its box, so no edge into it repeats it).
+        self.named: set[str] = {box.id for box in flow.nodes}
         self.originals: dict[str, dict[str, str]] = {}  # element id -> label line as laid out -> the real line
 
     def label(self, element: str, text: str) -> str:
