@@ -621,10 +621,14 @@ _MOST_WEIGHTS = 2
 
 
 def ratio_text(value: float) -> str:
-    """``×1.5``, ``×0.0479``, ``×0.000076``, ``×12,345``: three significant digits, never in exponent notation."""
+    """``×1.5``, ``×0.0479``, ``×0.000076``, ``×12,345``: three significant digits, never in exponent notation; a
+    ratio that would round to ``×1`` without being 1 keeps two significant digits of its difference from 1
+    (Kimi-K2.5's parameters over K2's: ``×1.00046``, not ``×1``)."""
     text = f"{value:.3g}"
     if "e" in text:
         text = f"{value:,.0f}" if value >= 1 else f"{float(text):.{2 - math.floor(math.log10(value))}f}"
+    if text == "1" and value != 1:
+        text = f"{value:.{1 - math.floor(math.log10(abs(value - 1)))}f}"
     return f"×{text}"
 
 

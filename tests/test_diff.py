@@ -453,6 +453,14 @@ def test_ratios_never_read_in_exponent_notation() -> None:
         "×12,346",
         "×1",
     ]
+    # Close to 1 but not 1: the difference reads (K2.5 has 471,143,920 parameters more than K2's 1,026,408,209,408).
+    k25_over_k2 = 1_026_879_353_328 / 1_026_408_209_408
+    assert [ratio_text(value) for value in (k25_over_k2, 0.9995, 1.004, 0.99998)] == [
+        "×1.00046",
+        "×0.99950",
+        "×1.0040",
+        "×0.999980",
+    ]
 
 
 def test_a_graph_the_cost_model_does_not_price_has_no_cost_totals() -> None:
