@@ -89,11 +89,14 @@ def _cost(document: Mapping[str, Any]) -> list[str]:
     flops = cost.get("flops")
     if flops is None:
         return [*lines, f"Not priced: {markdown_text(cost.get('not_priced') or 'the graph prices nothing')}", ""]
+    at_context = f"B = {batch}, S = {context}"
     rows = [
         ["FLOPs of a prefill", f"B = {batch}, T = {prompt}", count(flops["prefill"])],
-        ["FLOPs per decoded token", f"B = {batch}, S = {context}", count(flops["decode"])],
-        ["Weight bytes", "", count(cost["weights"]["bytes"])],
+        ["FLOPs per decoded token, transformers' eager forward", at_context, count(flops["decode"])],
     ]
+    if (absorbed := flops.get("decode_absorbed")) is not None:
+        rows.append(["FLOPs per decoded token, MLA absorbed as engines run it", at_context, count(absorbed)])
+    rows.append(["Weight bytes", "", count(cost["weights"]["bytes"])])
     cache = cost.get("cache")
     if cache is not None:
         rows += [

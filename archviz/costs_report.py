@@ -211,7 +211,9 @@ def render_cost(
     head.add_row(f"weights ({said.label})", _weight_bytes(said.total))
     if said.assumed_dtype is not None:
         head.add_row("weights' dtype (the config declares none)", f"assumed {said.assumed_name}")
-    warnings = [] if modelled_in_full(graph) else [f"[bold yellow]{escape(PARTIAL_COSTS)}[/]"]
+    # A graph the cost model does not price says so below: "the costs of the modelled part" would contradict it.
+    partial = report.priced and not modelled_in_full(graph)
+    warnings = [f"[bold yellow]{escape(PARTIAL_COSTS)}[/]"] if partial else []
     warnings += [f"[bold yellow]Weight bytes estimated:[/] {escape(sentence)}" for sentence in said.estimated]
     if said.assumed_dtype is not None:
         warnings.append(f"[bold yellow]dtype assumed:[/] {escape(said.assumed_dtype.source)}")

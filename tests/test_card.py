@@ -133,7 +133,8 @@ def test_the_card_tables_state_inspect_json_numbers(card: str, inspected: dict[s
     context = f"B = {cost['batch']:,}, S = {cost['context']:,}"
     assert costs == {
         "FLOPs of a prefill": (f"B = {cost['batch']:,}, T = {cost['prompt']:,}", cost["flops"]["prefill"]),
-        "FLOPs per decoded token": (context, cost["flops"]["decode"]),
+        "FLOPs per decoded token, transformers' eager forward": (context, cost["flops"]["decode"]),
+        "FLOPs per decoded token, MLA absorbed as engines run it": (context, cost["flops"]["decode_absorbed"]),
         "Weight bytes": ("", cost["weights"]["bytes"]),
         f"Cache bytes per token ({cost['cache']['dtype']})": ("", cost["cache"]["bytes_per_token"]),
         "Cache bytes": (context, cost["cache"]["bytes_at_context"]),

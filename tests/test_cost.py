@@ -327,6 +327,8 @@ def test_a_graph_the_cost_model_does_not_price_says_so_instead_of_zeros(tmp_path
     assert document["weights"]["bytes"] > 0  # the predicted checkpoint is still priced
     shown = runner.invoke(app, ["cost", str(folder)])
     assert shown.exit_code == 0 and "not priced" in shown.output and "prefill FLOPs" not in shown.output
+    # Nothing is priced, so no "costs of the modelled part" beside the weights the checkpoint holds in full.
+    assert "Only part of this model" not in shown.output
 
 
 def test_a_partial_graph_is_priced_for_its_modelled_part_and_says_so() -> None:

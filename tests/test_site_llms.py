@@ -68,3 +68,12 @@ def test_a_hostile_model_stays_text_in_llms_txt(write_config: Callable[..., Path
     rendered = MarkdownIt("commonmark").render((out / "llms.txt").read_text(encoding="utf-8"))
     assert "<script" not in rendered and 'href="javascript' not in rendered
     assert f"{hostile}, " in html.unescape(re.sub(r"<[^>]+>", "", rendered))
+
+
+def test_a_partial_models_count_says_it_is_of_the_modelled_part() -> None:
+    """Kimi-K3's bundled config is partial: its 1,174,405,120 is the token embedding's, and llms.txt says so (the
+    committed site, kept equal to ``archviz render`` by test_site_sync)."""
+    lines = (Path(__file__).parent.parent / "site" / "llms.txt").read_text(encoding="utf-8").splitlines()
+    (k3,) = [line for line in lines if line.startswith("- [kimi-k3]")]
+    assert "1,174,405,120 parameters (of the modelled part);" in k3
+    assert all("(of the modelled part)" not in line for line in lines if line.startswith("- [") and line != k3)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from archviz.documents import inspect_document
 from archviz.report import JSON_SCHEMA
 from archviz.site.formatting import count
-from archviz.site.index import ModelIndex
+from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
 from archviz.terminal import json_text
 from archviz.versions import installed_versions, version_line
 
@@ -53,6 +53,7 @@ def llms_txt(indexes: Sequence[ModelIndex]) -> str:
         what = markdown_text(graph.model.architecture or graph.model.family)
         lines.append(
             f"- [{markdown_text(graph.model.name)}]({model_json_path(index)}): {what}, "
-            f"{count(index.docs.totals.parameters)} parameters; [overview page]({index.slug}/index.html)"
+            f"{count(index.docs.totals.parameters)} parameters{'' if index.complete() else PARTIAL_SUFFIX}; "
+            f"[overview page]({index.slug}/index.html)"
         )
     return "\n".join(lines) + "\n"
