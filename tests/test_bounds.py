@@ -24,6 +24,7 @@ import torch
 from safetensors.torch import save_file
 
 from archviz.site.index import SITE_ENTRIES
+from tests.test_families import PUBLISHED
 from tests.test_hostile import TINY_K2 as HOSTILE_K2
 
 REPO = Path(__file__).resolve().parent.parent
@@ -135,6 +136,25 @@ def test_a_backtracking_modules_to_not_convert_entry_is_refused_at_its_line(tmp_
     line = line_of(folder / "config.json", '"modules_to_not_convert"')
     one_line_error(
         run, f"config.json:{line}: quantization_config.modules_to_not_convert: '(.|.)*[0-9]{{9}}$' takes too long"
+    )
+
+
+def test_a_backtracking_gptq_dynamic_entry_is_refused_at_its_line(tmp_path: Path) -> None:
+    """GPT-QModel's ``dynamic`` keys are regular expressions matched against every linear's path: the same budget."""
+    config = {
+        **PUBLISHED["llama-3.1-8b"],
+        "quantization_config": {
+            "quant_method": "gptq",
+            "bits": 4,
+            "group_size": 128,
+            "dynamic": {"-:(.|.)*[0-9]{9}$": {}},
+        },
+    }
+    folder = model_folder(tmp_path / "model", config)
+    run = archviz("inspect", str(folder), cwd=tmp_path)
+    line = line_of(folder / "config.json", '"-:(.|.)*[0-9]{9}$"')
+    one_line_error(
+        run, f"config.json:{line}: quantization_config.dynamic.-:(.|.)*[0-9]{{9}}$: '-:(.|.)*[0-9]{{9}}$' takes"
     )
 
 

@@ -39,6 +39,7 @@ from typing import Any
 from archviz.families import hf_quantizers
 from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
 from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
+from archviz.patterns import PatternMatcher
 from archviz.settings import Settings
 from archviz.totals import instance_names
 
@@ -203,34 +204,33 @@ def _gptq_selection(graph: Graph, raw: Mapping[str, Any]) -> Callable[[str], boo
             raise NotModelled("modules_in_block_to_quantize is not a list of lists of module names")
         keep = [name for part in inside for name in part]
     skipped = _dynamic_skips(raw.get("dynamic"))
+    matcher = PatternMatcher()  # the config's patterns, matched within one time budget (``archviz.patterns``)
 
     def convert(module: str) -> bool:
         return (
             module.startswith(block)
             and (keep is None or any(module.endswith(name) for name in keep))
-            and not any(pattern.match(module) for pattern in skipped)
+            and not any(matcher.match(key[2:], module, shown=key) for key in skipped)
         )
 
     return convert
 
 
-def _dynamic_skips(dynamic: object) -> list[re.Pattern[str]]:
-    """The ``-:`` entries of GPT-QModel's ``dynamic`` (modules it left unquantized); a per-module override is not
-    modelled."""
+def _dynamic_skips(dynamic: object) -> list[str]:
+    """The ``-:`` entries of GPT-QModel's ``dynamic`` (modules it left unquantized, each ``-:`` and a regular
+    expression ``re.match`` tries on the module path); a per-module override is not modelled."""
     if dynamic is None:
         return []
     if not isinstance(dynamic, Mapping):
         raise NotModelled("dynamic is not a mapping of module patterns")
-    skipped: list[re.Pattern[str]] = []
-    for key, value in dynamic.items():
+    for key in dynamic:
         if not isinstance(key, str) or not key.startswith("-:"):
             raise NotModelled(f"dynamic entry {key!r} overrides the scheme per module (not predicted)")
         try:
-            skipped.append(re.compile(key[2:]))
+            re.compile(key[2:])
         except re.error as error:
             raise NotModelled(f"dynamic entry {key!r} is not a regular expression ({error})") from None
-        del value
-    return skipped
+    return list(dynamic)
 
 
 def _names(node: Node, row: TensorRow) -> list[str]:

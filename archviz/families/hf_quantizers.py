@@ -95,7 +95,9 @@ def pack_graph(graph: Graph, s: Settings, method: str, pack_node: NodePacker, *,
         patterns = not_to_convert(raw)
         nodes = tuple(pack_node(node, patterns) for node in graph.nodes)
     except PatternTimeout as slow:
-        raise s.document.error_at((*where.split("."), "modules_to_not_convert"), str(slow)) from None
+        # The slow pattern is a modules_to_not_convert entry, or (GPTQ) a ``-:`` key of ``dynamic``: its line.
+        key = ("dynamic", slow.pattern) if slow.pattern.startswith("-:") else ("modules_to_not_convert",)
+        raise s.document.error_at((*where.split("."), *key), str(slow)) from None
     except NotModelled as reason:
         return graph, [f"{where} ({method}) is not modelled: {reason}; {UNQUANTIZED}"]
     if not any(row.packed for node in nodes for row in node.parameters):
