@@ -289,6 +289,10 @@ def test_overview_shows_figures_diagram_chart_layers_and_config(k2_site: Path, k
     assert len(cells) == 61
     assert cells[0].attrs["title"] == "layer 0: MLA + dense"
     assert cells[60].attrs["title"] == "layer 60: MLA + MoE"
+    rows = {row.attrs.get("id") for row in page.find_all("tr")}
+    for cell in cells:  # each cell links to its token mixer's row in the groups table, which the page holds
+        href = cell.find("a").attrs["href"]
+        assert href.startswith("#group-") and href[1:] in rows, href
     config = page.find("pre", "config")
     rows = config.find_all("span", "row")
     assert len(rows) == len(k2.config.text.splitlines())

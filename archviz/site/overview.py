@@ -176,9 +176,22 @@ def _layer_labels(index: ModelIndex) -> dict[int, str]:
     return {layer: " + ".join(parts).replace("MTP: + ", "MTP: ") for layer, parts in labels.items()}
 
 
+def _layer_groups(index: ModelIndex) -> dict[int, str]:
+    """Each checkpoint layer's token-mixer group (else its feed-forward group): where its cell in the map links."""
+    found: dict[int, str] = {}
+    for kind in (GroupKind.ATTENTION, GroupKind.MOE, GroupKind.MLP):
+        for group in index.graph.groups:
+            if group.kind is kind:
+                for layer in group.placement.layers:
+                    found.setdefault(layer, group.id)
+    return found
+
+
 def layer_map(index: ModelIndex) -> tuple[tuple[LayerCell, ...], tuple[LegendEntry, ...]]:
-    """One cell per checkpoint layer, coloured by its mixer and FFN kind, and the legend."""
+    """One cell per checkpoint layer, coloured by its mixer and FFN kind and linked to its group's row, and the
+    legend."""
     labels = _layer_labels(index)
+    groups = _layer_groups(index)
     classes: dict[str, str] = {}
     tallies: dict[str, int] = {}
     cells = []
@@ -186,7 +199,8 @@ def layer_map(index: ModelIndex) -> tuple[tuple[LayerCell, ...], tuple[LegendEnt
         label = labels[layer]
         css = classes.setdefault(label, f"lk{len(classes) % _LEGEND_COLOURS}")
         tallies[label] = tallies.get(label, 0) + 1
-        cells.append(LayerCell(index=layer, label=label, css=css))
+        group = groups.get(layer)
+        cells.append(LayerCell(index=layer, label=label, css=css, href=None if group is None else f"#group-{group}"))
     legend = tuple(LegendEntry(label=label, css=css, count=tallies[label]) for label, css in classes.items())
     return tuple(cells), legend
 

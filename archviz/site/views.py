@@ -488,6 +488,8 @@ class LayerCell:
     """Its mixer and FFN kind (``MLA + MoE``)."""
     css: str
     """Its colour class, shared by every layer of the same kind."""
+    href: str | None
+    """The groups table's row of the layer's token mixer (None when no group holds the layer)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
