@@ -1,8 +1,10 @@
 """Text from a model written as Markdown that reads as itself: for the model card and the site's ``llms.txt``.
 
-ASCII punctuation is backslash-escaped (CommonMark lets any be), so nothing becomes a link, an emphasis, a tag, a
-heading or a table cell break; line breaks become spaces. URLs are checked as absolute http(s) addresses and their
-parentheses, angle brackets and spaces percent-encoded.
+The punctuation that can open Markdown (CommonMark, and GitHub's tables, strikethrough and math) is backslash-escaped
+— anywhere for inline markup (emphasis, code, links, tags, entities, cell breaks), at the start only for what opens
+a block (headings, quotes, list items, setext underlines) — so nothing becomes markup and the raw text stays
+readable (``Kimi-K2`` stays as it is); line breaks become spaces. URLs are checked as absolute http(s) addresses
+and their parentheses, angle brackets and spaces percent-encoded.
 """
 
 from __future__ import annotations
@@ -11,15 +13,23 @@ import re
 
 from archviz.site.formatting import safe_url
 
-_MARKDOWN_PUNCTUATION = re.compile(r"([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
+_INLINE_MARKUP = re.compile(r"([\\`*_\[\]<>|&~$])")
+_BLOCK_OPENER = re.compile(r"^(#|>|[-+=]|\d+(?=[.)]))")
 _URL_UNSAFE = {"(": "%28", ")": "%29", "<": "%3C", ">": "%3E", " ": "%20"}
 
 
 def markdown_text(text: str) -> str:
-    """``text`` as literal Markdown inline text: one line, every ASCII punctuation character backslash-escaped."""
+    """``text`` as literal Markdown inline text: one line, every character that could open markup backslash-escaped."""
     line = " ".join(part for part in text.split() if part)
     line = "".join(char for char in line if char.isprintable())
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", line)
+    line = _INLINE_MARKUP.sub(r"\\\1", line)
+    opener = _BLOCK_OPENER.match(line)
+    if opener is None:
+        return line
+    if opener.group(1)[0].isdigit():
+        end = opener.end()
+        return f"{line[:end]}\\{line[end:]}"
+    return f"\\{line}"
 
 
 def markdown_link(text: str, url: str | None) -> str:

@@ -218,11 +218,35 @@ def test_hostile_titles_stay_text_in_the_card(hostile: ModelDocs) -> None:
     assert all(row[0][0].endswith(HOSTILE) for row in rows)
 
 
-@pytest.mark.parametrize("text", [HOSTILE, "a\nb", "#quot;", "plain"])
+BLOCK_AND_INLINE_OPENERS = [
+    "- x",
+    "+ x",
+    "= x",
+    "===",
+    "---",
+    "1. x",
+    "12) x",
+    "# x",
+    "> x",
+    "a | b",
+    "`x`",
+    "*x*",
+    "_x_",
+]
+BLOCK_AND_INLINE_OPENERS += ["~~x~~", "$x$", "<b>x</b>", "&amp;", "[x](https://e.org)", "![x](y)", "a\\b", "x\n- y"]
+
+
+@pytest.mark.parametrize("text", [HOSTILE, "a\nb", "#quot;", "plain", *BLOCK_AND_INLINE_OPENERS])
 def test_markdown_text_renders_as_itself(text: str) -> None:
     rendered = markdown.render(markdown_text(text)).strip()
     assert rendered.startswith("<p>") and rendered.endswith("</p>")
     assert html.unescape(rendered[3:-4]) == " ".join(text.split())
+
+
+def test_markdown_text_leaves_plain_punctuation_alone() -> None:
+    assert markdown_text("Kimi-K2.5 (INT4): 1,026,408,209,408 params, 61 layers.") == (
+        "Kimi-K2.5 (INT4): 1,026,408,209,408 params, 61 layers."
+    )
 
 
 def test_a_link_to_anything_but_http_is_text() -> None:
