@@ -676,7 +676,9 @@ def bounded_manifest(docs: ModelDocs) -> list[ManifestTensor]:
 
 
 def predicted_checkpoint(docs: ModelDocs) -> Checkpoint:
-    """The graph's predicted checkpoint, as a manifest can hold it."""
+    """The graph's predicted checkpoint, as a manifest can hold it; its metadata names every value the graph
+    assumed (``archviz.assumed.dtype``: the dtype and where it comes from), since the dtypes and shapes depend on
+    them."""
     from archviz.checkpoint import PREDICTED_PREFIX, CheckpointTensor
 
     tensors = tuple(
@@ -687,5 +689,5 @@ def predicted_checkpoint(docs: ModelDocs) -> Checkpoint:
         source=f"{PREDICTED_PREFIX}{docs.graph.model.name}",
         revision=docs.graph.model.revision,
         tensors=tensors,
-        metadata={},
+        metadata={f"archviz.assumed.{item.key}": f"{item.value} ({item.source})" for item in docs.graph.assumptions},
     )

@@ -30,6 +30,8 @@ from archviz.cli import app
 from archviz.pipeline import describe_model
 from archviz.verify import predicted_checkpoint
 
+RELEASED = Path(__file__).parent / "data" / "released"
+
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -194,6 +196,18 @@ def test_k2_predicted_manifest_round_trip(tmp_path: Path) -> None:
     result = check("kimi-k2-instruct", "--checkpoint", str(manifest), "--no-meta")
     assert result.exit_code == 2 and result.output.count("\n") == 1
     assert f"{manifest}:" in result.output and "archviz's own prediction (predicted:kimi-k2-instruct)" in result.output
+
+
+def test_predicted_manifest_names_the_dtype_it_assumed(tmp_path: Path) -> None:
+    """gpt-oss-20b's config declares no dtype: the predicted manifest's dtypes rest on an assumption, said in it."""
+    manifest = tmp_path / "gpt-oss.manifest.json"
+    written = runner.invoke(app, ["manifest", str(RELEASED / "gpt-oss-20b"), "--predicted", "-o", str(manifest)])
+    assert written.exit_code == 0, written.output
+    metadata = json.loads(manifest.read_text())["metadata"]
+    assert metadata["archviz.assumed.dtype"].startswith('"bfloat16" (')
+    assert json.loads(manifest.read_text())["tensors"]
+    k2 = json.loads(runner.invoke(app, ["manifest", "kimi-k2-instruct", "--predicted", "-o", "-"]).output)
+    assert k2["metadata"] == {}  # K2's config declares its dtype: nothing assumed
 
 
 def test_manifest_to_standard_output_writes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
