@@ -35,6 +35,14 @@ MODEL_INPUTS = frozenset({"input_ids", "position_ids", "attention_mask", "cache_
 """Arguments of a model's forward that no operator produces: they enter the diagram as inputs."""
 STREAM_NAME = "hidden_states"
 """The residual stream's name in the modeling code."""
+ATTENTION_ROLES: dict[str, frozenset[str]] = {
+    "query": frozenset({"query", "query_states", "q"}),
+    "key": frozenset({"key", "key_states", "k"}),
+    "value": frozenset({"value", "value_states", "v"}),
+}
+"""What attention's core calls its three inputs, by role: ``attention_interface(self, query_states, key_states,
+value_states, ...)`` (transformers' attention modules), ``chunk_kimi_delta_attention(query, key, value, ...)``
+(Kimi-Linear's KDA), ``eager_attention_forward(module, query, key, value, ...)``."""
 
 
 class FlowKind(StrEnum):
@@ -78,6 +86,8 @@ class FlowEdge:
     """A residual connection (the skip around a sublayer)."""
     state: bool = False
     """A link between an operator and the state it keeps (a convolution window), not a data flow."""
+    role: str | None = None
+    """``query``, ``key`` or ``value`` on the edges into attention's core (see ``attention_roles``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +190,15 @@ def input_roles(node: Node) -> tuple[str, ...]:
     return names
 
 
+def attention_roles(node: Node) -> tuple[str | None, ...]:
+    """Each input's role if ``node`` is attention's core (it reads a query, a key and a value, by the names in
+    ``ATTENTION_ROLES``), else None for every input."""
+    found = tuple(
+        next((role for role, names in ATTENTION_ROLES.items() if name in names), None) for name in input_roles(node)
+    )
+    return found if set(ATTENTION_ROLES) <= set(found) else tuple(None for _ in found)
+
+
 class _Reader:
     """Walks a graph's groups in forward order and records boxes and edges."""
 
@@ -199,15 +218,16 @@ class _Reader:
         self.serial += 1
         return _Value(producer=producer, shape=shape, serial=self.serial)
 
-    def connect(self, value: _Value, target: str, *, residual: bool = False) -> None:
+    def connect(self, value: _Value, target: str, *, residual: bool = False, role: str | None = None) -> None:
         self.edges.append(
             FlowEdge(
                 source=value.producer,
                 target=target,
                 shape=value.shape,
                 tensor=value.tensor,
-                labelled=not value.used and not residual,
+                labelled=(role is not None or not value.used) and not residual,
                 residual=residual,
+                role=role,
             )
         )
         value.used = True
@@ -275,7 +295,7 @@ class _Reader:
     # -- resolving one operator's inputs
 
     def read_inputs(self, node: Node, scope: _Scope) -> None:
-        roles = input_roles(node)
+        roles, attention = input_roles(node), attention_roles(node)
         taken: list[_Value] = []
         for position, shape in enumerate(node.inputs):
             role = roles[position]
@@ -290,7 +310,7 @@ class _Reader:
             values = [found] if found is not None else self.unresolved(node, scope, shape, taken)
             for value in values:
                 taken.append(value)
-                self.connect(value, node.id, residual=residual)
+                self.connect(value, node.id, residual=residual, role=attention[position])
 
     def from_pending(self, node: Node, scope: _Scope, names: set[str], taken: list[_Value]) -> _Value | None:
         """A nested group's result, if this operator is the one to receive it; the result's other values (the
@@ -347,6 +367,9 @@ class _Reader:
                 through_arguments.append(value)
         if through_arguments:
             return through_arguments
+        handed = self.handed_in(scope, shape.name)
+        if handed is not None:
+            return [handed]
         if shape.name in MODEL_INPUTS or not self.serial:
             return [self.model_input(shape)]
         if scope.parent is None:  # at model level, the operator before it (a graph read off code names no tensors)
@@ -359,6 +382,18 @@ class _Reader:
         if same is not None:
             return [same]
         return [self.model_input(shape)]
+
+    @staticmethod
+    def handed_in(scope: _Scope, name: str) -> _Value | None:
+        """What an earlier sibling group returned under this name, read by the first operator of a later group (the
+        vision tower's ``pooled_hidden_states``, the projector's input: ``self.mm_projector(vision_outputs.
+        pooler_output)`` in ``get_image_features``); it is no longer pending once read."""
+        for outer in scope.chain()[1:]:
+            for index, (names, values) in enumerate(outer.pending):
+                if name in names:
+                    del outer.pending[index]
+                    return values[0]
+        return None
 
     @staticmethod
     def latest_value(scope: _Scope) -> _Value | None:

@@ -46,14 +46,12 @@ class DiagramLinks:
     """A group id -> its description (the groups table's row)."""
 
 
-_MAX_DIM_LABEL = 8
-"""Longer dimension labels (``heads·qk_head_dim``) are left to the cards: the edge shows the number."""
-
-
 def compact_dim(dim: Dim, phase: Phase) -> str:
-    """``7168 d``, ``12288``, ``T`` (``1`` in decode), ``B``: a dimension as an edge label writes it."""
+    """``7168 d``, ``12288 heads·qk_head_dim``, ``T`` (``1`` in decode), ``B``: a dimension as an edge label writes
+    it. A fixed size always carries its name, however long: the edge is where a reader follows the shapes, and a
+    bare number (``12288``) does not say which axis it is."""
     if dim.value is not None:
-        return f"{dim.value} {dim.label}" if len(dim.label) <= _MAX_DIM_LABEL else str(dim.value)
+        return f"{dim.value} {dim.label}" if dim.label and dim.label != str(dim.value) else str(dim.value)
     if phase is Phase.DECODE and dim.decode_value is not None:
         return str(dim.decode_value)
     return dim.symbol
@@ -62,6 +60,13 @@ def compact_dim(dim: Dim, phase: Phase) -> str:
 def compact_shape(shape: Shape, phase: Phase) -> str:
     """``[B, T, 7168 d]``."""
     return "[" + ", ".join(compact_dim(dim, phase) for dim in shape.dims) + "]"
+
+
+def edge_heading(edge: FlowEdge, tensor: Node | None) -> str:
+    """The line above an edge's shape: the tensor state it carries and its role into attention's core
+    (``query``, ``key``, ``value``), either, both (``Attention output, value``) or neither (empty)."""
+    title = tensor.title if tensor is not None and edge.source != tensor.id else ""
+    return ", ".join(part for part in (title, edge.role or "") if part)
 
 
 def _quote(text: str) -> str:
@@ -203,7 +208,7 @@ class _Dot:
         if edge.labelled and edge.shape is not None:
             prefill, decode = compact_shape(edge.shape, Phase.PREFILL), compact_shape(edge.shape, Phase.DECODE)
             longer = max(prefill, decode, key=len)
-            title = tensor.title if tensor is not None and edge.source != tensor.id else ""
+            title = edge_heading(edge, tensor)
             values["label"] = self.label(element, f"{title}\n{longer}" if title else longer)
             if prefill != decode:
                 self.labels.append((element, prefill, decode))
