@@ -257,6 +257,16 @@ def test_kimi_k25_vision_tower_feeds_the_projector_and_the_decoder(tmp_path: Pat
     assert inputs == {"input.pixel_values", "input.grid_thw", "input.input_ids", "input.position_ids"}
     carried = {edge.tensor: (edge.source, edge.target) for edge in flow.edges if edge.tensor and edge.labelled}
     assert carried["projector.image-features"] == ("projector.out-proj", "image-scatter")
+    # ``hidden_states = hidden_states + self.attn(self.norm1(hidden_states), ...)``: the skip carries the stream, not
+    # the normalized copy the attention reads.
+    vision_residuals = {(e.source, e.target) for e in flow.edges if e.residual and e.target.startswith("vision.")}
+    assert vision_residuals == {
+        ("vision.position-embedding", "vision.attention-residual"),
+        ("vision.attention-residual", "vision.mlp-residual"),
+    }
+    assert not {("vision.attention-norm", "vision.attention-residual"), ("vision.mlp-norm", "vision.mlp-residual")} & (
+        edges(flow)
+    )
 
 
 def edge_texts(svg: str, flow: Flow) -> list[tuple[FlowEdge, list[str], str, str]]:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from archviz.graph import Graph, Group, Node, NodeKind, Shape
+from archviz.graph import Graph, Group, GroupKind, Node, NodeKind, Shape
 from archviz.shapes import Phase, format_shape
 
 RESIDUAL_NAMES = ("residual",)
@@ -150,7 +150,7 @@ class _Scope:
 def _expression(code: str) -> ast.expr | None:
     """The node's code as an expression; the ``...`` that shortens a long call (``f(a, b=b, ...)``) dropped."""
     try:
-        return ast.parse(code.strip().replace(", ...)", ")"), mode="eval").body
+        return ast.parse(code.strip().replace(", ...)", ")").replace("(…)", "()"), mode="eval").body
     except SyntaxError:
         return None
 
@@ -297,11 +297,12 @@ class _Reader:
     def read_inputs(self, node: Node, scope: _Scope) -> None:
         roles, attention = input_roles(node), attention_roles(node)
         taken: list[_Value] = []
+        inline = self.inline_residual(node)
         for position, shape in enumerate(node.inputs):
             role = roles[position]
-            residual = shape.name in RESIDUAL_NAMES
+            residual = shape.name in RESIDUAL_NAMES or (inline and position == 0)
             found = (
-                self.residual(scope, taken)
+                (self.stream_before_sublayer(scope, taken) if inline else self.residual(scope, taken))
                 if residual
                 else self.from_pending(node, scope, {role, shape.name}, taken)
                 or self.by_name(scope, role, taken)
@@ -354,6 +355,27 @@ class _Reader:
             if tensor is not None and tensor.group == scope.group and value not in taken:
                 return value
         return None
+
+    def inline_residual(self, node: Node) -> bool:
+        """A block's residual addition written around its sublayer's call, with no ``residual`` variable:
+        ``hidden_states = hidden_states + self.attn(self.norm1(hidden_states), ...)`` (Kimi-K2.5's vision encoder
+        layer). Its left side is the stream, not the normalized copy the graph also names ``hidden_states``."""
+        group = self.groups.get(node.group)
+        names = [shape.name for shape in node.inputs]
+        return (
+            group is not None
+            and group.kind is GroupKind.BLOCK
+            and names == [STREAM_NAME, STREAM_NAME]
+            and _operands(node.code)[:1] == (STREAM_NAME,)
+        )
+
+    def stream_before_sublayer(self, scope: _Scope, taken: list[_Value]) -> _Value | None:
+        """The stream as the block last added to it (the previous residual addition), or as it entered the block."""
+        for value in reversed(scope.names.get(STREAM_NAME, [])):
+            producer = self.nodes_by_id.get(value.producer)
+            if producer is not None and self.inline_residual(producer) and value not in taken:
+                return value
+        return self.by_name(scope.parent, STREAM_NAME, taken) if scope.parent is not None else None
 
     def unresolved(self, node: Node, scope: _Scope, shape: Shape, taken: list[_Value]) -> list[_Value]:
         """An input no name resolves: the call's own arguments, what the group has produced and not used, a value
