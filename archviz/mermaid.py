@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from archviz.graph import Graph, Group, NodeKind
 from archviz.shapes import Phase
 from archviz.site.dataflow import Flow, FlowEdge, FlowKind, FlowNode, drawn_members, read_flow
-from archviz.site.diagram import compact_shape, group_label, parameters_note
+from archviz.site.diagram import compact_shape, edge_heading, group_label, parameters_note
 
 _ENTITIES = {
     "#": "#35;",  # first: the codes below start with it
@@ -92,7 +92,8 @@ class _Writer:
         if edge.labelled and edge.shape is not None:
             tensor = self.nodes.get(edge.tensor or "")
             shape = compact_shape(edge.shape, Phase.PREFILL)
-            text = f"{tensor.title}\n{shape}" if tensor is not None and edge.source != tensor.id else shape
+            heading = edge_heading(edge, tensor)
+            text = f"{heading}\n{shape}" if heading else shape
             label = f"|{mermaid_text(text)}|"
         return f"{self.ids[edge.source]} {arrow}{label} {self.ids[edge.target]}"
 

@@ -271,7 +271,26 @@ def _diagram_page(sites: dict[str, Path], model: str) -> Path:
 def test_diagram_has_no_overlapping_boxes_or_labels(
     sites: dict[str, Path], open_page: Callable[..., Any], model: str, width: str
 ) -> None:
-    page, watch = open_page(_diagram_page(sites, model), viewport=DIAGRAM_WIDTHS[width])
+    _assert_diagram_lays_out_apart(open_page, _diagram_page(sites, model), width)
+
+
+@pytest.fixture(scope="module")
+def k25_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    site = tmp_path_factory.mktemp("k25") / "site"
+    write_site([describe_model("kimi-k2.5")], site)
+    return site / "kimi-k2.5" / "index.html"
+
+
+@pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
+def test_kimi_k25_diagram_with_its_vision_tower_has_no_overlapping_boxes_or_labels(
+    k25_site: Path, open_page: Callable[..., Any], width: str
+) -> None:
+    """The one diagram with a vision tower, a projector and the image features' merge, named axes and q/k/v roles."""
+    _assert_diagram_lays_out_apart(open_page, k25_site, width)
+
+
+def _assert_diagram_lays_out_apart(open_page: Callable[..., Any], path: Path, width: str) -> None:
+    page, watch = open_page(path, viewport=DIAGRAM_WIDTHS[width])
     for phase in ("prefill", "decode"):
         page.click(f"button[data-set-phase={phase}]")
         geometry = page.evaluate(_DIAGRAM_GEOMETRY)

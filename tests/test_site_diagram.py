@@ -14,7 +14,8 @@ import pytest
 
 from archviz.graph import Graph
 from archviz.pipeline import describe_model
-from archviz.site.dataflow import Flow, FlowKind, input_roles, read_flow
+from archviz.resolve import BUNDLED
+from archviz.site.dataflow import Flow, FlowEdge, FlowKind, input_roles, read_flow
 from archviz.site.diagram import DiagramLinks, _check, diagram_svg
 from tests.test_families import PUBLISHED, TINY
 
@@ -25,7 +26,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def graph_of(name: str, tmp_path: Path) -> Graph:
-    if name in (K2, KIMI_LINEAR, "kimi-k3"):
+    if name in BUNDLED:
         return describe_model(name).graph
     folder = tmp_path / name
     folder.mkdir()
@@ -206,3 +207,129 @@ def test_no_page_of_the_site_repeats_an_element_id() -> None:
             repeated[str(page.relative_to(site))] = twice
     assert len(list(site.rglob("*.html"))) > 100
     assert repeated == {}
+
+
+# -- issue 23: a connected diagram with named dimensions and attention's inputs by role ------------------------
+
+
+def reachable_from_inputs(flow: Flow) -> set[str]:
+    """Every box a model input reaches along the edges (a state's link to its operator counts both ways)."""
+    reached = {box.id for box in flow.nodes if box.kind is FlowKind.INPUT}
+    frontier = list(reached)
+    while frontier:
+        current = frontier.pop()
+        for edge in flow.edges:
+            ends = [(edge.source, edge.target)]
+            if edge.state:
+                ends.append((edge.target, edge.source))
+            for source, target in ends:
+                if source == current and target not in reached:
+                    reached.add(target)
+                    frontier.append(target)
+    return reached
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED))
+def test_every_box_of_a_bundled_diagram_is_reached_from_a_model_input(name: str, tmp_path: Path) -> None:
+    """Kimi-K2.5's diagram was three pieces: nothing left the patch merge, the projector began at a loose input and
+    its image features led nowhere, the 2-D rotary embedding had no edge."""
+    flow = read_flow(graph_of(name, tmp_path))
+    linked = {end for edge in flow.edges for end in (edge.source, edge.target)}
+    assert [box.id for box in flow.nodes if box.id not in linked] == []
+    assert [box.id for box in flow.nodes if box.id not in reachable_from_inputs(flow)] == []
+
+
+def test_kimi_k25_vision_tower_feeds_the_projector_and_the_decoder(tmp_path: Path) -> None:
+    """The forward's order (modeling_kimi_k25.py): ``rotary_emb`` over ``grid_thw``'s rows and columns feeds every
+    layer's attention, ``temporal_merge``'s ``pooled_hidden_states`` is ``mm_projector``'s input, and
+    ``inputs_embeds.masked_scatter(image_mask, image_embeds)`` puts the image features in before the decoder."""
+    flow = read_flow(graph_of("kimi-k2.5", tmp_path))
+    assert {
+        ("input.grid_thw", "vision.rotary-embedding"),
+        ("vision.rotary-embedding", "vision.attention.apply-rotary"),
+        ("vision.attention.apply-rotary", "vision.attention.core"),
+        ("vision.patch-merge", "projector.pre-norm"),
+        ("projector.out-proj", "image-scatter"),
+        ("token-embedding", "image-scatter"),
+        ("image-scatter", "residual-stream"),
+    } <= edges(flow)
+    inputs = {box.id for box in flow.nodes if box.kind is FlowKind.INPUT}
+    assert inputs == {"input.pixel_values", "input.grid_thw", "input.input_ids", "input.position_ids"}
+    carried = {edge.tensor: (edge.source, edge.target) for edge in flow.edges if edge.tensor and edge.labelled}
+    assert carried["projector.image-features"] == ("projector.out-proj", "image-scatter")
+    # ``hidden_states = hidden_states + self.attn(self.norm1(hidden_states), ...)``: the skip carries the stream, not
+    # the normalized copy the attention reads.
+    vision_residuals = {(e.source, e.target) for e in flow.edges if e.residual and e.target.startswith("vision.")}
+    assert vision_residuals == {
+        ("vision.position-embedding", "vision.attention-residual"),
+        ("vision.attention-residual", "vision.mlp-residual"),
+    }
+    assert not {("vision.attention-norm", "vision.attention-residual"), ("vision.mlp-norm", "vision.mlp-residual")} & (
+        edges(flow)
+    )
+
+
+def edge_texts(svg: str, flow: Flow) -> list[tuple[FlowEdge, list[str], str, str]]:
+    """Each labelled edge of the SVG with its lines: (edge, heading lines, prefill shape, decode shape)."""
+    root = _svg(svg)
+    by_element: dict[str, FlowEdge] = {f"dfg-e-{index}": edge for index, edge in enumerate(flow.edges)}
+    for edge in flow.edges:  # an edge carrying a tensor state takes the state's id (once)
+        if edge.labelled and edge.tensor and edge.tensor != edge.source:
+            by_element.setdefault(f"dfg-n-{edge.tensor}", edge)
+    found = []
+    for group in root.iter(f"{SVG}g"):
+        if "flow" not in (group.get("class") or "").split():
+            continue
+        texts = list(group.iter(f"{SVG}text"))
+        if not texts:
+            continue
+        prefill = [t.text or "" for t in texts if t.get("class") == "phase-prefill"]
+        decode = [t.text or "" for t in texts if t.get("class") == "phase-decode"]
+        heading = [t.text or "" for t in texts if t.get("class") is None]
+        shape = [t.text or "" for t in texts if t.get("class") is None and (t.text or "").startswith("[")]
+        edge = by_element[str(group.get("id"))]
+        found.append((edge, [h for h in heading if h not in shape], *(prefill or shape), *(decode or shape)))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED))
+def test_every_edge_label_names_each_fixed_dimension(name: str, tmp_path: Path) -> None:
+    """``[B, T, 12288]`` became ``[B, T, 12288 heads·qk_head_dim]``: every axis the graph's Shape names is named on
+    the edge, in both phases (only the symbolic ones, ``B``, ``T``, ``P``, stay letters)."""
+    graph = graph_of(name, tmp_path)
+    flow = read_flow(graph)
+    labelled = edge_texts(diagram_svg(graph, LINKS, flow=flow), flow)
+    assert len(labelled) == sum(edge.labelled and edge.shape is not None for edge in flow.edges)
+    long_names = 0
+    for edge, _, prefill, decode in labelled:
+        assert edge.shape is not None
+        for dim in edge.shape.dims:
+            if dim.value is not None and dim.label:
+                assert f"{dim.value} {dim.label}" in prefill and f"{dim.value} {dim.label}" in decode, (prefill, dim)
+                long_names += len(dim.label) > 8
+    assert long_names > 0 or name == "kimi-k3"  # the names the edges used to drop are there
+
+
+@pytest.mark.parametrize(
+    ("name", "cores"),
+    [
+        (K2, ["attention.sdpa"]),
+        ("kimi-k2.5", ["vision.attention.core", "attention.sdpa"]),
+        (KIMI_LINEAR, ["kda.delta-rule", "attention.sdpa"]),
+    ],
+)
+def test_edges_into_attention_cores_say_query_key_value(name: str, cores: list[str], tmp_path: Path) -> None:
+    graph = graph_of(name, tmp_path)
+    flow = read_flow(graph)
+    for core in cores:
+        into = [edge for edge in flow.edges if edge.target == core]
+        assert [edge.role for edge in into if edge.role] == ["query", "key", "value"], core
+    shown = {
+        (edge.source, edge.target, tuple(heading))
+        for edge, heading, _, _ in edge_texts(diagram_svg(graph, LINKS, flow=flow), flow)
+        if edge.target in cores
+    }
+    roles = sorted(heading for _, _, heading in shown if heading)  # g and beta, into KDA, have no role
+    assert roles == sorted([("query",), ("key",), ("value",)] * len(cores)), shown
+    other_roles = {edge.role for edge in flow.edges if edge.target not in cores}
+    assert other_roles == {None}  # the MLA's apply-rotary reads q and k, but it is no core

@@ -155,6 +155,9 @@ class DeepseekV3Builder:
     def before_text(self) -> None:
         """Groups of the model that run before the token embedding (a wrapper's vision tower); none here."""
 
+    def after_embedding(self) -> None:
+        """Nodes between the token embedding and the first block (a wrapper's image features put in); none here."""
+
     def before_sublayer(self, prefix: str, sublayer: str, at: Placement, *, parent: str, part: Part) -> None:
         """Nodes that run before attention (``sublayer="attention"``) or the FFN (``"mlp"``); none here."""
 
@@ -188,6 +191,7 @@ class DeepseekV3Builder:
         model_group(b, title=model.architecture or "Model", summary=self.model_summary, code=self.code)
         self.before_text()
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
+        self.after_embedding()
         if self.use_rope:
             settings, summary = deepseek_rope_settings(self.s)
             rotary_embedding(

