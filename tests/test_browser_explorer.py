@@ -346,14 +346,16 @@ def test_folding_a_group_hides_what_it_holds(
     visible = "id => getComputedStyle(document.querySelector(`[id='${id}']`)).visibility === 'visible'"
     held = [box for box in boxes if box.removeprefix("dfg-n-") in inside]
     assert held
-    toggle = f"[id='dfg-g-{group}'] .fold-toggle"
-    assert page.get_attribute(toggle, "aria-expanded") == "true"
-    page.click(toggle)
-    assert page.get_attribute(toggle, "aria-expanded") == "false"
+    page.select_option("#explorer-group", f"dfg-g-{group}")
+    fold = "button[data-explorer=fold]"
+    assert page.get_attribute(fold, "aria-pressed") == "false"
+    page.click(fold)
+    assert page.get_attribute(fold, "aria-pressed") == "true"
     for box in boxes:
         assert page.evaluate(visible, box) is (box not in held), box
-    page.focus(toggle)
+    page.focus(fold)
     page.keyboard.press("Enter")
+    assert page.get_attribute(fold, "aria-pressed") == "false"
     assert all(page.evaluate(visible, box) for box in boxes)
     assert watch.clean(), watch
 

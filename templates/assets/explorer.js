@@ -43,6 +43,11 @@
     var current = -1;
     var folded = [];
     root.classList.add("explorer-on");
+    // The view moves by its viewBox only: a jump to a fragment inside the box must not scroll the box itself.
+    box.addEventListener("scroll", function () {
+      box.scrollLeft = 0;
+      box.scrollTop = 0;
+    });
 
     // -- the view: a viewBox with the viewport's proportions, so one unit is ``view.k`` pixels both ways ----------
 
@@ -209,8 +214,12 @@
       press = null;
       box.classList.remove("dragging");
     }
-    box.addEventListener("pointerup", release);
+    box.addEventListener("pointerup", function () {
+      release();
+      window.setTimeout(function () { dragged = false; }, 0); // after the click that ends the drag, if any
+    });
     box.addEventListener("pointercancel", release);
+    box.addEventListener("dragstart", function (event) { event.preventDefault(); }); // links move the view, not away
     box.addEventListener("click", function (event) {
       if (dragged) { // the end of a drag is not a click on the box under it
         dragged = false;
@@ -242,6 +251,7 @@
     });
     // A box reached with Tab is brought into view.
     svg.addEventListener("focusin", function (event) {
+      if (!event.target.matches(":focus-visible")) return;
       var frame = box.getBoundingClientRect();
       var rect = event.target.getBoundingClientRect();
       if (rect.left < frame.left || rect.right > frame.right || rect.top < frame.top || rect.bottom > frame.bottom) {
@@ -298,14 +308,18 @@
       var match = /^#node=(.+)$/.exec(hash);
       if (match) return select(decodeURIComponent(match[1]), true);
       var target = null;
-      try { target = hash.length > 1 ? document.getElementById(decodeURIComponent(hash.slice(1))) : null; } catch (error) { target = null; }
+      try {
+        target = hash.length > 1 ? document.getElementById(decodeURIComponent(hash.slice(1))) : null;
+      } catch (error) {
+        target = null; // a malformed escape in the address
+      }
       if (!target || !svg.contains(target)) return false;
       if (target.classList.contains("cluster")) openGroup(target);
       else centreOn(target);
       return true;
     }
 
-    // -- folding groups: a cluster's toggle hides everything drawn inside it ---------------------------------------
+    // -- folding groups: the fold button hides everything drawn inside the chosen group (the layout stays) ----------
 
     var clusters = Array.prototype.slice.call(svg.querySelectorAll("g.cluster"));
     var drawn = Array.prototype.slice.call(svg.querySelectorAll("g.node, g.edge, g.cluster"));
@@ -334,11 +348,8 @@
       if (fold && at < 0) folded.push(cluster);
       if (!fold && at >= 0) folded.splice(at, 1);
       cluster.classList.toggle("folded", fold);
-      var toggle = cluster.querySelector(".fold-toggle");
-      toggle.setAttribute("aria-expanded", String(!fold));
-      toggle.setAttribute("aria-label", (fold ? "Unfold " : "Fold ") + label(cluster));
-      toggle.querySelector("text").textContent = fold ? "+" : "\u2212";
       refold();
+      showFold();
     }
 
     // Unfold every folded group that hides an element.
@@ -355,47 +366,17 @@
       return Array.prototype.map.call(texts, function (t) { return t.textContent; }).join(" ");
     }
 
-    function addToggle(cluster) {
-      var shape = cluster.querySelector("path, polygon");
-      if (!shape) return;
-      var area = shape.getBBox();
-      var ns = svg.namespaceURI;
-      var toggle = document.createElementNS(ns, "g");
-      toggle.setAttribute("class", "fold-toggle");
-      toggle.setAttribute("role", "button");
-      toggle.setAttribute("tabindex", "0");
-      toggle.setAttribute("aria-expanded", "true");
-      toggle.setAttribute("aria-label", "Fold " + label(cluster));
-      var square = document.createElementNS(ns, "rect");
-      var x = area.x + area.width - 20;
-      var y = area.y + 4;
-      square.setAttribute("x", x);
-      square.setAttribute("y", y);
-      square.setAttribute("width", 16);
-      square.setAttribute("height", 16);
-      square.setAttribute("rx", 3);
-      var sign = document.createElementNS(ns, "text");
-      sign.setAttribute("x", x + 8);
-      sign.setAttribute("y", y + 12.5);
-      sign.setAttribute("text-anchor", "middle");
-      sign.textContent = "\u2212";
-      toggle.appendChild(square);
-      toggle.appendChild(sign);
-      cluster.appendChild(toggle);
-      function flip(event) {
-        event.preventDefault();
-        event.stopPropagation();
-        setFolded(cluster, folded.indexOf(cluster) < 0);
-      }
-      toggle.addEventListener("click", flip);
-      toggle.addEventListener("keydown", function (event) {
-        if (event.key === "Enter" || event.key === " ") flip(event);
-      });
-    }
-
     // -- open one group (a decoder block ×61) on its own: zoomed to fill the view ----------------------------------
 
     var groupSelect = root.querySelector("#explorer-group");
+    var foldButton = root.querySelector("[data-explorer=fold]");
+
+    // The fold button is pressed while the chosen group is folded.
+    function showFold() {
+      var cluster = document.getElementById(groupSelect.value);
+      var fold = !!cluster && folded.indexOf(cluster) >= 0;
+      foldButton.setAttribute("aria-pressed", String(fold));
+    }
 
     function openGroup(cluster) {
       if (folded.indexOf(cluster) >= 0) setFolded(cluster, false);
@@ -412,8 +393,10 @@
     });
     var repeated = clusters.filter(function (cluster) { return /\u00d7/.test(label(cluster)); })[0];
     if (repeated) groupSelect.value = repeated.id;
+    groupSelect.addEventListener("change", showFold);
+    showFold();
 
-    // -- find in the diagram: boxes and labelled edges by id, title, code or label -----------------------------------------
+    // -- find in the diagram: boxes and labelled edges by id, title, code or label ---------------------------------
 
     var findInput = root.querySelector("#explorer-find");
     var findCount = root.querySelector("#explorer-count");
@@ -511,18 +494,24 @@
         var cluster = document.getElementById(groupSelect.value);
         if (cluster) openGroup(cluster);
       },
-      close: function () { closePanel(); box.focus(); }
+      fold: function () {
+        var cluster = document.getElementById(groupSelect.value);
+        if (cluster) setFolded(cluster, folded.indexOf(cluster) < 0);
+      },
+      close: function () { closePanel(); box.focus({ preventScroll: true }); }
     };
+    panel.addEventListener("keydown", function (event) {
+      if (event.key === "Escape") ACTIONS.close();
+    });
     root.addEventListener("click", function (event) {
       var button = event.target.closest("[data-explorer]");
       if (button && ACTIONS[button.getAttribute("data-explorer")]) ACTIONS[button.getAttribute("data-explorer")]();
     });
 
-    clusters.forEach(addToggle);
     buildMinimap();
     fit();
     if (colour.value) colourBy(colour.value); // a value the browser kept from the last visit
-    follow(window.location.hash);
+    if (follow(window.location.hash) && /^#node=/.test(window.location.hash)) root.scrollIntoView();
     window.addEventListener("hashchange", function () { follow(window.location.hash); });
     var width = window.innerWidth;
     window.addEventListener("resize", function () {
