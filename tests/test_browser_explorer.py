@@ -373,6 +373,11 @@ def test_one_layer_opens_on_its_own(site: Path, open_page: Callable[..., Any], w
     assert _inside(cluster, frame, slack=2)
     filled = max((cluster[2] - cluster[0]) / (frame[2] - frame[0]), (cluster[3] - cluster[1]) / (frame[3] - frame[1]))
     assert filled > 0.9
+    # The groups table's link to a group in the diagram opens that group the same way.
+    page.click("table.groups a[href='#dfg-g-attention']")
+    page.wait_for_function("document.querySelector('#explorer-group').value === 'dfg-g-attention'")
+    frame, cluster = rect(page, "#diagram"), rect(page, "[id='dfg-g-attention'] path")
+    assert _inside(cluster, frame, slack=2)
     assert watch.clean(), watch
 
 

@@ -383,6 +383,7 @@
       reveal(cluster);
       show(outline(cluster));
       groupSelect.value = cluster.id;
+      showFold();
     }
 
     clusters.forEach(function (cluster) {
