@@ -214,7 +214,8 @@ def test_hostile_config_runs_nothing(sites: dict[str, Path], open_page: Callable
     assert page.locator("img").count() == 0
     sources = page.evaluate("Array.from(document.scripts, s => s.getAttribute('src'))")
     home = ["compare.js"] if page_path == "index.html" else []  # the home page sorts its side-by-side table
-    assert [src.rsplit("/", 1)[-1] for src in sources] == ["archviz.js", "search-index.js", *home]
+    overview = ["explorer.js"] if page_path.endswith("/index.html") else []  # the overview's diagram explorer
+    assert [src.rsplit("/", 1)[-1] for src in sources] == ["archviz.js", "search-index.js", *home, *overview]
     assert (
         page.evaluate(
             "Array.from(document.querySelectorAll('*')).some("

@@ -552,7 +552,13 @@ def test_hostile_config_strings_are_escaped_everywhere(hostile_site: Path) -> No
         for raw in (SCRIPT, ATTRIBUTE, "<img", "window.__pwned=1</"):
             assert raw not in html, (path.name, raw)
         home = path == hostile_site / "index.html"  # which also sorts its side-by-side table
-        scripts = ("assets/archviz.js", "search-index.js", *(("assets/compare.js",) if home else ()))
+        overview = path.name == "index.html" and not home  # which also explores its diagram
+        scripts = (
+            "assets/archviz.js",
+            "search-index.js",
+            *(("assets/compare.js",) if home else ()),
+            *(("assets/explorer.js",) if overview else ()),
+        )
         assert html.count(CLOSE_SCRIPT) == len(scripts), path.name  # only the script elements archviz writes
         tree = parse(html)
         assert [e.attrs.get("src") for e in tree.find_all("script")] == [

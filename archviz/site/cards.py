@@ -10,6 +10,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from archviz.cost import Phase as CostPhase
 from archviz.excerpts import (
     ExcerptLines,
     covering_range,
@@ -35,6 +36,7 @@ from archviz.site.index import (
     symbol_legend,
 )
 from archviz.site.views import (
+    BriefCard,
     CalculationRow,
     CardView,
     CodeLine,
@@ -263,6 +265,26 @@ def build_card_view(index: ModelIndex, node: Node, *, diagram_links: DiagramLink
         ),
         context_title=context[0],
         context_svg=context[1],
+    )
+
+
+def brief_card(index: ModelIndex, node: Node, root: str) -> BriefCard:
+    """The node's card in brief (title, kind, shapes, parameters, prefill FLOPs), for the overview's side panel."""
+    shares = index.nodes.get(node.shares_parameters_with or "")
+    cost = index.cost.nodes.get(node.id) if index.priced() else None
+    flops = 0 if cost is None else cost.flops(index.cost.sizes, CostPhase.PREFILL)
+    return BriefCard(
+        id=node.id,
+        title=node.title,
+        kind=node.kind.value,
+        code=node.code,
+        summary=node.summary,
+        href=node_href(node.id, root=root, slug=index.slug),
+        shapes=shape_rows(node),
+        parameters=_parameters_headline(node, shares),
+        parameter_count=0 if shares is not None else node_parameters(node) * node.placement.count,
+        flops="" if cost is None else count(flops),
+        flop_count=flops,
     )
 
 

@@ -11,6 +11,7 @@ from archviz.families import family_for
 from archviz.graph import Graph, Group, GroupKind, Node, Part
 from archviz.pipeline import ModelDocs
 from archviz.report import PART_TITLES, format_placement
+from archviz.site.cards import brief_card
 from archviz.site.costs import cost_view
 from archviz.site.deploy import deploy_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
@@ -333,7 +334,6 @@ def build_overview_view(index: ModelIndex) -> OverviewView:
             crumbs=tuple(crumbs(index, root)[:1]),
             phase_toggle=True,
             partial=partial_badge(graph, overview=""),
-            symbols=symbol_legend(graph.nodes),
         ),
         name=index.title(),
         architecture=graph.model.architecture or "",
@@ -344,6 +344,8 @@ def build_overview_view(index: ModelIndex) -> OverviewView:
         assumptions=tuple(f"{item.key} = {item.value} ({item.source})" for item in graph.assumptions),
         revisions=revision_links(index.docs),
         diagram_svg=model_diagram(index, root),
+        brief_cards=tuple(brief_card(index, node, root) for node in graph.nodes),
+        symbols=symbol_legend(graph.nodes),
         shares=parameter_shares(index),
         share_note=(
             f"Multi-token-prediction layers ({count(mtp)} parameters) are not in the total and not shown."

@@ -26,7 +26,13 @@ from archviz.versions import installed_versions, version_line
 
 SITE_MARKER_TEXT = "archviz documentation site\n"
 """What the marker file says."""
-ASSETS = ("assets/archviz.css", "assets/archviz.js", "assets/compare.css", "assets/compare.js")
+ASSETS = (
+    "assets/archviz.css",
+    "assets/archviz.js",
+    "assets/compare.css",
+    "assets/compare.js",
+    "assets/explorer.js",
+)
 """Static files copied from the template folders (a user folder may override them)."""
 
 

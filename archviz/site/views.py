@@ -545,6 +545,35 @@ class ConfigView:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BriefCard:
+    """A node's card in brief, for the overview diagram's side panel: what its card says first, and the two numbers
+    the diagram can be coloured by."""
+
+    id: str
+    """The node's id (its box is ``dfg-n-<id>``)."""
+    title: str
+    """As on the card."""
+    kind: str
+    """``learned``, ``operator`` or ``tensor``."""
+    code: str
+    """The modeling code's expression for it (``self.kv_b_proj(kv_nope)``), as on the card; find looks in it too."""
+    summary: str
+    """The card's one-line summary."""
+    href: str
+    """The card, relative to the overview."""
+    shapes: tuple[ShapeRow, ...]
+    """Its shapes in and out, as on the card."""
+    parameters: str
+    """The card's parameter headline (per instance), empty for a tensor state."""
+    parameter_count: int
+    """Parameters of every instance together (0 for a tied weight): what colouring by parameters reads."""
+    flops: str
+    """Prefill FLOPs of every instance together, formatted; empty for a node that computes nothing counted."""
+    flop_count: int
+    """The same as a number: what colouring by prefill FLOPs reads."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OverviewView:
     """Everything a model's overview page shows."""
 
@@ -568,6 +597,10 @@ class OverviewView:
     """The config's and the modeling file's pinned revisions, each linking to its file where a URL exists."""
     diagram_svg: str
     """The data-flow diagram as inline SVG (``archviz.site.diagram``, which checks every element it holds)."""
+    brief_cards: tuple[BriefCard, ...]
+    """Every node's card in brief, in the graph's order, for the diagram's side panel and colouring."""
+    symbols: tuple[SymbolView, ...]
+    """What the symbols in the diagram's shapes mean, shown beside it (the footer of other pages says it)."""
     shares: tuple[ShareRow, ...]
     """The parameter chart, largest part first."""
     share_note: str
