@@ -215,6 +215,11 @@ def test_embedding_card_shows_only_the_config_lines_of_its_keys(site: Path, docs
         assert shown <= keys | openers, (name, sorted(shown - keys))
         gaps = [squash(p.text()) for p in item.find_all("p", "omission")]
         assert len(gaps) == len(runs_of(sorted(shown))) - 1, (name, gaps)
+        # The released configuration's sentence, which the card carried, is said once: on the overview, by the config.
+        released = docs[name].sources.configuration
+        assert released is not None and "The released" not in squash(card.text())
+        overview = page(site, name, "index.html")
+        assert [squash(p.text()) for p in overview.find_all("p", "config-claim")] == [released.claim], name
 
 
 def _key_lines(config: ConfigDocument, key: str) -> range:

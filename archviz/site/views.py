@@ -559,6 +559,9 @@ class ConfigView:
     """The config at its pinned revision on the Hub; None for a local file."""
     shortened: str | None = None
     """Why only some lines are shown (a config larger than ``MAX_CONFIG_SHOWN_BYTES``); None when all are."""
+    claim: str = ""
+    """The released configuration in one sentence (``The released configuration: width 7,168, …``), said here once
+    rather than on a card; empty when provenance composed none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
