@@ -97,9 +97,6 @@ class Locator:
     """Why the code may legitimately be missing from a file, shown when nothing is found."""
     context: tuple[str, ...] = ()
     """Further node or group ids whose evidence is contextual here (the block for the embedded state)."""
-    whole_config: bool = False
-    """Whether the direct config evidence is the whole released configuration rather than the node's keys
-    (the token embedding, where a reader starts)."""
     composed: str | None = None
     """For the model and block groups: the claim is composed from the config and the graph when the code is
     found (``model``, ``block``); ``claim`` is what holds without them."""

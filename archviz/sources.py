@@ -387,7 +387,7 @@ def locate_sources(
     for node in graph.nodes:
         locator = node_locators.get(node.id)
         result = None if locator is None else found(locator)
-        own[node.id] = _direct_sources(context, node, locator, result, configuration)
+        own[node.id] = _direct_sources(context, node, locator, result)
 
     titles = {node.id: node.title for node in graph.nodes} | {
         group.id: MODEL_GROUP_TITLE if group.kind is GroupKind.MODEL else group.title for group in graph.groups
@@ -432,9 +432,7 @@ def _locators(graph: Graph, source: SourceFile) -> tuple[Mapping[str, Locator], 
     return nodes, groups
 
 
-def _direct_sources(
-    context: _Context, node: Node, locator: Locator | None, result: _Found | None, configuration: Evidence | None
-) -> NodeSources:
+def _direct_sources(context: _Context, node: Node, locator: Locator | None, result: _Found | None) -> NodeSources:
     """A node's own citations and direct evidence: its code, then its config lines."""
     evidence: list[Evidence] = []
     refs: list[SourceRef] = []
@@ -446,8 +444,8 @@ def _direct_sources(
         refs.extend(_code_refs(context.file(locator), result.matches))
     else:
         reason = _not_located(locator, result, context.file(locator))
-    whole = locator is not None and locator.whole_config and configuration is not None
-    config_item = configuration if whole else _key_evidence(context, node.config_keys)
+    # Only the lines of the keys the node's numbers use: the released configuration as a whole is the overview's.
+    config_item = _key_evidence(context, node.config_keys)
     if config_item is not None:
         evidence.append(config_item)
     refs.extend(_config_refs(context, node.config_keys))

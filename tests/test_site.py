@@ -36,7 +36,7 @@ REMOTE_SHAPE = Path(__file__).parent / "data" / "sources" / "remote_deepseek_sha
 GOLDEN_CARDS = ("token-embedding", "embedded-state")
 CARD_LIMIT = 150 * 1024
 OVERVIEW_LIMIT = 1024 * 1024
-UNVERIFIED = "Derived from the config; this count has not been verified against a checkpoint here."
+NOT_RUN_STATUS = "not checked no checkpoint or meta model was checked in this run"
 
 # Hostile strings a config may carry; each must reach the pages only as text.
 SCRIPT = "<script>alert(1)</script>"
@@ -166,6 +166,8 @@ REFERENCE_ELEMENTS: list[tuple[str, str | None, str | None, str]] = [
     ("in shape", "div", "fact", "in prefill [B batch, T positions] decode [B batch, 1 positions] input_ids"),
     ("out shape", "div", "fact", "out prefill [B batch, T positions, 7168 d] decode [B batch, 1 positions, 7168 d]"),
     ("parameters headline", "div", "fact", "parameters 1,174,405,120"),
+    # The reference card's verification sentence is the overview's; the card says what was checked of this node.
+    ("verification status", "p", "status", NOT_RUN_STATUS),
     ("parameters per instance", "p", "lead", "1,174,405,120 parameters per instance."),
     ("calculation header", "thead", None, "Component Calculation Parameters"),
     ("calculation row", "tbody", None, "Token embedding"),
@@ -173,10 +175,10 @@ REFERENCE_ELEMENTS: list[tuple[str, str | None, str | None, str]] = [
     ("calculation arithmetic", "span", "arithmetic", "163,840 × 7,168"),
     ("per-instance total", "tfoot", None, "Per-instance total 1,174,405,120"),
     ("placement", "p", "placement", "One instance, at model level."),
-    ("verification sentence", "p", "verification", UNVERIFIED),
     # The bundled K2 config has no model folder, so transformers' own deepseek_v3 file is cited (pinned to the
     # installed release's tag); the config is cited at the bundled revision.
-    ("code references", "p", "code-refs", "Code modeling_deepseek_v3.py 570, 601–602 · config.json 15–68"),
+    # Only the lines of the two keys the embedding's numbers use (the reference card cited the whole configuration).
+    ("code references", "p", "code-refs", "Code modeling_deepseek_v3.py 570, 601–602 · config.json 17, 68"),
     ("sources", "h2", None, "Sources 3"),
     ("direct evidence", "h3", None, "Direct evidence"),
     ("evidence category and file", "p", "where", "embedding · huggingface/transformers / modeling_deepseek_v3.py"),
@@ -498,12 +500,14 @@ def test_remote_code_evidence_and_verification(tmp_path: Path) -> None:
     rendered = render_context()
     embedding = parse(render_card(build_card_view(index, index.nodes["token-embedding"]), rendered))
     text = squash(embedding.text())
-    assert "Code modeling_deepseek.py 273, 305–306 · config.json 15–68" in text
+    assert "Code modeling_deepseek.py 273, 305–306 · config.json 17, 68" in text
     assert "moonshotai/Kimi-K2-Instruct / modeling_deepseek.py Pinned revision fd1984e2b7a3 ↗ · lines 273–306" in text
     link = f"https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/{sha}/modeling_deepseek.py#L273-L306"
     assert link in [e.attrs["href"] for e in embedding.find_all("a")]
     assert "… lines 274–304 omitted …" in text
-    assert "The model total matches the checkpoint's tensors." in text
+    # The sentence is the overview's; the card links to it from its status chip.
+    assert "The model total matches the checkpoint's tensors." not in text
+    assert embedding.find("a", "chip").attrs["href"] == f"../../{K2}/index.html#verification"
     assert "source not located" not in text
     assert "if" in [e.text() for e in embedding.find_all("span", "k")]  # Python highlighting
     state = parse(render_card(build_card_view(index, index.nodes["embedded-state"]), rendered))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from archviz.config import ConfigDocument
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
 from tests.test_site import Element, parse, squash
@@ -153,6 +154,104 @@ def test_group_titles_are_human_with_the_class_name_beside(site: Path) -> None:
     row = next(r for r in overview.find("table", "groups").find_all("tr") if r.attrs.get("id") == "group-model")
     assert squash(row.find("th").find("a").text()) == "Transformer blocks"
     assert "DeepseekV3ForCausalLM" in squash(row.find("th").text())
+
+
+# -- cards say each thing once (issue 23) -------------------------------------------------------------------
+
+
+def _cards(site: Path, docs: dict[str, ModelDocs]) -> list[tuple[str, str, Element]]:
+    """Every card of every model: (model, node id, the card's article)."""
+    return [
+        (name, node.id, page(site, name, "nodes", f"{node.id}.html").find("article", "card"))
+        for name in MODELS
+        for node in docs[name].graph.nodes
+    ]
+
+
+def _shown(excerpt: Element) -> tuple[tuple[str, str], ...]:
+    """An excerpt's rows: (line number, text)."""
+    return tuple(
+        (row.find("span", "ln").attrs["data-line"], squash(row.find("span", "lc").text()))
+        for row in excerpt.find_all("span", "row")
+    )
+
+
+def test_each_excerpt_is_shown_once_per_card(site: Path, docs: dict[str, ModelDocs]) -> None:
+    """Issue 23: the Code strip repeated the Sources' excerpts. Every block of code on a card is now a Sources item's,
+    no two items show the same lines of a file, and the Code line links to the items that show its lines."""
+    for name, node, card in _cards(site, docs):
+        items = card.find("section", "sources").find_all("div", "evidence")
+        assert not card.find("section", "code-section").find_all("pre"), (name, node)
+        assert len(card.find_all("pre")) == sum(len(item.find_all("pre")) for item in items), (name, node)
+        shown = [(squash(item.find("p", "where").text()), _shown(item.find("div", "excerpt"))) for item in items]
+        assert len(set(shown)) == len(shown), (name, node)
+        files = {item.attrs["id"]: squash(item.find("p", "where").text()) for item in items}
+        for link in card.find("p", "code-refs").find_all("a"):
+            file = squash(link.text()).split(" ")[0]
+            assert files[link.attrs["href"].removeprefix("#")].endswith(f"/ {file}"), (name, node, file)
+
+
+def test_embedding_card_shows_only_the_config_lines_of_its_keys(site: Path, docs: dict[str, ModelDocs]) -> None:
+    """Issue 23: the token embedding's card showed config.json lines 15–68 (the whole released configuration) for a
+    count that reads vocab_size and hidden_size. Its config excerpt now holds the lines of the keys the node uses (and,
+    for a wrapper's text_config, the line opening it), with the lines between them marked omitted."""
+    for name in MODELS:
+        config = docs[name].config
+        node = next(item for item in docs[name].graph.nodes if item.id == "token-embedding")
+        # pad_token_id is the table's padding_idx where the config sets it.
+        assert {"vocab_size", "hidden_size"} <= set(node.config_keys) <= {"vocab_size", "hidden_size", "pad_token_id"}
+        keys = {line for key in node.config_keys for line in _key_lines(config, key)}
+        assert keys, name
+        openers = {span.start for path, span in config.spans.items() if len(path) == 1 and path[0] in config.root}
+        card = page(site, name, "nodes", "token-embedding.html").find("article", "card")
+        item = next(
+            item
+            for item in card.find_all("div", "evidence")
+            if squash(item.find("p", "where").text()).endswith("/ config.json")
+            and squash(item.find("h3").text()) == "Direct evidence"
+        )
+        shown = {int(number) for number, _ in _shown(item.find("div", "excerpt"))}
+        assert keys <= shown, name
+        assert shown <= keys | openers, (name, sorted(shown - keys))
+        gaps = [squash(p.text()) for p in item.find_all("p", "omission")]
+        assert len(gaps) == len(runs_of(sorted(shown))) - 1, (name, gaps)
+        # The released configuration's sentence, which the card carried, is said once: on the overview, by the config.
+        released = docs[name].sources.configuration
+        assert released is not None and "The released" not in squash(card.text())
+        overview = page(site, name, "index.html")
+        assert [squash(p.text()) for p in overview.find_all("p", "config-claim")] == [released.claim], name
+
+
+def _key_lines(config: ConfigDocument, key: str) -> range:
+    """The lines that set ``key``; none where the config leaves it unset (Kimi-K3's hidden_size is assumed)."""
+    span = config.key_span(key)
+    return range(0) if span is None else range(span.start, span.end + 1)
+
+
+def runs_of(numbers: list[int]) -> list[list[int]]:
+    """Consecutive runs of sorted numbers."""
+    found: list[list[int]] = []
+    for number in numbers:
+        if found and found[-1][-1] == number - 1:
+            found[-1].append(number)
+        else:
+            found.append([number])
+    return found
+
+
+def test_cards_carry_a_status_chip_and_not_the_verification_paragraph(site: Path, docs: dict[str, ModelDocs]) -> None:
+    """Issue 23: every card repeated the model's verification paragraph. It is the overview's, once; a card carries
+    its node's chip, linking to it, and says which witness (here none: the site was rendered without verifying)."""
+    for name in MODELS:
+        overview = page(site, name, "index.html")
+        assert [p.attrs.get("id") for p in overview.find_all("p", "verification")] == ["verification"], name
+    for name, node, card in _cards(site, docs):
+        assert not card.find_all("p", "verification"), (name, node)
+        chips = card.find_all("a", "chip")
+        assert len(chips) == 1, (name, node)
+        assert chips[0].attrs["href"] == f"../../{name}/index.html#verification"
+        status = squash(card.find("p", "status").text())
+        assert status == "not checked no checkpoint or meta model was checked in this run", (name, node)
 
 
 # -- search --------------------------------------------------------------------------------------------

@@ -17,9 +17,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from archviz.pipeline import describe_model
 from archviz.site.batch import RenderRequest, render_site
+from archviz.site.formatting import count
 from archviz.site.progress import RichReporter
 from archviz.site.publish import LOCK_SUFFIX
+from archviz.totals import node_parameters
+from tests.test_site import parse, squash
 
 KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
 K3 = "kimi-k3"
@@ -70,6 +74,23 @@ def test_jobs_do_not_change_a_byte(tmp_path: Path) -> None:
         outs[jobs] = tree(out)
     assert outs["1"] == outs["2"]
     assert b"built on the meta device" in outs["1"][f"{KIMI_LINEAR}/index.html"]
+    # The workers' node statuses reach the cards' chips, each naming its witness (issue 23).
+    docs = describe_model(KIMI_LINEAR)
+    node = next(item for item in docs.graph.nodes if item.id == "token-embedding")
+    elements = count(node_parameters(node) * node.placement.count)
+    status = _status(outs["1"][f"{KIMI_LINEAR}/nodes/token-embedding.html"])
+    assert status[0] == "meta model: agree"
+    assert "built on the meta device" in status[1] and f"{elements} elements" in status[1], status
+    assert _status(outs["1"][f"{KIMI_LINEAR}/nodes/embedded-state.html"])[0] == "shape trace: agree"
+    # Kimi-K3's config is partial: transformers' model is not built, and the chip says so.
+    status = _status(outs["1"][f"{K3}/nodes/token-embedding.html"])
+    assert status[0] == "not checked" and "meta model skipped" in status[1], status
+
+
+def _status(html: bytes) -> tuple[str, str]:
+    """A card's chip and the words beside it."""
+    element = parse(html.decode("utf-8")).find("p", "status")
+    return squash(element.find("a", "chip").text()), squash(element.find("span", "status-detail").text())
 
 
 def test_two_renders_into_one_folder_leave_exactly_one_of_them_whole(tmp_path: Path) -> None:

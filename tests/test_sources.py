@@ -383,9 +383,13 @@ def test_embedded_state_has_the_k2_cards_contextual_evidence(k2_sources: GraphSo
     shown = [line for part in code.excerpt if isinstance(part, ExcerptLines) for line in part.lines]
     assert any("self.embed_tokens = nn.Embedding(" in line for line in shown)
     assert any("inputs_embeds = self.embed_tokens(input_ids)" in line for line in shown)
-    released = next(item for item in from_embedding if item.file == "config.json")
-    assert released.category is Category.CONFIG
-    assert released.claim.startswith("The released configuration: width 7,168, 61 layers")
+    # The token embedding's config lines are those of its keys (issue 23: they were the whole released
+    # configuration, lines 15–68); the released configuration's sentence is the overview's.
+    keys = next(item for item in from_embedding if item.file == "config.json")
+    assert keys.category is Category.CONFIG
+    assert keys.claim == "The configuration sets hidden_size = 7,168 and vocab_size = 163,840."
+    released = k2_sources.configuration
+    assert released is not None and released.claim.startswith("The released configuration: width 7,168, 61 layers")
     for phrase in ("top-8 of 384 routed experts", "route scale 2.827", "vocabulary 163,840", "YaRN RoPE", "untied"):
         assert phrase in released.claim
     assert {item.from_node for item in context} >= {"token-embedding", "model", "block"}

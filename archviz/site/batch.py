@@ -3,9 +3,9 @@
 The pipeline runs in turn for each model (describe, then verify, then render), and what a run reports as it goes
 is told to a ``Reporter`` (the command line shows it as a progress display on a terminal). Verification, the slow
 part (transformers' model on the meta device, the checkpoint's headers), runs in ``jobs`` worker processes; each
-worker describes its model again from the same inputs and returns one sentence, and the sentences are used in the
-models' order, so the site is byte-identical whatever ``jobs`` is. Workers are spawned, not forked: the parent may
-run a progress thread, and torch is imported only in the workers.
+worker describes its model again from the same inputs and returns its verification sentence and node statuses,
+used in the models' order, so the site is byte-identical whatever ``jobs`` is. Workers are spawned, not forked: the
+parent may run a progress thread, and torch is imported only in the workers.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Protocol
 
 from archviz.errors import InputError
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.site.index import ModelContext
+from archviz.site.index import ModelContext, model_context
 from archviz.site.publish import write_site
 
 CheckpointLocator = Callable[[ModelDocs, str | None], str | None]
@@ -86,36 +86,39 @@ def default_jobs() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def verification_for(name: str, source: str, trust_remote_code: bool, locate: CheckpointLocator) -> str:
-    """The verification sentence of one model (run in a worker: the model is described again there)."""
+def verification_for(name: str, source: str, trust_remote_code: bool, locate: CheckpointLocator) -> ModelContext:
+    """The verification sentence and node statuses of one model (run in a worker: the model is described again
+    there)."""
     from archviz.checkpoint import read_checkpoint
-    from archviz.verify import verification_sentence, verify
+    from archviz.verify import verify
 
     docs = describe_model(name, source=source)
     location = locate(docs, None)
     held = read_checkpoint(location) if location is not None else None
-    return verification_sentence(verify(docs, checkpoint=held, trust_remote_code=trust_remote_code))
+    return model_context(verify(docs, checkpoint=held, trust_remote_code=trust_remote_code))
 
 
-def _worker(name: str, source: str, trust_remote_code: bool, locate: CheckpointLocator) -> tuple[str, str, str]:
-    """A worker's result: ("ok", sentence, "") or ("error", message, path), an ``InputError`` sent back as text
-    (its keyword-only constructor does not survive pickling)."""
+def _worker(
+    name: str, source: str, trust_remote_code: bool, locate: CheckpointLocator
+) -> tuple[ModelContext | None, str, str]:
+    """A worker's result: (context, "", "") or (None, message, path), an ``InputError`` sent back as text (its
+    keyword-only constructor does not survive pickling)."""
     try:
-        return "ok", verification_for(name, source, trust_remote_code, locate), ""
+        return verification_for(name, source, trust_remote_code, locate), "", ""
     except InputError as error:
-        return "error", error.message, error.location.path
+        return None, error.message, error.location.path
 
 
 def _verify_all(
     request: RenderRequest, described: Sequence[ModelDocs], locate: CheckpointLocator, reporter: Reporter
-) -> list[str]:
-    """Every model's verification sentence, in the models' order."""
+) -> list[ModelContext]:
+    """Every model's verification sentence and node statuses, in the models' order."""
     if request.jobs <= 1 or len(described) <= 1:
-        sentences = []
+        found = []
         for name, docs in zip(request.names, described, strict=True):
             reporter.stage(docs.graph.model.name, "verify")
-            sentences.append(verification_for(name, request.source, request.trust_remote_code, locate))
-        return sentences
+            found.append(verification_for(name, request.source, request.trust_remote_code, locate))
+        return found
     work = functools.partial(_worker, source=request.source, trust_remote_code=request.trust_remote_code, locate=locate)
     context = multiprocessing.get_context("spawn")
     workers = min(request.jobs, len(described))
@@ -124,10 +127,12 @@ def _verify_all(
         for docs in described:
             reporter.stage(docs.graph.model.name, "verify")
         results = [future.result() for future in futures]
-    for status, text, path in results:
-        if status == "error":
-            raise InputError(text, path=path)
-    return [text for _, text, _ in results]
+    contexts = []
+    for result, message, path in results:
+        if result is None:
+            raise InputError(message, path=path)
+        contexts.append(result)
+    return contexts
 
 
 def render_site(request: RenderRequest, *, locate: CheckpointLocator, reporter: Reporter | None = None) -> int:
@@ -137,10 +142,10 @@ def render_site(request: RenderRequest, *, locate: CheckpointLocator, reporter: 
     for name in request.names:
         reporter.stage(name, "describe")
         described.append(describe_model(name, source=request.source))
-    contexts: dict[str, ModelContext] = {}
-    sentences = _verify_all(request, described, locate, reporter) if request.verify else [None] * len(described)
-    for docs, sentence in zip(described, sentences, strict=True):
-        contexts[docs.graph.model.name] = ModelContext(verification=sentence)
+    verified = (
+        _verify_all(request, described, locate, reporter) if request.verify else [ModelContext()] * len(described)
+    )
+    contexts = {docs.graph.model.name: context for docs, context in zip(described, verified, strict=True)}
     for docs in described:
         reporter.stage(docs.graph.model.name, "render")
     write_site(

@@ -1,7 +1,9 @@
 """Cards: the view model of one node's page, from its graph node and provenance's evidence for it.
 
 The Sources section shows provenance's evidence (``archviz.sources.Evidence``) as it comes: direct evidence
-(the node's code, then its config lines), then context; the Code line cites the directly shown lines.
+(the node's code, then its config lines), then context; each excerpt is shown there once, and the Code line cites the
+directly shown lines, linking to the items that show them. The model's verification paragraph is the overview's; a
+card carries its node's status.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id, group_graph,
 from archviz.site.formatting import count, line_range, runs, safe_url
 from archviz.site.highlight import code_lines
 from archviz.site.index import (
-    UNVERIFIED_SENTENCE,
     ModelIndex,
     crumbs,
     group_href,
@@ -39,7 +40,6 @@ from archviz.site.views import (
     BriefCard,
     CalculationRow,
     CardView,
-    CodeLine,
     EvidenceView,
     ExcerptPartView,
     Link,
@@ -48,10 +48,11 @@ from archviz.site.views import (
     SettingView,
     ShapeRow,
     ShapeView,
+    StatusView,
 )
 from archviz.sources import Evidence
 from archviz.totals import node_parameters, scale_name, scale_shape
-from archviz.words import plural
+from archviz.words import join, plural
 
 # Code references list the shown runs of lines; beyond this many runs, the covering range.
 _MAX_REFERENCE_RUNS = 3
@@ -154,8 +155,8 @@ def parameters_view(index: ModelIndex, node: Node) -> ParametersView | None:
     )
 
 
-def evidence_view(item: Evidence) -> EvidenceView:
-    """One item of the Sources section: provenance's evidence with its excerpt highlighted."""
+def evidence_view(item: Evidence, number: int) -> EvidenceView:
+    """The ``number``-th item of the Sources section: provenance's evidence with its excerpt highlighted."""
     parts = tuple(
         ExcerptPartView(item="lines", lines=code_lines(part, item.file))
         if isinstance(part, ExcerptLines)
@@ -166,6 +167,7 @@ def evidence_view(item: Evidence) -> EvidenceView:
     # Provenance pins every file (a commit, a content hash or a release tag); an empty revision says it could not.
     revision = f"Pinned revision {item.revision[:12]}" if item.revision else "Revision not pinned (a local file)"
     location = f"{item.repo} / {item.file}" if item.repo else item.file
+    lines = f"lines {line_range(start, end)}" if start != end else f"line {start}"
     return EvidenceView(
         heading="Direct evidence" if item.direct else f"Contextual evidence from {item.from_title or 'context'}",
         claim=item.claim,
@@ -173,37 +175,42 @@ def evidence_view(item: Evidence) -> EvidenceView:
         location=location,
         revision=revision,
         url=safe_url(item.url),
-        lines=f"lines {line_range(start, end)}" if start != end else f"line {start}",
+        lines=lines,
         parts=parts,
+        anchor=source_anchor(number),
+        label=f"{item.file} {lines}",
+        open=item.direct,
     )
 
 
-def code_references(items: Sequence[Evidence]) -> str:
-    """``modeling_deepseek.py 1361–1362, 1440 · config.json 17, 68``: the cited lines, per file."""
+def source_anchor(number: int) -> str:
+    """The element id of the ``number``-th Sources item (``source-1``)."""
+    return f"source-{number}"
+
+
+def code_references(items: Sequence[Evidence]) -> tuple[Link, ...]:
+    """``modeling_deepseek.py 1361–1362, 1440``, ``config.json 17, 68``: the cited lines, per file, each linking to
+    the first Sources item of that file (the direct items are the first of the section, in this order)."""
     by_file: dict[str, list[int]] = {}
-    for item in items:
-        shown = [number for part in item.excerpt if isinstance(part, ExcerptLines) for number in _numbers(part)]
+    first: dict[str, int] = {}
+    for number, item in enumerate(items, start=1):
+        shown = [line for part in item.excerpt if isinstance(part, ExcerptLines) for line in _numbers(part)]
         start, end = covering_range(item.spans)
         by_file.setdefault(item.file, []).extend(shown or range(start, end + 1))
+        first.setdefault(item.file, number)
     references = []
     for file, numbers in by_file.items():
         spans = runs(numbers)
         if len(spans) > _MAX_REFERENCE_RUNS:
             spans = [(spans[0][0], spans[-1][1])]
-        references.append(f"{file} {', '.join(line_range(a, b) for a, b in spans)}")
-    return " · ".join(references)
+        title = f"{file} {', '.join(line_range(a, b) for a, b in spans)}"
+        references.append(Link(title=title, href=f"#{source_anchor(first[file])}"))
+    return tuple(references)
 
 
 def _numbers(run: ExcerptLines) -> range:
     """The line numbers a run shows."""
     return range(run.start, run.start + len(run.lines))
-
-
-def cited_runs(items: Sequence[Evidence]) -> tuple[tuple[CodeLine, ...], ...]:
-    """Every run of lines the items show, highlighted, in order."""
-    return tuple(
-        code_lines(part, item.file) for item in items for part in item.excerpt if isinstance(part, ExcerptLines)
-    )
 
 
 def build_card_view(index: ModelIndex, node: Node, *, diagram_links: DiagramLinks | None = None) -> CardView:
@@ -251,12 +258,11 @@ def build_card_view(index: ModelIndex, node: Node, *, diagram_links: DiagramLink
             SettingView(name=item.name, value=item.value, formula=item.formula or "", keys=", ".join(item.config_keys))
             for item in node.settings
         ),
-        verification=_verification(index, node, shares),
+        status=status_view(index, node, root),
         code_references=code_references(direct),
-        code_lines=cited_runs(direct),
         source_located=found.located,
         sources_count=len(direct) + len(contextual),
-        sources=tuple(evidence_view(item) for item in (*direct, *contextual)),
+        sources=tuple(evidence_view(item, number) for number, item in enumerate((*direct, *contextual), start=1)),
         previous=None if position == 0 else _node_link(index, nodes[position - 1], root),
         next=None if position == len(nodes) - 1 else _node_link(index, nodes[position + 1], root),
         groups=tuple(
@@ -328,11 +334,18 @@ def _parameters_headline(node: Node, shares: Node | None) -> str:
     return count(per_instance) if per_instance else "none"
 
 
-def _verification(index: ModelIndex, node: Node, shares: Node | None) -> str:
-    """What was verified, for a node with parameters of its own or shared; empty for the others."""
-    if not node_parameters(node) and shares is None:
-        return ""
-    return index.context.verification or UNVERIFIED_SENTENCE
+def status_view(index: ModelIndex, node: Node, root: str) -> StatusView:
+    """The node's verification chip: ``meta model: agree`` with what the witness found, or ``not checked`` and why;
+    it links to the overview's verification paragraph, which says what ran for the whole model."""
+    status = index.context.status(node.id)
+    if not status.witnesses:
+        label, outcome = "not checked", "unchecked"
+    else:
+        outcome = "agree" if status.agrees else "disagree"
+        label = f"{join(list(status.witnesses))}: {outcome}"
+    return StatusView(
+        label=label, outcome=outcome, detail=status.detail, href=f"{root}{index.slug}/index.html#verification"
+    )
 
 
 def _node_link(index: ModelIndex, node: Node, root: str) -> Link:

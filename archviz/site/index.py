@@ -4,21 +4,24 @@ names, links, and the phrases more than one page uses."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
+from archviz import legs
 from archviz.cost import DEFAULT_SIZES, CostReport, Sizes, model_cost, modelled_in_full
 from archviz.graph import Graph, Group, GroupKind, Node
+from archviz.legs import LegStatus
 from archviz.pins import RevisionKind
 from archviz.pipeline import ModelDocs
+from archviz.reconcile import Verdict
 from archviz.report import format_layers
+from archviz.shapecheck import NodeShape, ShapeVerdict
 from archviz.site.formatting import check_id, count, safe_url
 from archviz.site.views import Link, PartialBadge, SymbolView
 from archviz.sources import MODEL_GROUP_TITLE
-from archviz.words import first_free, noun_for, plural
+from archviz.verify import NodeCheck, Verification, verification_sentence
+from archviz.words import first_free, join, noun_for, plural
 
-UNVERIFIED_SENTENCE = "Derived from the config; this count has not been verified against a checkpoint here."
-"""A card's verification sentence when nothing was verified."""
 UNVERIFIED_STATUS = (
     "Not verified: every count on this site is derived from the config; no checkpoint or "
     "meta-device model was checked in this run."
@@ -35,12 +38,80 @@ SITE_ENTRIES = frozenset({"assets", "compare", "index.html", "llms.txt", "search
 (``tests/test_hostile.py`` holds this to what a render writes)."""
 
 
+NOT_RUN = "no checkpoint or meta model was checked in this run"
+"""Why a card's node was not checked when verification did not run at all."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeStatus:
+    """What verification found for one node: the witnesses that compared its numbers and whether they agree."""
+
+    witnesses: tuple[str, ...]
+    """The legs independent of the graph that compared the node (``checkpoint``, ``meta model``, ``shape trace``);
+    empty when none did."""
+    agrees: bool
+    """Whether those witnesses agree with the graph; False when there are none."""
+    detail: str
+    """What they found (``transformers' … holds 1,174,405,120 elements for it, as the graph predicts``), or why
+    nothing compared the node."""
+
+
+NOT_CHECKED = NodeStatus(witnesses=(), agrees=False, detail=NOT_RUN)
+"""A node's status when verification did not run."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelContext:
     """What other stages know about one model that neither its graph nor its provenance says."""
 
     verification: str | None = None
     """One sentence saying what was verified (checkpoint, meta model); None when nothing was."""
+    nodes: Mapping[str, NodeStatus] = field(default_factory=dict)
+    """Each node's status by id; empty when nothing was verified."""
+
+    def status(self, node: str) -> NodeStatus:
+        """The node's status; not checked when verification did not run or left the node out."""
+        return self.nodes.get(node, NOT_CHECKED)
+
+
+def model_context(verification: Verification) -> ModelContext:
+    """The verification sentence and each node's status, from ``archviz check``'s result."""
+    independent = {leg.name: leg.witness for leg in legs.independent_legs(verification.legs)}
+    # The first clause of each reason a count leg did not run: the rest is advice for the command line.
+    unchecked = "; ".join(
+        f"{leg.name} {leg.status.value}: {leg.reason.split(':')[0]}"
+        for leg in verification.legs
+        if leg.name in (legs.META, legs.CHECKPOINT) and leg.status is not LegStatus.RAN
+    )
+    nodes = {item.node: _shape_status(item, independent) for item in verification.shape_nodes}
+    for check in verification.nodes:
+        nodes[check.node] = _count_status(check, independent, unchecked)
+    return ModelContext(verification=verification_sentence(verification), nodes=nodes)
+
+
+def _count_status(check: NodeCheck, independent: Mapping[str, str], unchecked: str) -> NodeStatus:
+    """A node with parameters or buffers: its element count in the checkpoint and the meta model."""
+    held = {legs.CHECKPOINT: check.checkpoint, legs.META: check.meta}
+    witnesses = tuple(name for name, value in held.items() if value is not None and name in independent)
+    if not witnesses:
+        return NodeStatus(witnesses=(), agrees=False, detail=unchecked or "no witness independent of the graph ran")
+    if check.verdict is Verdict.OK:
+        found = join([independent[name] for name in witnesses])
+        detail = f"{found}: {count(check.analytic)} elements over all instances, as the graph predicts"
+        return NodeStatus(witnesses=witnesses, agrees=True, detail=detail)
+    counts = ", ".join(f"{name} {count(held[name] or 0)}" for name in witnesses)
+    detail = f"graph {count(check.analytic)} elements over all instances; {counts}"
+    return NodeStatus(witnesses=witnesses, agrees=False, detail=detail)
+
+
+def _shape_status(item: NodeShape, independent: Mapping[str, str]) -> NodeStatus:
+    """A node without parameters: its shapes in the forward pass on meta tensors."""
+    if item.status is ShapeVerdict.NOT_CHECKED or legs.SHAPES not in independent:
+        return NodeStatus(witnesses=(), agrees=False, detail=item.reason or "the shape trace did not run")
+    if item.status is ShapeVerdict.OK:
+        detail = f"{independent[legs.SHAPES]}: its shapes are the graph's"
+        return NodeStatus(witnesses=(legs.SHAPES,), agrees=True, detail=detail)
+    return NodeStatus(witnesses=(legs.SHAPES,), agrees=False, detail=item.reason)
 
 
 class ModelIndex:

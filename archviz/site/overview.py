@@ -318,6 +318,7 @@ def config_view(index: ModelIndex) -> ConfigView:
         used=tuple(links),
         url=_whole_config_url(index.docs, len(lines)),
         shortened=shortened,
+        claim=index.docs.sources.configuration.claim if index.docs.sources.configuration else "",
     )
 
 

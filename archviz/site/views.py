@@ -76,6 +76,26 @@ class EvidenceView:
     """``lines 17–25``."""
     parts: tuple[ExcerptPartView, ...]
     """The highlighted excerpt."""
+    anchor: str
+    """The item's element id (``source-1``), which the Code line links to."""
+    label: str
+    """The excerpt's accessible name (``config.json lines 17–25``)."""
+    open: bool
+    """Whether the excerpt is shown unfolded (the node's own evidence) or folded (context)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatusView:
+    """A card's verification chip: the witnesses and their verdict on this node, and what they found."""
+
+    label: str
+    """``meta model: agree``, ``checkpoint: disagree`` or ``not checked``."""
+    outcome: str
+    """``agree``, ``disagree`` or ``unchecked``, for the chip's style."""
+    detail: str
+    """What the witnesses found, or why nothing compared the node."""
+    href: str
+    """The overview's verification paragraph."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -272,12 +292,11 @@ class CardView:
     """The FLOPs section; None for a node that computes nothing counted."""
     settings: tuple[SettingView, ...]
     """The operator's hyperparameters."""
-    verification: str
-    """The verification sentence, or empty for nodes without parameters."""
-    code_references: str
-    """``modeling_deepseek.py 1361–1362 · config.json 17, 68``."""
-    code_lines: tuple[tuple[CodeLine, ...], ...]
-    """The runs of directly cited lines, highlighted."""
+    status: StatusView
+    """What verification found for this node, linking to the overview's verification paragraph."""
+    code_references: tuple[Link, ...]
+    """``modeling_deepseek.py 1361–1362``, ``config.json 17, 68``: each file's directly cited lines, linking to the
+    Sources item that shows them."""
     source_located: bool
     """Whether any modeling code (not only the config) is cited."""
     sources_count: int
@@ -542,6 +561,9 @@ class ConfigView:
     """The config at its pinned revision on the Hub; None for a local file."""
     shortened: str | None = None
     """Why only some lines are shown (a config larger than ``MAX_CONFIG_SHOWN_BYTES``); None when all are."""
+    claim: str = ""
+    """The released configuration in one sentence (``The released configuration: width 7,168, …``), said here once
+    rather than on a card; empty when provenance composed none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

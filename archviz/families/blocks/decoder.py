@@ -158,7 +158,6 @@ def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, g
             claim="The token embedding is a learned table of vocabulary × width rows, looked up by token ID.",
             category=Category.EMBEDDING,
             sites=attribute(code.model, "embed_tokens"),
-            whole_config=True,
         ),
     )
     b.state(
