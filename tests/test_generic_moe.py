@@ -20,7 +20,7 @@ import torch
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from tests.test_released import CORPUS, tiny_minimax_m3, tiny_qwen3_5
+from tests.test_released import tiny_minimax_m3, tiny_qwen3_5
 
 runner = CliRunner()
 
@@ -161,8 +161,11 @@ def tiny_minimax() -> dict[str, Any]:
     }
 
 
+RELEASED_FOLDER = Path(__file__).parent / "data" / "released"
+
+
 def released(name: str) -> Callable[[], dict[str, Any]]:
-    return lambda: json.loads(CORPUS[name].read_text())
+    return lambda: json.loads((RELEASED_FOLDER / name / "config.json").read_text())
 
 
 TINY = {
@@ -179,11 +182,21 @@ RELEASED = {
     "gpt-oss-20b": Case(released("gpt-oss-20b"), "num_experts_per_tok", "num_local_experts"),
     "qwen3.5-35b-a3b": Case(released("qwen3.5-35b-a3b"), "num_experts_per_tok", "num_experts", ("model.visual.",)),
     "minimax-m3": Case(released("minimax-m3"), "num_experts_per_tok", "num_local_experts", ("model.vision_tower.",)),
+    "nemotron-3-nano-30b-a3b": Case(released("nemotron-3-nano-30b-a3b"), "num_experts_per_tok", "n_routed_experts"),
 }
 
 STATED_ACTIVE = {"gpt-oss-20b": 3_608_307_264, "qwen3.5-35b-a3b": 2_946_429_568}
 """Active parameters without the input embedding, as the count below gives them: gpt-oss-20b's model card says 3.6B
 active, Qwen3.5-35B-A3B's name says 3B."""
+
+
+def test_nemotron_3_nano_layer_kinds() -> None:
+    """Nemotron-3-Nano-30B-A3B's published make-up: 23 Mamba-2, 23 MoE and 6 attention layers of 52."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(**released("nemotron-3-nano-30b-a3b")())
+    kinds = [kind for kind in config.layer_types]
+    assert (kinds.count("linear_attention"), kinds.count("moe"), kinds.count("full_attention")) == (23, 23, 6)
 
 
 def folder_for(config: dict[str, Any], tmp_path: Path) -> Path:
