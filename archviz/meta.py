@@ -345,16 +345,25 @@ def _counts(holder: object, names: Iterable[str]) -> dict[str, int]:
     """The attributes of ``holder`` among ``names`` that are integers (not booleans)."""
     found: dict[str, int] = {}
     for name in names:
-        value = getattr(holder, name, None)
+        value = _attribute(holder, name)
         if isinstance(value, int) and not isinstance(value, bool):
             found[name] = value
     return found
 
 
+def _attribute(holder: object, name: str) -> object:
+    """``getattr(holder, name, None)``, None too where reading it raises: a heterogeneous config refuses to give a
+    per-layer value such as ``num_local_experts`` globally (``AmbiguousGlobalPerLayerAttributeError``)."""
+    try:
+        return getattr(holder, name, None)
+    except Exception:  # a config's own refusal, whatever its type: the value is then not one archviz can read
+        return None
+
+
 def _config_layer_types(modules: Mapping[str, nn.Module], path: str) -> tuple[str, ...]:
     """The ``layer_types`` of the config the list's owner holds, when they name one kind per item of the list."""
     owner = modules.get(path.rpartition(".")[0])
-    types = getattr(getattr(owner, "config", None), "layer_types", None)
+    types = _attribute(_attribute(owner, "config"), "layer_types")
     items = sum(1 for _ in modules[path].children())
     if isinstance(types, list | tuple) and len(types) == items and all(isinstance(kind, str) for kind in types):
         return tuple(types)
