@@ -220,10 +220,8 @@ class _Tracer:
             self.recording = True
             cache = _cache_of(filled)
             if cache is None:
-                if filled is not None:
-                    self.errors.append(
-                        TraceNote(phase="decode", module="", message="the cache-filling pass returned no cache")
-                    )
+                if filled is not None:  # it ran and kept nothing (BERT takes use_cache and builds no cache)
+                    self.decode_skipped = f"{name}'s forward returned no cache: there is no decode step"
                 return prefill_logits, None
             decode_output = self._run("decode", lambda: self.root(**inputs(1), **{cache_argument: cache}))
             return prefill_logits, _logits_shape(decode_output)

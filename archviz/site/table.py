@@ -57,7 +57,6 @@ def _big(value: int) -> TableCell:
     return TableCell(text=short_count(value), detail=count(value), sort=str(value))
 
 
-
 def _active(index: ModelIndex, value: int | None) -> TableCell:
     """Parameters active per token; empty, saying why, when the graph cannot count them (``Totals.active_unknown``)."""
     if value is None:
