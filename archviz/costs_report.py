@@ -49,7 +49,8 @@ def rule_of_thumb(report: CostReport, totals: Totals, graph: Graph) -> dict[str,
     """``2 × active parameters`` per token beside the exact decode FLOPs per sequence, and why they differ."""
     batch = report.sizes.batch
     per_token = report.decode // batch if batch else report.decode
-    estimate = 2 * totals.active_parameters_without_embedding
+    active = totals.active_parameters_without_embedding
+    estimate = None if active is None else 2 * active  # None: the routing is not known (totals.active_unknown)
     attention = sum(decode for part, (_, decode) in report.by_part.items() if "ttention" in part) // max(batch, 1)
     nodes = {node.id: node for node in graph.nodes}
     tied = sum(node_parameters(nodes[table]) for table in tied_tables(graph) if table == graph.input_embedding)
@@ -62,7 +63,7 @@ def rule_of_thumb(report: CostReport, totals: Totals, graph: Graph) -> dict[str,
     return {
         "two_times_active_parameters": estimate,
         "decode_flops_per_token": per_token,
-        "difference": per_token - estimate,
+        "difference": None if estimate is None else per_token - estimate,
         "explanation": (
             "2 × active parameters (input embedding left out: a lookup is no matmul) counts every weight once per "
             f"token; the exact count adds attention over the {report.sizes.context:,} cached positions "
@@ -229,7 +230,9 @@ def render_cost(
         head.add_row("decode FLOPs, MLA absorbed as engines run it", f"{report.decode_absorbed:,}")
     head.add_row("decode FLOPs per byte of weights and cache read", f"{report.decode_intensity:,.2f}")
     thumb = rule_of_thumb(report, totals, graph)
-    head.add_row("2 × active parameters per token (rule of thumb)", f"{thumb['two_times_active_parameters']:,}")
+    twice = thumb["two_times_active_parameters"]
+    thumb_text = f"{twice:,}" if twice is not None else f"not known: {totals.active_unknown}"
+    head.add_row("2 × active parameters per token (rule of thumb)", thumb_text)
     parts = Table(title="FLOPs by part")
     for column in ("part", "prefill", "decode"):
         parts.add_column(column, justify="left" if column == "part" else "right")

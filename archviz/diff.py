@@ -30,7 +30,7 @@ from archviz.graph import Graph, Layer, Node, Part, Shape
 from archviz.pipeline import ModelDocs
 from archviz.roles import RoleName, node_roles, role_form
 from archviz.shapes import Phase, format_shape
-from archviz.totals import Totals, node_buffers, node_parameters
+from archviz.totals import Totals, node_active_parameters, node_buffers, node_parameters
 from archviz.versions import version_fields
 from archviz.words import plural, plural_noun
 
@@ -324,8 +324,9 @@ class TotalField:
     """Its name in the JSON document."""
     label: str
     """As a page shows it."""
-    read: Callable[[Totals, CostReport], int]
-    """Its value, from the side's totals and its cost at ``DEFAULT_SIZES``."""
+    read: Callable[[Totals, CostReport], int | None]
+    """Its value, from the side's totals and its cost at ``DEFAULT_SIZES``; None when that side cannot count it (active
+    parameters of a MoE whose routing is not known)."""
     priced: bool = False
     """Whether the cost model prices it (FLOPs, cache, state): compared only when it prices both sides."""
 
@@ -391,11 +392,12 @@ def total_changes(
 ) -> tuple[TotalChange, ...]:
     """Every total of ``TOTAL_FIELDS`` (those the cost model prices only when both sides' are known: an unknown is
     never a zero), then the checkpoint's elements for each dtype either side has."""
-    rows = [
+    read = [
         (field.name, field.label, field.read(a, a_cost), field.read(b, b_cost))
         for field in TOTAL_FIELDS
         if costs_known or not field.priced
     ]
+    rows = [(name, label, left, right) for name, label, left, right in read if left is not None and right is not None]
     if a.parts or b.parts:  # a model with an image encoder beside one without: a language model alone is all text
         for part, title in (("text", "text model"), ("vision", "vision tower"), ("projector", "multimodal projector")):
             rows.append((f"parts.{part}", f"Parameters of the {title}", _part(a, part), _part(b, part)))
@@ -485,7 +487,7 @@ def _role_values(graph: Graph, role: RoleName, nodes: Sequence[Node]) -> dict[st
     return {
         "nodes": ("nodes", len(nodes)),
         "parameters": ("parameters", sum(node_parameters(node) * node.placement.count for node in nodes)),
-        "active_parameters": ("active per token", sum(node_parameters(node) * node.placement.active for node in nodes)),
+        "active_parameters": ("active per token", sum(node_active_parameters(node) for node in nodes)),
         "layers": ("layers", list(layers)),
         "form": ("form", [form for form in role_form(graph, role, nodes, layers)]),
     }

@@ -163,6 +163,11 @@ class Placement:
     """Total instances: ``len(layers) * per_layer``, or 1 for a model-level node."""
     active: int = 1
     """Instances a token runs through in all: ``len(layers) * active_per_layer``."""
+    active_share: tuple[int, int] | None = None
+    """For a node whose one instance is a whole bank of routed experts held in fused tensors, each ``[E, …]``
+    (gpt-oss's ``experts.gate_up_proj``): the experts a token runs through and the experts in the bank, ``(4, 32)``;
+    a token runs through that share of each active instance's parameters. None when it runs through whole
+    instances."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -303,6 +308,8 @@ class Ffn(StrEnum):
     """One MLP every token runs through."""
     MOE = "MoE"
     """A router and experts, each token running through the few it picks."""
+    NONE = "none"
+    """No feed-forward part: the layer is a token mixer alone (Nemotron-H's Mamba and attention layers)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -387,6 +394,12 @@ class Graph:
     beyond_transformers: tuple[str, ...] = ()
     """Features of this config that transformers' class for the model_type does not implement; the meta-device
     model cannot witness a graph that has any."""
+    active_unknown: str | None = None
+    """Why the parameters a token runs through cannot be counted (a MoE whose routing the code does not say), in
+    one sentence; None when they can. Then the totals give no active count rather than the total."""
+    trace_failures: tuple[str, ...] = ()
+    """For a graph read off the code: each traced forward pass that raised, as the module and the error (``the
+    prefill pass raised in model.layers.0.mlp: RuntimeError: …``); its shapes are then missing."""
     omitted: tuple[str, ...] = ()
     """Config parts the graph, and so its totals and predicted checkpoint, leave out (``audio_config``,
     ``quantization_config``), each also said in ``not_modelled``: a check that agrees agrees on the modelled part."""

@@ -34,6 +34,8 @@ from archviz import transformers_internals as internals
 from archviz.dtypes import safetensors_dtype
 from archviz.errors import InputError, raised_in_archviz
 from archviz.modeltree import (
+    EXPERT_COUNT_ATTRIBUTES,
+    TOP_K_ATTRIBUTES,
     BuildRecord,
     CodeRequest,
     ModelCode,
@@ -218,6 +220,12 @@ def read_module_tree(meta: MetaModel) -> ModuleTree:
     reverted = _RepeatedReversal(root, lists)
     with _one_conversion_mapping(root):
         records = [_module_record(path, module, aliases, saved_names, reverted) for path, module in modules.items()]
+    records = [
+        dataclasses.replace(record, layer_types=_config_layer_types(modules, record.path))
+        if record.path in lists
+        else record
+        for record in records
+    ]
     base = getattr(root, "base_model", None)
     return model_record(
         meta,
@@ -322,7 +330,44 @@ def _module_record(
         epsilon=_epsilon(module),
         padding_index=_padding_index(module),
         weight_shape=_weight_shape(module),
+        routing=_routing(module),
     )
+
+
+def _routing(module: nn.Module) -> dict[str, int]:
+    """The module's own top-k and expert-count attributes, else its config's (``ModuleRecord.routing``)."""
+    names = (*TOP_K_ATTRIBUTES, *EXPERT_COUNT_ATTRIBUTES)
+    own = _counts(module, names)
+    return own if own else _counts(getattr(module, "config", None), names)
+
+
+def _counts(holder: object, names: Iterable[str]) -> dict[str, int]:
+    """The attributes of ``holder`` among ``names`` that are integers (not booleans)."""
+    found: dict[str, int] = {}
+    for name in names:
+        value = _attribute(holder, name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            found[name] = value
+    return found
+
+
+def _attribute(holder: object, name: str) -> object:
+    """``getattr(holder, name, None)``, None too where reading it raises: a heterogeneous config refuses to give a
+    per-layer value such as ``num_local_experts`` globally (``AmbiguousGlobalPerLayerAttributeError``)."""
+    try:
+        return getattr(holder, name, None)
+    except Exception:  # a config's own refusal, whatever its type: the value is then not one archviz can read
+        return None
+
+
+def _config_layer_types(modules: Mapping[str, nn.Module], path: str) -> tuple[str, ...]:
+    """The ``layer_types`` of the config the list's owner holds, when they name one kind per item of the list."""
+    owner = modules.get(path.rpartition(".")[0])
+    types = _attribute(_attribute(owner, "config"), "layer_types")
+    items = sum(1 for _ in modules[path].children())
+    if isinstance(types, list | tuple) and len(types) == items and all(isinstance(kind, str) for kind in types):
+        return tuple(types)
+    return ()
 
 
 def load_time_names(module: nn.Module, names: Iterable[str]) -> dict[str, str]:

@@ -15,6 +15,12 @@ from typing import Any
 Shape = tuple[int, ...]
 """A tensor shape, e.g. ``(2048, 7168)``."""
 
+TOP_K_ATTRIBUTES = ("top_k", "num_experts_per_tok", "top_k_experts")
+"""The attribute names transformers' MoE modules (and configs) store the experts a token is routed to under."""
+
+EXPERT_COUNT_ATTRIBUTES = ("num_experts", "num_local_experts", "n_routed_experts")
+"""The attribute names they store the routed-expert count under."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TraceNote:
@@ -106,6 +112,15 @@ class ModuleRecord:
     """Its ``padding_idx``, when that is an int (embeddings)."""
     weight_shape: Shape | None
     """The shape of its ``weight`` when that is 2-D, also when the weight is tied to another module's."""
+    routing: Mapping[str, int] = field(default_factory=dict)
+    """How many experts a token is routed to and how many there are, as the module stores them: its integer
+    attributes named in ``TOP_K_ATTRIBUTES`` and ``EXPERT_COUNT_ATTRIBUTES`` (a router's ``top_k`` and
+    ``num_experts``, an experts bank's ``num_experts``), else, for a module that sets none of them and holds a
+    ``config``, those that config sets (Gemma-4's router reads ``config.top_k_experts``). Empty for most modules."""
+    layer_types: tuple[str, ...] = ()
+    """For a module list, the ``layer_types`` of the config its owner holds, as transformers' config object has
+    them (derived where the file sets none: Qwen3-Next's from ``full_attention_interval``, Nemotron-H's from
+    ``hybrid_override_pattern``), when they name one kind per item; empty otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

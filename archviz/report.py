@@ -101,6 +101,7 @@ def node_json(graph: Graph, node: Node, sources: NodeSources | None = None) -> d
             "layers": list(node.placement.layers),
             "per_layer": node.placement.per_layer,
             "active_per_layer": node.placement.active_per_layer,
+            "active_share": list(node.placement.active_share) if node.placement.active_share else None,
             "where": format_placement(node.placement, graph.instance_unit(node)),
         },
         "calculation": [_row_json(row) for row in node.parameters],
@@ -163,6 +164,7 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
             "active_parameters": totals.active_parameters,
             "active_parameters_without_embedding": totals.active_parameters_without_embedding,
             "active_convention": ACTIVE_CONVENTION,
+            "active_unknown": totals.active_unknown,
             "buffers": totals.buffers,
             "mtp_parameters": totals.mtp_parameters,
             "mtp_buffers": totals.mtp_buffers,
@@ -193,6 +195,7 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
             {"key": item.key, "value": json.loads(item.value), "source": item.source} for item in graph.assumptions
         ],
         "beyond_transformers": list(graph.beyond_transformers),
+        "trace_failures": list(graph.trace_failures),
     }
 
 
@@ -244,8 +247,11 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
     table.add_row("parameters", f"{totals.parameters:,}")
     for part, count in totals.parts.items():
         table.add_row(f"  {PART_TITLES.get(part, part)}", f"{count:,}")
-    table.add_row("active per token", f"{totals.active_parameters:,}")
-    table.add_row("active per token, without input embedding", f"{totals.active_parameters_without_embedding:,}")
+    for label, active in (
+        ("active per token", totals.active_parameters),
+        ("active per token, without input embedding", totals.active_parameters_without_embedding),
+    ):
+        table.add_row(label, f"{active:,}" if active is not None else "not known (see below)")
     table.add_row("persistent buffers (elements)", f"{totals.buffers:,}")
     if totals.mtp_parameters:
         table.add_row("MTP parameters (not in the total)", f"{totals.mtp_parameters:,}")
@@ -260,6 +266,11 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
     if totals.bytes_by_dtype:
         table.add_row("checkpoint bytes", f"{sum(totals.bytes_by_dtype.values()):,}")
     parts: list[Any] = [root, table]
+    if graph.trace_failures:
+        parts.append("[bold red]Shape trace failed[/] (the nodes' shapes are missing):")
+        parts.extend(f"  • {escape(failure)}" for failure in graph.trace_failures)
+    if totals.active_unknown is not None:
+        parts.append(f"[bold yellow]Active parameters not known[/]: {escape(totals.active_unknown)}")
     if graph.not_modelled:
         parts.append("[bold yellow]Not modelled[/] (the totals cover only what is):")
         parts.extend(f"  • {escape(sentence)}" for sentence in graph.not_modelled)

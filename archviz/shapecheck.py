@@ -92,6 +92,25 @@ def not_run(graph: Graph, reason: str, *, independent: bool) -> ShapeResult:
     )
 
 
+def trace_failed(graph: Graph, trace: ShapeTrace) -> ShapeResult:
+    """The shape leg of a graph read off the code when the trace its shapes come from raised: failed, naming the pass,
+    the innermost module running and the error (a graph with no shapes is no graph that agrees); every node not
+    checked."""
+    error = trace.errors[0]
+    where = error.module or "the whole model"
+    reason = f"the {error.phase} pass on meta tensors raised in {where}: {error.message}"
+    nodes = tuple(NodeShape(node=node.id, status=ShapeVerdict.NOT_CHECKED, reason=reason) for node in graph.nodes)
+    leg = Leg(
+        name=legs.SHAPES,
+        witness="a forward pass of the modeling code on meta tensors",
+        status=LegStatus.FAILED,
+        reason=reason,
+        independent_of=(legs.CHECKPOINT,),
+        internal_error=any(note.internal for note in trace.errors),
+    )
+    return ShapeResult(leg=leg, checks=(), nodes=nodes)
+
+
 def reduced_model(graph: Graph, recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None) -> Any:
     """The recipe's model cut to ``layer_prefix(graph)`` layers, built on the meta device (an ``nn.Module``)."""
     from archviz.meta import instantiate_meta_module

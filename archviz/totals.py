@@ -32,9 +32,10 @@ class Totals:
 
     parameters: int
     """Learned parameters of the main model, each tied weight counted once."""
-    active_parameters: int
-    """Parameters a token runs through, counting the whole input embedding table."""
-    active_parameters_without_embedding: int
+    active_parameters: int | None
+    """Parameters a token runs through, counting the whole input embedding table; None when the graph cannot say
+    (``active_unknown``)."""
+    active_parameters_without_embedding: int | None
     """The same without the input embedding table (only one of its rows is read per token)."""
     buffers: int
     """Elements of persistent buffers the checkpoint carries (not learned weights)."""
@@ -51,6 +52,8 @@ class Totals:
     bytes_by_dtype: dict[str, int] = field(default_factory=dict)
     """Bytes of the predicted checkpoint per dtype: ``by_dtype`` times each dtype's size (a dtype safetensors does not
     store, which only a modeling file's buffer could have, is left out)."""
+    active_unknown: str | None = None
+    """Why the active counts are None (``Graph.active_unknown``)."""
     parts: dict[str, int] = field(default_factory=dict)
     """For a model with a vision encoder beside its language model: the parameters of each part (``text``,
     ``vision``, ``projector``), adding up to ``parameters``; empty for a language model alone."""
@@ -102,6 +105,16 @@ def stored_bytes(row: TensorRow, count: int = 1) -> int:
     """Bytes ``count`` instances of a row take in the checkpoint (FP8 scales included)."""
     scales = math.prod(scale_shape(row)) * ITEMSIZE["F32"] * count if row.scale_block else 0
     return sum(ITEMSIZE[dtype] * elements for dtype, elements in stored_elements(row, count).items()) + scales
+
+
+def node_active_parameters(node: Node) -> int:
+    """Parameters a token runs through in all instances of a node: its active instances' parameters, and of a bank
+    of experts held in fused tensors (``Placement.active_share``) the routed share of them."""
+    active = node_parameters(node) * node.placement.active
+    if node.placement.active_share is None:
+        return active
+    routed, experts = node.placement.active_share
+    return active * routed // experts
 
 
 def node_buffers(node: Node) -> int:
@@ -173,13 +186,15 @@ def compute_totals(graph: Graph) -> Totals:
             by_part[parts[node.id]] += node_parameters(node) * count
         if parts.get(node.id, "text") != "text":
             continue
-        active += node_parameters(node) * node.placement.active
+        active += node_active_parameters(node)
         if node.id == graph.input_embedding:
-            active_embedding += node_parameters(node) * node.placement.active
+            active_embedding += node_active_parameters(node)
+    known = graph.active_unknown is None
     return Totals(
         parameters=parameters,
-        active_parameters=active,
-        active_parameters_without_embedding=active - active_embedding,
+        active_parameters=active if known else None,
+        active_parameters_without_embedding=active - active_embedding if known else None,
+        active_unknown=graph.active_unknown,
         buffers=buffers,
         mtp_parameters=mtp_parameters,
         mtp_buffers=mtp_buffers,

@@ -58,6 +58,7 @@ def trace_shapes(
         eval_mode(module),
         # Hide transformers' advice about faster kernels: on meta tensors the reference code is what we want.
         internals.errors_only_logging(),
+        internals.no_packed_sequences_on_meta(),
         experts_kernel(module, experts_implementation) as used,
     ):
         prefill_logits, decode_logits = tracer.run_passes(batch=batch, prefill=prefill, past=past)
@@ -219,10 +220,8 @@ class _Tracer:
             self.recording = True
             cache = _cache_of(filled)
             if cache is None:
-                if filled is not None:
-                    self.errors.append(
-                        TraceNote(phase="decode", module="", message="the cache-filling pass returned no cache")
-                    )
+                if filled is not None:  # it ran and kept nothing (BERT takes use_cache and builds no cache)
+                    self.decode_skipped = f"{name}'s forward returned no cache: there is no decode step"
                 return prefill_logits, None
             decode_output = self._run("decode", lambda: self.root(**inputs(1), **{cache_argument: cache}))
             return prefill_logits, _logits_shape(decode_output)

@@ -189,3 +189,27 @@ def errors_only_logging() -> Iterator[None]:
         yield
     finally:
         logging.set_verbosity(level)
+
+
+@contextmanager
+def no_packed_sequences_on_meta() -> Iterator[None]:
+    """transformers' packed-sequence check (``masking_utils.find_packed_sequence_indices``) answers "not packed" on
+    meta tensors for the duration, and is itself again afterwards.
+
+    The check runs when a mask is built with no attention mask and no cache (Gemma-4's multimodal model builds its
+    masks before its language model makes the cache): it reads whether any row holds several sequences, a value a
+    meta tensor does not have (``Tensor.item()``). The traced inputs are one sequence per row with consecutive
+    positions, for which the real check answers the same "not packed" (``None``); real tensors go to the original.
+    """
+    from transformers import masking_utils
+
+    original = masking_utils.find_packed_sequence_indices
+
+    def check(position_ids: torch.Tensor) -> torch.Tensor | None:
+        return None if position_ids.is_meta else original(position_ids)
+
+    masking_utils.find_packed_sequence_indices = check
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = original

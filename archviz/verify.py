@@ -50,6 +50,7 @@ from archviz.shapecheck import (
     not_run,
     reduced_model,
     shape_leg,
+    trace_failed,
 )
 from archviz.sources import cited_file
 from archviz.totals import ManifestTensor, TensorRole, node_buffers, node_parameters, predicted_manifest
@@ -323,6 +324,8 @@ def _forward_legs(
     cache object on the same reduced model."""
     graph = docs.graph
     if graph.derived_from_code:
+        if docs.code is not None and docs.code.trace.errors:
+            return trace_failed(graph, docs.code.trace), cost_not_run(UNPRICED, independent=False)
         same = "the generic graph's shapes are read off this same trace, so it cannot witness them"
         return not_run(graph, same, independent=False), cost_not_run(UNPRICED, independent=False)
     why: str | None = None

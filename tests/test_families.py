@@ -609,7 +609,9 @@ def test_generic_folding_expands_to_every_tensor_the_code_holds(name: str, tmp_p
 
 def test_generic_layer_map_and_folding(tmp_path: Path) -> None:
     jamba = describe_model(str(write(tmp_path, GENERIC["jamba"], "jamba"))).graph
-    assert [(layer.mixer, layer.ffn) for layer in jamba.layers] == [("JambaMambaMixer", "dense"), ("attention", "MoE")]
+    # The mixers are the config object's layer_types (its Mamba layers are transformers' "linear_attention").
+    expected = [("linear attention", "dense"), ("full attention", "MoE")]
+    assert [(layer.mixer, layer.ffn) for layer in jamba.layers] == expected
     t5 = describe_model(str(write(tmp_path, GENERIC["t5"], "t5"))).graph
     # The relative position bias lives in the first block only; its other tensors fold over both blocks.
     assert by_id(t5, "encoder.block.layer.0.selfattention.relative-attention-bias").placement.layers == (0,)

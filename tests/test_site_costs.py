@@ -322,6 +322,7 @@ def test_a_graph_the_cost_model_does_not_price_shows_its_weights_and_says_why_no
     for card in (out / slug / "nodes").iterdir():
         assert 'id="flops-heading"' not in card.read_text(encoding="utf-8"), card.name
     table = page(out, "index.html").find("table", "models-table")
+    totals = json.loads(runner.invoke(app, ["inspect", str(_minilm()), "--json"]).stdout)["totals"]
     seen = []
     for tr in table.find("tbody").find_all("tr"):
         label, cell = squash(tr.find("th").text()), tr.find_all("td")[0]
@@ -329,8 +330,9 @@ def test_a_graph_the_cost_model_does_not_price_shows_its_weights_and_says_why_no
             assert squash(cell.text()) == "— not priced (a generic graph carries no operator kinds)"
             assert cell.attrs["data-sort"] == ""
             seen.append(label)
-        if label.startswith("Active per token"):  # would be every parameter: not shown
-            assert squash(cell.text()).startswith("— not known: a graph read off the code does not know which experts")
+        if label.startswith("Active per token"):  # a dense model read off the code: every parameter it runs
+            key = "active_parameters_without_embedding" if "without" in label else "active_parameters"
+            assert f"{totals[key]:,}" in squash(cell.text()) and totals[key] > 0
             seen.append(label)
     assert len(seen) == 5  # cache, decode FLOPs in both conventions, active with and without the embedding
     with safe_open(str(_minilm() / "model.safetensors"), framework="numpy") as checkpoint:

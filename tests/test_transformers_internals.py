@@ -41,6 +41,8 @@ PINNED: dict[str, str] = {
     "set_experts_implementation": "PreTrainedModel.set_experts_implementation",
     "class_from_model_code": "transformers.dynamic_module_utils.get_class_from_dynamic_module",
     "errors_only_logging": "transformers.utils.logging get_verbosity / set_verbosity_error / set_verbosity",
+    "no_packed_sequences_on_meta": "transformers.masking_utils.find_packed_sequence_indices (module-level, read by "
+    "_preprocess_mask_arguments)",
 }
 
 # The names of those APIs, which no other archviz module may use (imported, or as an attribute).
@@ -66,6 +68,7 @@ PRIVATE_NAMES = frozenset(
         "get_verbosity",
         "set_verbosity",
         "set_verbosity_error",
+        "find_packed_sequence_indices",
     }
 )
 PACKAGE = Path(internals.__file__).parent
@@ -378,3 +381,22 @@ def test_errors_only_logging() -> None:
             assert logging.get_verbosity() == logging.INFO
         finally:
             logging.set_verbosity(before)
+
+
+def test_no_packed_sequences_on_meta() -> None:
+    """Regression: Gemma-4's trace stopped at the packed-sequence check (``Tensor.item()`` on meta tensors)."""
+    import torch
+    from transformers import masking_utils
+
+    with pinned("no_packed_sequences_on_meta"):
+        positions = torch.arange(5).unsqueeze(0)
+        packed = torch.tensor([[0, 1, 2, 0, 1]])
+        original = masking_utils.find_packed_sequence_indices
+        with pytest.raises(RuntimeError, match="meta"):
+            original(positions.to("meta"))
+        with internals.no_packed_sequences_on_meta():
+            assert masking_utils.find_packed_sequence_indices(positions.to("meta")) is None
+            # Real tensors still get the real answer.
+            assert masking_utils.find_packed_sequence_indices(positions) is None
+            assert masking_utils.find_packed_sequence_indices(packed).tolist() == [[0, 0, 0, 1, 1]]
+        assert masking_utils.find_packed_sequence_indices is original

@@ -53,7 +53,15 @@ from archviz.graph import (
     TensorRow,
 )
 from archviz.locators import Category, Locator, Role, attribute, method
-from archviz.modeltree import CodeReader, CodeRequest, ModuleRecord, ModuleTree, ShapeTrace
+from archviz.modeltree import (
+    EXPERT_COUNT_ATTRIBUTES,
+    TOP_K_ATTRIBUTES,
+    CodeReader,
+    CodeRequest,
+    ModuleRecord,
+    ModuleTree,
+    ShapeTrace,
+)
 from archviz.pins import SourceFile
 from archviz.provenance import class_attributes, find_site
 from archviz.recipe import transformers_recipe
@@ -114,6 +122,21 @@ which one its classes read, so the overview marks whichever the config sets."""
 
 # Words in the name of a layer's token-mixing child (``self_attn``, ``mixer``, ``mamba``), for the layer map.
 MIXER_WORDS = ("attn", "attention", "mixer", "mamba", "ssm", "linear_attn")
+
+# Ends of the class names of a feed-forward module that a layer may hold under a mixer's name (Nemotron-H's ``mixer``
+# is its MLP or its MoE in those layers).
+FFN_CLASS_ENDS = ("MLP", "Moe", "MoE")
+
+FFN_LAYER_TYPES = {"moe": Ffn.MOE, "mlp": Ffn.DENSE}
+"""``layer_types`` entries that name a layer made of a feed-forward part alone, no token mixer (Nemotron-H's
+``moe`` and ``mlp`` layers, from its ``hybrid_override_pattern``'s ``E`` and ``-``)."""
+
+NO_MIXER = "none"
+"""The layer map's mixer of a layer that mixes no tokens (a Nemotron-H MoE or MLP layer)."""
+
+# Words in the attribute name of a vision encoder beside the language model (Qwen3.5's ``visual``): it runs on images,
+# so its parameters are not a text token's active ones.
+VISION_WORDS = ("vision", "visual", "image")
 
 # Config keys a norm's epsilon is named after when one of them has the module's value.
 EPSILON_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "norm_epsilon")
@@ -336,6 +359,10 @@ class CodeGraph:
         self.saved = {**{n: "parameter" for n in tree.parameters}, **{n: "buffer" for n in tree.persistent_buffers}}
         self.whole = {**tree.parameters, **tree.persistent_buffers}
         self.notes: list[str] = []
+        self.routing_unknown: list[str] = []
+        """Why a bank of experts' routing could not be read, one sentence each."""
+        self.banks: dict[str, int] = {}
+        """Module path of every bank of routed experts -> its expert count."""
         self.unknown_inputs: list[str] = []
         self.unattributed: list[str] = []
 
@@ -526,6 +553,8 @@ class CodeGraph:
         lowered, name = attr.lower(), class_name.lower()
         if is_layer:
             return GroupKind.BLOCK
+        if any(word in lowered for word in VISION_WORDS):
+            return GroupKind.VISION
         if "experts" in name:
             return GroupKind.EXPERTS
         if "attn" in lowered or "attention" in lowered:
@@ -551,6 +580,7 @@ class CodeGraph:
             summary=f"{root_class} as transformers builds it, read off its module tree.",
         )
         folded = self._fold(self._instances())
+        self._find_banks()
         order = {path: position for position, path in enumerate(self.trace.prefill)}
         unvisited = len(order)
         tree = {path: position for position, path in enumerate(self.modules)}
@@ -588,13 +618,22 @@ class CodeGraph:
             )
         self._trace_notes()
         embedding = self._input_embedding(node_of_path)
-        return b.finish(
+        graph = b.finish(
             model,
             input_embedding=embedding,
             layers=self._layers(folded),
             not_modelled=self.notes,
             derived_from_code=True,
             layer_keys=LAYER_KEYS,
+        )
+        return replace(graph, active_unknown=self._active_unknown(), trace_failures=self._trace_failures())
+
+    def _trace_failures(self) -> tuple[str, ...]:
+        """Each traced pass that raised, naming the innermost module that was running and the error."""
+        return tuple(
+            f"the {note.phase} pass raised in {note.module or 'the whole model'}: {note.message}"
+            + (" (a bug in archviz)" if note.internal else "")
+            for note in self.trace.errors
         )
 
     def _parent_group(self, instance: _Instance, groups: dict[tuple[str, str], str], taken: set[str]) -> str:
@@ -648,14 +687,7 @@ class CodeGraph:
     def _node(self, entry: _Folded, id: str, group: str, node_of_path: Mapping[str, str]) -> None:
         b, instance = self.b, entry.first
         layers = [i.layer for i in entry.instances if i.layer is not None]
-        if layers:
-            placement = layer_placement(sorted(layers), per_layer=entry.per_item)
-        elif entry.per_item > 1:
-            placement = Placement(
-                per_layer=entry.per_item, active_per_layer=entry.per_item, count=entry.per_item, active=entry.per_item
-            )
-        else:
-            placement = MODEL_LEVEL
+        placement = self._placement(entry, sorted(layers))
         known = self._class_summary(instance.class_name)
         # A container's outputs are its whole computation's, not its own tensors': leave them unknown.
         outputs = () if instance.is_container else self._outputs(instance.path)
@@ -697,11 +729,94 @@ class CodeGraph:
             shares_parameters_with=shares,
         )
 
+    # -- routed experts ------------------------------------------------------------------------------
+
+    def _find_banks(self) -> None:
+        """Every bank of routed experts: a module that stores an expert count (``num_experts``) and no top-k, and holds
+        tensors of its own (transformers' ``…Experts``, ``[E, …]`` each)."""
+        for path, module in self.modules.items():
+            experts = _first(module.routing, EXPERT_COUNT_ATTRIBUTES)
+            if experts is not None and _first(module.routing, TOP_K_ATTRIBUTES) is None and module.parameters:
+                self.banks[path] = experts
+
+    def _top_k(self, path: str, experts: int) -> int | None:
+        """The experts a token is routed to in the bank at ``path``, read off the nearest module that stores a top-k
+        for that many experts: the bank's parent or its other children (a router's ``top_k``), then the grandparent's,
+        and so on up. None, saying why in ``routing_unknown``, when no module or several disagreeing ones do."""
+        segments = path.split(".")
+        for depth in range(len(segments) - 1, -1, -1):
+            parent = ".".join(segments[:depth])
+            prefix = f"{parent}." if parent else ""
+            near = [parent, *(prefix + name for name in self.modules[parent].children)]
+            found = {
+                top_k
+                for candidate in near
+                if candidate != path
+                for routing in [self.modules[candidate].routing]
+                if (top_k := _first(routing, TOP_K_ATTRIBUTES)) is not None
+                and _first(routing, EXPERT_COUNT_ATTRIBUTES) in (None, experts)
+            }
+            if len(found) > 1:
+                self.routing_unknown.append(f"the modules around {path} store different top-k ({sorted(found)})")
+                return None
+            if found:
+                top_k = found.pop()
+                if not 0 < top_k <= experts:
+                    self.routing_unknown.append(f"{path} routes each token to {top_k} of its {experts} experts")
+                    return None
+                return top_k
+        self.routing_unknown.append(f"no module around {path} stores how many of its {experts} experts a token uses")
+        return None
+
+    def _placement(self, entry: _Folded, layers: list[int]) -> Placement:
+        """Where a node's instances are and how many a token runs through: all, but of a bank of routed experts top-k
+        of them (one per expert, ``{expert}`` rows) or top-k / E of its fused ``[E, …]`` tensors."""
+        path = entry.first.path
+        experts = self.banks.get(path)
+        top_k = self._top_k(path, experts) if experts is not None else None
+        per_layer = entry.per_item
+        if experts is None or top_k is None:
+            active = per_layer
+        elif per_layer == experts:
+            active = top_k
+        elif per_layer == 1 and all(size[:1] == (experts,) for _, size, _, role in entry.rows if role == "parameter"):
+            placement = self._placement_of(layers, per_layer, per_layer)
+            return replace(placement, active_share=(top_k, experts))
+        else:
+            self.routing_unknown.append(f"the checkpoint tensors of {path} are not one per expert of its {experts}")
+            active = per_layer
+        return self._placement_of(layers, per_layer, active)
+
+    @staticmethod
+    def _placement_of(layers: list[int], per_layer: int, active: int) -> Placement:
+        if layers:
+            return layer_placement(layers, per_layer=per_layer, active_per_layer=active)
+        if per_layer > 1:
+            return Placement(per_layer=per_layer, active_per_layer=active, count=per_layer, active=active)
+        return MODEL_LEVEL
+
+    def _active_unknown(self) -> str | None:
+        """Why the active parameters cannot be counted, or None: a bank whose routing was not read, or a module that
+        stores a top-k with no bank of experts found to apply it to (experts kept one module each)."""
+        if self.routing_unknown:
+            return "; ".join(dict.fromkeys(self.routing_unknown))
+        if self.banks:
+            return None
+        routers = [
+            path
+            for path, module in self.modules.items()
+            if (_first(module.routing, TOP_K_ATTRIBUTES) or 0) > 0
+            and (_first(module.routing, EXPERT_COUNT_ATTRIBUTES) or 0) > 1
+        ]
+        if routers:
+            return (
+                f"{routers[0]} stores a top-k of {_first(self.modules[routers[0]].routing, TOP_K_ATTRIBUTES)} experts, "
+                "but no module holds its experts as one bank (an expert count and their tensors)"
+            )
+        return None
+
     def _trace_notes(self) -> None:
         trace = self.trace
-        for note in trace.errors:
-            where = f" at {note.module}" if note.module else ""
-            self.notes.append(f"The {note.phase} pass on meta tensors stopped{where}: {note.message}.")
         if trace.decode_skipped:
             self.notes.append(f"No decode shapes: {trace.decode_skipped}.")
         stubbed = sorted({note.module for note in trace.not_executed})
@@ -711,7 +826,7 @@ class CodeGraph:
                 f"shaped like their input ({stubbed[0]}, …): their output shapes are the stand-in's."
             )
         if not trace.prefill:
-            self.notes.append("No shapes are known: the traced forward pass did not run.")
+            self.notes.append("No shapes are known: the traced forward pass did not run (see the trace failures).")
         if self.unknown_inputs:
             self.notes.append(
                 "Input shapes are given only for linear, embedding and normalization layers (the trace records "
@@ -725,9 +840,11 @@ class CodeGraph:
             "Sizes are named after the one config key of that value (by value, not from the code); a size several "
             "keys share is shown as a number."
         )
-        self.notes.append(
-            "Active parameters count every parameter: the generic path does not know which experts a router picks."
-        )
+        if self.banks and not self.routing_unknown:
+            self.notes.append(
+                "Active parameters count top-k of each bank's routed experts, top-k and the expert count as the built "
+                "modules store them (the router's top_k, the experts' num_experts)."
+            )
 
     def _input_embedding(self, node_of_path: Mapping[str, str]) -> str | None:
         path = self.tree.input_embeddings
@@ -756,23 +873,48 @@ class CodeGraph:
         if prefix is None:
             return []
         items = self._list_items(prefix)
-        types = self.s.values.get("layer_types")
+        types = self.modules[prefix].layer_types
         layers: list[Layer] = []
         for path, module in items:
             index = int(path.rsplit(".", 1)[-1])
             mixing = [
                 "attention" if "attn" in name.lower() or "attention" in name.lower() else child_class
                 for name, child_class in module.children.items()
-                if any(word in name.lower() for word in MIXER_WORDS)
+                if _is_mixer(name, child_class)
             ]
-            if isinstance(types, list) and len(types) == len(items) and isinstance(types[index], str):
-                mixer = types[index].replace("_", " ")
+            kind = types[index] if types else None
+            if kind in FFN_LAYER_TYPES:
+                mixer = NO_MIXER
+            elif kind is not None:
+                mixer = kind.replace("_", " ")
             else:  # a hybrid layer runs several (Falcon-H1: attention and a Mamba mixer side by side)
                 mixer = " + ".join(dict.fromkeys(mixing)) or module.class_name
-            names = module.classes_below
-            ffn = Ffn.MOE if any(n.endswith("Experts") or "Moe" in n or "MoE" in n for n in names) else Ffn.DENSE
-            layers.append(Layer(index=index, mixer=mixer, ffn=ffn))
+            layers.append(Layer(index=index, mixer=mixer, ffn=self._ffn(path, module)))
         return layers
+
+    def _ffn(self, path: str, module: ModuleRecord) -> Ffn:
+        """A layer's feed-forward part: MoE when a bank of routed experts is in it, dense when a child that is neither
+        a token mixer nor a norm holds parameters, else none (a Nemotron-H Mamba or attention layer)."""
+        if any(bank.startswith(f"{path}.") for bank in self.banks):
+            return Ffn.MOE
+        for name, child_class in module.children.items():
+            if _is_mixer(name, child_class) or "Norm" in child_class:
+                continue
+            child = self.modules[f"{path}.{name}"]
+            if child.parameters or child.children_own_parameters:
+                return Ffn.DENSE
+        return Ffn.NONE
+
+
+def _first(routing: Mapping[str, int], names: tuple[str, ...]) -> int | None:
+    """The first of ``names`` a module's routing record holds."""
+    return next((routing[name] for name in names if name in routing), None)
+
+
+def _is_mixer(name: str, class_name: str) -> bool:
+    """Whether a layer's child mixes tokens: named as a mixer (``self_attn``, ``mixer``) and not a feed-forward class
+    (Nemotron-H names its MLP and MoE ``mixer`` too)."""
+    return any(word in name.lower() for word in MIXER_WORDS) and not class_name.endswith(FFN_CLASS_ENDS)
 
 
 def _fold_experts(

@@ -43,7 +43,7 @@ from archviz.site.views import (
     ThumbRow,
     WeightRow,
 )
-from archviz.totals import node_parts
+from archviz.totals import node_active_parameters, node_parts
 from archviz.words import decimal_and_binary, noun_for
 
 SIZES = DEFAULT_SIZES
@@ -324,7 +324,7 @@ def _decode_steps(index: ModelIndex) -> dict[str, list[tuple[Node, int]]]:
         if node.part is not Part.MAIN or node.id == graph.input_embedding or parts.get(node.id, "text") != "text":
             continue
         node_cost = cost.nodes.get(node.id)
-        weights = 2 * sum(row.elements for row in node.parameters) * node.placement.active * index.cost.sizes.batch
+        weights = 2 * node_active_parameters(node) * index.cost.sizes.batch
         exact = 0 if node_cost is None else node_cost.flops(index.cost.sizes, Phase.DECODE)
         at_zero = 0 if node_cost is None else node_cost.flops(empty, Phase.DECODE)
         if node.op is not None and node.op.kind is OpKind.ATTENTION:

@@ -43,11 +43,18 @@ from archviz.site.views import (
     Page,
     ShareRow,
 )
-from archviz.totals import Totals, node_parameters, node_parts
+from archviz.totals import Totals, node_active_parameters, node_parameters, node_parts
 from archviz.words import plural
 
 _LEGEND_COLOURS = 6
 """Layer kinds beyond this many reuse the colours from the first (``archviz.css`` defines ``lk0`` to ``lk5``)."""
+
+
+def _active_figure(label: str, value: int | None, unknown: str | None) -> Figure:
+    """An active count, or where the graph cannot count it, "not known" and why."""
+    if value is None:
+        return Figure(label=label, value=f"not known: {unknown}", short="")
+    return Figure(label=label, value=count(value), short=short_count(value))
 
 
 def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
@@ -60,15 +67,11 @@ def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
             Figure(label=f"Parameters of the {PART_TITLES[part]}", value=count(value), short=short_count(value))
             for part, value in totals.parts.items()
         ),
-        Figure(
-            label=f"Active per token{suffix}",
-            value=count(totals.active_parameters),
-            short=short_count(totals.active_parameters),
-        ),
-        Figure(
-            label=f"Active per token, without the input embedding{suffix}",
-            value=count(totals.active_parameters_without_embedding),
-            short=short_count(totals.active_parameters_without_embedding),
+        _active_figure(f"Active per token{suffix}", totals.active_parameters, totals.active_unknown),
+        _active_figure(
+            f"Active per token, without the input embedding{suffix}",
+            totals.active_parameters_without_embedding,
+            totals.active_unknown,
         ),
         Figure(label=f"Persistent buffers (elements){suffix}", value=count(totals.buffers), short=""),
     ]
@@ -146,7 +149,7 @@ def parameter_shares(index: ModelIndex) -> tuple[ShareRow, ...]:
         category = share_category(index, node)
         runs = parts.get(node.id, "text") == "text"
         totals[category] = totals.get(category, 0) + node_parameters(node) * node.placement.count
-        active[category] = active.get(category, 0) + (node_parameters(node) * node.placement.active if runs else 0)
+        active[category] = active.get(category, 0) + (node_active_parameters(node) if runs else 0)
     whole = sum(totals.values())
     return tuple(
         ShareRow(

@@ -57,14 +57,10 @@ def _big(value: int) -> TableCell:
     return TableCell(text=short_count(value), detail=count(value), sort=str(value))
 
 
-ROUTING_UNKNOWN = "not known: a graph read off the code does not know which experts, if any, a router picks"
-"""Why a generic graph's active-parameter cells are empty (its totals count every parameter)."""
-
-
-def _active(index: ModelIndex, value: int) -> TableCell:
-    """Parameters active per token; empty for a graph read off the code, whose count would be every parameter."""
-    if index.graph.derived_from_code:
-        return TableCell(text=ABSENT, detail=ROUTING_UNKNOWN)
+def _active(index: ModelIndex, value: int | None) -> TableCell:
+    """Parameters active per token; empty, saying why, when the graph cannot count them (``Totals.active_unknown``)."""
+    if value is None:
+        return TableCell(text=ABSENT, detail=f"not known: {index.docs.totals.active_unknown}")
     return _modelled(index, value)
 
 
