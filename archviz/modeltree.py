@@ -106,6 +106,13 @@ class ModuleRecord:
     """Its ``padding_idx``, when that is an int (embeddings)."""
     weight_shape: Shape | None
     """The shape of its ``weight`` when that is 2-D, also when the weight is tied to another module's."""
+    sizes: dict[str, int] = field(default_factory=dict)
+    """The integer attributes its modeling code set on it (``head_dim``, ``intermediate_size``), for a class the
+    model's code defines (torch's own layers restate their tensors' shapes: left out); indices (``layer_idx``) left
+    out."""
+    config_sizes: dict[str, int] = field(default_factory=dict)
+    """The integer values of the config it holds as ``self.config`` (``num_key_value_heads``), those of its text
+    sub-config as ``text_config.<key>``; empty when it holds none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
