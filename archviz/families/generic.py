@@ -416,14 +416,15 @@ class CodeGraph:
 
     # -- shapes ------------------------------------------------------------------------------------
 
-    def _dim(self, path: str, value: int) -> Dim:
+    def _dim(self, path: str, value: int, *, fused: bool = False) -> Dim:
         """A fixed size of the module at ``path``, named after what structurally sizes it, else by its number.
 
         The candidates are read off the module and then its owners, nearest first, up to the nearest that holds a
         config (``_size_tiers``); the first tier where any candidate has the value decides: one name names it,
-        several leave it a number, as does a size of 1 or less.
+        several leave it a number, as do a size of 1 or less and a fused projection's width (``fused``: the sum of
+        its parts, which nothing names).
         """
-        if value > 1:
+        if value > 1 and not fused:
             for tier in self._size_tiers(path):
                 found = [dim for dim in tier if dim.value == value]
                 if len(found) == 1:
@@ -474,7 +475,7 @@ class CodeGraph:
             elif later is not None and later != size:
                 dims.append(Dim(symbol="?", label="varies with the input"))
             else:
-                dims.append(self._dim(path, size))
+                dims.append(self._dim(path, size, fused=_fused(path) and axis == len(prefill) - 1))
         return Shape(name=name, dims=tuple(dims))
 
     def _outputs(self, path: str) -> tuple[Shape, ...]:
@@ -745,7 +746,11 @@ class CodeGraph:
         parameters: list[TensorRow] = []
         buffers: list[TensorRow] = []
         for template, size, dtype, role in entry.rows:
-            factors = [factor(_factor_name(self._dim(instance.path, n)), n) for n in size]
+            fused = _fused(instance.path)
+            factors = [
+                factor(_factor_name(self._dim(instance.path, n, fused=fused and axis == 0)), n)
+                for axis, n in enumerate(size)
+            ]
             component = template.rsplit(".", 1)[-1] if "." in template else template
             owner = template.rsplit(".", 2)[-2] if template.count(".") >= 1 else ""
             row = b.tensor(f"{owner} {component}".strip(), template, factors, dtype=dtype)
@@ -949,6 +954,17 @@ def _config_keys_of(attr: str, class_name: str) -> tuple[str, ...]:
     if role == "attention":
         return ATTENTION_CONFIG_KEYS
     return () if role in ("MLP", "MoE", "experts", "router") else MODEL_CONFIG_KEYS
+
+
+FUSED = re.compile(r"gate_up|up_gate|qkv|_ba$|w13|w1w3")
+"""Attribute names of a projection that computes several at once (``gate_up_proj``, ``in_proj_qkvz``): its
+output width is the sum of theirs (MiniMax-M3's shared ``gate_up_proj`` is 2 × 3,072, not its 6,144
+``hidden_size``)."""
+
+
+def _fused(path: str) -> bool:
+    """Whether the module at ``path`` is a fused projection (``FUSED``), whose output width no single size names."""
+    return FUSED.search(path.rsplit(".", 1)[-1].lower()) is not None
 
 
 def _factor_name(dim: Dim) -> str:
