@@ -448,14 +448,14 @@ class CodeGraph:
             if owner is None:
                 continue
             attributes = {name: (value, f"{owner.class_name}.{name}", ()) for name, value in owner.sizes.items()}
-            tiers += [_named(attributes), _named(_head_products(attributes, attributes, " × "))]
+            tiers += [_named(attributes), _named(_head_products(attributes, attributes))]
             if owner.config_sizes:
                 config = {
                     key: (owner.config_sizes[key], key, (key.rsplit(".", 1)[-1],))
                     for key in _config_keys_of(segments[depth - 1] if depth else "", owner.class_name)
                     if key in owner.config_sizes
                 }
-                tiers += [_named(config), _named(_head_products(config, {**config, **attributes}, " × "))]
+                tiers += [_named(config), _named(_head_products(config, {**config, **attributes}))]
                 break
         self._tiers[path] = tiers
         return tiers
@@ -936,11 +936,11 @@ def _named(sizes: _Sized) -> list[Dim]:
     ]
 
 
-def _head_products(counts: _Sized, sizes: _Sized, times: str) -> _Sized:
+def _head_products(counts: _Sized, sizes: _Sized) -> _Sized:
     """Each head count of ``counts`` times each head size of ``sizes`` (``num_key_value_heads·head_dim``): the
     width of a projection that makes that many heads of that size."""
     return {
-        f"{count}·{size}": (n * d, f"{count_formula}{times}{size_formula}", (*count_keys, *size_keys))
+        f"{count}·{size}": (n * d, f"{count_formula} × {size_formula}", (*count_keys, *size_keys))
         for count, (n, count_formula, count_keys) in counts.items()
         if HEAD_COUNT.fullmatch(count.rsplit(".", 1)[-1])
         for size, (d, size_formula, size_keys) in sizes.items()
