@@ -331,6 +331,8 @@ def _module_record(
         padding_index=_padding_index(module),
         weight_shape=_weight_shape(module),
         routing=_routing(module),
+        sizes=_sizes(module),
+        config_sizes=_config_sizes(module),
     )
 
 
@@ -766,6 +768,53 @@ def _epsilon(module: nn.Module) -> float | None:
 def _padding_index(module: nn.Module) -> int | None:
     padding = getattr(module, "padding_idx", None)
     return padding if isinstance(padding, int) else None
+
+
+def _integers(values: Mapping[str, Any]) -> dict[str, int]:
+    """The public, non-boolean integer entries of an attribute mapping, indices (``layer_idx``) left out."""
+    return {
+        name: value
+        for name, value in values.items()
+        if isinstance(value, int)
+        and not isinstance(value, bool)
+        and not name.startswith("_")
+        and not name.endswith(INDEX_SUFFIXES)
+    }
+
+
+INDEX_SUFFIXES = ("_idx", "_id", "_index", "layer_number")
+"""Ends of attribute names that place a module (``layer_idx``, ``pad_token_id``) rather than size its tensors."""
+
+NOT_SIZE_WORDS = ("window", "position", "theta", "key_value_groups", "chunk", "step")
+"""Words in the name of a module's integer attribute that is a length or a ratio, never a tensor's width
+(``sliding_window``, ``num_key_value_groups``: query heads per key head)."""
+
+
+def _sizes(module: nn.Module) -> dict[str, int]:
+    """The integer attributes the model's own code set on ``module``: not for torch's layers, which only restate
+    their tensors' shapes (``out_features``)."""
+    from torch import nn
+
+    torch_base = next(base for base in type(module).__mro__ if base.__module__.startswith("torch."))
+    if torch_base is not nn.Module:  # a torch layer, or a subclass of one (a scaled Embedding)
+        return {}
+    return {
+        name: value for name, value in _integers(vars(module)).items() if not any(w in name for w in NOT_SIZE_WORDS)
+    }
+
+
+def _config_sizes(module: nn.Module) -> dict[str, int]:
+    """The integer values of the config ``module`` holds, its text sub-config's prefixed ``text_config.``."""
+    from transformers import PretrainedConfig
+
+    config = vars(module).get("config")
+    if not isinstance(config, PretrainedConfig):
+        return {}
+    sizes = _integers(vars(config))
+    text = config.get_text_config()
+    if text is not config:
+        sizes.update({f"text_config.{name}": value for name, value in _integers(vars(text)).items()})
+    return sizes
 
 
 def _weight_shape(module: nn.Module) -> Shape | None:

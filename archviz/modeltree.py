@@ -121,6 +121,13 @@ class ModuleRecord:
     """For a module list, the ``layer_types`` of the config its owner holds, as transformers' config object has
     them (derived where the file sets none: Qwen3-Next's from ``full_attention_interval``, Nemotron-H's from
     ``hybrid_override_pattern``), when they name one kind per item; empty otherwise."""
+    sizes: dict[str, int] = field(default_factory=dict)
+    """The integer attributes its modeling code set on it (``head_dim``, ``intermediate_size``), for a class the
+    model's code defines (torch's own layers restate their tensors' shapes: left out); indices (``layer_idx``) left
+    out."""
+    config_sizes: dict[str, int] = field(default_factory=dict)
+    """The integer values of the config it holds as ``self.config`` (``num_key_value_heads``), those of its text
+    sub-config as ``text_config.<key>``; empty when it holds none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,6 +10,18 @@ tensors become one node with a layer placement, and a module whose checkpoint te
 (``experts.{expert}.w1.weight``) one node with ``{expert}`` instances. Output shapes come from a prefill and a
 decode pass on meta tensors (``archviz.modeltree.ShapeTrace``); nodes are in the order the forward pass left them.
 
+A fixed size (a tensor's axis, a traced width) is named after what structurally sizes it, never after a config key
+that merely has the same value (``CodeGraph._dim``): the candidates are read off the built module and the modules
+holding it, nearest first, up to the nearest that holds a config — each one's integer attributes (an attention
+module's ``head_dim``, an MLP's ``intermediate_size``, the experts' ``intermediate_dim``), a head count times a head
+size of them, then the keys of its config that its role is sized by (an attention module's
+``num_key_value_heads``, ``head_dim``…: ``ATTENTION_CONFIG_KEYS``; a model's ``hidden_size`` and ``vocab_size``)
+and their head products. The first tier where any candidate has the value decides; two candidates there, or none
+anywhere, leave the size a plain number. Each named size's ``Dim.formula`` says where it was read
+(``Qwen3_5MoeMLP.intermediate_size``, ``num_key_value_heads × head_dim``). A node is titled by its place and role,
+then its class (``vision tower · encoder · layer · attention · q proj · linear (Linear)``: ``CodeGraph._title``),
+unique in the graph; a module whose kind archviz does not recognise says so in its summary.
+
 Such a graph describes the code with the code, so it is not an independent witness: ``Graph.not_modelled``
 says so (``Graph.derived_from_code``). This module imports neither torch, transformers nor ``archviz.meta``:
 ``build`` asks the code reader it is handed (the pipeline's) for the model it needs.
@@ -18,6 +30,7 @@ says so (``Graph.derived_from_code``). This module imports neither torch, transf
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,7 +44,6 @@ from archviz.families.blocks.builder import (
     GraphBuilder,
     checkpoint_dtypes,
     factor,
-    fixed,
     layer_placement,
 )
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
@@ -76,30 +88,18 @@ TRACE_BATCH = 3
 TRACE_PREFILL = 7
 TRACE_PAST = 4
 
-# Config keys a traced size is named after when exactly one of them has that value, in this order.
-DIMENSION_KEYS = (
-    "hidden_size",
-    "d_model",
-    "n_embd",
-    "intermediate_size",
-    "ffn_dim",
-    "d_ff",
-    "n_inner",
-    "moe_intermediate_size",
-    "vocab_size",
-    "max_position_embeddings",
-    "n_positions",
-    "type_vocab_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "num_local_experts",
-    "num_experts",
-    "n_routed_experts",
-    "num_experts_per_tok",
-    "kv_lora_rank",
-    "q_lora_rank",
-)
+ATTENTION_CONFIG_KEYS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim")
+"""The keys of its config an attention module is sized by in transformers' code (``LlamaAttention`` builds
+``k_proj`` as ``Linear(config.hidden_size, config.num_key_value_heads * self.head_dim)``)."""
+
+MODEL_CONFIG_KEYS = ("hidden_size", "vocab_size", "text_config.hidden_size", "text_config.vocab_size")
+"""The keys of its config any other module holding one is sized by: the width of its stream and its vocabulary
+(``embed_tokens = Embedding(config.vocab_size, config.hidden_size)``, a wrapper's head from its text config)."""
+
+HEAD_COUNT = re.compile(r"(?:num_|n_)\w*heads")
+"""Names of a head count (``num_key_value_heads``, ``num_v_heads``), which times a head size sizes a projection."""
+HEAD_SIZE = re.compile(r"head_(?:\w+_)?dim")
+"""Names of a head size (``head_dim``, ``head_v_dim``)."""
 
 # Words in the module path of a vision or audio encoder's repeated blocks, which are not the model's layers.
 TOWER_WORDS = ("vision", "visual", "image", "audio", "speech")
@@ -365,6 +365,7 @@ class CodeGraph:
         """Module path of every bank of routed experts -> its expert count."""
         self.unknown_inputs: list[str] = []
         self.unattributed: list[str] = []
+        self._tiers: dict[str, list[list[Dim]]] = {}
 
     # -- reading the tree -------------------------------------------------------------------------
 
@@ -442,20 +443,51 @@ class CodeGraph:
 
     # -- shapes ------------------------------------------------------------------------------------
 
-    def _dim_for_value(self, value: int) -> tuple[str, Dim]:
-        """A fixed size, named after the one dimension key with that value, else by its number."""
-        matches = [
-            key
-            for key in DIMENSION_KEYS
-            if isinstance(self.s.values.get(key), int)
-            and not isinstance(self.s.values.get(key), bool)
-            and self.s.values[key] == value
-        ]
-        if len(matches) == 1:
-            return matches[0], fixed(matches[0], value, matches[0])
-        return str(value), Dim(symbol=str(value), label="dim", value=value)
+    def _dim(self, path: str, value: int, *, fused: bool = False) -> Dim:
+        """A fixed size of the module at ``path``, named after what structurally sizes it, else by its number.
 
-    def _shape(self, name: str, prefill: tuple[int, ...], decode: tuple[int, ...] | None) -> Shape:
+        The candidates are read off the module and then its owners, nearest first, up to the nearest that holds a
+        config (``_size_tiers``); the first tier where any candidate has the value decides: one name names it,
+        several leave it a number, as do a size of 1 or less and a fused projection's width (``fused``: the sum of
+        its parts, which nothing names).
+        """
+        if value > 1 and not fused:
+            for tier in self._size_tiers(path):
+                found = [dim for dim in tier if dim.value == value]
+                if len(found) == 1:
+                    return found[0]
+                if found:
+                    break
+        return Dim(symbol=str(value), label="dim", value=value)
+
+    def _size_tiers(self, path: str) -> list[list[Dim]]:
+        """What sizes the module at ``path``, as tiers of named sizes, nearest first: per module from it up to the
+        nearest one holding a config, its integer attributes, then head count × head size of them, then the keys of
+        its config its role is sized by (``ATTENTION_CONFIG_KEYS``, ``MODEL_CONFIG_KEYS``; none for an MLP, experts
+        or a router, which are built from the sizes they keep as attributes), then head count × head size of those."""
+        cached = self._tiers.get(path)
+        if cached is not None:
+            return cached
+        tiers: list[list[Dim]] = []
+        segments = path.split(".") if path else []
+        for depth in range(len(segments), -1, -1):
+            owner = self.modules.get(".".join(segments[:depth]))
+            if owner is None:
+                continue
+            attributes = {name: (value, f"{owner.class_name}.{name}", ()) for name, value in owner.sizes.items()}
+            tiers += [_named(attributes), _named(_head_products(attributes, attributes))]
+            if owner.config_sizes:
+                config = {
+                    key: (owner.config_sizes[key], key, (key.rsplit(".", 1)[-1],))
+                    for key in _config_keys_of(segments[depth - 1] if depth else "", owner.class_name)
+                    if key in owner.config_sizes
+                }
+                tiers += [_named(config), _named(_head_products(config, {**config, **attributes}))]
+                break
+        self._tiers[path] = tiers
+        return tiers
+
+    def _shape(self, path: str, name: str, prefill: tuple[int, ...], decode: tuple[int, ...] | None) -> Shape:
         dims: list[Dim] = []
         for axis, size in enumerate(prefill):
             later = decode[axis] if decode is not None and len(decode) == len(prefill) else None
@@ -470,7 +502,7 @@ class CodeGraph:
             elif later is not None and later != size:
                 dims.append(Dim(symbol="?", label="varies with the input"))
             else:
-                dims.append(self._dim_for_value(size)[1])
+                dims.append(self._dim(path, size, fused=_fused(path) and axis == len(prefill) - 1))
         return Shape(name=name, dims=tuple(dims))
 
     def _outputs(self, path: str) -> tuple[Shape, ...]:
@@ -480,6 +512,7 @@ class CodeGraph:
         decode = self.trace.decode.get(path)
         return tuple(
             self._shape(
+                path,
                 "output" if len(prefill) == 1 else f"output[{i}]",
                 size,
                 decode[i] if decode is not None and i < len(decode) else None,
@@ -499,7 +532,7 @@ class CodeGraph:
         if weight is None or not out.dims or rule not in ("linear", "transposed"):
             return ()
         width = weight[1] if rule == "linear" else weight[0]
-        return (Shape(name="input", dims=(*out.dims[:-1], self._dim_for_value(width)[1])),)
+        return (Shape(name="input", dims=(*out.dims[:-1], self._dim(instance.path, width))),)
 
     # -- words -------------------------------------------------------------------------------------
 
@@ -512,9 +545,16 @@ class CodeGraph:
 
     def _summary(self, entry: _Folded, known: ClassSummary | None) -> str:
         instance = entry.first
-        if known is None or instance.is_container:
-            names = ", ".join(instance.own) or "its tensors"
-            return f"The {instance.class_name} module's own learned tensors ({names}), used in its forward pass."
+        names = ", ".join(instance.own or (name.rsplit(".", 1)[-1] for name in instance.tensors))
+        attr = instance.path.rsplit(".", 1)[-1] if instance.path else ""
+        role = _role(attr, instance.class_name)
+        if instance.is_container and role is not None:
+            return f"Tensors the {role} module {instance.class_name} holds itself ({names}), used in its forward pass."
+        if instance.is_container or known is None:
+            return (
+                f"Of unknown kind: archviz does not recognise what a {instance.class_name} computes and does not "
+                f"guess; it holds {names} itself."
+            )
         has_bias = any(template.endswith(".bias") for template, _, _, _ in entry.rows)
         text = known.summary.replace("{bias}", " and add a learned bias" if has_bias else "")
         shape = self._weight_shape(instance)
@@ -595,8 +635,9 @@ class CodeGraph:
             suffix = f".{first.own[0]}" if first.is_container and first.own else ""
             ids.append(self._id(first.template + suffix, taken))
             node_of_path.update({instance.path: ids[-1] for instance in entry.instances})
+        titles = self._titles(folded, ids)
         for entry, id in zip(folded, ids, strict=True):
-            self._node(entry, id, self._parent_group(entry.first, groups, taken), node_of_path)
+            self._node(entry, id, titles[id], self._parent_group(entry.first, groups, taken), node_of_path)
         if self.unattributed:
             b.node(
                 "unattributed",
@@ -635,6 +676,46 @@ class CodeGraph:
             + (" (a bug in archviz)" if note.internal else "")
             for note in self.trace.errors
         )
+
+    def _titles(self, folded: list[_Folded], ids: list[str]) -> dict[str, str]:
+        """Each node's title (``_title``), unique in the graph: where two read the same, the layers they are in are
+        numbered, and where that does not tell them apart, their ids are added."""
+        titles = {id: self._title(entry) for entry, id in zip(folded, ids, strict=True)}
+        first = Counter(titles.values())
+        for entry, id in zip(folded, ids, strict=True):
+            layers = [i.layer for i in entry.instances if i.layer is not None]
+            if layers and first[titles[id]] > 1:
+                titles[id] = self._title(entry, layers=_layer_ranges(layers))
+        counts = Counter(titles.values())
+        for id, title in titles.items():
+            if counts[title] > 1:
+                words, _, class_name = title.rpartition(" (")
+                titles[id] = f"{words} [{id}] ({class_name}"
+        return titles
+
+    def _title(self, entry: _Folded, *, layers: str | None = None) -> str:
+        """A node's title by its place and role, then its class (``language model · layer · attention · k_proj
+        (Linear)``): each module on its path read as a tower, the layer, its role or its attribute spelled out
+        (``_place_word``; the base model a task model wraps and the lists left out), then the node's own attribute,
+        or for a module holding tensors beside its children the names of those; ``layers`` numbers the layer."""
+        instance = entry.first
+        template = instance.template.split(".") if instance.template else []
+        path = instance.path.split(".") if instance.path else []
+        own = instance.own or tuple(name.rsplit(".", 1)[-1] for name in instance.tensors)
+        leaf = ", ".join(own) if instance.is_container else (path[-1] if path else "")
+        above = path if instance.is_container else path[:-1]
+        words: list[str] = []
+        for depth, segment in enumerate(above, start=1):
+            module = self.modules[".".join(path[:depth])]
+            if ".".join(path[:depth]) == self.tree.base_model or module.is_module_list:
+                continue
+            if template[depth - 1] == "{layer}":
+                word = "layer" if layers is None else f"layer{'s' if ',' in layers or '–' in layers else ''} {layers}"
+            else:
+                word = segment if segment.isdigit() else _place_word(segment, module.class_name)
+            if not words or words[-1] != word:
+                words.append(word)
+        return f"{' · '.join([*words, leaf or instance.class_name])} ({instance.class_name})"
 
     def _parent_group(self, instance: _Instance, groups: dict[tuple[str, str], str], taken: set[str]) -> str:
         """The innermost group around a module's node, opening the groups on its path as needed.
@@ -684,7 +765,7 @@ class CodeGraph:
         )
         return layer_placement(layers)
 
-    def _node(self, entry: _Folded, id: str, group: str, node_of_path: Mapping[str, str]) -> None:
+    def _node(self, entry: _Folded, id: str, title: str, group: str, node_of_path: Mapping[str, str]) -> None:
         b, instance = self.b, entry.first
         layers = [i.layer for i in entry.instances if i.layer is not None]
         placement = self._placement(entry, sorted(layers))
@@ -697,7 +778,11 @@ class CodeGraph:
         parameters: list[TensorRow] = []
         buffers: list[TensorRow] = []
         for template, size, dtype, role in entry.rows:
-            factors = [factor(self._dim_for_value(n)[0], n) for n in size]
+            fused = _fused(instance.path)
+            factors = [
+                factor(_factor_name(self._dim(instance.path, n, fused=fused and axis == 0)), n)
+                for axis, n in enumerate(size)
+            ]
             component = template.rsplit(".", 1)[-1] if "." in template else template
             owner = template.rsplit(".", 2)[-2] if template.count(".") >= 1 else ""
             row = b.tensor(f"{owner} {component}".strip(), template, factors, dtype=dtype)
@@ -705,10 +790,8 @@ class CodeGraph:
         attr = instance.path.rsplit(".", 1)[-1] if instance.path else ""
         if instance.is_container:
             code = ", ".join(f"self.{name}" for name in instance.own)
-            title = f"{', '.join(instance.own)} ({instance.class_name})"
         else:
             code = f"self.{attr}" if not attr.isdigit() else f"self[{attr}]"
-            title = f"{attr} ({instance.class_name})"
         shares = node_of_path.get(instance.shares_with) if instance.shares_with else None
         summary = self._summary(entry, known)
         if shares is not None:
@@ -837,8 +920,9 @@ class CodeGraph:
             "attention's core, residual additions) and the tensor states between them are not shown."
         )
         self.notes.append(
-            "Sizes are named after the one config key of that value (by value, not from the code); a size several "
-            "keys share is shown as a number."
+            "A size is named after what sizes it in the code: an integer attribute of its module or of a module "
+            "holding it (up to the nearest holding a config), a head count times a head size, or a key of that "
+            "config its role is sized by; a size nothing there names alone is shown as a number."
         )
         if self.banks and not self.routing_unknown:
             self.notes.append(
@@ -917,6 +1001,119 @@ def _is_mixer(name: str, class_name: str) -> bool:
     return any(word in name.lower() for word in MIXER_WORDS) and not class_name.endswith(FFN_CLASS_ENDS)
 
 
+ROLE_SPELLINGS = {
+    "self_attn": "attention",
+    "attn": "attention",
+    "attention": "attention",
+    "self_attention": "attention",
+    "mlp": "MLP",
+    "ffn": "MLP",
+    "feed_forward": "MLP",
+    "block_sparse_moe": "MoE",
+    "moe": "MoE",
+    "mixer": "mixer",
+}
+"""Attribute names that only say a module's role, shown as the role in a title (``self_attn`` -> attention)."""
+
+
+def _role(attr: str, class_name: str) -> str | None:
+    """What a module is, from transformers' class name and its attribute name: attention, MoE, MLP, experts,
+    router, norm, embedding or head; None when neither says."""
+    name, lowered = class_name.lower(), attr.lower()
+    if "experts" in name or lowered == "experts":
+        return "experts"
+    if "router" in name or "router" in lowered:
+        return "router"
+    if "attn" in lowered or "attention" in lowered or name.endswith("attention"):
+        return "attention"
+    if (
+        name.endswith(("moeblock", "moe", "sparseblock"))
+        or "sparsemoe" in name
+        or lowered in ("moe", "block_sparse_moe")
+    ):
+        return "MoE"
+    if any(word in lowered for word in ("mlp", "ffn", "feed_forward")) or name.endswith("mlp"):
+        return "MLP"
+    if "norm" in name:
+        return "norm"
+    if name.endswith("embedding") or name.endswith("embeddings"):
+        return "embedding"
+    if lowered.endswith("head"):
+        return "head"
+    return None
+
+
+def _place_word(attr: str, class_name: str) -> str:
+    """How one module on a node's path reads in its title: a tower, a role, else its attribute spelled out."""
+    lowered = attr.lower()
+    if lowered in ROLE_SPELLINGS:
+        return _role(attr, class_name) or ROLE_SPELLINGS[lowered]
+    if any(word in lowered for word in ("vision", "visual", "image")):
+        return "vision tower"
+    if any(word in lowered for word in ("audio", "speech")):
+        return "audio tower"
+    return attr.replace("_", " ").replace("attn", "attention")
+
+
+def _layer_ranges(layers: list[int]) -> str:
+    """Layer indices as ranges (``0–2, 4``)."""
+    runs: list[list[int]] = []
+    for layer in sorted(layers):
+        if runs and layer == runs[-1][-1] + 1:
+            runs[-1].append(layer)
+        else:
+            runs.append([layer])
+    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}–{run[-1]}" for run in runs)
+
+
+_Sized = Mapping[str, tuple[int, str, tuple[str, ...]]]
+"""Name -> (value, formula, config keys) of the sizes one module offers."""
+
+
+def _named(sizes: _Sized) -> list[Dim]:
+    """Named sizes as dimensions: labelled by the name, the formula saying where each was read."""
+    return [
+        Dim(symbol=name, label=name, value=value, formula=formula, config_keys=keys)
+        for name, (value, formula, keys) in sizes.items()
+    ]
+
+
+def _head_products(counts: _Sized, sizes: _Sized) -> _Sized:
+    """Each head count of ``counts`` times each head size of ``sizes`` (``num_key_value_heads·head_dim``): the
+    width of a projection that makes that many heads of that size."""
+    return {
+        f"{count}·{size}": (n * d, f"{count_formula} × {size_formula}", (*count_keys, *size_keys))
+        for count, (n, count_formula, count_keys) in counts.items()
+        if HEAD_COUNT.fullmatch(count.rsplit(".", 1)[-1])
+        for size, (d, size_formula, size_keys) in sizes.items()
+        if HEAD_SIZE.fullmatch(size.rsplit(".", 1)[-1])
+    }
+
+
+def _config_keys_of(attr: str, class_name: str) -> tuple[str, ...]:
+    """The keys of its config a module is sized by, from its role (``role``)."""
+    role = _role(attr, class_name)
+    if role == "attention":
+        return ATTENTION_CONFIG_KEYS
+    return () if role in ("MLP", "MoE", "experts", "router") else MODEL_CONFIG_KEYS
+
+
+FUSED = re.compile(r"gate_up|up_gate|qkv|_ba$|w13|w1w3")
+"""Attribute names of a projection that computes several at once (``gate_up_proj``, ``in_proj_qkvz``): its
+output width is the sum of theirs (MiniMax-M3's shared ``gate_up_proj`` is 2 × 3,072, not its 6,144
+``hidden_size``)."""
+
+
+def _fused(path: str) -> bool:
+    """Whether the module at ``path`` is a fused projection (``FUSED``), whose output width no single size names."""
+    return FUSED.search(path.rsplit(".", 1)[-1].lower()) is not None
+
+
+def _factor_name(dim: Dim) -> str:
+    """A tensor row's factor: the dimension's name, else its number."""
+    return dim.label if dim.label != "dim" else str(dim.value)
+
+
 def _fold_experts(
     rows: list[tuple[str, tuple[int, ...], str, str]],
 ) -> tuple[list[tuple[str, tuple[int, ...], str, str]], int]:
@@ -945,8 +1142,8 @@ def _fold_experts(
 
 # -- locators, made per graph from the module paths, for the provenance stage ---------------------------------
 
-# A generic node's title is ``<attribute> (<its module's class>)`` (``q_proj (Linear)``), or for a module
-# that holds parameters besides its children ``<param>, <param> (<its class>)``: generic.CodeGraph._node.
+# A generic node's title ends with its module's class in parentheses (``layer · attention · q_proj (Linear)``):
+# generic.CodeGraph._title.
 _GENERIC_TITLE = re.compile(r"(?P<names>.+) \((?P<cls>[A-Za-z_][A-Za-z0-9_]*)\)")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
