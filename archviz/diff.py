@@ -915,7 +915,7 @@ def _config_sentence(parts: _Parts) -> str | None:
     """``3 config keys differ (…)``, the keys both leave at transformers' defaults counted apart."""
     keys = [change.key for change in parts.diff.config if not change.defaults]
     defaults = len(parts.diff.config) - len(keys)
-    besides = f" besides {defaults} both leave at transformers' defaults" if defaults else ""
+    besides = f", besides {defaults} both leave at transformers' defaults" if defaults else ""
     if not keys:
         return (
             f"the configs differ only in {plural(defaults, 'key')} both leave at transformers' defaults"
@@ -928,7 +928,7 @@ def _config_sentence(parts: _Parts) -> str | None:
     for docs, graph in ((parts.a_config, parts.a), (parts.b_config, parts.b)):
         if parts.a_config.root != parts.b_config.root and docs.root:
             where += f", {graph.model.name}'s within {'.'.join(docs.root)}"
-    return f"{len(keys)} config {noun}{besides} ({named}{where})"
+    return f"{len(keys)} config {noun} ({named}{where}){besides}"
 
 
 def summarise(parts: _Parts) -> str:
