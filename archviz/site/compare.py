@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from archviz.diff import ConfigChange, ConfigSame, FieldChange, LayerChange, ModelDiff, diff_models
 from archviz.diff_report import (
@@ -28,6 +29,9 @@ from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
 from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
 from archviz.site.views import Link, Page, PartialBadge
 from archviz.words import join, plural
+
+if TYPE_CHECKING:
+    from archviz.meta import ConfigDefaults
 
 COMPARE_FOLDER = "compare"
 """The folder of the compare pages, under the site root."""
@@ -363,12 +367,18 @@ def _side(label: str, index: ModelIndex) -> CompareSide:
     )
 
 
-def build_compare_view(a: ModelIndex, b: ModelIndex) -> CompareView:
-    """The compare page of A and B, B read as the change from A, the config keys both leave at transformers'
-    defaults told apart (which asks transformers for its config classes' defaults)."""
-    from archviz.meta import config_defaults  # transformers is imported there, and only for a compare page
+def transformers_defaults(a: ModelIndex, b: ModelIndex) -> tuple[ConfigDefaults, ConfigDefaults]:
+    """Both sides' config classes' defaults, asked of transformers (imported by the meta stage, here only)."""
+    from archviz.meta import config_defaults
 
-    defaults = config_defaults(a.docs.recipe.model_type), config_defaults(b.docs.recipe.model_type)
+    return config_defaults(a.docs.recipe.model_type), config_defaults(b.docs.recipe.model_type)
+
+
+def build_compare_view(
+    a: ModelIndex, b: ModelIndex, defaults: tuple[ConfigDefaults, ConfigDefaults] | None = None
+) -> CompareView:
+    """The compare page of A and B, B read as the change from A; with ``defaults`` (``transformers_defaults``), the
+    config keys both leave at transformers' defaults told apart."""
     diff = diff_models(a.docs, b.docs, defaults=defaults)
     marks_a, marks_b = _marks(diff)
     config, at_defaults, alike = _config_rows(diff, a, b)
