@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from archviz.checkpoint import SAFETENSORS_DTYPE_BITS
 from archviz.config import ConfigDocument, KeyPath
@@ -32,7 +32,10 @@ from archviz.roles import RoleName, node_roles, role_form
 from archviz.shapes import Phase, format_shape
 from archviz.totals import Totals, node_active_parameters, node_buffers, node_parameters
 from archviz.versions import version_fields
-from archviz.words import plural, plural_noun
+from archviz.words import plural, plural_noun, short_count
+
+if TYPE_CHECKING:
+    from archviz.meta import ConfigDefaults
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
 
@@ -78,6 +81,25 @@ class ConfigChange:
     """The line of A's config where the key starts; None when A does not set it."""
     b_line: int | None
     """The line of B's config where the key starts."""
+    defaults: bool = False
+    """Whether both sides leave it at transformers' default: each either leaves it out or sets it to the value its
+    config class holds when given no arguments (``archviz.meta.config_defaults``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigSame:
+    """A config key both set to the same value."""
+
+    key: str
+    """The key's path in the document, parts joined by dots."""
+    value: Json
+    """The value both set."""
+    a_line: int | None
+    """The line of A's config where the key starts (None for a document without spans)."""
+    b_line: int | None
+    """The line of B's."""
+    defaults: bool
+    """Whether the value is both config classes' default (then the key says nothing about either model)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,6 +204,11 @@ class ModelDiff:
     """The second model."""
     config: tuple[ConfigChange, ...]
     """Config keys that differ, in A's document order, then keys only B has in B's order."""
+    config_same: tuple[ConfigSame, ...]
+    """Config keys both set to the same value, in A's document order."""
+    defaults_witness: tuple[str, ...]
+    """What judged a value a default: each side's config class (``transformers 5.24.0's DeepseekV3Config()``), once
+    when both are the same; empty when no defaults were asked for."""
     added: tuple[str, ...]
     """Ids of nodes only B has, in B's forward order."""
     removed: tuple[str, ...]
@@ -370,7 +397,8 @@ TOTAL_FIELDS: tuple[TotalField, ...] = (
         priced=True,
     ),
 )
-"""The totals compared, in this order; then the predicted checkpoint's elements per dtype (``by_dtype.BF16``)."""
+"""The totals compared, in this order; then the scale elements per format (``scales.fp8 blocks: weight_scale_inv``)
+and the predicted checkpoint's elements per dtype (``by_dtype.BF16``)."""
 
 
 def checkpoint_bytes(totals: Totals) -> int:
@@ -391,7 +419,8 @@ def total_changes(
     a: Totals, b: Totals, a_cost: CostReport, b_cost: CostReport, *, costs_known: bool = True
 ) -> tuple[TotalChange, ...]:
     """Every total of ``TOTAL_FIELDS`` (those the cost model prices only when both sides' are known: an unknown is
-    never a zero), then the checkpoint's elements for each dtype either side has."""
+    never a zero), then the scale elements of each format and the checkpoint's elements of each dtype either side
+    has."""
     read = [
         (field.name, field.label, field.read(a, a_cost), field.read(b, b_cost))
         for field in TOTAL_FIELDS
@@ -404,6 +433,9 @@ def total_changes(
     if a.quantized_parameters or b.quantized_parameters:
         label = "Parameters stored packed-quantized"
         rows.append(("quantized_parameters", label, a.quantized_parameters, b.quantized_parameters))
+    for scale in sorted(a.scales_by_format.keys() | b.scales_by_format.keys()):
+        label = f"Quantization scale elements, {scale}"
+        rows.append((f"scales.{scale}", label, a.scales_by_format.get(scale, 0), b.scales_by_format.get(scale, 0)))
     for dtype in sorted(a.by_dtype.keys() | b.by_dtype.keys()):
         label = f"Checkpoint {dtype} elements"
         rows.append((f"by_dtype.{dtype}", label, a.by_dtype.get(dtype, 0), b.by_dtype.get(dtype, 0)))
@@ -454,28 +486,106 @@ def _value_at(data: Mapping[str, Any], path: KeyPath) -> Json:
     return node  # type: ignore[no-any-return]
 
 
-def config_changes(a: ConfigDocument, b: ConfigDocument) -> tuple[ConfigChange, ...]:
-    """Keys whose values differ, nested keys by path; a key only one side has is one change, whatever it holds.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigSide:
+    """One side's config as compared: its document, and what transformers' config class holds without arguments."""
 
-    Two configs that keep the model's settings in the same place are compared whole; when one wraps them
-    (``text_config``) and the other does not, their settings are compared, keys named from there."""
-    left, right = (a.data, b.data) if a.root == b.root else (a.settings, b.settings)
-    a_root, b_root = ((), ()) if a.root == b.root else (a.root, b.root)
+    document: ConfigDocument
+    """The config with line spans."""
+    defaults: ConfigDefaults | None
+    """Its config class's defaults; None when not asked for (then no key is judged a default)."""
+    at: KeyPath
+    """Where in the document the class reads from: ``()`` when it reads the whole file (sub-configs included),
+    the settings' root (``text_config``) when it reads only those."""
+
+    def default(self, path: KeyPath) -> tuple[bool, Json]:
+        """(whether the class holds a value at the document path ``path``, that value)."""
+        if self.defaults is None or path[: len(self.at)] != self.at:
+            return False, None
+        node: Any = self.defaults.values
+        for key in path[len(self.at) :]:
+            if not isinstance(node, Mapping) or key not in node:
+                return False, None
+            node = node[key]
+        return True, node
+
+    def leaves_at_default(self, path: KeyPath, present: bool, value: Json) -> bool:
+        """Whether the key at ``path`` is at its class's default: left out (transformers fills it in) or set to it."""
+        known, default = self.default(path)
+        return known and (not present or same_json(value, default))
+
+
+def config_side(docs: ModelDocs, defaults: ConfigDefaults | None) -> ConfigSide:
+    """A model's config and the defaults of the transformers config class its recipe is read by."""
+    root = docs.config.root
+    whole = not root or root[0] in docs.recipe.config  # the recipe is the whole file, or the settings alone
+    return ConfigSide(document=docs.config, defaults=defaults, at=() if whole else root)
+
+
+def _compared(a: ConfigDocument, b: ConfigDocument) -> tuple[Mapping[str, Any], Mapping[str, Any], KeyPath, KeyPath]:
+    """The two documents compared and where each sits in its file: two configs that keep the model's settings in
+    the same place are compared whole; when one wraps them (``text_config``) and the other does not, their settings
+    are compared, keys named from there."""
+    if a.root == b.root:
+        return a.data, b.data, (), ()
+    return a.settings, b.settings, a.root, b.root
+
+
+def config_changes(a: ConfigSide, b: ConfigSide) -> tuple[ConfigChange, ...]:
+    """Keys whose values differ, nested keys by path; a key only one side has is one change, whatever it holds;
+    each marked when both sides leave it at their config class's default."""
+    left, right, a_root, b_root = _compared(a.document, b.document)
     changes = []
     for path, kind in _config_walk(left, right, ()):
-        a_span = a.spans.get((*a_root, *path)) if kind is not ChangeKind.ADDED else None
-        b_span = b.spans.get((*b_root, *path)) if kind is not ChangeKind.REMOVED else None
+        in_a, in_b = kind is not ChangeKind.ADDED, kind is not ChangeKind.REMOVED
+        a_span = a.document.spans.get((*a_root, *path)) if in_a else None
+        b_span = b.document.spans.get((*b_root, *path)) if in_b else None
+        a_value = _value_at(left, path) if in_a else None
+        b_value = _value_at(right, path) if in_b else None
         changes.append(
             ConfigChange(
                 key=".".join(path),
                 kind=kind,
-                a=_value_at(left, path) if kind is not ChangeKind.ADDED else None,
-                b=_value_at(right, path) if kind is not ChangeKind.REMOVED else None,
+                a=a_value,
+                b=b_value,
                 a_line=a_span.start if a_span else None,
                 b_line=b_span.start if b_span else None,
+                defaults=a.leaves_at_default((*a_root, *path), in_a, a_value)
+                and b.leaves_at_default((*b_root, *path), in_b, b_value),
             )
         )
     return tuple(changes)
+
+
+def _same_walk(left: Mapping[str, Any], right: Mapping[str, Any], path: KeyPath) -> Iterator[KeyPath]:
+    for key in left:
+        if key not in right:
+            continue
+        here = (*path, key)
+        if isinstance(left[key], dict) and isinstance(right[key], dict):
+            yield from _same_walk(left[key], right[key], here)
+        elif same_json(left[key], right[key]):
+            yield here
+
+
+def config_same(a: ConfigSide, b: ConfigSide) -> tuple[ConfigSame, ...]:
+    """Keys both configs set to the same value, nested keys by path, each marked when it is both classes' default."""
+    left, right, a_root, b_root = _compared(a.document, b.document)
+    found = []
+    for path in _same_walk(left, right, ()):
+        value = _value_at(left, path)
+        a_span, b_span = a.document.spans.get((*a_root, *path)), b.document.spans.get((*b_root, *path))
+        found.append(
+            ConfigSame(
+                key=".".join(path),
+                value=value,
+                a_line=a_span.start if a_span else None,
+                b_line=b_span.start if b_span else None,
+                defaults=a.leaves_at_default((*a_root, *path), True, value)
+                and b.leaves_at_default((*b_root, *path), True, value),
+            )
+        )
+    return tuple(found)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -553,11 +663,17 @@ def _side(docs: ModelDocs) -> ModelSide:
     return ModelSide(name=model.name, model_type=model.model_type, family=model.family, revision=model.revision)
 
 
-def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
-    """Compare two described models; B is read as the change from A (``ratio`` is ``b / a``)."""
+def diff_models(
+    a: ModelDocs, b: ModelDocs, *, defaults: tuple[ConfigDefaults, ConfigDefaults] | None = None
+) -> ModelDiff:
+    """Compare two described models; B is read as the change from A (``ratio`` is ``b / a``). With ``defaults``,
+    each side's config class's (``archviz.meta.config_defaults``, which imports transformers), the config keys both
+    leave at transformers' defaults are marked as such."""
     a_nodes = {node.id: node for node in a.graph.nodes}
     b_ids = {node.id for node in b.graph.nodes}
     a_cost, b_cost = model_cost(a.graph, a.totals, DEFAULT_SIZES), model_cost(b.graph, b.totals, DEFAULT_SIZES)
+    a_defaults, b_defaults = defaults or (None, None)
+    a_config, b_config = config_side(a, a_defaults), config_side(b, b_defaults)
     changed: list[NodeChange] = []
     same = 0
     for node in b.graph.nodes:
@@ -583,7 +699,9 @@ def diff_models(a: ModelDocs, b: ModelDocs) -> ModelDiff:
     diff = ModelDiff(
         a=_side(a),
         b=_side(b),
-        config=config_changes(a.config, b.config),
+        config=config_changes(a_config, b_config),
+        config_same=config_same(a_config, b_config),
+        defaults_witness=tuple(dict.fromkeys(side.witness for side in defaults or ())),
         added=added,
         removed=removed,
         changed=tuple(changed),
@@ -634,6 +752,27 @@ def ratio_text(value: float) -> str:
     return f"×{text}"
 
 
+CLOSE = 0.05
+"""A ratio within this of 1 (±5 %) reads as the signed difference instead: ``+471 M``, not ``×1.00046``."""
+
+
+def signed_short(difference: int) -> str:
+    """``+471 M``, ``−2,048``, ``0``: a difference rounded as headlines round counts, with its sign."""
+    if difference > 0:
+        return f"+{short_count(difference)}"
+    return f"−{short_count(-difference)}" if difference < 0 else "0"
+
+
+def change_text(a: int, b: int) -> str:
+    """B against A in one figure: ``×1.53`` (``ratio_text``), or within ``CLOSE`` of ``×1`` the signed difference
+    (``+471 M``), which says how much where a ratio would read as no change; ``×1`` when they are equal."""
+    if a == b:
+        return "×1"
+    if a and abs(b / a - 1) > CLOSE:
+        return ratio_text(b / a)
+    return signed_short(b - a)
+
+
 def _lower(title: str) -> str:
     """``Routed expert`` -> ``routed expert``; ``MLP down-proj`` stays."""
     return title[0].lower() + title[1:] if title[1:2].islower() else title
@@ -659,7 +798,7 @@ def _instances_sentence(parts: _Parts, change: NodeChange) -> str | None:
         text += f", in {len(b.placement.layers)} layers instead of {len(a.placement.layers)}"
     before, after = node_parameters(a) * a.placement.count, node_parameters(b) * b.placement.count
     if before and after != before:
-        text += f": {noun.replace(' ', '-')} parameters {ratio_text(after / before)}"
+        text += f": {noun.replace(' ', '-')} parameters {change_text(before, after)}"
     return text
 
 
@@ -673,7 +812,7 @@ def _weights_sentence(parts: _Parts) -> str | None:
         where = " (multi-token prediction)" if _node(parts.b, change.id).part is Part.MTP else ""
         text = f"{_lower(change.title)}{where}: {field.b:,} parameters per instance instead of {field.a:,}"
         if field.a:
-            text += f" ({ratio_text(field.b / field.a)})"
+            text += f" ({change_text(field.a, field.b)})"
         b = next(node for node in parts.b.nodes if node.id == change.id)
         moved.append((abs(field.b - field.a) * b.placement.count, text))
     moved.sort(key=lambda item: -item[0])
@@ -726,7 +865,7 @@ def _totals_sentence(parts: _Parts) -> str | None:
     for name, label in (("parameters", "parameters"), ("active_parameters", "active per token")):
         row = rows[name]
         if row.difference:
-            ratio = f" ({ratio_text(row.ratio)})" if row.ratio is not None else ""
+            ratio = f" ({change_text(row.a, row.b)})" if row.a else ""
             said.append(f"{label} {row.b:,} instead of {row.a:,}{ratio}")
     by_part = [rows[name] for name in ("parts.text", "parts.vision", "parts.projector") if name in rows]
     if any(row.difference for row in by_part):
@@ -761,7 +900,7 @@ def _cost_sentence(parts: _Parts) -> str | None:
         row = rows[name]
         large = row.ratio is None or not 1 / LARGE_CHANGE < row.ratio < LARGE_CHANGE
         if row.difference and large:
-            ratio = f" ({ratio_text(row.ratio)})" if row.ratio is not None else ""
+            ratio = f" ({change_text(row.a, row.b)})" if row.a else ""
             said.append(f"{label}: {row.b:,} instead of {row.a:,}{ratio}")
     return "; ".join(said) if said else None
 
@@ -775,16 +914,23 @@ def _nodes_sentence(parts: _Parts) -> str:
 
 
 def _config_sentence(parts: _Parts) -> str | None:
-    if not parts.diff.config:
-        return None
-    keys = [change.key for change in parts.diff.config]
+    """``3 config keys differ (…)``, the keys both leave at transformers' defaults counted apart."""
+    keys = [change.key for change in parts.diff.config if not change.defaults]
+    defaults = len(parts.diff.config) - len(keys)
+    besides = f", besides {defaults} both leave at transformers' defaults" if defaults else ""
+    if not keys:
+        return (
+            f"the configs differ only in {plural(defaults, 'key')} both leave at transformers' defaults"
+            if defaults
+            else None
+        )
     named = ", ".join(keys[:_MOST_KEYS]) + (f" and {len(keys) - _MOST_KEYS} more" if len(keys) > _MOST_KEYS else "")
     noun = "key differs" if len(keys) == 1 else "keys differ"
     where = ""
     for docs, graph in ((parts.a_config, parts.a), (parts.b_config, parts.b)):
         if parts.a_config.root != parts.b_config.root and docs.root:
             where += f", {graph.model.name}'s within {'.'.join(docs.root)}"
-    return f"{len(keys)} config {noun} ({named}{where})"
+    return f"{len(keys)} config {noun} ({named}{where}){besides}"
 
 
 def summarise(parts: _Parts) -> str:

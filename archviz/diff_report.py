@@ -15,7 +15,7 @@ from rich.console import Group as RichGroup
 from rich.table import Table
 from rich.text import Text
 
-from archviz.diff import FieldChange, Json, LayerChange, ModelDiff, ratio_text
+from archviz.diff import FieldChange, Json, LayerChange, ModelDiff, change_text
 from archviz.report import format_layers
 
 ABSENT = "—"
@@ -52,9 +52,10 @@ def format_config_value(value: Json) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def format_ratio(ratio: float | None) -> str:
-    """``×1.5``; a dash when A is zero."""
-    return ABSENT if ratio is None else ratio_text(ratio)
+def format_ratio(a: int, b: int) -> str:
+    """B against A: ``×1.5``, within ±5 % the signed difference (``+471 M``, ``change_text``); a dash when A is
+    zero."""
+    return ABSENT if a == 0 else change_text(a, b)
 
 
 def format_difference(difference: int) -> str:
@@ -171,7 +172,9 @@ def _layers_table(diff: ModelDiff) -> list[Any]:
 def _totals_table(diff: ModelDiff) -> Table:
     table = _table("Totals", "total", "A", "B", "difference", "ratio")
     for row in diff.totals:
-        _row(table, row.label, f"{row.a:,}", f"{row.b:,}", format_difference(row.difference), format_ratio(row.ratio))
+        _row(
+            table, row.label, f"{row.a:,}", f"{row.b:,}", format_difference(row.difference), format_ratio(row.a, row.b)
+        )
     return table
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import json
 import math
 import re
 import warnings
@@ -47,6 +48,7 @@ from archviz.modeltree import (
 )
 from archviz.pins import content_hash
 from archviz.tracing import first_line, trace_shapes
+from archviz.versions import installed_versions
 
 if TYPE_CHECKING:
     import torch
@@ -386,6 +388,46 @@ def load_time_names(module: nn.Module, names: Iterable[str]) -> dict[str, str]:
 def transformers_ships(model_type: str) -> bool:
     """Whether the installed transformers has a config class (so modeling code) for ``model_type``."""
     return internals.config_class(model_type) is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigDefaults:
+    """What transformers' config class for a model_type holds when given no arguments: the value a config that
+    leaves a key out gets."""
+
+    witness: str
+    """``transformers 5.24.0's DeepseekV3Config()``: the class asked, and the release."""
+    values: Mapping[str, Any]
+    """The instance as JSON (``to_json_string(use_diff=False)``), sub-configs nested."""
+
+
+def config_defaults(model_type: str) -> ConfigDefaults:
+    """The defaults of transformers' config class for ``model_type``, instantiated without arguments; for a
+    model_type transformers does not ship (or whose class needs arguments), ``PretrainedConfig``'s, the keys every
+    config has. The generation parameters a config drops on load take ``generate``'s defaults."""
+    import transformers
+
+    found = internals.config_class(model_type)
+    with internals.errors_only_logging():
+        try:
+            instance = (found or transformers.PretrainedConfig)()
+        except (TypeError, ValueError):  # a class that cannot stand without arguments: the base class's defaults
+            instance = transformers.PretrainedConfig()
+    return ConfigDefaults(
+        witness=f"transformers {installed_versions().transformers}'s {type(instance).__name__}()",
+        values=_with_generation_defaults(json.loads(instance.to_json_string(use_diff=False)), instance),
+    )
+
+
+def _with_generation_defaults(values: dict[str, Any], config: Any) -> dict[str, Any]:
+    """A config's defaults (``values``, read off ``config``) and, for the generation parameters every config drops
+    on load, ``generate``'s own defaults (a config.json written by an older release still carries them), in each of
+    its sub-configs too."""
+    for key in internals.sub_config_keys(type(config)):
+        sub = getattr(config, key, None)
+        if isinstance(values.get(key), dict) and sub is not None:
+            values[key] = _with_generation_defaults(values[key], sub)
+    return {**internals.generation_defaults(), **values}
 
 
 def parallel_plans(model_type: str) -> ParallelPlans | None:

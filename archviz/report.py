@@ -255,8 +255,8 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
     table.add_row("persistent buffers (elements)", f"{totals.buffers:,}")
     if totals.mtp_parameters:
         table.add_row("MTP parameters (not in the total)", f"{totals.mtp_parameters:,}")
-    if totals.scale_elements:
-        table.add_row("FP8 scale elements", f"{totals.scale_elements:,}")
+    for scale, elements in totals.scales_by_format.items():
+        table.add_row(f"quantization scale elements, {scale}", f"{elements:,}")
     if totals.quantized_parameters:
         table.add_row("parameters stored packed-quantized", f"{totals.quantized_parameters:,}")
     for dtype, elements in totals.by_dtype.items():

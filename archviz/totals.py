@@ -44,7 +44,7 @@ class Totals:
     mtp_buffers: int
     """Persistent-buffer elements of the multi-token-prediction layers."""
     scale_elements: int
-    """Elements of block-quantization scale tensors (``weight_scale_inv``)."""
+    """Elements of every quantization scale tensor the checkpoint holds: ``scales_by_format`` added up."""
     by_dtype: dict[str, int]
     """Elements of the predicted checkpoint per dtype: weights, buffers, scales and MTP layers."""
     quantized_parameters: int = 0
@@ -54,6 +54,9 @@ class Totals:
     store, which only a modeling file's buffer could have, is left out)."""
     active_unknown: str | None = None
     """Why the active counts are None (``Graph.active_unknown``)."""
+    scales_by_format: dict[str, int] = field(default_factory=dict)
+    """Scale elements per format and tensor (``scale_format``): FP8 block scales, compressed-tensors'
+    ``weight_scale``, GPTQ's ``scales``, MXFP4's ``_scales``…; empty for a model stored unquantized."""
     parts: dict[str, int] = field(default_factory=dict)
     """For a model with a vision encoder beside its language model: the parameters of each part (``text``,
     ``vision``, ``projector``), adding up to ``parameters``; empty for a language model alone."""
@@ -129,6 +132,31 @@ def scale_shape(row: TensorRow) -> tuple[int, int]:
     return math.ceil(row.shape[0] / row.scale_block[0]), math.ceil(row.shape[1] / row.scale_block[1])
 
 
+BLOCK_SCALES = "fp8 blocks"
+"""The format of a block-quantized weight's scales (``TensorRow.scale_block``), as ``scale_format`` names it."""
+
+
+def scale_format(method: str, suffix: str) -> str:
+    """How a scale tensor's format is named: its quantization method and the tensor's suffix
+    (``compressed-tensors pack-quantized: weight_scale``, ``fp8 blocks: weight_scale_inv``)."""
+    return f"{method}: {suffix}"
+
+
+def row_scales(row: TensorRow, count: int) -> dict[str, int]:
+    """Scale elements per format that ``count`` instances of a row are stored with: the FP8 block scales of a
+    block-quantized weight, or the tensors of role ``scale`` a packed weight is stored as (on its quantized
+    instances only)."""
+    found: Counter[str] = Counter()
+    if row.scale_block is not None:
+        found[scale_format(BLOCK_SCALES, scale_name("weight"))] += math.prod(scale_shape(row)) * count
+    if row.packed is not None:
+        quantized = count - len(row.packed.dense)
+        for tensor in row.packed.stored:
+            if tensor.role == "scale":
+                found[scale_format(row.packed.method, tensor.suffix)] += math.prod(tensor.shape) * quantized
+    return {name: elements for name, elements in found.items() if elements}
+
+
 def scale_name(weight_name: str) -> str:
     """``…q_a_proj.weight`` -> ``…q_a_proj.weight_scale_inv``."""
     return weight_name + "_scale_inv"
@@ -160,8 +188,9 @@ def compute_totals(graph: Graph) -> Totals:
 
     Active parameters are a text token's: an image encoder's weights run on images, not on tokens, and are left out.
     """
-    parameters = active = active_embedding = buffers = mtp_parameters = mtp_buffers = scales = quantized = 0
+    parameters = active = active_embedding = buffers = mtp_parameters = mtp_buffers = quantized = 0
     by_dtype: Counter[str] = Counter()
+    by_format: Counter[str] = Counter()
     parts = node_parts(graph)
     by_part: Counter[str] = Counter()
     for node in graph.nodes:
@@ -170,10 +199,9 @@ def compute_totals(graph: Graph) -> Totals:
             by_dtype.update(stored_elements(row, count))
             if row.packed is not None and node.part is Part.MAIN:
                 quantized += row.elements * (count - len(row.packed.dense))
-            if row.scale_block is not None:
-                scale_elements = math.prod(scale_shape(row)) * count
-                scales += scale_elements
-                by_dtype["F32"] += scale_elements
+            if row.scale_block is not None:  # the F32 scales beside the weight (a packed row's are in its tensors)
+                by_dtype["F32"] += math.prod(scale_shape(row)) * count
+            by_format.update(row_scales(row, count))
         for row in node.buffers:
             by_dtype[row.dtype] += row.elements * count
         if node.part is Part.MTP:
@@ -198,12 +226,13 @@ def compute_totals(graph: Graph) -> Totals:
         buffers=buffers,
         mtp_parameters=mtp_parameters,
         mtp_buffers=mtp_buffers,
-        scale_elements=scales,
+        scale_elements=sum(by_format.values()),
         by_dtype=dict(sorted(by_dtype.items())),
         quantized_parameters=quantized,
         bytes_by_dtype={
             dtype: elements * ITEMSIZE[dtype] for dtype, elements in sorted(by_dtype.items()) if dtype in ITEMSIZE
         },
+        scales_by_format=dict(sorted(by_format.items())),
         parts={part: by_part[part] for part in ("text", "vision", "projector") if part in by_part},
     )
 

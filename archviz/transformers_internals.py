@@ -34,6 +34,14 @@ def config_class(model_type: str) -> type[PretrainedConfig] | None:
     return found
 
 
+def generation_defaults() -> dict[str, Any]:
+    """The generation parameters every config drops on load (``do_sample``, ``num_beams``…), each with the value
+    ``generate`` uses when nothing sets it (``GenerationConfig._get_default_generation_params``)."""
+    from transformers import GenerationConfig
+
+    return dict(GenerationConfig._get_default_generation_params())
+
+
 def auto_model_mappings() -> tuple[tuple[str, Mapping[type, Any]], ...]:
     """The Auto classes' registries, config class -> model class(es), each with its Auto class's name.
 

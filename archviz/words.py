@@ -45,6 +45,14 @@ def first_free(base: str, taken: Container[str]) -> str:
     return candidate
 
 
+def short_count(value: int) -> str:
+    """``1.03 T``, ``32.9 B``, ``7,168``: a rounded figure for headlines."""
+    for scale, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M")):
+        if value >= scale:
+            return f"{value / scale:.3g} {suffix}"
+    return f"{value:,}"
+
+
 _BYTE_PREFIXES = (("G", 3), ("M", 2), ("K", 1))
 """Up to G: a terabyte-sized checkpoint is still said in GB and GiB, the units deployments are planned in."""
 

@@ -51,13 +51,14 @@ def test_compare_page_loads_cleanly(site: Path, open_page: Callable[..., Any], n
 def test_compare_page_links_land(site: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
     page, watch = open_page(site / COMPARE_PAGES["same-family"])
     # A config line number opens the model's overview at that line of its config.
-    page.locator("table.compare-config tr", has_text="n_routed_experts").locator("a").nth(1).click()
+    page.locator("table.config-differ tr", has_text="n_routed_experts").locator("a").nth(1).click()
     page.wait_for_load_state("load")
     assert page.url.endswith(f"{K2}/index.html#L26")
     assert '"n_routed_experts": 384' in page.locator("#L26").inner_text()
     page.go_back()
     page.wait_for_load_state("load")
-    # A changed node opens each model's card; a marked chip in a diagram too.
+    # A changed node opens each model's card, once its folded table is opened; a marked chip in a diagram too.
+    page.locator("details.compare-changed-fold summary").click()
     page.locator("table.compare-changed a", has_text="Routed expert").first.click()
     page.wait_for_load_state("load")
     assert page.url.endswith("deepseek-v3/nodes/moe.routed-expert.html")
@@ -129,4 +130,124 @@ def test_hostile_compare_page_runs_nothing(tmp_path: Path, open_page: Callable[.
         assert watch.clean(), watch
         assert page.evaluate("window.__pwned") is None
         assert page.locator("img").count() == 0
-    assert "<script>alert(1)</script>" in page.locator("table.compare-config").inner_text()  # shown as text
+    assert "<script>alert(1)</script>" in page.locator("table.config-differ").inner_text()  # shown as text
+
+
+# -- The compare page at 1400 and 420 px: diagrams that scroll together, defaults folded, a phone page that ends ----
+
+DESKTOP = {"width": 1400, "height": 900}
+NARROW = {"width": 420, "height": 900}
+K25 = "kimi-k2.5"
+PHONE_HEIGHT = 11_000
+"""The K2 vs K2.5 page at 420 px, in CSS pixels: 27,824 before its tables and defaults were folded, 9,971 after."""
+
+
+@pytest.fixture(scope="module")
+def kimi_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The longest compare page: K2 beside K2.5, whose configs differ in 66 keys, most of them defaults."""
+    out = tmp_path_factory.mktemp("compare-kimi") / "site"
+    write_site([describe_model(K2), describe_model(K25)], out, compare=[(K2, K25)])
+    return out / "compare" / K2 / f"{K25}.html"
+
+
+SCROLL_STATE = """boxes => boxes.map(box => ({
+    across: box.scrollLeft / Math.max(1, box.scrollWidth - box.clientWidth),
+    down: box.scrollTop / Math.max(1, box.scrollHeight - box.clientHeight),
+    range: [box.scrollWidth - box.clientWidth, box.scrollHeight - box.clientHeight],
+    top: box.getBoundingClientRect().top, left: box.getBoundingClientRect().left,
+    bottom: box.getBoundingClientRect().bottom,
+}))"""
+
+
+def scroll_state(page: Any) -> list[dict[str, Any]]:
+    return list(page.locator(".compare-diagrams .dfg-scroll").evaluate_all(SCROLL_STATE))
+
+
+def scroll_to(page: Any, index: int, across: float, down: float) -> None:
+    """Scroll one diagram's box to a fraction of its range, as a reader's wheel or finger would (a scroll event)."""
+    page.locator(".compare-diagrams .dfg-scroll").nth(index).evaluate(
+        "(box, [x, y]) => box.scrollTo("
+        "(box.scrollWidth - box.clientWidth) * x, (box.scrollHeight - box.clientHeight) * y)",
+        [across, down],
+    )
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, NARROW], ids=["1400px", "420px"])
+def test_the_two_diagrams_scroll_together(
+    site: Path,
+    open_page: Callable[..., Any],  # noqa: F811
+    viewport: dict[str, int],
+) -> None:
+    page, watch = open_page(site / COMPARE_PAGES["same-family"], viewport=viewport)
+    before = scroll_state(page)
+    assert len(before) == 2 and all(box["range"][1] > 0 for box in before)  # both diagrams taller than their boxes
+    if viewport is DESKTOP:  # side by side
+        assert before[0]["top"] == before[1]["top"] and before[0]["left"] < before[1]["left"]
+    else:  # stacked
+        assert before[1]["top"] >= before[0]["bottom"] and before[0]["left"] == before[1]["left"]
+    for source, target in ((0, 1), (1, 0)):
+        for down in (0.5, 1.0, 0.2):
+            scroll_to(page, source, 0, down)
+            page.wait_for_function(
+                "([target, down]) => { const box = document.querySelectorAll('.compare-diagrams .dfg-scroll')[target];"
+                " return Math.abs(box.scrollTop / (box.scrollHeight - box.clientHeight) - down) < 0.01; }",
+                arg=[target, down],
+                timeout=2000,
+            )
+            state = scroll_state(page)
+            assert abs(state[source]["down"] - down) < 0.01 and abs(state[target]["down"] - down) < 0.01
+    assert watch.clean(), watch
+
+
+def test_without_javascript_each_diagram_scrolls_alone(browser: Any, site: Path) -> None:  # noqa: F811
+    """Proves the test above can fail: with no script, scrolling one box leaves the other where it was."""
+    context = browser.new_context(java_script_enabled=False, viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        page.goto((site / COMPARE_PAGES["same-family"]).as_uri())
+        scroll_to(page, 0, 0, 0.5)
+        page.wait_for_timeout(200)
+        state = scroll_state(page)
+        assert state[0]["down"] > 0.4 and state[1]["down"] == 0
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, NARROW], ids=["1400px", "420px"])
+def test_defaults_are_folded_and_nothing_overflows(
+    kimi_page: Path,
+    open_page: Callable[..., Any],  # noqa: F811
+    viewport: dict[str, int],
+) -> None:
+    page, watch = open_page(kimi_page, viewport=viewport)
+    folded = page.locator("details.config-defaults")
+    assert folded.get_attribute("open") is None
+    assert not page.locator("table.config-at-defaults").is_visible()
+    assert "both leave at transformers' defaults" in folded.locator("summary").inner_text()
+    folded.locator("summary").click()
+    assert page.locator("table.config-at-defaults").is_visible()
+    assert page.locator("table.config-at-defaults").get_by_text("do_sample", exact=True).is_visible()
+    assert page.locator("table.config-differ").get_by_text("max_position_embeddings", exact=True).is_visible()
+    # The per-node tables are folded too, under what differs.
+    assert page.locator("details.compare-changed-fold").get_attribute("open") is None
+    assert page.locator("details.compare-changed-fold summary").inner_text().startswith("15 nodes differ, in ")
+    # Nothing wider than the window, the headers' long names wrapped in their boxes.
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    overflowing = page.evaluate(
+        "Array.from(document.querySelectorAll('.compare h1, .compare h3, .compare-side dd, .compare summary'))"
+        ".filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.slice(0, 60))"
+    )
+    assert overflowing == []
+    page.screenshot(path=str(artifacts() / f"compare.kimi.{viewport['width']}px.png"), full_page=True)
+    assert watch.clean(), watch
+
+
+def test_the_phone_page_is_bounded(kimi_page: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
+    page, watch = open_page(kimi_page, viewport=NARROW)
+    height = page.evaluate("document.documentElement.scrollHeight")
+    (artifacts() / "compare.kimi.420px-height.txt").write_text(f"{height}\n", encoding="utf-8")
+    assert height < PHONE_HEIGHT, height
+    # Unfolding what is folded brings the long tables back: the folding is what keeps the page short.
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    assert page.evaluate("document.documentElement.scrollHeight") > height + 5_000
+    assert watch.clean(), watch

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -312,6 +314,183 @@ def test_hostile_config_strings_are_escaped_on_compare_pages_and_the_table(
         html = page(tmp_path / "site", path)
         for raw in (SCRIPT, ATTRIBUTE, "<img", "window.__pwned=1</"):
             assert raw not in html, (path, raw)
-        assert html.count(CLOSE_SCRIPT) == (3 if path == "index.html" else 2), path
+        assert html.count(CLOSE_SCRIPT) == 3, path  # the page's own three script elements (scripts shown escaped)
     compare = page(tmp_path / "site", "compare/kimi-k2-instruct/hostile.html")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in compare
+
+
+# -- What a compare page shows first: defaults folded, ratios that read, scales per format --------------------------
+
+K25 = "kimi-k2.5"
+
+
+@pytest.fixture(scope="module")
+def kimi_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Kimi-K2 beside Kimi-K2.5 (its text model is K2's, stored INT4 by compressed-tensors)."""
+    out = tmp_path_factory.mktemp("kimi") / "site"
+    write_site([describe_model(K2), describe_model(K25)], out, compare=[(K2, K25)])
+    return out
+
+
+def class_default(config: Any, key: str) -> tuple[bool, Any]:
+    """What transformers itself gives a config that leaves ``key`` out: the attribute of its config class made without
+    arguments, or for a generation parameter (which every config drops on load) the value ``generate`` applies."""
+    from transformers import GenerationConfig
+
+    if key in config.to_dict():  # as JSON, where a label map's keys are strings
+        return True, json.loads(json.dumps(config.to_dict()[key]))
+    generation = GenerationConfig._get_default_generation_params()
+    return (True, generation[key]) if key in generation else (False, None)
+
+
+def config_keys(table: Any) -> list[str]:
+    return [squash(row.find("th").find("code").text()) for row in table.find("tbody").find_all("tr")]
+
+
+def test_keys_both_leave_at_transformers_defaults_are_folded(kimi_site: Path) -> None:
+    """Judged against transformers' own config classes here: K2's is DeepseekV3Config (its model_type kimi_k2 is read
+    as deepseek_v3), K2.5's text_config is Kimi_K25Config's text sub-config."""
+    from transformers import DeepseekV3Config, Kimi_K25Config
+
+    k2_config = json.loads((REPO / "archviz" / "bundled" / K2 / "config.json").read_text(encoding="utf-8"))
+    k25_config = json.loads((REPO / "archviz" / "bundled" / K25 / "config.json").read_text(encoding="utf-8"))
+    a_class, b_class = DeepseekV3Config(), Kimi_K25Config().text_config
+    a_values, b_values = k2_config, k25_config["text_config"]
+
+    def at_default(values: dict[str, Any], config: Any, key: str) -> bool:
+        known, default = class_default(config, key)
+        return known and (key not in values or values[key] == default)
+
+    tree = parse(page(kimi_site, f"compare/{K2}/{K25}.html"))
+    folded = tree.find("details", "config-defaults")
+    assert "open" not in folded.attrs  # collapsed until asked for
+    keys = config_keys(folded.find("table"))
+    count = int(squash(folded.find("summary").text()).split()[0])
+    assert count == len(keys) > 30
+    for key in keys:
+        assert at_default(a_values, a_class, key) and at_default(b_values, b_class, key), key
+    witness = squash(folded.find("p").text())
+    assert f"transformers {transformers_version()}'s DeepseekV3Config()" in witness
+    assert "Kimi_K25Config()" in witness
+    # What stays prominent differs and is set away from its default on at least one side.
+    prominent = config_keys(tree.find("table", "config-differ"))
+    assert "max_position_embeddings" in prominent and "do_sample" not in prominent and "num_beams" in keys
+    for key in (key for key in prominent if "." not in key):
+        assert not (at_default(a_values, a_class, key) and at_default(b_values, b_class, key)), key
+    # Keys both set alike, not defaults, come second: Kimi's 384 routed experts, unlike DeepSeek-V3's 256 default.
+    alike = tree.find("details", "config-same")
+    assert "open" not in alike.attrs
+    assert "n_routed_experts" in squash(alike.text()) and "n_routed_experts" not in keys
+    assert a_class.n_routed_experts == 256 and k2_config["n_routed_experts"] == 384
+    # The summary counts the prominent keys and says how many more differ between defaults only.
+    kinds = [squash(row.find("span", "sub").text()) for row in folded.find("tbody").find_all("tr")]
+    differing = sum(kind != "same" for kind in kinds)
+    assert 0 < differing < count
+    summary = squash(tree.find("p", "summary").text())
+    assert f"{len(prominent)} config keys differ (max_position_embeddings, " in summary
+    assert summary.endswith(f"within text_config), besides {differing} both leave at transformers' defaults.")
+
+
+def transformers_version() -> str:
+    from archviz.versions import installed_versions
+
+    return str(installed_versions().transformers)
+
+
+def test_a_ratio_near_one_reads_as_the_signed_difference(kimi_site: Path) -> None:
+    """Kimi-K2.5 has the vision tower and projector more than K2: ×1.00046 said nothing, +471 M says how much."""
+    a, b = describe_model(K2).totals.parameters, describe_model(K25).totals.parameters
+    assert b - a == 471_143_920 and abs(b / a - 1) < 0.05
+    tree = parse(page(kimi_site, f"compare/{K2}/{K25}.html"))
+    rows = {
+        squash(row.find("th").text()): [squash(td.text()) for td in row.find_all("td")]
+        for row in tree.find("table", "compare-totals").find_all("tr")[1:]
+    }
+    assert rows["Parameters"] == [f"{a:,}", f"{b:,}", f"+{b - a:,}", "+471 M"]
+    # Far from one, a ratio still: INT4 experts hold K2's FP8 weights in a fraction of the bytes.
+    assert rows["Predicted checkpoint bytes"][3].startswith("×0.")
+    summary = squash(tree.find("p", "summary").text())
+    assert f"Parameters {b:,} instead of {a:,} (+471 M)" in summary
+    assert "×1.0" not in page(kimi_site, f"compare/{K2}/{K25}.html")
+    from archviz.diff import change_text
+
+    assert [change_text(100, 104), change_text(100, 96), change_text(100, 106), change_text(7, 7)] == [
+        "+4",
+        "−4",
+        "×1.06",
+        "×1",
+    ]
+
+
+def test_kimi_k25_scale_elements_are_its_int4_group_scales(kimi_site: Path) -> None:
+    """The regression: K2.5's INT4 experts carry a BF16 scale per group of 32 weights, and the page said 0."""
+    from archviz.totals import predicted_manifest
+
+    docs = describe_model(K25)
+    text = docs.config.settings
+    group = text["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"]
+    experts = text["n_routed_experts"] * (text["num_hidden_layers"] - text["first_k_dense_replace"])
+    per_expert = 3 * text["hidden_size"] * text["moe_intermediate_size"] // group  # gate, up and down
+    independent = sum(math.prod(t.shape) for t in predicted_manifest(docs.graph) if t.name.endswith(".weight_scale"))
+    assert independent == experts * per_expert == 31_708_938_240
+    label = "compressed-tensors pack-quantized: weight_scale"
+    assert docs.totals.scales_by_format == {label: independent} and docs.totals.scale_elements == independent
+    rows = {
+        squash(row.find("th").text()): [squash(td.text()) for td in row.find_all("td")]
+        for row in parse(page(kimi_site, f"compare/{K2}/{K25}.html")).find("table", "compare-totals").find_all("tr")
+        if row.find("th")
+    }
+    k2_scales = sum(
+        math.prod(t.shape) for t in predicted_manifest(describe_model(K2).graph) if t.name.endswith("weight_scale_inv")
+    )
+    assert rows[f"Quantization scale elements, {label}"][:2] == ["0", f"{independent:,}"]
+    assert rows["Quantization scale elements, fp8 blocks: weight_scale_inv"][:2] == [f"{k2_scales:,}", "0"]
+    assert rows["Quantization scale elements"][:2] == [f"{k2_scales:,}", f"{independent:,}"]
+
+
+def _compressed(folder: Path) -> Path:
+    from tests.test_compressed import WRITTEN, write_compressed
+
+    return write_compressed(WRITTEN["symmetric"], folder)
+
+
+def _gptq(folder: Path) -> Path:
+    from tests.test_gptq import GPTQ_CONFIG, write_tiny
+
+    return write_tiny(folder, GPTQ_CONFIG)
+
+
+def _mxfp4(folder: Path) -> Path:
+    from tests.test_mxfp4 import write_tiny
+
+    return write_tiny(folder)
+
+
+def _fbgemm(folder: Path) -> Path:
+    from tests.test_fbgemm import write_tiny
+
+    return write_tiny(folder)
+
+
+# Each format's checkpoint written by its own library, the scale row archviz labels it with, and the suffix that
+# library gives its scale tensors' names.
+SCALE_FORMATS = [
+    (_compressed, "compressed-tensors pack-quantized: weight_scale", ".weight_scale"),
+    (_gptq, "gptq: scales", ".scales"),
+    (_mxfp4, "mxfp4: _scales", "_scales"),
+    (_fbgemm, "fbgemm_fp8: weight_scale", ".weight_scale"),
+]
+
+
+@pytest.mark.parametrize(("write", "label", "suffix"), SCALE_FORMATS, ids=[row[1] for row in SCALE_FORMATS])
+def test_scale_elements_per_format_are_the_checkpoints(
+    write: Callable[[Path], Path], label: str, suffix: str, tmp_path: Path
+) -> None:
+    from tests.test_compressed import held
+
+    folder = write(tmp_path / "model")
+    in_checkpoint = sum(math.prod(shape) for name, (shape, _) in held(folder).items() if name.endswith(suffix))
+    totals = describe_model(str(folder)).totals
+    assert in_checkpoint > 0
+    assert totals.scales_by_format == {label: in_checkpoint}
+    assert totals.scale_elements == in_checkpoint

@@ -166,7 +166,9 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
     a_totals["cache_bytes_per_token"], a_totals["state_bytes"] = (16 + 8) * 2 * 3, 0
     a_cost = json.loads(runner.invoke(app, ["cost", str(a), "--json"]).stdout)
     a_totals["flops_prefill"], a_totals["flops_decode"] = a_cost["flops"]["prefill"], a_cost["flops"]["decode"]
-    totals_names = [*TOTALS, "by_dtype.BF16", "by_dtype.F32", "by_dtype.F8_E4M3"]
+    # FP8 block scales are the only scales: their row is the scale total, one format of it.
+    a_totals["scales.fp8 blocks: weight_scale_inv"] = a_totals["scale_elements"]
+    totals_names = [*TOTALS, "scales.fp8 blocks: weight_scale_inv", "by_dtype.BF16", "by_dtype.F32", "by_dtype.F8_E4M3"]
     assert b_inspect["totals"]["parameters"] == a_inspect["totals"]["parameters"] + grown
 
     def expert_shapes(prefix: str, width: int) -> dict[str, list[int]]:
@@ -475,7 +477,7 @@ def test_a_graph_the_cost_model_does_not_price_has_no_cost_totals() -> None:
     priced = {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode"}
     assert priced.isdisjoint(document["totals"])
     assert [name for name in TOTALS if name not in priced] == [
-        name for name in document["totals"] if not name.startswith("by_dtype.")
+        name for name in document["totals"] if not name.startswith(("by_dtype.", "scales."))
     ]
     assert document["totals"]["weight_bytes"][0] == 90_852_864
     assert "FLOPs, cache and state are not compared: " in document["summary"]

@@ -24,6 +24,7 @@ PINNED: dict[str, str] = {
     "config_class": "transformers.CONFIG_MAPPING",
     "auto_model_mappings": "transformers.models.auto.modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING / "
     "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING / MODEL_FOR_MULTIMODAL_LM_MAPPING / MODEL_MAPPING",
+    "generation_defaults": "GenerationConfig._get_default_generation_params",
     "text_config_class": "PretrainedConfig.sub_configs",
     "sub_config_keys": "PretrainedConfig.sub_configs",
     "load_time_names": "transformers.core_model_loading.rename_source_key with the WeightRenamings of "
@@ -54,6 +55,7 @@ PRIVATE_NAMES = frozenset(
         "MODEL_FOR_MULTIMODAL_LM_MAPPING",
         "MODEL_MAPPING",
         "sub_configs",
+        "_get_default_generation_params",
         "_weight_conversions",
         "get_model_conversion_mapping",
         "_from_config",
@@ -182,6 +184,16 @@ def test_auto_model_mappings() -> None:
         image_text = mappings["AutoModelForImageTextToText"]
         assert image_text[Qwen3_5MoeConfig] is Qwen3_5MoeForConditionalGeneration
         assert mappings["AutoModelForMultimodalLM"][Qwen3_5MoeConfig] is Qwen3_5MoeForConditionalGeneration
+
+
+def test_generation_defaults() -> None:
+    from transformers import LlamaConfig
+
+    with pinned("generation_defaults"):
+        defaults = internals.generation_defaults()
+        assert defaults["do_sample"] is False and defaults["num_beams"] == 1
+        # A config given them drops them: they are generation_config.json's, not the model's.
+        assert "num_beams" not in LlamaConfig(num_beams=4).to_dict()
 
 
 def test_text_config_class() -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from archviz.diff import FieldChange, LayerChange, ModelDiff, diff_models
+from archviz.diff import ConfigChange, ConfigSame, FieldChange, LayerChange, ModelDiff, diff_models
 from archviz.diff_report import (
     format_config_value,
     format_difference,
@@ -27,6 +28,10 @@ from archviz.pipeline import ModelDocs
 from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
 from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
 from archviz.site.views import Link, Page, PartialBadge
+from archviz.words import join, plural
+
+if TYPE_CHECKING:
+    from archviz.meta import ConfigDefaults
 
 COMPARE_FOLDER = "compare"
 """The folder of the compare pages, under the site root."""
@@ -115,12 +120,12 @@ class ValueRow:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigRow:
-    """A config key that differs."""
+    """A config key: one that differs, or one both set alike."""
 
     key: str
     """Its path (``rope_scaling.factor``)."""
     kind: str
-    """``added``, ``removed`` or ``changed``."""
+    """``added``, ``removed``, ``changed``, or ``same`` for a key both set to one value."""
     a: str
     """A's value as JSON text, or a dash."""
     b: str
@@ -146,6 +151,16 @@ class NodeRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Fold:
+    """Rows a page folds into a ``<details>``, and the summary that says what they hold."""
+
+    summary: str
+    """``15 nodes differ, in FLOPs, prefill (9), dtypes (4) …``."""
+    rows: tuple[NodeRow, ...]
+    """The rows."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompareView:
     """Everything a compare page shows, in order."""
 
@@ -164,8 +179,16 @@ class CompareView:
     totals: tuple[ValueRow, ...]
     """Every total, with difference and ratio."""
     config: tuple[ConfigRow, ...]
-    """Config keys that differ."""
-    changed: tuple[NodeRow, ...]
+    """Config keys that differ, set to something other than transformers' default on at least one side."""
+    config_defaults: tuple[ConfigRow, ...]
+    """Keys both leave at transformers' defaults (left out, or set to the default), differing or not: folded."""
+    config_same: tuple[ConfigRow, ...]
+    """Keys both set to the same value, not a default: folded, second."""
+    defaults_witness: str
+    """What judged a default: ``transformers 5.24.0's DeepseekV3Config() and …``."""
+    config_none: str
+    """Why the table of keys that differ is empty (every key alike, or only defaults differ); empty when it is not."""
+    changed: Fold
     """Nodes in both that differ."""
     added: tuple[Link, ...]
     """Cards of B's nodes that A does not have."""
@@ -173,8 +196,8 @@ class CompareView:
     """Cards of A's nodes that B does not have."""
     same: str
     """How many nodes are the same, in words."""
-    roles: tuple[NodeRow, ...]
-    """Roles matched across families; empty within one family."""
+    roles: Fold
+    """Roles matched across families; no rows within one family."""
     layers: tuple[ValueRow, ...]
     """Both layer maps side by side, consecutive layers of the same kinds folded into one row."""
     diagram_a: str
@@ -218,18 +241,69 @@ def _marks(diff: ModelDiff) -> tuple[dict[str, str], dict[str, str]]:
     return a, b
 
 
-def _config_rows(diff: ModelDiff, a: ModelIndex, b: ModelIndex) -> tuple[ConfigRow, ...]:
-    return tuple(
-        ConfigRow(
-            key=key.key,
-            kind=key.kind.value,
-            a=format_config_value(key.a) if key.a_line is not None else "—",
-            b=format_config_value(key.b) if key.b_line is not None else "—",
-            a_line=None if key.a_line is None else Link(title=str(key.a_line), href=_overview(a, f"#L{key.a_line}")),
-            b_line=None if key.b_line is None else Link(title=str(key.b_line), href=_overview(b, f"#L{key.b_line}")),
-        )
-        for key in diff.config
+def _line(index: ModelIndex, line: int | None) -> Link | None:
+    return None if line is None else Link(title=str(line), href=_overview(index, f"#L{line}"))
+
+
+def _change_row(key: ConfigChange, a: ModelIndex, b: ModelIndex) -> ConfigRow:
+    return ConfigRow(
+        key=key.key,
+        kind=key.kind.value,
+        a=format_config_value(key.a) if key.a_line is not None else "—",
+        b=format_config_value(key.b) if key.b_line is not None else "—",
+        a_line=_line(a, key.a_line),
+        b_line=_line(b, key.b_line),
     )
+
+
+def _same_row(key: ConfigSame, a: ModelIndex, b: ModelIndex) -> ConfigRow:
+    value = format_config_value(key.value)
+    return ConfigRow(
+        key=key.key, kind="same", a=value, b=value, a_line=_line(a, key.a_line), b_line=_line(b, key.b_line)
+    )
+
+
+def _config_rows(diff: ModelDiff, a: ModelIndex, b: ModelIndex) -> tuple[tuple[ConfigRow, ...], ...]:
+    """The keys that differ and matter; those both leave at transformers' defaults (differing first, then alike);
+    those both set alike."""
+    return (
+        tuple(_change_row(key, a, b) for key in diff.config if not key.defaults),
+        (
+            *(_change_row(key, a, b) for key in diff.config if key.defaults),
+            *(_same_row(key, a, b) for key in diff.config_same if key.defaults),
+        ),
+        tuple(_same_row(key, a, b) for key in diff.config_same if not key.defaults),
+    )
+
+
+def _verb(number: int) -> str:
+    return " differs" if number == 1 else " differ"
+
+
+def _config_none(diff: ModelDiff) -> str:
+    if diff.config:
+        return "None but keys both leave at transformers' defaults (folded below)."
+    return "None: the two configs set the same keys to the same values."
+
+
+_MOST_FIELDS = 4
+"""Fields a folded node table's summary names; the rest it counts."""
+
+
+def _fold(rows: tuple[NodeRow, ...], opening: str) -> Fold:
+    """Node rows folded under ``15 nodes differ, in FLOPs, prefill (15), dtypes (4) and 3 more fields``: an opening,
+    then the fields that differ, by how many rows they differ in, most first."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for field in row.fields:
+            if field.changed:
+                counts[field.label] = counts.get(field.label, 0) + 1
+    ranked = sorted(counts, key=lambda label: -counts[label])
+    named = [f"{label} ({counts[label]})" for label in ranked[:_MOST_FIELDS]]
+    if len(ranked) > _MOST_FIELDS:
+        named.append(plural(len(ranked) - _MOST_FIELDS, "more field"))
+    where = f", in {join(named)}" if named else ""
+    return Fold(summary=f"{opening}{where}", rows=rows)
 
 
 def _layer_rows(diff: ModelDiff) -> tuple[ValueRow, ...]:
@@ -249,7 +323,7 @@ def _total_rows(diff: ModelDiff) -> tuple[ValueRow, ...]:
             a=f"{row.a:,}",
             b=f"{row.b:,}",
             difference=format_difference(row.difference),
-            ratio=format_ratio(row.ratio),
+            ratio=format_ratio(row.a, row.b),
             changed=row.difference != 0,
         )
         for row in diff.totals
@@ -293,10 +367,21 @@ def _side(label: str, index: ModelIndex) -> CompareSide:
     )
 
 
-def build_compare_view(a: ModelIndex, b: ModelIndex) -> CompareView:
-    """The compare page of A and B, B read as the change from A."""
-    diff = diff_models(a.docs, b.docs)
+def transformers_defaults(a: ModelIndex, b: ModelIndex) -> tuple[ConfigDefaults, ConfigDefaults]:
+    """Both sides' config classes' defaults, asked of transformers (imported by the meta stage, here only)."""
+    from archviz.meta import config_defaults
+
+    return config_defaults(a.docs.recipe.model_type), config_defaults(b.docs.recipe.model_type)
+
+
+def build_compare_view(
+    a: ModelIndex, b: ModelIndex, defaults: tuple[ConfigDefaults, ConfigDefaults] | None = None
+) -> CompareView:
+    """The compare page of A and B, B read as the change from A; with ``defaults`` (``transformers_defaults``), the
+    config keys both leave at transformers' defaults told apart."""
+    diff = diff_models(a.docs, b.docs, defaults=defaults)
     marks_a, marks_b = _marks(diff)
+    config, at_defaults, alike = _config_rows(diff, a, b)
     title = f"{a.title()} vs {b.title()}"
     home = Link(title="Home", href=f"{ROOT}index.html")
     return CompareView(
@@ -307,12 +392,16 @@ def build_compare_view(a: ModelIndex, b: ModelIndex) -> CompareView:
         summary=diff.summary,
         verdict="The architectures differ." if diff.differs else "No architectural difference.",
         totals=_total_rows(diff),
-        config=_config_rows(diff, a, b),
-        changed=_node_rows(diff, a, b),
+        config=config,
+        config_defaults=at_defaults,
+        config_same=alike,
+        defaults_witness=join(diff.defaults_witness),
+        config_none=_config_none(diff) if not config else "",
+        changed=_fold(_node_rows(diff, a, b), plural(len(diff.changed), "node") + _verb(len(diff.changed))),
         added=tuple(_card(b, node) for node in diff.added),
         removed=tuple(_card(a, node) for node in diff.removed),
         same=f"{diff.same:,} {'node is' if diff.same == 1 else 'nodes are'} the same in both.",
-        roles=_role_rows(diff, a, b),
+        roles=_fold(_role_rows(diff, a, b), f"{plural(len(diff.roles), 'role')} matched"),
         layers=_layer_rows(diff),
         diagram_a=architecture_diagram(a, "a", marks_a),
         diagram_b=architecture_diagram(b, "b", marks_b),

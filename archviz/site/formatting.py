@@ -6,20 +6,14 @@ import json
 import re
 from collections.abc import Sequence
 
+from archviz.words import short_count as short_count  # the view builders' too; ``words`` for the comparison's
+
 # Node and group ids become file names and URL fragments: letters, digits, dot, dash, underscore.
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,150}")
 
 
 def count(value: int) -> str:
     """``1,174,405,120``."""
-    return f"{value:,}"
-
-
-def short_count(value: int) -> str:
-    """``1.03 T``, ``32.9 B``, ``7,168``: a rounded figure for headlines."""
-    for scale, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M")):
-        if value >= scale:
-            return f"{value / scale:.3g} {suffix}"
     return f"{value:,}"
 
 
