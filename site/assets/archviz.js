@@ -84,6 +84,28 @@
   }
   window.archvizSearch = search;
 
+  // The search index holds every model's entries and grows with the site, so a page loads it only when the search
+  // box is first used (a script element: it works from file://, where fetch does not). ``archvizSearchReady()``
+  // resolves once it is there.
+  var indexLoading = null;
+  function loadIndex() {
+    if (!indexLoading) {
+      indexLoading = new Promise(function (resolve, reject) {
+        if (window.ARCHVIZ_SEARCH_INDEX) return resolve();
+        var form = document.getElementById("search-form");
+        var source = form && form.getAttribute("data-index");
+        if (!source) return reject(new Error("this page names no search index"));
+        var script = document.createElement("script");
+        script.src = source;
+        script.onload = function () { resolve(); };
+        script.onerror = function () { indexLoading = null; reject(new Error("the search index did not load")); };
+        document.head.appendChild(script);
+      });
+    }
+    return indexLoading;
+  }
+  window.archvizSearchReady = loadIndex;
+
   function showResults(list, query) {
     var root = document.body.getAttribute("data-root") || "";
     while (list.firstChild) list.removeChild(list.firstChild);
@@ -153,8 +175,19 @@
     var input = document.getElementById("search-input");
     var list = document.getElementById("search-results");
     if (!form || !input || !list) return;
+    input.addEventListener("focus", function () {
+      loadIndex().catch(function () { /* said when the reader types */ });
+    });
     input.addEventListener("input", function () {
-      showResults(list, input.value.trim().toLowerCase());
+      loadIndex().then(function () {
+        showResults(list, input.value.trim().toLowerCase());
+      }, function (error) {
+        while (list.firstChild) list.removeChild(list.firstChild);
+        var item = document.createElement("li");
+        item.className = "empty";
+        item.textContent = "Search is unavailable: " + error.message;
+        list.appendChild(item);
+      });
     });
     input.addEventListener("keydown", function (event) {
       if (event.key === "Escape") {

@@ -1,7 +1,10 @@
-/* archviz: the home page's side-by-side table, sorted by a row. No dependencies; works from file://.
+/* archviz: the home page's side-by-side table, sorted by a row, and the compare pages' two diagrams, scrolled
+   together. No dependencies; works from file://.
    Each model is a column; selecting a row's name orders the columns by that row's values (numbers where the row
    says data-sort-row="number", else text), ascending, then descending. Cells without a value go last.
-   Without JavaScript the table reads as it is. */
+   In a [data-scroll-together] block, scrolling one diagram's box scrolls the others to the same fraction of their
+   own scroll range, across and down (the diagrams differ in size, so a pixel offset would not match them).
+   Without JavaScript the table reads as it is and each diagram scrolls on its own. */
 (function () {
   "use strict";
 
@@ -51,8 +54,35 @@
     }
   }
 
+  function fraction(position, range) {
+    return range > 0 ? position / range : 0;
+  }
+
+  function scrollTogether(group) {
+    var boxes = Array.prototype.slice.call(group.querySelectorAll(".dfg-scroll"));
+    var following = null; // the box being moved to follow another: its own scroll event is not passed on
+    boxes.forEach(function (source) {
+      source.addEventListener("scroll", function () {
+        if (following === source) { following = null; return; }
+        var across = fraction(source.scrollLeft, source.scrollWidth - source.clientWidth);
+        var down = fraction(source.scrollTop, source.scrollHeight - source.clientHeight);
+        boxes.forEach(function (target) {
+          if (target === source) return;
+          var left = Math.round(across * (target.scrollWidth - target.clientWidth));
+          var top = Math.round(down * (target.scrollHeight - target.clientHeight));
+          if (left === target.scrollLeft && top === target.scrollTop) return;
+          following = target;
+          target.scrollLeft = left;
+          target.scrollTop = top;
+        });
+      }, { passive: true });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     var tables = document.querySelectorAll("table[data-sortable-columns]");
     for (var t = 0; t < tables.length; t++) enhance(tables[t]);
+    var groups = document.querySelectorAll("[data-scroll-together]");
+    for (var g = 0; g < groups.length; g++) scrollTogether(groups[g]);
   });
 })();
