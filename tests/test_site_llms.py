@@ -74,6 +74,6 @@ def test_a_partial_models_count_says_it_is_of_the_modelled_part() -> None:
     """Kimi-K3's bundled config is partial: its 1,174,405,120 is the token embedding's, and llms.txt says so (the
     committed site, kept equal to ``archviz render`` by test_site_sync)."""
     lines = (Path(__file__).parent.parent / "site" / "llms.txt").read_text(encoding="utf-8").splitlines()
-    (k3,) = [line for line in lines if line.startswith("- [kimi\\-k3]")]  # Markdown-escaped
+    (k3,) = [line for line in lines if line.startswith("- [kimi-k3]")]
     assert "1,174,405,120 parameters (of the modelled part);" in k3
     assert all("(of the modelled part)" not in line for line in lines if line.startswith("- [") and line != k3)
