@@ -295,6 +295,72 @@ def test_kimi_k25_diagram_with_its_vision_tower_has_no_overlapping_boxes_or_labe
     _assert_diagram_lays_out_apart(open_page, k25_site, width)
 
 
+# Each box and each drawn edge's two ends, in page pixels: where the edge's line starts and where its arrowhead points.
+_DRAWN_EDGES = """() => {
+  const svg = document.querySelector('#diagram svg');
+  const boxes = Array.from(svg.querySelectorAll('g.node')).map(g => {
+    const r = (g.querySelector('polygon, ellipse, path') || g).getBoundingClientRect();
+    return {id: g.id, input: g.classList.contains('input'), box: [r.left, r.top, r.right, r.bottom]};
+  });
+  const onPage = (path, at) => {
+    const p = path.getPointAtLength(at);
+    const q = new DOMPoint(p.x, p.y).matrixTransform(path.getScreenCTM());
+    return [q.x, q.y];
+  };
+  const edges = Array.from(svg.querySelectorAll('g.edge')).map(g => {
+    const path = g.querySelector('path');
+    const head = g.querySelector('polygon');
+    const r = head && head.getBoundingClientRect();
+    return {id: g.id, start: onPage(path, 0),
+            end: r ? [(r.left + r.right) / 2, (r.top + r.bottom) / 2] : onPage(path, path.getTotalLength())};
+  });
+  return {boxes, edges};
+}"""
+
+
+def _nearest_box(point: list[float], boxes: list[dict[str, Any]]) -> tuple[float, str]:
+    def distance(box: list[float]) -> float:
+        dx = max(box[0] - point[0], 0.0, point[0] - box[2])
+        dy = max(box[1] - point[1], 0.0, point[1] - box[3])
+        return float((dx * dx + dy * dy) ** 0.5)
+
+    return min((distance(box["box"]), box["id"]) for box in boxes)
+
+
+@pytest.mark.parametrize("model", [K2, KIMI_LINEAR, "kimi-k2.5"])
+def test_every_drawn_box_is_reached_from_an_input_along_drawn_edges(
+    sites: dict[str, Path], k25_site: Path, open_page: Callable[..., Any], model: str
+) -> None:
+    """Read off the picture, not off the flow it was drawn from: each edge joins the boxes its line starts and ends
+    at (within a few pixels), and following them from the model's inputs reaches every box. Kimi-K2.5's diagram was
+    three pieces."""
+    page, watch = open_page(k25_site if model == "kimi-k2.5" else _diagram_page(sites, model))
+    page.evaluate(_NATURAL_SCALE)
+    drawn = page.evaluate(_DRAWN_EDGES)
+    links = []
+    for edge in drawn["edges"]:
+        (gap_start, source), (gap_end, target) = (_nearest_box(edge[end], drawn["boxes"]) for end in ("start", "end"))
+        assert gap_start < 8 and gap_end < 8, (edge["id"], source, gap_start, target, gap_end)
+        links.append((source, target))
+    inputs = {box["id"] for box in drawn["boxes"] if box["input"]}
+    assert inputs
+    assert [box["id"] for box in drawn["boxes"] if box["id"] not in _reached(inputs, links)] == []
+    # The reading can fail: without the edges that leave the token ids, the decoder is out of reach.
+    cut = [(source, target) for source, target in links if source != "dfg-n-input.input_ids"]
+    assert len(_reached(inputs, cut)) < len(drawn["boxes"])
+    assert watch.clean(), watch
+
+
+def _reached(start: set[str], links: list[tuple[str, str]]) -> set[str]:
+    reached = set(start)
+    grew = True
+    while grew:
+        before = len(reached)
+        reached |= {target for source, target in links if source in reached}
+        grew = len(reached) > before
+    return reached
+
+
 # The explorer opens the diagram fitted to its box, which at 420 px draws K2's text a few pixels high, where the
 # browser's rounding of glyph boxes is coarser than the layout's gaps. The layout is the SVG's: it is measured at one
 # pixel per unit, the scale at which the diagram reads without JavaScript.
