@@ -498,10 +498,15 @@ PASTED = {
 }
 
 
+SEARCH_SCREENS = {"1400-light": ({"width": 1400, "height": 1000}, "light"), "420-dark": (PHONE, "dark")}
+
+
+@pytest.mark.parametrize("screen", SEARCH_SCREENS)
 @pytest.mark.parametrize("query", PASTED)
-def test_search_finds_what_a_reader_pastes(open_page: Callable[..., Any], query: str) -> None:
+def test_search_finds_what_a_reader_pastes(open_page: Callable[..., Any], query: str, screen: str) -> None:
     """The committed site (kept equal to ``archviz render`` by test_site_sync), searched from its home page."""
-    page, watch = open_page(REPO / "site" / "index.html")
+    viewport, scheme = SEARCH_SCREENS[screen]
+    page, watch = open_page(REPO / "site" / "index.html", viewport=viewport, scheme=scheme)
     page.fill("#search-input", query)
     page.locator("#search-results a").first.wait_for()
     hrefs = page.evaluate("Array.from(document.querySelectorAll('#search-results a'), a => a.getAttribute('href'))")

@@ -185,7 +185,8 @@ def test_find_highlights_counts_and_goes_to_each_match(
     query: str,
     width: str,
 ) -> None:
-    page, watch = open_page(site / K2 / "index.html", viewport=DIAGRAM_WIDTHS[width])
+    scheme = "dark" if width == "420" else "light"  # the phone in the dark scheme, the desktop in the light one
+    page, watch = open_page(site / K2 / "index.html", viewport=DIAGRAM_WIDTHS[width], scheme=scheme)
     # What the diagram draws with the query in its id or its text, counted here from the SVG alone ...
     drawn = page.evaluate(
         "q => Array.from(document.querySelectorAll('#diagram svg [id^=\"dfg-n-\"]'))"

@@ -16,6 +16,7 @@ import json
 import math
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +40,25 @@ pytestmark = pytest.mark.skipif(
 )  # found, not imported: importing it patches torch and safetensors, which only these tests should meet
 
 
+@contextmanager
+def gptqmodels_patches_undone() -> Iterator[None]:
+    """Importing GPT-QModel replaces ``torch.manual_seed`` and ``safetensors.torch.save_file`` process-wide (its
+    no-GIL patcher) and sets environment variables (allocator settings, and its tokenizer package's ``HF_HOME``,
+    which would move the Hub cache every later test reads): whatever runs inside gets them, the rest of the suite
+    gets the originals back. Any test that imports GPT-QModel, here or through ``write_tiny``, runs inside it."""
+    seed, save, environ = torch.manual_seed, safetensors.torch.save_file, dict(os.environ)
+    try:
+        yield
+    finally:
+        torch.manual_seed, safetensors.torch.save_file = seed, save
+        os.environ.clear()
+        os.environ.update(environ)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _undo_gptqmodels_patches() -> Iterator[None]:
-    """Importing GPT-QModel replaces ``torch.manual_seed`` and ``safetensors.torch.save_file`` process-wide (its
-    no-GIL patcher) and sets allocator environment variables: the rest of the suite gets the originals back."""
-    seed, save, environ = torch.manual_seed, safetensors.torch.save_file, dict(os.environ)
-    yield
-    torch.manual_seed, safetensors.torch.save_file = seed, save
-    os.environ.clear()
-    os.environ.update(environ)
+    with gptqmodels_patches_undone():
+        yield
 
 
 GPTQ_CONFIG: dict[str, Any] = {
