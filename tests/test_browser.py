@@ -482,9 +482,10 @@ def test_search_for_kda_lists_every_kda_card_grouped_by_model(
 
 # What a reader pastes into the search box, and where the first result must land. Each expectation follows from the
 # model's config and checkpoint, not from the index: 7,168 (K2's hidden_size) first appears as the embedding's
-# output; 163,840 is its vocabulary; K2 embeds in BF16, so its first FP8 tensor is the first attention projection's
-# (q_a_proj); Kimi-K2.5 stores its routed experts in INT4; FP8 block weights carry weight_scale_inv; a tensor name with
-# its layer and expert numbers lands on the node whose template it fills.
+# output; 163,840 is its vocabulary; a dtype (fp8) and "flops" are answered first by the overview's checkpoint-dtype
+# figures and cost section, which say it for the whole model; K2 embeds in BF16, so the first tensor with FP8 block
+# scales (weight_scale_inv) is the first attention projection's (q_a_proj); Kimi-K2.5 stores its routed experts in
+# INT4; a tensor name with its layer and expert numbers lands on the node whose template it fills.
 PASTED = {
     "7168": f"{K2}/nodes/token-embedding.html",
     "163,840": f"{K2}/nodes/token-embedding.html",
