@@ -38,21 +38,23 @@ class Case:
     """Module path prefixes of what runs on images (not a text token's parameters)."""
 
 
+TINY_EXPERTS_TEXT: dict[str, Any] = {
+    "vocab_size": 96,
+    "hidden_size": 32,
+    "intermediate_size": 16,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "dtype": "bfloat16",
+}
+"""gpt-oss's and MiniMax's text keys alike: 8 experts, top-2, in two tiny layers."""
+
+
 def tiny_gpt_oss() -> dict[str, Any]:
-    return {
-        "model_type": "gpt_oss",
-        "architectures": ["GptOssForCausalLM"],
-        "vocab_size": 96,
-        "hidden_size": 32,
-        "intermediate_size": 16,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 8,
-        "num_local_experts": 8,
-        "num_experts_per_tok": 2,
-        "dtype": "bfloat16",
-    }
+    return {"model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"], **TINY_EXPERTS_TEXT}
 
 
 def tiny_qwen3_next() -> dict[str, Any]:
@@ -145,20 +147,7 @@ def tiny_gemma4() -> dict[str, Any]:
 
 
 def tiny_minimax() -> dict[str, Any]:
-    return {
-        "model_type": "minimax",
-        "architectures": ["MiniMaxForCausalLM"],
-        "vocab_size": 96,
-        "hidden_size": 32,
-        "intermediate_size": 16,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 8,
-        "num_local_experts": 8,
-        "num_experts_per_tok": 2,
-        "dtype": "bfloat16",
-    }
+    return {"model_type": "minimax", "architectures": ["MiniMaxForCausalLM"], **TINY_EXPERTS_TEXT}
 
 
 RELEASED_FOLDER = Path(__file__).parent / "data" / "released"
