@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,22 @@ def open_page(browser: Any) -> Iterator[Callable[..., tuple[Any, Watch]]]:
     yield open_
     for context in contexts:
         context.close()
+
+
+def wait_until(page: Any, predicate: str, arg: Any = None, timeout: float = 5.0) -> bool:
+    """Poll `predicate` (an expression, or a function of `arg`) until it is truthy; False after `timeout` seconds.
+
+    Playwright's wait_for_function re-evaluates a string with eval() while it polls, which the pages' Content Security
+    Policy (script-src 'self', no 'unsafe-eval') forbids; page.evaluate goes through the DevTools protocol, which the
+    policy does not govern.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if page.evaluate(predicate, arg):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        page.wait_for_timeout(50)
 
 
 PAGES = {
@@ -630,11 +647,8 @@ def test_cards_fit_a_phone_and_their_code_scrolls_by_keyboard(
     # The arrow key scrolls the focused excerpt (Chromium animates keyboard scrolling, slower on a busy machine).
     for _ in range(10):
         page.keyboard.press("ArrowRight")
-        try:
-            page.wait_for_function("document.activeElement.scrollLeft > 0", timeout=3000)
+        if wait_until(page, "document.activeElement.scrollLeft > 0", timeout=3):
             break
-        except sync_api.TimeoutError:
-            continue
     else:
         pytest.fail("the arrow keys did not scroll the focused excerpt")
     assert watch.clean(), watch

@@ -14,7 +14,7 @@ from archviz.pipeline import describe_model
 from archviz.site import write_site
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import HOSTILE, PHONE, WIDE, artifacts, browser, open_page  # noqa: F401
+from tests.test_browser import HOSTILE, PHONE, WIDE, artifacts, browser, open_page, wait_until  # noqa: F401
 from tests.test_families import PUBLISHED
 
 K2 = "kimi-k2-instruct"
@@ -189,11 +189,12 @@ def test_the_two_diagrams_scroll_together(
     for source, target in ((0, 1), (1, 0)):
         for down in (0.5, 1.0, 0.2):
             scroll_to(page, source, 0, down)
-            page.wait_for_function(
+            assert wait_until(
+                page,
                 "([target, down]) => { const box = document.querySelectorAll('.compare-diagrams .dfg-scroll')[target];"
                 " return Math.abs(box.scrollTop / (box.scrollHeight - box.clientHeight) - down) < 0.01; }",
-                arg=[target, down],
-                timeout=2000,
+                [target, down],
+                timeout=2,
             )
             state = scroll_state(page)
             assert abs(state[source]["down"] - down) < 0.01 and abs(state[target]["down"] - down) < 0.01

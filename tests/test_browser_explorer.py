@@ -16,7 +16,7 @@ from archviz.site import write_site
 from archviz.totals import node_parameters
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import DIAGRAM_WIDTHS, _inside, artifacts, browser, open_page  # noqa: F401
+from tests.test_browser import DIAGRAM_WIDTHS, _inside, artifacts, browser, open_page, wait_until  # noqa: F401
 
 K2 = "kimi-k2-instruct"
 K25 = "kimi-k2.5"
@@ -170,7 +170,7 @@ def test_ctrl_wheel_zooms_around_the_pointer(site: Path, open_page: Callable[...
     page.keyboard.down("Control")
     page.mouse.wheel(0, -200)
     page.keyboard.up("Control")
-    page.wait_for_function(f"{_SCALE} > {fitted * 1.2}")
+    assert wait_until(page, f"{_SCALE} > {fitted * 1.2}"), "Ctrl+wheel did not zoom in"
     # The box under the pointer stays under it.
     assert centre(rect(page, node)) == pytest.approx(point, abs=2)
     assert watch.clean(), watch
@@ -376,7 +376,7 @@ def test_one_layer_opens_on_its_own(site: Path, open_page: Callable[..., Any], w
     assert filled > 0.9
     # The groups table's link to a group in the diagram opens that group the same way.
     page.click("table.groups a[href='#dfg-g-attention']")
-    page.wait_for_function("document.querySelector('#explorer-group').value === 'dfg-g-attention'")
+    assert wait_until(page, "document.querySelector('#explorer-group').value === 'dfg-g-attention'")
     frame, cluster = rect(page, "#diagram"), rect(page, "[id='dfg-g-attention'] path")
     assert _inside(cluster, frame, slack=2)
     assert watch.clean(), watch
