@@ -239,6 +239,17 @@ UNPRICED = (
 """Why a graph has no FLOP or cache numbers: said wherever they would be."""
 
 
+def priced(graph: Graph) -> bool:
+    """Whether the cost model prices every node of the graph that computes (``Graph.unpriced`` says what it
+    cannot)."""
+    return not graph.unpriced and bool(node_costs(graph))
+
+
+def unpriced_reason(graph: Graph) -> str:
+    """Why the graph's FLOPs, cache and state are not given, in one sentence."""
+    return "; ".join(graph.unpriced) or UNPRICED
+
+
 def modelled_in_full(graph: Graph) -> bool:
     """Whether the graph models the whole model (assumed values aside): only then are its totals and costs the
     model's."""
@@ -392,19 +403,22 @@ def _linear(node: Node, nodes: Mapping[str, Node]) -> tuple[FlopTerm, ...]:
 
 
 def _experts(node: Node) -> tuple[FlopTerm, ...]:
-    """Each token through its top-k experts: 2 × B × T × top-k × out × in per weight, per MoE layer."""
+    """Each token through its top-k experts: 2 × B × T × top-k × out × in per weight, per MoE layer. A bank kept as
+    fused ``[E, …]`` tensors (``Placement.active_share``) counts each 3-D weight's matrix of one expert; its 2-D
+    biases are additions, not counted."""
     assert node.op is not None
-    top_k = Factor(name=node.op.top_k or "top-k", value=node.placement.active_per_layer)
+    share = node.placement.active_share
+    top_k = Factor(name=node.op.top_k or "top-k", value=share[0] if share else node.placement.active_per_layer)
     return tuple(
         FlopTerm(
             component=row.component,
             coefficient=2,
             symbols=(BATCH, TOKENS),
-            factors=(top_k, *row.factors),
+            factors=(top_k, *(row.factors[1:] if share else row.factors)),
             layers=node.placement.layers,
         )
         for row in node.parameters
-        if len(row.shape) == 2
+        if len(row.shape) == (3 if share else 2)
     )
 
 
@@ -695,7 +709,7 @@ def costs_unknown(graph: Graph, report: CostReport) -> str | None:
     """Why a model's FLOPs, cache and state are unknown (never a zero), or None when they are known: the one rule the
     diff, the home table and the overview follow."""
     if not report.priced:
-        return "not priced (a generic graph carries no operator kinds)"
+        return f"not priced ({unpriced_reason(graph)})"
     if not modelled_in_full(graph):
         return "modelled only in part (its costs are of the modelled part)"
     return None
@@ -737,6 +751,10 @@ def _decode_weight_bytes(graph: Graph, batch: int) -> int:
         instance = sum(_row_bytes(row, node.placement.count) for row in node.parameters)
         if node.id == graph.input_embedding and node.id not in read_whole:  # a lookup reads one row per sequence
             total += batch * instance // max(node.parameters[0].shape[0], 1)
+        elif node.op is not None and node.op.kind is OpKind.EXPERTS and node.placement.active_share:
+            top_k, experts = node.placement.active_share  # one fused [E, …] bank: the experts' share of it
+            used = min(experts, batch * top_k)
+            total += instance * used // experts * max(len(node.placement.layers), 1)
         elif node.op is not None and node.op.kind is OpKind.EXPERTS:
             used = min(node.placement.per_layer, batch * node.placement.active_per_layer)
             total += instance * used * max(len(node.placement.layers), 1)
@@ -767,7 +785,7 @@ def model_cost(graph: Graph, totals: Totals, sizes: Sizes, *, cache_dtype: str |
         cache_dtype=dtype,
         cache=cache_costs(graph, dtype),
         decode_weight_bytes=_decode_weight_bytes(graph, sizes.batch),
-        priced=not graph.derived_from_code,
+        priced=priced(graph),
         decode_absorbed=None
         if absorbed is None
         else sum(cost.flops(sizes, Phase.DECODE) for cost in absorbed.values()),

@@ -71,7 +71,9 @@ class CostCheck:
 
 
 def _module(row_tensor: str, layer: int | None) -> str:
-    name = row_tensor.removesuffix(".weight")
+    """The module that holds a checkpoint tensor: its name less the tensor's own (``weight``, a fused bank's
+    ``gate_up_proj``)."""
+    name = row_tensor.rsplit(".", 1)[0]
     if "{expert}" in name:
         name = name.split(".{expert}")[0]
     return name.replace("{layer}", str(layer)) if layer is not None else name

@@ -15,7 +15,6 @@ from rich.table import Table
 from archviz.cost import (
     ABSORBED,
     CONVENTION,
-    UNPRICED,
     BeyondContext,
     CostReport,
     Phase,
@@ -24,6 +23,7 @@ from archviz.cost import (
     modelled_in_full,
     part_of,
     tied_tables,
+    unpriced_reason,
     weight_bytes_said,
 )
 from archviz.graph import Graph, Mixer
@@ -129,7 +129,7 @@ def cost_json(
         return {
             **head,
             "convention": CONVENTION,
-            "not_priced": UNPRICED,
+            "not_priced": unpriced_reason(graph),
             "flops": None,
             "weights": weights,
             "cache": None,
@@ -220,7 +220,9 @@ def render_cost(
         warnings.append(f"[bold yellow]dtype assumed:[/] {escape(said.assumed_dtype.source)}")
     warnings += [f"[bold yellow]{escape(item.text)}[/]" for item in beyond]
     if not report.priced:
-        return RichGroup(head, *warnings, f"[bold yellow]FLOPs and cache not priced:[/] {escape(UNPRICED)}")
+        return RichGroup(
+            head, *warnings, f"[bold yellow]FLOPs and cache not priced:[/] {escape(unpriced_reason(graph))}"
+        )
     head.add_row(f"cache per token per sequence ({report.cache_dtype})", _bytes(report.cache_per_token))
     head.add_row("state per sequence (independent of S)", _bytes(report.state_bytes))
     head.add_row(f"cache and state at S = {sizes.context:,}, B = {sizes.batch:,}", _bytes(report.cache_at_context))

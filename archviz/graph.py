@@ -397,6 +397,9 @@ class Graph:
     active_unknown: str | None = None
     """Why the parameters a token runs through cannot be counted (a MoE whose routing the code does not say), in
     one sentence; None when they can. Then the totals give no active count rather than the total."""
+    unpriced: tuple[str, ...] = ()
+    """What the cost model cannot price, one sentence each (a generic graph's modules of a kind it does not type);
+    empty when it prices every node that computes. With any, FLOPs, cache and state are unknown, never partial sums."""
     trace_failures: tuple[str, ...] = ()
     """For a graph read off the code: each traced forward pass that raised, as the module and the error (``the
     prefill pass raised in model.layers.0.mlp: RuntimeError: …``); its shapes are then missing."""

@@ -335,6 +335,8 @@ def _module_record(
         routing=_routing(module),
         sizes=_sizes(module),
         config_sizes=_config_sizes(module),
+        sliding_window=_sliding_window(module),
+        torch_class=_torch_class(module),
     )
 
 
@@ -830,6 +832,19 @@ INDEX_SUFFIXES = ("_idx", "_id", "_index", "layer_number")
 NOT_SIZE_WORDS = ("window", "position", "theta", "key_value_groups", "chunk", "step")
 """Words in the name of a module's integer attribute that is a length or a ratio, never a tensor's width
 (``sliding_window``, ``num_key_value_groups``: query heads per key head)."""
+
+
+def _sliding_window(module: nn.Module) -> int | None:
+    window = vars(module).get("sliding_window")
+    return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+
+
+def _torch_class(module: nn.Module) -> str | None:
+    """The nearest torch layer class ``module`` is or derives from (``ModuleRecord.torch_class``)."""
+    from torch import nn
+
+    base = next(base for base in type(module).__mro__ if base.__module__.startswith("torch."))
+    return None if base is nn.Module else base.__name__
 
 
 def _sizes(module: nn.Module) -> dict[str, int]:

@@ -48,6 +48,7 @@ from archviz.cost import (
     modelled_in_full,
     node_costs,
 )
+from archviz.cost import priced as cost_priced
 from archviz.dtypes import ITEMSIZE
 from archviz.errors import InputError
 from archviz.graph import Graph, Mixer, Node, OpKind, Part
@@ -1081,7 +1082,7 @@ def _finish(
     mtp_bytes: int,
 ) -> Plan:
     p = request.parallelism
-    priced = not graph.derived_from_code
+    priced = cost_priced(graph)
     dtype = request.cache_dtype or graph.dtype
     costs = cache_costs(graph, dtype) if priced else []
     usable = int(request.gpu.memory * (1 - request.reserve))

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from archviz import legs
 from archviz.checkpoint import Checkpoint
-from archviz.cost import UNPRICED
+from archviz.cost import priced as cost_priced
+from archviz.cost import unpriced_reason
 from archviz.costcheck import CostLegs, cost_legs, cost_not_run
 from archviz.errors import InputError
 from archviz.families.omissions import quantization_modelled
@@ -324,10 +325,7 @@ def _forward_legs(
     cache object on the same reduced model."""
     graph = docs.graph
     if graph.derived_from_code:
-        if docs.code is not None and docs.code.trace.errors:
-            return trace_failed(graph, docs.code.trace), cost_not_run(UNPRICED, independent=False)
-        same = "the generic graph's shapes are read off this same trace, so it cannot witness them"
-        return not_run(graph, same, independent=False), cost_not_run(UNPRICED, independent=False)
+        return _generic_forward_legs(docs, meta, trace=trace, trust_remote_code=trust_remote_code)
     why: str | None = None
     if meta.leg.status is not LegStatus.RAN:
         why = "the meta-device model was not built (see the meta model leg)"
@@ -348,6 +346,37 @@ def _forward_legs(
             "torch's counter would count the stand-in, not the model"
         )
         return shapes, cost_not_run(why, independent=True)
+    return shapes, cost_legs(graph, module, layers=layer_prefix(graph), cache_dtype=graph.dtype)
+
+
+def _generic_forward_legs(
+    docs: ModelDocs, meta: _Reconciled, *, trace: bool, trust_remote_code: bool
+) -> tuple[ShapeResult, CostLegs]:
+    """A graph read off the code: its shapes are the trace's own, so the shape leg cannot witness them; its costs are
+    the cost model's formulas over the built modules' sizes, which torch's counter and the cache object, running the
+    modeling code, can."""
+    graph = docs.graph
+    if docs.code is not None and docs.code.trace.errors:
+        failed = "the shape trace's forward pass raised (see the shape trace leg)"
+        return trace_failed(graph, docs.code.trace), cost_not_run(failed, independent=True)
+    same = "the generic graph's shapes are read off this same trace, so it cannot witness them"
+    shapes = not_run(graph, same, independent=False)
+    why: str | None = None
+    if not cost_priced(graph):
+        why = unpriced_reason(graph)
+    elif meta.leg.status is not LegStatus.RAN:
+        why = "the meta-device model was not built (see the meta model leg)"
+    elif not trace:
+        why = "not asked for"
+    elif docs.code is not None and docs.code.trace.not_executed:
+        stand_ins = ", ".join(dict.fromkeys(note.module or "?" for note in docs.code.trace.not_executed))
+        why = f"{stand_ins} cannot run on meta tensors: torch's counter would count a stand-in, not the model"
+    if why is not None:
+        return shapes, cost_not_run(why, independent=True)
+    try:
+        module = reduced_model(graph, docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+    except InputError as error:
+        raise ReducedConfigError(f"transformers rejects the cost witness's cut-down config: {error.message}") from error
     return shapes, cost_legs(graph, module, layers=layer_prefix(graph), cache_dtype=graph.dtype)
 
 

@@ -59,6 +59,8 @@ from archviz.graph import (
     ModelInfo,
     Node,
     NodeKind,
+    Op,
+    OpKind,
     Placement,
     Setting,
     Shape,
@@ -365,6 +367,10 @@ class CodeGraph:
         """Module path of every bank of routed experts -> its expert count."""
         self.unknown_inputs: list[str] = []
         self.unattributed: list[str] = []
+        self.unpriced_modules: list[str] = []
+        """Text modules the cost model cannot price, said as ``class at path``."""
+        self.node_paths: dict[str, str] = {}
+        """Node id -> the module path of its first instance."""
         self._tiers: dict[str, list[list[Dim]]] = {}
 
     # -- reading the tree -------------------------------------------------------------------------
@@ -635,9 +641,14 @@ class CodeGraph:
             suffix = f".{first.own[0]}" if first.is_container and first.own else ""
             ids.append(self._id(first.template + suffix, taken))
             node_of_path.update({instance.path: ids[-1] for instance in entry.instances})
+            self.node_paths[ids[-1]] = first.path
         titles = self._titles(folded, ids)
+        cores = self._attention_cores()
         for entry, id in zip(folded, ids, strict=True):
-            self._node(entry, id, titles[id], self._parent_group(entry.first, groups, taken), node_of_path)
+            group = self._parent_group(entry.first, groups, taken)
+            for core in cores.pop(entry.first.template, ()):  # attention's core runs before its output projection
+                self._core_nodes(core, group, titles[id].rsplit(" · ", 1)[0] if " · " in titles[id] else "", taken)
+            self._node(entry, id, titles[id], group, node_of_path)
         if self.unattributed:
             b.node(
                 "unattributed",
@@ -667,7 +678,12 @@ class CodeGraph:
             derived_from_code=True,
             layer_keys=LAYER_KEYS,
         )
-        return replace(graph, active_unknown=self._active_unknown(), trace_failures=self._trace_failures())
+        return replace(
+            graph,
+            active_unknown=self._active_unknown(),
+            trace_failures=self._trace_failures(),
+            unpriced=self._unpriced(graph),
+        )
 
     def _trace_failures(self) -> tuple[str, ...]:
         """Each traced pass that raised, naming the innermost module that was running and the error."""
@@ -773,6 +789,11 @@ class CodeGraph:
         # A container's outputs are its whole computation's, not its own tensors': leave them unknown.
         outputs = () if instance.is_container else self._outputs(instance.path)
         inputs = self._inputs(instance, outputs, known.input_rule if known else None)
+        op = self._op(entry)
+        weight = self._weight_shape(instance)
+        if op is not None and op.kind is OpKind.LINEAR and not inputs and outputs and weight is not None:
+            # A router multiplies the tokens it flattened by its weight: its input is its output's tokens, in width.
+            inputs = (Shape(name="input", dims=(*outputs[0].dims[:-1], self._dim(instance.path, weight[1]))),)
         if not inputs:
             self.unknown_inputs.append(id)
         parameters: list[TensorRow] = []
@@ -810,6 +831,190 @@ class CodeGraph:
             placement=placement,
             settings=self._settings(instance),
             shares_parameters_with=shares,
+            op=op,
+        )
+
+    # -- what nodes compute --------------------------------------------------------------------------
+
+    def _op(self, entry: _Folded) -> Op | None:
+        """What a module's node computes, for the cost model, read off the built module: a bank of routed experts,
+        a torch ``Linear`` (a head tied to the embedding included), or a router (a module storing a top-k that holds
+        a 2-D weight it multiplies the tokens by). None for anything else (lookups and norms count no FLOPs; other
+        modules are priced by their own kind or listed in ``unpriced``)."""
+        path = entry.first.path
+        module = self.modules[path]
+        if _in_encoder(path):  # runs on images: priced with them, not per text token
+            return None
+        if path in self.banks:
+            return Op(kind=OpKind.EXPERTS, top_k="top_k")
+        if module.weight_shape is None:
+            return None
+        if module.torch_class == "Linear":
+            return Op(kind=OpKind.LINEAR)
+        if module.torch_class is None and _first(module.routing, TOP_K_ATTRIBUTES) is not None:
+            return Op(kind=OpKind.LINEAR)
+        return None
+
+    # -- attention's core and its cache ---------------------------------------------------------------
+
+    def _attention_cores(self) -> dict[str, list[_Core]]:
+        """Every softmax-attention module of the text model, by the template of its output projection: one
+        ``_Core`` per distinct shape of its heads and window, with the layers that have it."""
+        found: dict[tuple[str, str, tuple[Dim, Dim, Dim, Dim]], dict[int, int | None]] = {}
+        for path, module in self.modules.items():
+            output = self._output_projection(path, module)
+            if output is None or _in_encoder(path):
+                continue
+            heads = self._heads(path, module)
+            if heads is None:
+                self.unpriced_modules.append(f"{module.class_name} at {path} (its head counts are not attributes)")
+                continue
+            template, layer = self._template(output)
+            at = found.setdefault((template, self._template(path)[0], heads), {})
+            at[-1 if layer is None else layer] = module.sliding_window
+        cores: dict[str, list[_Core]] = {}
+        for (output, template, heads), windows in found.items():
+            # One core per shape of heads: its windowed layers share one window, else one core per window.
+            sizes = sorted({window for window in windows.values() if window is not None})
+            if len(sizes) <= 1:
+                splits = [sorted(windows)]
+            else:  # layers without a window join the first window's core
+                splits = [
+                    sorted(
+                        i for i, window in windows.items() if window == size or (window is None and size == sizes[0])
+                    )
+                    for size in sizes
+                ]
+            for layers in splits:
+                window = next((windows[i] for i in layers if windows[i] is not None), None)
+                cores.setdefault(output, []).append(
+                    _Core(
+                        template=template,
+                        heads=heads,
+                        window=window,
+                        windowed=[i for i in layers if i >= 0 and windows[i] is not None],
+                        layers=[i for i in layers if i >= 0],
+                    )
+                )
+        for variants in cores.values():
+            for core in variants:
+                core.variants = len(variants)
+        return cores
+
+    def _output_projection(self, path: str, module: ModuleRecord) -> str | None:
+        """The path of an attention module's output projection: it is softmax attention when its role is attention
+        and it holds a query (or fused query-key-value) ``Linear`` and an output ``Linear``."""
+        if _role(path.rsplit(".", 1)[-1], module.class_name) != "attention" or module.is_module_list:
+            return None
+        linears = {
+            name for name in module.children if self.modules[f"{path}.{name}" if path else name].torch_class == "Linear"
+        }
+        if not linears & QUERY_NAMES:
+            return None
+        output = sorted(linears & OUTPUT_NAMES)
+        return f"{path}.{output[0]}" if len(output) == 1 else None
+
+    def _heads(self, path: str, module: ModuleRecord) -> tuple[Dim, Dim, Dim, Dim] | None:
+        """Query heads, key/value heads, query/key width and value width of an attention module, each named by the
+        attribute or config key that holds it (the module's own first)."""
+        own = {name: (value, f"{module.class_name}.{name}", ()) for name, value in module.sizes.items()}
+        config = {
+            name: (value, name, (name,)) for name, value in module.config_sizes.items() if not name.startswith("text_")
+        }
+
+        def size(*names: str) -> Dim | None:
+            for source in (own, config):
+                for name in names:
+                    if name in source:
+                        value, formula, keys = source[name]
+                        return Dim(symbol=name, label=name, value=value, formula=formula, config_keys=keys)
+            return None
+
+        heads = size("num_heads", "num_attention_heads")
+        if heads is None or not heads.value:
+            return None
+        kv_heads = size("num_key_value_heads", "num_kv_heads") or heads
+        width = size("head_dim")
+        if width is None:
+            hidden = size("hidden_size")
+            if hidden is None or not hidden.value:
+                return None
+            value = hidden.value // heads.value
+            width = Dim(symbol="head_dim", label="head_dim", value=value, formula=f"{hidden.formula} / {heads.formula}")
+        value_width = size("v_head_dim") or width
+        return heads, kv_heads, width, value_width
+
+    def _core_nodes(self, core: _Core, group: str, place: str, taken: set[str]) -> None:
+        """The attention core (scores, softmax, values) and the KV cache it reads, in the attention's group."""
+        heads, kv_heads, width, value_width = core.heads
+        layers = sorted(core.layers)
+        placement = layer_placement(layers) if layers else MODEL_LEVEL
+        which = f" (layers {_layer_ranges(layers)})" if core.variants > 1 and layers else ""
+        windowed = tuple(core.windowed) if core.window else ()
+        query = Shape(name="query_states", dims=(BATCH, heads, POSITIONS, width))
+        key = Shape(name="key_states", dims=(BATCH, kv_heads, POSITIONS, width))
+        value = Shape(name="value_states", dims=(BATCH, kv_heads, POSITIONS, value_width))
+        cached_key = Shape(name="key_states", dims=(BATCH, kv_heads, KEY_POSITIONS, width))
+        cached_value = Shape(name="value_states", dims=(BATCH, kv_heads, KEY_POSITIONS, value_width))
+        window = (
+            f", at most {core.window - 1:,} past positions in the layers with a sliding window"
+            + (f" (layers {_layer_ranges(core.windowed)})" if core.windowed != layers else "")
+            if core.window
+            else ""
+        )
+        prefix = f"{place} · " if place else ""
+        self.b.node(
+            self._id(f"{core.template}.kv-cache", taken),
+            title=f"{prefix}KV cache{which}",
+            kind=NodeKind.OPERATOR,
+            code="past_key_values.update(key_states, value_states, self.layer_idx)",
+            summary=f"Append this step's keys and values to the layer's cache and return every cached position"
+            f"{window}.",
+            group=group,
+            inputs=[key, value],
+            outputs=[cached_key, cached_value],
+            placement=placement,
+            op=Op(kind=OpKind.CACHE, window=core.window, windowed_layers=windowed),
+        )
+        self.b.node(
+            self._id(f"{core.template}.attention-core", taken),
+            title=f"{prefix}attention core{which}",
+            kind=NodeKind.OPERATOR,
+            code="attention_interface(self, query_states, key_states, value_states, attention_mask, …)",
+            summary=(
+                "Score each query head against the cached keys of its key/value head"
+                + (" within the sliding window" if core.window else "")
+                + ", softmax, and mix the values, heads joined."
+            ),
+            group=group,
+            inputs=[query, cached_key, cached_value],
+            outputs=[Shape(name="attn_output", dims=(BATCH, POSITIONS, heads, value_width))],
+            placement=placement,
+            op=Op(kind=OpKind.ATTENTION, window=core.window, windowed_layers=windowed),
+        )
+
+    def _unpriced(self, graph: Graph) -> tuple[str, ...]:
+        """What the cost model cannot price: every text module the traced forward ran that holds weights, computes
+        something counted and is of no kind typed here (a convolution, a recurrent mixer's own tensors)."""
+        typed = {node.id for node in graph.nodes if node.op is not None}
+        cores = {node.group for node in graph.nodes if node.op is not None and node.op.kind is OpKind.ATTENTION}
+        ran = set(self.trace.prefill)
+        untyped = list(self.unpriced_modules)
+        for node in graph.nodes:
+            path = self.node_paths.get(node.id)
+            if path is None or node.id in typed or path not in ran or _in_encoder(path):
+                continue
+            module = self.modules[path]
+            if _counts_nothing(module) or (module.children_own_parameters and node.group in cores):
+                continue
+            untyped.append(f"{module.class_name} at {path}")
+        if not untyped:
+            return ()
+        return (
+            f"{len(untyped)} module{'s' if len(untyped) > 1 else ''} of the text model compute"
+            f"{'' if len(untyped) > 1 else 's'} what the cost model has no formula for ({', '.join(untyped[:3])}"
+            + (", …" if len(untyped) > 3 else "")
+            + "), so FLOPs, cache and state are not given",
         )
 
     # -- routed experts ------------------------------------------------------------------------------
@@ -988,6 +1193,45 @@ class CodeGraph:
             if child.parameters or child.children_own_parameters:
                 return Ffn.DENSE
         return Ffn.NONE
+
+
+QUERY_NAMES = frozenset({"q_proj", "qkv_proj", "query", "qkv", "wq", "wqkv", "Wqkv", "c_attn", "query_key_value"})
+"""Names transformers gives an attention module's query (or fused query-key-value) projection."""
+OUTPUT_NAMES = frozenset({"o_proj", "out_proj", "dense", "wo", "c_proj", "proj", "out"})
+"""Names it gives the output projection."""
+
+
+@dataclass(slots=True, kw_only=True)
+class _Core:
+    """One shape of an attention module's heads and window, and the layers that have it."""
+
+    template: str
+    """The attention module's path template."""
+    heads: tuple[Dim, Dim, Dim, Dim]
+    """Query heads, key/value heads, query/key width, value width."""
+    window: int | None
+    """The sliding window of its windowed layers, if it has any."""
+    windowed: list[int]
+    """The layers that attend within the window."""
+    layers: list[int]
+    """The layers with this shape."""
+    variants: int = 1
+    """How many shapes the attention module has across its layers (titles say the layers when more than one)."""
+
+
+def _in_encoder(path: str) -> bool:
+    """Whether a module path is inside an image encoder (it runs on images, not on a text token)."""
+    return any(word in segment.lower() for segment in path.split(".") for word in VISION_WORDS)
+
+
+def _counts_nothing(module: ModuleRecord) -> bool:
+    """Whether a module computes nothing torch's FLOP counter counts: a lookup or a normalization."""
+    name = module.class_name.lower()
+    return (
+        module.torch_class in ("Embedding", "LayerNorm", "GroupNorm", "RMSNorm")
+        or "norm" in name
+        or (name.endswith(("embedding", "embeddings")) and module.torch_class != "Linear")
+    )
 
 
 def _first(routing: Mapping[str, int], names: tuple[str, ...]) -> int | None:

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Sequence
 from archviz.cost import (
     CONVENTION,
     DEFAULT_SIZES,
-    UNPRICED,
     CacheCost,
     FlopTerm,
     NodeCost,
@@ -24,6 +23,7 @@ from archviz.cost import (
     Sizes,
     cache_bytes_at,
     flop_rows,
+    unpriced_reason,
     weight_bytes_said,
 )
 from archviz.costs_report import MLA_NOTE, rule_of_thumb
@@ -422,7 +422,8 @@ def cost_view(index: ModelIndex) -> CostView:
     return CostView(
         sizes=sizes_sentence(index.cost.sizes),
         partial_note=(
-            f"FLOPs, cache and state are not priced: {UNPRICED}. The weights are the predicted checkpoint's bytes."
+            f"FLOPs, cache and state are not priced: {unpriced_reason(index.graph)}. The weights are the predicted "
+            "checkpoint's bytes."
             if not priced
             else ""
             if complete
