@@ -164,13 +164,23 @@ TINY = {
     "gemma4": Case(tiny_gemma4, "top_k_experts", "num_experts", images=("model.vision_tower.", "model.embed_vision.")),
     "nemotron_h": Case(tiny_nemotron_h, "num_experts_per_tok", "n_routed_experts"),
     "minimax": Case(tiny_minimax, "num_experts_per_tok", "num_local_experts"),
-    "minimax_m3_vl": Case(tiny_minimax_m3, "num_experts_per_tok", "num_local_experts", images=("model.vision_tower.",)),
+    "minimax_m3_vl": Case(
+        tiny_minimax_m3,
+        "num_experts_per_tok",
+        "num_local_experts",
+        images=("model.vision_tower.", "model.multi_modal_projector."),
+    ),
 }
 
 RELEASED = {
     "gpt-oss-20b": Case(released("gpt-oss-20b"), "num_experts_per_tok", "num_local_experts"),
     "qwen3.5-35b-a3b": Case(released("qwen3.5-35b-a3b"), "num_experts_per_tok", "num_experts", ("model.visual.",)),
-    "minimax-m3": Case(released("minimax-m3"), "num_experts_per_tok", "num_local_experts", ("model.vision_tower.",)),
+    "minimax-m3": Case(
+        released("minimax-m3"),
+        "num_experts_per_tok",
+        "num_local_experts",
+        ("model.vision_tower.", "model.multi_modal_projector."),
+    ),
     "nemotron-3-nano-30b-a3b": Case(released("nemotron-3-nano-30b-a3b"), "num_experts_per_tok", "n_routed_experts"),
 }
 

@@ -601,6 +601,8 @@ class CodeGraph:
             return GroupKind.BLOCK
         if any(word in lowered for word in VISION_WORDS):
             return GroupKind.VISION
+        if "projector" in lowered:  # what maps image features to the text width (``multi_modal_projector``)
+            return GroupKind.PROJECTOR
         if "experts" in name:
             return GroupKind.EXPERTS
         if "attn" in lowered or "attention" in lowered:
@@ -796,6 +798,9 @@ class CodeGraph:
             inputs = (Shape(name="input", dims=(*outputs[0].dims[:-1], self._dim(instance.path, weight[1]))),)
         if not inputs:
             self.unknown_inputs.append(id)
+        if op is not None and op.kind is OpKind.LINEAR and not inputs:
+            self.unpriced_modules.append(f"{instance.class_name} at {instance.template} (the trace gave it no input)")
+            op = None
         parameters: list[TensorRow] = []
         buffers: list[TensorRow] = []
         for template, size, dtype, role in entry.rows:
@@ -906,6 +911,10 @@ class CodeGraph:
         and it holds a query (or fused query-key-value) ``Linear`` and an output ``Linear``."""
         if _role(path.rsplit(".", 1)[-1], module.class_name) != "attention" or module.is_module_list:
             return None
+        if any(word in module.class_name.lower() for word in LINEAR_ATTENTION_WORDS):
+            template = self._template(path)[0]
+            self.unpriced_modules.append(f"{module.class_name} at {template} (attention without a softmax core)")
+            return None
         linears = {
             name for name in module.children if self.modules[f"{path}.{name}" if path else name].torch_class == "Linear"
         }
@@ -994,20 +1003,20 @@ class CodeGraph:
         )
 
     def _unpriced(self, graph: Graph) -> tuple[str, ...]:
-        """What the cost model cannot price: every text module the traced forward ran that holds weights, computes
-        something counted and is of no kind typed here (a convolution, a recurrent mixer's own tensors)."""
+        """What the cost model cannot price: every text module that holds a matrix or a kernel of no kind typed here
+        (a convolution, whether the forward calls it or uses its weight), and attention without a softmax core."""
         typed = {node.id for node in graph.nodes if node.op is not None}
-        cores = {node.group for node in graph.nodes if node.op is not None and node.op.kind is OpKind.ATTENTION}
-        ran = set(self.trace.prefill)
-        untyped = list(self.unpriced_modules)
+        untyped = list(dict.fromkeys(self.unpriced_modules))
         for node in graph.nodes:
             path = self.node_paths.get(node.id)
-            if path is None or node.id in typed or path not in ran or _in_encoder(path):
+            if path is None or node.id in typed or _in_encoder(path):
                 continue
             module = self.modules[path]
-            if _counts_nothing(module) or (module.children_own_parameters and node.group in cores):
+            # Vectors and scalars a module holds itself (biases, scales, sinks, decay rates) are multiplied
+            # element-wise, which counts no FLOPs; a matrix or a kernel of no typed kind is what cannot be priced.
+            if _counts_nothing(module) or all(len(row.shape) < 2 for row in (*node.parameters, *node.buffers)):
                 continue
-            untyped.append(f"{module.class_name} at {path}")
+            untyped.append(f"{module.class_name} at {self._template(path)[0]}")
         if not untyped:
             return ()
         return (
@@ -1197,6 +1206,8 @@ class CodeGraph:
 
 QUERY_NAMES = frozenset({"q_proj", "qkv_proj", "query", "qkv", "wq", "wqkv", "Wqkv", "c_attn", "query_key_value"})
 """Names transformers gives an attention module's query (or fused query-key-value) projection."""
+LINEAR_ATTENTION_WORDS = ("linear", "lightning", "deltanet", "mamba", "recurrent", "retention", "rwkv")
+"""Words in the class name of an attention module that mixes tokens without a softmax over scores."""
 OUTPUT_NAMES = frozenset({"o_proj", "out_proj", "dense", "wo", "c_proj", "proj", "out"})
 """Names it gives the output projection."""
 
@@ -1221,7 +1232,7 @@ class _Core:
 
 def _in_encoder(path: str) -> bool:
     """Whether a module path is inside an image encoder (it runs on images, not on a text token)."""
-    return any(word in segment.lower() for segment in path.split(".") for word in VISION_WORDS)
+    return any(word in segment.lower() for segment in path.split(".") for word in (*VISION_WORDS, "projector"))
 
 
 def _counts_nothing(module: ModuleRecord) -> bool:

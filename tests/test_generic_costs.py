@@ -1,0 +1,74 @@
+"""The generic path's costs against torch and transformers, counted here apart from archviz.
+
+Issue 21, item 4. ``archviz cost --prompt 128 --context 256 --batch 1 --json`` on a model no family is written for
+must give the FLOPs torch's ``FlopCounterMode`` counts over transformers' own forward at those sizes (routed experts
+top-k, as the ``batched_mm`` experts kernel runs them) and the cache bytes transformers' cache object holds. The
+witness below builds the class the config names on the meta device, runs a prefill of T tokens, fills a cache with S
+positions and decodes one token, each counted on its own, and then sums every tensor the cache holds: the cost's
+cache at S + 1 positions. None of it goes through archviz.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+from typer.testing import CliRunner
+
+from archviz.cli import app
+from tests.test_generic_moe import TINY, folder_for
+
+runner = CliRunner()
+BATCH, PROMPT, CONTEXT = 1, 128, 256
+
+
+def cost_json(folder: Path, *, context: int = CONTEXT) -> dict[str, Any]:
+    arguments = ["cost", str(folder), "--prompt", str(PROMPT), "--context", str(context), "--batch", str(BATCH)]
+    result = runner.invoke(app, [*arguments, "--json"])
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def witnessed(folder: Path) -> tuple[int, int, int]:
+    """Prefill FLOPs, decode FLOPs and the bytes the cache holds after the decode step, from torch and transformers."""
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):  # in the checkpoint's dtype, as loading it gives it: the cache is kept in it
+        model = getattr(transformers, config.architectures[0])._from_config(config, dtype=config.dtype).eval()
+    if model._can_set_experts_implementation():
+        model.set_experts_implementation("batched_mm")  # runs on meta tensors and counts each token's top-k
+
+    def tokens(length: int) -> torch.Tensor:
+        return torch.zeros((BATCH, length), dtype=torch.long, device="meta")
+
+    with torch.no_grad():
+        with FlopCounterMode(display=False) as prefill:
+            model(input_ids=tokens(PROMPT), use_cache=True)
+        cache = model(input_ids=tokens(CONTEXT), use_cache=True).past_key_values
+        with FlopCounterMode(display=False) as decode:
+            model(input_ids=tokens(1), use_cache=True, past_key_values=cache)
+    held = 0
+    for layer in cache.layers:
+        tensors = [getattr(layer, "keys", None), getattr(layer, "values", None)]
+        for name in ("conv_states", "recurrent_states"):
+            tensors += list((getattr(layer, name, None) or {}).values())
+        held += sum(math.prod(t.shape) * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    return prefill.get_total_flops(), decode.get_total_flops(), held
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_generic_costs_are_what_torch_counts_and_the_cache_holds(name: str, tmp_path: Path) -> None:
+    folder = folder_for(TINY[name].config(), tmp_path)
+    document = cost_json(folder)
+    assert document["flops"] is not None, document.get("not_priced")
+    prefill, decode, held = witnessed(folder)
+    assert (document["flops"]["prefill"], document["flops"]["decode"]) == (prefill, decode)
+    # The witness's cache holds S + 1 positions after the decode step.
+    assert cost_json(folder, context=CONTEXT + 1)["cache"]["bytes_at_context"] == held
