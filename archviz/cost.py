@@ -477,7 +477,7 @@ def _kernels(node: Node) -> list[tuple[str, Factor, Factor]]:
     if node.parameters:
         return [(row.component, row.factors[0], row.factors[-1]) for row in node.parameters]
     weight = node.inputs[1]
-    return [(f"depthwise {weight.name}", _dim_factor(weight.dims[0]), _dim_factor(weight.dims[-1]))]
+    return [(f"depthwise convolution with {weight.name}", _dim_factor(weight.dims[0]), _dim_factor(weight.dims[-1]))]
 
 
 def _recurrence(node: Node) -> NodeCost:

@@ -19,20 +19,23 @@ import pytest
 
 from archviz.config import parse_config
 from archviz.cost import Phase, Sizes, cache_costs, layer_cache_bytes, layer_flops, node_costs
+from archviz.costcheck import compare_cost
 from archviz.families.blocks.builder import GraphBuilder, checkpoint_dtypes, layer_placement
 from archviz.families.blocks.mixers import MixerNodes, gated_delta_nodes, mamba2_nodes
 from archviz.graph import Graph, GroupKind, ModelInfo, OpKind
-from archviz.meta import MetaModel, build_meta_model, read_module_tree
+from archviz.meta import MetaModel, build_meta_model, instantiate_meta_module, read_module_tree
 from archviz.modeltree import ModuleRecord
 from archviz.pins import RevisionKind, SourceFile
 from archviz.provenance import find_site
 from archviz.settings import Settings
 from archviz.witness import CostWitness, witness_cost
+from tests.test_cost import CONFIGS as COST_CONFIGS
+from tests.test_cost import describe
 from tests.test_generic_moe import tiny_nemotron_h, tiny_qwen3_next
 from tests.test_released import tiny_qwen3_5
 
-# (batch, prompt, context): a prompt shorter than the kernel (the cache pads it to the kernel), one within a chunk,
-# one past a 64-position chunk, one past two.
+# (batch, prompt, context): a prompt shorter than the kernel (the cache pads it to the kernel: regression, the
+# convolution's term counted T + kernel − 1 positions), one within a chunk, one past a 64-position chunk, one past two.
 SIZES = ((1, 2, 3), (2, 5, 7), (1, 70, 12), (1, 130, 3))
 RELEASED = Path(__file__).resolve().parent / "data" / "released" / "nemotron-3-nano-30b-a3b" / "config.json"
 
@@ -196,19 +199,6 @@ def test_mixer_states_equal_the_cache_objects_tensors(
         assert {tensor.dtype for tensor in held if tensor.name.startswith("recurrent")} == {"F32"}
 
 
-def test_a_short_prompt_pads_the_convolution_to_the_kernel() -> None:
-    """A prompt shorter than the kernel costs what a kernel-long one does: the cache pads it (regression: the
-    convolution's term counted T + kernel − 1 output positions, short of the 2 × kernel − 1 torch counts)."""
-    case = CASES["qwen3-next"]
-    model = build(case)
-    conv = node_costs(model.graph)[model.nodes.convolution]
-    kernel = model.mixers[min(model.mixers)].sizes["conv_kernel_size"]
-    short, full = (conv.flops(Sizes(batch=1, prompt=t, context=1), Phase.PREFILL) for t in (1, kernel))
-    assert short == full
-    (term,) = conv.prefill
-    assert term.formula(Phase.PREFILL).startswith(f"2 × B × (max(T, {kernel}) + {kernel - 1})")
-
-
 @pytest.mark.parametrize(
     ("folder", "case"),
     [("qwen3_next", "qwen3-next"), ("qwen3_5_moe", "qwen3.5"), ("nemotron_h", "nemotron-h")],
@@ -231,3 +221,15 @@ def test_every_site_of_the_mixer_nodes_is_in_the_modeling_file(folder: str, case
         assert node.locate is not None
         missing = [site for site in node.locate.sites if not find_site(site, source)]
         assert missing == [], (node.id, missing)
+
+
+def test_kdas_convolution_under_its_kernel_equals_torchs_count(tmp_path: Path) -> None:
+    """Regression: KDA's prefill convolution counted T + kernel − 1 output positions for a prompt shorter than the
+    kernel, where the cache pads the prompt to the kernel first; the whole Kimi Linear graph against the witness."""
+    docs = describe(COST_CONFIGS["kimi-linear"], tmp_path / "model")
+    module = instantiate_meta_module(docs.recipe)
+    kernel = next(node for node in docs.graph.nodes if node.id == "kda.short-conv").parameters[0].shape[-1]
+    witness = witness_cost(module, batch=2, prompt=kernel - 2, context=3)
+    layers = len([layer for layer in docs.graph.layers if layer.part.value == "main"])
+    check = compare_cost(docs.graph, witness, layers=layers, cache_dtype=docs.graph.dtype)
+    assert [row for row in check.rows if not row.agrees] == [] and check.unclaimed == ()

@@ -124,7 +124,7 @@ def gated_delta_nodes(
     channels = fixed(
         "conv_dim",
         2 * key_heads[0] * key_head_dim[0] + value_heads[0] * value_head_dim[0],
-        f"2 × {key_heads[1]} × {key_head_dim[1]} + {value_heads[1]} × {value_head_dim[1]}",
+        f"(2 × {key_heads[1]} × {key_head_dim[1]} + {value_heads[1]} × {value_head_dim[1]})",
     )
     convolution, conv_state = _convolution_nodes(
         scope,
@@ -204,7 +204,7 @@ def mamba2_nodes(
     channels = fixed(
         "conv_dim",
         heads[0] * head_dim[0] + 2 * groups[0] * state_size[0],
-        f"{heads[1]} × {head_dim[1]} + 2 × {groups[1]} × {state_size[1]}",
+        f"({heads[1]} × {head_dim[1]} + 2 × {groups[1]} × {state_size[1]})",
     )
     convolution, conv_state = _convolution_nodes(
         scope,
