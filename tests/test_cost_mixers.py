@@ -167,6 +167,9 @@ def witnesses(built: tuple[Case, Built]) -> dict[tuple[int, int, int], CostWitne
 def test_mixer_flops_equal_what_torch_charges_the_mixer_itself(
     built: tuple[Case, Built], witnesses: dict[tuple[int, int, int], CostWitness], sizes: tuple[int, int, int]
 ) -> None:
+    """The convolution and the recurrence or scan run in the mixer's own forward, so torch charges it their sum; the
+    sizes tell them apart (the convolution grows with max(T, kernel), the rest with whole chunks; only the
+    convolution, and Mamba2's state read, count in decode)."""
     case, model = built
     witness = witnesses[sizes]
     evaluated = Sizes(batch=sizes[0], prompt=sizes[1], context=sizes[2])
