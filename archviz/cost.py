@@ -10,15 +10,18 @@ The convention is torch's ``torch.utils.flop_counter.FlopCounterMode`` (the witn
 attention), the full score matrix for attention (no causal halving), element-wise ops, norms, softmax and
 lookups not counted. Prefill runs a prompt of ``T`` tokens with no cache; decode runs one new token against ``S``
 cached positions, so it attends ``S + 1`` keys (at most the sliding window in windowed layers). A MoE layer counts
-the experts a token is routed to (top-k) and the shared experts, never all experts. The chunked KDA recurrence is
-counted as transformers' torch implementation computes it (the prompt padded to whole chunks of 64; decode's
-recurrent step is element-wise). MTP layers are stored in the checkpoint but not run, so they cost no FLOPs.
+the experts a token is routed to (top-k) and the shared experts, never all experts. The chunked recurrences — KDA's
+and the gated delta net's delta rules, Mamba2's scan — are counted as transformers' torch implementations compute
+them (the prompt padded to whole chunks; a delta rule's decode step is element-wise, Mamba2's reads its state once);
+their short convolutions run over a prompt the cache pads to at least the kernel. MTP layers are stored in the
+checkpoint but not run, so they cost no FLOPs.
 
 Memory: weight bytes are the predicted checkpoint's stored bytes (elements × bytes per element, per dtype, FP8
 scales included; a packed-quantized weight as the ``weight_packed``, scale and shape tensors it is stored as); cache
 bytes per token are what each attention layer caches per position (keys and values of the KV heads; MLA's compressed
-latent and rotary key), at the cache dtype; state bytes are fixed per sequence (KDA's recurrent state, kept in
-float32, and its convolution state; a sliding-window layer's at most ``window − 1`` positions).
+latent and rotary key), at the cache dtype; state bytes are fixed per sequence (a linear-attention or Mamba2 layer's
+recurrent state, kept in float32, and its convolution state; a sliding-window layer's at most ``window − 1``
+positions).
 
 This module must not import torch or transformers.
 """
@@ -76,6 +79,10 @@ class Sym:
     """Added after rounding up (a convolution's kernel − 1 of padding)."""
     multiple: int = 1
     """Rounded up to a multiple of this (the chunks of a chunked recurrence)."""
+    chunks: bool = False
+    """Counted in whole chunks of ``multiple`` rather than positions (a scan's chunk boundaries)."""
+    least: int = 0
+    """At least this before rounding up (a prompt shorter than a convolution's kernel, which the cache pads to it)."""
     cap: int | None = None
     """At most this (a sliding window)."""
 
@@ -84,8 +91,10 @@ class Sym:
         if self.size == "batch":
             return "B"
         base = "T" if phase is Phase.PREFILL else ("1" if self.size == "tokens" else "(S + 1)")
+        if self.least:
+            base = f"max({base}, {self.least})"
         if self.multiple > 1:
-            base = f"⌈{base}/{self.multiple}⌉·{self.multiple}"
+            base = f"⌈{base}/{self.multiple}⌉" + ("" if self.chunks else f"·{self.multiple}")
         if self.offset:
             base = f"({base} + {self.offset})"
         return base if self.cap is None else f"min({base}, {self.cap})"
@@ -97,7 +106,8 @@ class Sym:
             raw = sizes.prompt if phase is Phase.PREFILL else 1
         else:  # keys: the prompt itself in prefill, the cache and the new token in decode
             raw = sizes.prompt if phase is Phase.PREFILL else sizes.context + 1
-        value = -(-raw // self.multiple) * self.multiple + self.offset
+        whole = -(-max(raw, self.least) // self.multiple)
+        value = (whole if self.chunks else whole * self.multiple) + self.offset
         return value if self.cap is None else min(value, self.cap)
 
 
@@ -284,6 +294,10 @@ def _node_cost(node: Node, nodes: Mapping[str, Node]) -> NodeCost | None:
         return _convolution(node)
     if kind is OpKind.CHUNKED_RECURRENCE:
         return _recurrence(node)
+    if kind is OpKind.GATED_DELTA_RULE:
+        return _gated_delta_rule(node)
+    if kind is OpKind.SCAN:
+        return _scan(node)
     return None  # caches and states cost bytes, not FLOPs
 
 
@@ -444,13 +458,17 @@ def _attention(node: Node) -> NodeCost:
 
 
 def _convolution(node: Node) -> NodeCost:
-    """A depthwise causal convolution over the prompt padded by kernel − 1 (prefill), or over the cached kernel
-    positions and the new one, which gives 2 outputs (decode)."""
+    """A depthwise causal convolution over the prompt padded by kernel − 1 (prefill; a prompt shorter than the kernel
+    is first padded to it, as transformers' linear-attention cache layer does), or over the cached kernel positions
+    and the new one, which gives 2 outputs (decode).
+
+    The weights are the node's own parameter rows ``[channels, 1, kernel]`` (KDA's q/k/v convolutions), or, for a
+    parameter-free node convolving with a weight another node holds (a ``conv1d`` module the forward only lends its
+    weight to), its second input ``(channels, 1, kernel)``; the first is the channels ``(B, channels, T)``."""
     prefill: list[FlopTerm] = []
     decode: list[FlopTerm] = []
-    for row in node.parameters:
-        channels, kernel = row.factors[0], row.factors[-1]
-        padded = Sym(size="tokens", offset=kernel.value - 1)
+    for component, channels, kernel in _kernels(node):
+        padded = Sym(size="tokens", least=kernel.value, offset=kernel.value - 1)
         outputs = Factor(name="2 outputs", value=2)
         for terms, symbols, factors in (
             (prefill, (BATCH, padded), (channels, kernel)),
@@ -458,7 +476,7 @@ def _convolution(node: Node) -> NodeCost:
         ):
             terms.append(
                 FlopTerm(
-                    component=row.component,
+                    component=component,
                     coefficient=2,
                     symbols=symbols,
                     factors=factors,
@@ -468,16 +486,49 @@ def _convolution(node: Node) -> NodeCost:
     return NodeCost(node=node.id, prefill=tuple(prefill), decode=tuple(decode))
 
 
+def _kernels(node: Node) -> list[tuple[str, Factor, Factor]]:
+    """(component, channels, kernel) of each weight a convolution node convolves with (``_convolution``)."""
+    if node.parameters:
+        return [(row.component, row.factors[0], row.factors[-1]) for row in node.parameters]
+    weight = node.inputs[1]
+    return [(f"depthwise convolution with {weight.name}", _dim_factor(weight.dims[0]), _dim_factor(weight.dims[-1]))]
+
+
 def _recurrence(node: Node) -> NodeCost:
-    """transformers' chunked gated delta rule: per chunk of c positions, matmuls within the chunk
-    (c × (2 × value width + key width) per position and head) and with the state (3 × key width × value width)."""
+    """KDA's chunked delta rule as transformers computes it (``chunk_kimi_delta_attention``), per chunk of c
+    positions and per head: the inverted within-chunk system times the values and the decayed keys, the within-chunk
+    scores (element-wise, 0) times the corrected values — c × (2 × value width + key width) per position — and the
+    state read twice and written once (3 × key width × value width). Inputs: query, key, value ``(B, T, heads,
+    width)``, all with the same heads."""
+    query, value = node.inputs[0], node.inputs[2]
+    key_width, value_width = query.dims[3], value.dims[3]
+    return _chunked(node, query.dims[2], key_width, value_width, within=((2, value_width), (1, key_width)))
+
+
+def _gated_delta_rule(node: Node) -> NodeCost:
+    """transformers' ``torch_chunk_gated_delta_rule`` (a decay per head), per chunk of c positions and per value
+    head: the keys' and the queries' within-chunk scores (c × key width each per position; the triangular solves
+    that invert the system count 0) times the corrected values (c × value width), and the state read twice and
+    written once (3 × key width × value width). Inputs: query and key ``(B, T, key heads, key width)``, value
+    ``(B, T, value heads, value width)``, g and β ``(B, T, value heads)``: queries and keys are repeated to the
+    value heads, so the value heads count."""
+    query, value = node.inputs[0], node.inputs[2]
+    key_width, value_width = query.dims[3], value.dims[3]
+    return _chunked(node, value.dims[2], key_width, value_width, within=((2, key_width), (1, value_width)))
+
+
+def _chunked(
+    node: Node, heads: Dim, key_width: Dim, value_width: Dim, *, within: tuple[tuple[int, Dim], ...]
+) -> NodeCost:
+    """A chunked delta rule: ``within`` (multiple, width) per position and head times the chunk, and the state's
+    3 × key width × value width, over the prompt padded to whole chunks; decode's step is element-wise."""
     assert node.op is not None and node.op.chunk is not None
     chunk = node.op.chunk
-    query, value = node.inputs[0], node.inputs[2]
-    heads, key_width, value_width = query.dims[2], query.dims[3], value.dims[3]
     padded = Sym(size="tokens", multiple=chunk)
     k, v = key_width.value or 0, value_width.value or 0
-    within = Factor(name=f"{chunk} × (2 × {value_width.formula} + {key_width.formula})", value=chunk * (2 * v + k))
+    widths = " + ".join(f"{times} × {dim.formula}" if times > 1 else f"{dim.formula}" for times, dim in within)
+    width = sum(times * (dim.value or 0) for times, dim in within)
+    within_chunks = Factor(name=f"{chunk} × ({widths})", value=chunk * width)
     state = Factor(name=f"3 × {key_width.formula} × {value_width.formula}", value=3 * k * v)
     prefill = tuple(
         FlopTerm(
@@ -487,7 +538,7 @@ def _recurrence(node: Node) -> NodeCost:
             factors=(_dim_factor(heads), item),
             layers=node.placement.layers,
         )
-        for component, item in (("within chunks", within), ("with the state", state))
+        for component, item in (("within chunks", within_chunks), ("with the state", state))
     )
     return NodeCost(
         node=node.id,
@@ -495,6 +546,40 @@ def _recurrence(node: Node) -> NodeCost:
         decode=(),
         note="decode updates the state one step at a time with element-wise operations only, which count 0",
     )
+
+
+def _scan(node: Node) -> NodeCost:
+    """Mamba2's chunked scan as transformers' ``mamba2_chunk_scan`` computes it, per head of width p with a state of
+    n per channel, over the prompt padded to whole chunks of c: the within-chunk scores C·Bᵀ (c × n per position)
+    times the inputs (c × p), each chunk's state from its inputs and its read by C (2 × p × n per position), and the
+    pass of the states across every pair of chunk boundaries ((⌈T/c⌉ + 1)² × p × n, the initial state included).
+    Decode reads the state once with C (p × n per head); its update is element-wise. Inputs: x ``(B, T, heads,
+    p)``, dt ``(B, T, heads)``, B and C ``(B, T, groups, n)``; B and C are repeated to the heads."""
+    assert node.op is not None and node.op.chunk is not None
+    chunk = node.op.chunk
+    inputs, state_in = node.inputs[0], node.inputs[2]
+    heads, head_width, state_width = _dim_factor(inputs.dims[2]), inputs.dims[3], state_in.dims[3]
+    p, n = head_width.value or 0, state_width.value or 0
+    padded = Sym(size="tokens", multiple=chunk)
+    boundaries = Sym(size="tokens", multiple=chunk, chunks=True, offset=1)
+    state = Factor(name=f"{head_width.formula} × {state_width.formula}", value=p * n)
+
+    def term(component: str, symbols: tuple[Sym, ...], item: Factor) -> FlopTerm:
+        return FlopTerm(
+            component=component,
+            coefficient=2,
+            symbols=symbols,
+            factors=(heads, item),
+            layers=node.placement.layers,
+        )
+
+    prefill = (
+        term("scores within chunks", (BATCH, padded), Factor(name=f"{chunk} × {state_width.formula}", value=chunk * n)),
+        term("scores times inputs", (BATCH, padded), Factor(name=f"{chunk} × {head_width.formula}", value=chunk * p)),
+        term("chunk states and their read", (BATCH, padded), replace(state, name=f"2 × {state.name}", value=2 * p * n)),
+        term("states across chunk boundaries", (BATCH, boundaries, boundaries), state),
+    )
+    return NodeCost(node=node.id, prefill=prefill, decode=(term("state read", (BATCH,), state),))
 
 
 # -- memory -----------------------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """The cost model against its witnesses: torch's FLOP counts per module and transformers' cache object.
 
-Each linear node is compared, layer by layer, with the modules that hold its weights; attention's core, KDA's
-convolution and recurrence (which run inside the attention module's own ``forward``) with the FLOPs the layer's
-modules count beyond their projections; the cache, layer by layer, with the bytes transformers' cache object holds
-after the decode step. The witness runs the fewest leading layers that hold every kind of layer, so the nodes of
-those layers are what it covers.
+Each linear node is compared, layer by layer, with the modules that hold its weights; attention's core, the short
+convolutions, recurrences and scans of linear-attention and Mamba2 layers (which run inside the mixer module's own
+``forward``) with the FLOPs the layer's modules count beyond their projections; the cache, layer by layer, with the
+bytes transformers' cache object holds after the decode step. The witness runs the fewest leading layers that hold
+every kind of layer, so the nodes of those layers are what it covers.
 
 ``cost_legs`` makes two legs of ``archviz check`` of it — the FLOP count and the cache object — at two sizes
 (``WITNESS_SIZES``), on the reduced meta model the shape trace ran. The comparison itself needs no torch; the
@@ -26,7 +26,7 @@ from archviz.legs import Finding, Leg, LegStatus
 if TYPE_CHECKING:
     from archviz.witness import CostWitness
 
-_CORE = (OpKind.ATTENTION, OpKind.CONVOLUTION, OpKind.CHUNKED_RECURRENCE)
+_CORE = (OpKind.ATTENTION, OpKind.CONVOLUTION, OpKind.CHUNKED_RECURRENCE, OpKind.GATED_DELTA_RULE, OpKind.SCAN)
 _KEPT = (OpKind.CACHE, OpKind.STATE)
 
 WITNESS_SIZES: tuple[tuple[int, int, int], ...] = ((2, 5, 7), (1, 70, 12))

@@ -197,8 +197,14 @@ class OpKind(StrEnum):
     CONVOLUTION = "convolution"
     """A depthwise causal convolution: 2 × B × channels × kernel × output positions."""
     CHUNKED_RECURRENCE = "chunked recurrence"
-    """A chunked linear-attention recurrence (the gated delta rule): matmuls within and between chunks in
-    prefill; element-wise steps, so 0, in decode."""
+    """A chunked linear-attention recurrence with a decay per channel (KDA's gated delta rule): matmuls within and
+    between chunks in prefill; element-wise steps, so 0, in decode."""
+    GATED_DELTA_RULE = "gated delta rule"
+    """The chunked gated delta rule with one decay per head (Qwen3-Next's and Qwen3.5's gated delta net): its
+    within-chunk system is solved by a triangular solve the counter does not count; element-wise decode steps."""
+    SCAN = "chunked scan"
+    """Mamba2's chunked state-space scan (SSD): matmuls within chunks, a pass over every pair of chunk boundaries
+    in prefill; one state read per head in decode."""
     CACHE = "cache"
     """Writes to the layer's cache what each position keeps for later steps (no FLOPs; cache bytes)."""
     STATE = "state"
@@ -217,7 +223,8 @@ class Op:
     windowed_layers: tuple[int, ...] = ()
     """Checkpoint indices of the layers the window applies to."""
     chunk: int | None = None
-    """For a chunked recurrence: the chunk size prefill pads the sequence to (64 in transformers' fallback)."""
+    """For a chunked recurrence or scan: the chunk size prefill pads the sequence to (64 in transformers' delta-rule
+    fallbacks; Mamba2's ``chunk_size``)."""
     top_k: str | None = None
     """For routed experts: the config key of the experts per token (``num_experts_per_tok``)."""
 

@@ -1,0 +1,259 @@
+"""The parameter-free work of the two mixers that are not attention: the gated delta net's linear attention
+(Qwen3-Next's and Qwen3.5's ``…GatedDeltaNet``) and Mamba2's selective state space (Nemotron-H's ``…Mamba2Mixer``).
+
+Each adds, into a group the caller opened, the nodes the cost model prices and the states the cache keeps: the short
+causal convolution (a parameter-free node over the ``conv1d`` weight that another node holds: the forward lends the
+weight to a function, so torch's counter charges the convolution to the mixer, never to ``conv1d``), its cached
+last positions, the chunked recurrence or scan, and its recurrent state, which transformers keeps in float32 (the
+recurrence computes in float32 and the cache stores what it returns, whatever ``mamba_ssm_cache_dtype`` says).
+The learned projections, norms and ``conv1d`` itself are the caller's.
+
+Sizes come in as ``(value, config key)`` so a caller can read them off the built module (``ModuleRecord.sizes``)
+and name them after the key its config sets. Sources: transformers ``models/qwen3_next``, ``models/qwen3_5_moe``
+(``torch_chunk_gated_delta_rule``, ``torch_recurrent_gated_delta_rule``, ``causal_conv1d_fn``,
+``causal_conv1d_update``) and ``models/nemotron_h`` (``mamba2_chunk_scan``, ``mamba2_selective_state_update``), and
+``cache_utils.LinearAttentionLayer``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from archviz.families.blocks.builder import BATCH, POSITIONS, GraphBuilder, Scope, fixed, shape
+from archviz.graph import Dim, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
+from archviz.locators import Category, Site, function, statement
+
+Size = tuple[int, str]
+"""A size and the config key it is read from: ``(32, "linear_num_value_heads")``."""
+
+GATED_DELTA_NET = ("GatedDeltaNet",)
+"""The gated delta net's class (``Qwen3NextGatedDeltaNet``, ``Qwen3_5MoeGatedDeltaNet``)."""
+MAMBA2_MIXER = ("Mamba2Mixer",)
+"""Mamba2's mixer class (``NemotronHMamba2Mixer``)."""
+DELTA_RULE_CHUNK = 64
+"""The chunk ``torch_chunk_gated_delta_rule`` pads the prompt to (its ``chunk_size`` default, which the gated delta
+net never overrides)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MixerNodes:
+    """The ids of the nodes a mixer's helper added, in forward order."""
+
+    convolution: str
+    """The short causal convolution (``OpKind.CONVOLUTION``)."""
+    conv_state: str
+    """The convolution's cached last positions (``OpKind.STATE``)."""
+    core: str
+    """The chunked recurrence or scan (``OpKind.GATED_DELTA_RULE``, ``OpKind.SCAN``)."""
+    state: str
+    """The recurrent state (``OpKind.STATE``)."""
+
+
+def _dim(size: Size) -> Dim:
+    """A size named by its config key."""
+    value, key = size
+    return fixed(key, value, key)
+
+
+def _convolution_nodes(
+    scope: Scope, *, classes: tuple[str, ...], channels: Dim, kernel: Dim, code: str, summary: str
+) -> tuple[str, str]:
+    """The convolution over ``channels`` and its cached last ``kernel`` positions."""
+    mixed = shape("mixed", BATCH, channels, POSITIONS)
+    convolution = scope.node(
+        "short-conv",
+        title="Short causal convolution",
+        kind=NodeKind.OPERATOR,
+        code=code,
+        summary=summary,
+        inputs=[mixed, shape("conv1d.weight", channels, fixed("1", 1, "1"), kernel)],
+        outputs=[mixed],
+        settings=[Setting(name="kernel size", value=str(kernel.value), config_keys=kernel.config_keys)],
+        claim="A short depthwise causal convolution with conv1d's weight mixes each channel with its last positions.",
+        sites=(statement(classes, "= causal_conv1d_fn("), statement(classes, "= causal_conv1d_update(")),
+        op=Op(kind=OpKind.CONVOLUTION),
+    )
+    conv_state = scope.node(
+        "conv-state",
+        title="Convolution state",
+        kind=NodeKind.TENSOR,
+        code="cache.get_conv_state(self.layer_idx, state_idx=0)",
+        summary=f"The last {kernel.formula} positions of the convolved channels, cached for decode.",
+        outputs=[shape("conv_state", BATCH, channels, kernel)],
+        claim="The convolution state caches the last positions of the convolution's input for decode.",
+        sites=(statement(classes, "cache.get_conv_state("), statement(classes, "cache.update_conv_state(")),
+        op=Op(kind=OpKind.STATE),
+    )
+    return convolution, conv_state
+
+
+def _recurrent_state(scope: Scope, *, state: Shape, summary: str, sites: tuple[Site, ...]) -> str:
+    return scope.node(
+        "recurrent-state",
+        title="Recurrent state",
+        kind=NodeKind.TENSOR,
+        code="cache.get_recurrent_state(self.layer_idx, state_idx=0)",
+        summary=summary,
+        outputs=[state],
+        claim="The recurrent state is carried between steps in the cache, the same size at every context length.",
+        sites=sites,
+        op=Op(kind=OpKind.STATE),
+    )
+
+
+def gated_delta_nodes(
+    b: GraphBuilder,
+    prefix: str,
+    *,
+    group: str,
+    placement: Placement,
+    key_heads: Size,
+    value_heads: Size,
+    key_head_dim: Size,
+    value_head_dim: Size,
+    conv_kernel: Size,
+    part: Part = Part.MAIN,
+) -> MixerNodes:
+    """The gated delta net's convolution over queries, keys and values (2 × key heads × key width + value heads ×
+    value width channels), its state, the chunked gated delta rule and its float32 state ``(B, value heads, key
+    width, value width)``, added to ``group`` with ids ``prefix + short-conv`` and so on."""
+    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
+    classes = GATED_DELTA_NET
+    k_heads, v_heads = _dim(key_heads), _dim(value_heads)
+    k_width, v_width = _dim(key_head_dim), _dim(value_head_dim)
+    channels = fixed(
+        "conv_dim",
+        2 * key_heads[0] * key_head_dim[0] + value_heads[0] * value_head_dim[0],
+        f"(2 × {key_heads[1]} × {key_head_dim[1]} + {value_heads[1]} × {value_head_dim[1]})",
+    )
+    convolution, conv_state = _convolution_nodes(
+        scope,
+        classes=classes,
+        channels=channels,
+        kernel=_dim(conv_kernel),
+        code="causal_conv1d_fn(mixed_qkv, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation=self.activation)",
+        summary=(
+            "Mix each channel of the queries, keys and values with its last few positions (a depthwise causal "
+            "convolution with conv1d's weight) and apply the activation; the last positions are cached for decode."
+        ),
+    )
+    state = shape("recurrent_state", BATCH, v_heads, k_width, v_width, dtype="float32")
+    core = scope.node(
+        "delta-rule",
+        title="Gated delta rule",
+        kind=NodeKind.OPERATOR,
+        code="torch_chunk_gated_delta_rule(query, key, value, g=g, beta=beta, initial_state=recurrent_state, ...)",
+        summary=(
+            "L2-normalize queries and keys, decay each head's state by exp(g), write each value against what the "
+            "state already predicts for its key (the delta rule, weighted by β), and read the state with the "
+            "query; chunked for prefill, one step at a time for decode."
+        ),
+        inputs=[
+            shape("query", BATCH, POSITIONS, k_heads, k_width),
+            shape("key", BATCH, POSITIONS, k_heads, k_width),
+            shape("value", BATCH, POSITIONS, v_heads, v_width),
+            shape("g", BATCH, POSITIONS, v_heads, dtype="float32"),
+            shape("beta", BATCH, POSITIONS, v_heads),
+        ],
+        outputs=[shape("core_attn_out", BATCH, POSITIONS, v_heads, v_width), state],
+        settings=[Setting(name="chunk", value=str(DELTA_RULE_CHUNK))],
+        claim=(
+            "The gated delta rule decays each head's state, writes each value against what the state predicts for "
+            "its key, weighted by β, and reads the state with the query."
+        ),
+        sites=(
+            statement(classes, "= torch_chunk_gated_delta_rule("),
+            function("torch_chunk_gated_delta_rule"),
+            function("torch_recurrent_gated_delta_rule"),
+        ),
+        op=Op(kind=OpKind.GATED_DELTA_RULE, chunk=DELTA_RULE_CHUNK),
+    )
+    recurrent = _recurrent_state(
+        scope,
+        state=state,
+        summary=(
+            "The layer's memory, a key × value matrix per value head kept in float32: what a gated delta net layer "
+            "caches instead of keys and values."
+        ),
+        sites=(statement(classes, "cache.get_recurrent_state("), statement(classes, "cache.update_recurrent_state(")),
+    )
+    return MixerNodes(convolution=convolution, conv_state=conv_state, core=core, state=recurrent)
+
+
+def mamba2_nodes(
+    b: GraphBuilder,
+    prefix: str,
+    *,
+    group: str,
+    placement: Placement,
+    heads: Size,
+    head_dim: Size,
+    groups: Size,
+    state_size: Size,
+    conv_kernel: Size,
+    chunk: Size,
+    part: Part = Part.MAIN,
+) -> MixerNodes:
+    """Mamba2's convolution over x, B and C (heads × head width + 2 × groups × state size channels), its state, the
+    chunked scan and its float32 state ``(B, heads, head width, state size)``, added to ``group`` with ids
+    ``prefix + short-conv`` and so on."""
+    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
+    classes = MAMBA2_MIXER
+    h, p = _dim(heads), _dim(head_dim)
+    g, n = _dim(groups), _dim(state_size)
+    channels = fixed(
+        "conv_dim",
+        heads[0] * head_dim[0] + 2 * groups[0] * state_size[0],
+        f"({heads[1]} × {head_dim[1]} + 2 × {groups[1]} × {state_size[1]})",
+    )
+    convolution, conv_state = _convolution_nodes(
+        scope,
+        classes=classes,
+        channels=channels,
+        kernel=_dim(conv_kernel),
+        code="causal_conv1d_fn(hidden_states_B_C, self.conv1d.weight.squeeze(1), self.conv1d.bias, ...)",
+        summary=(
+            "Mix each channel of x, B and C with its last few positions (a depthwise causal convolution with "
+            "conv1d's weight and bias) and apply the activation; the last positions are cached for decode."
+        ),
+    )
+    state = shape("ssm_state", BATCH, h, p, n, dtype="float32")
+    core = scope.node(
+        "scan",
+        title="Selective state-space scan",
+        kind=NodeKind.OPERATOR,
+        code="mamba2_chunk_scan(hidden_states, dt, A, B, C, chunk_size=self.chunk_size, D=self.D, ...)",
+        summary=(
+            "Decay each head's state by exp(dt·A), add the input weighted by dt and B, read the state with C and "
+            "add D times the input; chunked for prefill (within chunks as masked attention, states passed between "
+            "chunks), one step at a time for decode."
+        ),
+        inputs=[
+            shape("x", BATCH, POSITIONS, h, p),
+            shape("dt", BATCH, POSITIONS, h),
+            shape("B", BATCH, POSITIONS, g, n),
+            shape("C", BATCH, POSITIONS, g, n),
+        ],
+        outputs=[shape("scan_output", BATCH, POSITIONS, h, p), state],
+        settings=[Setting(name="chunk", value=str(chunk[0]), config_keys=(chunk[1],))],
+        claim=(
+            "The selective scan decays each head's state, adds the input weighted by dt and B, and reads the state "
+            "with C, in chunks for a prompt and one step at a time for decode."
+        ),
+        sites=(
+            statement(classes, "= mamba2_chunk_scan("),
+            function("mamba2_chunk_scan"),
+            function("mamba2_selective_state_update"),
+        ),
+        op=Op(kind=OpKind.SCAN, chunk=chunk[0]),
+    )
+    recurrent = _recurrent_state(
+        scope,
+        state=state,
+        summary=(
+            "The layer's memory, a head width × state size matrix per head kept in float32: what a Mamba2 layer "
+            "caches instead of keys and values."
+        ),
+        sites=(statement(classes, "cache.get_recurrent_state("), statement(classes, "cache.update_recurrent_state(")),
+    )
+    return MixerNodes(convolution=convolution, conv_state=conv_state, core=core, state=recurrent)
