@@ -46,6 +46,7 @@ from archviz.families.blocks.builder import (
     factor,
     layer_placement,
 )
+from archviz.families.blocks.mixers import GATED_DELTA_NET, MAMBA2_MIXER, Size, gated_delta_nodes, mamba2_nodes
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.omissions import unread_sub_configs, with_omissions
 from archviz.families.registry import Family
@@ -369,6 +370,8 @@ class CodeGraph:
         self.unattributed: list[str] = []
         self.unpriced_modules: list[str] = []
         """Text modules the cost model cannot price, said as ``class at path``."""
+        self.typed_mixers: set[tuple[str, str]] = set()
+        """Template and class of the gated delta nets and Mamba2 mixers whose work has nodes of their own."""
         self.node_paths: dict[str, str] = {}
         """Node id -> the module path of its first instance."""
         self._tiers: dict[str, list[list[Dim]]] = {}
@@ -645,11 +648,15 @@ class CodeGraph:
             node_of_path.update({instance.path: ids[-1] for instance in entry.instances})
             self.node_paths[ids[-1]] = first.path
         titles = self._titles(folded, ids)
+        mixers = self._recurrent_mixers()
         cores = self._attention_cores()
         for entry, id in zip(folded, ids, strict=True):
             group = self._parent_group(entry.first, groups, taken)
-            for core in cores.pop(entry.first.template, ()):  # attention's core runs before its output projection
+            # A mixer's parameter-free work runs before its output projection.
+            for core in cores.pop(entry.first.template, ()):
                 self._core_nodes(core, group, titles[id].rsplit(" · ", 1)[0] if " · " in titles[id] else "", taken)
+            for mixer in mixers.pop(entry.first.template, ()):
+                self._mixer_nodes(mixer, group, taken)
             self._node(entry, id, titles[id], group, node_of_path)
         if self.unattributed:
             b.node(
@@ -860,6 +867,65 @@ class CodeGraph:
             return Op(kind=OpKind.LINEAR)
         return None
 
+    # -- recurrent mixers ----------------------------------------------------------------------------
+
+    def _recurrent_mixers(self) -> dict[str, list[_Mixer]]:
+        """Every gated delta net and Mamba2 mixer of the text model, by the template of its output projection: one
+        ``_Mixer`` per distinct set of sizes, with the layers that have it. Their sizes are the built module's
+        attributes, named by the config keys transformers reads them from."""
+        found: dict[tuple[str, str, str, tuple[tuple[str, Size], ...]], list[int]] = {}
+        for path, module in self.modules.items():
+            kind = next((kind for kind, ends in MIXER_CLASSES.items() if module.class_name.endswith(ends)), None)
+            if kind is None or _in_encoder(path):
+                continue
+            template = self._template(path)[0]
+            sizes = _mixer_sizes(kind, module)
+            output = f"{path}.out_proj"
+            if sizes is None or output not in self.modules:
+                self.unpriced_modules.append(f"{module.class_name} at {template} (its sizes are not attributes)")
+                continue
+            self.typed_mixers.add((template, module.class_name))
+            out_template, layer = self._template(output)
+            found.setdefault((out_template, template, kind, sizes), []).append(-1 if layer is None else layer)
+        mixers: dict[str, list[_Mixer]] = {}
+        for (output, template, kind, sizes), layers in found.items():
+            mixers.setdefault(output, []).append(
+                _Mixer(template=template, kind=kind, sizes=dict(sizes), layers=[i for i in layers if i >= 0])
+            )
+        return mixers
+
+    def _mixer_nodes(self, mixer: _Mixer, group: str, taken: set[str]) -> None:
+        layers = sorted(mixer.layers)
+        placement = layer_placement(layers) if layers else MODEL_LEVEL
+        prefix = f"{group}."  # the mixer's own group: its nodes are named inside it
+        z = mixer.sizes
+        if mixer.kind == "gated delta net":
+            added = gated_delta_nodes(
+                self.b,
+                prefix,
+                group=group,
+                placement=placement,
+                key_heads=z["key_heads"],
+                value_heads=z["value_heads"],
+                key_head_dim=z["key_head_dim"],
+                value_head_dim=z["value_head_dim"],
+                conv_kernel=z["conv_kernel"],
+            )
+        else:
+            added = mamba2_nodes(
+                self.b,
+                prefix,
+                group=group,
+                placement=placement,
+                heads=z["heads"],
+                head_dim=z["head_dim"],
+                groups=z["groups"],
+                state_size=z["state_size"],
+                conv_kernel=z["conv_kernel"],
+                chunk=z["chunk"],
+            )
+        taken.update((added.convolution, added.conv_state, added.core, added.state))
+
     # -- attention's core and its cache ---------------------------------------------------------------
 
     def _attention_cores(self) -> dict[str, list[_Core]]:
@@ -910,6 +976,8 @@ class CodeGraph:
         """The path of an attention module's output projection: it is softmax attention when its role is attention
         and it holds a query (or fused query-key-value) ``Linear`` and an output ``Linear``."""
         if _role(path.rsplit(".", 1)[-1], module.class_name) != "attention" or module.is_module_list:
+            return None
+        if (self._template(path)[0], module.class_name) in self.typed_mixers:
             return None
         if any(word in module.class_name.lower() for word in LINEAR_ATTENTION_WORDS):
             template = self._template(path)[0]
@@ -1011,6 +1079,9 @@ class CodeGraph:
             path = self.node_paths.get(node.id)
             if path is None or node.id in typed or _in_encoder(path):
                 continue
+            owner = path.rsplit(".", 1)[0]
+            if (self._template(owner)[0], self.modules[owner].class_name) in self.typed_mixers:
+                continue  # a typed mixer's convolution weight: its convolution node prices it
             module = self.modules[path]
             # Vectors and scalars a module holds itself (biases, scales, sinks, decay rates) are multiplied
             # element-wise, which counts no FLOPs; a matrix or a kernel of no typed kind is what cannot be priced.
@@ -1210,6 +1281,55 @@ LINEAR_ATTENTION_WORDS = ("linear", "lightning", "deltanet", "mamba", "recurrent
 """Words in the class name of an attention module that mixes tokens without a softmax over scores."""
 OUTPUT_NAMES = frozenset({"o_proj", "out_proj", "dense", "wo", "c_proj", "proj", "out"})
 """Names it gives the output projection."""
+
+
+MIXER_CLASSES = {"gated delta net": GATED_DELTA_NET, "Mamba2": MAMBA2_MIXER}
+"""The recurrent mixers with nodes of their own, by the end of transformers' class name."""
+MIXER_SIZES = {
+    "gated delta net": {
+        "key_heads": ("num_k_heads", "linear_num_key_heads"),
+        "value_heads": ("num_v_heads", "linear_num_value_heads"),
+        "key_head_dim": ("head_k_dim", "linear_key_head_dim"),
+        "value_head_dim": ("head_v_dim", "linear_value_head_dim"),
+        "conv_kernel": ("conv_kernel_size", "linear_conv_kernel_dim"),
+    },
+    "Mamba2": {
+        "heads": ("num_heads", "mamba_num_heads"),
+        "head_dim": ("head_dim", "mamba_head_dim"),
+        "groups": ("n_groups", "n_groups"),
+        "state_size": ("ssm_state_size", "ssm_state_size"),
+        "conv_kernel": ("conv_kernel_size", "conv_kernel"),
+    },
+}
+"""Each mixer's sizes: the helper's argument -> (the module's attribute, the config key transformers sets it from)."""
+
+
+def _mixer_sizes(kind: str, module: ModuleRecord) -> tuple[tuple[str, Size], ...] | None:
+    """The sizes a mixer's nodes are built from, read off the built module; None when one is missing."""
+    sizes: list[tuple[str, Size]] = []
+    for argument, (name, key) in MIXER_SIZES[kind].items():
+        if name not in module.sizes:
+            return None
+        sizes.append((argument, (module.sizes[name], key)))
+    if kind == "Mamba2":  # a chunk size is not a width: read off the config the mixer holds
+        if "chunk_size" not in module.config_sizes:
+            return None
+        sizes.append(("chunk", (module.config_sizes["chunk_size"], "chunk_size")))
+    return tuple(sizes)
+
+
+@dataclass(slots=True, kw_only=True)
+class _Mixer:
+    """One set of sizes of a recurrent mixer, and the layers that have it."""
+
+    template: str
+    """The mixer module's path template."""
+    kind: str
+    """``gated delta net`` or ``Mamba2``."""
+    sizes: dict[str, Size]
+    """Its helper's size arguments."""
+    layers: list[int]
+    """The layers with these sizes."""
 
 
 @dataclass(slots=True, kw_only=True)
