@@ -330,11 +330,28 @@ def reduced_config(
     if "num_hidden_layers" not in reduced and isinstance(text, dict):  # a wrapper: cut its language model
         text.update(reduced_config(text, layers, cut=cut))
         return reduced
+    count = reduced.get("num_hidden_layers")
     reduced["num_hidden_layers"] = layers
     reduced["num_nextn_predict_layers"] = 0
     if cut is not None:
         cut(reduced, layers)
+    else:  # no family says which lists are per layer: every list (or layer pattern) with one item per layer is
+        _cut_per_layer(reduced, count, layers)
     for key in ("layer_types", "mlp_layer_types"):
         if isinstance(reduced.get(key), list):
             reduced[key] = reduced[key][:layers]
     return reduced
+
+
+def _cut_per_layer(config: dict[str, Any], count: Any, layers: int) -> None:
+    """Cut to ``layers`` every list of ``count`` items in ``config`` and in the dicts it holds (MiniMax-M3's
+    ``moe_layer_freq`` and ``sparse_attention_config.sparse_attention_freq``), and a layer pattern string of
+    ``count`` characters (Nemotron-H's ``hybrid_override_pattern``)."""
+    if not isinstance(count, int) or count <= layers:
+        return
+    for scope in (config, *(value for value in config.values() if isinstance(value, dict))):
+        for key, value in scope.items():
+            if (isinstance(value, list) and len(value) == count) or (
+                isinstance(value, str) and key.endswith("pattern") and len(value) == count
+            ):
+                scope[key] = value[:layers]

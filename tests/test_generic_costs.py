@@ -38,10 +38,12 @@ def cost_json(folder: Path, *, context: int = CONTEXT) -> dict[str, Any]:
 def witnessed(folder: Path) -> tuple[int, int, int]:
     """Prefill FLOPs, decode FLOPs and the bytes the cache holds after the decode step, from torch and transformers."""
     import transformers
+    from transformers import DynamicCache
 
     config = transformers.AutoConfig.from_pretrained(folder)
-    with torch.device("meta"):  # in the checkpoint's dtype, as loading it gives it: the cache is kept in it
-        model = getattr(transformers, config.architectures[0])._from_config(config, dtype=config.dtype).eval()
+    dtype = config.get_text_config().dtype or config.dtype  # the text weights' dtype, which the cache is kept in
+    with torch.device("meta"):
+        model = getattr(transformers, config.architectures[0])._from_config(config, dtype=dtype).eval()
     if model._can_set_experts_implementation():
         model.set_experts_implementation("batched_mm")  # runs on meta tensors and counts each token's top-k
 
@@ -49,9 +51,12 @@ def witnessed(folder: Path) -> tuple[int, int, int]:
         return torch.zeros((BATCH, length), dtype=torch.long, device="meta")
 
     with torch.no_grad():
+        # Each pass starts from an empty cache of the model's own kind: without one, transformers checks the position
+        # ids' values for packed sequences (Gemma-4 builds its masks first), values meta tensors do not have.
         with FlopCounterMode(display=False) as prefill:
-            model(input_ids=tokens(PROMPT), use_cache=True)
-        cache = model(input_ids=tokens(CONTEXT), use_cache=True).past_key_values
+            model(input_ids=tokens(PROMPT), past_key_values=DynamicCache(config=model.config), use_cache=True)
+        cache = DynamicCache(config=model.config)
+        model(input_ids=tokens(CONTEXT), past_key_values=cache, use_cache=True)
         with FlopCounterMode(display=False) as decode:
             model(input_ids=tokens(1), use_cache=True, past_key_values=cache)
     held = 0
