@@ -64,7 +64,7 @@ def models() -> list[tuple[str, str]]:
     """(label, the MODEL argument) of every bundled model, then every released config in tests/data/released."""
     bundled = [(path.name, path.name) for path in sorted((ROOT / "archviz" / "bundled").iterdir()) if path.is_dir()]
     released = [
-        (f"{path.name} (tests/data/released)", str(path.relative_to(ROOT)))
+        (f"{path.name} (released config)", str(path.relative_to(ROOT)))
         for path in sorted((ROOT / "tests" / "data" / "released").iterdir())
         if (path / "config.json").is_file()
     ]
