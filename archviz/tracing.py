@@ -1,7 +1,8 @@
 """The shape trace: a prefill and a decode forward pass of a model on meta tensors, every module's output recorded.
 
 What the meta stage (``archviz.meta``) and the shape leg (``archviz.shapecheck``) read shapes from. Hooks record each
-module's output shapes; a module whose code cannot run on meta tensors (an operator with no meta kernel, a value read
+module's output shapes, and in the prefill pass which earlier module outputs each module read
+(``archviz.flowtrace``); a module whose code cannot run on meta tensors (an operator with no meta kernel, a value read
 off a tensor) is replaced by a stand-in returning zeros shaped like its input, and everything recorded after it is
 marked as downstream of it; any other exception stops the pass and is reported with the innermost module running.
 Imports torch and transformers inside functions only, like ``archviz.meta``.
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from archviz import transformers_internals as internals
 from archviz.errors import raised_in_archviz
+from archviz.flowtrace import FlowRecorder
 from archviz.modeltree import Shape, ShapeTrace, TraceNote
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ def trace_shapes(
         errors=tuple(tracer.errors),
         downstream=tracer.downstream,
         decode_skipped=tracer.decode_skipped,
+        calls=() if any(note.phase == "prefill" for note in tracer.errors) else tuple(tracer.flow.calls),
     )
 
 
@@ -144,12 +147,14 @@ class _Tracer:
         self.stubbed_classes: set[type] = set()
         self.replaced: list[nn.Module] = []
         """Modules whose forward is replaced for the duration (stand-ins, skipped repeats)."""
+        self.flow = FlowRecorder(root)
+        """The prefill pass's data flow."""
 
     @contextmanager
     def attached(self) -> Iterator[None]:
         handles = []
         for sub, path in self.paths.items():
-            handles.append(sub.register_forward_pre_hook(self._enter(path)))
+            handles.append(sub.register_forward_pre_hook(self._enter(path), with_kwargs=True))
             handles.append(sub.register_forward_hook(self._leave(path)))
         for item, representative in self.repeats.items():
             item.forward = self._pass_through(item, self.paths[representative])
@@ -163,8 +168,10 @@ class _Tracer:
                 vars(sub).pop("forward", None)
 
     def _enter(self, path: str) -> Callable[..., None]:
-        def hook(_module: nn.Module, _args: Any) -> None:
+        def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             self.stack.append(path)
+            if self._recording_flow():
+                self.flow.enter(path, args, kwargs)
 
         return hook
 
@@ -173,6 +180,8 @@ class _Tracer:
             # Truncate back to this module even if an inner module raised and something caught it.
             if path in self.stack:
                 del self.stack[len(self.stack) - 1 - self.stack[::-1].index(path) :]
+            if self._recording_flow():
+                self.flow.leave(path, output)
             shapes = tuple(_output_shapes(output))
             self.returned[path] = shapes[0] if len(shapes) == 1 and _is_tensor(output) else None
             if self.recording and path not in self.shapes[self.phase]:
@@ -181,6 +190,10 @@ class _Tracer:
                     self.downstream[self.phase][path] = self.stand_in_ran
 
         return hook
+
+    def _recording_flow(self) -> bool:
+        """Whether the data flow is recorded now: in the prefill pass only."""
+        return self.phase == "prefill" and self.recording
 
     def run_passes(self, *, batch: int, prefill: int, past: int) -> tuple[Shape | None, Shape | None]:
         import torch
@@ -203,7 +216,8 @@ class _Tracer:
 
         with torch.no_grad():
             self.phase = "prefill"
-            prefill_output = self._run("prefill", lambda: self.root(**inputs(prefill)))
+            with self.flow.mode():
+                prefill_output = self._run("prefill", lambda: self.root(**inputs(prefill)))
             prefill_logits = _logits_shape(prefill_output)
             name = type(self.root).__name__
             if decoder:
@@ -237,6 +251,8 @@ class _Tracer:
             if self.recording:
                 self.shapes[phase].clear()
                 self.downstream[phase].clear()
+            if phase == "prefill":
+                self.flow.clear()
             try:
                 return call()
             except Exception as exc:  # any failure inside modeling code is reported, never raised
