@@ -118,7 +118,8 @@ class ShapeTrace:
     """Why there is no decode pass (an encoder takes no cache), when that is by design rather than an error."""
     calls: tuple[TracedCall, ...] = ()
     """The prefill pass's data flow: every module call, parameter use and model input in the order they began,
-    each naming the calls its tensor inputs derive from (``archviz.flowtrace``). Empty when the pass failed."""
+    each naming the calls its tensor inputs derive from (``archviz.flowtrace``). Empty when the pass failed or the
+    flow was not asked for (the shape leg does not need it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from archviz import transformers_internals as internals
@@ -34,6 +34,7 @@ def trace_shapes(
     past: int = 3,
     experts_implementation: str | None = "batched_mm",
     skip_repeats: bool = False,
+    record_flow: bool = False,
 ) -> ShapeTrace:
     """Run a prefill and a decode forward pass on meta tensors and record every module's output shapes.
 
@@ -50,11 +51,14 @@ def trace_shapes(
     the same list has the same structure and returned one tensor shaped like its input (a decoder layer): every kind
     of layer is traced once, at its first occurrence, and a 60-layer model costs a few layers. Only the first
     instance of each repeated module is then recorded.
+
+    ``record_flow`` also records the prefill pass's data flow (``ShapeTrace.calls``, ``archviz.flowtrace``): what a
+    graph read off the code draws its edges from.
     """
     for name, value, least in (("batch", batch, 1), ("prefill", prefill, 1), ("past", past, 1)):
         if value < least:
             raise ValueError(f"trace_shapes: {name} must be at least {least}, got {value}")
-    tracer = _Tracer(module, skip_repeats=skip_repeats)
+    tracer = _Tracer(module, skip_repeats=skip_repeats, record_flow=record_flow)
     with (
         tracer.attached(),
         eval_mode(module),
@@ -77,7 +81,7 @@ def trace_shapes(
         errors=tuple(tracer.errors),
         downstream=tracer.downstream,
         decode_skipped=tracer.decode_skipped,
-        calls=() if any(note.phase == "prefill" for note in tracer.errors) else tuple(tracer.flow.calls),
+        calls=tuple(tracer.flow.calls) if tracer.flow is not None and not tracer.errors_in("prefill") else (),
     )
 
 
@@ -127,7 +131,7 @@ def _switchable(module: nn.Module) -> list[PreTrainedModel]:
 class _Tracer:
     """Forward hooks recording output shapes, and stand-ins for modules that cannot run on meta."""
 
-    def __init__(self, root: nn.Module, *, skip_repeats: bool = False) -> None:
+    def __init__(self, root: nn.Module, *, skip_repeats: bool = False, record_flow: bool = False) -> None:
         self.root = root
         self.repeats = _repeats(root) if skip_repeats else {}
         """Items of a module list -> the earlier item of the same structure that stands for them."""
@@ -147,8 +151,8 @@ class _Tracer:
         self.stubbed_classes: set[type] = set()
         self.replaced: list[nn.Module] = []
         """Modules whose forward is replaced for the duration (stand-ins, skipped repeats)."""
-        self.flow = FlowRecorder(root)
-        """The prefill pass's data flow."""
+        self.flow = FlowRecorder(root) if record_flow else None
+        """The prefill pass's data flow, when asked for."""
 
     @contextmanager
     def attached(self) -> Iterator[None]:
@@ -170,7 +174,7 @@ class _Tracer:
     def _enter(self, path: str) -> Callable[..., None]:
         def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             self.stack.append(path)
-            if self._recording_flow():
+            if self.flow is not None and self._recording_flow():
                 self.flow.enter(path, args, kwargs)
 
         return hook
@@ -180,7 +184,7 @@ class _Tracer:
             # Truncate back to this module even if an inner module raised and something caught it.
             if path in self.stack:
                 del self.stack[len(self.stack) - 1 - self.stack[::-1].index(path) :]
-            if self._recording_flow():
+            if self.flow is not None and self._recording_flow():
                 self.flow.leave(path, output)
             shapes = tuple(_output_shapes(output))
             self.returned[path] = shapes[0] if len(shapes) == 1 and _is_tensor(output) else None
@@ -190,6 +194,10 @@ class _Tracer:
                     self.downstream[self.phase][path] = self.stand_in_ran
 
         return hook
+
+    def errors_in(self, phase: str) -> bool:
+        """Whether the pass ``phase`` raised."""
+        return any(note.phase == phase for note in self.errors)
 
     def _recording_flow(self) -> bool:
         """Whether the data flow is recorded now: in the prefill pass only."""
@@ -216,7 +224,7 @@ class _Tracer:
 
         with torch.no_grad():
             self.phase = "prefill"
-            with self.flow.mode():
+            with self.flow.mode() if self.flow is not None else nullcontext():
                 prefill_output = self._run("prefill", lambda: self.root(**inputs(prefill)))
             prefill_logits = _logits_shape(prefill_output)
             name = type(self.root).__name__
@@ -251,7 +259,7 @@ class _Tracer:
             if self.recording:
                 self.shapes[phase].clear()
                 self.downstream[phase].clear()
-            if phase == "prefill":
+            if phase == "prefill" and self.flow is not None:
                 self.flow.clear()
             try:
                 return call()

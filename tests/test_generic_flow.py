@@ -204,7 +204,7 @@ class _Toy(nn.Module):
 def test_views_in_place_writes_keywords_and_repeated_calls() -> None:
     with torch.device("meta"):
         toy = _Toy()
-    calls = trace_shapes(toy).calls
+    calls = trace_shapes(toy, record_flow=True).calls
     reads = [
         (call.path, sorted(calls[read.source].path for read in call.reads))
         for call in calls
@@ -226,7 +226,7 @@ def _trace(config: dict[str, Any]) -> ShapeTrace:
     built = transformers.AutoConfig.for_model(**config)
     with torch.device("meta"):
         model = getattr(transformers, config["architectures"][0])(built)
-    return trace_shapes(model, batch=3, prefill=7, past=4, skip_repeats=True)
+    return trace_shapes(model, batch=3, prefill=7, past=4, skip_repeats=True, record_flow=True)
 
 
 def test_graph_flow_is_node_ids_and_model_inputs(qwen: Graph) -> None:
