@@ -116,7 +116,7 @@ class FlowRecorder:
         """A module's forward begins: a call reading its tensor arguments (the model's own arguments become inputs)."""
         if not self.frames and path == "":
             self._label_inputs(args, kwargs)
-        given = [*_tensors(args), *_tensors(kwargs)]
+        given = [*tensors(args), *tensors(kwargs)]
         call = self._call(path, CallKind.MODULE, self._reads(given))
         # A block's residual stream is its first tensor argument (``hidden_states``), not the position embeddings or
         # the mask it is also given.
@@ -130,7 +130,7 @@ class FlowRecorder:
             return
         frame = self.frames[index]
         del self.frames[index:]  # an inner module that raised and was caught left its frame
-        returned = list(_tensors(output))
+        returned = list(tensors(output))
         previous = self.calls[frame.call]
         self.calls[frame.call] = TracedCall(
             path=previous.path,
@@ -145,7 +145,7 @@ class FlowRecorder:
     def _label_inputs(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         named = [("input", value) for value in args] + list(kwargs.items())
         for name, value in named:
-            for tensor in _tensors(value):
+            for tensor in tensors(value):
                 self.origins[tensor] = _Origins(sources={(self._call(name, CallKind.INPUT, ()), 0): False})
 
     def _call(self, path: str, kind: CallKind, reads: tuple[TracedRead, ...]) -> int:
@@ -171,7 +171,7 @@ class FlowRecorder:
     ) -> None:
         """A torch operation ran: its results (and the tensor it wrote in place) derive from its tensor inputs."""
         name = getattr(func, "__name__", "")
-        given = [*_tensors(args), *_tensors(kwargs)]
+        given = [*tensors(args), *tensors(kwargs)]
         if not given or shape_only(name):
             return
         operands = [self._operand(tensor) for tensor in given]
@@ -183,7 +183,7 @@ class FlowRecorder:
             if name == "copy_":  # overwrites: the written tensor's old values are gone
                 origins = self._combine(operands[1:], given[1:])
             self._write(written, origins)
-        for tensor in _tensors(result):
+        for tensor in tensors(result):
             if id(tensor) not in self.owners:
                 self.origins[tensor] = origins
 
@@ -283,15 +283,16 @@ def _written(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any
     return None
 
 
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
-    """The tensors in an argument or a result: itself, or inside tuples, lists and mappings (a ``ModelOutput``)."""
+def tensors(value: Any) -> Iterator[torch.Tensor]:
+    """The tensors in an argument or a result, depth first: itself, or inside tuples, lists and mappings (a
+    ``ModelOutput``); anything else (a cache object) skipped."""
     import torch
 
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, Mapping):
         for item in value.values():
-            yield from _tensors(item)
+            yield from tensors(item)
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _tensors(item)
+            yield from tensors(item)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from archviz import transformers_internals as internals
 from archviz.errors import raised_in_archviz
-from archviz.flowtrace import FlowRecorder
+from archviz.flowtrace import FlowRecorder, tensors
 from archviz.modeltree import Shape, ShapeTrace, TraceNote
 
 if TYPE_CHECKING:
@@ -362,16 +362,7 @@ def _cannot_run_on_meta(exc: BaseException) -> bool:
 
 def _output_shapes(output: Any) -> Iterator[Shape]:
     """Shapes of the tensors in a module output, depth first (ModelOutput, tuples, dicts); caches skipped."""
-    import torch
-
-    if isinstance(output, torch.Tensor):
-        yield _shape(output)
-    elif isinstance(output, Mapping):
-        for value in output.values():
-            yield from _output_shapes(value)
-    elif isinstance(output, list | tuple):
-        for value in output:
-            yield from _output_shapes(value)
+    return (_shape(tensor) for tensor in tensors(output))
 
 
 def _logits_shape(output: Any) -> Shape | None:

@@ -1014,8 +1014,9 @@ class CodeGraph:
             self.notes.append("No shapes are known: the traced forward pass did not run (see the trace failures).")
         if self.unknown_inputs:
             self.notes.append(
-                "Input shapes are given only for linear, embedding and normalization layers (the trace records "
-                f"outputs only); {len(self.unknown_inputs)} nodes have none."
+                "A node's input shapes are given only for linear, embedding and normalization layers (worked back "
+                f"from its output); {len(self.unknown_inputs)} nodes have none, and the diagram's edges carry the "
+                "shapes each node received."
             )
         self.notes.append(
             "Only modules that own parameters or saved buffers are nodes: parameter-free operators (activations, "
