@@ -203,7 +203,12 @@ def read_model_code(request: CodeRequest) -> ModelCode:
     """
     meta = build_from_recipe(request.recipe)
     trace = trace_shapes(
-        meta.module, batch=request.batch, prefill=request.prefill, past=request.past, skip_repeats=True
+        meta.module,
+        batch=request.batch,
+        prefill=request.prefill,
+        past=request.past,
+        skip_repeats=True,
+        record_flow=True,
     )
     with _naming_fails_on(request.recipe, meta.module):
         tree = read_module_tree(meta)
