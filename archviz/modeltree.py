@@ -182,7 +182,7 @@ class ModuleRecord:
     sub-config as ``text_config.<key>``; empty when it holds none."""
     sliding_window: int | None = None
     """Its ``sliding_window`` attribute when that is a positive int (an attention module of a windowed layer)."""
-    torch_class: str | None = None
+    nn_class: str | None = None
     """The torch layer it is or subclasses (``Linear``, ``Embedding``, ``Conv1d``), the nearest in its class's method
     resolution order; None for a module the model's code defines from ``nn.Module`` alone."""
 

@@ -964,9 +964,9 @@ class CodeGraph:
             return Op(kind=OpKind.EXPERTS, top_k="top_k")
         if module.weight_shape is None:
             return None
-        if module.torch_class == "Linear":
+        if module.nn_class == "Linear":
             return Op(kind=OpKind.LINEAR)
-        if module.torch_class is None and _first(module.routing, TOP_K_ATTRIBUTES) is not None:
+        if module.nn_class is None and _first(module.routing, TOP_K_ATTRIBUTES) is not None:
             return Op(kind=OpKind.LINEAR)
         return None
 
@@ -1087,7 +1087,7 @@ class CodeGraph:
             self.unpriced_modules.append(f"{module.class_name} at {template} (attention without a softmax core)")
             return None
         linears = {
-            name for name in module.children if self.modules[f"{path}.{name}" if path else name].torch_class == "Linear"
+            name for name in module.children if self.modules[f"{path}.{name}" if path else name].nn_class == "Linear"
         }
         if not linears & QUERY_NAMES:
             return None
@@ -1469,9 +1469,9 @@ def _counts_nothing(module: ModuleRecord) -> bool:
     """Whether a module computes nothing torch's FLOP counter counts: a lookup or a normalization."""
     name = module.class_name.lower()
     return (
-        module.torch_class in ("Embedding", "LayerNorm", "GroupNorm", "RMSNorm")
+        module.nn_class in ("Embedding", "LayerNorm", "GroupNorm", "RMSNorm")
         or "norm" in name
-        or (name.endswith(("embedding", "embeddings")) and module.torch_class != "Linear")
+        or (name.endswith(("embedding", "embeddings")) and module.nn_class != "Linear")
     )
 
 
