@@ -805,7 +805,14 @@ def check_parallelism(
 def expert_count(graph: Graph) -> int:
     """Routed experts per MoE layer: the experts node's instances, or (a graph read off the code, whose experts are
     fused tensors) the first dimension of an ``experts`` module's 3-D weight; 0 for a dense model."""
-    found = max((node.placement.per_layer for node in graph.nodes if _is_experts(node)), default=0)
+    found = max(
+        (
+            node.placement.active_share[1] if node.placement.active_share else node.placement.per_layer
+            for node in graph.nodes
+            if _is_experts(node)
+        ),
+        default=0,
+    )
     if found:
         return found
     fused = (
@@ -1082,7 +1089,9 @@ def _finish(
     mtp_bytes: int,
 ) -> Plan:
     p = request.parallelism
-    priced = cost_priced(graph)
+    # A graph read off the code is priced by ``archviz cost``, but the plan's per-rank split of fused expert banks
+    # (one [E, …] tensor per layer) is not written yet: its plan gives memory, not time or cache.
+    priced = cost_priced(graph) and not graph.derived_from_code
     dtype = request.cache_dtype or graph.dtype
     costs = cache_costs(graph, dtype) if priced else []
     usable = int(request.gpu.memory * (1 - request.reserve))

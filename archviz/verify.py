@@ -194,6 +194,8 @@ def verification_sentence(verification: Verification | None) -> str:
     text = prefix + f"Verified against {witnesses}."
     if verification.checkpoint is None:
         text += " No checkpoint was checked."
+        if verification.derived_from_code:
+            text += " The parameter counts are read off the same build, so only a checkpoint can witness them."
     return text
 
 
