@@ -372,6 +372,8 @@ class CodeGraph:
         self.unattributed: list[str] = []
         self.unpriced_modules: list[str] = []
         """Text modules the cost model cannot price, said as ``class at path``."""
+        self.cores: list[_Site] = []
+        """Every attention core and recurrent mixer added, for the data flow to pass through."""
         self.typed_mixers: set[tuple[str, str]] = set()
         """Template and class of the gated delta nets and Mamba2 mixers whose work has nodes of their own."""
         self.node_paths: dict[str, str] = {}
@@ -708,8 +710,33 @@ class CodeGraph:
             active_unknown=self._active_unknown(),
             trace_failures=self._trace_failures(),
             unpriced=self._unpriced(graph),
-            flow=flow,
+            flow=self._through_cores(flow, graph),
         )
+
+    def _through_cores(self, flow: tuple[DataEdge, ...], graph: Graph) -> tuple[DataEdge, ...]:
+        """The traced flow passed through each parameter-free core added beside the modules (``self.cores``).
+
+        The trace sees modules only, so a tensor that goes through attention's or a recurrent mixer's own work
+        reaches the next module directly (``q_proj -> o_proj``). Inside the core's group such an edge is rerouted:
+        attention's keys and values (the projections and norms named ``k``/``v``) go into the KV cache, which feeds
+        the core, everything else into the core, which feeds the output projection. In a recurrent mixer the
+        convolution's weight (``conv1d``) and what it received go through the convolution node, and what reached the
+        post-core modules from the convolution, or from a tensor held by the mixer itself (``dt_bias``, ``A_log``),
+        comes from the core; a projection that also feeds the post-core modules directly keeps that edge (the
+        output gate, ``z``)."""
+        nodes = {node.id: node for node in graph.nodes}
+        # Vectors and scalars a module holds and multiplies in element-wise, a norm's scale aside.
+        holders = frozenset(
+            id
+            for id, path in self.node_paths.items()
+            if nodes[id].parameters
+            and all(len(row.shape) < 2 for row in nodes[id].parameters)
+            and not _counts_nothing(self.modules[path])
+        )
+        edges = list(flow)
+        for site in self.cores:
+            edges = _rerouted(edges, site, nodes, holders)
+        return tuple(dict.fromkeys(edges))
 
     # -- the data flow -----------------------------------------------------------------------------
 
@@ -1028,6 +1055,9 @@ class CodeGraph:
                 chunk=z["chunk"],
             )
         taken.update((added.convolution, added.conv_state, added.core, added.state))
+        self.cores.append(
+            _Site(group=group, core=added.core, states=(added.conv_state, added.state), convolution=added.convolution)
+        )
 
     # -- attention's core and its cache ---------------------------------------------------------------
 
@@ -1143,7 +1173,7 @@ class CodeGraph:
             else ""
         )
         prefix = f"{place} · " if place else ""
-        self.b.node(
+        cache_id = self.b.node(
             self._id(f"{core.template}.kv-cache", taken),
             title=f"{prefix}KV cache{which}",
             kind=NodeKind.OPERATOR,
@@ -1156,7 +1186,7 @@ class CodeGraph:
             placement=placement,
             op=Op(kind=OpKind.CACHE, window=core.window, windowed_layers=windowed),
         )
-        self.b.node(
+        core_id = self.b.node(
             self._id(f"{core.template}.attention-core", taken),
             title=f"{prefix}attention core{which}",
             kind=NodeKind.OPERATOR,
@@ -1172,6 +1202,7 @@ class CodeGraph:
             placement=placement,
             op=Op(kind=OpKind.ATTENTION, window=core.window, windowed_layers=windowed),
         )
+        self.cores.append(_Site(group=group, core=core_id, states=(cache_id,), attention=True))
 
     def _unpriced(self, graph: Graph) -> tuple[str, ...]:
         """What the cost model cannot price: every text module that holds a matrix or a kernel of no kind typed here
@@ -1442,6 +1473,19 @@ class _Mixer:
     """The layers with these sizes."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Site:
+    """Where a mixer's parameter-free core was added: its group, its node and the states it keeps."""
+
+    group: str
+    core: str
+    states: tuple[str, ...]
+    """The KV cache (attention), or the convolution's and the recurrence's states."""
+    attention: bool = False
+    convolution: str | None = None
+    """A recurrent mixer's convolution node."""
+
+
 @dataclass(slots=True, kw_only=True)
 class _Core:
     """One shape of an attention module's heads and window, and the layers that have it."""
@@ -1458,6 +1502,58 @@ class _Core:
     """The layers with this shape."""
     variants: int = 1
     """How many shapes the attention module has across its layers (titles say the layers when more than one)."""
+
+
+def _rerouted(
+    edges: list[DataEdge], site: _Site, nodes: Mapping[str, Node], holders: frozenset[str]
+) -> list[DataEdge]:
+    """``edges`` with those inside ``site``'s group passed through its core (``CodeGraph._through_cores``);
+    ``holders`` are the nodes of tensors a mixer holds itself and uses inside its core (sinks, ``dt_bias``)."""
+    inside = {id for id, node in nodes.items() if node.group == site.group}
+
+    def edge(source: str, target: str, shape: Shape | None) -> DataEdge:
+        return DataEdge(source=source, target=target, shape=shape)
+
+    def out(id: str) -> Shape | None:
+        return nodes[id].outputs[0] if nodes[id].outputs else None
+
+    kept: list[DataEdge] = []
+    if site.attention:
+        cache = site.states[0]
+        post = {e.target for e in edges if e.source in inside and e.target in inside and e.target not in holders}
+        post -= {e.source for e in edges if e.target in post and e.source in inside}  # the output projection only
+        for e in edges:
+            if e.source in inside and (e.target in post or e.target in holders) and not e.from_input:
+                side = e.source.rsplit(".", 1)[-1][:2] in ("k-", "v-")
+                kept.append(edge(e.source, cache if side and e.source not in holders else site.core, e.shape))
+            else:
+                kept.append(e)
+        kept.append(edge(cache, site.core, out(cache)))
+        kept.extend(edge(site.core, target, out(site.core)) for target in sorted(post))
+        return kept
+    convolution, conv_state, state = site.convolution, site.states[0], site.states[1]
+    assert convolution is not None
+    weights = {e.target for e in edges if e.target in inside and "conv" in e.target.rsplit(".", 1)[-1]}
+    after = {e.target for e in edges if e.source in weights | holders and e.target in inside} - holders - weights
+    feeds_convolution = {e.source for e in edges if e.target in weights}
+    for e in edges:
+        if e.target in weights:  # into conv1d: into the convolution, which reads conv1d's weight
+            kept.append(edge(e.source, convolution, e.shape))
+        elif e.source in weights and e.target in after | holders:
+            continue  # the convolution's output: into the core, drawn below
+        elif e.target in holders:  # a tensor the mixer holds meets the data: inside the core
+            kept.append(edge(e.source, site.core, e.shape))
+        elif e.source in holders and e.target in after:
+            kept.append(edge(e.source, site.core, None))
+        elif e.target in after and e.source in inside and e.source not in feeds_convolution and "-z" not in e.source:
+            kept.append(edge(e.source, site.core, e.shape))
+        else:
+            kept.append(e)
+    kept.extend(edge(weight, convolution, out(weight)) for weight in sorted(weights))
+    kept += [edge(convolution, conv_state, out(convolution)), edge(convolution, site.core, out(convolution))]
+    kept.append(edge(site.core, state, out(site.core)))
+    kept.extend(edge(site.core, target, out(site.core)) for target in sorted(after))
+    return kept
 
 
 def _in_encoder(path: str) -> bool:
