@@ -13,15 +13,17 @@ cached positions, so it attends ``S + 1`` keys (at most the sliding window in wi
 the experts a token is routed to (top-k) and the shared experts, never all experts. The chunked recurrences — KDA's
 and the gated delta net's delta rules, Mamba2's scan — are counted as transformers' torch implementations compute
 them (the prompt padded to whole chunks; a delta rule's decode step is element-wise, Mamba2's reads its state once);
-their short convolutions run over a prompt the cache pads to at least the kernel. MTP layers are stored in the
+their short convolutions run over a prompt the cache pads to at least the kernel. A sparse-attention indexer
+(MiniMax-M3's) scores every cached position, and the attention it selects for is counted dense: transformers' eager
+and SDPA paths mask the full score matrix rather than skip the blocks left out. MTP layers are stored in the
 checkpoint but not run, so they cost no FLOPs.
 
 Memory: weight bytes are the predicted checkpoint's stored bytes (elements × bytes per element, per dtype, FP8
 scales included; a packed-quantized weight as the ``weight_packed``, scale and shape tensors it is stored as); cache
 bytes per token are what each attention layer caches per position (keys and values of the KV heads; MLA's compressed
-latent and rotary key), at the cache dtype; state bytes are fixed per sequence (a linear-attention or Mamba2 layer's
-recurrent state, kept in float32, and its convolution state; a sliding-window layer's at most ``window − 1``
-positions).
+latent and rotary key; a sparse-attention indexer's index key), at the cache dtype; state bytes are fixed per
+sequence (a linear-attention or Mamba2 layer's recurrent state, kept in float32, and its convolution state; a
+sliding-window layer's at most ``window − 1`` positions).
 
 This module must not import torch or transformers.
 """
@@ -290,6 +292,8 @@ def _node_cost(node: Node, nodes: Mapping[str, Node]) -> NodeCost | None:
         return NodeCost(node=node.id, prefill=terms, decode=terms)
     if kind is OpKind.ATTENTION:
         return _attention(node)
+    if kind is OpKind.INDEX_SCORES:
+        return _index_scores(node)
     if kind is OpKind.CONVOLUTION:
         return _convolution(node)
     if kind is OpKind.CHUNKED_RECURRENCE:
@@ -455,6 +459,24 @@ def _attention(node: Node) -> NodeCost:
     if windowed:
         decode.append(term("scores and values, sliding window", Sym(size="keys", cap=node.op.window), windowed))
     return NodeCost(node=node.id, prefill=prefill, decode=tuple(decode))
+
+
+def _index_scores(node: Node) -> NodeCost:
+    """2 × B × index heads × queries × keys × index width, per layer: every query's index heads scored against every
+    cached index key (one key head shared by them), in float32. Masks, the max over each block of keys and the top-k
+    of blocks count 0; the keys are never capped, as the scores cover the whole cache before any block is picked.
+    Inputs: the index queries ``(B, index heads, T, index width)`` and the cached index keys ``(B, 1, S, index
+    width)``."""
+    query = node.inputs[0]
+    factors = (_dim_factor(query.dims[1]), _dim_factor(query.dims[-1]))
+    term = FlopTerm(
+        component="index scores",
+        coefficient=2,
+        symbols=(BATCH, TOKENS, KEYS),
+        factors=factors,
+        layers=node.placement.layers,
+    )
+    return NodeCost(node=node.id, prefill=(term,), decode=(term,))
 
 
 def _convolution(node: Node) -> NodeCost:

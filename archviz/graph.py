@@ -205,6 +205,10 @@ class OpKind(StrEnum):
     SCAN = "chunked scan"
     """Mamba2's chunked state-space scan (SSD): matmuls within chunks, a pass over every pair of chunk boundaries
     in prefill; one state read per head in decode."""
+    INDEX_SCORES = "index scores"
+    """A sparse-attention indexer's scores (MiniMax-M3's lightning indexer): each query's index heads against every
+    cached index key, 2 × B × index heads × queries × keys × index width; the block pooling and top-k that pick the
+    key blocks count 0, and so does the mask they make."""
     CACHE = "cache"
     """Writes to the layer's cache what each position keeps for later steps (no FLOPs; cache bytes)."""
     STATE = "state"

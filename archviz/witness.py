@@ -45,7 +45,7 @@ class CachedTensor:
     kind: str
     """The cache layer's class (``DynamicLayer``, ``DynamicSlidingWindowLayer``, ``LinearAttentionLayer``)."""
     name: str
-    """``keys``, ``values``, ``conv_states[0]``, ``recurrent_states[0]``."""
+    """``keys``, ``values``, ``idx_keys``, ``conv_states[0]``, ``recurrent_states[0]``."""
     shape: tuple[int, ...]
     """Its shape, batch first."""
     dtype: str
@@ -157,12 +157,17 @@ def _own_flops(counter: Any, root_class: str) -> FlopCount:
     return FlopCount(own=paths, total=int(counter.get_total_flops()))
 
 
+CACHED_TENSORS = ("keys", "values", "idx_keys")
+"""The tensors a cache layer holds by name: keys and values, and a sparse layer's index keys
+(``MiniMaxM3VLSparseCacheLayer.idx_keys``); a linear-attention layer's states are dicts, read beside them."""
+
+
 def _cache_tensors(cache: Any) -> Iterator[CachedTensor]:
     import torch
 
     for index, layer in enumerate(cache.layers):
         kind = type(layer).__name__
-        found: list[tuple[str, Any]] = [(name, getattr(layer, name, None)) for name in ("keys", "values")]
+        found: list[tuple[str, Any]] = [(name, getattr(layer, name, None)) for name in CACHED_TENSORS]
         for name in ("conv_states", "recurrent_states"):
             states = getattr(layer, name, None) or {}
             found.extend((f"{name}[{key}]", tensor) for key, tensor in sorted(states.items()))

@@ -61,7 +61,8 @@ def witnessed(folder: Path) -> tuple[int, int, int]:
             model(input_ids=tokens(1), use_cache=True, past_key_values=cache)
     held = 0
     for layer in cache.layers:
-        tensors = [getattr(layer, "keys", None), getattr(layer, "values", None)]
+        # Keys, values and a sparse layer's index keys; a linear-attention layer's states are dicts.
+        tensors = [getattr(layer, name, None) for name in ("keys", "values", "idx_keys")]
         for name in ("conv_states", "recurrent_states"):
             tensors += list((getattr(layer, name, None) or {}).values())
         held += sum(math.prod(t.shape) * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
