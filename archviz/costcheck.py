@@ -34,6 +34,7 @@ _CORE = (
     OpKind.CHUNKED_RECURRENCE,
     OpKind.GATED_DELTA_RULE,
     OpKind.SCAN,
+    OpKind.LIGHTNING,
 )
 _KEPT = (OpKind.CACHE, OpKind.STATE)
 

@@ -47,7 +47,15 @@ from archviz.families.blocks.builder import (
     layer_placement,
 )
 from archviz.families.blocks.indexer import LIGHTNING_INDEXER, indexer_nodes
-from archviz.families.blocks.mixers import GATED_DELTA_NET, MAMBA2_MIXER, Size, gated_delta_nodes, mamba2_nodes
+from archviz.families.blocks.mixers import (
+    GATED_DELTA_NET,
+    LIGHTNING_ATTENTION,
+    MAMBA2_MIXER,
+    Size,
+    gated_delta_nodes,
+    lightning_nodes,
+    mamba2_nodes,
+)
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.omissions import unread_sub_configs, with_omissions
 from archviz.families.registry import Family
@@ -372,7 +380,8 @@ class CodeGraph:
         self.unpriced_modules: list[str] = []
         """Text modules the cost model cannot price, said as ``class at path``."""
         self.typed_mixers: set[tuple[str, str]] = set()
-        """Template and class of the gated delta nets and Mamba2 mixers whose work has nodes of their own."""
+        """Template and class of the gated delta nets, Mamba2 mixers and lightning attentions whose work has nodes of
+        their own."""
         self.node_paths: dict[str, str] = {}
         """Node id -> the module path of its first instance."""
         self._tiers: dict[str, list[list[Dim]]] = {}
@@ -894,9 +903,9 @@ class CodeGraph:
     # -- recurrent mixers ----------------------------------------------------------------------------
 
     def _recurrent_mixers(self) -> dict[str, list[_Mixer]]:
-        """Every gated delta net and Mamba2 mixer of the text model, by the template of its output projection: one
-        ``_Mixer`` per distinct set of sizes, with the layers that have it. Their sizes are the built module's
-        attributes, named by the config keys transformers reads them from."""
+        """Every gated delta net, Mamba2 mixer and lightning attention of the text model, by the template of its output
+        projection: one ``_Mixer`` per distinct set of sizes, with the layers that have it. Their sizes are the built
+        module's attributes, named by the config keys transformers reads them from."""
         found: dict[tuple[str, str, str, tuple[tuple[str, Size], ...]], list[int]] = {}
         for path, module in self.modules.items():
             kind = next((kind for kind, ends in MIXER_CLASSES.items() if module.class_name.endswith(ends)), None)
@@ -923,6 +932,18 @@ class CodeGraph:
         placement = layer_placement(layers) if layers else MODEL_LEVEL
         prefix = f"{group}."  # the mixer's own group: its nodes are named inside it
         z = mixer.sizes
+        if mixer.kind == "lightning":
+            lightning = lightning_nodes(
+                self.b,
+                prefix,
+                group=group,
+                placement=placement,
+                heads=z["heads"],
+                head_dim=z["head_dim"],
+                block_size=z["block_size"],
+            )
+            taken.update((lightning.core, lightning.state))
+            return
         if mixer.kind == "gated delta net":
             added = gated_delta_nodes(
                 self.b,
@@ -1145,8 +1166,8 @@ class CodeGraph:
             if path is None or node.id in typed or _in_encoder(path):
                 continue
             owner = path.rsplit(".", 1)[0]
-            if (self._template(owner)[0], self.modules[owner].class_name) in self.typed_mixers:
-                continue  # a typed mixer's convolution weight: its convolution node prices it
+            if any((self._template(at)[0], self.modules[at].class_name) in self.typed_mixers for at in (path, owner)):
+                continue  # a typed mixer's convolution weight or decay tables: its nodes price them
             module = self.modules[path]
             # Vectors and scalars a module holds itself (biases, scales, sinks, decay rates) are multiplied
             # element-wise, which counts no FLOPs; a matrix or a kernel of no typed kind is what cannot be priced.
@@ -1348,7 +1369,7 @@ OUTPUT_NAMES = frozenset({"o_proj", "out_proj", "dense", "wo", "c_proj", "proj",
 """Names it gives the output projection."""
 
 
-MIXER_CLASSES = {"gated delta net": GATED_DELTA_NET, "Mamba2": MAMBA2_MIXER}
+MIXER_CLASSES = {"gated delta net": GATED_DELTA_NET, "Mamba2": MAMBA2_MIXER, "lightning": LIGHTNING_ATTENTION}
 """The recurrent mixers with nodes of their own, by the end of transformers' class name."""
 MIXER_SIZES = {
     "gated delta net": {
@@ -1364,6 +1385,11 @@ MIXER_SIZES = {
         "groups": ("n_groups", "n_groups"),
         "state_size": ("ssm_state_size", "ssm_state_size"),
         "conv_kernel": ("conv_kernel_size", "conv_kernel"),
+    },
+    "lightning": {
+        "heads": ("num_attention_heads", "num_attention_heads"),
+        "head_dim": ("head_dim", "head_dim"),
+        "block_size": ("block_size", "block_size"),
     },
 }
 """Each mixer's sizes: the helper's argument -> (the module's attribute, the config key transformers sets it from)."""
@@ -1410,7 +1436,7 @@ class _Mixer:
     template: str
     """The mixer module's path template."""
     kind: str
-    """``gated delta net``, ``Mamba2`` or ``indexer``."""
+    """``gated delta net``, ``Mamba2``, ``lightning`` or ``indexer``."""
     sizes: dict[str, Size]
     """Its helper's size arguments."""
     layers: list[int]
