@@ -19,8 +19,6 @@ from archviz.errors import InputError, doing, printable, step_of
 from archviz.files import write_atomically
 from archviz.graph import Assumption
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.report import render_tree, render_verification, verification_json
-from archviz.shapes import Phase
 from archviz.terminal import SafeConsole, json_text
 from archviz.words import plural
 
@@ -197,6 +195,9 @@ def inspect(
     source: SourceOption = "auto",
 ) -> None:
     """Show every operator and tensor state of MODEL's forward pass, with shapes and parameter counts."""
+    from archviz.report import render_tree
+    from archviz.shapes import Phase
+
     try:
         docs = describe_model(
             model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
@@ -446,6 +447,7 @@ def check(
     config out; both 0 with --allow-unverified), 4 internal error (a bug in archviz).
     """
     from archviz.checkpoint import read_checkpoint
+    from archviz.report import render_verification, verification_json
     from archviz.verify import verify
 
     with doing("describing the model"):

@@ -264,7 +264,7 @@ UNPRICED = (
 def priced(graph: Graph) -> bool:
     """Whether the cost model prices every node of the graph that computes (``Graph.unpriced`` says what it
     cannot)."""
-    return not graph.unpriced and bool(node_costs(graph))
+    return not graph.unpriced
 
 
 def unpriced_reason(graph: Graph) -> str:

@@ -79,10 +79,11 @@ class CostCheck:
         return all(row.agrees for row in self.rows) and not self.unclaimed
 
 
-def _module(row_tensor: str, layer: int | None) -> str:
-    """The module that holds a checkpoint tensor: its name less the tensor's own (``weight``, a fused bank's
-    ``gate_up_proj``)."""
-    name = row_tensor.rsplit(".", 1)[0]
+def _module(row_tensor: str, layer: int | None, *, bank: bool = False) -> str:
+    """The module that holds a checkpoint tensor: its name less ``.weight``, or less a fused bank's own tensor name
+    (``gate_up_proj``: ``bank``). Any other tensor's name is kept (a gate's ``A_log``, held by its attention module,
+    does not make the attention module the gate's)."""
+    name = row_tensor.rsplit(".", 1)[0] if bank else row_tensor.removesuffix(".weight")
     if "{expert}" in name:
         name = name.split(".{expert}")[0]
     return name.replace("{layer}", str(layer)) if layer is not None else name
@@ -169,7 +170,10 @@ def _linear_row(
     graph: Graph,
 ) -> CostRow:
     rows = node.parameters or ()
-    modules = {_renamed(_module(row.tensor, layer), graph.module_renames) for row in rows if len(row.shape) >= 2}
+    bank = node.op is not None and node.op.kind is OpKind.EXPERTS and node.placement.active_share is not None
+    modules = {
+        _renamed(_module(row.tensor, layer, bank=bank), graph.module_renames) for row in rows if len(row.shape) >= 2
+    }
     if not modules and node.shares_parameters_with:  # a tied head's module is its own attribute
         modules = {"lm_head"}
     found = {_find(module, counted, layer, graph.module_spellings) for module in modules}

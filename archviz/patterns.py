@@ -14,6 +14,8 @@ run again with what remains.
 
 from __future__ import annotations
 
+import importlib
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +27,9 @@ PATTERN_SECONDS = 1.0
 
 PATTERN_SECONDS_PER_MATCH = 50e-6
 """CPU time each match adds to the budget. Kimi-K2.5's six ignore patterns take about 9 µs per match (415,821
-matches), so only a pattern that backtracks runs out: matching takes at most
-``PATTERN_SECONDS + PATTERN_SECONDS_PER_MATCH × matches`` of CPU time."""
+matches when one of its entries makes every name be matched, not once per template: ``number_blind``), so only a
+pattern that backtracks runs out: matching takes at most ``PATTERN_SECONDS + PATTERN_SECONDS_PER_MATCH × matches``
+of CPU time."""
 
 CLOCK_ALLOWANCE = 4.0
 """How much longer than the CPU budget left a single match may run on the clock before it is looked at again (a
@@ -71,3 +74,54 @@ class PatternMatcher:
                 continue  # the clock ran out: the loop asks whether the CPU budget did too
             finally:
                 self._spent += time.thread_time() - started
+
+
+# -- patterns that cannot tell numbers apart ----------------------------------------------------------------
+
+_ANCHORS = ("AT_BEGINNING", "AT_BEGINNING_STRING", "AT_END", "AT_END_STRING")
+"""``^``, ``\\A``, ``$``, ``\\Z``: zero-width, at the ends only (module names hold no newline)."""
+
+
+def number_blind(pattern: str) -> bool:
+    """Whether ``re.match(pattern, name)`` is sure to answer alike for names that differ only in their runs of
+    digits (``model.layers.3.mlp.experts.7.up_proj`` and ``model.layers.60.mlp.experts.383.up_proj``).
+
+    True for a pattern built of literal characters other than digits (alone, in alternations, groups or character
+    sets of such literals), ``.*`` (or ``.*?``) and the anchors at the ends, and nothing else: then only a ``.*``
+    can match a digit, and a ``.*`` takes a run of digits of any length as readily as any other. Anything else
+    (a digit, a lone ``.``, ``\\d``, a counted repeat of ``.``, a backreference, a flag) may tell numbers apart
+    and answers False; so does a pattern Python's own parser (private, so any failure of it) cannot read. Matching
+    a config's entries once per checkpoint template, instead of once per layer and expert, rests on this.
+    """
+    try:
+        parser: Any = importlib.import_module("re._parser")  # re's own parser: private, without type stubs
+        parsed = parser.parse(pattern)
+        return bool(parsed.state.flags == re.UNICODE and _blind(parser, list(parsed)))
+    except Exception:  # a parser that changed or a pattern it refuses: match every name instead
+        return False
+
+
+def _blind(parser: Any, items: list[tuple[Any, Any]]) -> bool:
+    """``number_blind`` of a parsed (sub)pattern."""
+    anchors = {getattr(parser, name) for name in _ANCHORS}
+    for op, argument in items:
+        if op is parser.LITERAL:
+            blind = not chr(argument).isdigit()
+        elif op is parser.IN:
+            blind = all(kind is parser.LITERAL and not chr(code).isdigit() for kind, code in argument)
+        elif op is parser.AT:
+            blind = argument in anchors
+        elif op is parser.SUBPATTERN:
+            _, added, removed, body = argument
+            blind = not added and not removed and _blind(parser, list(body))
+        elif op is parser.BRANCH:
+            blind = all(_blind(parser, list(alternative)) for alternative in argument[1])
+        elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT):
+            low, high, body = argument
+            any_text = low == 0 and high == parser.MAXREPEAT and list(body) == [(parser.ANY, None)]
+            blind = any_text or _blind(parser, list(body))
+        else:
+            blind = False
+        if not blind:
+            return False
+    return True

@@ -59,10 +59,10 @@ class SourceSpan:
 class _Parsed:
     """A parsed module and the lookups the locators need."""
 
+    text: str
     lines: tuple[str, ...]
     classes: dict[str, ast.ClassDef]
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
-    comment_lines: frozenset[int]
 
 
 # A memo of a pure function of its arguments, so not observable state: locating twenty nodes in one file
@@ -83,12 +83,7 @@ def _parse(path: str, text: str) -> _Parsed:
             classes[statement.name] = statement
         elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
             functions[statement.name] = statement
-    return _Parsed(
-        lines=tuple(split_lines(text)),
-        classes=classes,
-        functions=functions,
-        comment_lines=_comment_lines(text),
-    )
+    return _Parsed(text=text, lines=tuple(split_lines(text)), classes=classes, functions=functions)
 
 
 def ensure_python(src: SourceFile) -> None:
@@ -110,6 +105,7 @@ def _module_level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
                 yield from _module_level_statements(handler.body)
 
 
+@lru_cache(maxsize=16)  # a memo like ``_parse``'s; apart from it because only excerpts need it (``cost`` does not)
 def _comment_lines(text: str) -> frozenset[int]:
     """Lines holding nothing but a comment (a ``#`` inside a string does not count)."""
     lines: set[int] = set()
@@ -665,7 +661,7 @@ def _context_start(statement: ast.stmt, parents: dict[ast.AST, ast.AST], parsed:
     parent = parents.get(statement)
     if isinstance(parent, ast.If) and any(statement is child for child in (*parent.body, *parent.orelse)):
         start = parent.lineno
-    while start - 1 in parsed.comment_lines:
+    while start - 1 in _comment_lines(parsed.text):
         start -= 1
     return start
 

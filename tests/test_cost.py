@@ -237,9 +237,9 @@ def test_check_runs_the_flop_and_cache_legs_on_every_tiny_config(name: str, tmp_
     docs = describe_model(str(folder))
     document = check_json(str(folder))
     found = cost_legs_of(document)
-    if docs.graph.derived_from_code:  # the generic path: no operator kinds to price, said as the reason
+    if docs.graph.derived_from_code and docs.graph.unpriced:  # an encoder: no decode step, said as the reason
         assert {leg["status"] for leg in found.values()} == {"skipped"}
-        assert all("prices none of it" in leg["reason"] for leg in found.values())
+        assert all("no decode step" in leg["reason"] for leg in found.values())
         return
     assert document["exit_code"] == 0 and document["outcome"] == "agree"
     assert {leg["status"] for leg in found.values()} == {"ran"} and all(not leg["findings"] for leg in found.values())
@@ -323,7 +323,7 @@ def test_a_graph_the_cost_model_does_not_price_says_so_instead_of_zeros(tmp_path
     (folder / "config.json").write_text(json.dumps(TINY["bert-base-uncased"]), encoding="utf-8")
     document = cost_json(str(folder))
     assert document["flops"] is None and document["cache"] is None and document["decode"] is None
-    assert "prices none of it" in document["not_priced"] and document["nodes"] == []
+    assert "no decode step" in document["not_priced"] and document["nodes"] == []
     assert document["weights"]["bytes"] > 0  # the predicted checkpoint is still priced
     shown = runner.invoke(app, ["cost", str(folder)])
     assert shown.exit_code == 0 and "not priced" in shown.output and "prefill FLOPs" not in shown.output

@@ -22,7 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from tests.test_generic_moe import TINY, folder_for
+from tests.test_generic_moe import RELEASED, RELEASED_FOLDER, TINY, folder_for
 
 runner = CliRunner()
 BATCH, PROMPT, CONTEXT = 1, 128, 256
@@ -42,7 +42,9 @@ def witnessed(folder: Path) -> tuple[int, int, int]:
     from transformers import DynamicCache
 
     config = transformers.AutoConfig.from_pretrained(folder)
-    dtype = config.get_text_config().dtype or config.dtype  # the text weights' dtype, which the cache is kept in
+    # The text weights' dtype, which the cache is kept in; BF16 where the config declares none (gpt-oss), as
+    # archviz assumes and says.
+    dtype = config.get_text_config().dtype or config.dtype or torch.bfloat16
     with torch.device("meta"):
         model = getattr(transformers, config.architectures[0])._from_config(config, dtype=dtype).eval()
     if model._can_set_experts_implementation():
@@ -87,7 +89,16 @@ def witnessed(folder: Path) -> tuple[int, int, int]:
 
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_generic_costs_are_what_torch_counts_and_the_cache_holds(name: str, tmp_path: Path) -> None:
-    folder = folder_for(TINY[name].config(), tmp_path)
+    assert_costs_witnessed(folder_for(TINY[name].config(), tmp_path))
+
+
+@pytest.mark.parametrize("name", sorted(RELEASED))
+def test_released_generic_costs_are_what_torch_counts_and_the_cache_holds(name: str) -> None:
+    """The released configs at full size (every layer, every expert) on the meta device."""
+    assert_costs_witnessed(RELEASED_FOLDER / name)
+
+
+def assert_costs_witnessed(folder: Path) -> None:
     document = cost_json(folder)
     assert document["flops"] is not None, document.get("not_priced")
     prefill, decode, held = witnessed(folder)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterator
 from itertools import product
@@ -140,6 +141,19 @@ def readings(model: torch.nn.Module, part: str) -> set[int]:
     return found
 
 
+def evaluated(model: torch.nn.Module, formula: str) -> int:
+    """A derivation with sums or quotients, each name replaced by the one value the real model reads for it."""
+
+    def value(match: re.Match[str]) -> str:
+        found = readings(model, match.group(0))
+        assert len(found) == 1, (match.group(0), found)
+        return str(found.pop())
+
+    arithmetic = re.sub(r"[A-Za-z_][A-Za-z0-9_.]*", value, formula).replace("×", "*").replace("/", "//")
+    result: int = eval(arithmetic, {"__builtins__": {}})  # digits and + - * // ( ) only, built just above
+    return result
+
+
 @pytest.mark.parametrize("name", [*READ_OFF_THE_CODE, *TINY_TYPES])
 def test_titles_are_non_empty_and_unique(name: str, graphs: dict[str, Graph]) -> None:
     graph = graphs[name]
@@ -158,6 +172,10 @@ def test_every_named_size_is_what_the_built_model_says_sizes_it(
     checked = 0
     for node in graphs[name].nodes:
         for dim in named_dims(node):
+            if re.search(r"[+/()]", dim.formula or ""):  # a sum or a quotient (a convolution's channels) by its name
+                assert dim.value == evaluated(model, dim.formula or ""), (node.id, dim)
+                checked += 1
+                continue
             parts = (dim.formula or "").split(" × ")
             # ``Class.attribute`` is named by the attribute, a config key (``text_config.vocab_size``) by itself.
             names = [part.split(".", 1)[1] if part[:1].isupper() else part for part in parts]

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "transformers", "archviz.meta", "archviz.transformers_internals")
 
@@ -58,3 +60,27 @@ def test_the_canary_a_generic_model_does_load_the_meta_stage(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["model"]["family"] == "generic"
     assert loaded == list(HEAVY)
+
+
+BUNDLED = sorted(path.name for path in (REPO / "archviz" / "bundled").iterdir() if (path / "config.json").is_file())
+
+
+def test_every_bundled_model_is_of_a_hand_written_family() -> None:
+    # The premise of the test below: a bundled model read off transformers' code would load torch by design.
+    from archviz.config import load_config
+    from archviz.families import FAMILIES, find_family
+    from archviz.resolve import resolve_model
+
+    for name in BUNDLED:
+        where = resolve_model(name, revision=None)
+        config = load_config(where.config_path, display_path=where.display_path)
+        assert find_family(config, transformers_ships=lambda _: True) in FAMILIES, name
+
+
+@pytest.mark.parametrize("model", BUNDLED)
+def test_cost_of_a_bundled_model_loads_neither_torch_nor_transformers(model: str) -> None:
+    """`archviz cost` needs only the graph: the benchmark's "no torch" column (bench/cost.py), held by a test."""
+    result, loaded = loaded_by(["cost", model, "--prompt", "128", "--context", "256", "--batch", "1", "--json"])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["weights"]["bytes"] > 0
+    assert loaded == []

@@ -54,7 +54,7 @@ from typing import Any
 
 from archviz.families.hf_quantizers import quantization_config
 from archviz.graph import UNQUANTIZED, Graph, Node, Packing, StoredTensor, TensorRow
-from archviz.patterns import PatternMatcher, PatternTimeout
+from archviz.patterns import PatternMatcher, PatternTimeout, number_blind
 from archviz.settings import Settings
 from archviz.totals import instance_names
 
@@ -138,6 +138,10 @@ class Config:
     ignore: tuple[str, ...]
     matcher: PatternMatcher = field(default_factory=PatternMatcher, compare=False)
     """Matches the ``re:`` targets and ignore entries, all of them within one time budget."""
+    numbers_matter: bool = True
+    """Whether a target or ignore entry may tell layers or experts apart by their numbers; when none can, a row's
+    names are matched once for all its layers and experts (Kimi-K2.5's 69,120 expert weights: 3 matches, not
+    69,120)."""
 
 
 class NotModelled(Exception):
@@ -178,7 +182,16 @@ def read_config(raw: Mapping[str, Any]) -> Config:
     if not isinstance(ignore, list) or not all(isinstance(item, str) for item in ignore):
         raise NotModelled("ignore is not a list of strings")
     _check_patterns("ignore", ignore)
-    return Config(targets=targets, ignore=tuple(ignore))
+    blind = all(_number_blind(entry) for entry in (*targets, *ignore))
+    return Config(targets=targets, ignore=tuple(ignore), numbers_matter=not blind)
+
+
+def _number_blind(entry: str) -> bool:
+    """Whether a target or ignore entry matches a name alike whatever numbers the name holds: a ``re:`` pattern
+    ``number_blind`` says so of, or a name or class without digits (equal to no name with digits)."""
+    if entry.startswith("re:"):
+        return number_blind(entry[3:])
+    return not any(character.isdigit() for character in entry)
 
 
 def _check_patterns(key: str, patterns: list[str]) -> None:
@@ -376,13 +389,24 @@ def _pack_node(node: Node, config: Config) -> Node:
     return node if rows == node.parameters else replace(node, parameters=rows)
 
 
+def _row_schemes(node: Node, row: TensorRow, config: Config) -> tuple[set[Scheme], tuple[str, ...]]:
+    """The schemes the row's checkpoint names are given, and the names given none (left dense). The names of a row
+    differ only in their layer and expert numbers: when the entries cannot tell numbers apart
+    (``Config.numbers_matter``), the first name's scheme is every name's."""
+    names = tuple(instance_names(node, row.tensor))
+    if not config.numbers_matter and names:
+        scheme = scheme_for(names[0].removesuffix(".weight"), row.module, config)
+        return ({scheme}, ()) if scheme is not None else (set(), names)
+    schemes = {name: scheme_for(name.removesuffix(".weight"), row.module, config) for name in names}
+    return {scheme for scheme in schemes.values() if scheme is not None}, tuple(
+        name for name, found in schemes.items() if found is None
+    )
+
+
 def _pack_row(node: Node, row: TensorRow, config: Config) -> TensorRow:
     if row.module not in QUANTIZABLE or not row.tensor.endswith(".weight") or len(row.shape) != 2:
         return row
-    schemes: dict[str, Scheme | None] = {
-        name: scheme_for(name.removesuffix(".weight"), row.module, config) for name in instance_names(node, row.tensor)
-    }
-    used = {scheme for scheme in schemes.values() if scheme is not None}
+    used, dense = _row_schemes(node, row, config)
     if not used:
         return row
     if len(used) > 1:
@@ -400,6 +424,6 @@ def _pack_row(node: Node, row: TensorRow, config: Config) -> TensorRow:
             method=f"{METHOD} {scheme.format}",
             scheme=f"{scheme.words()} ({scheme.name})",
             stored=stored_tensors(row.shape, row.dtype, scheme),
-            dense=tuple(name for name, found in schemes.items() if found is None),
+            dense=dense,
         ),
     )

@@ -1160,6 +1160,10 @@ class CodeGraph:
         """What the cost model cannot price: every text module that holds a matrix or a kernel of no kind typed here
         (a convolution, whether the forward calls it or uses its weight), and attention without a softmax core."""
         typed = {node.id for node in graph.nodes if node.op is not None}
+        if self.trace.decode_skipped:
+            return (f"the model has no decode step to price ({self.trace.decode_skipped})",)
+        if not any(node.op is not None for node in graph.nodes):
+            return ("no module of the model is of a kind the cost model prices",)
         untyped = list(dict.fromkeys(self.unpriced_modules))
         for node in graph.nodes:
             path = self.node_paths.get(node.id)

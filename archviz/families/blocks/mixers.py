@@ -70,7 +70,7 @@ def _convolution_nodes(
         kind=NodeKind.OPERATOR,
         code=code,
         summary=summary,
-        inputs=[mixed, shape("conv1d.weight", channels, fixed("1", 1, "1"), kernel)],
+        inputs=[mixed, shape("conv1d.weight", channels, Dim(symbol="1", label="dim", value=1), kernel)],
         outputs=[mixed],
         settings=[Setting(name="kernel size", value=str(kernel.value), config_keys=kernel.config_keys)],
         claim="A short depthwise causal convolution with conv1d's weight mixes each channel with its last positions.",
