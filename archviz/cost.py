@@ -909,8 +909,10 @@ def _decode_weight_bytes(graph: Graph, batch: int) -> int:
 
 
 def model_cost(graph: Graph, totals: Totals, sizes: Sizes, *, cache_dtype: str | None = None) -> CostReport:
-    """The cost of one model at ``sizes``; the cache dtype is the checkpoint's unless given."""
-    nodes = node_costs(graph)
+    """The cost of one model at ``sizes``; the cache dtype is the checkpoint's unless given. A graph the cost model
+    does not price in full (``Graph.unpriced``) gets no FLOPs, cache or state at all, never the sum of a part."""
+    whole = priced(graph)
+    nodes = node_costs(graph) if whole else {}
     by_part: dict[str, tuple[int, int]] = {}
     for node in graph.nodes:
         if node.id in nodes:
@@ -928,9 +930,9 @@ def model_cost(graph: Graph, totals: Totals, sizes: Sizes, *, cache_dtype: str |
         by_part=by_part,
         weights=weight_bytes(totals),
         cache_dtype=dtype,
-        cache=cache_costs(graph, dtype),
+        cache=cache_costs(graph, dtype) if whole else [],
         decode_weight_bytes=_decode_weight_bytes(graph, sizes.batch),
-        priced=priced(graph),
+        priced=whole,
         decode_absorbed=None
         if absorbed is None
         else sum(cost.flops(sizes, Phase.DECODE) for cost in absorbed.values()),

@@ -382,6 +382,22 @@ class ModelInfo:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DataEdge:
+    """A tensor that passes from one node to another in a traced forward pass (a graph read off the code)."""
+
+    source: str
+    """The producing node's id, or the model input's name (``input_ids``) when ``from_input``."""
+    target: str
+    """The consuming node's id."""
+    shape: Shape | None
+    """The tensor as the consumer received it."""
+    residual: bool = False
+    """A residual connection: the stream entering a block, added to a sublayer's output on its way to ``target``."""
+    from_input: bool = False
+    """Whether ``source`` is a model input rather than a node."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Graph:
     """A model's forward pass as typed nodes and groups."""
 
@@ -416,6 +432,10 @@ class Graph:
     unpriced: tuple[str, ...] = ()
     """What the cost model cannot price, one sentence each (a generic graph's modules of a kind it does not type);
     empty when it prices every node that computes. With any, FLOPs, cache and state are unknown, never partial sums."""
+    flow: tuple[DataEdge, ...] | None = None
+    """For a graph read off the code, the data flow between its nodes as the traced prefill pass ran it, each repeated
+    block once (its edges from one layer to the next are its entry and exit); None for a graph that carries no traced
+    flow (the hand-written families' is read off their tensors' names)."""
     trace_failures: tuple[str, ...] = ()
     """For a graph read off the code: each traced forward pass that raised, as the module and the error (``the
     prefill pass raised in model.layers.0.mlp: RuntimeError: …``); its shapes are then missing."""

@@ -203,7 +203,12 @@ def read_model_code(request: CodeRequest) -> ModelCode:
     """
     meta = build_from_recipe(request.recipe)
     trace = trace_shapes(
-        meta.module, batch=request.batch, prefill=request.prefill, past=request.past, skip_repeats=True
+        meta.module,
+        batch=request.batch,
+        prefill=request.prefill,
+        past=request.past,
+        skip_repeats=True,
+        record_flow=True,
     )
     with _naming_fails_on(request.recipe, meta.module):
         tree = read_module_tree(meta)
@@ -336,7 +341,7 @@ def _module_record(
         sizes=_sizes(module),
         config_sizes=_config_sizes(module),
         sliding_window=_sliding_window(module),
-        torch_class=_torch_class(module),
+        nn_class=_nn_class(module),
     )
 
 
@@ -839,8 +844,8 @@ def _sliding_window(module: nn.Module) -> int | None:
     return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
 
 
-def _torch_class(module: nn.Module) -> str | None:
-    """The nearest torch layer class ``module`` is or derives from (``ModuleRecord.torch_class``)."""
+def _nn_class(module: nn.Module) -> str | None:
+    """The nearest torch layer class ``module`` is or derives from (``ModuleRecord.nn_class``)."""
     from torch import nn
 
     base = next(base for base in type(module).__mro__ if base.__module__.startswith("torch."))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 Shape = tuple[int, ...]
@@ -34,6 +35,53 @@ class TraceNote:
     """What happened, in one sentence."""
     internal: bool = False
     """Whether what raised is archviz's own code (a bug in archviz), not the modeling code."""
+
+
+class CallKind(StrEnum):
+    """What a recorded call of the traced data flow is."""
+
+    MODULE = "module"
+    """A module's forward, from its pre-hook to its hook."""
+    PARAMETERS = "parameters"
+    """An operation that combines a module's parameters (or saved buffers) with data, run by code other than that
+    module's own leaf forward: ``self.conv1d.weight`` used by its owner, an attention module's ``sinks`` joining the
+    attention logits, a module's own ``dt_bias`` beside its children."""
+    INPUT = "input"
+    """A tensor the model was called with (``input_ids``); its path is the argument's name."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TracedRead:
+    """One tensor a call read (or returned), and the nearest recorded call whose output it derives from."""
+
+    source: int
+    """Index in ``ShapeTrace.calls`` of that call: the tensor is its output, or computed from its output by
+    parameter-free operations (views, arithmetic, activations, attention's math, concatenation, masking)."""
+    output: int = 0
+    """Which of the tensors that call returned, depth first (an attention module returns its output and its
+    weights; a decoder layer reads the first alone)."""
+    shape: Shape
+    """The tensor's shape as the reading call received it (as the call returned it, for a return)."""
+    residual: bool = False
+    """Whether it reached the tensor through the residual side of an addition inside a repeated block: the operand
+    that descends from the block's input, added to a sublayer's output (``residual + hidden_states``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TracedCall:
+    """One call of the traced prefill pass, with where its tensor inputs came from."""
+
+    path: str
+    """The module path (``model.layers.0.self_attn.q_proj``; ``""`` is the whole model), or the model input's
+    name for an ``INPUT``."""
+    kind: CallKind
+    """A module's forward, a use of a module's parameters, or a model input."""
+    reads: tuple[TracedRead, ...]
+    """The origins of the tensors it was given, one per (source, residual) pair, in argument order."""
+    returns: tuple[tuple[TracedRead, ...], ...] = ()
+    """For each tensor it returned (depth first), that tensor's origins as computed inside it, before it became the
+    call's own output: how a reader sees through a module that is no node of the graph (a decoder layer, an
+    attention module)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +116,10 @@ class ShapeTrace:
     be computed from the stand-in's made-up zeros, so its shape is not evidence."""
     decode_skipped: str | None = None
     """Why there is no decode pass (an encoder takes no cache), when that is by design rather than an error."""
+    calls: tuple[TracedCall, ...] = ()
+    """The prefill pass's data flow: every module call, parameter use and model input in the order they began,
+    each naming the calls its tensor inputs derive from (``archviz.flowtrace``). Empty when the pass failed or the
+    flow was not asked for (the shape leg does not need it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,7 +182,7 @@ class ModuleRecord:
     sub-config as ``text_config.<key>``; empty when it holds none."""
     sliding_window: int | None = None
     """Its ``sliding_window`` attribute when that is a positive int (an attention module of a windowed layer)."""
-    torch_class: str | None = None
+    nn_class: str | None = None
     """The torch layer it is or subclasses (``Linear``, ``Embedding``, ``Conv1d``), the nearest in its class's method
     resolution order; None for a module the model's code defines from ``nn.Module`` alone."""
 

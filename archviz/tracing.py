@@ -1,7 +1,8 @@
 """The shape trace: a prefill and a decode forward pass of a model on meta tensors, every module's output recorded.
 
 What the meta stage (``archviz.meta``) and the shape leg (``archviz.shapecheck``) read shapes from. Hooks record each
-module's output shapes; a module whose code cannot run on meta tensors (an operator with no meta kernel, a value read
+module's output shapes, and in the prefill pass which earlier module outputs each module read
+(``archviz.flowtrace``); a module whose code cannot run on meta tensors (an operator with no meta kernel, a value read
 off a tensor) is replaced by a stand-in returning zeros shaped like its input, and everything recorded after it is
 marked as downstream of it; any other exception stops the pass and is reported with the innermost module running.
 Imports torch and transformers inside functions only, like ``archviz.meta``.
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from archviz import transformers_internals as internals
 from archviz.errors import raised_in_archviz
+from archviz.flowtrace import FlowRecorder, tensors
 from archviz.modeltree import Shape, ShapeTrace, TraceNote
 
 if TYPE_CHECKING:
@@ -32,6 +34,7 @@ def trace_shapes(
     past: int = 3,
     experts_implementation: str | None = "batched_mm",
     skip_repeats: bool = False,
+    record_flow: bool = False,
 ) -> ShapeTrace:
     """Run a prefill and a decode forward pass on meta tensors and record every module's output shapes.
 
@@ -48,11 +51,14 @@ def trace_shapes(
     the same list has the same structure and returned one tensor shaped like its input (a decoder layer): every kind
     of layer is traced once, at its first occurrence, and a 60-layer model costs a few layers. Only the first
     instance of each repeated module is then recorded.
+
+    ``record_flow`` also records the prefill pass's data flow (``ShapeTrace.calls``, ``archviz.flowtrace``): what a
+    graph read off the code draws its edges from.
     """
     for name, value, least in (("batch", batch, 1), ("prefill", prefill, 1), ("past", past, 1)):
         if value < least:
             raise ValueError(f"trace_shapes: {name} must be at least {least}, got {value}")
-    tracer = _Tracer(module, skip_repeats=skip_repeats)
+    tracer = _Tracer(module, skip_repeats=skip_repeats, record_flow=record_flow)
     with (
         tracer.attached(),
         eval_mode(module),
@@ -75,6 +81,7 @@ def trace_shapes(
         errors=tuple(tracer.errors),
         downstream=tracer.downstream,
         decode_skipped=tracer.decode_skipped,
+        calls=tuple(tracer.flow.calls) if tracer.flow is not None and not tracer.errors_in("prefill") else (),
     )
 
 
@@ -124,7 +131,7 @@ def _switchable(module: nn.Module) -> list[PreTrainedModel]:
 class _Tracer:
     """Forward hooks recording output shapes, and stand-ins for modules that cannot run on meta."""
 
-    def __init__(self, root: nn.Module, *, skip_repeats: bool = False) -> None:
+    def __init__(self, root: nn.Module, *, skip_repeats: bool = False, record_flow: bool = False) -> None:
         self.root = root
         self.repeats = _repeats(root) if skip_repeats else {}
         """Items of a module list -> the earlier item of the same structure that stands for them."""
@@ -144,12 +151,14 @@ class _Tracer:
         self.stubbed_classes: set[type] = set()
         self.replaced: list[nn.Module] = []
         """Modules whose forward is replaced for the duration (stand-ins, skipped repeats)."""
+        self.flow = FlowRecorder(root) if record_flow else None
+        """The prefill pass's data flow, when asked for."""
 
     @contextmanager
     def attached(self) -> Iterator[None]:
         handles = []
         for sub, path in self.paths.items():
-            handles.append(sub.register_forward_pre_hook(self._enter(path)))
+            handles.append(sub.register_forward_pre_hook(self._enter(path), with_kwargs=True))
             handles.append(sub.register_forward_hook(self._leave(path)))
         for item, representative in self.repeats.items():
             item.forward = self._pass_through(item, self.paths[representative])
@@ -163,8 +172,10 @@ class _Tracer:
                 vars(sub).pop("forward", None)
 
     def _enter(self, path: str) -> Callable[..., None]:
-        def hook(_module: nn.Module, _args: Any) -> None:
+        def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             self.stack.append(path)
+            if self.flow is not None and self._recording_flow():
+                self.flow.enter(path, args, kwargs)
 
         return hook
 
@@ -173,6 +184,8 @@ class _Tracer:
             # Truncate back to this module even if an inner module raised and something caught it.
             if path in self.stack:
                 del self.stack[len(self.stack) - 1 - self.stack[::-1].index(path) :]
+            if self.flow is not None and self._recording_flow():
+                self.flow.leave(path, output)
             shapes = tuple(_output_shapes(output))
             self.returned[path] = shapes[0] if len(shapes) == 1 and _is_tensor(output) else None
             if self.recording and path not in self.shapes[self.phase]:
@@ -181,6 +194,14 @@ class _Tracer:
                     self.downstream[self.phase][path] = self.stand_in_ran
 
         return hook
+
+    def errors_in(self, phase: str) -> bool:
+        """Whether the pass ``phase`` raised."""
+        return any(note.phase == phase for note in self.errors)
+
+    def _recording_flow(self) -> bool:
+        """Whether the data flow is recorded now: in the prefill pass only."""
+        return self.phase == "prefill" and self.recording
 
     def run_passes(self, *, batch: int, prefill: int, past: int) -> tuple[Shape | None, Shape | None]:
         import torch
@@ -203,7 +224,8 @@ class _Tracer:
 
         with torch.no_grad():
             self.phase = "prefill"
-            prefill_output = self._run("prefill", lambda: self.root(**inputs(prefill)))
+            with self.flow.mode() if self.flow is not None else nullcontext():
+                prefill_output = self._run("prefill", lambda: self.root(**inputs(prefill)))
             prefill_logits = _logits_shape(prefill_output)
             name = type(self.root).__name__
             if decoder:
@@ -237,6 +259,8 @@ class _Tracer:
             if self.recording:
                 self.shapes[phase].clear()
                 self.downstream[phase].clear()
+            if phase == "prefill" and self.flow is not None:
+                self.flow.clear()
             try:
                 return call()
             except Exception as exc:  # any failure inside modeling code is reported, never raised
@@ -338,16 +362,7 @@ def _cannot_run_on_meta(exc: BaseException) -> bool:
 
 def _output_shapes(output: Any) -> Iterator[Shape]:
     """Shapes of the tensors in a module output, depth first (ModelOutput, tuples, dicts); caches skipped."""
-    import torch
-
-    if isinstance(output, torch.Tensor):
-        yield _shape(output)
-    elif isinstance(output, Mapping):
-        for value in output.values():
-            yield from _output_shapes(value)
-    elif isinstance(output, list | tuple):
-        for value in output:
-            yield from _output_shapes(value)
+    return (_shape(tensor) for tensor in tensors(output))
 
 
 def _logits_shape(output: Any) -> Shape | None:

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
+from archviz.cost import unpriced_reason
 from archviz.graph import Part
 from archviz.pipeline import describe_model
 from archviz.roles import RoleName, node_roles
@@ -471,9 +472,9 @@ def test_a_graph_the_cost_model_does_not_price_has_no_cost_totals() -> None:
     bert = str(_minilm())
     code, document = diff(bert, K2)
     assert code == 1
-    assert document["costs_unknown"] == [
-        {"name": describe_model(bert).graph.model.name, "why": "not priced (a generic graph carries no operator kinds)"}
-    ]
+    graph = describe_model(bert).graph
+    assert document["costs_unknown"] == [{"name": graph.model.name, "why": f"not priced ({unpriced_reason(graph)})"}]
+    assert "no decode step" in unpriced_reason(graph)  # an encoder
     priced = {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode"}
     assert priced.isdisjoint(document["totals"])
     assert [name for name in TOTALS if name not in priced] == [

@@ -52,6 +52,7 @@ STAGES: list[tuple[str, int]] = [
     ("transformers_internals", 5),
     ("meta", 5),
     ("tracing", 5),
+    ("flowtrace", 5),  # the traced prefill pass's data flow, recorded for the tracer
     ("checkpoint", 5),
     ("legs", 5),
     ("shapecheck", 5),
@@ -88,7 +89,7 @@ STAGES: list[tuple[str, int]] = [
 LATER_ALLOWED = {("pipeline", "meta")}
 
 # The only modules that may import torch or transformers.
-HEAVY_ALLOWED = {"meta", "tracing", "witness", "transformers_internals"}
+HEAVY_ALLOWED = {"meta", "tracing", "flowtrace", "witness", "transformers_internals"}
 
 
 def stage(module: str) -> int:

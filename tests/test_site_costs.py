@@ -15,7 +15,7 @@ from safetensors import safe_open
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.cost import CONVENTION, DEFAULT_SIZES, UNPRICED, Phase, flop_rows, node_costs
+from archviz.cost import CONVENTION, DEFAULT_SIZES, Phase, flop_rows, node_costs, unpriced_reason
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
 from archviz.site.charts import Series, context_label, line_chart, nice_ticks
@@ -304,7 +304,7 @@ def test_a_partial_model_shows_only_what_it_models_and_says_so(site: Path, docs:
 
 
 def test_a_graph_the_cost_model_does_not_price_shows_its_weights_and_says_why_nothing_else(tmp_path: Path) -> None:
-    """BERT read off transformers' code carries no operator kinds: the page shows its weights, says why there are no
+    """BERT read off transformers' code has no decode step to price: the page shows its weights, says why there are no
     FLOPs, cache or state, and shows no zero for them, on the overview, the cards and the home table."""
     bert = describe_model(str(_minilm()))
     out = tmp_path / "site"
@@ -312,7 +312,8 @@ def test_a_graph_the_cost_model_does_not_price_shows_its_weights_and_says_why_no
     slug = next(path.name for path in out.iterdir() if (path / "nodes").is_dir())
     section = cost_section(out, slug)
     text = squash(section.text())
-    assert f"FLOPs, cache and state are not priced: {UNPRICED}." in text
+    reason = unpriced_reason(bert.graph)
+    assert "no decode step" in reason and f"FLOPs, cache and state are not priced: {reason}." in text
     assert [label.split(" (")[0] for label in figures(section)] == ["Weights as stored", "Weights' dtype, assumed"]
     weights = json.loads(runner.invoke(app, ["cost", str(_minilm()), "--json"]).stdout)["weights"]["bytes"]
     assert number(next(iter(figures(section).values())).split()[0]) == weights
@@ -327,7 +328,7 @@ def test_a_graph_the_cost_model_does_not_price_shows_its_weights_and_says_why_no
     for tr in table.find("tbody").find_all("tr"):
         label, cell = squash(tr.find("th").text()), tr.find_all("td")[0]
         if label.startswith(("Cache per token", "Decode FLOPs")):
-            assert squash(cell.text()) == "— not priced (a generic graph carries no operator kinds)"
+            assert squash(cell.text()) == f"— not priced ({reason})"
             assert cell.attrs["data-sort"] == ""
             seen.append(label)
         if label.startswith("Active per token"):  # a dense model read off the code: every parameter it runs

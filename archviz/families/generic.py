@@ -60,6 +60,7 @@ from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.omissions import unread_sub_configs, with_omissions
 from archviz.families.registry import Family
 from archviz.graph import (
+    DataEdge,
     Dim,
     Ffn,
     Graph,
@@ -80,6 +81,7 @@ from archviz.locators import Category, Locator, Role, attribute, method
 from archviz.modeltree import (
     EXPERT_COUNT_ATTRIBUTES,
     TOP_K_ATTRIBUTES,
+    CallKind,
     CodeReader,
     CodeRequest,
     ModuleRecord,
@@ -506,7 +508,18 @@ class CodeGraph:
         self._tiers[path] = tiers
         return tiers
 
-    def _shape(self, path: str, name: str, prefill: tuple[int, ...], decode: tuple[int, ...] | None) -> Shape:
+    def _shape(
+        self,
+        path: str,
+        name: str,
+        prefill: tuple[int, ...],
+        decode: tuple[int, ...] | None,
+        *,
+        fused: bool | None = None,
+    ) -> Shape:
+        """A traced shape as symbols; ``fused`` (by default, whether ``path`` is a fused projection's) leaves the last
+        axis a number."""
+        fused = _fused(path) if fused is None else fused
         dims: list[Dim] = []
         for axis, size in enumerate(prefill):
             later = decode[axis] if decode is not None and len(decode) == len(prefill) else None
@@ -521,7 +534,7 @@ class CodeGraph:
             elif later is not None and later != size:
                 dims.append(Dim(symbol="?", label="varies with the input"))
             else:
-                dims.append(self._dim(path, size, fused=_fused(path) and axis == len(prefill) - 1))
+                dims.append(self._dim(path, size, fused=fused and axis == len(prefill) - 1))
         return Shape(name=name, dims=tuple(dims))
 
     def _outputs(self, path: str) -> tuple[Shape, ...]:
@@ -690,7 +703,10 @@ class CodeGraph:
                     if name in self.tree.persistent_buffers
                 ],
             )
+        containers = {i.path for entry in folded if entry.first.is_container for i in entry.instances}
+        flow = self._flow(node_of_path, containers)
         self._trace_notes()
+        self._unreached_note(flow, ids)
         embedding = self._input_embedding(node_of_path)
         graph = b.finish(
             model,
@@ -706,6 +722,7 @@ class CodeGraph:
             trace_failures=self._trace_failures(),
             unpriced=self._unpriced(graph),
             module_renames=self._module_renames(folded),
+            flow=flow,
         )
 
     def _module_renames(self, folded: list[_Folded]) -> tuple[tuple[str, str], ...]:
@@ -726,6 +743,92 @@ class CodeGraph:
                     if module != instance.path:
                         renames.setdefault(module, instance.path)
         return tuple(sorted(renames.items(), key=lambda pair: (-len(pair[0]), pair[0])))
+
+    # -- the data flow -----------------------------------------------------------------------------
+
+    def _flow(self, node_of_path: Mapping[str, str], containers: set[str]) -> tuple[DataEdge, ...]:
+        """The traced prefill pass's data flow between nodes (``ShapeTrace.calls``), each repeated block once.
+
+        A call is a node's when it is the forward of a module that is a node (not a container: its node stands for
+        its own tensors alone) or a use of a node's module's parameters; every other call (a decoder layer, an
+        attention module, a rotary embedding) is seen through to what it returned. An edge between two layers of
+        the same list is the block's output becoming its next input: the block's entry (from before the list) and
+        exit (to after it) already draw it, so it is left out, as is a node feeding itself.
+        """
+        calls = self.trace.calls
+
+        def node(index: int) -> str | None:
+            call = calls[index]
+            if call.kind is CallKind.INPUT:
+                return call.path
+            if call.kind is CallKind.MODULE and call.path in containers:
+                return None
+            return node_of_path.get(call.path)
+
+        seen: dict[tuple[int, int], dict[int, bool]] = {}
+
+        def origins(index: int, output: int) -> dict[int, bool]:
+            """The node calls (-> residual) one tensor a call returned comes from: the call itself if it is a node's."""
+            if node(index) is not None:
+                return {index: False}
+            if (index, output) not in seen:
+                found: dict[int, bool] = {}
+                call = calls[index]
+                entered = {(read.source, read.output) for read in call.reads}
+                for read in call.returns[output] if output < len(call.returns) else ():
+                    if read.residual and (read.source, read.output) in entered:
+                        continue  # the block's input added back to its stream: drawn as the block's entry
+                    for source, residual in origins(read.source, read.output).items():
+                        found[source] = found.get(source, True) and (residual or read.residual)
+                seen[index, output] = found
+            return seen[index, output]
+
+        edges: dict[tuple[str, str, bool], DataEdge] = {}
+        for index, call in enumerate(calls):
+            target = node(index)
+            if target is None or call.kind is CallKind.INPUT:
+                continue
+            for read in call.reads:
+                for source_index, through in origins(read.source, read.output).items():
+                    source, residual = node(source_index), through or read.residual
+                    if source is None or source == target or self._across_layers(calls[source_index].path, call.path):
+                        continue
+                    from_input = calls[source_index].kind is CallKind.INPUT
+                    key = (source if not from_input else f"input {source}", target, residual)
+                    if key not in edges:
+                        # Named as its producer's sizes name it; the width a fused projection makes (q, k and v at
+                        # once) is named by nothing, as on its node.
+                        named_by = call.path if from_input else calls[source_index].path
+                        shape = self._shape(named_by, "input", read.shape, None)
+                        edges[key] = DataEdge(
+                            source=source, target=target, shape=shape, residual=residual, from_input=from_input
+                        )
+        return tuple(edges.values())
+
+    def _across_layers(self, source: str, target: str) -> bool:
+        """Whether two module paths are in different items of the same repeated list (layer i and layer j)."""
+        (source_template, source_layer), (target_template, target_layer) = (
+            self._template(source),
+            self._template(target),
+        )
+        if source_layer is None or target_layer is None or source_layer == target_layer:
+            return False
+        return source_template.split("{layer}")[0] == target_template.split("{layer}")[0]
+
+    def _unreached_note(self, flow: tuple[DataEdge, ...], ids: list[str]) -> None:
+        """Say which modules' nodes no traced tensor reaches: the diagram draws them unconnected."""
+        connected = {edge.target for edge in flow} | {edge.source for edge in flow if not edge.from_input}
+        unreached = [id for id in ids if id not in connected]
+        if unreached and self.trace.calls:
+            self.notes.append(
+                f"{len(unreached)} nodes are reached by no tensor of another node or of the model's inputs in the "
+                "traced prefill pass (it did not run their modules, they read only tensors the model makes itself, "
+                f"or it used their tensors on no data: {unreached[0]}, …) and are drawn unconnected."
+            )
+        elif not self.trace.calls:
+            self.notes.append(
+                "The data flow is not known (the traced prefill pass did not run): nodes are unconnected."
+            )
 
     def _trace_failures(self) -> tuple[str, ...]:
         """Each traced pass that raised, naming the innermost module that was running and the error."""
@@ -894,9 +997,9 @@ class CodeGraph:
             return Op(kind=OpKind.EXPERTS, top_k="top_k")
         if module.weight_shape is None:
             return None
-        if module.torch_class == "Linear":
+        if module.nn_class == "Linear":
             return Op(kind=OpKind.LINEAR)
-        if module.torch_class is None and _first(module.routing, TOP_K_ATTRIBUTES) is not None:
+        if module.nn_class is None and _first(module.routing, TOP_K_ATTRIBUTES) is not None:
             return Op(kind=OpKind.LINEAR)
         return None
 
@@ -1070,7 +1173,7 @@ class CodeGraph:
             self.unpriced_modules.append(f"{module.class_name} at {template} (attention without a softmax core)")
             return None
         linears = {
-            name for name in module.children if self.modules[f"{path}.{name}" if path else name].torch_class == "Linear"
+            name for name in module.children if self.modules[f"{path}.{name}" if path else name].nn_class == "Linear"
         }
         if not linears & QUERY_NAMES:
             return None
@@ -1287,12 +1390,15 @@ class CodeGraph:
             self.notes.append("No shapes are known: the traced forward pass did not run (see the trace failures).")
         if self.unknown_inputs:
             self.notes.append(
-                "Input shapes are given only for linear, embedding and normalization layers (the trace records "
-                f"outputs only); {len(self.unknown_inputs)} nodes have none."
+                "A node's input shapes are given only for linear, embedding and normalization layers (worked back "
+                f"from its output); {len(self.unknown_inputs)} nodes have none, and the diagram's edges carry the "
+                "shapes each node received."
             )
         self.notes.append(
             "Only modules that own parameters or saved buffers are nodes: parameter-free operators (activations, "
-            "attention's core, residual additions) and the tensor states between them are not shown."
+            "attention's core, residual additions) and the tensor states between them are not shown; an edge is a "
+            "tensor that passed from one node to the other in the traced prefill pass, through whatever "
+            "parameter-free operations lie between them."
         )
         self.notes.append(
             "A size is named after what sizes it in the code: an integer attribute of its module or of a module "
@@ -1474,9 +1580,9 @@ def _counts_nothing(module: ModuleRecord) -> bool:
     """Whether a module computes nothing torch's FLOP counter counts: a lookup or a normalization."""
     name = module.class_name.lower()
     return (
-        module.torch_class in ("Embedding", "LayerNorm", "GroupNorm", "RMSNorm")
+        module.nn_class in ("Embedding", "LayerNorm", "GroupNorm", "RMSNorm")
         or "norm" in name
-        or (name.endswith(("embedding", "embeddings")) and module.torch_class != "Linear")
+        or (name.endswith(("embedding", "embeddings")) and module.nn_class != "Linear")
     )
 
 

@@ -18,6 +18,9 @@ The edges into attention's core carry their role (query, key, value), read off t
 Tensor states become the labels of the edges that carry them; a state that no operator reads (a cache, the final
 logits) or that no operator has just produced (the residual stream entering a block) is a node of its own.
 
+A graph read off the code carries its data flow as traced (``Graph.flow``): its edges are drawn as they are, never
+inferred from names or order, and a node no traced tensor reached is drawn unconnected.
+
 Pure functions of the graph; no I/O. ``input_roles`` is what the cards call each input, from the same reading.
 """
 
@@ -28,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from archviz.graph import Graph, Group, GroupKind, Node, NodeKind, Shape
+from archviz.graph import DataEdge, Graph, Group, GroupKind, Node, NodeKind, Shape
 from archviz.shapes import Phase, format_shape
 
 RESIDUAL_NAMES = ("residual",)
@@ -496,8 +499,37 @@ def drawn_members(graph: Graph, flow: Flow, group: Group) -> Iterator[FlowNode |
                 yield groups[member]
 
 
+def traced_flow(graph: Graph, edges: tuple[DataEdge, ...]) -> Flow:
+    """A graph's traced data flow (``Graph.flow``) as boxes and edges: the model inputs first, then every node in
+    forward order; the first edge out of a box with a given shape shows it, residual edges show none. In the part of
+    a graph inside one group (``diagram.group_graph``), what enters from a node outside is an input named by it."""
+    present = {node.id for node in graph.nodes}
+    edges = tuple(edge for edge in edges if edge.target in present)
+    outside = {edge.source for edge in edges if not edge.from_input and edge.source not in present}
+    inputs = dict.fromkeys(f"input.{edge.source}" for edge in edges if edge.from_input or edge.source in outside)
+    boxes = [FlowNode(id=box, kind=FlowKind.INPUT, group=None) for box in inputs]
+    kinds = {NodeKind.TENSOR: FlowKind.TENSOR}
+    boxes += [
+        FlowNode(id=node.id, kind=kinds.get(node.kind, FlowKind.OPERATOR), group=node.group) for node in graph.nodes
+    ]
+    shown: set[tuple[str, str]] = set()
+    drawn: list[FlowEdge] = []
+    for edge in edges:
+        source = f"input.{edge.source}" if edge.from_input or edge.source in outside else edge.source
+        label = (source, format_shape(edge.shape, Phase.PREFILL) if edge.shape is not None else "")
+        labelled = not edge.residual and label not in shown
+        if labelled:
+            shown.add(label)
+        drawn.append(
+            FlowEdge(source=source, target=edge.target, shape=edge.shape, labelled=labelled, residual=edge.residual)
+        )
+    return Flow(nodes=tuple(boxes), edges=tuple(drawn))
+
+
 def read_flow(graph: Graph) -> Flow:
     """The graph's data flow (see the module's docstring for how it is read)."""
+    if graph.flow is not None:
+        return traced_flow(graph, graph.flow)
     reader = _Reader(graph)
     top = graph.groups[0]
     scope = _Scope(group=top.id, parent=None)

@@ -162,7 +162,7 @@ class ModelIndex:
         return modelled_in_full(self.graph)
 
     def priced(self) -> bool:
-        """Whether the cost model prices the graph (a generic graph carries no operator kinds: ``cost.UNPRICED``)."""
+        """Whether the cost model prices the graph (``Graph.unpriced`` says what it cannot price)."""
         return self.cost.priced
 
     def context_length(self) -> tuple[int, str] | None:
