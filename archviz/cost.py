@@ -12,16 +12,19 @@ lookups not counted. Prefill runs a prompt of ``T`` tokens with no cache; decode
 cached positions, so it attends ``S + 1`` keys (at most the sliding window in windowed layers). A MoE layer counts
 the experts a token is routed to (top-k) and the shared experts, never all experts. The chunked recurrences — KDA's
 and the gated delta net's delta rules, Mamba2's scan — are counted as transformers' torch implementations compute
-them (the prompt padded to whole chunks; a delta rule's decode step is element-wise, Mamba2's reads its state once);
-their short convolutions run over a prompt the cache pads to at least the kernel. MTP layers are stored in the
+them (the prompt padded to whole chunks; a delta rule's decode step is element-wise, Mamba2's reads its state once),
+and so is MiniMax's lightning attention (within blocks of the prompt, the last one shorter, and through its state);
+their short convolutions run over a prompt the cache pads to at least the kernel. A sparse-attention indexer
+(MiniMax-M3's) scores every cached position, and the attention it selects for is counted dense: transformers' eager
+and SDPA paths mask the full score matrix rather than skip the blocks left out. MTP layers are stored in the
 checkpoint but not run, so they cost no FLOPs.
 
 Memory: weight bytes are the predicted checkpoint's stored bytes (elements × bytes per element, per dtype, FP8
 scales included; a packed-quantized weight as the ``weight_packed``, scale and shape tensors it is stored as); cache
 bytes per token are what each attention layer caches per position (keys and values of the KV heads; MLA's compressed
-latent and rotary key), at the cache dtype; state bytes are fixed per sequence (a linear-attention or Mamba2 layer's
-recurrent state, kept in float32, and its convolution state; a sliding-window layer's at most ``window − 1``
-positions).
+latent and rotary key; a sparse-attention indexer's index key), at the cache dtype; state bytes are fixed per
+sequence (a linear-attention or Mamba2 layer's recurrent state, kept in float32, and its convolution state; a
+sliding-window layer's at most ``window − 1`` positions).
 
 This module must not import torch or transformers.
 """
@@ -85,12 +88,18 @@ class Sym:
     """At least this before rounding up (a prompt shorter than a convolution's kernel, which the cache pads to it)."""
     cap: int | None = None
     """At most this (a sliding window)."""
+    squared_blocks: int | None = None
+    """Instead of the size, the sum of the squares of the lengths of the blocks of this many positions it is cut
+    into, the last one shorter (lightning attention's within-block scores)."""
 
     def shown(self, phase: Phase) -> str:
         """How a formula writes it in ``phase``."""
         if self.size == "batch":
             return "B"
         base = "T" if phase is Phase.PREFILL else ("1" if self.size == "tokens" else "(S + 1)")
+        if self.squared_blocks:
+            block = self.squared_blocks
+            return f"(⌊{base}/{block}⌋·{block}² + ({base} mod {block})²)"
         if self.least:
             base = f"max({base}, {self.least})"
         if self.multiple > 1:
@@ -106,6 +115,9 @@ class Sym:
             raw = sizes.prompt if phase is Phase.PREFILL else 1
         else:  # keys: the prompt itself in prefill, the cache and the new token in decode
             raw = sizes.prompt if phase is Phase.PREFILL else sizes.context + 1
+        if self.squared_blocks:
+            whole, rest = divmod(raw, self.squared_blocks)
+            return whole * self.squared_blocks**2 + rest**2
         whole = -(-max(raw, self.least) // self.multiple)
         value = (whole if self.chunks else whole * self.multiple) + self.offset
         return value if self.cap is None else min(value, self.cap)
@@ -290,6 +302,10 @@ def _node_cost(node: Node, nodes: Mapping[str, Node]) -> NodeCost | None:
         return NodeCost(node=node.id, prefill=terms, decode=terms)
     if kind is OpKind.ATTENTION:
         return _attention(node)
+    if kind is OpKind.LIGHTNING:
+        return _lightning(node)
+    if kind is OpKind.INDEX_SCORES:
+        return _index_scores(node)
     if kind is OpKind.CONVOLUTION:
         return _convolution(node)
     if kind is OpKind.CHUNKED_RECURRENCE:
@@ -457,6 +473,24 @@ def _attention(node: Node) -> NodeCost:
     return NodeCost(node=node.id, prefill=prefill, decode=tuple(decode))
 
 
+def _index_scores(node: Node) -> NodeCost:
+    """2 × B × index heads × queries × keys × index width, per layer: every query's index heads scored against every
+    cached index key (one key head shared by them), in float32. Masks, the max over each block of keys and the top-k
+    of blocks count 0; the keys are never capped, as the scores cover the whole cache before any block is picked.
+    Inputs: the index queries ``(B, index heads, T, index width)`` and the cached index keys ``(B, 1, S, index
+    width)``."""
+    query = node.inputs[0]
+    factors = (_dim_factor(query.dims[1]), _dim_factor(query.dims[-1]))
+    term = FlopTerm(
+        component="index scores",
+        coefficient=2,
+        symbols=(BATCH, TOKENS, KEYS),
+        factors=factors,
+        layers=node.placement.layers,
+    )
+    return NodeCost(node=node.id, prefill=(term,), decode=(term,))
+
+
 def _convolution(node: Node) -> NodeCost:
     """A depthwise causal convolution over the prompt padded by kernel − 1 (prefill; a prompt shorter than the kernel
     is first padded to it, as transformers' linear-attention cache layer does), or over the cached kernel positions
@@ -545,6 +579,32 @@ def _chunked(
         prefill=prefill,
         decode=(),
         note="decode updates the state one step at a time with element-wise operations only, which count 0",
+    )
+
+
+def _lightning(node: Node) -> NodeCost:
+    """MiniMax's lightning attention as transformers computes it (``MiniMaxLightningAttention.forward``), per head of
+    width d. Prefill cuts the prompt into blocks of b (the last one shorter, not padded): within a block of c
+    positions the scores Q·Kᵀ and their decayed product with the values (2 × c² × d), and the block's queries against
+    the state and its keys and values into it (2 × c × d × d); over the blocks, 2 × Σ c² × d + 2 × T × d × d. Decode
+    adds the new key times value to the state and reads it with the query (2 × d × d per token). Inputs: query, key,
+    value ``(B, heads, T, d)``."""
+    assert node.op is not None and node.op.chunk is not None
+    query = node.inputs[0]
+    heads, width = _dim_factor(query.dims[1]), query.dims[-1]
+    d = width.value or 0
+    blocks = Sym(size="tokens", squared_blocks=node.op.chunk)
+    within = Factor(name=f"2 × {width.formula}", value=2 * d)
+    state = Factor(name=f"2 × {width.formula} × {width.formula}", value=2 * d * d)
+
+    def term(component: str, symbols: tuple[Sym, ...], item: Factor) -> FlopTerm:
+        return FlopTerm(
+            component=component, coefficient=2, symbols=symbols, factors=(heads, item), layers=node.placement.layers
+        )
+
+    with_state = term("with the state", (BATCH, TOKENS), state)
+    return NodeCost(
+        node=node.id, prefill=(term("within blocks", (BATCH, blocks), within), with_state), decode=(with_state,)
     )
 
 

@@ -1,10 +1,11 @@
 """The cost model against its witnesses: torch's FLOP counts per module and transformers' cache object.
 
-Each linear node is compared, layer by layer, with the modules that hold its weights; attention's core, the short
-convolutions, recurrences and scans of linear-attention and Mamba2 layers (which run inside the mixer module's own
-``forward``) with the FLOPs the layer's modules count beyond their projections; the cache, layer by layer, with the
-bytes transformers' cache object holds after the decode step. The witness runs the fewest leading layers that hold
-every kind of layer, so the nodes of those layers are what it covers.
+Each linear node is compared, layer by layer, with the modules that hold its weights (looked up through
+``Graph.module_renames`` where the checkpoint names them otherwise); attention's core, a sparse-attention indexer's
+scores, the short convolutions, recurrences and scans of linear-attention and Mamba2 layers (which run inside the
+mixer module's own ``forward``) with the FLOPs the layer's modules count beyond their projections; the cache, layer by
+layer, with the bytes transformers' cache object holds after the decode step. The witness runs the fewest leading
+layers that hold every kind of layer, so the nodes of those layers are what it covers.
 
 ``cost_legs`` makes two legs of ``archviz check`` of it — the FLOP count and the cache object — at two sizes
 (``WITNESS_SIZES``), on the reduced meta model the shape trace ran. The comparison itself needs no torch; the
@@ -26,7 +27,15 @@ from archviz.legs import Finding, Leg, LegStatus
 if TYPE_CHECKING:
     from archviz.witness import CostWitness
 
-_CORE = (OpKind.ATTENTION, OpKind.CONVOLUTION, OpKind.CHUNKED_RECURRENCE, OpKind.GATED_DELTA_RULE, OpKind.SCAN)
+_CORE = (
+    OpKind.ATTENTION,
+    OpKind.INDEX_SCORES,
+    OpKind.CONVOLUTION,
+    OpKind.CHUNKED_RECURRENCE,
+    OpKind.GATED_DELTA_RULE,
+    OpKind.SCAN,
+    OpKind.LIGHTNING,
+)
 _KEPT = (OpKind.CACHE, OpKind.STATE)
 
 WITNESS_SIZES: tuple[tuple[int, int, int], ...] = ((2, 5, 7), (1, 70, 12))
@@ -82,9 +91,10 @@ def _module(row_tensor: str, layer: int | None, *, bank: bool = False) -> str:
 
 def _renamed(module: str, renames: Sequence[tuple[str, str]]) -> str:
     """A checkpoint module name as transformers' module path (``Graph.module_renames``: a wrapper's
-    ``language_model.lm_head`` is its ``lm_head``)."""
+    ``language_model.lm_head`` is its ``lm_head``). A prefix that does not end a segment matches whole segments
+    only (``layers.1`` is no prefix of ``layers.10``)."""
     for old, new in renames:
-        if module.startswith(old):
+        if module == old or module.startswith(old if old.endswith(".") else f"{old}."):
             return new + module.removeprefix(old)
     return module
 

@@ -205,6 +205,14 @@ class OpKind(StrEnum):
     SCAN = "chunked scan"
     """Mamba2's chunked state-space scan (SSD): matmuls within chunks, a pass over every pair of chunk boundaries
     in prefill; one state read per head in decode."""
+    LIGHTNING = "lightning attention"
+    """MiniMax's lightning attention (linear attention with a decay per head, in blocks): within each block the
+    decayed scores times the values, across blocks the state read and updated; in decode the state updated by the new
+    key and value and read by the query."""
+    INDEX_SCORES = "index scores"
+    """A sparse-attention indexer's scores (MiniMax-M3's lightning indexer): each query's index heads against every
+    cached index key, 2 × B × index heads × queries × keys × index width; the block pooling and top-k that pick the
+    key blocks count 0, and so does the mask they make."""
     CACHE = "cache"
     """Writes to the layer's cache what each position keeps for later steps (no FLOPs; cache bytes)."""
     STATE = "state"
@@ -224,7 +232,8 @@ class Op:
     """Checkpoint indices of the layers the window applies to."""
     chunk: int | None = None
     """For a chunked recurrence or scan: the chunk size prefill pads the sequence to (64 in transformers' delta-rule
-    fallbacks; Mamba2's ``chunk_size``)."""
+    fallbacks; Mamba2's ``chunk_size``); for lightning attention, the block size it cuts the prompt into (not
+    padded)."""
     top_k: str | None = None
     """For routed experts: the config key of the experts per token (``num_experts_per_tok``)."""
 

@@ -43,9 +43,10 @@ class CachedTensor:
     layer: int
     """The cache layer (the decoder layer's index)."""
     kind: str
-    """The cache layer's class (``DynamicLayer``, ``DynamicSlidingWindowLayer``, ``LinearAttentionLayer``)."""
+    """The cache layer's class (``DynamicLayer``, ``DynamicSlidingWindowLayer``, ``LinearAttentionLayer``), or the
+    cache's own for a state it keeps beside its layers (``MiniMaxCache``)."""
     name: str
-    """``keys``, ``values``, ``conv_states[0]``, ``recurrent_states[0]``."""
+    """``keys``, ``values``, ``idx_keys``, ``conv_states[0]``, ``recurrent_states[0]``, ``linear_cache``."""
     shape: tuple[int, ...]
     """Its shape, batch first."""
     dtype: str
@@ -157,21 +158,31 @@ def _own_flops(counter: Any, root_class: str) -> FlopCount:
     return FlopCount(own=paths, total=int(counter.get_total_flops()))
 
 
+CACHED_TENSORS = ("keys", "values", "idx_keys")
+"""The tensors a cache layer holds by name: keys and values, and a sparse layer's index keys
+(``MiniMaxM3VLSparseCacheLayer.idx_keys``); a linear-attention layer's states are dicts, read beside them."""
+
+
 def _cache_tensors(cache: Any) -> Iterator[CachedTensor]:
+    """Every tensor of every cache layer, and the states a ``MiniMaxCache`` keeps beside its layers (its
+    ``linear_cache``, one per lightning attention layer, an empty list for the others)."""
     import torch
 
+    found: list[tuple[int, str, str, Any]] = []
     for index, layer in enumerate(cache.layers):
         kind = type(layer).__name__
-        found: list[tuple[str, Any]] = [(name, getattr(layer, name, None)) for name in ("keys", "values")]
+        found.extend((index, kind, name, getattr(layer, name, None)) for name in CACHED_TENSORS)
         for name in ("conv_states", "recurrent_states"):
             states = getattr(layer, name, None) or {}
-            found.extend((f"{name}[{key}]", tensor) for key, tensor in sorted(states.items()))
-        for name, tensor in found:
-            if isinstance(tensor, torch.Tensor) and tensor.numel():
-                yield CachedTensor(
-                    layer=index,
-                    kind=kind,
-                    name=name,
-                    shape=tuple(int(size) for size in tensor.shape),
-                    dtype=safetensors_dtype(str(tensor.dtype)),
-                )
+            found.extend((index, kind, f"{name}[{key}]", tensor) for key, tensor in sorted(states.items()))
+    kind = type(cache).__name__
+    found.extend((index, kind, "linear_cache", state) for index, state in enumerate(getattr(cache, "linear_cache", [])))
+    for index, kind, name, tensor in found:
+        if isinstance(tensor, torch.Tensor) and tensor.numel():
+            yield CachedTensor(
+                layer=index,
+                kind=kind,
+                name=name,
+                shape=tuple(int(size) for size in tensor.shape),
+                dtype=safetensors_dtype(str(tensor.dtype)),
+            )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,21 +53,37 @@ def witnessed(folder: Path) -> tuple[int, int, int]:
     def tokens(length: int) -> torch.Tensor:
         return torch.zeros((BATCH, length), dtype=torch.long, device="meta")
 
+    # The cache class the model's modeling file defines, if it defines one (MiniMax's model accepts no other).
+    modeling = sys.modules[type(model).__module__]
+    own = [
+        kind
+        for kind in vars(modeling).values()
+        if isinstance(kind, type) and issubclass(kind, DynamicCache) and kind.__module__ == modeling.__name__
+    ]
+
+    def empty() -> DynamicCache:
+        return own[0]() if own else DynamicCache(config=model.config)
+
     with torch.no_grad():
         # Each pass starts from an empty cache of the model's own kind: without one, transformers checks the position
         # ids' values for packed sequences (Gemma-4 builds its masks first), values meta tensors do not have.
         with FlopCounterMode(display=False) as prefill:
-            model(input_ids=tokens(PROMPT), past_key_values=DynamicCache(config=model.config), use_cache=True)
-        cache = DynamicCache(config=model.config)
+            model(input_ids=tokens(PROMPT), past_key_values=empty(), use_cache=True)
+        cache = empty()
         model(input_ids=tokens(CONTEXT), past_key_values=cache, use_cache=True)
         with FlopCounterMode(display=False) as decode:
             model(input_ids=tokens(1), use_cache=True, past_key_values=cache)
     held = 0
     for layer in cache.layers:
-        tensors = [getattr(layer, "keys", None), getattr(layer, "values", None)]
+        # Keys, values and a sparse layer's index keys; a linear-attention layer's states are dicts.
+        tensors = [getattr(layer, name, None) for name in ("keys", "values", "idx_keys")]
         for name in ("conv_states", "recurrent_states"):
             tensors += list((getattr(layer, name, None) or {}).values())
         held += sum(math.prod(t.shape) * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    # MiniMax's cache keeps each lightning attention layer's state beside its layers.
+    held += sum(
+        math.prod(t.shape) * t.element_size() for t in getattr(cache, "linear_cache", []) if isinstance(t, torch.Tensor)
+    )
     return prefill.get_total_flops(), decode.get_total_flops(), held
 
 

@@ -46,7 +46,16 @@ from archviz.families.blocks.builder import (
     factor,
     layer_placement,
 )
-from archviz.families.blocks.mixers import GATED_DELTA_NET, MAMBA2_MIXER, Size, gated_delta_nodes, mamba2_nodes
+from archviz.families.blocks.indexer import LIGHTNING_INDEXER, indexer_nodes
+from archviz.families.blocks.mixers import (
+    GATED_DELTA_NET,
+    LIGHTNING_ATTENTION,
+    MAMBA2_MIXER,
+    Size,
+    gated_delta_nodes,
+    lightning_nodes,
+    mamba2_nodes,
+)
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.omissions import unread_sub_configs, with_omissions
 from archviz.families.registry import Family
@@ -375,7 +384,8 @@ class CodeGraph:
         self.cores: list[_Site] = []
         """Every attention core and recurrent mixer added, for the data flow to pass through."""
         self.typed_mixers: set[tuple[str, str]] = set()
-        """Template and class of the gated delta nets and Mamba2 mixers whose work has nodes of their own."""
+        """Template and class of the gated delta nets, Mamba2 mixers and lightning attentions whose work has nodes of
+        their own."""
         self.node_paths: dict[str, str] = {}
         """Node id -> the module path of its first instance."""
         self._tiers: dict[str, list[list[Dim]]] = {}
@@ -665,6 +675,7 @@ class CodeGraph:
         titles = self._titles(folded, ids)
         mixers = self._recurrent_mixers()
         cores = self._attention_cores()
+        indexers = self._indexers()
         for entry, id in zip(folded, ids, strict=True):
             group = self._parent_group(entry.first, groups, taken)
             # A mixer's parameter-free work runs before its output projection.
@@ -673,6 +684,8 @@ class CodeGraph:
             for mixer in mixers.pop(entry.first.template, ()):
                 self._mixer_nodes(mixer, group, taken)
             self._node(entry, id, titles[id], group, node_of_path)
+            for indexer in indexers.pop(entry.first.template, ()):  # its scores follow its key projection
+                self._indexer_nodes(indexer, group, taken)
         if self.unattributed:
             b.node(
                 "unattributed",
@@ -710,6 +723,7 @@ class CodeGraph:
             active_unknown=self._active_unknown(),
             trace_failures=self._trace_failures(),
             unpriced=self._unpriced(graph),
+            module_renames=self._module_renames(folded),
             flow=self._through_cores(flow, graph),
         )
 
@@ -737,6 +751,25 @@ class CodeGraph:
         for site in self.cores:
             edges = _rerouted(edges, site, nodes, holders)
         return tuple(dict.fromkeys(edges))
+
+    def _module_renames(self, folded: list[_Folded]) -> tuple[tuple[str, str], ...]:
+        """Each checkpoint module name that is not the path of the module holding its tensors, with that path
+        (``Graph.module_renames``), instance by instance and longest first: a release's names are its conversion
+        mapping's (MiniMax-M3's ``language_model.model.layers.2.self_attn.index_q_proj`` is the module
+        ``model.language_model.layers.2.self_attn.indexer.q_proj``), which the FLOP count looks modules up by. A
+        bank of experts is named up to its expert index."""
+        renames: dict[str, str] = {}
+        for entry in folded:
+            for instance in entry.instances:
+                for name in instance.tensors:
+                    segments = name.split(".")[:-1]
+                    if instance.path in self.banks:  # ``….experts.{expert}.w1.weight``: the bank is ``….experts``
+                        numbers = [i for i, segment in enumerate(segments) if segment.isdigit()]
+                        segments = segments[: numbers[1]] if len(numbers) > 1 else segments
+                    module = ".".join(segments)
+                    if module != instance.path:
+                        renames.setdefault(module, instance.path)
+        return tuple(sorted(renames.items(), key=lambda pair: (-len(pair[0]), pair[0])))
 
     # -- the data flow -----------------------------------------------------------------------------
 
@@ -1000,9 +1033,9 @@ class CodeGraph:
     # -- recurrent mixers ----------------------------------------------------------------------------
 
     def _recurrent_mixers(self) -> dict[str, list[_Mixer]]:
-        """Every gated delta net and Mamba2 mixer of the text model, by the template of its output projection: one
-        ``_Mixer`` per distinct set of sizes, with the layers that have it. Their sizes are the built module's
-        attributes, named by the config keys transformers reads them from."""
+        """Every gated delta net, Mamba2 mixer and lightning attention of the text model, by the template of its output
+        projection: one ``_Mixer`` per distinct set of sizes, with the layers that have it. Their sizes are the built
+        module's attributes, named by the config keys transformers reads them from."""
         found: dict[tuple[str, str, str, tuple[tuple[str, Size], ...]], list[int]] = {}
         for path, module in self.modules.items():
             kind = next((kind for kind, ends in MIXER_CLASSES.items() if module.class_name.endswith(ends)), None)
@@ -1029,6 +1062,18 @@ class CodeGraph:
         placement = layer_placement(layers) if layers else MODEL_LEVEL
         prefix = f"{group}."  # the mixer's own group: its nodes are named inside it
         z = mixer.sizes
+        if mixer.kind == "lightning":
+            lightning = lightning_nodes(
+                self.b,
+                prefix,
+                group=group,
+                placement=placement,
+                heads=z["heads"],
+                head_dim=z["head_dim"],
+                block_size=z["block_size"],
+            )
+            taken.update((lightning.core, lightning.state))
+            return
         if mixer.kind == "gated delta net":
             added = gated_delta_nodes(
                 self.b,
@@ -1058,6 +1103,47 @@ class CodeGraph:
         self.cores.append(
             _Site(group=group, core=added.core, states=(added.conv_state, added.state), convolution=added.convolution)
         )
+
+    # -- sparse attention's indexer --------------------------------------------------------------------
+
+    def _indexers(self) -> dict[str, list[_Mixer]]:
+        """Every lightning indexer of the text model, by the template of its key projection: one ``_Mixer`` per
+        distinct set of sizes, with the layers that have it, its sizes the built module's attributes."""
+        found: dict[tuple[str, str, tuple[tuple[str, Size], ...]], list[int]] = {}
+        for path, module in self.modules.items():
+            if not module.class_name.endswith(LIGHTNING_INDEXER) or _in_encoder(path):
+                continue
+            template = self._template(path)[0]
+            sizes = _sizes(INDEXER_SIZES, module)
+            key = f"{path}.k_proj"
+            if sizes is None or key not in self.modules:
+                self.unpriced_modules.append(f"{module.class_name} at {template} (its sizes are not attributes)")
+                continue
+            key_template, layer = self._template(key)
+            found.setdefault((key_template, template, sizes), []).append(-1 if layer is None else layer)
+        indexers: dict[str, list[_Mixer]] = {}
+        for (key, template, sizes), layers in found.items():
+            indexers.setdefault(key, []).append(
+                _Mixer(template=template, kind="indexer", sizes=dict(sizes), layers=[i for i in layers if i >= 0])
+            )
+        return indexers
+
+    def _indexer_nodes(self, indexer: _Mixer, group: str, taken: set[str]) -> None:
+        """The indexer's cached index keys and its scores, in the indexer's group."""
+        layers = sorted(indexer.layers)
+        z = indexer.sizes
+        added = indexer_nodes(
+            self.b,
+            f"{group}.",
+            group=group,
+            placement=layer_placement(layers) if layers else MODEL_LEVEL,
+            heads=z["heads"],
+            head_dim=z["head_dim"],
+            block_size=z["block_size"],
+            topk_blocks=z["topk_blocks"],
+            local_blocks=z["local_blocks"],
+        )
+        taken.update((added.cache, added.scores))
 
     # -- attention's core and its cache ---------------------------------------------------------------
 
@@ -1218,8 +1304,8 @@ class CodeGraph:
             if path is None or node.id in typed or _in_encoder(path):
                 continue
             owner = path.rsplit(".", 1)[0]
-            if (self._template(owner)[0], self.modules[owner].class_name) in self.typed_mixers:
-                continue  # a typed mixer's convolution weight: its convolution node prices it
+            if any((self._template(at)[0], self.modules[at].class_name) in self.typed_mixers for at in (path, owner)):
+                continue  # a typed mixer's convolution weight or decay tables: its nodes price them
             module = self.modules[path]
             # Vectors and scalars a module holds itself (biases, scales, sinks, decay rates) are multiplied
             # element-wise, which counts no FLOPs; a matrix or a kernel of no typed kind is what cannot be priced.
@@ -1424,7 +1510,7 @@ OUTPUT_NAMES = frozenset({"o_proj", "out_proj", "dense", "wo", "c_proj", "proj",
 """Names it gives the output projection."""
 
 
-MIXER_CLASSES = {"gated delta net": GATED_DELTA_NET, "Mamba2": MAMBA2_MIXER}
+MIXER_CLASSES = {"gated delta net": GATED_DELTA_NET, "Mamba2": MAMBA2_MIXER, "lightning": LIGHTNING_ATTENTION}
 """The recurrent mixers with nodes of their own, by the end of transformers' class name."""
 MIXER_SIZES = {
     "gated delta net": {
@@ -1441,17 +1527,42 @@ MIXER_SIZES = {
         "state_size": ("ssm_state_size", "ssm_state_size"),
         "conv_kernel": ("conv_kernel_size", "conv_kernel"),
     },
+    "lightning": {
+        "heads": ("num_attention_heads", "num_attention_heads"),
+        "head_dim": ("head_dim", "head_dim"),
+        "block_size": ("block_size", "block_size"),
+    },
 }
 """Each mixer's sizes: the helper's argument -> (the module's attribute, the config key transformers sets it from)."""
 
 
-def _mixer_sizes(kind: str, module: ModuleRecord) -> tuple[tuple[str, Size], ...] | None:
-    """The sizes a mixer's nodes are built from, read off the built module; None when one is missing."""
+INDEXER_SIZES = {
+    "heads": ("num_heads", "index_n_heads"),
+    "head_dim": ("head_dim", "index_head_dim"),
+    "block_size": ("block_size", "index_block_size"),
+    "topk_blocks": ("topk_blocks", "index_topk_blocks"),
+    "local_blocks": ("local_blocks", "index_local_blocks"),
+}
+"""The lightning indexer's sizes, as ``MIXER_SIZES`` (the config keys are MiniMax-M3's text config's, which it sets
+from ``sparse_attention_config``'s ``sparse_num_index_heads``, ``sparse_index_dim`` and so on)."""
+
+
+def _sizes(table: Mapping[str, tuple[str, str]], module: ModuleRecord) -> tuple[tuple[str, Size], ...] | None:
+    """The sizes ``table`` names, read off the built module; None when one is missing."""
     sizes: list[tuple[str, Size]] = []
-    for argument, (name, key) in MIXER_SIZES[kind].items():
+    for argument, (name, key) in table.items():
         if name not in module.sizes:
             return None
         sizes.append((argument, (module.sizes[name], key)))
+    return tuple(sizes)
+
+
+def _mixer_sizes(kind: str, module: ModuleRecord) -> tuple[tuple[str, Size], ...] | None:
+    """The sizes a mixer's nodes are built from, read off the built module; None when one is missing."""
+    found = _sizes(MIXER_SIZES[kind], module)
+    if found is None:
+        return None
+    sizes = list(found)
     if kind == "Mamba2":  # a chunk size is not a width: read off the config the mixer holds
         if "chunk_size" not in module.config_sizes:
             return None
@@ -1461,12 +1572,12 @@ def _mixer_sizes(kind: str, module: ModuleRecord) -> tuple[tuple[str, Size], ...
 
 @dataclass(slots=True, kw_only=True)
 class _Mixer:
-    """One set of sizes of a recurrent mixer, and the layers that have it."""
+    """One set of sizes of a recurrent mixer (or of a sparse-attention indexer), and the layers that have it."""
 
     template: str
     """The mixer module's path template."""
     kind: str
-    """``gated delta net`` or ``Mamba2``."""
+    """``gated delta net``, ``Mamba2``, ``lightning`` or ``indexer``."""
     sizes: dict[str, Size]
     """Its helper's size arguments."""
     layers: list[int]

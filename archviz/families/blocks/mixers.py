@@ -1,5 +1,7 @@
-"""The parameter-free work of the two mixers that are not attention: the gated delta net's linear attention
-(Qwen3-Next's and Qwen3.5's ``…GatedDeltaNet``) and Mamba2's selective state space (Nemotron-H's ``…Mamba2Mixer``).
+"""The parameter-free work of the mixers that are not softmax attention: the gated delta net's linear attention
+(Qwen3-Next's and Qwen3.5's ``…GatedDeltaNet``), Mamba2's selective state space (Nemotron-H's ``…Mamba2Mixer``) and
+MiniMax's lightning attention (``MiniMaxLightningAttention``, ``lightning_nodes``: no convolution, a state in the
+model's dtype).
 
 Each adds, into a group the caller opened, the nodes the cost model prices and the states the cache keeps: the short
 causal convolution (a parameter-free node over the ``conv1d`` weight that another node holds: the forward lends the
@@ -30,6 +32,8 @@ GATED_DELTA_NET = ("GatedDeltaNet",)
 """The gated delta net's class (``Qwen3NextGatedDeltaNet``, ``Qwen3_5MoeGatedDeltaNet``)."""
 MAMBA2_MIXER = ("Mamba2Mixer",)
 """Mamba2's mixer class (``NemotronHMamba2Mixer``)."""
+LIGHTNING_ATTENTION = ("LightningAttention",)
+"""MiniMax's lightning attention class (``MiniMaxLightningAttention``)."""
 DELTA_RULE_CHUNK = 64
 """The chunk ``torch_chunk_gated_delta_rule`` pads the prompt to (its ``chunk_size`` default, which the gated delta
 net never overrides)."""
@@ -257,3 +261,78 @@ def mamba2_nodes(
         sites=(statement(classes, "cache.get_recurrent_state("), statement(classes, "cache.update_recurrent_state(")),
     )
     return MixerNodes(convolution=convolution, conv_state=conv_state, core=core, state=recurrent)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LightningNodes:
+    """The ids of the nodes lightning attention's helper added, in forward order."""
+
+    core: str
+    """The block-wise linear attention (``OpKind.LIGHTNING``)."""
+    state: str
+    """Its state, the decayed sum of key × value per head (``OpKind.STATE``)."""
+
+
+def lightning_nodes(
+    b: GraphBuilder,
+    prefix: str,
+    *,
+    group: str,
+    placement: Placement,
+    heads: Size,
+    head_dim: Size,
+    block_size: Size,
+    part: Part = Part.MAIN,
+) -> LightningNodes:
+    """MiniMax's lightning attention over ``heads`` heads of ``head_dim`` (queries, keys and values split from
+    ``qkv_proj``), in blocks of ``block_size`` for a prompt and one token at a time against its state in decode, and
+    the state ``(B, heads, head width, head width)`` the cache keeps (``MiniMaxCache.linear_cache``), added to
+    ``group`` with ids ``prefix + lightning-attention`` and ``prefix + recurrent-state``. It has no convolution. Source:
+    transformers ``models/minimax`` (``MiniMaxLightningAttention``, ``MiniMaxCache``)."""
+    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
+    classes = LIGHTNING_ATTENTION
+    h, d = _dim(heads), _dim(head_dim)
+    state = shape("attn_weights_inter", BATCH, h, d, d)
+    core = scope.node(
+        "lightning-attention",
+        title="Lightning attention",
+        kind=NodeKind.OPERATOR,
+        code="torch.matmul(attn_weights_intra * current_diagonal_decay, current_value_states)",
+        summary=(
+            "Linear attention with a fixed decay per head: within each block of positions the queries' scores "
+            "against the block's keys, decayed by distance, times the values, plus the queries (decayed) against "
+            "the state of every earlier block; the state decays and adds the block's keys times its values. Decode "
+            "adds the new key times value to the decayed state and reads it with the query."
+        ),
+        inputs=[
+            shape("query_states", BATCH, h, POSITIONS, d),
+            shape("key_states", BATCH, h, POSITIONS, d),
+            shape("value_states", BATCH, h, POSITIONS, d),
+        ],
+        outputs=[shape("attn_output", BATCH, h, POSITIONS, d), state],
+        settings=[Setting(name="block size", value=str(block_size[0]), config_keys=(block_size[1],))],
+        claim=(
+            "Lightning attention scores queries against keys within blocks, decayed by distance, and carries a "
+            "decayed key × value state across blocks and decode steps."
+        ),
+        sites=(
+            statement(classes, "attn_weights_intra = torch.matmul("),
+            statement(classes, "current_attn_weights_inter = torch.matmul("),
+        ),
+        op=Op(kind=OpKind.LIGHTNING, chunk=block_size[0]),
+    )
+    recurrent = scope.node(
+        "recurrent-state",
+        title="Recurrent state",
+        kind=NodeKind.TENSOR,
+        code="cache.get_linear_cache(self.layer_idx)",
+        summary=(
+            "The layer's memory, a head width × head width matrix per head (the decayed sum of keys times values): "
+            "what a lightning attention layer caches instead of keys and values."
+        ),
+        outputs=[state],
+        claim="The recurrent state is carried between steps in the cache, the same size at every context length.",
+        sites=(statement(classes, "cache.get_linear_cache("), statement(classes, "cache.set_linear_cache(")),
+        op=Op(kind=OpKind.STATE),
+    )
+    return LightningNodes(core=core, state=recurrent)

@@ -1,0 +1,104 @@
+"""The parameter-free work of a sparse-attention indexer: MiniMax-M3's lightning indexer (``MiniMaxM3VLIndexer``).
+
+In a sparse layer the attention module holds an indexer whose ``q_proj`` and ``k_proj`` make a few index heads of
+queries and one index key per position. The indexer caches the index keys beside the layer's keys and values
+(``MiniMaxM3VLSparseCacheLayer.idx_keys``, ``(B, 1, positions, index width)``), scores every query's index heads
+against every cached index key in float32, takes each block of keys' best score, and keeps per index head the top
+blocks and the local ones. The attention it selects for is the caller's core: transformers' eager and SDPA paths
+turn the selection into a mask over the full score matrix (``build_block_mask``), so the core computes, and torch
+counts, every score whatever the selection keeps.
+
+Sizes come in as ``(value, config key)`` (``archviz.families.blocks.mixers.Size``), read off the built indexer.
+Source: transformers ``models/minimax_m3_vl`` (``MiniMaxM3VLIndexer.forward``, ``build_block_mask``,
+``MiniMaxM3VLSparseCacheLayer.update_index``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, POSITIONS, GraphBuilder, Scope, fixed, shape
+from archviz.families.blocks.mixers import Size
+from archviz.graph import Dim, NodeKind, Op, OpKind, Part, Placement, Setting
+from archviz.locators import Category, statement
+
+LIGHTNING_INDEXER = ("M3VLIndexer",)
+"""The lightning indexer's class (``MiniMaxM3VLIndexer``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexerNodes:
+    """The ids of the nodes the indexer's helper added, in forward order."""
+
+    cache: str
+    """The cached index keys (``OpKind.CACHE``)."""
+    scores: str
+    """The index scores and the block selection (``OpKind.INDEX_SCORES``)."""
+
+
+def _dim(size: Size) -> Dim:
+    value, key = size
+    return fixed(key, value, key)
+
+
+def indexer_nodes(
+    b: GraphBuilder,
+    prefix: str,
+    *,
+    group: str,
+    placement: Placement,
+    heads: Size,
+    head_dim: Size,
+    block_size: Size,
+    topk_blocks: Size,
+    local_blocks: Size,
+    part: Part = Part.MAIN,
+) -> IndexerNodes:
+    """The index key cache ``(B, 1, S, index width)`` and the index scores of ``heads`` index heads, added to
+    ``group`` with ids ``prefix + index-key-cache`` and ``prefix + index-scores``."""
+    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.ATTENTION)
+    classes = LIGHTNING_INDEXER
+    h, d = _dim(heads), _dim(head_dim)
+    one = Dim(symbol="1", label="dim", value=1)  # the one key head, a plain number
+    new_key = shape("idx_k", BATCH, one, POSITIONS, d)
+    cached = shape("idx_keys", BATCH, one, KEY_POSITIONS, d)
+    cache = scope.node(
+        "index-key-cache",
+        title="Index key cache",
+        kind=NodeKind.OPERATOR,
+        code="cache.layers[self.layer_idx].update_index(idx_k)",
+        summary=(
+            "Append this step's index keys (one head, shared by every index head) to the layer's cache and return "
+            "every cached position's."
+        ),
+        inputs=[new_key],
+        outputs=[cached],
+        claim="The indexer caches one index key per position beside the layer's keys and values.",
+        sites=(statement(classes, ".update_index("),),
+        op=Op(kind=OpKind.CACHE),
+    )
+    settings = [
+        Setting(name=name, value=str(size[0]), config_keys=(size[1],))
+        for name, size in (("block size", block_size), ("top blocks", topk_blocks), ("local blocks", local_blocks))
+    ]
+    scores = scope.node(
+        "index-scores",
+        title="Index scores and block selection",
+        kind=NodeKind.OPERATOR,
+        code="scores = torch.matmul(idx_q.float(), idx_k.float().transpose(-1, -2))",
+        summary=(
+            f"Score each query's index heads against every cached index key in float32, take each block of "
+            f"{block_size[1]} keys' best score, and keep per index head the {topk_blocks[1]} best blocks and the "
+            f"{local_blocks[1]} nearest; attention is masked to them (its eager and SDPA paths still score every key)."
+        ),
+        inputs=[shape("idx_q", BATCH, h, POSITIONS, d, dtype="float32"), cached],
+        outputs=[shape("block_indices", BATCH, h, POSITIONS, _dim(topk_blocks), dtype="int64")],
+        settings=settings,
+        claim=(
+            "The indexer scores every query's index heads against every cached index key and keeps the best "
+            "blocks of keys for attention."
+        ),
+        sites=(statement(classes, "torch.matmul("), statement(classes, ".topk(")),
+        op=Op(kind=OpKind.INDEX_SCORES),
+    )
+    return IndexerNodes(cache=cache, scores=scores)
