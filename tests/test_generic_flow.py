@@ -67,15 +67,37 @@ def test_qwen3_5_moe_edges_are_the_tensors_its_forward_passes(qwen: Graph) -> No
     # decoder layer's input_layernorm output.
     for projection in ("in-proj-qkv", "in-proj-z", "in-proj-b", "in-proj-a"):
         assert ("input-layernorm", f"linear-attn.{projection}") in edges
-    # causal_conv1d_fn(mixed_qkv, self.conv1d.weight…): the convolution's weights meet in_proj_qkv's output;
-    # ``F.softplus(a.float() + self.dt_bias)``: the module's own dt_bias meets in_proj_a's.
-    assert ("linear-attn.in-proj-qkv", "linear-attn.conv1d") in edges
-    assert ("linear-attn.in-proj-a", "linear-attn.dt-bias") in edges
-    # self.norm(core_attn_out, z): the gated norm reads the core's output (from q, k, v after the convolution, beta
-    # from b, g from dt_bias and A_log) and z; out_proj reads the norm.
-    for source in ("linear-attn.in-proj-z", "linear-attn.conv1d", "linear-attn.in-proj-b", "linear-attn.dt-bias"):
-        assert (source, "linear-attn.norm") in edges
+    # causal_conv1d_fn(mixed_qkv, self.conv1d.weight…): the convolution reads in_proj_qkv's output and conv1d's
+    # weight, and keeps its last positions; ``F.softplus(a.float() + self.dt_bias)``: g, from in_proj_a's output and
+    # the module's own dt_bias, and beta, from in_proj_b's, go into the delta rule with the convolved q, k and v.
+    assert {
+        ("linear-attn.in-proj-qkv", "linear-attn.short-conv"),
+        ("linear-attn.conv1d", "linear-attn.short-conv"),
+    } <= edges
+    assert ("linear-attn.short-conv", "linear-attn.conv-state") in edges
+    assert {source for source, target in edges if target == "linear-attn.delta-rule"} == {
+        "linear-attn.short-conv",
+        "linear-attn.in-proj-a",
+        "linear-attn.in-proj-b",
+        "linear-attn.dt-bias",
+    }
+    assert ("linear-attn.delta-rule", "linear-attn.recurrent-state") in edges
+    # self.norm(core_attn_out, z): the gated norm reads the core's output and z; out_proj reads the norm.
+    assert {source for source, target in edges if target == "linear-attn.norm"} == {
+        "linear-attn.delta-rule",
+        "linear-attn.in-proj-z",
+    }
     assert ("linear-attn.norm", "linear-attn.out-proj") in edges
+    # Qwen3_5MoeAttention.forward: keys and values (k after its norm) through the cache into attention's core with
+    # the normalised queries; q_proj's other half gates the core's output on its way to o_proj.
+    assert {source for source, target in edges if target == "self-attn.attention-core"} == {
+        "self-attn.q-norm",
+        "self-attn.kv-cache",
+    }
+    assert {source for source, target in edges if target == "self-attn.o-proj"} == {
+        "self-attn.attention-core",
+        "self-attn.q-proj",
+    }
     assert {source for source, target in edges if target == "linear-attn.out-proj"} == {"linear-attn.norm"}
     # Qwen3_5MoeDecoderLayer.forward: hidden_states = residual + hidden_states, then post_attention_layernorm.
     assert ("linear-attn.out-proj", "post-attention-layernorm") in edges
@@ -124,12 +146,15 @@ def test_gpt_oss_edges(tmp_path: Path) -> None:
     # GptOssAttention.forward: q_proj, k_proj, v_proj read the input norm's output.
     for projection in ("q-proj", "k-proj", "v-proj"):
         assert ("input-layernorm", f"self-attn.{projection}") in edges
-    # eager_attention_forward: the sinks are concatenated to q·kᵀ, the softmax's probabilities times v go to o_proj.
-    assert {("self-attn.q-proj", "self-attn.sinks"), ("self-attn.k-proj", "self-attn.sinks")} <= edges
-    assert {source for source, target in edges if target == "self-attn.o-proj"} == {
+    # eager_attention_forward: keys and values go through the cache, the sinks are concatenated to q·kᵀ inside
+    # attention's core, and the softmax's probabilities times v go to o_proj.
+    assert {("self-attn.k-proj", "self-attn.kv-cache"), ("self-attn.v-proj", "self-attn.kv-cache")} <= edges
+    assert {source for source, target in edges if target == "self-attn.attention-core"} == {
+        "self-attn.q-proj",
+        "self-attn.kv-cache",
         "self-attn.sinks",
-        "self-attn.v-proj",
     }
+    assert {source for source, target in edges if target == "self-attn.o-proj"} == {"self-attn.attention-core"}
     # GptOssMLP.forward: router_scores, router_indices = self.router(hidden_states); self.experts(hidden_states,
     # router_indices, router_scores).
     assert {("post-attention-layernorm", "mlp.router"), ("post-attention-layernorm", "mlp.experts")} <= edges

@@ -1633,8 +1633,13 @@ def _rerouted(
         cache = site.states[0]
         post = {e.target for e in edges if e.source in inside and e.target in inside and e.target not in holders}
         post -= {e.source for e in edges if e.target in post and e.source in inside}  # the output projection only
+        # A projection that also feeds another module on the way to the core (q_proj into q_norm) reaches the
+        # output projection past the core: a gate (Qwen3.5's gated attention), kept.
+        gates = {e.source for e in edges if e.source in inside and e.target in inside - post - holders}
         for e in edges:
-            if e.source in inside and (e.target in post or e.target in holders) and not e.from_input:
+            if e.target in post and e.source in gates:
+                kept.append(e)
+            elif e.source in inside and (e.target in post or e.target in holders) and not e.from_input:
                 side = e.source.rsplit(".", 1)[-1][:2] in ("k-", "v-")
                 kept.append(edge(e.source, cache if side and e.source not in holders else site.core, e.shape))
             else:
