@@ -14,10 +14,24 @@ The API (``archviz.api``)::
 Importing archviz imports neither torch nor transformers. Everything not listed in ``__all__`` is private.
 """
 
-from archviz.api import Cost, Diff, InputError, Model, ModelNode, Verdict, describe
+from typing import TYPE_CHECKING, Any
+
 from archviz.versions import installed_versions
+
+if TYPE_CHECKING:
+    from archviz.api import Cost, Diff, InputError, Model, ModelNode, Verdict, describe
 
 __version__ = installed_versions().archviz
 """archviz's version, as ``archviz --version`` prints it (the installed package's metadata)."""
 
 __all__ = ["Cost", "Diff", "InputError", "Model", "ModelNode", "Verdict", "describe"]
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names, imported on first use: the command line, which starts by importing this package, does
+    without them."""
+    if name in __all__:
+        from archviz import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'archviz' has no attribute {name!r}")

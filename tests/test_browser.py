@@ -312,24 +312,30 @@ def test_kimi_k25_diagram_with_its_vision_tower_has_no_overlapping_boxes_or_labe
     _assert_diagram_lays_out_apart(open_page, k25_site, width)
 
 
-# Each box and each drawn edge's two ends, in page pixels: where the edge's line starts and where its arrowhead points.
+# Each box, and each drawn edge's two ends in page pixels: where its line starts, and the tip of its arrowhead (the
+# head's corner farthest from where the line stops). The tip touches the box the edge enters, where the head's centre
+# can sit in the few pixels between two neighbouring boxes (Qwen3.5's in_proj_b and in_proj_z).
 _DRAWN_EDGES = """() => {
   const svg = document.querySelector('#diagram svg');
   const boxes = Array.from(svg.querySelectorAll('g.node')).map(g => {
     const r = (g.querySelector('polygon, ellipse, path') || g).getBoundingClientRect();
     return {id: g.id, input: g.classList.contains('input'), box: [r.left, r.top, r.right, r.bottom]};
   });
-  const onPage = (path, at) => {
-    const p = path.getPointAtLength(at);
-    const q = new DOMPoint(p.x, p.y).matrixTransform(path.getScreenCTM());
+  const onPage = (element, x, y) => {
+    const q = new DOMPoint(x, y).matrixTransform(element.getScreenCTM());
     return [q.x, q.y];
   };
   const edges = Array.from(svg.querySelectorAll('g.edge')).map(g => {
     const path = g.querySelector('path');
     const head = g.querySelector('polygon');
-    const r = head && head.getBoundingClientRect();
-    return {id: g.id, start: onPage(path, 0),
-            end: r ? [(r.left + r.right) / 2, (r.top + r.bottom) / 2] : onPage(path, path.getTotalLength())};
+    const first = path.getPointAtLength(0), last = path.getPointAtLength(path.getTotalLength());
+    let end = onPage(path, last.x, last.y);
+    if (head) {
+      const corners = Array.from(head.points, p => onPage(head, p.x, p.y));
+      end = corners.reduce((far, c) => Math.hypot(c[0] - end[0], c[1] - end[1]) >
+                                       Math.hypot(far[0] - end[0], far[1] - end[1]) ? c : far, end);
+    }
+    return {id: g.id, start: onPage(path, first.x, first.y), end};
   });
   return {boxes, edges};
 }"""

@@ -14,38 +14,19 @@ from archviz.pipeline import describe_model
 from archviz.site import write_site
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import _NATURAL_SCALE, REPO, _nearest_box, _reached, artifacts, browser, open_page  # noqa: F401
+from tests.test_browser import (  # noqa: F401
+    _DRAWN_EDGES,
+    _NATURAL_SCALE,
+    REPO,
+    _nearest_box,
+    _reached,
+    artifacts,
+    browser,
+    open_page,
+)
 from tests.test_released import tiny_qwen3_5
 
 RELEASED_QWEN = REPO / "tests" / "data" / "released" / "qwen3.5-35b-a3b"
-
-# Each box, and each drawn edge's two ends in page pixels: where its line starts, and the tip of its arrowhead (the
-# head's corner farthest from where the line stops). The tip touches the box the edge enters, where the head's centre
-# can sit in the few pixels between two neighbouring boxes (Qwen3.5's in_proj_b and in_proj_z).
-_DRAWN_EDGES = """() => {
-  const svg = document.querySelector('#diagram svg');
-  const boxes = Array.from(svg.querySelectorAll('g.node')).map(g => {
-    const r = (g.querySelector('polygon, ellipse, path') || g).getBoundingClientRect();
-    return {id: g.id, input: g.classList.contains('input'), box: [r.left, r.top, r.right, r.bottom]};
-  });
-  const onPage = (element, x, y) => {
-    const q = new DOMPoint(x, y).matrixTransform(element.getScreenCTM());
-    return [q.x, q.y];
-  };
-  const edges = Array.from(svg.querySelectorAll('g.edge')).map(g => {
-    const path = g.querySelector('path');
-    const head = g.querySelector('polygon');
-    const first = path.getPointAtLength(0), last = path.getPointAtLength(path.getTotalLength());
-    let end = onPage(path, last.x, last.y);
-    if (head) {
-      const corners = Array.from(head.points, p => onPage(head, p.x, p.y));
-      end = corners.reduce((far, c) => Math.hypot(c[0] - end[0], c[1] - end[1]) >
-                                       Math.hypot(far[0] - end[0], far[1] - end[1]) ? c : far, end);
-    }
-    return {id: g.id, start: onPage(path, first.x, first.y), end};
-  });
-  return {boxes, edges};
-}"""
 
 
 def _overview(site: Path) -> Path:
@@ -88,7 +69,7 @@ def test_every_drawn_box_of_a_generic_diagram_is_reached_from_an_input_along_dra
     assert [box["id"] for box in drawn["boxes"] if box["id"] not in _reached(inputs, links)] == []
     layer = "dfg-n-model.layers.linear-attn."
     assert (f"{layer}in-proj-qkv", f"{layer}in-proj-z") not in links
-    assert (f"{layer}in-proj-qkv", f"{layer}conv1d") in links
+    assert (f"{layer}in-proj-qkv", f"{layer}short-conv") in links and (f"{layer}conv1d", f"{layer}short-conv") in links
     residual = page.evaluate("document.querySelectorAll('#diagram g.edge.residual').length")
     assert residual > 0
     assert watch.clean(), watch

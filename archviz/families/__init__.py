@@ -17,16 +17,24 @@ from pathlib import Path
 
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
-from archviz.families import compressed, deepseek_v3, fbgemm, generic, gptq, kimi_k25, kimi_linear, llama, mxfp4
+from archviz.families import compressed, deepseek_v3, fbgemm, gptq, kimi_k25, kimi_linear, llama, mxfp4
 from archviz.families.blocks.builder import scale_format
 from archviz.families.omissions import unbuilt_mtp, unmodelled_quantization, unread_sub_configs, with_omissions
-from archviz.families.registry import Family
+from archviz.families.registry import GENERIC, Family
 from archviz.graph import Assumption, Graph, ModelInfo
 from archviz.modeltree import CodeReader
 from archviz.settings import Settings
 
 FAMILIES: tuple[Family, ...] = (deepseek_v3.FAMILY, kimi_k25.FAMILY, kimi_linear.FAMILY, *llama.FAMILIES)
 """The hand-written families, in the order they are tried."""
+
+
+def _generic_family(model_type: str) -> Family:
+    """The family that reads a graph off transformers' code, imported when a model needs it: a hand-written family's
+    commands do without it."""
+    from archviz.families import generic
+
+    return generic.family(model_type)
 
 
 def family_named(name: str) -> Family | None:
@@ -36,8 +44,8 @@ def family_named(name: str) -> Family | None:
 
 def family_for(model: ModelInfo) -> Family | None:
     """The family that built a graph, from its ``ModelInfo`` (the generic family for its model_type)."""
-    if model.family == generic.NAME:
-        return generic.family(model.transformers_model_type)
+    if model.family == GENERIC:
+        return _generic_family(model.transformers_model_type)
     return family_named(model.family)
 
 
@@ -79,7 +87,7 @@ def find_family(document: ConfigDocument, *, transformers_ships: Callable[[str],
         if transformers_ships(model_type):
             # No hand-written table, but transformers ships the modeling code: read the graph off it
             # (before the architecture fallback, which is for model_types transformers does not know).
-            return generic.family(model_type)
+            return _generic_family(model_type)
     architectures = [
         name
         for level in (document.data, document.settings)
@@ -152,7 +160,7 @@ def build_graph(
     graph, gptq_packing = gptq.pack_graph(graph, settings)
     packing = [*packing, *mxfp4_packing, *fbgemm_packing, *gptq_packing]
     # The generic family lists what transformers did not build from in its own build; the others are listed here.
-    omissions = [] if family.name == generic.NAME else _unread_parts(document, family, settings)
+    omissions = [] if family.name == GENERIC else _unread_parts(document, family, settings)
     graph = with_omissions(replace(graph, not_modelled=(*graph.not_modelled, *packing)), omissions)
     graph = with_omissions(graph, [*unmodelled_quantization(document, graph), *unbuilt_mtp(document, graph)])
     assumptions = [settings.assumed[key] for key in sorted(settings.assumed)]

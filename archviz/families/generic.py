@@ -58,7 +58,7 @@ from archviz.families.blocks.mixers import (
 )
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.omissions import unread_sub_configs, with_omissions
-from archviz.families.registry import Family
+from archviz.families.registry import GENERIC, Family
 from archviz.graph import (
     DataEdge,
     Dim,
@@ -94,7 +94,7 @@ from archviz.recipe import transformers_recipe
 from archviz.settings import LAYER_COUNT_KEYS, Settings
 from archviz.words import first_free
 
-NAME = "generic"
+NAME = GENERIC
 
 # Sizes of the traced passes. Odd, distinct numbers so that a traced size can be read back as a symbol:
 # 3 is B, 7 is T (1 in decode), 21 is B·T, and a key axis of 7 in prefill and PAST + 1 in decode is S.
