@@ -319,7 +319,8 @@ _DRAWN_EDGES = """() => {
   const svg = document.querySelector('#diagram svg');
   const boxes = Array.from(svg.querySelectorAll('g.node')).map(g => {
     const r = (g.querySelector('polygon, ellipse, path') || g).getBoundingClientRect();
-    return {id: g.id, input: g.classList.contains('input'), box: [r.left, r.top, r.right, r.bottom]};
+    return {id: g.id, input: g.classList.contains('input'), learned: g.classList.contains('node-learned'),
+            box: [r.left, r.top, r.right, r.bottom]};
   });
   const onPage = (element, x, y) => {
     const q = new DOMPoint(x, y).matrixTransform(element.getScreenCTM());

@@ -66,8 +66,12 @@ def test_every_drawn_box_of_a_generic_diagram_is_reached_from_an_input_along_dra
         links.append((source, target))
     inputs = {box["id"] for box in drawn["boxes"] if box["input"]}
     assert inputs == {"dfg-n-input.input_ids"}
-    assert [box["id"] for box in drawn["boxes"] if box["id"] not in _reached(inputs, links)] == []
     layer = "dfg-n-model.layers.linear-attn."
+    # Boxes that only lend their tensors to a core (conv1d's weight to the convolution, dt_bias to the delta rule)
+    # are drawn with edges out and none in: they start a path as the inputs do.
+    lenders = {box["id"] for box in drawn["boxes"] if box["learned"]} - {target for _, target in links}
+    assert lenders == {f"{layer}conv1d", f"{layer}dt-bias"}
+    assert [box["id"] for box in drawn["boxes"] if box["id"] not in _reached(inputs | lenders, links)] == []
     assert (f"{layer}in-proj-qkv", f"{layer}in-proj-z") not in links
     assert (f"{layer}in-proj-qkv", f"{layer}short-conv") in links and (f"{layer}conv1d", f"{layer}short-conv") in links
     residual = page.evaluate("document.querySelectorAll('#diagram g.edge.residual').length")
