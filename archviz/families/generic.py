@@ -386,6 +386,8 @@ class CodeGraph:
         self.typed_mixers: set[tuple[str, str]] = set()
         """Template and class of the gated delta nets, Mamba2 mixers and lightning attentions whose work has nodes of
         their own."""
+        self.trace_outputs = set(trace.prefill)
+        """Module paths the traced prefill pass recorded an output for."""
         self.node_paths: dict[str, str] = {}
         """Node id -> the module path of its first instance."""
         self._tiers: dict[str, list[list[Dim]]] = {}
@@ -414,6 +416,20 @@ class CodeGraph:
             shared = [aliases[prefix + p.name] for p in module.parameters if prefix + p.name in aliases]
             state = {**own, **{prefix + b.name: b for b in module.buffers}}
             if not state and not shared:
+                if self._is_activation(path, module):  # a parameter-free operator of an MLP: a node of its own
+                    template, layer = self._template(path)
+                    instances.append(
+                        _Instance(
+                            path=path,
+                            template=template,
+                            layer=layer,
+                            class_name=module.class_name,
+                            own=(),
+                            is_container=False,
+                            tensors={},
+                            shares_with=None,
+                        )
+                    )
                 continue
             dtypes = {name: tensor.dtype for name, tensor in state.items()}
             fallback = next(iter(dtypes.values()), self.b.dtype)
@@ -448,6 +464,16 @@ class CodeGraph:
             )
             self.unattributed = missing
         return instances
+
+    def _is_activation(self, path: str, module: ModuleRecord) -> bool:
+        """Whether a module is an activation function an MLP calls between its projections (``act_fn``): a torch
+        activation layer or transformers' ``…Activation`` class, holding nothing, that the traced forward ran, in a
+        module that is not itself a node (an experts bank applies its own inside its kernel)."""
+        if "." not in path or path not in self.trace_outputs or module.children:
+            return False
+        activation = module.nn_class in ACTIVATION_LAYERS or module.class_name.endswith("Activation")
+        parent = self.modules[path.rsplit(".", 1)[0]]
+        return activation and not parent.parameters and _role(path.rsplit(".", 2)[-2], parent.class_name) == "MLP"
 
     def _fold(self, instances: list[_Instance]) -> list[_Folded]:
         """One ``_Folded`` per template and signature (class, checkpoint rows, tie), instances in tree order."""
@@ -992,10 +1018,13 @@ class CodeGraph:
         summary = self._summary(entry, known)
         if shares is not None:
             summary = summary[:-1] + f"; its tied weight is {shares}'s, counted there."
+        if not entry.rows and not instance.is_container:  # an activation: computes, holds nothing
+            code = f"self.{attr}(…)"
+            summary = f"Apply the {instance.class_name} activation to each element (no FLOPs counted)."
         b.node(
             id,
             title=title,
-            kind=NodeKind.LEARNED,
+            kind=NodeKind.LEARNED if entry.rows else NodeKind.OPERATOR,
             code=code,
             summary=summary,
             group=group,
@@ -1426,10 +1455,12 @@ class CodeGraph:
                 "shapes each node received."
             )
         self.notes.append(
-            "Only modules that own parameters or saved buffers are nodes: parameter-free operators (activations, "
-            "attention's core, residual additions) and the tensor states between them are not shown; an edge is a "
-            "tensor that passed from one node to the other in the traced prefill pass, through whatever "
-            "parameter-free operations lie between them."
+            "Nodes are the modules that hold parameters or saved buffers, an MLP's activation, and the "
+            "parameter-free work archviz types from the built modules: attention's core and its KV cache, a "
+            "recurrent mixer's convolution, recurrence or scan and their states. An edge is a tensor that passed "
+            "from one node to the other in the traced prefill pass, through whatever other parameter-free operations "
+            "lie between them (rotary embedding, gating, reshapes); residual additions are the dashed edges, not "
+            "nodes."
         )
         self.notes.append(
             "A size is named after what sizes it in the code: an integer attribute of its module or of a module "
@@ -1502,6 +1533,8 @@ class CodeGraph:
         return Ffn.NONE
 
 
+ACTIVATION_LAYERS = frozenset({"SiLU", "GELU", "ReLU", "Tanh", "Sigmoid", "Mish", "LeakyReLU", "ELU", "Softplus"})
+"""torch's activation layers an MLP may hold as its ``act_fn``."""
 QUERY_NAMES = frozenset({"q_proj", "qkv_proj", "query", "qkv", "wq", "wqkv", "Wqkv", "c_attn", "query_key_value"})
 """Names transformers gives an attention module's query (or fused query-key-value) projection."""
 LINEAR_ATTENTION_WORDS = ("linear", "lightning", "deltanet", "mamba", "recurrent", "retention", "rwkv")
