@@ -958,6 +958,9 @@ GENERIC_OWNERS: dict[str, dict[str, tuple[str, str]]] = {
         "lm-head": ("GptOssForCausalLM", "lm_head"),
     },
 }
+# The parameter-free operators added beside the modules, in forward order (BERT's attention has no output projection
+# of its own, so no core is typed there).
+GENERIC_OPERATORS = {"gpt-oss-20b": ["model.layers.self-attn.kv-cache", "model.layers.self-attn.attention-core"]}
 # Generic entries transformers' file does not have, with a phrase of the reason: none for these two.
 GENERIC_ABSENT: dict[str, str] = {}
 GENERIC_CASES = [(name, id) for name, owners in GENERIC_OWNERS.items() for id in owners]
@@ -972,9 +975,15 @@ def generic_graph(name: str, published: dict[str, Path]) -> tuple[Graph, SourceF
 @pytest.mark.parametrize("name", GENERIC_OWNERS)
 def test_generic_graphs_have_the_listed_nodes(name: str, published: dict[str, Path]) -> None:
     graph, source = generic_graph(name, published)
-    assert [node.id for node in graph.nodes] == list(GENERIC_OWNERS[name])
+    learned = [node.id for node in graph.nodes if node.kind is NodeKind.LEARNED]
+    assert learned == list(GENERIC_OWNERS[name])
+    operators = [node.id for node in graph.nodes if node.kind is not NodeKind.LEARNED]
+    assert operators == GENERIC_OPERATORS.get(name, [])
     nodes, groups = generic_locators(graph, source)
-    assert list(nodes) == list(GENERIC_OWNERS[name])
+    assert list(nodes) == [node.id for node in graph.nodes]
+    built = {node.id: node.locate for node in graph.nodes}
+    for id in operators:  # built with their own locators: the statements of the attention's forward
+        assert nodes[id] is built[id] and all(find_site(site, source) for site in nodes[id].sites), id
     assert list(groups) == [group.id for group in graph.groups]
 
 
@@ -1008,8 +1017,10 @@ def test_generic_configs_are_located_in_full(name: str, published: dict[str, Pat
     sources = docs.sources
     assert coverage(sources) == Coverage(located=len(docs.graph.nodes), total=len(docs.graph.nodes), unlocated=())
     assert sources.file.path == f"modeling_{docs.graph.model.transformers_model_type}.py"
-    for id, node in sources.nodes.items():
-        assert any(ref.role is Role.DEFINITION for ref in node.refs), id
+    kinds = {node.id: node.kind for node in docs.graph.nodes}
+    for id, node in sources.nodes.items():  # a module where it is built; an operator where the forward runs it
+        wanted = Role.DEFINITION if kinds[id] is NodeKind.LEARNED else Role.USE
+        assert any(ref.role is wanted for ref in node.refs), id
     assert set(sources.groups) == {group.id for group in docs.graph.groups}
     # A generic graph's groups are module classes: their claims are not the decoder stack's composed ones.
     model = sources.groups["model"][0]

@@ -77,7 +77,7 @@ from archviz.graph import (
     Shape,
     TensorRow,
 )
-from archviz.locators import Category, Locator, Role, attribute, method
+from archviz.locators import Category, Locator, Role, attribute, function, method, statement
 from archviz.modeltree import (
     EXPERT_COUNT_ATTRIBUTES,
     TOP_K_ATTRIBUTES,
@@ -386,6 +386,8 @@ class CodeGraph:
         self.typed_mixers: set[tuple[str, str]] = set()
         """Template and class of the gated delta nets, Mamba2 mixers and lightning attentions whose work has nodes of
         their own."""
+        self.activations: set[str] = set()
+        """Module paths of the activations that are nodes (``_is_activation``)."""
         self.trace_outputs = set(trace.prefill)
         """Module paths the traced prefill pass recorded an output for."""
         self.node_paths: dict[str, str] = {}
@@ -417,6 +419,7 @@ class CodeGraph:
             state = {**own, **{prefix + b.name: b for b in module.buffers}}
             if not state and not shared:
                 if self._is_activation(path, module):  # a parameter-free operator of an MLP: a node of its own
+                    self.activations.add(path)
                     template, layer = self._template(path)
                     instances.append(
                         _Instance(
@@ -1018,13 +1021,13 @@ class CodeGraph:
         summary = self._summary(entry, known)
         if shares is not None:
             summary = summary[:-1] + f"; its tied weight is {shares}'s, counted there."
-        if not entry.rows and not instance.is_container:  # an activation: computes, holds nothing
-            code = f"self.{attr}(…)"
+        activation = instance.path in self.activations
+        if activation:  # computes, holds nothing
             summary = f"Apply the {instance.class_name} activation to each element (no FLOPs counted)."
         b.node(
             id,
             title=title,
-            kind=NodeKind.LEARNED if entry.rows else NodeKind.OPERATOR,
+            kind=NodeKind.OPERATOR if activation else NodeKind.LEARNED,
             code=code,
             summary=summary,
             group=group,
@@ -1179,7 +1182,7 @@ class CodeGraph:
     def _attention_cores(self) -> dict[str, list[_Core]]:
         """Every softmax-attention module of the text model, by the template of its output projection: one
         ``_Core`` per distinct shape of its heads and window, with the layers that have it."""
-        found: dict[tuple[str, str, tuple[Dim, Dim, Dim, Dim]], dict[int, int | None]] = {}
+        found: dict[tuple[str, str, str, tuple[Dim, Dim, Dim, Dim]], dict[int, int | None]] = {}
         for path, module in self.modules.items():
             output = self._output_projection(path, module)
             if output is None or _in_encoder(path):
@@ -1189,10 +1192,10 @@ class CodeGraph:
                 self.unpriced_modules.append(f"{module.class_name} at {path} (its head counts are not attributes)")
                 continue
             template, layer = self._template(output)
-            at = found.setdefault((template, self._template(path)[0], heads), {})
+            at = found.setdefault((template, self._template(path)[0], module.class_name, heads), {})
             at[-1 if layer is None else layer] = module.sliding_window
         cores: dict[str, list[_Core]] = {}
-        for (output, template, heads), windows in found.items():
+        for (output, template, class_name, heads), windows in found.items():
             # One core per shape of heads: its windowed layers share one window, else one core per window.
             sizes = sorted({window for window in windows.values() if window is not None})
             if len(sizes) <= 1:
@@ -1209,6 +1212,7 @@ class CodeGraph:
                 cores.setdefault(output, []).append(
                     _Core(
                         template=template,
+                        class_name=class_name,
                         heads=heads,
                         window=window,
                         windowed=[i for i in layers if i >= 0 and windows[i] is not None],
@@ -1292,7 +1296,13 @@ class CodeGraph:
             self._id(f"{core.template}.kv-cache", taken),
             title=f"{prefix}KV cache{which}",
             kind=NodeKind.OPERATOR,
-            code="past_key_values.update(key_states, value_states, self.layer_idx)",
+            code="cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)",
+            locate=Locator(
+                claim=f"{core.class_name} appends each step's keys and values to the layer's cache in its forward "
+                "pass.",
+                category=Category.ATTENTION,
+                sites=(statement((core.class_name,), ".update(key_states, value_states"),),
+            ),
             summary=f"Append this step's keys and values to the layer's cache and return every cached position"
             f"{window}.",
             group=group,
@@ -1306,6 +1316,12 @@ class CodeGraph:
             title=f"{prefix}attention core{which}",
             kind=NodeKind.OPERATOR,
             code="attention_interface(self, query_states, key_states, value_states, attention_mask, …)",
+            locate=Locator(
+                claim=f"{core.class_name} scores queries against the cached keys, takes the softmax and mixes the "
+                "values through the attention interface the config selects (eager_attention_forward in this file).",
+                category=Category.ATTENTION,
+                sites=(statement((core.class_name,), "attention_interface("), function("eager_attention_forward")),
+            ),
             summary=(
                 "Score each query head against the cached keys of its key/value head"
                 + (" within the sliding window" if core.window else "")
@@ -1636,6 +1652,8 @@ class _Core:
 
     template: str
     """The attention module's path template."""
+    class_name: str
+    """The attention module's class."""
     heads: tuple[Dim, Dim, Dim, Dim]
     """Query heads, key/value heads, query/key width, value width."""
     window: int | None
@@ -1648,9 +1666,7 @@ class _Core:
     """How many shapes the attention module has across its layers (titles say the layers when more than one)."""
 
 
-def _rerouted(
-    edges: list[DataEdge], site: _Site, nodes: Mapping[str, Node], holders: frozenset[str]
-) -> list[DataEdge]:
+def _rerouted(edges: list[DataEdge], site: _Site, nodes: Mapping[str, Node], holders: frozenset[str]) -> list[DataEdge]:
     """``edges`` with those inside ``site``'s group passed through its core (``CodeGraph._through_cores``);
     ``holders`` are the nodes of tensors a mixer holds itself and uses inside its core (sinks, ``dt_bias``)."""
     inside = {id for id, node in nodes.items() if node.group == site.group}
@@ -1881,8 +1897,9 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def locators(graph: Graph, source: SourceFile) -> tuple[dict[str, Locator], dict[str, Locator]]:
     """Locators for a generic graph's nodes and groups, read off their module paths.
 
-    A node stands for ``self.<attribute>`` of the module class that owns it (its code, ``self.q_proj``, is
-    its module path's last component; a module holding parameters besides its children names those). The
+    A node built with a locator keeps it. Any other node stands for ``self.<attribute>`` of the module class that
+    owns it (its code, ``self.q_proj``, is its module path's last component; a module holding parameters besides
+    its children names those). The
     owner is its group's class when the node sits directly in its parent module's group, else the only
     class of ``source`` whose ``__init__`` assigns the attribute; the sites are that assignment and its
     uses in ``forward`` (and the methods ``forward`` calls). A node whose owner the file does not define,
@@ -1890,7 +1907,11 @@ def locators(graph: Graph, source: SourceFile) -> tuple[dict[str, Locator], dict
     """
     built = class_attributes(source)
     groups = {group.id: group for group in graph.groups}
-    nodes = {node.id: _generic_node_locator(node, groups, built, source) for node in graph.nodes}
+    nodes = {
+        # A node built with its own locator (attention's core, a mixer's recurrence) keeps it.
+        node.id: node.locate or _generic_node_locator(node, groups, built, source)
+        for node in graph.nodes
+    }
     group_locators = {
         group.id: locator
         for group in graph.groups

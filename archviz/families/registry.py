@@ -33,6 +33,7 @@ it (or the key is None: a key the family does not have)."""
 GENERIC = "generic"
 """The name of the family that reads a graph off transformers' code (``archviz.families.generic``)."""
 
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigWords:
     """What a family's own keys add to the sentence that describes a released configuration (``archviz.claims``).
