@@ -84,6 +84,7 @@ def witness_cost(module: nn.Module, *, batch: int, prompt: int, context: int) ->
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from archviz import transformers_internals as internals
     from archviz.tracing import eval_mode, experts_kernel
 
     device = next((p.device for p in module.parameters()), torch.device("meta"))
@@ -96,7 +97,14 @@ def witness_cost(module: nn.Module, *, batch: int, prompt: int, context: int) ->
             output = call()
         return _own_flops(counter, type(module).__name__), output
 
-    with torch.no_grad(), eval_mode(module), experts_kernel(module, "batched_mm") as experts:
+    with (
+        torch.no_grad(),
+        eval_mode(module),
+        experts_kernel(module, "batched_mm") as experts,
+        # Gemma-4's multimodal model builds its masks before its language model makes the cache, so transformers
+        # checks the position ids for packed sequences, a value meta tensors do not have (as in the shape trace).
+        internals.no_packed_sequences_on_meta(),
+    ):
         # With a cache the model numbers positions from its length; without one it inspects the position ids
         # for packed sequences, which reads a value meta tensors do not have. The new cache is dropped.
         prefill, _ = counted(lambda: module(input_ids=tokens(prompt), use_cache=True))

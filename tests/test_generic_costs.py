@@ -105,3 +105,19 @@ def assert_costs_witnessed(folder: Path) -> None:
     assert (document["flops"]["prefill"], document["flops"]["decode"]) == (prefill, decode)
     # The witness's cache holds S + 1 positions after the decode step.
     assert cost_json(folder, context=CONTEXT + 1)["cache"]["bytes_at_context"] == held
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_check_witnesses_generic_costs_with_the_flop_count_and_the_cache_object(name: str, tmp_path: Path) -> None:
+    """`archviz check` runs both cost legs on each architecture (Gemma-4's included, whose masks are built before its
+    cache) and they agree; they are the only legs independent of the graph, and the report says so."""
+    folder = folder_for(TINY[name].config(), tmp_path)
+    result = runner.invoke(app, ["check", str(folder), "--json"])
+    report = json.loads(result.stdout)
+    legs = {leg["name"]: leg for leg in report["legs"]}
+    assert result.exit_code in (0, 3) and report["outcome"] in ("agree", "partial"), result.stdout[-2000:]
+    assert legs["FLOP count"]["status"] == legs["cache object"]["status"] == "ran"
+    independent = {
+        name for name, leg in legs.items() if leg["status"] == "ran" and "analytic graph" in leg["independent_of"]
+    }
+    assert independent == {"FLOP count", "cache object"}
