@@ -185,6 +185,12 @@ CLASS_SUMMARIES: tuple[ClassSummary, ...] = (
         input_rule="lookup",
     ),
     ClassSummary(
+        suffix="RMSNormGated",
+        summary="Normalize each vector to unit root-mean-square, rescale it with a learned scale and multiply it by "
+        "the activated gate it is given.",
+        input_rule="same",
+    ),
+    ClassSummary(
         suffix="RMSNorm",
         summary="Normalize each vector to unit root-mean-square and rescale it with a learned scale.",
         input_rule="same",
@@ -389,6 +395,8 @@ class CodeGraph:
         self.activations: set[str] = set()
         """Module paths of the activations that are nodes (``_is_activation``)."""
         self.trace_outputs = set(trace.prefill)
+        self.trace_order = {path: position for position, path in enumerate(trace.prefill)}
+        """Module path -> when the traced prefill pass recorded its output."""
         """Module paths the traced prefill pass recorded an output for."""
         self.node_paths: dict[str, str] = {}
         """Node id -> the module path of its first instance."""
@@ -686,10 +694,24 @@ class CodeGraph:
         )
         folded = self._fold(self._instances())
         self._find_banks()
-        order = {path: position for position, path in enumerate(self.trace.prefill)}
+        order = self.trace_order
         unvisited = len(order)
         tree = {path: position for position, path in enumerate(self.modules)}
-        folded.sort(key=lambda e: (order.get(e.first.path, unvisited), tree[e.first.path]))
+
+        def position(path: str) -> tuple[int, int, int]:
+            """Where a module ran; one the forward never called (``conv1d``, whose weight a function reads) sits
+            after its first sibling that ran."""
+            if path in order:
+                return order[path], 0, tree[path]
+            parent = path.rsplit(".", 1)[0] if "." in path else ""
+            siblings = (
+                [order[f"{parent}.{name}"] for name in self.modules[parent].children if f"{parent}.{name}" in order]
+                if path
+                else []
+            )
+            return (min(siblings), 1, tree[path]) if siblings else (unvisited, 0, tree[path])
+
+        folded.sort(key=lambda e: position(e.first.path))
         taken: set[str] = {"model"}
         groups: dict[tuple[str, str], str] = {}
         node_of_path: dict[str, str] = {}
@@ -1080,6 +1102,10 @@ class CodeGraph:
                 self.unpriced_modules.append(f"{module.class_name} at {template} (its sizes are not attributes)")
                 continue
             self.typed_mixers.add((template, module.class_name))
+            # Its work runs after its input projections and before whatever of it the forward calls next (a gated
+            # norm, else the output projection): its nodes go before that module's.
+            if kind != "lightning":
+                output = f"{path}.{self._next_call(template, module)}"
             out_template, layer = self._template(output)
             found.setdefault((out_template, template, kind, sizes), []).append(-1 if layer is None else layer)
         mixers: dict[str, list[_Mixer]] = {}
@@ -1088,6 +1114,18 @@ class CodeGraph:
                 _Mixer(template=template, kind=kind, sizes=dict(sizes), layers=[i for i in layers if i >= 0])
             )
         return mixers
+
+    def _next_call(self, template: str, module: ModuleRecord) -> str:
+        """The child of a recurrent mixer the forward calls first after its input projections (a gated norm, else
+        the output projection), read off the instances of its template that the trace ran."""
+        names = [name for name in module.children if not name.startswith(("in_proj", "conv"))]
+        for path, other in self.modules.items():
+            if self._template(path)[0] != template or other.class_name != module.class_name:
+                continue
+            traced = [name for name in names if f"{path}.{name}" in self.trace_order]
+            if traced:
+                return min(traced, key=lambda name: self.trace_order[f"{path}.{name}"])
+        return "out_proj"
 
     def _mixer_nodes(self, mixer: _Mixer, group: str, taken: set[str]) -> None:
         layers = sorted(mixer.layers)
@@ -1690,7 +1728,7 @@ def _rerouted(edges: list[DataEdge], site: _Site, nodes: Mapping[str, Node], hol
                 kept.append(e)
             elif e.source in inside and (e.target in post or e.target in holders) and not e.from_input:
                 side = e.source.rsplit(".", 1)[-1][:2] in ("k-", "v-")
-                kept.append(edge(e.source, cache if side and e.source not in holders else site.core, e.shape))
+                kept.append(edge(e.source, cache if side and e.source not in holders else site.core, out(e.source)))
             else:
                 kept.append(e)
         kept.append(edge(cache, site.core, out(cache)))
@@ -1703,15 +1741,15 @@ def _rerouted(edges: list[DataEdge], site: _Site, nodes: Mapping[str, Node], hol
     feeds_convolution = {e.source for e in edges if e.target in weights}
     for e in edges:
         if e.target in weights:  # into conv1d: into the convolution, which reads conv1d's weight
-            kept.append(edge(e.source, convolution, e.shape))
+            kept.append(edge(e.source, convolution, out(e.source)))
         elif e.source in weights and e.target in after | holders:
             continue  # the convolution's output: into the core, drawn below
-        elif e.target in holders:  # a tensor the mixer holds meets the data: inside the core
-            kept.append(edge(e.source, site.core, e.shape))
-        elif e.source in holders and e.target in after:
-            kept.append(edge(e.source, site.core, None))
-        elif e.target in after and e.source in inside and e.source not in feeds_convolution and "-z" not in e.source:
-            kept.append(edge(e.source, site.core, e.shape))
+        elif (
+            e.target in holders  # a tensor the mixer holds meets the data: inside the core
+            or (e.source in holders and e.target in after)  # ... and what it made reaches past the core
+            or (e.target in after and e.source in inside and e.source not in feeds_convolution and "-z" not in e.source)
+        ):  # a projection's output that reaches the post-core modules only through the core (beta, g)
+            kept.append(edge(e.source, site.core, out(e.source)))
         else:
             kept.append(e)
     kept.extend(edge(weight, convolution, out(weight)) for weight in sorted(weights))
