@@ -173,9 +173,27 @@ def _module_names(distribution: importlib.metadata.Distribution) -> dict[str, st
         path = _transformers_file(distribution, relative)
         if path is None:
             continue
-        for node in ast.parse(_decode(_read_bytes(path), relative)).body:
+        for node in _statements_naming(_decode(_read_bytes(path), relative), _MODULE_NAME_TABLE):
             names.update(_table_entries(node))
     return names
+
+
+def _statements_naming(text: str, name: str) -> list[ast.stmt]:
+    """The top-level statements of ``text`` that start with ``name``, parsed alone (a statement runs to the next
+    line that starts at column 0 and does not close a bracket); the whole file when one of them does not parse."""
+    lines = text.splitlines()
+    found: list[ast.stmt] = []
+    for start, line in enumerate(lines):
+        if not line.startswith(name):
+            continue
+        end = start + 1
+        while end < len(lines) and (not lines[end][:1].strip() or lines[end][:1] in ")]}"):
+            end += 1
+        try:
+            found.extend(ast.parse("\n".join(lines[start:end])).body)
+        except SyntaxError:
+            return ast.parse(text).body
+    return found
 
 
 def _table_entries(node: ast.stmt) -> dict[str, str]:
