@@ -101,12 +101,12 @@ def witness_cost(module: nn.Module, *, batch: int, prompt: int, context: int) ->
         torch.no_grad(),
         eval_mode(module),
         experts_kernel(module, "batched_mm") as experts,
-        # Gemma-4's multimodal model builds its masks before its language model makes the cache, so transformers
-        # checks the position ids for packed sequences, a value meta tensors do not have (as in the shape trace).
+        # Without a cache transformers inspects the position ids for packed sequences, a value meta tensors do not
+        # have; Gemma-4's multimodal model builds its masks before its language model makes the cache, so the check
+        # answers "not packed" on meta tensors, as in the shape trace.
         internals.no_packed_sequences_on_meta(),
     ):
-        # With a cache the model numbers positions from its length; without one it inspects the position ids
-        # for packed sequences, which reads a value meta tensors do not have. The new cache is dropped.
+        # With a cache the model numbers positions from its length. The new cache is dropped.
         prefill, _ = counted(lambda: module(input_ids=tokens(prompt), use_cache=True))
         filled = module(input_ids=tokens(context), use_cache=True)
         # transformers 5 calls the cache ``cache`` (``past_key_values`` before, still accepted with a warning).

@@ -394,7 +394,6 @@ class CodeGraph:
         their own."""
         self.activations: set[str] = set()
         """Module paths of the activations that are nodes (``_is_activation``)."""
-        self.trace_outputs = set(trace.prefill)
         self.trace_order = {path: position for position, path in enumerate(trace.prefill)}
         """Module path -> when the traced prefill pass recorded its output."""
         """Module paths the traced prefill pass recorded an output for."""
@@ -480,7 +479,7 @@ class CodeGraph:
         """Whether a module is an activation function an MLP calls between its projections (``act_fn``): a torch
         activation layer or transformers' ``…Activation`` class, holding nothing, that the traced forward ran, in a
         module that is not itself a node (an experts bank applies its own inside its kernel)."""
-        if "." not in path or path not in self.trace_outputs or module.children:
+        if "." not in path or path not in self.trace_order or module.children:
             return False
         activation = module.nn_class in ACTIVATION_LAYERS or module.class_name.endswith("Activation")
         parent = self.modules[path.rsplit(".", 1)[0]]
@@ -1371,7 +1370,7 @@ class CodeGraph:
             placement=placement,
             op=Op(kind=OpKind.ATTENTION, window=core.window, windowed_layers=windowed),
         )
-        self.cores.append(_Site(group=group, core=core_id, states=(cache_id,), attention=True))
+        self.cores.append(_Site(group=group, core=core_id, states=(cache_id,)))
 
     def _unpriced(self, graph: Graph) -> tuple[str, ...]:
         """What the cost model cannot price: every text module that holds a matrix or a kernel of no kind typed here
@@ -1679,9 +1678,8 @@ class _Site:
     core: str
     states: tuple[str, ...]
     """The KV cache (attention), or the convolution's and the recurrence's states."""
-    attention: bool = False
     convolution: str | None = None
-    """A recurrent mixer's convolution node."""
+    """A recurrent mixer's convolution node; None for attention."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -1716,7 +1714,7 @@ def _rerouted(edges: list[DataEdge], site: _Site, nodes: Mapping[str, Node], hol
         return nodes[id].outputs[0] if nodes[id].outputs else None
 
     kept: list[DataEdge] = []
-    if site.attention:
+    if site.convolution is None:  # attention: its KV cache feeds its core
         cache = site.states[0]
         post = {e.target for e in edges if e.source in inside and e.target in inside and e.target not in holders}
         post -= {e.source for e in edges if e.target in post and e.source in inside}  # the output projection only

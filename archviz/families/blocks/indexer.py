@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, POSITIONS, GraphBuilder, Scope, fixed, shape
-from archviz.families.blocks.mixers import Size
+from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, POSITIONS, GraphBuilder, Scope, shape
+from archviz.families.blocks.mixers import Size, keyed
 from archviz.graph import Dim, NodeKind, Op, OpKind, Part, Placement, Setting
 from archviz.locators import Category, statement
 
@@ -34,11 +34,6 @@ class IndexerNodes:
     """The cached index keys (``OpKind.CACHE``)."""
     scores: str
     """The index scores and the block selection (``OpKind.INDEX_SCORES``)."""
-
-
-def _dim(size: Size) -> Dim:
-    value, key = size
-    return fixed(key, value, key)
 
 
 def indexer_nodes(
@@ -58,7 +53,7 @@ def indexer_nodes(
     ``group`` with ids ``prefix + index-key-cache`` and ``prefix + index-scores``."""
     scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.ATTENTION)
     classes = LIGHTNING_INDEXER
-    h, d = _dim(heads), _dim(head_dim)
+    h, d = keyed(heads), keyed(head_dim)
     one = Dim(symbol="1", label="dim", value=1)  # the one key head, a plain number
     new_key = shape("idx_k", BATCH, one, POSITIONS, d)
     cached = shape("idx_keys", BATCH, one, KEY_POSITIONS, d)
@@ -92,7 +87,7 @@ def indexer_nodes(
             f"{local_blocks[1]} nearest; attention is masked to them (its eager and SDPA paths still score every key)."
         ),
         inputs=[shape("idx_q", BATCH, h, POSITIONS, d, dtype="float32"), cached],
-        outputs=[shape("block_indices", BATCH, h, POSITIONS, _dim(topk_blocks), dtype="int64")],
+        outputs=[shape("block_indices", BATCH, h, POSITIONS, keyed(topk_blocks), dtype="int64")],
         settings=settings,
         claim=(
             "The indexer scores every query's index heads against every cached index key and keeps the best "

@@ -53,7 +53,7 @@ class MixerNodes:
     """The recurrent state (``OpKind.STATE``)."""
 
 
-def _dim(size: Size) -> Dim:
+def keyed(size: Size) -> Dim:
     """A size named by its config key."""
     value, key = size
     return fixed(key, value, key)
@@ -123,8 +123,8 @@ def gated_delta_nodes(
     width, value width)``, added to ``group`` with ids ``prefix + short-conv`` and so on."""
     scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
     classes = GATED_DELTA_NET
-    k_heads, v_heads = _dim(key_heads), _dim(value_heads)
-    k_width, v_width = _dim(key_head_dim), _dim(value_head_dim)
+    k_heads, v_heads = keyed(key_heads), keyed(value_heads)
+    k_width, v_width = keyed(key_head_dim), keyed(value_head_dim)
     channels = fixed(
         "conv_dim",
         2 * key_heads[0] * key_head_dim[0] + value_heads[0] * value_head_dim[0],
@@ -134,7 +134,7 @@ def gated_delta_nodes(
         scope,
         classes=classes,
         channels=channels,
-        kernel=_dim(conv_kernel),
+        kernel=keyed(conv_kernel),
         code="causal_conv1d_fn(mixed_qkv, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation=self.activation)",
         summary=(
             "Mix each channel of the queries, keys and values with its last few positions (a depthwise causal "
@@ -203,8 +203,8 @@ def mamba2_nodes(
     ``prefix + short-conv`` and so on."""
     scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
     classes = MAMBA2_MIXER
-    h, p = _dim(heads), _dim(head_dim)
-    g, n = _dim(groups), _dim(state_size)
+    h, p = keyed(heads), keyed(head_dim)
+    g, n = keyed(groups), keyed(state_size)
     channels = fixed(
         "conv_dim",
         heads[0] * head_dim[0] + 2 * groups[0] * state_size[0],
@@ -214,7 +214,7 @@ def mamba2_nodes(
         scope,
         classes=classes,
         channels=channels,
-        kernel=_dim(conv_kernel),
+        kernel=keyed(conv_kernel),
         code="causal_conv1d_fn(hidden_states_B_C, self.conv1d.weight.squeeze(1), self.conv1d.bias, ...)",
         summary=(
             "Mix each channel of x, B and C with its last few positions (a depthwise causal convolution with "
@@ -291,7 +291,7 @@ def lightning_nodes(
     transformers ``models/minimax`` (``MiniMaxLightningAttention``, ``MiniMaxCache``)."""
     scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
     classes = LIGHTNING_ATTENTION
-    h, d = _dim(heads), _dim(head_dim)
+    h, d = keyed(heads), keyed(head_dim)
     state = shape("attn_weights_inter", BATCH, h, d, d)
     core = scope.node(
         "lightning-attention",
