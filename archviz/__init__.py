@@ -16,20 +16,23 @@ Importing archviz imports neither torch nor transformers. Everything not listed 
 
 from typing import TYPE_CHECKING, Any
 
-from archviz.versions import installed_versions
-
 if TYPE_CHECKING:
     from archviz.api import Cost, Diff, InputError, Model, ModelNode, Verdict, describe
 
-__version__ = installed_versions().archviz
-"""archviz's version, as ``archviz --version`` prints it (the installed package's metadata)."""
+    __version__: str
+    """archviz's version, as ``archviz --version`` prints it (the installed package's metadata)."""
 
 __all__ = ["Cost", "Diff", "InputError", "Model", "ModelNode", "Verdict", "describe"]
 
 
 def __getattr__(name: str) -> Any:
-    """The API's names, imported on first use: the command line, which starts by importing this package, does
-    without them."""
+    """The API's names and ``__version__``, on first use: the command line, which starts by importing this package,
+    does without them (reading the version means importing ``importlib.metadata`` and scanning the installed
+    packages, which ``archviz --help`` need not pay for)."""
+    if name == "__version__":
+        from archviz.versions import installed_versions
+
+        return installed_versions().archviz
     if name in __all__:
         from archviz import api
 

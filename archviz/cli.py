@@ -18,11 +18,11 @@ from archviz.config import MAX_CONFIG_DEPTH, nesting_depth
 from archviz.errors import InputError, doing, printable, step_of
 from archviz.files import write_atomically
 from archviz.graph import Assumption
-from archviz.pipeline import ModelDocs, describe_model
-from archviz.terminal import SafeConsole, json_text
 from archviz.words import plural
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the pipeline and rich are imported by the commands that use them, not by `archviz --help`
+    from archviz.pipeline import ModelDocs
+    from archviz.terminal import SafeConsole
     from archviz.verify import Verification
 
 DEBUG = "archviz.debug"
@@ -156,11 +156,15 @@ def _source(choice: str) -> str:
 
 def _stdout() -> SafeConsole:
     """The report console; piped to a file or a CI log, it is 120 columns wide rather than rich's 80."""
+    from archviz.terminal import SafeConsole
+
     return SafeConsole(emoji=False) if sys.stdout.isatty() else SafeConsole(width=120, emoji=False)
 
 
 def _fail(error: InputError) -> typer.Exit:
     """Bad input: one line on stderr, exit code 2."""
+    from archviz.terminal import SafeConsole
+
     SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
         f"archviz: error: {error}", markup=False
     )
@@ -169,6 +173,8 @@ def _fail(error: InputError) -> typer.Exit:
 
 def _internal_error(error: BaseException, *, debug: bool) -> typer.Exit:
     """A bug in archviz: one line on stderr saying so and what archviz was doing; the traceback with --debug."""
+    from archviz.terminal import SafeConsole
+
     console = SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     if debug:
         console.print("".join(traceback.format_exception(error)), markup=False, end="")
@@ -195,8 +201,10 @@ def inspect(
     source: SourceOption = "auto",
 ) -> None:
     """Show every operator and tensor state of MODEL's forward pass, with shapes and parameter counts."""
+    from archviz.pipeline import describe_model
     from archviz.report import render_tree
     from archviz.shapes import Phase
+    from archviz.terminal import json_text
 
     try:
         docs = describe_model(
@@ -229,6 +237,8 @@ def cost(
     """What MODEL costs to run: FLOPs for a prompt and per decoded token, weight bytes, cache and state bytes."""
     from archviz.cost import Sizes, beyond_context, cache_dtype_name, model_cost
     from archviz.costs_report import cost_json, render_cost
+    from archviz.pipeline import describe_model
+    from archviz.terminal import json_text
 
     try:
         docs = describe_model(model, revision=revision, assumptions=_assumptions(assume), partial=partial)
@@ -339,8 +349,10 @@ def plan(
     on a decode step and a prefill. Exit 2 for a plan the model cannot run or whose weights do not fit; weights
     that fit with no room for a sequence at the context are reported (0 sequences), not refused."""
     from archviz.cost import cache_dtype_name
+    from archviz.pipeline import describe_model
     from archviz.plan import Convention, Parallelism, PlanRequest, plan_deployment, restated_plans
     from archviz.plan_report import plan_json, render_plan
+    from archviz.terminal import json_text
 
     device = _gpu(gpu, gpu_memory, bandwidth, bf16, fp8, fp4)
     if convention not in tuple(Convention):
@@ -447,7 +459,9 @@ def check(
     config out; both 0 with --allow-unverified), 4 internal error (a bug in archviz).
     """
     from archviz.checkpoint import read_checkpoint
+    from archviz.pipeline import describe_model
     from archviz.report import render_verification, verification_json
+    from archviz.terminal import json_text
     from archviz.verify import verify
 
     with doing("describing the model"):
@@ -481,6 +495,7 @@ def _check_exit_code(docs: ModelDocs, verification: Verification, *, strict: boo
     """The exit code, with one line on stderr for each --strict failure and for an internal error in a leg."""
     from archviz.legs import Outcome
     from archviz.sources import coverage
+    from archviz.terminal import SafeConsole
 
     console = SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     if verification.internal_error:
@@ -519,6 +534,8 @@ def manifest(
 ) -> None:
     """Write the tensor names, shapes and dtypes of MODEL's checkpoint (or, --predicted, of the graph's)."""
     from archviz.checkpoint import read_checkpoint, write_manifest
+    from archviz.pipeline import describe_model
+    from archviz.terminal import SafeConsole
     from archviz.verify import predicted_checkpoint
 
     try:
@@ -561,6 +578,8 @@ def diff(
     """
     from archviz.diff import diff_json, diff_models
     from archviz.diff_report import render_diff
+    from archviz.pipeline import describe_model
+    from archviz.terminal import json_text
 
     try:
         compared = diff_models(
@@ -591,6 +610,7 @@ def card(
     Every number is the one `inspect --json` gives.
     """
     from archviz.card import model_card
+    from archviz.pipeline import describe_model
 
     del markdown  # Markdown is the only format; the flag names it, as the README's command line does
 
@@ -616,6 +636,7 @@ def export(
 ) -> None:
     """Write MODEL's data-flow diagram (svg, dot, mermaid) or its graph (json, the `inspect --json` document)."""
     from archviz.export import ExportFormat, export_text
+    from archviz.pipeline import describe_model
 
     if export_format not in tuple(ExportFormat):
         raise InputError(f"expected one of {', '.join(ExportFormat)}", path=f"--format {export_format}")
@@ -689,6 +710,7 @@ def render(
     from archviz.resolve import BUNDLED
     from archviz.site.batch import RenderRequest, default_jobs, render_site
     from archviz.site.progress import PlainReporter, RichReporter
+    from archviz.terminal import SafeConsole
 
     console = SafeConsole(stderr=True, highlight=False, emoji=False)
     try:
@@ -726,6 +748,8 @@ def main() -> None:
         if type(error).__name__ == "NoArgsIsHelpError":  # bare `archviz`: the help, as typer shows it
             error.show()  # type: ignore[attr-defined]
         else:
+            from archviz.terminal import SafeConsole
+
             context = getattr(error, "ctx", None)
             where = f"{context.command_path}: " if context is not None else ""
             message = error.format_message() if hasattr(error, "format_message") else str(error)

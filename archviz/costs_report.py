@@ -6,11 +6,7 @@ Pure functions of a ``CostReport`` and its graph; the CLI prints what they retur
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from rich.console import Group as RichGroup
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from archviz.cost import (
     ABSORBED,
@@ -30,6 +26,9 @@ from archviz.graph import Graph, Mixer
 from archviz.totals import Totals, node_parameters
 from archviz.versions import version_fields
 from archviz.words import decimal_and_binary
+
+if TYPE_CHECKING:  # rich is imported where the table is drawn: the --json documents do without it
+    from rich.console import Group as RichGroup
 
 COST_SCHEMA = "archviz.cost/1"
 
@@ -201,6 +200,10 @@ def render_cost(
     name: str, report: CostReport, graph: Graph, totals: Totals, *, beyond: Sequence[BeyondContext] = ()
 ) -> RichGroup:
     """The terminal view: weights, cache and state, FLOPs per pass and by part, decode intensity."""
+    from rich.console import Group as RichGroup
+    from rich.markup import escape
+    from rich.table import Table
+
     sizes = report.sizes
     head = Table(title=f"archviz cost {escape(name)}", show_header=False)
     head.add_column("what")

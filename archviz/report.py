@@ -6,23 +6,24 @@ Pure functions of the graph and its totals; the CLI prints what they return.
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from rich.console import Group as RichGroup
-from rich.table import Table
-from rich.tree import Tree
+from typing import TYPE_CHECKING, Any
 
 from archviz.graph import Graph, Group, Node, NodeKind, Placement, TensorRow
 from archviz.legs import ANALYTIC, FORWARD_LEGS, SHAPES, Leg, LegStatus, Outcome, independent_legs
-from archviz.modeltree import BuildRecord
-from archviz.reconcile import LegTotals, Verdict
-from archviz.shapecheck import ShapeVerdict
 from archviz.shapes import Phase, format_shape
 from archviz.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
 from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
-from archviz.verify import Verification, verification_sentence
 from archviz.versions import version_fields
 from archviz.words import noun_for, plural
+
+if TYPE_CHECKING:  # imported where a report is drawn: the inspect --json document needs neither rich nor verify
+    from rich.console import Group as RichGroup
+    from rich.table import Table
+    from rich.tree import Tree
+
+    from archviz.modeltree import BuildRecord
+    from archviz.reconcile import LegTotals
+    from archviz.verify import Verification
 
 JSON_SCHEMA = "archviz.inspect/1"
 ACTIVE_CONVENTION = (
@@ -224,7 +225,10 @@ def _node_label(node: Node, phase: Phase) -> str:
 
 def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> RichGroup:
     """The graph as a rich tree with folded repeats, followed by the totals."""
+    from rich.console import Group as RichGroup
     from rich.markup import escape
+    from rich.table import Table
+    from rich.tree import Tree
 
     groups = {group.id: group for group in graph.groups}
     nodes = {node.id: node for node in graph.nodes}
@@ -319,6 +323,8 @@ def _built_json(built: BuildRecord | None) -> dict[str, Any] | None:
 
 def _comparisons_json(verification: Verification) -> dict[str, Any]:
     """The per-node counts, the disagreeing tensors, the shapes and the shape report of ``check --json``."""
+    from archviz.shapecheck import ShapeVerdict
+
     return {
         "nodes": [
             {
@@ -396,6 +402,7 @@ def _costs_json(verification: Verification) -> dict[str, Any]:
 
 def verification_json(verification: Verification, *, strict: bool = False) -> dict[str, Any]:
     """The ``check --json`` document (``archviz.check/2``)."""
+    from archviz.verify import verification_sentence
 
     def totals(leg: LegTotals | None) -> dict[str, int | None] | None:
         return None if leg is None else {"parameters": leg.parameters, "buffers": leg.buffers}
@@ -435,6 +442,7 @@ _STATUS_STYLE = {LegStatus.RAN: "green", LegStatus.SKIPPED: "yellow", LegStatus.
 
 def _legs_table(verification: Verification, *, strict: bool) -> Table:
     from rich.markup import escape
+    from rich.table import Table
 
     table = Table(title="Legs")
     for column in ("leg", "status", "witness", "compared", "independent of", "result"):
@@ -516,6 +524,9 @@ def _verdict_line(verification: Verification, *, strict: bool) -> str:
 
 def _shape_table(verification: Verification) -> Table | str:
     from rich.markup import escape
+    from rich.table import Table
+
+    from archviz.shapecheck import ShapeVerdict
 
     checked = sum(1 for item in verification.shape_nodes if item.status is ShapeVerdict.OK)
     title = f"Shapes: {checked} of {len(verification.shape_nodes)} nodes shape-checked"
@@ -539,6 +550,7 @@ def _shape_table(verification: Verification) -> Table | str:
 def _cost_lines(verification: Verification) -> list[Any]:
     """Per size the witness ran at, how many FLOP and cache comparisons agree; then the nodes each leg covered."""
     from rich.markup import escape
+    from rich.table import Table
 
     costs = verification.costs
     if not costs.checks:
@@ -571,7 +583,11 @@ def _cost_lines(verification: Verification) -> list[Any]:
 def render_verification(name: str, verification: Verification, *, strict: bool = False, limit: int = 40) -> RichGroup:
     """The ``check`` report: the legs, what was built, totals and nodes per leg, disagreeing tensors, the shape
     report of every node, what was not checked, and the verdict."""
+    from rich.console import Group as RichGroup
     from rich.markup import escape
+    from rich.table import Table
+
+    from archviz.reconcile import Verdict
 
     totals = Table(title=f"archviz check {escape(name)}")
     for column in ("", "analytic graph", "meta model", "checkpoint"):

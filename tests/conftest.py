@@ -16,6 +16,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-goldens", action="store_true", help="rewrite tests/goldens/ from the current output")
 
 
+BROWSER_FILES = "test_browser"
+"""Every test of a file whose name starts so drives Chromium: marked ``browser`` here, once, rather than file by file."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name.startswith(BROWSER_FILES):
+            item.add_marker(pytest.mark.browser)
+
+
 def _without_versions(text: str) -> str:
     """``text`` with the installed versions written as placeholders: a golden file holds archviz's output, not the
     machine's packages."""
