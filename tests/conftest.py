@@ -17,7 +17,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 BROWSER_FILES = "test_browser"
-"""Every test of a file whose name starts so drives Chromium: marked ``browser`` here, once, rather than file by file."""
+"""Every test of a file whose name starts so drives Chromium: marked ``browser`` here, once, not file by file."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -130,6 +130,7 @@ def inspected() -> Any:
     return _cli_json("inspect", MODEL)
 
 
+@pytest.mark.slow
 def test_the_notebook_shows_every_result_as_html_markdown_and_text(executed: list[dict[str, Any]]) -> None:
     for data in executed[:4]:
         assert {"text/html", "text/markdown", "text/plain"} <= set(data)
@@ -236,12 +237,14 @@ def test_an_unknown_node_and_bad_sizes_are_input_errors() -> None:
         archviz.describe(MODEL, assume={"x": object()})
 
 
+@pytest.mark.slow
 def test_the_same_model_renders_the_same_bytes() -> None:
     first, second = archviz.describe(MODEL), archviz.describe(MODEL)
     assert first._repr_html_() == second._repr_html_()
     assert first.node(NODE)._repr_mimebundle_() == second.node(NODE)._repr_mimebundle_()
 
 
+@pytest.mark.slow
 def test_check_returns_the_verdict_with_check_json_s_legs() -> None:
     verdict = archviz.describe(MODEL).check(meta=False)
     expected = _cli_json("check", MODEL, "--no-meta", exit_code=3)  # 3: unverified, no checkpoint

@@ -109,6 +109,7 @@ def k25_with_ignored(tmp_path: Path, pattern: str) -> Path:
     return model_folder(tmp_path / "model", config)
 
 
+@pytest.mark.slow
 def test_a_pattern_that_backtracks_in_python_re_is_matched_in_time(tmp_path: Path) -> None:
     """``re:(.|.)*X$`` took hours per module name with Python's re; the bounded matcher answers at once."""
     folder = k25_with_ignored(tmp_path, "re:(.|.)*X$")
@@ -117,6 +118,7 @@ def test_a_pattern_that_backtracks_in_python_re_is_matched_in_time(tmp_path: Pat
     assert json.loads(run.stdout)["totals"]["quantized_parameters"] > 0
 
 
+@pytest.mark.slow
 def test_a_pattern_that_backtracks_without_bound_is_refused_at_its_line(tmp_path: Path) -> None:
     folder = k25_with_ignored(tmp_path, "re:(.|.)*[0-9]{9}$")
     run = archviz("inspect", str(folder), cwd=tmp_path)
@@ -127,6 +129,7 @@ def test_a_pattern_that_backtracks_without_bound_is_refused_at_its_line(tmp_path
     )
 
 
+@pytest.mark.slow
 def test_a_backtracking_modules_to_not_convert_entry_is_refused_at_its_line(tmp_path: Path) -> None:
     """transformers' quantizers (MXFP4, FBGEMM FP8) match modules_to_not_convert as regular expressions too."""
     config = json.loads((REPO / "tests" / "data" / "released" / "gpt-oss-20b" / "config.json").read_text())
@@ -139,6 +142,7 @@ def test_a_backtracking_modules_to_not_convert_entry_is_refused_at_its_line(tmp_
     )
 
 
+@pytest.mark.slow
 def test_a_backtracking_gptq_dynamic_entry_is_refused_at_its_line(tmp_path: Path) -> None:
     """GPT-QModel's ``dynamic`` keys are regular expressions matched against every linear's path: the same budget."""
     config = {
@@ -161,6 +165,7 @@ def test_a_backtracking_gptq_dynamic_entry_is_refused_at_its_line(tmp_path: Path
 # 2. A large expert count exhausted memory in the generic path.
 
 
+@pytest.mark.slow
 def test_a_million_experts_in_the_generic_path_are_refused_before_anything_is_built(tmp_path: Path) -> None:
     config = {
         "model_type": "qwen2_moe",
@@ -240,6 +245,7 @@ def test_bad_assume_values_are_bad_input(value: str, message: str, tmp_path: Pat
 FORGED = "\x1b[2J\x1b]0;owned\x07\r✓ agree\x00\u202e"
 
 
+@pytest.mark.slow
 def test_check_prints_no_control_sequence_of_a_tensor_name(tmp_path: Path) -> None:
     folder = model_folder(tmp_path / "model", {**TINY_K2, "architectures": [f"DeepseekV3ForCausalLM{FORGED}"]})
     predicted_checkpoint(folder, {f"model.stray{FORGED}.weight": torch.zeros(2, 2)})
@@ -280,6 +286,7 @@ def tiny_file_system(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.slow
 def test_render_onto_a_full_disk_is_bad_input_and_keeps_nothing_half_written(
     tiny_file_system: Path, tmp_path: Path
 ) -> None:
@@ -288,12 +295,14 @@ def test_render_onto_a_full_disk_is_bad_input_and_keeps_nothing_half_written(
     assert sorted(os.listdir(tiny_file_system)) == []
 
 
+@pytest.mark.slow
 def test_render_onto_a_read_only_file_system_is_bad_input(tiny_file_system: Path, tmp_path: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(tiny_file_system)], check=True)
     run = archviz("render", "kimi-k3", "--no-verify", "--out", str(tiny_file_system / "site"), cwd=tmp_path)
     one_line_error(run, "cannot write the site: Read-only file system")
 
 
+@pytest.mark.slow
 def test_render_under_a_file_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a folder")
     run = archviz("render", "kimi-k3", "--no-verify", "--out", str(tmp_path / "file" / "site"), cwd=tmp_path)
@@ -303,6 +312,7 @@ def test_render_under_a_file_is_bad_input(tmp_path: Path) -> None:
 # 13. manifest -o and --junit-xml were not written atomically.
 
 
+@pytest.mark.slow
 def test_a_manifest_on_a_full_disk_keeps_the_old_one(tiny_file_system: Path, tmp_path: Path) -> None:
     good = tiny_file_system / "k3.json"
     good.write_text('{"old": true}\n')
@@ -324,6 +334,7 @@ def test_a_junit_report_on_a_full_disk_keeps_the_old_one(tiny_file_system: Path,
 # 7. The config size cap did not bound render: the overview embedded the whole highlighted config.
 
 
+@pytest.mark.slow
 def test_a_config_of_400000_lines_gives_a_page_of_bounded_size(tmp_path: Path) -> None:
     config = {**TINY_K2, "padding": list(range(400_000))}
     folder = model_folder(tmp_path / "model", config)
@@ -337,6 +348,7 @@ def test_a_config_of_400000_lines_gives_a_page_of_bounded_size(tmp_path: Path) -
 # 8. Model folder names collided with the site's own files.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted({*SITE_ENTRIES, "INDEX.HTML", "Search-Index.js"} - {".archviz-site"}))
 def test_a_model_named_as_a_site_file_gets_a_folder_of_its_own(name: str, tmp_path: Path) -> None:
     k2 = model_folder(tmp_path / "models" / "kimi-k2", TINY_K2)
@@ -350,6 +362,7 @@ def test_a_model_named_as_a_site_file_gets_a_folder_of_its_own(name: str, tmp_pa
     assert (out / f"model-{name.lower()}" / "index.html").is_file() and (out / "kimi-k2" / "index.html").is_file()
 
 
+@pytest.mark.slow
 def test_models_named_compare_nodes_and_logits_leave_the_compare_page_alone(tmp_path: Path) -> None:
     """The compare page of `nodes` and `logits` is compare/nodes/logits.html, which a model named `compare` would
     have overwritten with its Logits card."""
@@ -365,6 +378,7 @@ def test_models_named_compare_nodes_and_logits_leave_the_compare_page_alone(tmp_
     assert (out / "model-compare" / "nodes" / "logits.html").is_file()
 
 
+@pytest.mark.slow
 def test_the_site_entries_are_everything_a_render_writes_beside_the_model_folders(tmp_path: Path) -> None:
     k2 = model_folder(tmp_path / "models" / "a", TINY_K2)
     other = model_folder(tmp_path / "models" / "b", {**TINY_K2, "hidden_size": 128})
@@ -425,6 +439,7 @@ publish.write_site([describe_model("kimi-k3")], Path(sys.argv[1]))
 """
 
 
+@pytest.mark.slow
 def test_a_render_killed_at_the_swap_leaves_a_whole_site(tmp_path: Path) -> None:
     """The swap is one exchange of the two folders: killed right after it, the new site is in place, and the old one
     sits in the staging folder for the next render to delete (the two-rename fallback is held by test_hostile)."""
@@ -470,6 +485,7 @@ def test_python_dash_p_does_not_import_a_planted_archviz_module(tmp_path: Path) 
 REMOTE_CONFIG = "from transformers import DeepseekV3Config\n\n\nclass BrokenConfig(DeepseekV3Config):\n    pass\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("modeling", "message"),
     [

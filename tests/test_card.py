@@ -113,6 +113,7 @@ def _integers(value: Any) -> set[int]:
     return set()
 
 
+@pytest.mark.slow
 def test_the_card_tables_state_inspect_json_numbers(card: str, inspected: dict[str, Any]) -> None:
     parser = _rendered(card)
     totals, cost = inspected["totals"], inspected["cost"]
@@ -270,6 +271,7 @@ def test_a_hostile_architecture_name_stays_text(write_config: Callable[..., Path
     assert html.unescape(first).startswith(HOSTILE + " (deepseek_v3 family)")
 
 
+@pytest.mark.slow
 def test_a_multimodal_card_states_each_part_and_what_is_not_priced() -> None:
     card = cli("card", "kimi-k2.5", "--markdown")
     inspected = json.loads(cli("inspect", "kimi-k2.5", "--json"))

@@ -59,6 +59,7 @@ def check(folder: Path) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_transformers_spelling_of_keys_is_read(tmp_path: Path) -> None:
     """Regression: a Qwen3-MoE config written by save_pretrained failed with "missing key ... num_experts"."""
     folder = save(TINY["qwen3-30b-a3b"], tmp_path / "model")
@@ -67,6 +68,7 @@ def test_transformers_spelling_of_keys_is_read(tmp_path: Path) -> None:
     assert check(folder)["exit_code"] == 0
 
 
+@pytest.mark.slow
 def test_tiny_checkpoint_checks(saved: tuple[str, Path]) -> None:
     _, folder = saved
     report = check(folder)
@@ -76,6 +78,7 @@ def test_tiny_checkpoint_checks(saved: tuple[str, Path]) -> None:
     assert report["tensors"] == []
 
 
+@pytest.mark.slow
 def test_mutated_tiny_checkpoint_fails_naming_the_tensor(saved: tuple[str, Path], tmp_path: Path) -> None:
     name, folder = saved
     target = CASES[name]

@@ -431,6 +431,7 @@ arbitrary_files = (
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(raw=arbitrary_files)
 def test_any_bytes_give_tensors_or_an_input_error(raw: bytes, tmp_path: Path) -> None:
@@ -935,6 +936,7 @@ def test_local_folder_wins_over_a_repo_id(hf_home: Path, tmp_path: Path, monkeyp
     assert [tensor.name for tensor in checkpoint.tensors] == ["local"]
 
 
+@pytest.mark.slow
 def test_hf_cache_through_environment_in_a_fresh_process(tmp_path: Path) -> None:
     home = tmp_path / "hf-home"
     weights = safetensors_bytes(tmp_path, {"w": np.zeros((4, 2), dtype=np.float32)})

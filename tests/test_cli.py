@@ -118,6 +118,7 @@ def test_config_path_and_folder_are_the_same(write_config: Callable[..., Path]) 
     assert json.loads(by_folder.stdout)["totals"] == json.loads(by_file.stdout)["totals"]
 
 
+@pytest.mark.slow
 def test_console_script_subprocess(write_config: Callable[..., Path]) -> None:
     executable = shutil.which("archviz") or str(Path(sys.executable).parent / "archviz")
     ok = subprocess.run([executable, "inspect", "kimi-k2-instruct", "--json"], capture_output=True, text=True)
@@ -161,6 +162,7 @@ def test_every_way_to_run_the_command_line(command: list[str]) -> None:
     assert all(name in result.stdout for name in ("inspect", "check", "manifest", "render"))
 
 
+@pytest.mark.slow
 def test_wheel_installs_the_package_only(tmp_path: Path) -> None:
     # The command line is archviz.cli: the checkout's cli.py shim must not become a top-level `cli` module
     # in site-packages, where it would shadow (or be shadowed by) any other distribution's.

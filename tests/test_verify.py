@@ -133,6 +133,7 @@ def tiny_sharded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_tiny(tmp_path_factory.mktemp("sharded") / "model", TINY_DEEPSEEK, shard="40KB")
 
 
+@pytest.mark.slow
 def test_k2_check_analytic_equals_meta() -> None:
     result = check("kimi-k2-instruct", "--json")
     assert result.exit_code == 0, result.output
@@ -180,6 +181,7 @@ def test_k2_check_analytic_equals_meta() -> None:
     assert [item["id"] for item in report["shape_report"]["per_node"]] == [node["id"] for node in inspect_nodes()]
 
 
+@pytest.mark.slow
 def test_k2_predicted_manifest_round_trip(tmp_path: Path) -> None:
     manifest = tmp_path / "k2.manifest.json"
     written = runner.invoke(app, ["manifest", "kimi-k2-instruct", "--predicted", "-o", str(manifest)])
@@ -198,6 +200,7 @@ def test_k2_predicted_manifest_round_trip(tmp_path: Path) -> None:
     assert f"{manifest}:" in result.output and "archviz's own prediction (predicted:kimi-k2-instruct)" in result.output
 
 
+@pytest.mark.slow
 def test_predicted_manifest_names_the_dtype_it_assumed(tmp_path: Path) -> None:
     """gpt-oss-20b's config declares no dtype: the predicted manifest's dtypes rest on an assumption, said in it."""
     manifest = tmp_path / "gpt-oss.manifest.json"
@@ -210,6 +213,7 @@ def test_predicted_manifest_names_the_dtype_it_assumed(tmp_path: Path) -> None:
     assert k2["metadata"] == {}  # K2's config declares its dtype: nothing assumed
 
 
+@pytest.mark.slow
 def test_manifest_to_standard_output_writes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``-o -`` is standard output, as for other tools, never a file named ``-`` in the working folder."""
     monkeypatch.chdir(tmp_path)
@@ -220,6 +224,7 @@ def test_manifest_to_standard_output_writes_no_file(tmp_path: Path, monkeypatch:
     assert sorted(path.name for path in tmp_path.iterdir()) == ["k25.json"]
 
 
+@pytest.mark.slow
 def test_tiny_save_pretrained_checks(tiny_deepseek: Path) -> None:
     result = check(str(tiny_deepseek), "--json")
     assert result.exit_code == 0, result.output
@@ -229,6 +234,7 @@ def test_tiny_save_pretrained_checks(tiny_deepseek: Path) -> None:
     assert report["checkpoint_source"] == str(tiny_deepseek)
 
 
+@pytest.mark.slow
 def test_a_part_sized_to_zero_is_a_note_not_a_disagreement(tmp_path: Path) -> None:
     """Regression: with n_shared_experts 0, transformers builds the shared experts 0 wide; the meta model and the
     checkpoint save_pretrained writes hold those empty tensors, which were reported as unexpected (and torch warned
@@ -252,6 +258,7 @@ def test_a_part_sized_to_zero_is_a_note_not_a_disagreement(tmp_path: Path) -> No
     assert check(str(folder)).exit_code == 1
 
 
+@pytest.mark.slow
 def test_sharded_checkpoint_with_index(tiny_sharded: Path) -> None:
     assert (tiny_sharded / "model.safetensors.index.json").is_file()
     assert len(list(tiny_sharded.glob("*.safetensors"))) > 1
@@ -269,6 +276,7 @@ def rewrite(folder: Path, edit: Any) -> None:
     save_file(tensors, path, metadata={"format": "pt"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mutation", "tensor", "verdict"),
     [
