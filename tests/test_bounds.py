@@ -523,6 +523,7 @@ def test_broken_remote_code_is_the_models_fault(modeling: str, message: str, tmp
 FUZZ_MEMORY_LIMIT = 2**30
 
 
+@pytest.mark.slow
 def test_fuzzed_inputs_end_in_a_known_exit_code_in_bounded_time_and_memory(tmp_path: Path) -> None:
     """``tests/fuzz_bounded.py``: every case exits 0-3 (2 with one line), each within 10 s (hypothesis' deadline),
     all of them within 1 GiB of data."""

@@ -67,6 +67,7 @@ def page(site: Path, path: str) -> str:
     return (site / path).read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_compare_pages_are_the_ones_asked_for(site: Path, llama: str) -> None:
     pages = sorted(str(path.relative_to(site)) for path in (site / "compare").rglob("*.html"))
     assert pages == [
@@ -83,10 +84,12 @@ def test_compare_pages_are_the_ones_asked_for(site: Path, llama: str) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_every_link_resolves_and_leaves_nothing_out(site: Path) -> None:
     assert unresolved_links(site) == []
 
 
+@pytest.mark.slow
 def test_compare_page_shows_summary_totals_config_nodes_layers_and_diagrams(site: Path) -> None:
     html = page(site, "compare/deepseek-v3/kimi-k2-instruct.html")
     tree = parse(html)
@@ -127,6 +130,7 @@ def test_compare_page_shows_summary_totals_config_nodes_layers_and_diagrams(site
     assert tree.find_all("table", "compare-roles") == []  # one family: nothing matched by role
 
 
+@pytest.mark.slow
 def test_cross_family_page_matches_by_role(site: Path) -> None:
     tree = parse(page(site, "compare/llama/kimi-k2-instruct.html"))
     roles = tree.find("table", "compare-roles")
@@ -206,6 +210,7 @@ def test_site_with_compare_pages_is_byte_identical(tmp_path: Path) -> None:
     assert read_tree(tmp_path / "a") == read_tree(tmp_path / "b")
 
 
+@pytest.mark.slow
 def test_home_table_has_a_column_per_model_and_a_row_per_fact(site: Path, llama: str) -> None:
     table = parse(page(site, "index.html")).find("table", "models-table")
     columns = [squash(th.text()) for th in table.find("thead").find_all("th")]

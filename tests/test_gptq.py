@@ -80,6 +80,7 @@ def predicted(scheme: Scheme, shape: tuple[int, int]) -> dict[str, tuple[tuple[i
     return {t.suffix: (t.shape, t.dtype) for t in stored_tensors(scheme, shape)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bits", [2, 3, 4, 8])
 @pytest.mark.parametrize("group_size", [32, 128, -1])
 @pytest.mark.parametrize("shape", [(96, 64), (64, 256), (160, 96)])
@@ -95,6 +96,7 @@ def test_gptq_tensors_are_gptqmodels_buffers(bits: int, group_size: int, shape: 
     assert predicted(scheme, shape) == buffers(module)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group_size", [32, 64, 128])
 @pytest.mark.parametrize("shape", [(96, 128), (64, 256), (160, 384)])
 def test_awq_tensors_are_gptqmodels_buffers(group_size: int, shape: tuple[int, int]) -> None:
@@ -160,6 +162,7 @@ CONVERSIONS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONVERSIONS, ids=lambda c: f"{c['quant_method']}-{len(c)}-{c['group_size']}")
 def test_the_predicted_checkpoint_is_the_model_transformers_builds(config: dict[str, Any], tmp_path: Path) -> None:
     model = integration(config)
@@ -251,6 +254,7 @@ def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     return write_tiny(tmp_path_factory.mktemp(request.param["quant_method"]) / "model", request.param)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_gptqmodel_packed_checks(tiny: Path) -> None:
     tensors = held(tiny)
     method = json.loads((tiny / "config.json").read_text())["quantization_config"]["quant_method"]
@@ -263,6 +267,7 @@ def test_a_checkpoint_gptqmodel_packed_checks(tiny: Path) -> None:
     assert report["tensors"] == [] and report["omitted"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("suffix", "change", "verdict"),
     [
@@ -286,6 +291,7 @@ def cost_weights(folder: Path) -> dict[str, Any]:
     return weights
 
 
+@pytest.mark.slow
 def test_cost_gives_the_packed_checkpoints_bytes_and_says_so(tiny: Path) -> None:
     """The weight bytes ``cost`` reports are the bytes of the tensors GPT-QModel's packers wrote, to the byte."""
     with safe_open(tiny / "model.safetensors", framework="pt") as handle:

@@ -1047,6 +1047,7 @@ def config_text(document: Any, indent: int | None) -> str:
     return json.dumps(document, indent=indent, allow_nan=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(text=st.text() | st.text(alphabet='{}[]":,0123456789.eE+- \n\tnulltruefalsNaIfiy').map(lambda t: "{" + t))
 def test_any_text_gives_a_config_or_an_input_error(text: str) -> None:
@@ -1058,6 +1059,7 @@ def test_any_text_gives_a_config_or_an_input_error(text: str) -> None:
     assert isinstance(document.data, dict)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(document=jsonish_configs(), indent=st.sampled_from([None, 0, 2]))
 def test_any_json_gives_a_config_with_spans_or_an_input_error(document: Any, indent: int | None) -> None:
@@ -1071,6 +1073,7 @@ def test_any_json_gives_a_config_with_spans_or_an_input_error(document: Any, ind
     assert all(1 <= span.start <= span.end <= lines for span in parsed.spans.values())
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(document=jsonish_configs(), indent=st.sampled_from([None, 2]))
 def test_any_config_gives_model_docs_or_an_input_error(document: Any, indent: int | None, tmp_path: Path) -> None:

@@ -115,11 +115,13 @@ def test_the_corpus_is_the_released_files() -> None:
         assert hashlib.sha256(CORPUS[name].read_bytes()).hexdigest() == digest, name
 
 
+@pytest.mark.slow
 def test_the_reference_builds_are_the_stated_totals(reference: dict[str, tuple[str, int]]) -> None:
     for name, total in STATED.items():
         assert reference[name][1] == total, name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_inspect_gives_transformers_own_total(
     name: str, folders: dict[str, Path], reference: dict[str, tuple[str, int]]
@@ -132,6 +134,7 @@ def test_inspect_gives_transformers_own_total(
     assert document["sources"]["located"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_check_builds_transformers_own_class(
     name: str, folders: dict[str, Path], reference: dict[str, tuple[str, int]]
@@ -157,6 +160,7 @@ def test_check_builds_transformers_own_class(
         assert independent == {"FLOP count", "cache object"}
 
 
+@pytest.mark.slow
 def test_render_without_verification_makes_every_page(folders: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "site"
     result = runner.invoke(app, ["render", *map(str, folders.values()), "--no-verify", "--out", str(out)])
@@ -271,6 +275,7 @@ def save_wrapper(config: dict[str, Any], folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TINY_WRAPPERS))
 def test_tiny_wrapper_checks_against_its_save_pretrained_checkpoint(name: str, tmp_path: Path) -> None:
     """Regression (MiniMax-M3): the save-time renaming moves `model.language_model.layers.N` to

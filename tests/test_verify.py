@@ -319,6 +319,7 @@ def test_mutated_checkpoints_fail_naming_the_tensor(
     assert plain.exit_code == 1 and tensor in plain.stdout
 
 
+@pytest.mark.slow
 def test_kimi_linear_tiny_checks(tmp_path: Path) -> None:
     folder = save_tiny(tmp_path / "model", TINY_KIMI_LINEAR)
     result = check(str(folder), "--json")
@@ -365,6 +366,7 @@ def _fp8_checkpoint(source: Path, folder: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
+@pytest.mark.slow
 def test_fp8_checkpoint_with_mtp(tiny_deepseek: Path, tmp_path: Path) -> None:
     folder = tmp_path / "fp8"
     tensors = _fp8_checkpoint(tiny_deepseek, folder)
