@@ -747,6 +747,7 @@ def plant_remote_code(folder: Path, marker: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_remote_code_is_never_imported_without_trust(tmp_path: Path) -> None:
     model, marker = tmp_path / "model", tmp_path / "MARKER"
     plant_remote_code(model, marker)
@@ -925,6 +926,7 @@ def test_hostile_pages_run_nothing_in_chromium(hostile_site: Path, chromium: Any
 # --- atomic output: a render killed while it writes ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_render_killed_mid_write_leaves_the_previous_site(tmp_path: Path) -> None:
     out = tmp_path / "site"
     first = invoke(["render", "kimi-linear-48b-a3b-instruct", "--out", str(out), "--no-verify"])

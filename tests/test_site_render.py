@@ -63,6 +63,7 @@ def never_located(docs: object, checkpoint: str | None) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_jobs_do_not_change_a_byte(tmp_path: Path) -> None:
     """Verification in two worker processes gives the same site as in this one (K3 is checked against nothing,
     Kimi-Linear against transformers' model on the meta device)."""
@@ -93,6 +94,7 @@ def _status(html: bytes) -> tuple[str, str]:
     return squash(element.find("a", "chip").text()), squash(element.find("span", "status-detail").text())
 
 
+@pytest.mark.slow
 def test_two_renders_into_one_folder_leave_exactly_one_of_them_whole(tmp_path: Path) -> None:
     references = {}
     for name in (K3, KIMI_LINEAR):
@@ -109,6 +111,7 @@ def test_two_renders_into_one_folder_leave_exactly_one_of_them_whole(tmp_path: P
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".shared")] == []
 
 
+@pytest.mark.slow
 def test_a_second_render_waits_with_a_message_or_fails_with_no_wait(tmp_path: Path) -> None:
     out = tmp_path / "site"
     with _held(tmp_path / f".site{LOCK_SUFFIX}"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
@@ -15,6 +16,7 @@ def files(root: Path) -> dict[str, bytes]:
     return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
 
 
+@pytest.mark.slow
 def test_committed_site_is_in_sync(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["render", "--out", str(tmp_path / "site")])
     assert result.exit_code == 0, result.output
