@@ -58,6 +58,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 TRANSFORMERS_VERSION = importlib.metadata.version("transformers")
 HUB_SHA = "fd1984e2b7a3" + "0" * 28
 K2_RELEASE = Path(__file__).parent / "data" / "release-code" / "kimi-k2-instruct" / "modeling_deepseek.py"
+K2_CARD_EMBEDDING_EXCERPT = [
+    "self.embed_tokens = nn.Embedding(",
+    "config.vocab_size, config.hidden_size, self.padding_idx",
+    ")",
+    "… lines 1363–1439 omitted …",
+    "if inputs_embeds is None:",
+    "inputs_embeds = self.embed_tokens(input_ids)",
+]
+"""The token embedding's excerpt on Kimi-K2's reference Embedded-state card, as the card shows it (indentation lost):
+modeling_deepseek.py at fd1984e2b7a3, lines 1360–1362 and 1440–1441."""
 
 
 @pytest.fixture(scope="module")
@@ -548,14 +558,7 @@ def test_k2_card_excerpt() -> None:
         ),
     ]
     # The card (its text flattened, indentation lost) reads the same line for line.
-    assert [text.strip() for text in format_excerpt(parts).split("\n")] == [
-        "self.embed_tokens = nn.Embedding(",
-        "config.vocab_size, config.hidden_size, self.padding_idx",
-        ")",
-        "… lines 1363–1439 omitted …",
-        "if inputs_embeds is None:",
-        "inputs_embeds = self.embed_tokens(input_ids)",
-    ]
+    assert [text.strip() for text in format_excerpt(parts).split("\n")] == K2_CARD_EMBEDDING_EXCERPT
     assert covering_range(spans) == (1360, 1441)  # "Pinned revision fd1984e2b7a3 ↗ · lines 1360–1441"
     assert link(src, SourceSpan(path=src.path, start=1360, end=1441)) == (
         f"https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/{HUB_SHA}/modeling_deepseek.py#L1360-L1441"

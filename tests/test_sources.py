@@ -66,6 +66,7 @@ from archviz.sources import (
     source_entries,
 )
 from tests.test_families import PUBLISHED, tiny
+from tests.test_provenance import K2_CARD_EMBEDDING_EXCERPT
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -534,14 +535,7 @@ def test_with_the_release_k2s_embedded_state_card_cites_the_reference_cards_line
         SourceSpan(path="modeling_deepseek.py", start=1440, end=1441),
     )
     assert covering_range(code.spans) == (1360, 1441)
-    assert [line.strip() for line in format_excerpt(list(code.excerpt)).split("\n")] == [
-        "self.embed_tokens = nn.Embedding(",
-        "config.vocab_size, config.hidden_size, self.padding_idx",
-        ")",
-        "… lines 1363–1439 omitted …",
-        "if inputs_embeds is None:",
-        "inputs_embeds = self.embed_tokens(input_ids)",
-    ]
+    assert [line.strip() for line in format_excerpt(list(code.excerpt)).split("\n")] == K2_CARD_EMBEDDING_EXCERPT
     # The transformer-blocks context spans the reference card's lines 1360–1616, ending with the float32 logits.
     model = next(item for item in evidence if item.from_node == "model")
     assert covering_range(model.spans) == (1360, 1616)
