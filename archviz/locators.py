@@ -7,11 +7,17 @@ group (``GraphBuilder.node(..., locate=...)``), naming classes by the patterns o
 it cites, through the AST locators of ``archviz.provenance``. Line numbers are never stored here: they are an
 output, computed from the file at its pinned revision.
 
+A family's code comes in two kinds of file, transformers' port and the model's own remote code (DeepSeek's
+``modeling_deepseek.py``), which write the same model differently. Each site says which of them it is written for
+(``Site.origins``): a site targets a file whose origin it names, must find its code there (the tests hold every site to
+every file it targets), and is recorded as missed when it does not (``GraphSources.missed``).
+
 Nothing here reads a file; this module imports nothing of archviz.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -45,6 +51,19 @@ class Category(StrEnum):
     VISION = "vision"
 
 
+class SourceOrigin(StrEnum):
+    """Whose modeling file is cited; also which files a locator site is written for."""
+
+    REMOTE = "remote"
+    """The model's own code, named by its config's ``auto_map`` (``modeling_deepseek.py``)."""
+    TRANSFORMERS = "transformers"
+    """The file the installed transformers ships for the family (``modeling_deepseek_v3.py``)."""
+
+
+EVERY_ORIGIN: tuple[SourceOrigin, ...] = (SourceOrigin.REMOTE, SourceOrigin.TRANSFORMERS)
+"""What a site targets unless it says otherwise: code both kinds of file have."""
+
+
 class SiteKind(StrEnum):
     """What a locator site looks for."""
 
@@ -62,7 +81,7 @@ class SiteKind(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Site:
-    """One thing to find in a modeling file for a node; sites that find nothing are skipped."""
+    """One thing to find in a modeling file for a node, in the files it targets (``origins``)."""
 
     kind: SiteKind
     """What to look for."""
@@ -81,6 +100,10 @@ class Site:
     """For attribute uses: cite every statement that calls it, not only the first."""
     with_context: bool = True
     """For uses: also cite the enclosing ``if`` header and the comment lines right above."""
+    origins: tuple[SourceOrigin, ...] = EVERY_ORIGIN
+    """The kinds of file the site is written for: it must find its code in each, and cannot exist in the others
+    (``ALL_ATTENTION_FUNCTIONS`` is transformers' port's, ``logits = logits.float()`` the remote code's). Every file
+    is searched, so a remote file that copies transformers' port is still cited; only a targeted file's miss is one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +115,8 @@ class Locator:
     category: Category
     """The evidence tag."""
     sites: tuple[Site, ...]
-    """What to look for; the node is located when any site is found. Empty for code no file has."""
+    """What to look for; the node is located when any site is found. Empty for code no file has; a file that no
+    site targets has none of the node's code (``absent`` says why)."""
     absent: str | None = None
     """Why the code may legitimately be missing from a file, shown when nothing is found."""
     context: tuple[str, ...] = ()
@@ -152,3 +176,20 @@ def method(classes: tuple[str, ...], *names: str) -> Site:
 def whole_class(classes: tuple[str, ...]) -> Site:
     """The whole class definition."""
     return Site(kind=SiteKind.CLASS, role=Role.DEFINITION, classes=classes)
+
+
+def only(origin: SourceOrigin, *sites: Site) -> tuple[Site, ...]:
+    """The sites, targeting only files of ``origin`` (of those they already target); a site left targeting no file
+    is dropped: it cannot exist in any file the family has."""
+    narrowed = (dataclasses.replace(site, origins=tuple(o for o in site.origins if o is origin)) for site in sites)
+    return tuple(site for site in narrowed if site.origins)
+
+
+def remote_only(*sites: Site) -> tuple[Site, ...]:
+    """The sites as only a model's own remote code writes them (DeepSeek's ``logits = logits.float()``)."""
+    return only(SourceOrigin.REMOTE, *sites)
+
+
+def transformers_only(*sites: Site) -> tuple[Site, ...]:
+    """The sites as only transformers' port writes them (``ALL_ATTENTION_FUNCTIONS.get_interface(``)."""
+    return only(SourceOrigin.TRANSFORMERS, *sites)

@@ -20,7 +20,6 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -38,7 +37,7 @@ from archviz.excerpts import (
 )
 from archviz.families import family_for
 from archviz.graph import Graph, GroupKind, Node, NodeKind
-from archviz.locators import Category, Locator, Role
+from archviz.locators import Category, Locator, Role, Site, SourceOrigin
 from archviz.pins import (
     RevisionKind,
     SourceFile,
@@ -79,15 +78,6 @@ _HUB_CACHE_REPO = re.compile(r"models--(.+)--(.+)")
 
 # ---------------------------------------------------------------------------------------------------
 # Results: plain data
-
-
-class SourceOrigin(StrEnum):
-    """Whose modeling file is cited."""
-
-    REMOTE = "remote"
-    """The model's own code, named by its config's ``auto_map`` (``modeling_deepseek.py``)."""
-    TRANSFORMERS = "transformers"
-    """The file the installed transformers ships for the family (``modeling_deepseek_v3.py``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,6 +190,9 @@ class GraphSources:
     parts: Mapping[str, FileSummary] = dataclasses.field(default_factory=dict)
     """The modeling files of parts of the model whose code is in a file of their own (``text``: a wrapper's language
     model), by part name."""
+    missed: Mapping[str, tuple[Site, ...]] = dataclasses.field(default_factory=dict)
+    """By node or group id, the locator sites written for the cited file's kind (``Site.origins``) that found nothing
+    in it: empty when every targeted site finds its code. Not shown; the tests hold it empty for the released files."""
 
 
 class Coverage(NamedTuple):
@@ -345,6 +338,8 @@ class _Found:
 
     matches: tuple[SiteMatch, ...]
     problems: tuple[str, ...]
+    missed: tuple[Site, ...]
+    """The sites that target the file's kind and found nothing (a site that does not target it may find nothing)."""
 
 
 class _Pins(NamedTuple):
@@ -371,7 +366,8 @@ def locate_sources(
 
     def found(locator: Locator) -> _Found:
         if locator not in found_cache:
-            found_cache[locator] = _find_locator(locator, context.file(locator))
+            file = context.file(locator)
+            found_cache[locator] = _find_locator(locator, file, _file_summary(file, graph).origin)
         return found_cache[locator]
 
     configuration = _configuration_evidence(context)
@@ -406,6 +402,10 @@ def locate_sources(
         if not contextual:
             contextual = _producer_fallback(graph, position, own)
         nodes[node.id] = dataclasses.replace(own[node.id], evidence=(*direct, *contextual))
+    # Every locator was run above (``found`` keeps each result): a targeted site that found nothing is recorded.
+    entries = [(group.id, group_locators.get(group.id)) for group in graph.groups]
+    entries += [(node.id, node_locators.get(node.id)) for node in graph.nodes]
+    missed = {id: found(locator).missed for id, locator in entries if locator is not None and found(locator).missed}
     return GraphSources(
         file=pins.modeling,
         parts=MappingProxyType({name: _file_summary(part, graph) for name, part in parts.items()}),
@@ -413,6 +413,7 @@ def locate_sources(
         configuration=configuration,
         nodes=MappingProxyType(nodes),
         groups=MappingProxyType(groups),
+        missed=MappingProxyType(missed),
     )
 
 
@@ -473,15 +474,22 @@ def source_entries(node: NodeSources) -> list[dict[str, Any]]:
     ]
 
 
-def _find_locator(locator: Locator, source: SourceFile) -> _Found:
+def _find_locator(locator: Locator, source: SourceFile, origin: SourceOrigin | None) -> _Found:
+    """Every site of the locator in ``source`` (whose kind is ``origin``): each is searched, whichever files it
+    targets, so a remote file copying transformers' port is cited too; a targeted site that finds nothing is missed."""
     matches: list[SiteMatch] = []
     problems: list[str] = []
+    missed: list[Site] = []
     for site in locator.sites:
         try:
-            matches.extend(find_site(site, source))
+            found = find_site(site, source)
         except InputError as error:  # an ambiguous class pattern: say so, keep looking
             problems.append(error.message)
-    return _Found(matches=tuple(matches), problems=tuple(dict.fromkeys(problems)))
+            found = ()
+        matches.extend(found)
+        if not found and origin in site.origins:
+            missed.append(site)
+    return _Found(matches=tuple(matches), problems=tuple(dict.fromkeys(problems)), missed=tuple(missed))
 
 
 def _not_located(locator: Locator, result: _Found, source: SourceFile) -> str:

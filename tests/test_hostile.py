@@ -53,9 +53,8 @@ K2: dict[str, Any] = json.loads((BUNDLED / "kimi-k2-instruct" / "config.json").r
 KIMI_LINEAR: dict[str, Any] = json.loads(
     (BUNDLED / "kimi-linear-48b-a3b-instruct" / "config.json").read_text(encoding="utf-8")
 )
-# A skeleton of Kimi-K2's remote modeling_deepseek.py (only ever parsed): a folder holding it is cited from it,
-# which is quicker to locate sources in than transformers' own modeling file.
-REMOTE_SKELETON = REPO / "tests" / "data" / "sources" / "remote_deepseek_shape.py"
+# Kimi-K2's released remote modeling_deepseek.py (only ever parsed): a folder holding it is cited from it.
+K2_RELEASE = REPO / "tests" / "data" / "release-code" / "kimi-k2-instruct" / "modeling_deepseek.py"
 
 # Kimi-K2's config shrunk so that `check` builds its meta-device model in a fraction of a second.
 TINY_K2: dict[str, Any] = {
@@ -574,11 +573,11 @@ CHECKPOINT_CASES: list[CheckpointCase] = [
 
 @pytest.fixture
 def tiny_model(tmp_path: Path) -> Path:
-    """A tiny deepseek_v3 model folder (Kimi-K2's config, shrunk) citing the remote-code skeleton."""
+    """A tiny deepseek_v3 model folder (Kimi-K2's config, shrunk) citing Kimi-K2's released remote code."""
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(TINY_K2, indent=2), encoding="utf-8")
-    shutil.copy(REMOTE_SKELETON, folder / "modeling_deepseek.py")
+    shutil.copy(K2_RELEASE, folder / "modeling_deepseek.py")
     return folder
 
 
@@ -815,10 +814,8 @@ def hostile_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "x_note": f"{SCRIPT} {ATTRIBUTE} {CLOSE_SCRIPT} \u2028 \u2029 &amp;",  # in the whole-config view
     }
     # The cited lines of the modeling file (the RMSNorm cards show them) end in a hostile comment.
-    cited = "variance = hidden_states.float().pow(2).mean(-1, keepdim=True)"
-    modeling = REMOTE_SKELETON.read_text(encoding="utf-8").replace(
-        cited, f"{cited}  # {SCRIPT} {ATTRIBUTE} {CLOSE_SCRIPT}"
-    )
+    cited = "variance = hidden_states.pow(2).mean(-1, keepdim=True)"
+    modeling = K2_RELEASE.read_text(encoding="utf-8").replace(cited, f"{cited}  # {SCRIPT} {ATTRIBUTE} {CLOSE_SCRIPT}")
     # The checkpoint's tensor names and metadata: today no header string reaches a page (the verification
     # sentence names the graph's tensors), but if one ever does, the checks below cover it.
     checkpoint = safetensors_bytes(
@@ -1082,9 +1079,9 @@ def test_any_config_gives_model_docs_or_an_input_error(document: Any, indent: in
     folder = tmp_path / "fuzz"
     folder.mkdir(exist_ok=True)
     (folder / "config.json").write_text(config_text(document, indent), encoding="utf-8")
-    # The K2 configs name modeling_deepseek.py in auto_map; the skeleton keeps locating their sources quick.
+    # The K2 configs name modeling_deepseek.py in auto_map: K2's released file is cited (parsed once, then cached).
     if not (folder / "modeling_deepseek.py").exists():
-        shutil.copy(REMOTE_SKELETON, folder / "modeling_deepseek.py")
+        shutil.copy(K2_RELEASE, folder / "modeling_deepseek.py")
     try:
         docs = describe_model(str(folder))
     except InputError as error:

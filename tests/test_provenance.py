@@ -1,7 +1,8 @@
 """Tests for archviz.provenance: pinning files, locating code by AST, excerpts and citations.
 
 The locators run on the real modeling files of the installed transformers (deepseek_v3, which Kimi-K2
-runs on, and kimi_linear); the card-shaped excerpts are checked against the reference cards' numbers.
+runs on, and kimi_linear) and on Kimi-K2's released modeling_deepseek.py; the card-shaped excerpts are checked
+against the reference cards' numbers.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ from archviz.provenance import (
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRANSFORMERS_VERSION = importlib.metadata.version("transformers")
 HUB_SHA = "fd1984e2b7a3" + "0" * 28
+K2_RELEASE = Path(__file__).parent / "data" / "release-code" / "kimi-k2-instruct" / "modeling_deepseek.py"
+K2_CARD_EMBEDDING_EXCERPT = [
+    "self.embed_tokens = nn.Embedding(",
+    "config.vocab_size, config.hidden_size, self.padding_idx",
+    ")",
+    "… lines 1363–1439 omitted …",
+    "if inputs_embeds is None:",
+    "inputs_embeds = self.embed_tokens(input_ids)",
+]
+"""The token embedding's excerpt on Kimi-K2's reference Embedded-state card, as the card shows it (indentation lost):
+modeling_deepseek.py at fd1984e2b7a3, lines 1360–1362 and 1440–1441."""
 
 
 @pytest.fixture(scope="module")
@@ -474,31 +486,12 @@ def test_syntax_error_is_an_input_error_with_the_line() -> None:
 # Card-shaped excerpts
 
 
-def _k2_shaped_source() -> SourceFile:
-    """A 1500-line file laid out like Kimi-K2's modeling_deepseek.py around its embedding (its card:
-    definition 1360–1362, use 1440–1441)."""
-    lines = ["# filler"] * 1500
-    lines[0] = "import torch.nn as nn"
-    placed = {
-        1356: "class DeepseekV3Model(nn.Module):",
-        1357: "    def __init__(self, config):",
-        1358: "        super().__init__()",
-        1359: "        self.padding_idx = config.pad_token_id",
-        1360: "        self.embed_tokens = nn.Embedding(",
-        1361: "            config.vocab_size, config.hidden_size, self.padding_idx",
-        1362: "        )",
-        1437: "    def forward(self, input_ids, inputs_embeds=None):",
-        1438: "        batch_size = 1",
-        1439: "        seq_length = 1",
-        1440: "        if inputs_embeds is None:",
-        1441: "            inputs_embeds = self.embed_tokens(input_ids)",
-        1442: "        return inputs_embeds",
-    }
-    for number, text in placed.items():
-        lines[number - 1] = text
+def _k2_release() -> SourceFile:
+    """Kimi-K2-Instruct's released modeling_deepseek.py (tests/data/release-code), pinned as the Hub serves it: its
+    card cites the embedding's definition at 1360–1362 and its use at 1440–1441."""
     return SourceFile(
         path="modeling_deepseek.py",
-        text="\n".join(lines) + "\n",
+        text=K2_RELEASE.read_text(encoding="utf-8"),
         revision=HUB_SHA,
         revision_kind=RevisionKind.HUB,
         url_template=hub_url_template("moonshotai/Kimi-K2-Instruct", HUB_SHA, "modeling_deepseek.py"),
@@ -542,7 +535,7 @@ def _embedding_spans(src: SourceFile, class_suffix: str) -> list[SourceSpan]:
 
 
 def test_k2_card_excerpt() -> None:
-    src = _k2_shaped_source()
+    src = _k2_release()
     spans = _embedding_spans(src, "Model")
     assert [(span.start, span.end) for span in spans] == [(1360, 1362), (1440, 1441)]
     parts = excerpt(src.text, spans)
@@ -565,14 +558,7 @@ def test_k2_card_excerpt() -> None:
         ),
     ]
     # The card (its text flattened, indentation lost) reads the same line for line.
-    assert [text.strip() for text in format_excerpt(parts).split("\n")] == [
-        "self.embed_tokens = nn.Embedding(",
-        "config.vocab_size, config.hidden_size, self.padding_idx",
-        ")",
-        "… lines 1363–1439 omitted …",
-        "if inputs_embeds is None:",
-        "inputs_embeds = self.embed_tokens(input_ids)",
-    ]
+    assert [text.strip() for text in format_excerpt(parts).split("\n")] == K2_CARD_EMBEDDING_EXCERPT
     assert covering_range(spans) == (1360, 1441)  # "Pinned revision fd1984e2b7a3 ↗ · lines 1360–1441"
     assert link(src, SourceSpan(path=src.path, start=1360, end=1441)) == (
         f"https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/{HUB_SHA}/modeling_deepseek.py#L1360-L1441"

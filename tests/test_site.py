@@ -32,7 +32,7 @@ from archviz.site import (
 
 K2 = "kimi-k2-instruct"
 K2_CONFIG = Path(__file__).parent.parent / "archviz" / "bundled" / K2 / "config.json"
-REMOTE_SHAPE = Path(__file__).parent / "data" / "sources" / "remote_deepseek_shape.py"
+K2_RELEASE = Path(__file__).parent / "data" / "release-code" / "kimi-k2-instruct" / "modeling_deepseek.py"
 GOLDEN_CARDS = ("token-embedding", "embedded-state")
 CARD_LIMIT = 150 * 1024
 OVERVIEW_LIMIT = 1024 * 1024
@@ -488,23 +488,23 @@ def test_tensor_state_without_located_code_shows_its_producers_lines(write_confi
 
 
 def test_remote_code_evidence_and_verification(tmp_path: Path) -> None:
-    # K2's config and remote code shaped like DeepSeek's in a Hub cache snapshot: provenance pins the code to the
-    # snapshot's commit and links it on the Hub; the verification sentence comes from the model's context.
+    # K2's config and its released remote code in a Hub cache snapshot: provenance pins the code to the snapshot's
+    # commit and links it on the Hub, at the reference card's lines; the verification sentence is the model context's.
     sha = "fd1984e2b7a3" + "0" * 28
     snapshot = tmp_path / "hub" / "models--moonshotai--Kimi-K2-Instruct" / "snapshots" / sha
     snapshot.mkdir(parents=True)
     shutil.copy(K2_CONFIG, snapshot / "config.json")
-    shutil.copy(REMOTE_SHAPE, snapshot / "modeling_deepseek.py")
+    shutil.copy(K2_RELEASE, snapshot / "modeling_deepseek.py")
     context = ModelContext(verification="The model total matches the checkpoint's tensors.")
     index = ModelIndex(describe_model(str(snapshot)), K2, context)
     rendered = render_context()
     embedding = parse(render_card(build_card_view(index, index.nodes["token-embedding"]), rendered))
     text = squash(embedding.text())
-    assert "Code modeling_deepseek.py 273, 305–306 · config.json 17, 68" in text
-    assert "moonshotai/Kimi-K2-Instruct / modeling_deepseek.py Pinned revision fd1984e2b7a3 ↗ · lines 273–306" in text
-    link = f"https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/{sha}/modeling_deepseek.py#L273-L306"
+    assert "Code modeling_deepseek.py 1360–1362, 1440–1441 · config.json 17, 68" in text
+    assert "moonshotai/Kimi-K2-Instruct / modeling_deepseek.py Pinned revision fd1984e2b7a3 ↗ · lines 1360–1441" in text
+    link = f"https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/{sha}/modeling_deepseek.py#L1360-L1441"
     assert link in [e.attrs["href"] for e in embedding.find_all("a")]
-    assert "… lines 274–304 omitted …" in text
+    assert "… lines 1363–1439 omitted …" in text
     # The sentence is the overview's; the card links to it from its status chip.
     assert "The model total matches the checkpoint's tensors." not in text
     assert embedding.find("a", "chip").attrs["href"] == f"../../{K2}/index.html#verification"

@@ -24,7 +24,7 @@ from archviz.sources import Evidence
 from tests.test_families import PUBLISHED
 
 REPO = Path(__file__).parent.parent
-REMOTE_SHAPE = REPO / "tests" / "data" / "sources" / "remote_deepseek_shape.py"
+K2_RELEASE = REPO / "tests" / "data" / "release-code" / "kimi-k2-instruct" / "modeling_deepseek.py"
 K2_CONFIG = REPO / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
 
 Clauses = tuple[tuple[str, tuple[str, ...]], ...]
@@ -120,12 +120,12 @@ def _docs(case: str, tmp_path: Path) -> ModelDocs:
     if case == "kimi_linear transformers":
         return describe_model("kimi-linear-48b-a3b-instruct")
     if case == "deepseek_v3 remote":
-        # K2's config beside code shaped like the model's own modeling_deepseek.py, in a Hub cache snapshot.
+        # K2's config beside its released modeling_deepseek.py, in a Hub cache snapshot.
         sha = "fd1984e2b7a3" + "0" * 28
         snapshot = tmp_path / "hub" / "models--moonshotai--Kimi-K2-Instruct" / "snapshots" / sha
         snapshot.mkdir(parents=True)
         shutil.copy(K2_CONFIG, snapshot / "config.json")
-        shutil.copy(REMOTE_SHAPE, snapshot / "modeling_deepseek.py")
+        shutil.copy(K2_RELEASE, snapshot / "modeling_deepseek.py")
         docs = describe_model(str(snapshot))
         assert docs.sources.file.path == "modeling_deepseek.py"
         return docs
@@ -161,14 +161,31 @@ def test_every_clause_of_a_claim_is_on_a_shown_line(case: str, tmp_path: Path) -
 
 
 def test_use_spans_cover_whole_multi_line_statements(tmp_path: Path) -> None:
-    """Every cited statement of the remote-shaped file ends where Python's statement ends."""
+    """No cited span of the released remote file cuts a statement: every statement starting in it ends in it, but
+    an ``if`` shown as the context of a statement in its body (``if self.scoring_func == "sigmoid":`` above
+    ``scores = logits.sigmoid()``, whose ``else`` is not cited)."""
     import ast
 
     docs = _docs("deepseek_v3 remote", tmp_path)
-    tree = ast.parse(REMOTE_SHAPE.read_text(encoding="utf-8"))
-    ends = {node.lineno: node.end_lineno for node in ast.walk(tree) if isinstance(node, ast.stmt)}
+    tree = ast.parse(K2_RELEASE.read_text(encoding="utf-8"))
+    statements = [node for node in ast.walk(tree) if isinstance(node, ast.stmt)]
+    checked = 0
     for node_id, found in docs.sources.nodes.items():
         for ref in found.refs:
-            if ref.file != "modeling_deepseek.py" or ref.start not in ends:
+            if ref.file != "modeling_deepseek.py":
                 continue
-            assert ref.end >= (ends[ref.start] or ref.start), (node_id, ref.start, ref.end)
+            for statement in statements:
+                end = statement.end_lineno or statement.lineno
+                if not ref.start <= statement.lineno <= ref.end or end <= ref.end:
+                    continue
+                cited_inside = [
+                    inner
+                    for inner in ast.walk(statement)
+                    if isinstance(inner, ast.stmt)
+                    and inner is not statement
+                    and statement.lineno < inner.lineno
+                    and inner.lineno <= ref.end
+                ]
+                assert isinstance(statement, ast.If) and cited_inside, (node_id, ref.start, ref.end, statement.lineno)
+            checked += 1
+    assert checked > 80

@@ -4,13 +4,14 @@ Everything runs on real files: the installed transformers' modeling files of eve
 (deepseek_v3, kimi_linear and the llama-style llama, mistral, qwen2, qwen3, mixtral, qwen3_moe) and of the
 generic family's bert and gpt_oss, the bundled configs and published ones (tests/test_families.py's
 ``PUBLISHED``), copies of them in temporary model folders (as remote code, in a git checkout, in an HF-cache
-snapshot), and one skeleton in the shape of DeepSeek's remote code (tests/data/sources).
+snapshot), and Kimi-K2-Instruct's released remote modeling file (tests/data/release-code), byte for byte.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -29,13 +30,15 @@ from archviz.errors import InputError
 from archviz.excerpts import (
     ExcerptLines,
     ExcerptOmission,
+    covering_range,
+    format_excerpt,
 )
 from archviz.families import FAMILIES
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.generic import locators as generic_locators
 from archviz.families.llama import VARIANTS, Variant
 from archviz.graph import Graph, NodeKind
-from archviz.locators import Category, Locator, Role, SiteKind
+from archviz.locators import Category, Locator, Role, Site, SiteKind, SourceOrigin
 from archviz.pins import (
     RevisionKind,
     SourceFile,
@@ -45,6 +48,8 @@ from archviz.pins import (
 )
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.provenance import (
+    SiteMatch,
+    SourceSpan,
     find_site,
     split_lines,
 )
@@ -54,7 +59,6 @@ from archviz.sources import (
     Coverage,
     GraphSources,
     ModelingSource,
-    SourceOrigin,
     choose_source_file,
     coverage,
     locate_sources,
@@ -62,10 +66,13 @@ from archviz.sources import (
     source_entries,
 )
 from tests.test_families import PUBLISHED, tiny
+from tests.test_provenance import K2_CARD_EMBEDDING_EXCERPT
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
-REMOTE_SHAPE = DATA / "sources" / "remote_deepseek_shape.py"
+RELEASE = DATA / "release-code" / "kimi-k2-instruct" / "modeling_deepseek.py"
+"""Kimi-K2-Instruct's remote modeling file (its config's auto_map) at revision fd1984e2b7a3, as released."""
+RELEASE_SHA256 = "1cd4c202343b81e27a3d3df8e7d2289e11160e092b61bc300f4846c3063e787a"
 K2 = "kimi-k2-instruct"
 KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
 K2_CONFIG = bundled_config(K2)
@@ -146,9 +153,14 @@ def _kimi_linear_with_rope() -> dict[str, object]:
     return config
 
 
-@cache
 def corpus() -> tuple[Graph, ...]:
     """Graphs holding every node and group the hand-written families build."""
+    return tuple(docs.graph for docs in corpus_docs())
+
+
+@cache
+def corpus_docs() -> tuple[ModelDocs, ...]:
+    """The models of ``corpus``, described by the pipeline (which cites transformers' files: none has remote code)."""
     from tests.test_families import TINY
     from tests.test_kimi_k25 import tiny_kimi_k25
 
@@ -158,8 +170,8 @@ def corpus() -> tuple[Graph, ...]:
         (root / name).mkdir()
         (root / name / "config.json").write_text(json.dumps(config, indent=2))
     names = [K2, KIMI_LINEAR, str(DATA / "deepseek-v3.config.json"), str(DATA / "moonlight-16b-a3b.config.json")]
-    graphs = [docs_of(name).graph for name in [*names, *(str(root / name) for name in configs)]]
-    return tuple(graph for graph in graphs if graph.model.family != "generic")
+    described = [docs_of(name) for name in [*names, *(str(root / name) for name in configs)]]
+    return tuple(docs for docs in described if docs.graph.model.family != "generic")
 
 
 def _cases(kind: str) -> dict[tuple[str, str], Locator]:
@@ -187,18 +199,25 @@ def check_matches(id: str, locator: Locator, source: SourceFile, absent: dict[st
         assert not matches, f"{id} was expected to be absent from {source.path}"
         assert locator.absent is not None
         assert absent[id] in locator.absent
+        # Absent by design, not by a silent miss: no site of the node is written for transformers' file.
+        assert not [site for site in locator.sites if SourceOrigin.TRANSFORMERS in site.origins], id
         return
     assert matches, f"{id}: no site found in {source.path}"
     for match in matches:
-        text = text_of(source, match.span.start, match.span.end)
-        if match.site.kind is SiteKind.ATTRIBUTE:
-            assert f"self.{match.needle}" in text
-        elif match.site.kind is SiteKind.STATEMENT:
-            assert match.needle in text
-        elif match.site.kind in (SiteKind.FUNCTION, SiteKind.METHOD):
-            assert f"def {match.needle}(" in text
-        else:
-            assert text.lstrip().startswith(("class ", "@"))
+        check_match_text(source, match)
+
+
+def check_match_text(source: SourceFile, match: SiteMatch) -> None:
+    """The lines a site found show what it looked for."""
+    text = text_of(source, match.span.start, match.span.end)
+    if match.site.kind is SiteKind.ATTRIBUTE:
+        assert f"self.{match.needle}" in text
+    elif match.site.kind is SiteKind.STATEMENT:
+        assert match.needle in text
+    elif match.site.kind in (SiteKind.FUNCTION, SiteKind.METHOD):
+        assert f"def {match.needle}(" in text
+    else:
+        assert text.lstrip().startswith(("class ", "@"))
 
 
 def file_of(family: str, locator: Locator) -> SourceFile:
@@ -220,6 +239,111 @@ def test_every_node_locator_finds_its_code_in_transformers_file(family: str, id:
 def test_every_group_locator_finds_its_code_in_transformers_file(family: str, id: str) -> None:
     locator = _cases("group")[(family, id)]
     check_matches(id, locator, file_of(family, locator), GROUPS_ABSENT)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Every site against every file its family has: found where it is written for, absent where it is not
+
+# Per family, the model's own released remote code the repository holds (a site written for remote code is tested
+# there); the families without one have their remote-only sites untested (``test_remote_only_sites_...`` counts them).
+RELEASED_CODE = {"deepseek_v3": RELEASE}
+# Per family without released code here, how many of its sites are written for remote code only: Kimi-K2.5's text
+# model (its own modeling_deepseek.py), Kimi Linear's modeling_kimi.py (its rotary MLA, block_sparse_moe, q_conv1d …)
+# and the llama-style families' (the statements DeepSeek's remote code inherited: logits.float(), moe_infer).
+UNTESTED_REMOTE_SITES = {
+    "kimi_k25": 20,
+    "kimi_linear": 38,
+    "llama": 3,
+    "mistral": 3,
+    "mixtral": 6,
+    "qwen2": 3,
+    "qwen3": 3,
+    "qwen3_moe": 6,
+}
+
+
+@cache
+def released_file(family: str) -> SourceFile:
+    return load_source_file(RELEASED_CODE[family], display_name=RELEASED_CODE[family].name)
+
+
+def files_of(family: str, locator: Locator) -> dict[SourceOrigin, SourceFile]:
+    """Every file the family has for a locator's code, by kind: transformers' port, and the released remote code
+    where the repository holds it (a part's code, Kimi-K2.5's text model, is tested in transformers' file only)."""
+    files = {SourceOrigin.TRANSFORMERS: file_of(family, locator)}
+    if family in RELEASED_CODE and locator.file is None:
+        files[SourceOrigin.REMOTE] = released_file(family)
+    return files
+
+
+def _site_cases() -> list[tuple[str, str, str, int, SourceOrigin]]:
+    """(family, node or group, id, site index, file kind): every site of every locator, once per file."""
+    cases = []
+    for kind in ("node", "group"):
+        for (family, id), locator in sorted(_cases(kind).items()):
+            for origin in files_of(family, locator):
+                cases.extend((family, kind, id, index, origin) for index in range(len(locator.sites)))
+    return cases
+
+
+def describe_site(site: Site) -> str:
+    """A site in a few words: ``statement 'logits = logits.float()' in ('ForCausalLM',).forward``."""
+    looked = f"'{site.needles[0]}'" if site.needles else "the class"
+    where = f" in {site.classes}" + (f".{site.method}" if site.method else "") if site.classes else ""
+    return f"{site.kind.value} {looked}{where}"
+
+
+SITE_CASES = _site_cases()
+
+
+@pytest.mark.parametrize(
+    ("family", "kind", "id", "index", "origin"),
+    SITE_CASES,
+    ids=[f"{f}:{k}:{i}:site{n}@{o.value}" for f, k, i, n, o in SITE_CASES],
+)
+def test_every_site_finds_its_code_in_every_file_it_targets(
+    family: str, kind: str, id: str, index: int, origin: SourceOrigin
+) -> None:
+    locator = _cases(kind)[(family, id)]
+    site = locator.sites[index]
+    source = files_of(family, locator)[origin]
+    matches = find_site(site, source)
+    said = f"{family} {kind} {id}: site {index} ({describe_site(site)})"
+    if origin in site.origins:
+        assert matches, f"{said} finds nothing in {source.path}, which it is written for"
+        for match in matches:
+            check_match_text(source, match)
+    else:
+        # A site that names only the other kind of file must not exist in this one: the targeting is exact.
+        assert not matches, f"{said} is in {source.path}, which its origins {site.origins} leave out"
+
+
+def test_the_released_file_is_kimi_k2s_byte_for_byte() -> None:
+    assert hashlib.sha256(RELEASE.read_bytes()).hexdigest() == RELEASE_SHA256
+
+
+def test_every_family_file_kind_has_its_sites_tested() -> None:
+    tested = {(family, origin) for family, _, _, _, origin in SITE_CASES}
+    assert {family for family, _ in tested} == {family.name for family in FAMILIES}
+    assert ("deepseek_v3", SourceOrigin.REMOTE) in tested
+    # Every site is written for at least one kind of file (``locators.only`` drops a site left with none).
+    for (family, _), locator in [*_cases("node").items(), *_cases("group").items()]:
+        for site in locator.sites:
+            assert site.origins, (family, describe_site(site))
+
+
+def test_remote_only_sites_of_families_without_released_code_are_counted() -> None:
+    """Sites written only for remote code that the repository does not hold (Kimi Linear's modeling_kimi.py, the
+    llama-style remote code DeepSeek's derives from): not testable here, so their number is pinned."""
+    untested: dict[str, int] = {}
+    for kind in ("node", "group"):
+        for (family, _), locator in _cases(kind).items():
+            if SourceOrigin.REMOTE in files_of(family, locator):
+                continue
+            count = sum(1 for site in locator.sites if site.origins == (SourceOrigin.REMOTE,))
+            if count:
+                untested[family] = untested.get(family, 0) + count
+    assert untested == UNTESTED_REMOTE_SITES
 
 
 @pytest.mark.parametrize(
@@ -400,6 +524,33 @@ def test_embedded_state_has_the_k2_cards_contextual_evidence(k2_sources: GraphSo
     assert block.claim.endswith("the first block uses the dense MLP, the rest the MoE.")
 
 
+def test_with_the_release_k2s_embedded_state_card_cites_the_reference_cards_lines() -> None:
+    """The reference card of Kimi-K2's Embedded state: its token-embedding evidence is modeling_deepseek.py at
+    fd1984e2b7a3, lines 1360–1441, with 1363–1439 omitted (tests/test_provenance.py holds the same numbers)."""
+    sources = locate(docs_of(K2), released_file("deepseek_v3"))
+    evidence = sources.nodes["embedded-state"].evidence
+    (code,) = [item for item in evidence if item.from_node == "token-embedding" and item.file == "modeling_deepseek.py"]
+    assert code.spans == (
+        SourceSpan(path="modeling_deepseek.py", start=1360, end=1362),
+        SourceSpan(path="modeling_deepseek.py", start=1440, end=1441),
+    )
+    assert covering_range(code.spans) == (1360, 1441)
+    assert [line.strip() for line in format_excerpt(list(code.excerpt)).split("\n")] == K2_CARD_EMBEDDING_EXCERPT
+    # The transformer-blocks context spans the reference card's lines 1360–1616, ending with the float32 logits.
+    model = next(item for item in evidence if item.from_node == "model")
+    assert covering_range(model.spans) == (1360, 1616)
+    assert text_of(released_file("deepseek_v3"), 1616, 1616).strip() == "logits = logits.float()"
+
+
+def test_no_targeted_site_is_missed_on_the_families_own_files() -> None:
+    """A targeted site that finds nothing is recorded, not skipped: none is, on any file a family has."""
+    for docs in corpus_docs():
+        sources = docs.sources
+        assert sources.file.origin is SourceOrigin.TRANSFORMERS, docs.graph.model.name
+        missed = {id: [describe_site(site) for site in sites] for id, sites in sources.missed.items()}
+        assert missed == {}, docs.graph.model.name
+
+
 def test_node_config_evidence_names_the_values(k2_sources: GraphSources) -> None:
     evidence = k2_sources.nodes["moe.routing-weights"].evidence
     config = next(item for item in evidence if item.direct and item.file == "config.json")
@@ -471,13 +622,14 @@ def test_a_file_that_is_not_python_is_an_input_error(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The remote code's shape: the same tables find MoEGate, the per-attention rotary and logits.float()
+# Kimi-K2's released remote code: the same tables find MoEGate, the per-attention rotary and logits.float()
 
 
-def test_the_tables_work_on_remote_code_shaped_like_deepseeks() -> None:
-    source = load_source_file(REMOTE_SHAPE, display_name="modeling_deepseek.py")
+def test_the_tables_work_on_kimi_k2s_released_code() -> None:
+    source = released_file("deepseek_v3")
     sources = locate(docs_of(K2), source)
     assert coverage(sources) == Coverage(located=44, total=44, unlocated=())
+    assert sources.missed == {}  # every site written for remote code finds it
 
     def cited(id: str, role: Role) -> str:
         return "\n".join(text_of(source, ref.start, ref.end) for ref in sources.nodes[id].refs if ref.role is role)
@@ -577,6 +729,14 @@ def test_shifted_remote_copy_cites_the_same_code_seven_lines_down_then_pins_to_g
     shifted, base = locate(docs, remote), locate(docs, original)
     assert shifted.file.origin is SourceOrigin.REMOTE and base.file.origin is SourceOrigin.TRANSFORMERS
     assert coverage(shifted) == coverage(base)
+    # transformers' port cited as remote code is still found in full, but the remote code's own statements are not
+    # there: recorded as missed, not skipped (and none on transformers' file itself).
+    assert base.missed == {}
+    assert [site.needles for site in shifted.missed["model"]] == [
+        ("past_key_values_length = 0",),
+        ("if use_cache:",),
+        ("logits = logits.float()",),
+    ]
     compared = 0
     for id, node in base.nodes.items():
         code = [ref for ref in node.refs if ref.role is not Role.CONFIG]
@@ -615,7 +775,7 @@ def test_an_hf_cache_snapshot_is_pinned_to_its_hub_commit(tmp_path: Path) -> Non
     snapshot = tmp_path / "hub" / "models--moonshotai--Kimi-K2-Instruct" / "snapshots" / sha
     snapshot.mkdir(parents=True)
     shutil.copy(K2_CONFIG, snapshot / "config.json")
-    shutil.copy(REMOTE_SHAPE, snapshot / "modeling_deepseek.py")
+    shutil.copy(RELEASE, snapshot / "modeling_deepseek.py")
     chosen = choose(snapshot)
     assert chosen.origin is SourceOrigin.REMOTE
     assert chosen.revision_kind is RevisionKind.HUB and chosen.revision == sha
@@ -778,7 +938,7 @@ def test_every_llama_style_family_names_classes_its_file_defines(variant: Varian
     named = [
         name
         for field in dataclasses.fields(DecoderCode)
-        if field.name not in ("ffn_attributes", "rope_absent")
+        if field.name not in ("ffn_attributes", "remote_ffn_attributes", "rope_absent")
         for name in getattr(code, field.name)
     ]
     assert named and set(named) <= defined, set(named) - defined

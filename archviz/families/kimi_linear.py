@@ -36,7 +36,17 @@ from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
 from archviz.families.registry import Family, Getter
 from archviz.graph import Dim, GroupKind, Mixer, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
-from archviz.locators import Category, Locator, attribute, defined, function, method, statement, used
+from archviz.locators import (
+    Category,
+    Locator,
+    attribute,
+    defined,
+    function,
+    method,
+    remote_only,
+    statement,
+    used,
+)
 from archviz.settings import Settings
 
 NAME = "kimi_linear"
@@ -53,7 +63,7 @@ CODE = DecoderCode(
     experts=("Experts", "BlockSparseMLP"),
     rotary=("RotaryEmbedding",),
     norm=("RMSNorm",),
-    ffn_attributes=("mlp", "block_sparse_moe"),
+    remote_ffn_attributes=("block_sparse_moe",),
     rope_absent=(
         "transformers' kimi_linear port has no rotary position embedding: its MLA layers use none "
         "(the released Kimi Linear configs set mla_use_nope)"
@@ -439,9 +449,10 @@ class KimiDeltaAttention:
             ),
             sites=(
                 defined(kda, "conv1d"),
-                *(defined(kda, f"{name}_conv1d") for name in ("q", "k", "v")),
+                # The remote code keeps one convolution per projection.
+                *remote_only(*(defined(kda, f"{name}_conv1d") for name in ("q", "k", "v"))),
                 statement(kda, "= causal_conv1d_fn("),
-                used(kda, "q_conv1d"),
+                *remote_only(used(kda, "q_conv1d")),
                 function("causal_conv1d_fn"),
             ),
             op=Op(kind=OpKind.CONVOLUTION),
@@ -513,8 +524,11 @@ class KimiDeltaAttention:
             sites=(
                 *attribute(kda, "forget_gate"),
                 method(FORGET_GATE, "forward"),
-                *(defined(kda, name) for name in ("f_a_proj", "f_b_proj", "A_log", "dt_bias")),
-                statement(kda, "fused_kda_gate("),
+                # The remote code builds the gate's tensors on the attention itself and fuses the gate.
+                *remote_only(
+                    *(defined(kda, name) for name in ("f_a_proj", "f_b_proj", "A_log", "dt_bias")),
+                    statement(kda, "fused_kda_gate("),
+                ),
             ),
             op=Op(kind=OpKind.LINEAR),
         )

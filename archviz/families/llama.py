@@ -119,6 +119,9 @@ class Variant:
     """Config key that must be true for ``sliding_window`` to apply (``use_sliding_window``)."""
     sliding_window_default: int | None
     """``sliding_window`` when absent."""
+    window_attribute: bool = True
+    """Where its transformers file reads the window, for the locator: the attention's own ``self.sliding_window``
+    (Qwen2, Qwen3, Qwen3-MoE), else the config's, passed to the attention function in the forward (Mistral, Mixtral)."""
     class_prefix: str
     """The class-name prefix of its transformers file (``Qwen3Moe`` in ``Qwen3MoeAttention``)."""
     moe: MoeNaming | None = None
@@ -184,6 +187,7 @@ MISTRAL = replace(
     mlp_bias=False,
     sliding_window=SlidingWindow.ALL,
     sliding_window_default=4096,
+    window_attribute=False,
 )
 
 QWEN2 = replace(
@@ -816,7 +820,10 @@ class GroupedQueryAttention:
                 defined(a, "scaling"),
                 # Where the window applies: the layer's own window, and the model's sliding-window mask.
                 *(
-                    (defined(a, "sliding_window"), statement(self.code.model, "create_sliding_window_causal_mask"))
+                    (
+                        defined(a, "sliding_window") if self.v.window_attribute else statement(a, "sliding_window="),
+                        statement(self.code.model, "create_sliding_window_causal_mask"),
+                    )
                     if f.can_slide()
                     else ()
                 ),

@@ -38,7 +38,9 @@ class DecoderCode:
     norm: tuple[str, ...]
     """RMSNorm (``LlamaRMSNorm``)."""
     ffn_attributes: tuple[str, ...] = ("mlp",)
-    """The block attributes holding the FFN (``mlp``; Kimi's remote code: ``block_sparse_moe``)."""
+    """The block attribute holding the FFN in every file of the family (``mlp``)."""
+    remote_ffn_attributes: tuple[str, ...] = ()
+    """The block attributes holding the FFN in the family's remote code only (Kimi's ``block_sparse_moe``)."""
     rope_absent: str | None = None
     """Why rotary code may be missing from the family's files (transformers' kimi_linear has none)."""
 

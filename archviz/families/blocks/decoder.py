@@ -30,7 +30,18 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.locators import Category, Locator, Site, attribute, defined, method, statement, used, whole_class
+from archviz.locators import (
+    Category,
+    Locator,
+    Site,
+    attribute,
+    defined,
+    method,
+    remote_only,
+    statement,
+    used,
+    whole_class,
+)
 from archviz.settings import Settings
 
 LAYER = "model.layers.{layer}"
@@ -118,15 +129,16 @@ def model_group(b: GraphBuilder, *, title: str, summary: str, code: DecoderCode)
                 used(code.model, "embed_tokens"),
                 # Positions numbered from the cached length: the remote code counts it before (``past_key_values_
                 # length``), transformers' port inside the ``if position_ids is None`` block (``past_seen_tokens``).
-                statement(code.model, "past_key_values_length = 0"),
-                statement(code.model, "if use_cache:"),
+                *remote_only(
+                    statement(code.model, "past_key_values_length = 0"), statement(code.model, "if use_cache:")
+                ),
                 statement(code.model, "if position_ids is None"),
                 # Mistral and the MoE families pick the mask function first (``mask_function(…)``).
                 statement(code.model, "create_causal_mask(", "_prepare_4d_causal_attention_mask(", "= mask_function("),
                 used(code.model, "layers"),
                 used(code.model, "norm"),
                 *attribute(code.causal_lm, "lm_head"),
-                statement(code.causal_lm, "logits = logits.float()"),
+                *remote_only(statement(code.causal_lm, "logits = logits.float()")),
             ),
         ),
     )
@@ -187,7 +199,7 @@ def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, g
 
 
 def _block_locator(code: DecoderCode) -> Locator:
-    layer, ffn = code.layer, code.ffn_attributes
+    layer, ffn, remote_ffn = code.layer, code.ffn_attributes, code.remote_ffn_attributes
     return Locator(
         claim="A block applies input RMSNorm, the token mixer and a residual addition, then the FFN half.",
         category=Category.BLOCK,
@@ -195,6 +207,7 @@ def _block_locator(code: DecoderCode) -> Locator:
         sites=(
             defined(layer, "self_attn"),
             *(defined(layer, name) for name in ffn),
+            *remote_only(*(defined(layer, name) for name in remote_ffn)),
             defined(layer, "input_layernorm"),
             defined(layer, "post_attention_layernorm"),
             statement(layer, "residual = hidden_states"),
@@ -204,6 +217,7 @@ def _block_locator(code: DecoderCode) -> Locator:
             statement(layer, "residual = hidden_states", occurrence=2),
             used(layer, "post_attention_layernorm"),
             *(used(layer, name, every=True) for name in ffn),
+            *remote_only(*(used(layer, name, every=True) for name in remote_ffn)),
             statement(layer, "hidden_states = residual + hidden_states", occurrence=2),
         ),
     )
@@ -358,6 +372,7 @@ def decoder_block(
     _block_norm(b, prefix, "post_attention", block=group, d=d, eps=eps, at=at, part=part, code=code)
     ffn(group)
     ffn_sites = tuple(statement(layer, f"= self.{name}(") for name in code.ffn_attributes)
+    ffn_sites += remote_only(*(statement(layer, f"= self.{name}(") for name in code.remote_ffn_attributes))
     _block_state(block, "ffn-output", ffn_sites, d=d)
     _residual_add(block, "second", d=d, inputs=[residual, hidden(d)], code=code)
     return group

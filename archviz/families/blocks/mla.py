@@ -35,7 +35,18 @@ from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
 from archviz.families.blocks.rotary import deepseek_softmax_scale
 from archviz.families.registry import Getter
 from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.locators import Category, Locator, attribute, defined, function, method, statement
+from archviz.locators import (
+    Category,
+    Locator,
+    Site,
+    attribute,
+    defined,
+    function,
+    method,
+    remote_only,
+    statement,
+    transformers_only,
+)
 from archviz.settings import Settings
 
 ATTN = "model.layers.{layer}.self_attn"
@@ -100,6 +111,10 @@ class MlaAttention:
     def __init__(self, b: GraphBuilder, s: Settings, dims: MlaDims, code: DecoderCode, *, use_rope: bool):
         self.b, self.s, self.dims, self.code, self.use_rope = b, s, dims, code, use_rope
         self.bias = s.flag("attention_bias", default=False)
+
+    def _rotary(self, *sites: Site) -> tuple[Site, ...]:
+        """Sites of rotary code: looked for in the remote code only when the family's transformers port has none."""
+        return remote_only(*sites) if self.code.rope_absent else sites
 
     def build(self, prefix: str, at: Placement, *, parent: str, part: Part, after_core: AfterCore | None) -> None:
         """The whole attention: queries, the compressed keys and values, the core, the output projection."""
@@ -271,7 +286,7 @@ class MlaAttention:
                 inputs=[q_states],
                 outputs=[self._q_pass(), self._q_rot()],
                 claim="The queries are viewed per head and split into a position-free part and a rotary part.",
-                sites=(statement(a, "[self.qk_nope_head_dim, self.qk_rope_head_dim]"),),
+                sites=self._rotary(statement(a, "[self.qk_nope_head_dim, self.qk_rope_head_dim]")),
                 absent=self.code.rope_absent,
             )
             return
@@ -373,7 +388,7 @@ class MlaAttention:
             ],
             claim="The rotary slices of the queries and of the shared key are rotated by their positions.",
             category=Category.ROPE,
-            sites=(
+            sites=self._rotary(
                 statement(a, "= apply_rotary_pos_emb"),
                 function("apply_rotary_pos_emb_interleave", "apply_rotary_pos_emb"),
             ),
@@ -419,11 +434,13 @@ class MlaAttention:
             inputs=[self._q_pass(), self._q_rot()],
             outputs=[self._query()],
             claim="Each head's query is assembled from its position-free and rotated parts.",
-            sites=(
+            sites=self._rotary(
                 statement(self.code.attention, "torch.cat((q_pass, q_rot)", "query_states = k_pe.new_empty("),
                 # The remote code fills the two halves in place.
-                statement(self.code.attention, "query_states[:, :, :, : self.qk_nope_head_dim]"),
-                statement(self.code.attention, "query_states[:, :, :, self.qk_nope_head_dim :]"),
+                *remote_only(
+                    statement(self.code.attention, "query_states[:, :, :, : self.qk_nope_head_dim]"),
+                    statement(self.code.attention, "query_states[:, :, :, self.qk_nope_head_dim :]"),
+                ),
             ),
             absent=self.code.rope_absent,
         )
@@ -468,12 +485,14 @@ class MlaAttention:
                 "shared key slice."
             ),
             sites=(
-                method(a, "expand_kv"),
-                statement(a, "= self.expand_kv("),
+                *transformers_only(method(a, "expand_kv"), statement(a, "= self.expand_kv(")),
                 statement(a, "[self.qk_nope_head_dim, self.v_head_dim]"),
-                statement(a, "key_states = k_pe.new_empty("),
-                statement(a, "key_states[:, :, :, : self.qk_nope_head_dim]"),
-                statement(a, "key_states[:, :, :, self.qk_nope_head_dim :]"),
+                # The remote code fills the key's two halves in place.
+                *remote_only(
+                    statement(a, "key_states = k_pe.new_empty("),
+                    statement(a, "key_states[:, :, :, : self.qk_nope_head_dim]"),
+                    statement(a, "key_states[:, :, :, self.qk_nope_head_dim :]"),
+                ),
             ),
         )
 
@@ -511,19 +530,20 @@ class MlaAttention:
                 "mask, takes the softmax at the configured scale and mixes the values."
             ),
             sites=(
-                statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
+                *transformers_only(statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface(")),
                 statement(a, "= attention_interface(", "torch.matmul(query_states, key_states.transpose("),
                 # Attention computed step by step in the model's own code: the mask, the softmax, the dropout and
                 # the value product, each cited (transformers' port has them in eager_attention_forward, below).
-                statement(a, "attn_weights = attn_weights + attention_mask"),
-                statement(a, "nn.functional.softmax("),
-                statement(a, "nn.functional.dropout("),
-                statement(a, "attn_output = torch.matmul(attn_weights"),
-                function("eager_attention_forward"),
-                defined(a, "scaling"),
-                defined(a, "softmax_scale"),
-                function("yarn_apply_mscale"),
-                function("yarn_get_mscale"),
+                *remote_only(
+                    statement(a, "attn_weights = attn_weights + attention_mask"),
+                    statement(a, "nn.functional.softmax("),
+                    statement(a, "nn.functional.dropout("),
+                    statement(a, "attn_output = torch.matmul(attn_weights"),
+                ),
+                *transformers_only(function("eager_attention_forward"), defined(a, "scaling")),
+                *remote_only(defined(a, "softmax_scale")),
+                # YaRN's scale correction: transformers' port applies it in its own helper.
+                *self._rotary(*transformers_only(function("yarn_apply_mscale")), function("yarn_get_mscale")),
             ),
             op=Op(kind=OpKind.ATTENTION),
         )

@@ -37,7 +37,17 @@ from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import hidden
 from archviz.families.registry import Getter
 from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.locators import Category, Locator, Site, attribute, defined, method, statement
+from archviz.locators import (
+    Category,
+    Locator,
+    Site,
+    attribute,
+    defined,
+    method,
+    remote_only,
+    statement,
+    transformers_only,
+)
 from archviz.settings import Settings
 from archviz.words import plural
 
@@ -453,9 +463,10 @@ class MoeBlock:
             settings=[self._normalize_setting("always" if n.normalize is None else None)],
             claim=f"The routing weights are the chosen experts' probabilities, {how}.",
             sites=(
-                statement(router, "self.norm_topk_prob"),
+                # Only a family with a normalization key tests it, and only one that casts the weights back does.
+                *((statement(router, "self.norm_topk_prob"),) if n.normalize is not None else ()),
                 statement(router, "router_top_value /="),
-                statement(router, "router_top_value = router_top_value.to("),
+                *((statement(router, "router_top_value = router_top_value.to("),) if n.cast_weights else ()),
                 statement(router, "router_scores = router_top_value"),
             ),
         )
@@ -475,7 +486,11 @@ class MoeBlock:
             locate=Locator(
                 claim="The routed experts run each expert on the tokens routed to it and add the weighted results.",
                 category=Category.MOE,
-                sites=(method(code.experts, "forward"), method(code.moe, "moe_infer")),
+                # transformers' port runs the experts as one module; the remote code in the MoE's moe_infer.
+                sites=(
+                    *transformers_only(method(code.experts, "forward")),
+                    *remote_only(method(code.moe, "moe_infer")),
+                ),
             ),
         )
         bank = Scope(b=b, group=group, placement=instances, part=step.part, prefix=step.prefix, category=Category.MOE)
@@ -505,8 +520,8 @@ class MoeBlock:
             sites=(
                 *attribute(code.moe, "experts"),
                 # The remote code takes each expert from the list and calls it on its tokens (in moe_infer).
-                statement(code.moe, "expert_out = expert("),
-                method(code.experts, "forward"),
+                *remote_only(statement(code.moe, "expert_out = expert(")),
+                *transformers_only(method(code.experts, "forward")),
             ),
             op=Op(kind=OpKind.EXPERTS, top_k=n.top_k),
         )
@@ -528,9 +543,8 @@ class MoeBlock:
             placement=step.placement,
             claim="The routed experts' outputs are weighted by their routing weights and summed per token.",
             sites=(
-                statement(code.experts, "* top_k_weights["),
-                statement(code.experts, "index_add_("),
-                statement(code.moe, ".mul_(topk_weight", method="moe_infer"),
+                *transformers_only(statement(code.experts, "* top_k_weights["), statement(code.experts, "index_add_(")),
+                *remote_only(statement(code.moe, ".mul_(topk_weight", method="moe_infer")),
             ),
         )
 

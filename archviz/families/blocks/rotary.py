@@ -16,7 +16,18 @@ from typing import Any
 from archviz.families.blocks.builder import POSITIONS, GraphBuilder, shape
 from archviz.families.blocks.code import DecoderCode
 from archviz.graph import Dim, NodeKind, Setting
-from archviz.locators import Category, Locator, Role, defined, function, method, statement, used
+from archviz.locators import (
+    Category,
+    Locator,
+    Role,
+    defined,
+    function,
+    method,
+    remote_only,
+    statement,
+    transformers_only,
+    used,
+)
 from archviz.settings import Settings
 
 BROADCAST = Dim(symbol="1", label="batch", value=1, formula="broadcast")
@@ -72,7 +83,8 @@ def rotary_embedding(b: GraphBuilder, *, rotated: Dim, settings: list[Setting], 
 
 def rotary_locator(code: DecoderCode, *, deepseek: bool) -> Locator:
     """Where the rotary embedding is built and run: the model's ``rotary_emb`` and the rotary class; in the
-    DeepSeek family also the attention's own (remote code) and the YaRN helpers."""
+    DeepSeek family also the attention's own (remote code) and the YaRN helpers. A family whose transformers port has
+    no rotary code (``DecoderCode.rope_absent``) looks for it in its remote code only."""
     if not deepseek:
         return Locator(
             claim=(
@@ -88,22 +100,23 @@ def rotary_locator(code: DecoderCode, *, deepseek: bool) -> Locator:
                 method(code.rotary, "forward"),
             ),
         )
+    # transformers' port keeps one rotary embedding on the model; the remote code one per attention, with YaRN helpers.
+    sites = (
+        *transformers_only(defined(code.model, "rotary_emb")),
+        *remote_only(defined(code.attention, "rotary_emb", method="_init_rope")),
+        *transformers_only(used(code.model, "rotary_emb")),
+        *remote_only(used(code.attention, "rotary_emb")),
+        *transformers_only(statement(code.rotary, "ROPE_INIT_FUNCTIONS[", method="__init__", role=Role.DEFINITION)),
+        method(code.rotary, "forward"),
+        *remote_only(method(code.rotary, "_set_cos_sin_cache"), function("yarn_find_correction_range")),
+    )
     return Locator(
         claim=(
             "The rotary embedding computes each position's cosine and sine tables from the configured rotary "
             "frequencies, YaRN-scaled when the config asks for it."
         ),
         category=Category.ROPE,
-        sites=(
-            defined(code.model, "rotary_emb"),
-            defined(code.attention, "rotary_emb", method="_init_rope"),
-            used(code.model, "rotary_emb"),
-            used(code.attention, "rotary_emb"),
-            statement(code.rotary, "ROPE_INIT_FUNCTIONS[", method="__init__", role=Role.DEFINITION),
-            method(code.rotary, "forward"),
-            method(code.rotary, "_set_cos_sin_cache"),
-            function("yarn_find_correction_range"),
-        ),
+        sites=remote_only(*sites) if code.rope_absent else sites,
         absent=code.rope_absent,
     )
 
