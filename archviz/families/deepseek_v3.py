@@ -26,8 +26,9 @@ from archviz.families.blocks.decoder import (
     token_embedding,
 )
 from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_layers
-from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
+from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.rotary import deepseek_rope_settings, rotary_embedding, rotary_locator
+from archviz.families.blocks.routing import SigmoidRouting
 from archviz.families.registry import ConfigWords, Family
 from archviz.graph import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
 from archviz.settings import Settings
@@ -51,7 +52,7 @@ CODE = DecoderCode(
 
 # Config keys: transformers' DeepseekV3Config; checkpoint names: DeepSeek-V3's and Kimi-K2's safetensors index.
 NAMING = MoeNaming(
-    scoring=Scoring.SIGMOID,
+    routing=SigmoidRouting(),
     experts="n_routed_experts",
     top_k="num_experts_per_tok",
     width="moe_intermediate_size",

@@ -53,8 +53,9 @@ from archviz.families.blocks.decoder import (
     swiglu,
     token_embedding,
 )
-from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
+from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
+from archviz.families.blocks.routing import SoftmaxRouting
 from archviz.families.registry import Family
 from archviz.graph import Dim, Ffn, Graph, GroupKind, Layer, Mixer, ModelInfo, NodeKind, Op, OpKind, Setting, Shape
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement
@@ -218,7 +219,7 @@ MIXTRAL = replace(
     rms_norm_eps_default=1e-5,
     sliding_window_default=None,
     moe=MoeNaming(
-        scoring=Scoring.SOFTMAX,
+        routing=SoftmaxRouting(softmax_code="torch.nn.functional.softmax(router_logits.float(), dim=-1)"),
         experts_call=EXPERTS_CALL,
         experts="num_local_experts",
         top_k="num_experts_per_tok",
@@ -228,8 +229,6 @@ MIXTRAL = replace(
         normalize=None,
         sparse_step=None,
         dense_layers=None,
-        cast_weights=False,
-        softmax_code="torch.nn.functional.softmax(router_logits.float(), dim=-1)",
     ),
     module_spellings=(("block_sparse_moe", "mlp"),),  # the release's names; transformers 5 loads them as mlp
 )
@@ -244,7 +243,9 @@ QWEN3_MOE = replace(
     head_dim_default=None,
     sliding_window=SlidingWindow.ALL,
     moe=MoeNaming(
-        scoring=Scoring.SOFTMAX,
+        routing=SoftmaxRouting(
+            softmax_code="torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)", cast_weights=True
+        ),
         experts_call=EXPERTS_CALL,
         experts="num_experts",
         top_k="num_experts_per_tok",
@@ -254,8 +255,6 @@ QWEN3_MOE = replace(
         normalize="norm_topk_prob",
         sparse_step="decoder_sparse_step",
         dense_layers="mlp_only_layers",
-        cast_weights=True,
-        softmax_code="torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)",
     ),
 )
 
