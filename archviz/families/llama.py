@@ -43,7 +43,7 @@ from archviz.families.blocks.decoder import (
     swiglu,
     token_embedding,
 )
-from archviz.families.blocks.gqa import AttentionBias, GroupedQueryAttention
+from archviz.families.blocks.gqa import AttentionBias, GqaDims, GqaOptions, GroupedQueryAttention
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
 from archviz.families.blocks.routing import SoftmaxRouting
@@ -418,7 +418,7 @@ class LlamaBuilder:
                 f"post-attention RMSNorm, {kinds if v.moe else 'the SwiGLU MLP'} and a second residual addition."
             ),
             code=self.code,
-            mixer=lambda block: GroupedQueryAttention(self).build(block),
+            mixer=self.attention,
             ffn=self.ffn_part,
         )
         output_head(b, d=self.d, vocab=self.vocab, tied=self.tied, eps=self.eps(), float_logits=False, code=self.code)
@@ -439,10 +439,35 @@ class LlamaBuilder:
             layer_keys=LAYER_KEYS,
         )
 
+    def attention_dims(self) -> GqaDims:
+        """The widths of its attention."""
+        return GqaDims(
+            d=self.d,
+            heads=self.heads,
+            kv_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            q_width=self.q_width,
+            kv_width=self.kv_width,
+        )
+
     def attention_title(self) -> str:
         """Grouped-query attention when key/value heads are fewer than query heads, else multi-head."""
-        grouped = (self.kv_heads.value or 0) < (self.heads.value or 0)
-        return "Grouped-query attention" if grouped else "Multi-head attention"
+        return self.attention_dims().title
+
+    def attention(self, block: str) -> None:
+        """Grouped-query attention in every layer, with the variant's biases and norms and the config's window."""
+        window = self.window()
+        options = GqaOptions(
+            bias=self.v.attention_bias,
+            qk_norm=self.v.qk_norm,
+            window=window,
+            windowed_layers=self.sliding,
+            can_slide=self.can_slide(),
+            mask=self.mask_setting(window),
+            eps=self.eps(),
+        )
+        at = layer_placement(list(range(self.layers)))
+        GroupedQueryAttention(self.b, self.s, self.code, self.attention_dims(), options, at=at).build(block)
 
     def mask_setting(self, window: int | None) -> Setting:
         s, v = self.s, self.v

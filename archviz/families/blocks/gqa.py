@@ -8,6 +8,7 @@ eager_attention_forward, repeat_kv) and the files generated from it (``models/mi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -17,16 +18,17 @@ from archviz.families.blocks.builder import (
     KEY_POSITIONS,
     POSITIONS,
     Scope,
-    layer_placement,
     linear_rows,
     shape,
 )
 from archviz.families.blocks.decoder import LAYER, hidden, norm_locator, rms_norm
-from archviz.graph import GroupKind, NodeKind, Op, OpKind, Setting, Shape
+from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Placement, Setting, Shape
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement
 
 if TYPE_CHECKING:
-    from archviz.families.llama import LlamaBuilder
+    from archviz.families.blocks.builder import GraphBuilder
+    from archviz.families.blocks.code import DecoderCode
+    from archviz.settings import Settings
 
 
 class AttentionBias(StrEnum):
@@ -40,6 +42,54 @@ class AttentionBias(StrEnum):
     """None do (Mistral, Mixtral)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GqaDims:
+    """The widths of one model's grouped-query attention."""
+
+    d: Dim
+    """The model width (``hidden_size``)."""
+    heads: Dim
+    """Query heads (``num_attention_heads``)."""
+    kv_heads: Dim
+    """Key and value heads (``num_key_value_heads``), a divisor of ``heads``."""
+    head_dim: Dim
+    """One head's width."""
+    q_width: Dim
+    """All query heads together (``heads × head_dim``)."""
+    kv_width: Dim
+    """All key (or value) heads together (``kv_heads × head_dim``)."""
+
+    @property
+    def grouped(self) -> bool:
+        """Whether key/value heads are fewer than query heads (grouped-query rather than multi-head attention)."""
+        return (self.kv_heads.value or 0) < (self.heads.value or 0)
+
+    @property
+    def title(self) -> str:
+        """Grouped-query attention when key/value heads are fewer than query heads, else multi-head."""
+        return "Grouped-query attention" if self.grouped else "Multi-head attention"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GqaOptions:
+    """What one model's grouped-query attention adds or restricts: biases, per-head norms, the sliding window."""
+
+    bias: AttentionBias
+    """Which projections carry a bias."""
+    qk_norm: bool
+    """Whether queries and keys get a per-head RMSNorm before rotary (Qwen3)."""
+    window: int | None
+    """The sliding window in force, or None."""
+    windowed_layers: tuple[int, ...]
+    """Checkpoint indices of the layers that attend through the window."""
+    can_slide: bool
+    """Whether a config of the model can make attention use a sliding window (the core's claim and sites)."""
+    mask: Setting
+    """The attention mask's setting (causal, with the window where there is one)."""
+    eps: Setting
+    """The RMSNorm epsilon of the per-head norms."""
+
+
 _QKV_BIAS = {
     AttentionBias.CONFIG: ", with a bias when attention_bias is set",
     AttentionBias.QKV: ", adding a learned bias",
@@ -51,27 +101,29 @@ class GroupedQueryAttention:
     """Builds grouped-query attention's nodes in forward order for every layer: the projections, the heads
     (normalized per head in Qwen3), rotary position, the cache, the core and the output projection."""
 
-    def __init__(self, family: LlamaBuilder):
-        self.f, self.b, self.s, self.v, self.code = family, family.b, family.s, family.v, family.code
-        self.at = layer_placement(list(range(family.layers)))
-        self.grouped = (family.kv_heads.value or 0) < (family.heads.value or 0)
+    def __init__(
+        self, b: GraphBuilder, s: Settings, code: DecoderCode, dims: GqaDims, options: GqaOptions, *, at: Placement
+    ):
+        self.dims, self.options, self.b, self.s, self.code = dims, options, b, s, code
+        self.at = at
+        self.grouped = dims.grouped
         self.config_bias = (
-            self.s.flag("attention_bias", default=False) if self.v.attention_bias is AttentionBias.CONFIG else False
+            self.s.flag("attention_bias", default=False) if self.options.bias is AttentionBias.CONFIG else False
         )
-        self.bias_keys = ["attention_bias"] if self.v.attention_bias is AttentionBias.CONFIG else []
+        self.bias_keys = ["attention_bias"] if self.options.bias is AttentionBias.CONFIG else []
         self.group = ""
 
     def build(self, block: str) -> None:
-        f, v, a = self.f, self.v, self.code.attention
+        dims, options, a = self.dims, self.options, self.code.attention
         self.group = self.b.group(
             "attention",
-            title=f.attention_title(),
+            title=dims.title,
             kind=GroupKind.ATTENTION,
             parent=block,
             placement=self.at,
             summary=(
                 "Project to num_attention_heads query heads and num_key_value_heads key and value heads"
-                + (", RMSNorm each query and key head" if v.qk_norm else "")
+                + (", RMSNorm each query and key head" if options.qk_norm else "")
                 + ", rotate queries and keys by position, cache keys and values, causal softmax attention"
                 + (" with each key/value head shared by a group of query heads" if self.grouped else "")
                 + ", output projection."
@@ -80,7 +132,7 @@ class GroupedQueryAttention:
                 claim=(
                     "Grouped-query attention projects each position to the query heads and to num_key_value_heads "
                     "key and value heads"
-                    + (", normalizes each query and key head" if v.qk_norm else "")
+                    + (", normalizes each query and key head" if options.qk_norm else "")
                     + ", rotates queries and keys by position, caches keys and values, attends causally and projects "
                     "the joined heads back to the model width."
                 ),
@@ -99,14 +151,14 @@ class GroupedQueryAttention:
         heads_out = "num_attention_heads × head_dim"
         attention_output(
             self.scope,
-            d=f.d,
-            heads_output=shape("attn_output", BATCH, POSITIONS, f.q_width),
+            d=dims.d,
+            heads_output=shape("attn_output", BATCH, POSITIONS, dims.q_width),
             rows=linear_rows(
                 self.b,
                 "o_proj",
                 f"{LAYER}.self_attn.o_proj",
-                ("hidden_size", f.d.value or 0),
-                (heads_out, f.q_width.value or 0),
+                ("hidden_size", dims.d.value or 0),
+                (heads_out, dims.q_width.value or 0),
                 bias=self.config_bias,
             ),
             summary="Project the joined head outputs back to the model width"
@@ -117,20 +169,20 @@ class GroupedQueryAttention:
 
     def window_op(self, kind: OpKind) -> Op:
         """The op of attention or of its cache, with the sliding window of the layers that attend through it."""
-        window = self.f.window()
-        return Op(kind=kind, window=window, windowed_layers=self.f.sliding if window else ())
+        window = self.options.window
+        return Op(kind=kind, window=window, windowed_layers=self.options.windowed_layers if window else ())
 
     def _projections(self) -> None:
-        f, a = self.f, self.code.attention
-        qkv_bias = self.v.attention_bias is AttentionBias.QKV or self.config_bias
-        bias_phrase = _QKV_BIAS[self.v.attention_bias]
-        d, q_width, kv_width = f.d.value or 0, f.q_width.value or 0, f.kv_width.value or 0
+        dims, a = self.dims, self.code.attention
+        qkv_bias = self.options.bias is AttentionBias.QKV or self.config_bias
+        bias_phrase = _QKV_BIAS[self.options.bias]
+        d, q_width, kv_width = dims.d.value or 0, dims.q_width.value or 0, dims.kv_width.value or 0
         for name, width, out_name, out, summary, claim in (
             (
                 "q_proj",
                 q_width,
                 "num_attention_heads × head_dim",
-                f.q_width,
+                dims.q_width,
                 "Project each position's hidden state to every query head.",
                 "The query projection maps each position's hidden state to every query head",
             ),
@@ -138,7 +190,7 @@ class GroupedQueryAttention:
                 "k_proj",
                 kv_width,
                 "num_key_value_heads × head_dim",
-                f.kv_width,
+                dims.kv_width,
                 "Project each position's hidden state to the key heads"
                 + (", fewer than the query heads." if self.grouped else ", one per query head."),
                 "The key projection maps each position's hidden state to the num_key_value_heads key heads",
@@ -147,7 +199,7 @@ class GroupedQueryAttention:
                 "v_proj",
                 kv_width,
                 "num_key_value_heads × head_dim",
-                f.kv_width,
+                dims.kv_width,
                 "Project each position's hidden state to the value heads, as many as the key heads.",
                 "The value projection maps each position's hidden state to as many value heads as key heads",
             ),
@@ -159,7 +211,7 @@ class GroupedQueryAttention:
                 kind=NodeKind.LEARNED,
                 code=f"self.{name}(hidden_states)",
                 summary=summary[:-1] + (", plus a learned bias." if qkv_bias else "."),
-                inputs=[hidden(f.d)],
+                inputs=[hidden(dims.d)],
                 outputs=[shape(f"{which}_states", BATCH, POSITIONS, out)],
                 parameters=linear_rows(
                     self.b, name, f"{LAYER}.self_attn.{name}", (out_name, width), ("hidden_size", d), bias=qkv_bias
@@ -173,45 +225,45 @@ class GroupedQueryAttention:
     def _heads(self) -> tuple[Shape, Shape, Shape]:
         """Views each projection per head (and, in Qwen3, normalizes each query and key head); returns the query,
         key and value heads, heads before positions."""
-        f, v, a = self.f, self.v, self.code.attention
+        dims, options, a = self.dims, self.options, self.code.attention
         per_head = (
-            shape("query_states", BATCH, POSITIONS, f.heads, f.head_dim),
-            shape("key_states", BATCH, POSITIONS, f.kv_heads, f.head_dim),
-            shape("value_states", BATCH, POSITIONS, f.kv_heads, f.head_dim),
+            shape("query_states", BATCH, POSITIONS, dims.heads, dims.head_dim),
+            shape("key_states", BATCH, POSITIONS, dims.kv_heads, dims.head_dim),
+            shape("value_states", BATCH, POSITIONS, dims.kv_heads, dims.head_dim),
         )
         heads = (
-            shape("query_states", BATCH, f.heads, POSITIONS, f.head_dim),
-            shape("key_states", BATCH, f.kv_heads, POSITIONS, f.head_dim),
-            shape("value_states", BATCH, f.kv_heads, POSITIONS, f.head_dim),
+            shape("query_states", BATCH, dims.heads, POSITIONS, dims.head_dim),
+            shape("key_states", BATCH, dims.kv_heads, POSITIONS, dims.head_dim),
+            shape("value_states", BATCH, dims.kv_heads, POSITIONS, dims.head_dim),
         )
         # Qwen3 normalizes each head between the view and the transpose; the others transpose at once.
         self.scope.node(
             "head-split",
             title="Split into heads",
             kind=NodeKind.OPERATOR,
-            code="self.q_proj(hidden_states).view(hidden_shape)" + ("" if v.qk_norm else ".transpose(1, 2)"),
+            code="self.q_proj(hidden_states).view(hidden_shape)" + ("" if options.qk_norm else ".transpose(1, 2)"),
             summary="View each projection as one head_dim vector per head"
-            + ("." if v.qk_norm else ", heads before positions."),
+            + ("." if options.qk_norm else ", heads before positions."),
             inputs=[
-                shape("query_states", BATCH, POSITIONS, f.q_width),
-                shape("key_states", BATCH, POSITIONS, f.kv_width),
-                shape("value_states", BATCH, POSITIONS, f.kv_width),
+                shape("query_states", BATCH, POSITIONS, dims.q_width),
+                shape("key_states", BATCH, POSITIONS, dims.kv_width),
+                shape("value_states", BATCH, POSITIONS, dims.kv_width),
             ],
-            outputs=list(per_head) if v.qk_norm else list(heads),
+            outputs=list(per_head) if options.qk_norm else list(heads),
             claim="The projections are viewed as one head_dim vector per head"
-            + ("." if v.qk_norm else ", heads before positions."),
+            + ("." if options.qk_norm else ", heads before positions."),
             sites=(
                 statement(a, "hidden_shape = ("),
                 # The three ``….view(hidden_shape)…transpose(1, 2)`` statements of the queries, keys and values.
                 *(statement(a, ".view(hidden_shape)", occurrence=n) for n in (1, 2, 3)),
             ),
         )
-        if v.qk_norm:
+        if options.qk_norm:
             self._head_norms(per_head, heads)
         return heads
 
     def _head_norms(self, per_head: tuple[Shape, Shape, Shape], heads: tuple[Shape, Shape, Shape]) -> None:
-        f, a = self.f, self.code.attention
+        dims, a = self.dims, self.code.attention
         for id, name, which, value_shape in (
             ("q-norm", "q_norm", "query", per_head[0]),
             ("k-norm", "k_norm", "key", per_head[1]),
@@ -225,9 +277,9 @@ class GroupedQueryAttention:
                 group=self.group,
                 tensor=f"{LAYER}.self_attn.{name}.weight",
                 width_name="head_dim",
-                width=f.head_dim.value or 0,
+                width=dims.head_dim.value or 0,
                 value=value_shape,
-                eps=f.eps(),
+                eps=self.options.eps,
                 at=self.at,
                 locate=norm_locator(
                     f"The {which} head RMSNorm normalizes each {which} head over head_dim and rescales it, "
@@ -257,7 +309,7 @@ class GroupedQueryAttention:
             kind=NodeKind.OPERATOR,
             code="apply_rotary_pos_emb(query_states, key_states, cos, sin)",
             summary="Rotate each query and key head by its position: q·cos + rotate_half(q)·sin.",
-            inputs=[query, key, shape("cos", BATCH, POSITIONS, self.f.head_dim)],
+            inputs=[query, key, shape("cos", BATCH, POSITIONS, self.dims.head_dim)],
             outputs=[query, key],
             settings=[Setting(name="layout", value="halves (rotate_half)")],
             claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
@@ -270,10 +322,10 @@ class GroupedQueryAttention:
         )
 
     def _cache(self, key: Shape, value: Shape) -> tuple[Shape, Shape]:
-        f = self.f
-        cached_key = shape("key_states", BATCH, f.kv_heads, KEY_POSITIONS, f.head_dim)
-        cached_value = shape("value_states", BATCH, f.kv_heads, KEY_POSITIONS, f.head_dim)
-        window = f.window()
+        dims = self.dims
+        cached_key = shape("key_states", BATCH, dims.kv_heads, KEY_POSITIONS, dims.head_dim)
+        cached_value = shape("value_states", BATCH, dims.kv_heads, KEY_POSITIONS, dims.head_dim)
+        window = self.options.window
         cache = cache_locator(self.code)
         self.scope.node(
             "cache-update",
@@ -295,13 +347,12 @@ class GroupedQueryAttention:
 
     def _core_settings(self) -> list[Setting]:
         """Softmax scale, query heads per KV head, the mask and dropout."""
-        f, s = self.f, self.s
-        window = f.window()
-        heads, kv = f.heads.value or 0, f.kv_heads.value or 0
+        dims, s = self.dims, self.s
+        heads, kv = dims.heads.value or 0, dims.kv_heads.value or 0
         return [
             Setting(
                 name="softmax scale",
-                value=f"{(f.head_dim.value or 1) ** -0.5:.6g}",
+                value=f"{(dims.head_dim.value or 1) ** -0.5:.6g}",
                 formula="head_dim^-0.5",
                 config_keys=s.keys_set("head_dim"),
             ),
@@ -311,7 +362,7 @@ class GroupedQueryAttention:
                 formula="num_attention_heads / num_key_value_heads",
                 config_keys=s.keys_set("num_attention_heads", "num_key_value_heads"),
             ),
-            f.mask_setting(window),
+            self.options.mask,
             Setting(
                 name="dropout",
                 value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
@@ -320,8 +371,8 @@ class GroupedQueryAttention:
         ]
 
     def _core(self, query: Shape, cached_key: Shape, cached_value: Shape) -> None:
-        f, a = self.f, self.code.attention
-        window = f.window()
+        dims, a = self.dims, self.code.attention
+        window = self.options.window
         self.scope.node(
             "sdpa",
             title="Scaled dot-product attention",
@@ -333,11 +384,11 @@ class GroupedQueryAttention:
                 + " (causal mask), softmax, mix the values, and join the heads."
             ),
             inputs=[query, cached_key, cached_value],
-            outputs=[shape("attn_output", BATCH, POSITIONS, f.q_width)],
+            outputs=[shape("attn_output", BATCH, POSITIONS, dims.q_width)],
             settings=self._core_settings(),
             claim="Attention scores each query head against the cached keys of its key/value head under the causal "
             "mask"
-            + (" (within the sliding window where the config sets one)" if f.can_slide() else "")
+            + (" (within the sliding window where the config sets one)" if self.options.can_slide else "")
             + ", takes the softmax at scale head_dim^-0.5 and mixes the values.",
             sites=(
                 statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
@@ -348,7 +399,7 @@ class GroupedQueryAttention:
                 # Where the window applies: the layer's own window, and the model's sliding-window mask.
                 *(
                     (defined(a, "sliding_window"), statement(self.code.model, "create_sliding_window_causal_mask"))
-                    if f.can_slide()
+                    if self.options.can_slide
                     else ()
                 ),
             ),
