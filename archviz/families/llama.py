@@ -402,7 +402,7 @@ class LlamaBuilder:
             rotated=self.head_dim,
             settings=settings,
             summary=summary,
-            locate=rotary_locator(self.code, deepseek=False),
+            locate=rotary_locator(self.code),
         )
         moe = set(self.moe_layers)
         kinds = "the MoE in every layer" if len(moe) == self.layers else "the dense MLP or the MoE"
