@@ -252,7 +252,7 @@ CONFIG_CASES: list[Case] = [
         k2_config(rope_theta=10**400),
         "{config}:48: rope_theta: 1000000000000000000000000000000000000... is too large for a number",
     ),
-    # Found by the fuzz test below: families/blocks/rotary.py (deepseek_softmax_scale) called float() on the raw value.
+    # Found by the fuzz test below: families/blocks/rotary.py (yarn_softmax_scale) called float() on the raw value.
     config_case(
         "mscale-all-dim-not-a-number",
         k2_config(rope_scaling={**K2["rope_scaling"], "type": "linear", "mscale_all_dim": "silu"}),

@@ -26,8 +26,9 @@ from archviz.families.blocks.decoder import (
     token_embedding,
 )
 from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_layers
-from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
-from archviz.families.blocks.rotary import deepseek_rope_settings, rotary_embedding, rotary_locator
+from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
+from archviz.families.blocks.rotary import decoupled_rope_settings, rotary_embedding, yarn_rotary_locator
+from archviz.families.blocks.routing import SigmoidRouting
 from archviz.families.registry import ConfigWords, Family
 from archviz.graph import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
 from archviz.settings import Settings
@@ -51,7 +52,7 @@ CODE = DecoderCode(
 
 # Config keys: transformers' DeepseekV3Config; checkpoint names: DeepSeek-V3's and Kimi-K2's safetensors index.
 NAMING = MoeNaming(
-    scoring=Scoring.SIGMOID,
+    routing=SigmoidRouting(),
     experts="n_routed_experts",
     top_k="num_experts_per_tok",
     width="moe_intermediate_size",
@@ -193,13 +194,13 @@ class DeepseekV3Builder:
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
         self.after_embedding()
         if self.use_rope:
-            settings, summary = deepseek_rope_settings(self.s)
+            settings, summary = decoupled_rope_settings(self.s)
             rotary_embedding(
                 b,
                 rotated=self.mla.rope,
                 settings=settings,
                 summary=summary,
-                locate=rotary_locator(self.code, deepseek=True),
+                locate=yarn_rotary_locator(self.code),
             )
         self.block("", list(range(self.layers)), parent="model", part=Part.MAIN)
         # The models' own remote code returns float32 logits (``logits = logits.float()``).

@@ -26,38 +26,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from archviz.families.blocks.attention import attention_output, cache_locator
 from archviz.families.blocks.builder import (
-    BATCH,
-    KEY_POSITIONS,
-    POSITIONS,
     GraphBuilder,
-    Scope,
     checkpoint_dtypes,
     fixed,
     layer_placement,
-    linear_rows,
-    shape,
 )
 from archviz.families.blocks.code import DecoderCode, prefixed
 from archviz.families.blocks.decoder import (
     LAYER,
     decoder_block,
     dense_swiglu_mlp,
-    hidden,
     model_group,
-    norm_locator,
     output_head,
     partial_graph,
-    rms_norm,
     swiglu,
     token_embedding,
 )
-from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
+from archviz.families.blocks.gqa import AttentionBias, GqaDims, GqaOptions, GroupedQueryAttention
+from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
+from archviz.families.blocks.routing import SoftmaxRouting
 from archviz.families.registry import Family
-from archviz.graph import Dim, Ffn, Graph, GroupKind, Layer, Mixer, ModelInfo, NodeKind, Op, OpKind, Setting, Shape
-from archviz.locators import Category, Locator, attribute, defined, function, method, statement
+from archviz.graph import Dim, Ffn, Graph, Layer, Mixer, ModelInfo, Setting
 from archviz.settings import Settings
 
 LAYER_KEYS = ("num_hidden_layers", "layer_types", "mlp_only_layers", "decoder_sparse_step")
@@ -66,17 +57,6 @@ MoE layers (``Graph.layer_keys``)."""
 
 EXPERTS_CALL = "self.experts(hidden_states, top_k_index, top_k_weights)"
 """How the llama-style MoE blocks call their experts."""
-
-
-class AttentionBias(StrEnum):
-    """Which attention projections carry a bias."""
-
-    CONFIG = "config"
-    """``q``/``k``/``v``/``o`` all do when ``attention_bias`` is true (Llama, Qwen3, Qwen3-MoE)."""
-    QKV = "qkv"
-    """``q``/``k``/``v`` always do, ``o`` never (Qwen2)."""
-    NONE = "none"
-    """None do (Mistral, Mixtral)."""
 
 
 class SlidingWindow(StrEnum):
@@ -222,7 +202,7 @@ MIXTRAL = replace(
     rms_norm_eps_default=1e-5,
     sliding_window_default=None,
     moe=MoeNaming(
-        scoring=Scoring.SOFTMAX,
+        routing=SoftmaxRouting(softmax_code="torch.nn.functional.softmax(router_logits.float(), dim=-1)"),
         experts_call=EXPERTS_CALL,
         experts="num_local_experts",
         top_k="num_experts_per_tok",
@@ -232,8 +212,6 @@ MIXTRAL = replace(
         normalize=None,
         sparse_step=None,
         dense_layers=None,
-        cast_weights=False,
-        softmax_code="torch.nn.functional.softmax(router_logits.float(), dim=-1)",
     ),
     module_spellings=(("block_sparse_moe", "mlp"),),  # the release's names; transformers 5 loads them as mlp
 )
@@ -248,7 +226,9 @@ QWEN3_MOE = replace(
     head_dim_default=None,
     sliding_window=SlidingWindow.ALL,
     moe=MoeNaming(
-        scoring=Scoring.SOFTMAX,
+        routing=SoftmaxRouting(
+            softmax_code="torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)", cast_weights=True
+        ),
         experts_call=EXPERTS_CALL,
         experts="num_experts",
         top_k="num_experts_per_tok",
@@ -258,19 +238,10 @@ QWEN3_MOE = replace(
         normalize="norm_topk_prob",
         sparse_step="decoder_sparse_step",
         dense_layers="mlp_only_layers",
-        cast_weights=True,
-        softmax_code="torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)",
     ),
 )
 
 VARIANTS: tuple[Variant, ...] = (LLAMA, MISTRAL, QWEN2, QWEN3, MIXTRAL, QWEN3_MOE)
-
-
-_QKV_BIAS = {
-    AttentionBias.CONFIG: ", with a bias when attention_bias is set",
-    AttentionBias.QKV: ", adding a learned bias",
-    AttentionBias.NONE: ", without a bias",
-}
 
 
 class LlamaBuilder:
@@ -435,7 +406,7 @@ class LlamaBuilder:
             rotated=self.head_dim,
             settings=settings,
             summary=summary,
-            locate=rotary_locator(self.code, deepseek=False),
+            locate=rotary_locator(self.code),
         )
         moe = set(self.moe_layers)
         kinds = "the MoE in every layer" if len(moe) == self.layers else "the dense MLP or the MoE"
@@ -451,7 +422,7 @@ class LlamaBuilder:
                 f"post-attention RMSNorm, {kinds if v.moe else 'the SwiGLU MLP'} and a second residual addition."
             ),
             code=self.code,
-            mixer=lambda block: GroupedQueryAttention(self).build(block),
+            mixer=self.attention,
             ffn=self.ffn_part,
         )
         output_head(b, d=self.d, vocab=self.vocab, tied=self.tied, eps=self.eps(), float_logits=False, code=self.code)
@@ -472,10 +443,36 @@ class LlamaBuilder:
             layer_keys=LAYER_KEYS,
         )
 
+    def attention_dims(self) -> GqaDims:
+        """The widths of its attention."""
+        return GqaDims(
+            d=self.d,
+            heads=self.heads,
+            kv_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            q_width=self.q_width,
+            kv_width=self.kv_width,
+        )
+
     def attention_title(self) -> str:
         """Grouped-query attention when key/value heads are fewer than query heads, else multi-head."""
-        grouped = (self.kv_heads.value or 0) < (self.heads.value or 0)
-        return "Grouped-query attention" if grouped else "Multi-head attention"
+        return self.attention_dims().title
+
+    def attention(self, block: str) -> None:
+        """Grouped-query attention in every layer, with the variant's biases and norms and the config's window."""
+        window = self.window()
+        options = GqaOptions(
+            bias=self.v.attention_bias,
+            qk_norm=self.v.qk_norm,
+            window=window,
+            windowed_layers=self.sliding,
+            can_slide=self.can_slide(),
+            window_attribute=self.v.window_attribute,
+            mask=self.mask_setting(window),
+            eps=self.eps(),
+        )
+        at = layer_placement(list(range(self.layers)))
+        GroupedQueryAttention(self.b, self.s, self.code, self.attention_dims(), options, at=at).build(block)
 
     def mask_setting(self, window: int | None) -> Setting:
         s, v = self.s, self.v
@@ -518,318 +515,6 @@ class LlamaBuilder:
             MoeBlock(
                 self.b, self.s, self.v.moe, self.moe_dims, d=self.d, code=self.code, activation=self.activation()
             ).build("", sorted(moe), parent=block)
-
-
-class GroupedQueryAttention:
-    """Builds grouped-query attention's nodes in forward order for every layer: the projections, the heads
-    (normalized per head in Qwen3), rotary position, the cache, the core and the output projection."""
-
-    def __init__(self, family: LlamaBuilder):
-        self.f, self.b, self.s, self.v, self.code = family, family.b, family.s, family.v, family.code
-        self.at = layer_placement(list(range(family.layers)))
-        self.grouped = (family.kv_heads.value or 0) < (family.heads.value or 0)
-        self.config_bias = (
-            self.s.flag("attention_bias", default=False) if self.v.attention_bias is AttentionBias.CONFIG else False
-        )
-        self.bias_keys = ["attention_bias"] if self.v.attention_bias is AttentionBias.CONFIG else []
-        self.group = ""
-
-    def build(self, block: str) -> None:
-        f, v, a = self.f, self.v, self.code.attention
-        self.group = self.b.group(
-            "attention",
-            title=f.attention_title(),
-            kind=GroupKind.ATTENTION,
-            parent=block,
-            placement=self.at,
-            summary=(
-                "Project to num_attention_heads query heads and num_key_value_heads key and value heads"
-                + (", RMSNorm each query and key head" if v.qk_norm else "")
-                + ", rotate queries and keys by position, cache keys and values, causal softmax attention"
-                + (" with each key/value head shared by a group of query heads" if self.grouped else "")
-                + ", output projection."
-            ),
-            locate=Locator(
-                claim=(
-                    "Grouped-query attention projects each position to the query heads and to num_key_value_heads "
-                    "key and value heads"
-                    + (", normalizes each query and key head" if v.qk_norm else "")
-                    + ", rotates queries and keys by position, caches keys and values, attends causally and projects "
-                    "the joined heads back to the model width."
-                ),
-                category=Category.ATTENTION,
-                sites=(method(a, "forward"),),
-            ),
-        )
-        self.scope = Scope(
-            b=self.b, group=self.group, placement=self.at, prefix="attention.", category=Category.ATTENTION
-        )
-        self._projections()
-        query, key, value = self._heads()
-        self._rotary(query, key)
-        cached_key, cached_value = self._cache(key, value)
-        self._core(query, cached_key, cached_value)
-        heads_out = "num_attention_heads × head_dim"
-        attention_output(
-            self.scope,
-            d=f.d,
-            heads_output=shape("attn_output", BATCH, POSITIONS, f.q_width),
-            rows=linear_rows(
-                self.b,
-                "o_proj",
-                f"{LAYER}.self_attn.o_proj",
-                ("hidden_size", f.d.value or 0),
-                (heads_out, f.q_width.value or 0),
-                bias=self.config_bias,
-            ),
-            summary="Project the joined head outputs back to the model width"
-            + (", plus a learned bias." if self.config_bias else "."),
-            extra_keys=self.bias_keys,
-            code=self.code,
-        )
-
-    def window_op(self, kind: OpKind) -> Op:
-        """The op of attention or of its cache, with the sliding window of the layers that attend through it."""
-        window = self.f.window()
-        return Op(kind=kind, window=window, windowed_layers=self.f.sliding if window else ())
-
-    def _projections(self) -> None:
-        f, a = self.f, self.code.attention
-        qkv_bias = self.v.attention_bias is AttentionBias.QKV or self.config_bias
-        bias_phrase = _QKV_BIAS[self.v.attention_bias]
-        d, q_width, kv_width = f.d.value or 0, f.q_width.value or 0, f.kv_width.value or 0
-        for name, width, out_name, out, summary, claim in (
-            (
-                "q_proj",
-                q_width,
-                "num_attention_heads × head_dim",
-                f.q_width,
-                "Project each position's hidden state to every query head.",
-                "The query projection maps each position's hidden state to every query head",
-            ),
-            (
-                "k_proj",
-                kv_width,
-                "num_key_value_heads × head_dim",
-                f.kv_width,
-                "Project each position's hidden state to the key heads"
-                + (", fewer than the query heads." if self.grouped else ", one per query head."),
-                "The key projection maps each position's hidden state to the num_key_value_heads key heads",
-            ),
-            (
-                "v_proj",
-                kv_width,
-                "num_key_value_heads × head_dim",
-                f.kv_width,
-                "Project each position's hidden state to the value heads, as many as the key heads.",
-                "The value projection maps each position's hidden state to as many value heads as key heads",
-            ),
-        ):
-            which = {"q_proj": "query", "k_proj": "key", "v_proj": "value"}[name]
-            self.scope.node(
-                f"{name[0]}-proj",
-                title=f"{which.capitalize()} projection",
-                kind=NodeKind.LEARNED,
-                code=f"self.{name}(hidden_states)",
-                summary=summary[:-1] + (", plus a learned bias." if qkv_bias else "."),
-                inputs=[hidden(f.d)],
-                outputs=[shape(f"{which}_states", BATCH, POSITIONS, out)],
-                parameters=linear_rows(
-                    self.b, name, f"{LAYER}.self_attn.{name}", (out_name, width), ("hidden_size", d), bias=qkv_bias
-                ),
-                extra_keys=self.bias_keys,
-                claim=f"{claim}{bias_phrase}.",
-                sites=attribute(a, name),
-                op=Op(kind=OpKind.LINEAR),
-            )
-
-    def _heads(self) -> tuple[Shape, Shape, Shape]:
-        """Views each projection per head (and, in Qwen3, normalizes each query and key head); returns the query,
-        key and value heads, heads before positions."""
-        f, v, a = self.f, self.v, self.code.attention
-        per_head = (
-            shape("query_states", BATCH, POSITIONS, f.heads, f.head_dim),
-            shape("key_states", BATCH, POSITIONS, f.kv_heads, f.head_dim),
-            shape("value_states", BATCH, POSITIONS, f.kv_heads, f.head_dim),
-        )
-        heads = (
-            shape("query_states", BATCH, f.heads, POSITIONS, f.head_dim),
-            shape("key_states", BATCH, f.kv_heads, POSITIONS, f.head_dim),
-            shape("value_states", BATCH, f.kv_heads, POSITIONS, f.head_dim),
-        )
-        # Qwen3 normalizes each head between the view and the transpose; the others transpose at once.
-        self.scope.node(
-            "head-split",
-            title="Split into heads",
-            kind=NodeKind.OPERATOR,
-            code="self.q_proj(hidden_states).view(hidden_shape)" + ("" if v.qk_norm else ".transpose(1, 2)"),
-            summary="View each projection as one head_dim vector per head"
-            + ("." if v.qk_norm else ", heads before positions."),
-            inputs=[
-                shape("query_states", BATCH, POSITIONS, f.q_width),
-                shape("key_states", BATCH, POSITIONS, f.kv_width),
-                shape("value_states", BATCH, POSITIONS, f.kv_width),
-            ],
-            outputs=list(per_head) if v.qk_norm else list(heads),
-            claim="The projections are viewed as one head_dim vector per head"
-            + ("." if v.qk_norm else ", heads before positions."),
-            sites=(
-                statement(a, "hidden_shape = ("),
-                # The three ``….view(hidden_shape)…transpose(1, 2)`` statements of the queries, keys and values.
-                *(statement(a, ".view(hidden_shape)", occurrence=n) for n in (1, 2, 3)),
-            ),
-        )
-        if v.qk_norm:
-            self._head_norms(per_head, heads)
-        return heads
-
-    def _head_norms(self, per_head: tuple[Shape, Shape, Shape], heads: tuple[Shape, Shape, Shape]) -> None:
-        f, a = self.f, self.code.attention
-        for id, name, which, value_shape in (
-            ("q-norm", "q_norm", "query", per_head[0]),
-            ("k-norm", "k_norm", "key", per_head[1]),
-        ):
-            rms_norm(
-                self.b,
-                f"attention.{id}",
-                title=f"{which.capitalize()} head RMSNorm",
-                code=f"self.{name}(self.{which[0]}_proj(hidden_states).view(hidden_shape))",
-                summary=f"Normalize each {which} head to unit root-mean-square over head_dim and rescale it.",
-                group=self.group,
-                tensor=f"{LAYER}.self_attn.{name}.weight",
-                width_name="head_dim",
-                width=f.head_dim.value or 0,
-                value=value_shape,
-                eps=f.eps(),
-                at=self.at,
-                locate=norm_locator(
-                    f"The {which} head RMSNorm normalizes each {which} head over head_dim and rescales it, "
-                    "before the rotary embedding.",
-                    a,
-                    name,
-                    self.code,
-                ),
-            )
-        self.scope.node(
-            "head-transpose",
-            title="Heads first",
-            kind=NodeKind.OPERATOR,
-            code="query_states.transpose(1, 2)",
-            summary="Move the head axis before the position axis for attention.",
-            inputs=list(per_head),
-            outputs=list(heads),
-            claim="The normalized heads are moved before the positions for attention.",
-            sites=tuple(statement(a, ".transpose(1, 2)", occurrence=n) for n in (1, 2, 3)),
-        )
-
-    def _rotary(self, query: Shape, key: Shape) -> None:
-        a = self.code.attention
-        self.scope.node(
-            "apply-rotary",
-            title="Apply rotary embedding",
-            kind=NodeKind.OPERATOR,
-            code="apply_rotary_pos_emb(query_states, key_states, cos, sin)",
-            summary="Rotate each query and key head by its position: q·cos + rotate_half(q)·sin.",
-            inputs=[query, key, shape("cos", BATCH, POSITIONS, self.f.head_dim)],
-            outputs=[query, key],
-            settings=[Setting(name="layout", value="halves (rotate_half)")],
-            claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
-            category=Category.ROPE,
-            sites=(
-                statement(a, "= apply_rotary_pos_emb("),
-                function("apply_rotary_pos_emb"),
-                function("rotate_half"),
-            ),
-        )
-
-    def _cache(self, key: Shape, value: Shape) -> tuple[Shape, Shape]:
-        f = self.f
-        cached_key = shape("key_states", BATCH, f.kv_heads, KEY_POSITIONS, f.head_dim)
-        cached_value = shape("value_states", BATCH, f.kv_heads, KEY_POSITIONS, f.head_dim)
-        window = f.window()
-        cache = cache_locator(self.code)
-        self.scope.node(
-            "cache-update",
-            title="KV cache",
-            kind=NodeKind.OPERATOR,
-            code="cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)",
-            summary=(
-                "Append this step's keys and values to the cache and return all cached positions; it holds "
-                "2 × num_key_value_heads × head_dim numbers per position and layer"
-                + (", at most sliding_window − 1 past positions in sliding-window layers." if window else ".")
-            ),
-            inputs=[key, value],
-            outputs=[cached_key, cached_value],
-            claim=cache.claim,
-            sites=cache.sites,
-            op=self.window_op(OpKind.CACHE),
-        )
-        return cached_key, cached_value
-
-    def _core_settings(self) -> list[Setting]:
-        """Softmax scale, query heads per KV head, the mask and dropout."""
-        f, s = self.f, self.s
-        window = f.window()
-        heads, kv = f.heads.value or 0, f.kv_heads.value or 0
-        return [
-            Setting(
-                name="softmax scale",
-                value=f"{(f.head_dim.value or 1) ** -0.5:.6g}",
-                formula="head_dim^-0.5",
-                config_keys=s.keys_set("head_dim"),
-            ),
-            Setting(
-                name="query heads per KV head",
-                value=str(heads // kv if kv else 0),
-                formula="num_attention_heads / num_key_value_heads",
-                config_keys=s.keys_set("num_attention_heads", "num_key_value_heads"),
-            ),
-            f.mask_setting(window),
-            Setting(
-                name="dropout",
-                value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
-                config_keys=s.keys_set("attention_dropout"),
-            ),
-        ]
-
-    def _core(self, query: Shape, cached_key: Shape, cached_value: Shape) -> None:
-        f, a = self.f, self.code.attention
-        window = f.window()
-        self.scope.node(
-            "sdpa",
-            title="Scaled dot-product attention",
-            kind=NodeKind.OPERATOR,
-            code="attention_interface(self, query_states, key_states, value_states, attention_mask, ...)",
-            summary=(
-                "Score each query head against the cached keys of its key/value head"
-                + (" within the sliding window" if window else " at all earlier and current positions")
-                + " (causal mask), softmax, mix the values, and join the heads."
-            ),
-            inputs=[query, cached_key, cached_value],
-            outputs=[shape("attn_output", BATCH, POSITIONS, f.q_width)],
-            settings=self._core_settings(),
-            claim="Attention scores each query head against the cached keys of its key/value head under the causal "
-            "mask"
-            + (" (within the sliding window where the config sets one)" if f.can_slide() else "")
-            + ", takes the softmax at scale head_dim^-0.5 and mixes the values.",
-            sites=(
-                statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
-                statement(a, "= attention_interface("),
-                function("eager_attention_forward"),
-                function("repeat_kv"),
-                defined(a, "scaling"),
-                # Where the window applies: the layer's own window, and the model's sliding-window mask.
-                *(
-                    (
-                        defined(a, "sliding_window") if self.v.window_attribute else statement(a, "sliding_window="),
-                        statement(self.code.model, "create_sliding_window_causal_mask"),
-                    )
-                    if f.can_slide()
-                    else ()
-                ),
-            ),
-            op=self.window_op(OpKind.ATTENTION),
-        )
 
 
 def _family(variant: Variant) -> Family:

@@ -32,7 +32,7 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
-from archviz.families.blocks.rotary import deepseek_softmax_scale
+from archviz.families.blocks.rotary import yarn_softmax_scale
 from archviz.families.registry import Getter
 from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.locators import (
@@ -517,7 +517,7 @@ class MlaAttention:
             inputs=[self._query(), *self._keys_values()],
             outputs=[shape("attn_output", BATCH, POSITIONS, self.dims.o_in)],
             settings=[
-                deepseek_softmax_scale(s, self.dims.qk_head.value or 0),
+                yarn_softmax_scale(s, self.dims.qk_head.value or 0),
                 Setting(name="mask", value="causal"),
                 Setting(
                     name="dropout",

@@ -1,14 +1,9 @@
 """One mixture-of-experts block builder: router, scores, selection, routing weights, routed experts, shared experts
 and their sum, each node with its locator.
 
-Two routing schemes are in use, named by ``Scoring``:
-
-- ``SIGMOID`` (DeepSeek-V3, Kimi-K2, Kimi Linear): a float32 router, an independent sigmoid affinity per expert,
-  a load-balancing correction bias added for selection only, group-limited top-k (the best ``topk_group`` of
-  ``n_group`` groups by their two best scores), weights renormalized when configured and multiplied by the
-  routed scaling factor, plus always-on shared experts;
-- ``SOFTMAX`` (Mixtral, Qwen3-MoE): a softmax over all experts, plain top-k, weights renormalized always or when
-  configured.
+How the router scores and selects experts is a routing scheme the block holds (``archviz.families.blocks.routing``:
+``SigmoidRouting`` for DeepSeek-V3, Kimi-K2 and Kimi Linear; ``SoftmaxRouting`` for Mixtral and Qwen3-MoE); the
+block asks it for the MoE group's words and the routing nodes, and builds the routed and shared experts itself.
 
 What differs between families beyond the scheme (config key names, checkpoint names, the experts' call) is a
 ``MoeNaming``. Sources: transformers ``modeling_deepseek_v3.py`` (DeepseekV3MoE, DeepseekV3TopkRouter),
@@ -20,14 +15,11 @@ store (``experts.{j}.w1``/``w3``/``w2`` or ``gate_proj``/``up_proj``/``down_proj
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from archviz.families.blocks.builder import (
     ROUTED_TOKENS,
-    TOKENS,
     GraphBuilder,
     Scope,
-    factor,
     fixed,
     layer_placement,
     shape,
@@ -35,38 +27,20 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import hidden
+from archviz.families.blocks.routing import Routing, RoutingInputs
 from archviz.families.registry import Getter
 from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.locators import (
-    Category,
-    Locator,
-    Site,
-    attribute,
-    defined,
-    method,
-    remote_only,
-    statement,
-    transformers_only,
-)
+from archviz.locators import Category, Locator, attribute, method, remote_only, statement, transformers_only
 from archviz.settings import Settings
 from archviz.words import plural
 
 
-class Scoring(StrEnum):
-    """How a router turns its logits into expert scores."""
-
-    SIGMOID = "sigmoid"
-    """An independent sigmoid affinity per expert, bias-corrected, group-limited selection (DeepSeek-V3)."""
-    SOFTMAX = "softmax"
-    """A softmax over all experts and plain top-k (Mixtral, Qwen3-MoE)."""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoeNaming:
-    """How one family names its MoE config keys and checkpoint tensors, and how its router scores."""
+    """How one family names its MoE config keys and checkpoint tensors, and how its router routes."""
 
-    scoring: Scoring
-    """The routing scheme."""
+    routing: Routing
+    """The routing scheme (``SigmoidRouting``, ``SoftmaxRouting``)."""
     experts: str
     """Config key of the routed-expert count (``n_routed_experts``, ``num_local_experts``)."""
     top_k: str
@@ -91,10 +65,6 @@ class MoeNaming:
     """Config key of the MoE-layer period (``decoder_sparse_step``): layer ``i`` is MoE when ``(i+1) % step == 0``."""
     dense_layers: str | None = None
     """Config key listing layers that keep the dense MLP (``mlp_only_layers``)."""
-    cast_weights: bool = False
-    """Whether the routing weights are cast back to the model's dtype (Qwen3-MoE) or stay float32."""
-    softmax_code: str = ""
-    """The modeling code's softmax over the router logits (``SOFTMAX`` routing)."""
     shared_default: int = 0
     """Shared experts when the config leaves ``shared`` out (transformers' config-class default)."""
     groups_default: int = 1
@@ -129,19 +99,6 @@ def moe_dims(s: Settings, n: MoeNaming) -> MoeDims:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Weights:
-    """What the routing-weights node of one routing scheme computes and what cites it."""
-
-    output: Shape
-    code: str
-    inputs: list[Shape]
-    summary: str
-    settings: list[Setting]
-    claim: str
-    sites: tuple[Site, ...]
-
-
 class MoeBlock:
     """Builds the MoE's nodes for one config, in forward order."""
 
@@ -160,20 +117,16 @@ class MoeBlock:
         self.b, self.s, self.n, self.dims, self.d, self.code = b, s, naming, dims, d, code
         self.activation = activation
         self.experts_modelled = experts_modelled
-        self.sigmoid = naming.scoring is Scoring.SIGMOID
-        self.normalize = (
-            True if naming.normalize is None else s.flag(naming.normalize, default=naming.normalize_default)
-        )
+        self.routing = naming.routing
+        normalize = True if naming.normalize is None else s.flag(naming.normalize, default=naming.normalize_default)
+        self.inputs = RoutingInputs(s=s, naming=naming, dims=dims, d=d, code=code, normalize=normalize)
 
     def build(self, prefix: str, layers: list[int], *, parent: str, part: Part = Part.MAIN) -> None:
         """The MoE of ``layers``: routing, the routed experts (when modelled), the shared experts (when any)."""
         at = layer_placement(layers)
         group = self._group(prefix, at, parent)
         step = Scope(b=self.b, group=group, placement=at, part=part, prefix=f"{prefix}moe.", category=Category.MOE)
-        logits = self._router(step)
-        scores = self._scores(step, logits)
-        selected = self._selection(step, scores)
-        weights = self._weights(step, scores, selected)
+        weights = self.routing.route(step, self.inputs)
         if self.experts_modelled:
             self._experts(step, layers, weights)
         shared = self.s.count(self.n.shared, default=self.n.shared_default) if self.n.shared else 0
@@ -183,292 +136,15 @@ class MoeBlock:
     # -- the steps ------------------------------------------------------------------------------------
 
     def _group(self, prefix: str, at: Placement, parent: str) -> str:
-        code = self.code
-        experts, top_k = self.dims.experts.value or 0, self.dims.top_k.value or 0
-        if self.sigmoid:
-            title = "Mixture of experts"
-            summary = (
-                "A sigmoid router picks the top-k routed experts per token; their weighted outputs "
-                "are added to the shared experts' output."
-            )
-            locate = Locator(
-                claim=(
-                    "The mixture of experts routes each token to its top-k routed experts, sums their weighted "
-                    "outputs and adds the shared experts' output."
-                ),
-                category=Category.MOE,
-                sites=(
-                    defined(code.moe, "experts"),
-                    defined(code.moe, "gate"),
-                    defined(code.moe, "shared_experts"),
-                    method(code.moe, "forward"),
-                ),
-            )
-        else:
-            title = "Sparse mixture of experts"
-            summary = (
-                f"A softmax router picks the top {top_k} of {experts} SwiGLU experts for each token and adds "
-                "their outputs, weighted by the routing probabilities"
-                + (" renormalized over the chosen experts." if self.normalize else ".")
-            )
-            locate = Locator(
-                claim="The sparse mixture of experts routes each token to its top-k experts by softmax probability "
-                "and sums their weighted outputs.",
-                category=Category.MOE,
-                sites=(defined(code.moe, "gate"), defined(code.moe, "experts"), method(code.moe, "forward")),
-            )
+        words = self.routing.group_words(self.inputs)
         return self.b.group(
-            f"{prefix}moe", title=title, kind=GroupKind.MOE, parent=parent, placement=at, summary=summary, locate=locate
-        )
-
-    def _router(self, step: Scope) -> Shape:
-        """The router gate and its logits; returns the logits' shape."""
-        b, n, s, router = self.b, self.n, self.s, self.code.router
-        experts = self.dims.experts
-        logits = shape("router_logits", TOKENS, experts, dtype="float32" if self.sigmoid else None)
-        jitter = (
-            [
-                Setting(
-                    name="jitter noise",
-                    value=f"{s.number('router_jitter_noise'):g} (training only)",
-                    config_keys=("router_jitter_noise",),
-                )
-            ]
-            if not self.sigmoid and s.has("router_jitter_noise")
-            else []
-        )
-        step.node(
-            "router",
-            title="Router gate",
-            kind=NodeKind.LEARNED,
-            code="F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))"
-            if self.sigmoid
-            else "F.linear(hidden_states, self.weight)",
-            summary="Score every routed expert for every token with one linear map, computed in float32."
-            if self.sigmoid
-            else "Flatten the batch into tokens and score every expert for every token with one linear map.",
-            inputs=[shape("hidden_states", TOKENS, self.d) if self.sigmoid else hidden(self.d)],
-            outputs=[logits],
-            settings=jitter,
-            parameters=[
-                b.tensor(
-                    "Router weight",
-                    f"{n.prefix}.gate.weight",
-                    [factor(n.experts, experts.value or 0), factor("hidden_size", self.d.value or 0)],
-                )
-            ],
-            claim="The router scores every routed expert for every token with one linear map computed in float32."
-            if self.sigmoid
-            else "The router flattens the batch into tokens and scores every expert for every token with one "
-            "linear map.",
-            sites=(*attribute(self.code.moe, "gate"), defined(router, "weight"), statement(router, "= F.linear(")),
-            op=Op(kind=OpKind.LINEAR),
-        )
-        self._router_logits(step, logits)
-        return logits
-
-    def _router_logits(self, step: Scope, logits: Shape) -> None:
-        router = self.code.router
-        routed = "routed expert" if self.sigmoid else "expert"
-        step.state(
-            "router-logits",
-            title="Router logits",
-            code="router_logits",
-            summary=f"One score per {routed} for every token.",
-            value=logits,
-            claim=f"The router logits are one score per {routed} for every token.",
-            sites=(statement(router, "= F.linear(" if self.sigmoid else "router_logits = F.linear("),),
-            traced_module=f"{self.n.prefix}.gate",
-        )
-
-    def _scores(self, step: Scope, logits: Shape) -> Shape:
-        """Sigmoid affinities or softmax probabilities over all experts; returns their shape."""
-        n, s, router = self.n, self.s, self.code.router
-        if self.sigmoid:
-            scores = shape("scores", TOKENS, self.dims.experts, dtype="float32")
-            scoring = s.text(n.scoring_key, default="sigmoid") if n.scoring_key else "sigmoid"
-            keys = (n.scoring_key,) if n.scoring_key and s.has(n.scoring_key) else ()
-            title, code, summary = (
-                "Expert scores",
-                "router_logits.sigmoid()",
-                "Turn each router logit into an independent affinity between 0 and 1.",
-            )
-            setting = Setting(name="scoring", value=scoring, config_keys=keys)
-            claim = "The expert scores are the sigmoid of the router logits: an independent affinity per expert."
-            site = statement(router, ".sigmoid()")
-        else:
-            scores = shape("router_probs", TOKENS, self.dims.experts, dtype="float32")
-            title, code, summary = (
-                "Routing probabilities",
-                n.softmax_code,
-                "Turn each token's router logits into probabilities over all experts, in float32.",
-            )
-            setting = Setting(name="scoring", value="softmax")
-            claim = (
-                "The routing probabilities are the softmax of each token's router logits over all experts, in float32."
-            )
-            site = statement(router, "router_probs = torch.nn.functional.softmax(")
-        step.node(
-            "scores",
-            title=title,
-            kind=NodeKind.OPERATOR,
-            code=code,
-            summary=summary,
-            inputs=[logits],
-            outputs=[scores],
-            settings=[setting],
-            claim=claim,
-            sites=(site,),
-        )
-        return scores
-
-    def _selection(self, step: Scope, scores: Shape) -> list[Shape]:
-        """Top-k selection (group-limited and bias-corrected for sigmoid routing); returns its outputs."""
-        if self.sigmoid:
-            return self._grouped_selection(step, scores)
-        top_k, router = self.dims.top_k, self.code.router
-        selected = [
-            shape("router_top_value", TOKENS, top_k, dtype="float32"),
-            shape("router_indices", TOKENS, top_k),
-        ]
-        step.node(
-            "selection",
-            title="Top-k selection",
-            kind=NodeKind.OPERATOR,
-            code="torch.topk(router_probs, self.top_k, dim=-1)",
-            summary=f"Choose the {top_k.value} most probable experts for each token.",
-            inputs=[scores],
-            outputs=selected,
-            settings=[Setting(name="top-k", value=str(top_k.value), config_keys=(self.n.top_k,))],
-            claim="Selection keeps each token's top-k most probable experts.",
-            sites=(defined(router, "top_k"), statement(router, "= torch.topk(")),
-        )
-        return selected
-
-    def _grouped_selection(self, step: Scope, scores: Shape) -> list[Shape]:
-        b, n, s, router = self.b, self.n, self.s, self.code.router
-        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else n.groups_default
-        topk_group = s.dim("topk_group") if s.has("topk_group") else n.groups_kept_default
-        indices = shape("topk_indices", TOKENS, self.dims.top_k)
-        step.node(
-            "selection",
-            title="Group-limited top-k selection",
-            kind=NodeKind.OPERATOR,
-            code="torch.topk(scores_for_choice, k=self.top_k, dim=-1, sorted=False)[1]",
-            summary=(
-                "Add the load-balancing correction bias to the scores, keep the best topk_group of n_group "
-                "expert groups (ranked by their two best scores), and choose the top-k experts among them."
-            ),
-            inputs=[scores],
-            outputs=[indices],
-            buffers=[
-                b.tensor(
-                    "Score correction bias",
-                    f"{n.prefix}.gate.e_score_correction_bias",
-                    [factor(n.experts, self.dims.experts.value or 0)],
-                    dtype="F32",
-                )
-            ],
-            settings=[
-                Setting(name="top-k", value=str(self.dims.top_k.value), config_keys=(n.top_k,)),
-                Setting(
-                    name="groups kept",
-                    value=f"{topk_group} of {groups}",
-                    config_keys=tuple(k for k in ("topk_group", n.groups) if k and s.has(k)),
-                ),
-                Setting(
-                    name="method",
-                    value=s.text("topk_method", default="noaux_tc"),
-                    config_keys=s.keys_set("topk_method"),
-                ),
-            ],
-            claim="Selection adds the correction bias to the scores, keeps the best expert groups by their two best "
-            "scores and takes the top-k experts among them.",
-            sites=(
-                defined(router, "e_score_correction_bias"),
-                statement(router, "+ self.e_score_correction_bias"),
-                statement(router, "group_idx = torch.topk("),
-                statement(router, "topk_indices = torch.topk(", "topk_idx = torch.topk("),
-            ),
-        )
-        return [indices]
-
-    def _weights(self, step: Scope, scores: Shape, selected: list[Shape]) -> Shape:
-        """The routing weights of the chosen experts; returns their shape."""
-        weights = self._sigmoid_weights(scores, selected) if self.sigmoid else self._softmax_weights(selected)
-        step.node(
-            "routing-weights",
-            title="Routing weights",
-            kind=NodeKind.OPERATOR,
-            code=weights.code,
-            summary=weights.summary,
-            inputs=weights.inputs,
-            outputs=[weights.output],
-            settings=weights.settings,
-            claim=weights.claim,
-            sites=weights.sites,
-        )
-        return weights.output
-
-    def _normalize_setting(self, formula: str | None = None) -> Setting:
-        n = self.n
-        keys = (n.normalize,) if n.normalize is not None and self.s.has(n.normalize) else ()
-        return Setting(name="normalize top-k", value=str(self.normalize).lower(), formula=formula, config_keys=keys)
-
-    def _sigmoid_weights(self, scores: Shape, selected: list[Shape]) -> _Weights:
-        """The chosen experts' scores without the bias, renormalized when configured, times the routed scale."""
-        s, router = self.s, self.code.router
-        scale = s.number("routed_scaling_factor", default=self.n.scaling_default)
-        return _Weights(
-            output=shape("topk_weights", TOKENS, self.dims.top_k, dtype="float32"),
-            code="scores.gather(1, topk_indices)",
-            inputs=[scores, selected[0]],
-            summary="Take the chosen experts' scores (without the bias)"
-            + (", normalize them to sum to one" if self.normalize else "")
-            + f" and multiply them by the routed scaling factor {scale:g}.",
-            settings=[
-                self._normalize_setting(),
-                Setting(
-                    name="routed scaling factor",
-                    value=f"{scale:g}",
-                    config_keys=s.keys_set("routed_scaling_factor"),
-                ),
-            ],
-            claim="The routing weights are the chosen experts' scores without the bias, renormalized to sum to one "
-            "when the config asks for it and multiplied by the routed scaling factor.",
-            sites=(
-                statement(router, "scores.gather("),
-                statement(router, "self.norm_topk_prob"),
-                statement(router, "* self.routed_scaling_factor"),
-            ),
-        )
-
-    def _softmax_weights(self, selected: list[Shape]) -> _Weights:
-        """The chosen experts' probabilities, renormalized always or when configured."""
-        n, router, normalize = self.n, self.code.router, self.normalize
-        how = (
-            "divided by their sum, so each token's weights add up to one"
-            if n.normalize is None
-            else f"divided by their sum when {n.normalize} is set"
-        ) + (", then cast back to the model's dtype" if n.cast_weights else "")
-        return _Weights(
-            output=shape("top_k_weights", TOKENS, self.dims.top_k, dtype=None if n.cast_weights else "float32"),
-            code="router_top_value /= router_top_value.sum(dim=-1, keepdim=True)"
-            if normalize
-            else "router_top_value.to(router_logits.dtype)",
-            inputs=[selected[0]],
-            summary="Divide the chosen experts' probabilities by their sum, so each token's weights add up to one."
-            if normalize
-            else "Keep the chosen experts' probabilities as they are (they add up to less than one).",
-            settings=[self._normalize_setting("always" if n.normalize is None else None)],
-            claim=f"The routing weights are the chosen experts' probabilities, {how}.",
-            sites=(
-                # Only a family with a normalization key tests it, and only one that casts the weights back does.
-                *((statement(router, "self.norm_topk_prob"),) if n.normalize is not None else ()),
-                statement(router, "router_top_value /="),
-                *((statement(router, "router_top_value = router_top_value.to("),) if n.cast_weights else ()),
-                statement(router, "router_scores = router_top_value"),
-            ),
+            f"{prefix}moe",
+            title=words.title,
+            kind=GroupKind.MOE,
+            parent=parent,
+            placement=at,
+            summary=words.summary,
+            locate=words.locate,
         )
 
     def _experts(self, step: Scope, layers: list[int], weights: Shape) -> None:
@@ -535,9 +211,7 @@ class MoeBlock:
             title="Weighted expert sum",
             kind=NodeKind.OPERATOR,
             code="final_hidden_states.index_add_(0, token_idx, current_hidden_states)",
-            summary="Scale each routed expert's output by its routing weight and add them up per token."
-            if self.sigmoid
-            else "Scale each expert's output by its routing weight, add them up per token, and restore (B, T, d).",
+            summary=self.routing.combine_summary(),
             inputs=[routed, weights],
             outputs=[hidden(self.d)],
             placement=step.placement,

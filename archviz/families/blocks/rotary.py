@@ -2,8 +2,9 @@
 
 A model without rotary position (Kimi Linear's NoPE MLA) builds no node. The settings are read from the config's
 rotary scaling object (``rope_scaling``, or transformers 5's ``rope_parameters``) in one of two spellings: the
-DeepSeek family's YaRN with its magnitude correction (``deepseek_rope_settings``, from DeepSeek-V3's remote code
-and transformers' ``modeling_deepseek_v3.py``) and transformers' rotary types of the llama-style families
+decoupled rotary of multi-head latent attention, on a slice of each head, with YaRN's magnitude correction
+(``decoupled_rope_settings``, ``yarn_softmax_scale``, from DeepSeek-V3's remote code and transformers'
+``modeling_deepseek_v3.py``), and the whole-head rotary of grouped-query attention with transformers' rotary types
 (``rope_settings``, from ``modeling_rope_utils.py``: default, linear, dynamic, yarn, longrope, llama3).
 """
 
@@ -81,25 +82,29 @@ def rotary_embedding(b: GraphBuilder, *, rotated: Dim, settings: list[Setting], 
     )
 
 
-def rotary_locator(code: DecoderCode, *, deepseek: bool) -> Locator:
-    """Where the rotary embedding is built and run: the model's ``rotary_emb`` and the rotary class; in the
-    DeepSeek family also the attention's own (remote code) and the YaRN helpers. A family whose transformers port has
-    no rotary code (``DecoderCode.rope_absent``) looks for it in its remote code only."""
-    if not deepseek:
-        return Locator(
-            claim=(
-                "The rotary embedding computes each position's cosine and sine tables from the configured base, "
-                "rescaled by the rotary scaling type when the config names one."
-            ),
-            category=Category.ROPE,
-            sites=(
-                defined(code.model, "rotary_emb"),
-                used(code.model, "rotary_emb"),
-                statement(code.rotary, "ROPE_INIT_FUNCTIONS[", method="__init__", role=Role.DEFINITION),
-                method(code.rotary, "compute_default_rope_parameters"),
-                method(code.rotary, "forward"),
-            ),
-        )
+def rotary_locator(code: DecoderCode) -> Locator:
+    """Where the rotary embedding is built and run: the model's ``rotary_emb`` and the rotary class."""
+    return Locator(
+        claim=(
+            "The rotary embedding computes each position's cosine and sine tables from the configured base, "
+            "rescaled by the rotary scaling type when the config names one."
+        ),
+        category=Category.ROPE,
+        sites=(
+            defined(code.model, "rotary_emb"),
+            used(code.model, "rotary_emb"),
+            statement(code.rotary, "ROPE_INIT_FUNCTIONS[", method="__init__", role=Role.DEFINITION),
+            method(code.rotary, "compute_default_rope_parameters"),
+            method(code.rotary, "forward"),
+        ),
+    )
+
+
+def yarn_rotary_locator(code: DecoderCode) -> Locator:
+    """Where the YaRN rotary embedding is built and run: the model's ``rotary_emb`` and the rotary class, and in
+    remote code that builds it inside the attention (``_init_rope``), the attention's own and the YaRN helpers. A
+    family whose transformers port has no rotary code (``DecoderCode.rope_absent``) looks for it in its remote code
+    only."""
     # transformers' port keeps one rotary embedding on the model; the remote code one per attention, with YaRN helpers.
     sites = (
         *transformers_only(defined(code.model, "rotary_emb")),
@@ -151,16 +156,18 @@ def _scaling_rows(s: Settings, key: str, kind: str, kind_key: str, scaling: Mapp
     return rows
 
 
-# -- DeepSeek's YaRN ---------------------------------------------------------------------------------------
+# -- decoupled rotary with YaRN's magnitude correction ---------------------------------------------------------
 
 
 def yarn_mscale(scale: float, mscale: float) -> float:
-    """DeepSeek's YaRN magnitude correction, as in ``yarn_get_mscale``."""
+    """YaRN's magnitude correction, as in DeepSeek-V3's ``yarn_get_mscale``."""
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
-def deepseek_rope_settings(s: Settings) -> tuple[list[Setting], str]:
-    """The settings and summary of the DeepSeek family's rotary embedding (YaRN with ``mscale``)."""
+def decoupled_rope_settings(s: Settings) -> tuple[list[Setting], str]:
+    """The settings and summary of a rotary embedding on the rotary slice of each query and key head (MLA's
+    decoupled rotary), YaRN read with its magnitude correction (``mscale``, ``mscale_all_dim``) as DeepSeek-V3's
+    ``DeepseekV3YarnRotaryEmbedding`` reads it."""
     rope_key, scaling = _scaling(s, prefer="rope_scaling")
     kind, kind_key = _scaling_kind(s, rope_key, scaling)
     settings = [
@@ -200,7 +207,7 @@ def deepseek_rope_settings(s: Settings) -> tuple[list[Setting], str]:
     )
 
 
-def deepseek_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
+def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
     """MLA's softmax scale: ``qk_head_dim^-0.5``, times ``mscale²`` under YaRN with ``mscale_all_dim``."""
     base = (qk_head_dim or 1) ** -0.5
     rope_key, scaling = _scaling(s, prefer="rope_scaling")

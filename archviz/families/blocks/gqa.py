@@ -1,0 +1,415 @@
+"""Grouped-query attention: the query, key and value projections, the heads (normalized per head in Qwen3),
+rotary position on whole heads, the KV cache, the scaled dot-product core and the output projection.
+
+Sources: transformers ``models/llama/modeling_llama.py`` (LlamaAttention, apply_rotary_pos_emb, rotate_half,
+eager_attention_forward, repeat_kv) and the files generated from it (``models/mistral``, ``models/qwen2``,
+``models/qwen3``'s ``q_norm``/``k_norm``, ``models/mixtral``, ``models/qwen3_moe``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from archviz.families.blocks.attention import attention_output, cache_locator
+from archviz.families.blocks.builder import (
+    BATCH,
+    KEY_POSITIONS,
+    POSITIONS,
+    Scope,
+    linear_rows,
+    shape,
+)
+from archviz.families.blocks.decoder import LAYER, hidden, norm_locator, rms_norm
+from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Placement, Setting, Shape
+from archviz.locators import Category, Locator, attribute, defined, function, method, statement
+
+if TYPE_CHECKING:
+    from archviz.families.blocks.builder import GraphBuilder
+    from archviz.families.blocks.code import DecoderCode
+    from archviz.settings import Settings
+
+
+class AttentionBias(StrEnum):
+    """Which attention projections carry a bias."""
+
+    CONFIG = "config"
+    """``q``/``k``/``v``/``o`` all do when ``attention_bias`` is true (Llama, Qwen3, Qwen3-MoE)."""
+    QKV = "qkv"
+    """``q``/``k``/``v`` always do, ``o`` never (Qwen2)."""
+    NONE = "none"
+    """None do (Mistral, Mixtral)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GqaDims:
+    """The widths of one model's grouped-query attention."""
+
+    d: Dim
+    """The model width (``hidden_size``)."""
+    heads: Dim
+    """Query heads (``num_attention_heads``)."""
+    kv_heads: Dim
+    """Key and value heads (``num_key_value_heads``), a divisor of ``heads``."""
+    head_dim: Dim
+    """One head's width."""
+    q_width: Dim
+    """All query heads together (``heads × head_dim``)."""
+    kv_width: Dim
+    """All key (or value) heads together (``kv_heads × head_dim``)."""
+
+    @property
+    def grouped(self) -> bool:
+        """Whether key/value heads are fewer than query heads (grouped-query rather than multi-head attention)."""
+        return (self.kv_heads.value or 0) < (self.heads.value or 0)
+
+    @property
+    def title(self) -> str:
+        """Grouped-query attention when key/value heads are fewer than query heads, else multi-head."""
+        return "Grouped-query attention" if self.grouped else "Multi-head attention"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GqaOptions:
+    """What one model's grouped-query attention adds or restricts: biases, per-head norms, the sliding window."""
+
+    bias: AttentionBias
+    """Which projections carry a bias."""
+    qk_norm: bool
+    """Whether queries and keys get a per-head RMSNorm before rotary (Qwen3)."""
+    window: int | None
+    """The sliding window in force, or None."""
+    windowed_layers: tuple[int, ...]
+    """Checkpoint indices of the layers that attend through the window."""
+    can_slide: bool
+    """Whether a config of the model can make attention use a sliding window (the core's claim and sites)."""
+    window_attribute: bool = True
+    """Where its transformers file reads the window, for the locator: the attention's own ``self.sliding_window``
+    (Qwen2, Qwen3, Qwen3-MoE), else the config's, passed to the attention function in the forward (Mistral, Mixtral)."""
+    mask: Setting
+    """The attention mask's setting (causal, with the window where there is one)."""
+    eps: Setting
+    """The RMSNorm epsilon of the per-head norms."""
+
+
+_QKV_BIAS = {
+    AttentionBias.CONFIG: ", with a bias when attention_bias is set",
+    AttentionBias.QKV: ", adding a learned bias",
+    AttentionBias.NONE: ", without a bias",
+}
+
+
+class GroupedQueryAttention:
+    """Builds grouped-query attention's nodes in forward order for every layer: the projections, the heads
+    (normalized per head in Qwen3), rotary position, the cache, the core and the output projection."""
+
+    def __init__(
+        self, b: GraphBuilder, s: Settings, code: DecoderCode, dims: GqaDims, options: GqaOptions, *, at: Placement
+    ):
+        self.dims, self.options, self.b, self.s, self.code = dims, options, b, s, code
+        self.at = at
+        self.grouped = dims.grouped
+        self.config_bias = (
+            self.s.flag("attention_bias", default=False) if self.options.bias is AttentionBias.CONFIG else False
+        )
+        self.bias_keys = ["attention_bias"] if self.options.bias is AttentionBias.CONFIG else []
+        self.group = ""
+
+    def build(self, block: str) -> None:
+        dims, options, a = self.dims, self.options, self.code.attention
+        self.group = self.b.group(
+            "attention",
+            title=dims.title,
+            kind=GroupKind.ATTENTION,
+            parent=block,
+            placement=self.at,
+            summary=(
+                "Project to num_attention_heads query heads and num_key_value_heads key and value heads"
+                + (", RMSNorm each query and key head" if options.qk_norm else "")
+                + ", rotate queries and keys by position, cache keys and values, causal softmax attention"
+                + (" with each key/value head shared by a group of query heads" if self.grouped else "")
+                + ", output projection."
+            ),
+            locate=Locator(
+                claim=(
+                    "Grouped-query attention projects each position to the query heads and to num_key_value_heads "
+                    "key and value heads"
+                    + (", normalizes each query and key head" if options.qk_norm else "")
+                    + ", rotates queries and keys by position, caches keys and values, attends causally and projects "
+                    "the joined heads back to the model width."
+                ),
+                category=Category.ATTENTION,
+                sites=(method(a, "forward"),),
+            ),
+        )
+        self.scope = Scope(
+            b=self.b, group=self.group, placement=self.at, prefix="attention.", category=Category.ATTENTION
+        )
+        self._projections()
+        query, key, value = self._heads()
+        self._rotary(query, key)
+        cached_key, cached_value = self._cache(key, value)
+        self._core(query, cached_key, cached_value)
+        heads_out = "num_attention_heads × head_dim"
+        attention_output(
+            self.scope,
+            d=dims.d,
+            heads_output=shape("attn_output", BATCH, POSITIONS, dims.q_width),
+            rows=linear_rows(
+                self.b,
+                "o_proj",
+                f"{LAYER}.self_attn.o_proj",
+                ("hidden_size", dims.d.value or 0),
+                (heads_out, dims.q_width.value or 0),
+                bias=self.config_bias,
+            ),
+            summary="Project the joined head outputs back to the model width"
+            + (", plus a learned bias." if self.config_bias else "."),
+            extra_keys=self.bias_keys,
+            code=self.code,
+        )
+
+    def window_op(self, kind: OpKind) -> Op:
+        """The op of attention or of its cache, with the sliding window of the layers that attend through it."""
+        window = self.options.window
+        return Op(kind=kind, window=window, windowed_layers=self.options.windowed_layers if window else ())
+
+    def _projections(self) -> None:
+        dims, a = self.dims, self.code.attention
+        qkv_bias = self.options.bias is AttentionBias.QKV or self.config_bias
+        bias_phrase = _QKV_BIAS[self.options.bias]
+        d, q_width, kv_width = dims.d.value or 0, dims.q_width.value or 0, dims.kv_width.value or 0
+        for name, width, out_name, out, summary, claim in (
+            (
+                "q_proj",
+                q_width,
+                "num_attention_heads × head_dim",
+                dims.q_width,
+                "Project each position's hidden state to every query head.",
+                "The query projection maps each position's hidden state to every query head",
+            ),
+            (
+                "k_proj",
+                kv_width,
+                "num_key_value_heads × head_dim",
+                dims.kv_width,
+                "Project each position's hidden state to the key heads"
+                + (", fewer than the query heads." if self.grouped else ", one per query head."),
+                "The key projection maps each position's hidden state to the num_key_value_heads key heads",
+            ),
+            (
+                "v_proj",
+                kv_width,
+                "num_key_value_heads × head_dim",
+                dims.kv_width,
+                "Project each position's hidden state to the value heads, as many as the key heads.",
+                "The value projection maps each position's hidden state to as many value heads as key heads",
+            ),
+        ):
+            which = {"q_proj": "query", "k_proj": "key", "v_proj": "value"}[name]
+            self.scope.node(
+                f"{name[0]}-proj",
+                title=f"{which.capitalize()} projection",
+                kind=NodeKind.LEARNED,
+                code=f"self.{name}(hidden_states)",
+                summary=summary[:-1] + (", plus a learned bias." if qkv_bias else "."),
+                inputs=[hidden(dims.d)],
+                outputs=[shape(f"{which}_states", BATCH, POSITIONS, out)],
+                parameters=linear_rows(
+                    self.b, name, f"{LAYER}.self_attn.{name}", (out_name, width), ("hidden_size", d), bias=qkv_bias
+                ),
+                extra_keys=self.bias_keys,
+                claim=f"{claim}{bias_phrase}.",
+                sites=attribute(a, name),
+                op=Op(kind=OpKind.LINEAR),
+            )
+
+    def _heads(self) -> tuple[Shape, Shape, Shape]:
+        """Views each projection per head (and, in Qwen3, normalizes each query and key head); returns the query,
+        key and value heads, heads before positions."""
+        dims, options, a = self.dims, self.options, self.code.attention
+        per_head = (
+            shape("query_states", BATCH, POSITIONS, dims.heads, dims.head_dim),
+            shape("key_states", BATCH, POSITIONS, dims.kv_heads, dims.head_dim),
+            shape("value_states", BATCH, POSITIONS, dims.kv_heads, dims.head_dim),
+        )
+        heads = (
+            shape("query_states", BATCH, dims.heads, POSITIONS, dims.head_dim),
+            shape("key_states", BATCH, dims.kv_heads, POSITIONS, dims.head_dim),
+            shape("value_states", BATCH, dims.kv_heads, POSITIONS, dims.head_dim),
+        )
+        # Qwen3 normalizes each head between the view and the transpose; the others transpose at once.
+        self.scope.node(
+            "head-split",
+            title="Split into heads",
+            kind=NodeKind.OPERATOR,
+            code="self.q_proj(hidden_states).view(hidden_shape)" + ("" if options.qk_norm else ".transpose(1, 2)"),
+            summary="View each projection as one head_dim vector per head"
+            + ("." if options.qk_norm else ", heads before positions."),
+            inputs=[
+                shape("query_states", BATCH, POSITIONS, dims.q_width),
+                shape("key_states", BATCH, POSITIONS, dims.kv_width),
+                shape("value_states", BATCH, POSITIONS, dims.kv_width),
+            ],
+            outputs=list(per_head) if options.qk_norm else list(heads),
+            claim="The projections are viewed as one head_dim vector per head"
+            + ("." if options.qk_norm else ", heads before positions."),
+            sites=(
+                statement(a, "hidden_shape = ("),
+                # The three ``….view(hidden_shape)…transpose(1, 2)`` statements of the queries, keys and values.
+                *(statement(a, ".view(hidden_shape)", occurrence=n) for n in (1, 2, 3)),
+            ),
+        )
+        if options.qk_norm:
+            self._head_norms(per_head, heads)
+        return heads
+
+    def _head_norms(self, per_head: tuple[Shape, Shape, Shape], heads: tuple[Shape, Shape, Shape]) -> None:
+        dims, a = self.dims, self.code.attention
+        for id, name, which, value_shape in (
+            ("q-norm", "q_norm", "query", per_head[0]),
+            ("k-norm", "k_norm", "key", per_head[1]),
+        ):
+            rms_norm(
+                self.b,
+                f"attention.{id}",
+                title=f"{which.capitalize()} head RMSNorm",
+                code=f"self.{name}(self.{which[0]}_proj(hidden_states).view(hidden_shape))",
+                summary=f"Normalize each {which} head to unit root-mean-square over head_dim and rescale it.",
+                group=self.group,
+                tensor=f"{LAYER}.self_attn.{name}.weight",
+                width_name="head_dim",
+                width=dims.head_dim.value or 0,
+                value=value_shape,
+                eps=self.options.eps,
+                at=self.at,
+                locate=norm_locator(
+                    f"The {which} head RMSNorm normalizes each {which} head over head_dim and rescales it, "
+                    "before the rotary embedding.",
+                    a,
+                    name,
+                    self.code,
+                ),
+            )
+        self.scope.node(
+            "head-transpose",
+            title="Heads first",
+            kind=NodeKind.OPERATOR,
+            code="query_states.transpose(1, 2)",
+            summary="Move the head axis before the position axis for attention.",
+            inputs=list(per_head),
+            outputs=list(heads),
+            claim="The normalized heads are moved before the positions for attention.",
+            sites=tuple(statement(a, ".transpose(1, 2)", occurrence=n) for n in (1, 2, 3)),
+        )
+
+    def _rotary(self, query: Shape, key: Shape) -> None:
+        a = self.code.attention
+        self.scope.node(
+            "apply-rotary",
+            title="Apply rotary embedding",
+            kind=NodeKind.OPERATOR,
+            code="apply_rotary_pos_emb(query_states, key_states, cos, sin)",
+            summary="Rotate each query and key head by its position: q·cos + rotate_half(q)·sin.",
+            inputs=[query, key, shape("cos", BATCH, POSITIONS, self.dims.head_dim)],
+            outputs=[query, key],
+            settings=[Setting(name="layout", value="halves (rotate_half)")],
+            claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
+            category=Category.ROPE,
+            sites=(
+                statement(a, "= apply_rotary_pos_emb("),
+                function("apply_rotary_pos_emb"),
+                function("rotate_half"),
+            ),
+        )
+
+    def _cache(self, key: Shape, value: Shape) -> tuple[Shape, Shape]:
+        dims = self.dims
+        cached_key = shape("key_states", BATCH, dims.kv_heads, KEY_POSITIONS, dims.head_dim)
+        cached_value = shape("value_states", BATCH, dims.kv_heads, KEY_POSITIONS, dims.head_dim)
+        window = self.options.window
+        cache = cache_locator(self.code)
+        self.scope.node(
+            "cache-update",
+            title="KV cache",
+            kind=NodeKind.OPERATOR,
+            code="cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)",
+            summary=(
+                "Append this step's keys and values to the cache and return all cached positions; it holds "
+                "2 × num_key_value_heads × head_dim numbers per position and layer"
+                + (", at most sliding_window − 1 past positions in sliding-window layers." if window else ".")
+            ),
+            inputs=[key, value],
+            outputs=[cached_key, cached_value],
+            claim=cache.claim,
+            sites=cache.sites,
+            op=self.window_op(OpKind.CACHE),
+        )
+        return cached_key, cached_value
+
+    def _core_settings(self) -> list[Setting]:
+        """Softmax scale, query heads per KV head, the mask and dropout."""
+        dims, s = self.dims, self.s
+        heads, kv = dims.heads.value or 0, dims.kv_heads.value or 0
+        return [
+            Setting(
+                name="softmax scale",
+                value=f"{(dims.head_dim.value or 1) ** -0.5:.6g}",
+                formula="head_dim^-0.5",
+                config_keys=s.keys_set("head_dim"),
+            ),
+            Setting(
+                name="query heads per KV head",
+                value=str(heads // kv if kv else 0),
+                formula="num_attention_heads / num_key_value_heads",
+                config_keys=s.keys_set("num_attention_heads", "num_key_value_heads"),
+            ),
+            self.options.mask,
+            Setting(
+                name="dropout",
+                value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
+                config_keys=s.keys_set("attention_dropout"),
+            ),
+        ]
+
+    def _core(self, query: Shape, cached_key: Shape, cached_value: Shape) -> None:
+        dims, a = self.dims, self.code.attention
+        window = self.options.window
+        self.scope.node(
+            "sdpa",
+            title="Scaled dot-product attention",
+            kind=NodeKind.OPERATOR,
+            code="attention_interface(self, query_states, key_states, value_states, attention_mask, ...)",
+            summary=(
+                "Score each query head against the cached keys of its key/value head"
+                + (" within the sliding window" if window else " at all earlier and current positions")
+                + " (causal mask), softmax, mix the values, and join the heads."
+            ),
+            inputs=[query, cached_key, cached_value],
+            outputs=[shape("attn_output", BATCH, POSITIONS, dims.q_width)],
+            settings=self._core_settings(),
+            claim="Attention scores each query head against the cached keys of its key/value head under the causal "
+            "mask"
+            + (" (within the sliding window where the config sets one)" if self.options.can_slide else "")
+            + ", takes the softmax at scale head_dim^-0.5 and mixes the values.",
+            sites=(
+                statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
+                statement(a, "= attention_interface("),
+                function("eager_attention_forward"),
+                function("repeat_kv"),
+                defined(a, "scaling"),
+                # Where the window applies: the layer's own window, and the model's sliding-window mask.
+                *(
+                    (
+                        defined(a, "sliding_window")
+                        if self.options.window_attribute
+                        else statement(a, "sliding_window="),
+                        statement(self.code.model, "create_sliding_window_causal_mask"),
+                    )
+                    if self.options.can_slide
+                    else ()
+                ),
+            ),
+            op=self.window_op(OpKind.ATTENTION),
+        )

@@ -1,0 +1,444 @@
+"""The routing schemes of the mixture-of-experts block: how a router turns each token's hidden state into the
+experts it is sent to and their weights.
+
+The MoE block (``archviz.families.blocks.moe``) holds one scheme and asks it for the MoE group's words and for the
+routing nodes (router gate, router logits, scores, selection, routing weights); it builds the experts itself. Two
+schemes are in use, named after what they compute:
+
+- ``SigmoidRouting`` (transformers' ``DeepseekV3TopkRouter`` and ``DeepseekV3MoE.route_tokens_to_experts``,
+  DeepSeek's remote ``MoEGate``; DeepSeek-V3, Kimi-K2, Kimi Linear): a float32 router, an independent sigmoid
+  affinity per expert, a load-balancing correction bias added for selection only, group-limited top-k (the best
+  ``topk_group`` of the expert groups by their two best scores), weights renormalized when configured and
+  multiplied by the routed scaling factor;
+- ``SoftmaxRouting`` (transformers' ``MixtralTopKRouter``, ``Qwen3MoeTopKRouter``): a softmax over all experts,
+  plain top-k, weights renormalized always or when configured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from archviz.families.blocks.builder import TOKENS, Scope, factor, shape
+from archviz.families.blocks.decoder import hidden
+from archviz.graph import Dim, NodeKind, Op, OpKind, Setting, Shape
+from archviz.locators import Category, Locator, Site, attribute, defined, method, statement
+from archviz.settings import Settings
+
+if TYPE_CHECKING:
+    from archviz.families.blocks.code import DecoderCode
+    from archviz.families.blocks.moe import MoeDims, MoeNaming
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoutingInputs:
+    """What a routing scheme reads when it builds the routing of one config's MoE."""
+
+    s: Settings
+    """The config's settings."""
+    naming: MoeNaming
+    """The family's MoE key and checkpoint names."""
+    dims: MoeDims
+    """The MoE's dimensions."""
+    d: Dim
+    """The model width."""
+    code: DecoderCode
+    """The family's modeling classes."""
+    normalize: bool
+    """Whether the chosen experts' weights are renormalized to sum to one."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoeGroupWords:
+    """The MoE group's title, summary and locator, as its routing scheme describes the block."""
+
+    title: str
+    """The group's title."""
+    summary: str
+    """What the block does, in one sentence."""
+    locate: Locator
+    """Where the block's code is."""
+
+
+class Routing(Protocol):
+    """A routing scheme: the MoE group's words, the routing nodes, and how the routed experts' sum is described."""
+
+    def group_words(self, at: RoutingInputs) -> MoeGroupWords:
+        """The MoE group's title, summary and locator."""
+        ...
+
+    def route(self, step: Scope, at: RoutingInputs) -> Shape:
+        """Adds the router gate, its logits, the scores, the selection and the routing weights; returns the routing
+        weights' shape."""
+        ...
+
+    def combine_summary(self) -> str:
+        """The summary of the routed experts' weighted sum."""
+        ...
+
+
+# -- what both schemes build ------------------------------------------------------------------------------
+
+
+def _router(
+    step: Scope,
+    at: RoutingInputs,
+    logits: Shape,
+    *,
+    code: str,
+    summary: str,
+    input: Shape,
+    claim: str,
+    settings: list[Setting],
+) -> None:
+    """The router gate: one linear map from the hidden state to one logit per expert."""
+    n, router = at.naming, at.code.router
+    step.node(
+        "router",
+        title="Router gate",
+        kind=NodeKind.LEARNED,
+        code=code,
+        summary=summary,
+        inputs=[input],
+        outputs=[logits],
+        settings=settings,
+        parameters=[
+            step.b.tensor(
+                "Router weight",
+                f"{n.prefix}.gate.weight",
+                [factor(n.experts, at.dims.experts.value or 0), factor("hidden_size", at.d.value or 0)],
+            )
+        ],
+        claim=claim,
+        sites=(*attribute(at.code.moe, "gate"), defined(router, "weight"), statement(router, "= F.linear(")),
+        op=Op(kind=OpKind.LINEAR),
+    )
+
+
+def _router_logits(step: Scope, at: RoutingInputs, logits: Shape, *, routed: str, site: str) -> None:
+    """The router logits: one score per ``routed`` for every token."""
+    step.state(
+        "router-logits",
+        title="Router logits",
+        code="router_logits",
+        summary=f"One score per {routed} for every token.",
+        value=logits,
+        claim=f"The router logits are one score per {routed} for every token.",
+        sites=(statement(at.code.router, site),),
+        traced_module=f"{at.naming.prefix}.gate",
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Weights:
+    """What the routing-weights node of one routing scheme computes and what cites it."""
+
+    output: Shape
+    code: str
+    inputs: list[Shape]
+    summary: str
+    settings: list[Setting]
+    claim: str
+    sites: tuple[Site, ...]
+
+
+def _routing_weights(step: Scope, weights: _Weights) -> Shape:
+    """The routing-weights node; returns its output's shape."""
+    step.node(
+        "routing-weights",
+        title="Routing weights",
+        kind=NodeKind.OPERATOR,
+        code=weights.code,
+        summary=weights.summary,
+        inputs=weights.inputs,
+        outputs=[weights.output],
+        settings=weights.settings,
+        claim=weights.claim,
+        sites=weights.sites,
+    )
+    return weights.output
+
+
+def _normalize_setting(at: RoutingInputs, formula: str | None = None) -> Setting:
+    n = at.naming
+    keys = (n.normalize,) if n.normalize is not None and at.s.has(n.normalize) else ()
+    return Setting(name="normalize top-k", value=str(at.normalize).lower(), formula=formula, config_keys=keys)
+
+
+# -- the schemes ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SigmoidRouting:
+    """Sigmoid affinities, a score correction bias for selection, group-limited top-k, weights times the routed
+    scaling factor (``DeepseekV3TopkRouter``), plus always-on shared experts in the block."""
+
+    def group_words(self, at: RoutingInputs) -> MoeGroupWords:
+        code = at.code
+        return MoeGroupWords(
+            title="Mixture of experts",
+            summary=(
+                "A sigmoid router picks the top-k routed experts per token; their weighted outputs "
+                "are added to the shared experts' output."
+            ),
+            locate=Locator(
+                claim=(
+                    "The mixture of experts routes each token to its top-k routed experts, sums their weighted "
+                    "outputs and adds the shared experts' output."
+                ),
+                category=Category.MOE,
+                sites=(
+                    defined(code.moe, "experts"),
+                    defined(code.moe, "gate"),
+                    defined(code.moe, "shared_experts"),
+                    method(code.moe, "forward"),
+                ),
+            ),
+        )
+
+    def route(self, step: Scope, at: RoutingInputs) -> Shape:
+        logits = shape("router_logits", TOKENS, at.dims.experts, dtype="float32")
+        _router(
+            step,
+            at,
+            logits,
+            code="F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))",
+            summary="Score every routed expert for every token with one linear map, computed in float32.",
+            input=shape("hidden_states", TOKENS, at.d),
+            claim="The router scores every routed expert for every token with one linear map computed in float32.",
+            settings=[],
+        )
+        _router_logits(step, at, logits, routed="routed expert", site="= F.linear(")
+        scores = self._scores(step, at, logits)
+        indices = self._selection(step, at, scores)
+        return _routing_weights(step, self._weights(at, scores, indices))
+
+    def combine_summary(self) -> str:
+        return "Scale each routed expert's output by its routing weight and add them up per token."
+
+    def _scores(self, step: Scope, at: RoutingInputs, logits: Shape) -> Shape:
+        """Sigmoid affinities over all experts; returns their shape."""
+        n, s, router = at.naming, at.s, at.code.router
+        scores = shape("scores", TOKENS, at.dims.experts, dtype="float32")
+        scoring = s.text(n.scoring_key, default="sigmoid") if n.scoring_key else "sigmoid"
+        keys = (n.scoring_key,) if n.scoring_key and s.has(n.scoring_key) else ()
+        step.node(
+            "scores",
+            title="Expert scores",
+            kind=NodeKind.OPERATOR,
+            code="router_logits.sigmoid()",
+            summary="Turn each router logit into an independent affinity between 0 and 1.",
+            inputs=[logits],
+            outputs=[scores],
+            settings=[Setting(name="scoring", value=scoring, config_keys=keys)],
+            claim="The expert scores are the sigmoid of the router logits: an independent affinity per expert.",
+            sites=(statement(router, ".sigmoid()"),),
+        )
+        return scores
+
+    def _selection(self, step: Scope, at: RoutingInputs, scores: Shape) -> Shape:
+        """Bias-corrected, group-limited top-k selection; returns the chosen experts' indices."""
+        b, n, s, router = step.b, at.naming, at.s, at.code.router
+        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else n.groups_default
+        topk_group = s.dim("topk_group") if s.has("topk_group") else n.groups_kept_default
+        indices = shape("topk_indices", TOKENS, at.dims.top_k)
+        step.node(
+            "selection",
+            title="Group-limited top-k selection",
+            kind=NodeKind.OPERATOR,
+            code="torch.topk(scores_for_choice, k=self.top_k, dim=-1, sorted=False)[1]",
+            summary=(
+                "Add the load-balancing correction bias to the scores, keep the best topk_group of n_group "
+                "expert groups (ranked by their two best scores), and choose the top-k experts among them."
+            ),
+            inputs=[scores],
+            outputs=[indices],
+            buffers=[
+                b.tensor(
+                    "Score correction bias",
+                    f"{n.prefix}.gate.e_score_correction_bias",
+                    [factor(n.experts, at.dims.experts.value or 0)],
+                    dtype="F32",
+                )
+            ],
+            settings=[
+                Setting(name="top-k", value=str(at.dims.top_k.value), config_keys=(n.top_k,)),
+                Setting(
+                    name="groups kept",
+                    value=f"{topk_group} of {groups}",
+                    config_keys=tuple(k for k in ("topk_group", n.groups) if k and s.has(k)),
+                ),
+                Setting(
+                    name="method",
+                    value=s.text("topk_method", default="noaux_tc"),
+                    config_keys=s.keys_set("topk_method"),
+                ),
+            ],
+            claim="Selection adds the correction bias to the scores, keeps the best expert groups by their two best "
+            "scores and takes the top-k experts among them.",
+            sites=(
+                defined(router, "e_score_correction_bias"),
+                statement(router, "+ self.e_score_correction_bias"),
+                statement(router, "group_idx = torch.topk("),
+                statement(router, "topk_indices = torch.topk(", "topk_idx = torch.topk("),
+            ),
+        )
+        return indices
+
+    def _weights(self, at: RoutingInputs, scores: Shape, indices: Shape) -> _Weights:
+        """The chosen experts' scores without the bias, renormalized when configured, times the routed scale."""
+        s, router = at.s, at.code.router
+        scale = s.number("routed_scaling_factor", default=at.naming.scaling_default)
+        return _Weights(
+            output=shape("topk_weights", TOKENS, at.dims.top_k, dtype="float32"),
+            code="scores.gather(1, topk_indices)",
+            inputs=[scores, indices],
+            summary="Take the chosen experts' scores (without the bias)"
+            + (", normalize them to sum to one" if at.normalize else "")
+            + f" and multiply them by the routed scaling factor {scale:g}.",
+            settings=[
+                _normalize_setting(at),
+                Setting(
+                    name="routed scaling factor",
+                    value=f"{scale:g}",
+                    config_keys=s.keys_set("routed_scaling_factor"),
+                ),
+            ],
+            claim="The routing weights are the chosen experts' scores without the bias, renormalized to sum to one "
+            "when the config asks for it and multiplied by the routed scaling factor.",
+            sites=(
+                statement(router, "scores.gather("),
+                statement(router, "self.norm_topk_prob"),
+                statement(router, "* self.routed_scaling_factor"),
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SoftmaxRouting:
+    """A softmax over all experts and plain top-k, weights renormalized always or when configured
+    (``MixtralTopKRouter``, ``Qwen3MoeTopKRouter``)."""
+
+    softmax_code: str
+    """The modeling code's softmax over the router logits."""
+    cast_weights: bool = False
+    """Whether the routing weights are cast back to the model's dtype (Qwen3-MoE) or stay float32."""
+
+    def group_words(self, at: RoutingInputs) -> MoeGroupWords:
+        code = at.code
+        experts, top_k = at.dims.experts.value or 0, at.dims.top_k.value or 0
+        return MoeGroupWords(
+            title="Sparse mixture of experts",
+            summary=(
+                f"A softmax router picks the top {top_k} of {experts} SwiGLU experts for each token and adds "
+                "their outputs, weighted by the routing probabilities"
+                + (" renormalized over the chosen experts." if at.normalize else ".")
+            ),
+            locate=Locator(
+                claim="The sparse mixture of experts routes each token to its top-k experts by softmax probability "
+                "and sums their weighted outputs.",
+                category=Category.MOE,
+                sites=(defined(code.moe, "gate"), defined(code.moe, "experts"), method(code.moe, "forward")),
+            ),
+        )
+
+    def route(self, step: Scope, at: RoutingInputs) -> Shape:
+        s = at.s
+        logits = shape("router_logits", TOKENS, at.dims.experts)
+        jitter = (
+            [
+                Setting(
+                    name="jitter noise",
+                    value=f"{s.number('router_jitter_noise'):g} (training only)",
+                    config_keys=("router_jitter_noise",),
+                )
+            ]
+            if s.has("router_jitter_noise")
+            else []
+        )
+        _router(
+            step,
+            at,
+            logits,
+            code="F.linear(hidden_states, self.weight)",
+            summary="Flatten the batch into tokens and score every expert for every token with one linear map.",
+            input=hidden(at.d),
+            claim="The router flattens the batch into tokens and scores every expert for every token with one "
+            "linear map.",
+            settings=jitter,
+        )
+        _router_logits(step, at, logits, routed="expert", site="router_logits = F.linear(")
+        probabilities = self._probabilities(step, at, logits)
+        selected = self._selection(step, at, probabilities)
+        return _routing_weights(step, self._weights(at, selected))
+
+    def combine_summary(self) -> str:
+        return "Scale each expert's output by its routing weight, add them up per token, and restore (B, T, d)."
+
+    def _probabilities(self, step: Scope, at: RoutingInputs, logits: Shape) -> Shape:
+        """Softmax probabilities over all experts; returns their shape."""
+        probabilities = shape("router_probs", TOKENS, at.dims.experts, dtype="float32")
+        step.node(
+            "scores",
+            title="Routing probabilities",
+            kind=NodeKind.OPERATOR,
+            code=self.softmax_code,
+            summary="Turn each token's router logits into probabilities over all experts, in float32.",
+            inputs=[logits],
+            outputs=[probabilities],
+            settings=[Setting(name="scoring", value="softmax")],
+            claim=(
+                "The routing probabilities are the softmax of each token's router logits over all experts, in float32."
+            ),
+            sites=(statement(at.code.router, "router_probs = torch.nn.functional.softmax("),),
+        )
+        return probabilities
+
+    def _selection(self, step: Scope, at: RoutingInputs, probabilities: Shape) -> list[Shape]:
+        """Plain top-k selection; returns the chosen experts' probabilities and indices."""
+        top_k, router = at.dims.top_k, at.code.router
+        selected = [
+            shape("router_top_value", TOKENS, top_k, dtype="float32"),
+            shape("router_indices", TOKENS, top_k),
+        ]
+        step.node(
+            "selection",
+            title="Top-k selection",
+            kind=NodeKind.OPERATOR,
+            code="torch.topk(router_probs, self.top_k, dim=-1)",
+            summary=f"Choose the {top_k.value} most probable experts for each token.",
+            inputs=[probabilities],
+            outputs=selected,
+            settings=[Setting(name="top-k", value=str(top_k.value), config_keys=(at.naming.top_k,))],
+            claim="Selection keeps each token's top-k most probable experts.",
+            sites=(defined(router, "top_k"), statement(router, "= torch.topk(")),
+        )
+        return selected
+
+    def _weights(self, at: RoutingInputs, selected: list[Shape]) -> _Weights:
+        """The chosen experts' probabilities, renormalized always or when configured."""
+        n, router, normalize = at.naming, at.code.router, at.normalize
+        how = (
+            "divided by their sum, so each token's weights add up to one"
+            if n.normalize is None
+            else f"divided by their sum when {n.normalize} is set"
+        ) + (", then cast back to the model's dtype" if self.cast_weights else "")
+        return _Weights(
+            output=shape("top_k_weights", TOKENS, at.dims.top_k, dtype=None if self.cast_weights else "float32"),
+            code="router_top_value /= router_top_value.sum(dim=-1, keepdim=True)"
+            if normalize
+            else "router_top_value.to(router_logits.dtype)",
+            inputs=[selected[0]],
+            summary="Divide the chosen experts' probabilities by their sum, so each token's weights add up to one."
+            if normalize
+            else "Keep the chosen experts' probabilities as they are (they add up to less than one).",
+            settings=[_normalize_setting(at, "always" if n.normalize is None else None)],
+            claim=f"The routing weights are the chosen experts' probabilities, {how}.",
+            sites=(
+                # Only a family with a normalization key tests it, and only one that casts the weights back does.
+                *((statement(router, "self.norm_topk_prob"),) if n.normalize is not None else ()),
+                statement(router, "router_top_value /="),
+                *((statement(router, "router_top_value = router_top_value.to("),) if self.cast_weights else ()),
+                statement(router, "router_scores = router_top_value"),
+            ),
+        )
