@@ -332,7 +332,7 @@ class Verdict(_Shown):
 
     def json(self, *, strict: bool = False) -> dict[str, Any]:
         """The ``archviz check --json`` document."""
-        from archviz.report import verification_json
+        from archviz.present.json_documents import verification_json
 
         return verification_json(self.verification, strict=strict)
 

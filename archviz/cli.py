@@ -447,7 +447,8 @@ def check(
     config out; both 0 with --allow-unverified), 4 internal error (a bug in archviz).
     """
     from archviz.checkpoint import read_checkpoint
-    from archviz.report import render_verification, verification_json
+    from archviz.present.json_documents import verification_json
+    from archviz.report import render_verification
     from archviz.verify import verify
 
     with doing("describing the model"):

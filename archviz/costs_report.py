@@ -27,9 +27,9 @@ from archviz.cost import (
     weight_bytes_said,
 )
 from archviz.graph import Graph, Mixer
+from archviz.present.numbers import decimal_and_binary
 from archviz.totals import Totals, node_parameters
 from archviz.versions import version_fields
-from archviz.words import decimal_and_binary
 
 COST_SCHEMA = "archviz.cost/1"
 

@@ -28,11 +28,12 @@ from archviz.cost import DEFAULT_SIZES, CostReport, NodeCost, costs_unknown, mod
 from archviz.cost import Phase as Pass
 from archviz.graph import Graph, Layer, Node, Part, Shape
 from archviz.pipeline import ModelDocs
+from archviz.present.numbers import change_text, setting_text
 from archviz.roles import RoleName, node_roles, role_form
 from archviz.shapes import Phase, format_shape
 from archviz.totals import Totals, node_active_parameters, node_buffers, node_parameters
 from archviz.versions import version_fields
-from archviz.words import plural, plural_noun, short_count
+from archviz.words import plural, plural_noun
 
 if TYPE_CHECKING:
     from archviz.meta import ConfigDefaults
@@ -321,7 +322,7 @@ def node_values(node: Node, cost: NodeCost | None = None) -> dict[str, tuple[str
     ``settings.NAME``."""
     values = {field.name: (field.label, field.read(node, cost)) for field in NODE_FIELDS}
     for setting in node.settings:
-        values[SETTING_PREFIX + setting.name] = (setting.name, setting.value)
+        values[SETTING_PREFIX + setting.name] = (setting.name, setting_text(setting.value))  # as the cards say it
     return values
 
 
@@ -738,39 +739,6 @@ _MOST_KEYS = 5
 """Config keys the summary names; the rest it counts."""
 _MOST_WEIGHTS = 2
 """Nodes whose parameters per instance changed that the summary names."""
-
-
-def ratio_text(value: float) -> str:
-    """``×1.5``, ``×0.0479``, ``×0.000076``, ``×12,345``: three significant digits, never in exponent notation; a
-    ratio that would round to ``×1`` without being 1 keeps two significant digits of its difference from 1
-    (Kimi-K2.5's parameters over K2's: ``×1.00046``, not ``×1``)."""
-    text = f"{value:.3g}"
-    if "e" in text:
-        text = f"{value:,.0f}" if value >= 1 else f"{float(text):.{2 - math.floor(math.log10(value))}f}"
-    if text == "1" and value != 1:
-        text = f"{value:.{1 - math.floor(math.log10(abs(value - 1)))}f}"
-    return f"×{text}"
-
-
-CLOSE = 0.05
-"""A ratio within this of 1 (±5 %) reads as the signed difference instead: ``+471 M``, not ``×1.00046``."""
-
-
-def signed_short(difference: int) -> str:
-    """``+471 M``, ``−2,048``, ``0``: a difference rounded as headlines round counts, with its sign."""
-    if difference > 0:
-        return f"+{short_count(difference)}"
-    return f"−{short_count(-difference)}" if difference < 0 else "0"
-
-
-def change_text(a: int, b: int) -> str:
-    """B against A in one figure: ``×1.53`` (``ratio_text``), or within ``CLOSE`` of ``×1`` the signed difference
-    (``+471 M``), which says how much where a ratio would read as no change; ``×1`` when they are equal."""
-    if a == b:
-        return "×1"
-    if a and abs(b / a - 1) > CLOSE:
-        return ratio_text(b / a)
-    return signed_short(b - a)
 
 
 def _lower(title: str) -> str:

@@ -266,7 +266,7 @@ def test_graph_building_does_not_import_torch() -> None:
     code = (
         "import sys, json\n"
         "from archviz.pipeline import describe_model\n"
-        "from archviz.report import graph_json\n"
+        "from archviz.present.json_documents import graph_json\n"
         "docs = describe_model('kimi-k2-instruct')\n"
         "json.dumps(graph_json(docs.graph, docs.totals))\n"
         "print(sorted(m for m in ('torch', 'transformers', 'safetensors.torch') if m in sys.modules))\n"

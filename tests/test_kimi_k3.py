@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from archviz.cli import app
 from archviz.graph import Assumption, NodeKind
 from archviz.pipeline import describe_model
-from archviz.report import graph_json
+from archviz.present.json_documents import graph_json
 from archviz.totals import node_parameters
 
 runner = CliRunner()

@@ -404,7 +404,7 @@ class LlamaBuilder:
         value = self.s.number("rms_norm_eps", default=self.v.rms_norm_eps_default)
         return Setting(
             name="epsilon",
-            value=f"{value:g}",
+            value=float(value),
             config_keys=self.s.keys_set("rms_norm_eps"),
             formula=None if self.s.has("rms_norm_eps") else f"unset: {self.v.title}'s default",
         )
@@ -770,13 +770,13 @@ class GroupedQueryAttention:
         return [
             Setting(
                 name="softmax scale",
-                value=f"{(f.head_dim.value or 1) ** -0.5:.6g}",
+                value=(f.head_dim.value or 1) ** -0.5,
                 formula="head_dim^-0.5",
                 config_keys=s.keys_set("head_dim"),
             ),
             Setting(
                 name="query heads per KV head",
-                value=str(heads // kv if kv else 0),
+                value=heads // kv if kv else 0,
                 formula="num_attention_heads / num_key_value_heads",
                 config_keys=s.keys_set("num_attention_heads", "num_key_value_heads"),
             ),

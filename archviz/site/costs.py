@@ -28,8 +28,8 @@ from archviz.cost import (
 )
 from archviz.costs_report import MLA_NOTE, rule_of_thumb
 from archviz.graph import Mixer, Node, OpKind, Part
+from archviz.present.numbers import count, decimal_and_binary, percent, short_bytes, short_flops
 from archviz.site.charts import Series, context_label, line_chart
-from archviz.site.formatting import count, percent, short_bytes, short_flops
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
 from archviz.site.views import (
     CacheRow,
@@ -44,7 +44,7 @@ from archviz.site.views import (
     WeightRow,
 )
 from archviz.totals import node_active_parameters, node_parts
-from archviz.words import decimal_and_binary, noun_for
+from archviz.words import noun_for
 
 SIZES = DEFAULT_SIZES
 """The sizes the pages evaluate costs at."""

@@ -329,7 +329,7 @@ class MoeBlock:
             summary=f"Choose the {top_k.value} most probable experts for each token.",
             inputs=[scores],
             outputs=selected,
-            settings=[Setting(name="top-k", value=str(top_k.value), config_keys=(self.n.top_k,))],
+            settings=[Setting(name="top-k", value=top_k.value or 0, config_keys=(self.n.top_k,))],
             claim="Selection keeps each token's top-k most probable experts.",
             sites=(defined(router, "top_k"), statement(router, "= torch.topk(")),
         )
@@ -360,7 +360,7 @@ class MoeBlock:
                 )
             ],
             settings=[
-                Setting(name="top-k", value=str(self.dims.top_k.value), config_keys=(n.top_k,)),
+                Setting(name="top-k", value=self.dims.top_k.value or 0, config_keys=(n.top_k,)),
                 Setting(
                     name="groups kept",
                     value=f"{topk_group} of {groups}",
@@ -403,7 +403,7 @@ class MoeBlock:
     def _normalize_setting(self, formula: str | None = None) -> Setting:
         n = self.n
         keys = (n.normalize,) if n.normalize is not None and self.s.has(n.normalize) else ()
-        return Setting(name="normalize top-k", value=str(self.normalize).lower(), formula=formula, config_keys=keys)
+        return Setting(name="normalize top-k", value=self.normalize, formula=formula, config_keys=keys)
 
     def _sigmoid_weights(self, scores: Shape, selected: list[Shape]) -> _Weights:
         """The chosen experts' scores without the bias, renormalized when configured, times the routed scale."""
@@ -420,7 +420,7 @@ class MoeBlock:
                 self._normalize_setting(),
                 Setting(
                     name="routed scaling factor",
-                    value=f"{scale:g}",
+                    value=float(scale),
                     config_keys=s.keys_set("routed_scaling_factor"),
                 ),
             ],
