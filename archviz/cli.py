@@ -560,19 +560,22 @@ def diff(
 
     Exit 0 when the architectures are the same (config keys may still differ), 1 when they differ, 2 on bad input.
     """
-    from archviz.diff import diff_json, diff_models
+    from archviz.diff import diff_models
     from archviz.diff_report import render_diff
+    from archviz.present.diff_words import summarise
+    from archviz.present.json_documents import diff_json
 
     try:
-        compared = diff_models(
-            describe_model(model_a, revision=revision_a), describe_model(model_b, revision=revision_b)
-        )
+        a_docs = describe_model(model_a, revision=revision_a)
+        b_docs = describe_model(model_b, revision=revision_b)
+        compared = diff_models(a_docs, b_docs)
     except InputError as error:
         raise _fail(error) from None
+    summary = summarise(compared, a_docs, b_docs)
     if as_json:
-        sys.stdout.write(json_text(diff_json(compared)))
+        sys.stdout.write(json_text(diff_json(compared, summary)))
     else:
-        _stdout().print(render_diff(compared))
+        _stdout().print(render_diff(compared, summary))
     raise typer.Exit(code=1 if compared.differs else 0)
 
 

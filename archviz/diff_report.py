@@ -131,12 +131,13 @@ def _totals_table(diff: ModelDiff) -> Table:
     return table
 
 
-def render_diff(diff: ModelDiff, *, limit: int = 60) -> RichGroup:
-    """The ``archviz diff`` report: the summary, then config keys, nodes, roles, the layer map and the totals."""
+def render_diff(diff: ModelDiff, summary: str, *, limit: int = 60) -> RichGroup:
+    """The ``archviz diff`` report: the summary (``archviz.present.diff_words.summarise``), then config keys, nodes,
+    roles, the layer map and the totals."""
     verdict = "✗ the architectures differ" if diff.differs else "✓ no architectural difference"
     return RichGroup(
         Text(f"archviz diff {diff.a.name} {diff.b.name}", style="bold"),
-        Text(diff.summary),
+        Text(summary),
         "",
         *_config_table(diff, limit),
         *_node_parts(diff, limit),

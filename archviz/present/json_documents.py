@@ -1,5 +1,6 @@
-"""The ``inspect --json`` and ``check --json`` documents: the graph, its totals and sources, and the verification, as
-JSON data whose numbers and words read as the terminal views and the site's pages say them.
+"""The ``inspect --json``, ``check --json`` and ``diff --json`` documents: the graph, its totals and sources, the
+verification and the comparison of two models, as JSON data whose numbers and words read as the terminal views and
+the site's pages say them.
 
 Pure functions; ``archviz.documents`` puts the published documents together and the CLI prints them.
 """
@@ -7,18 +8,21 @@ Pure functions; ``archviz.documents`` puts the published documents together and 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from archviz.diff import FieldChange, Json, ModelDiff, ModelSide
 from archviz.graph import Graph, Group, Node, TensorRow
 from archviz.legs import Leg, Outcome
 from archviz.modeltree import BuildRecord
+from archviz.present.check_words import verification_sentence
 from archviz.present.numbers import format_placement, group_placement, setting_text
 from archviz.reconcile import LegTotals
 from archviz.shapecheck import ShapeVerdict
 from archviz.shapes import Phase, format_shape
 from archviz.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
 from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
-from archviz.verify import Verification, verification_sentence
+from archviz.verify import Verification
 from archviz.versions import version_fields
 
 JSON_SCHEMA = "archviz.inspect/1"
@@ -319,4 +323,51 @@ def verification_json(verification: Verification, *, strict: bool = False) -> di
         "problems": list(verification.problems),
         "unchecked": list(verification.unchecked),
         "sentence": verification_sentence(verification),
+    }
+
+
+# -- the comparison ----------------------------------------------------------------------------
+
+DIFF_SCHEMA = "archviz.diff/1"
+"""The ``diff --json`` document's schema id (its JSON Schema ships as ``archviz/schemas/diff.json``)."""
+
+
+def _fields_json(fields: Sequence[FieldChange]) -> dict[str, Json]:
+    return {field.name: [field.a, field.b] for field in fields}
+
+
+def diff_json(diff: ModelDiff, summary: str) -> dict[str, Json]:
+    """The ``archviz diff --json`` document (the contract in the README), with the comparison's paragraph
+    (``archviz.present.diff_words.summarise``)."""
+
+    def side(model: ModelSide) -> dict[str, Json]:
+        return {"name": model.name, "model_type": model.model_type, "revision": model.revision}
+
+    return {
+        "schema": DIFF_SCHEMA,
+        **version_fields(),
+        "a": side(diff.a),
+        "b": side(diff.b),
+        "config": [
+            {"key": change.key, "a": change.a, "b": change.b, "a_line": change.a_line, "b_line": change.b_line}
+            for change in diff.config
+        ],
+        "nodes": {
+            "added": list(diff.added),
+            "removed": list(diff.removed),
+            "changed": [{"id": change.id, "fields": _fields_json(change.fields)} for change in diff.changed],
+            "same": diff.same,
+            "by_role": [
+                {"role": match.role, "a": list(match.a), "b": list(match.b), "fields": _fields_json(match.fields)}
+                for match in diff.roles
+            ],
+        },
+        "layer_map": {
+            "a": [{"layer": layer.index, "kind": layer.kind} for layer in diff.layer_map.a],
+            "b": [{"layer": layer.index, "kind": layer.kind} for layer in diff.layer_map.b],
+            "changed": [{"layer": change.index, "a": change.a, "b": change.b} for change in diff.layer_map.changed],
+        },
+        "totals": {row.name: [row.a, row.b] for row in diff.totals},
+        "costs_unknown": [{"name": name, "why": why} for name, why in diff.costs_unknown],
+        "summary": summary,
     }

@@ -18,6 +18,7 @@ from archviz.diff_report import layer_runs, run_label
 from archviz.errors import InputError
 from archviz.families import family_for
 from archviz.pipeline import ModelDocs
+from archviz.present.diff_words import summarise
 from archviz.present.numbers import format_config_value, format_difference, format_ratio, format_value
 from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
 from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
@@ -383,7 +384,7 @@ def build_compare_view(
         title=title,
         a=_side("A", a),
         b=_side("B", b),
-        summary=diff.summary,
+        summary=summarise(diff, a.docs, b.docs),
         verdict="The architectures differ." if diff.differs else "No architectural difference.",
         totals=_total_rows(diff),
         config=config,
