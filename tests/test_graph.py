@@ -15,6 +15,7 @@ import pytest
 from archviz.errors import InputError
 from archviz.graph import NodeKind, Part
 from archviz.pipeline import ModelDocs, describe_model
+from archviz.present.numbers import setting_text
 from archviz.resolve import BUNDLED
 from archviz.shapes import Phase, format_shape
 from archviz.totals import TensorRole, compute_totals, node_parameters, predicted_manifest
@@ -190,10 +191,23 @@ def test_settings_carry_the_config_numbers(k2: ModelDocs) -> None:
     sdpa = {s.name: s for s in by_id(k2, "attention.sdpa").settings}
     # transformers' DeepseekV3Attention.scaling for K2: 192^-0.5 × (0.1 × ln 32 + 1)^2.
     assert float(sdpa["softmax scale"].value) == pytest.approx(0.1308608, rel=1e-5)
+    # Typed until shown: a count is an int, a factor a float, a flag a bool; the card and the JSON say them as text.
     rotary = {s.name: s.value for s in by_id(k2, "rotary-embedding").settings}
-    assert rotary["scaling"] == "YaRN" and rotary["context factor"] == "32" and rotary["original context"] == "4,096"
+    assert rotary == {
+        "base θ": 50000.0,
+        "scaling": "YaRN",
+        "context factor": 32.0,
+        "original context": 4096,
+        "β fast / β slow": "1 / 1",
+        "mscale / mscale_all_dim": "1 / 1",
+    }
+    assert [setting_text(rotary[name]) for name in ("context factor", "original context")] == ["32", "4,096"]
     weights = {s.name: s.value for s in by_id(k2, "moe.routing-weights").settings}
-    assert weights == {"normalize top-k": "true", "routed scaling factor": "2.827"}
+    assert weights == {"normalize top-k": True, "routed scaling factor": 2.827}
+    assert {name: setting_text(value) for name, value in weights.items()} == {
+        "normalize top-k": "true",
+        "routed scaling factor": "2.827",
+    }
     assert "rope_scaling.factor" in by_id(k2, "rotary-embedding").config_keys
 
 
