@@ -247,3 +247,29 @@ def group_placement(group: Group) -> str:
     """Where a group's instances are: ``layers 1–60 × 384 experts`` for the routed experts, else as any placement."""
     unit = InstanceUnit.EXPERT if group.kind is GroupKind.EXPERTS else InstanceUnit.INSTANCE
     return format_placement(group.placement, unit)
+
+
+def bytes_text(value: int) -> str:
+    """``1,029,170,000,000 B (1.03 TB)``: a byte count exactly, and in the largest decimal unit it reaches."""
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if value >= size:
+            return f"{value:,} B ({value / size:.2f} {unit})"
+    return f"{value:,} B"
+
+
+def bytes_in_both_units(value: int) -> str:
+    """``14,030,000,000 B (14.03 GB = 13.07 GiB)``: a byte count exactly, and in decimal and binary units."""
+    return f"{value:,} B ({decimal_and_binary(value)})"
+
+
+_GIB = 1024**3
+
+
+def gib_text(value: int | None) -> str:
+    """``80,000,000,000 B (74.51 GiB)``: a byte count exactly and in GiB, as GPU memory is planned; ``unknown``."""
+    return "unknown" if value is None else f"{value:,} B ({value / _GIB:,.2f} GiB)"
+
+
+def at_least_ms(seconds: float | None) -> str:
+    """``≥ 12.345 ms``: a lower bound on a time, in milliseconds; ``unknown``."""
+    return "unknown" if seconds is None else f"≥ {seconds * 1000:,.3f} ms"
