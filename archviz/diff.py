@@ -318,7 +318,7 @@ def node_values(node: Node, cost: NodeCost | None = None) -> dict[str, tuple[str
     ``settings.NAME``."""
     values = {field.name: (field.label, field.read(node, cost)) for field in NODE_FIELDS}
     for setting in node.settings:
-        values[SETTING_PREFIX + setting.name] = (setting.name, setting_text(setting.value))  # as the cards say it
+        values[SETTING_PREFIX + setting.name] = (setting.name, setting_text(setting))  # as the cards say it
     return values
 
 

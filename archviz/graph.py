@@ -180,8 +180,10 @@ class Placement:
     instances."""
 
 
-SettingValue: TypeAlias = bool | int | float | str
-"""What a setting holds: a flag, a count, a real number or words."""
+SettingScalar: TypeAlias = bool | int | float | str
+"""One value a setting holds: a flag, a count, a real number or words."""
+SettingValue: TypeAlias = SettingScalar | tuple[SettingScalar, ...]
+"""What a setting holds: one value, or several read together (β fast and β slow)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,8 +193,10 @@ class Setting:
     name: str
     """What it is (``softmax scale``, ``top-k``)."""
     value: SettingValue
-    """Its value, typed: a count (``4``), a real number (``1e-06``), a flag, or words (``causal``, ``4 of 8``);
-    ``archviz.present.numbers.setting_text`` shows it."""
+    """Its value, typed: a count (``4``), a real number (``1e-06``), a flag, words (``causal``, ``4 of 8``), or a
+    tuple of values read together; ``archviz.present.numbers.setting_text`` shows it."""
+    note: str | None = None
+    """What the value needs said beside it (``training only``, ``the whole head``); None when nothing."""
     formula: str | None = None
     """How it follows from the config, in config names."""
     config_keys: tuple[str, ...] = ()

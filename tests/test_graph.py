@@ -15,7 +15,7 @@ import pytest
 from archviz.errors import InputError
 from archviz.graph import NodeKind, Part
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.present.numbers import setting_text
+from archviz.present.numbers import setting_value_text
 from archviz.resolve import BUNDLED
 from archviz.shapes import Phase, format_shape
 from archviz.totals import TensorRole, compute_totals, node_parameters, predicted_manifest
@@ -198,13 +198,14 @@ def test_settings_carry_the_config_numbers(k2: ModelDocs) -> None:
         "scaling": "YaRN",
         "context factor": 32.0,
         "original context": 4096,
-        "β fast / β slow": "1 / 1",
-        "mscale / mscale_all_dim": "1 / 1",
+        "β fast / β slow": (1.0, 1.0),
+        "mscale / mscale_all_dim": (1.0, 1.0),
     }
-    assert [setting_text(rotary[name]) for name in ("context factor", "original context")] == ["32", "4,096"]
+    shown = ("context factor", "original context", "β fast / β slow")
+    assert [setting_value_text(rotary[name]) for name in shown] == ["32", "4,096", "1 / 1"]
     weights = {s.name: s.value for s in by_id(k2, "moe.routing-weights").settings}
     assert weights == {"normalize top-k": True, "routed scaling factor": 2.827}
-    assert {name: setting_text(value) for name, value in weights.items()} == {
+    assert {name: setting_value_text(value) for name, value in weights.items()} == {
         "normalize top-k": "true",
         "routed scaling factor": "2.827",
     }

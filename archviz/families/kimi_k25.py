@@ -350,7 +350,8 @@ def _grid() -> Shape:
 def _angles(v: VisionDims, name: str) -> Shape:
     """The rotary angles of every patch over the whole head (no partial rotation): ``(P, head_dim)``."""
     d, heads = v.d, v.heads
-    head_dim = (d.value or 0) // int(heads.value)
+    count = heads.value  # the heads setting holds the count (``vs.count``)
+    head_dim = (d.value or 0) // count if isinstance(count, int) and count else 0
     return shape(name, PATCHES, fixed("vision head_dim", head_dim, f"{d.formula} ÷ {heads.config_keys[0]}"))
 
 

@@ -783,7 +783,8 @@ class GroupedQueryAttention:
             f.mask_setting(window),
             Setting(
                 name="dropout",
-                value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
+                value=s.number("attention_dropout", default=0.0),
+                note="training only",
                 config_keys=s.keys_set("attention_dropout"),
             ),
         ]

@@ -88,7 +88,7 @@ def node_json(graph: Graph, node: Node, sources: NodeSources | None = None) -> d
         "settings": [
             {
                 "name": item.name,
-                "value": setting_text(item.value),
+                "value": setting_text(item),
                 "formula": item.formula,
                 "config_keys": list(item.config_keys),
             }

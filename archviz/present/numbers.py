@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 
-from archviz.graph import Group, GroupKind, InstanceUnit, Placement, SettingValue
+from archviz.graph import Group, GroupKind, InstanceUnit, Placement, Setting, SettingValue
 from archviz.words import noun_for
 
 ABSENT = "—"
@@ -180,9 +180,11 @@ def format_difference(difference: int) -> str:
 # -- typed values -----------------------------------------------------------------------------
 
 
-def setting_text(value: SettingValue) -> str:
+def setting_value_text(value: SettingValue) -> str:
     """A setting's value as shown: a flag ``true``, a count ``4,096``, a real number to six significant digits
-    (``1e-06``, ``0.0721688``, ``50000``), words as they are."""
+    (``1e-06``, ``0.0721688``, ``50000``), words as they are; values read together as ``32 / 1``."""
+    if isinstance(value, tuple):
+        return " / ".join(setting_value_text(item) for item in value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -190,6 +192,13 @@ def setting_text(value: SettingValue) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return value
+
+
+def setting_text(setting: Setting) -> str:
+    """A setting as its card, the JSON document and the comparison show it: its value, then its note in parentheses
+    (``0 (training only)``)."""
+    text = setting_value_text(setting.value)
+    return text if setting.note is None else f"{text} ({setting.note})"
 
 
 def config_value_text(value: object) -> str:

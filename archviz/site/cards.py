@@ -257,7 +257,7 @@ def build_card_view(index: ModelIndex, node: Node, *, diagram_links: DiagramLink
         settings=tuple(
             SettingView(
                 name=item.name,
-                value=setting_text(item.value),
+                value=setting_text(item),
                 formula=item.formula or "",
                 keys=", ".join(item.config_keys),
             )

@@ -100,7 +100,7 @@ def _node_search_text(node: Node, flops: tuple[int, int] | None) -> str:
             words.append(f"{row.packed.method} {row.packed.scheme}")
             words.extend(_dtype_words(item.dtype) for item in row.packed.stored)
     for setting in node.settings:
-        plain = setting_text(setting.value).replace(",", "")  # a count as the card shows it
+        plain = setting_text(setting).replace(",", "")  # a count as the card shows it
         if plain.isdigit():
             numbers[int(plain)] = None
     if flops is not None and any(flops):

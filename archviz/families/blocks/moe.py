@@ -220,7 +220,8 @@ class MoeBlock:
             [
                 Setting(
                     name="jitter noise",
-                    value=f"{s.number('router_jitter_noise'):g} (training only)",
+                    value=s.number("router_jitter_noise"),
+                    note="training only",
                     config_keys=("router_jitter_noise",),
                 )
             ]

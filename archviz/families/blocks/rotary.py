@@ -170,12 +170,12 @@ def deepseek_rope_settings(s: Settings) -> tuple[list[Setting], str]:
         ),
         Setting(
             name="β fast / β slow",
-            value=f"{s.number(rope_key, 'beta_fast', default=32):g} / {s.number(rope_key, 'beta_slow', default=1):g}",
+            value=(s.number(rope_key, "beta_fast", default=32), s.number(rope_key, "beta_slow", default=1)),
             config_keys=(f"{rope_key}.beta_fast", f"{rope_key}.beta_slow"),
         ),
         Setting(
             name="mscale / mscale_all_dim",
-            value=f"{s.number(rope_key, 'mscale', default=1):g} / {s.number(rope_key, 'mscale_all_dim', default=0):g}",
+            value=(s.number(rope_key, "mscale", default=1), s.number(rope_key, "mscale_all_dim", default=0)),
             config_keys=(f"{rope_key}.mscale", f"{rope_key}.mscale_all_dim"),
         ),
     ]
@@ -230,7 +230,7 @@ def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: st
             config_keys=theta_keys,
             formula=None if theta_keys else f"unset: {title}'s default",
         ),
-        Setting(name="rotated dimensions", value=f"{head_dim} (the whole head)", formula="head_dim"),
+        Setting(name="rotated dimensions", value=head_dim, note="the whole head", formula="head_dim"),
     ]
     settings += _scaling_rows(s, key, kind, kind_key, scaling)
     if kind == "yarn" and scaling.get("attention_factor") is None and scaling.get("factor") is not None:
