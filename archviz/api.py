@@ -332,7 +332,7 @@ class Verdict(_Shown):
 
     def json(self, *, strict: bool = False) -> dict[str, Any]:
         """The ``archviz check --json`` document."""
-        from archviz.report import verification_json
+        from archviz.present.json_documents import verification_json
 
         return verification_json(self.verification, strict=strict)
 
@@ -378,13 +378,15 @@ class Diff(_Shown):
     @property
     def summary(self) -> str:
         """The comparison in one paragraph."""
-        return self.diff.summary
+        from archviz.present.diff_words import summarise
+
+        return summarise(self.diff, self.a.docs, self.b.docs)
 
     def json(self) -> dict[str, Any]:
         """The ``archviz diff --json`` document."""
-        from archviz.diff import diff_json
+        from archviz.present.json_documents import diff_json
 
-        return diff_json(self.diff)
+        return diff_json(self.diff, self.summary)
 
     @cached_property
     def _view(self) -> CompareView:

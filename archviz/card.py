@@ -17,8 +17,9 @@ from archviz.documents import inspect_document
 from archviz.markdown import markdown_link, markdown_text
 from archviz.mermaid import mermaid_flowchart
 from archviz.pipeline import ModelDocs
-from archviz.report import PART_TITLES
-from archviz.site.formatting import count, line_range, runs
+from archviz.present.labels import PART_TITLES
+from archviz.present.numbers import count, line_range
+from archviz.site.formatting import runs
 from archviz.versions import installed_versions, version_line
 
 

@@ -28,24 +28,6 @@ def value_at(config: ConfigDocument, key: str) -> Any:
     return node
 
 
-def format_value(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,g}"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return f"a list of {len(value)}"
-    if isinstance(value, Mapping):
-        return "{…}"
-    return repr(value)
-
-
 def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | None) -> tuple[str, list[str]]:
     """The released configuration in one sentence (in the family's keys, where it has any) and the keys it reads."""
     values = config.settings

@@ -202,8 +202,6 @@ def inspect(
 ) -> None:
     """Show every operator and tensor state of MODEL's forward pass, with shapes and parameter counts."""
     from archviz.pipeline import describe_model
-    from archviz.report import render_tree
-    from archviz.shapes import Phase
     from archviz.terminal import json_text
 
     try:
@@ -217,6 +215,9 @@ def inspect(
 
         sys.stdout.write(json_text(inspect_document(docs)))
         return
+    from archviz.report import render_tree
+    from archviz.shapes import Phase
+
     _stdout().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
 
 
@@ -460,7 +461,8 @@ def check(
     """
     from archviz.checkpoint import read_checkpoint
     from archviz.pipeline import describe_model
-    from archviz.report import render_verification, verification_json
+    from archviz.present.json_documents import verification_json
+    from archviz.report import render_verification
     from archviz.terminal import json_text
     from archviz.verify import verify
 
@@ -576,21 +578,24 @@ def diff(
 
     Exit 0 when the architectures are the same (config keys may still differ), 1 when they differ, 2 on bad input.
     """
-    from archviz.diff import diff_json, diff_models
+    from archviz.diff import diff_models
     from archviz.diff_report import render_diff
     from archviz.pipeline import describe_model
+    from archviz.present.diff_words import summarise
+    from archviz.present.json_documents import diff_json
     from archviz.terminal import json_text
 
     try:
-        compared = diff_models(
-            describe_model(model_a, revision=revision_a), describe_model(model_b, revision=revision_b)
-        )
+        a_docs = describe_model(model_a, revision=revision_a)
+        b_docs = describe_model(model_b, revision=revision_b)
+        compared = diff_models(a_docs, b_docs)
     except InputError as error:
         raise _fail(error) from None
+    summary = summarise(compared, a_docs, b_docs)
     if as_json:
-        sys.stdout.write(json_text(diff_json(compared)))
+        sys.stdout.write(json_text(diff_json(compared, summary)))
     else:
-        _stdout().print(render_diff(compared))
+        _stdout().print(render_diff(compared, summary))
     raise typer.Exit(code=1 if compared.differs else 0)
 
 

@@ -23,9 +23,9 @@ from archviz.cost import (
     weight_bytes_said,
 )
 from archviz.graph import Graph, Mixer
+from archviz.present.numbers import bytes_in_both_units, bytes_text
 from archviz.totals import Totals, node_parameters
 from archviz.versions import version_fields
-from archviz.words import decimal_and_binary
 
 if TYPE_CHECKING:  # rich is imported where the table is drawn: the --json documents do without it
     from rich.console import Group as RichGroup
@@ -185,17 +185,6 @@ def weights_document(said: WeightBytes) -> dict[str, Any]:
     }
 
 
-def _weight_bytes(value: int) -> str:
-    return f"{value:,} B ({decimal_and_binary(value)})"
-
-
-def _bytes(value: int) -> str:
-    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
-        if value >= size:
-            return f"{value:,} B ({value / size:.2f} {unit})"
-    return f"{value:,} B"
-
-
 def render_cost(
     name: str, report: CostReport, graph: Graph, totals: Totals, *, beyond: Sequence[BeyondContext] = ()
 ) -> RichGroup:
@@ -211,8 +200,8 @@ def render_cost(
     head.add_row("batch B / prompt T / context S", f"{sizes.batch:,} / {sizes.prompt:,} / {sizes.context:,}")
     said = weight_bytes_said(graph, report.weights)
     for dtype, size in said.by_dtype.items():
-        head.add_row(f"weights {dtype}", _weight_bytes(size))
-    head.add_row(f"weights ({said.label})", _weight_bytes(said.total))
+        head.add_row(f"weights {dtype}", bytes_in_both_units(size))
+    head.add_row(f"weights ({said.label})", bytes_in_both_units(said.total))
     if said.assumed_dtype is not None:
         head.add_row("weights' dtype (the config declares none)", f"assumed {said.assumed_name}")
     # A graph the cost model does not price says so below: "the costs of the modelled part" would contradict it.
@@ -226,9 +215,9 @@ def render_cost(
         return RichGroup(
             head, *warnings, f"[bold yellow]FLOPs and cache not priced:[/] {escape(unpriced_reason(graph))}"
         )
-    head.add_row(f"cache per token per sequence ({report.cache_dtype})", _bytes(report.cache_per_token))
-    head.add_row("state per sequence (independent of S)", _bytes(report.state_bytes))
-    head.add_row(f"cache and state at S = {sizes.context:,}, B = {sizes.batch:,}", _bytes(report.cache_at_context))
+    head.add_row(f"cache per token per sequence ({report.cache_dtype})", bytes_text(report.cache_per_token))
+    head.add_row("state per sequence (independent of S)", bytes_text(report.state_bytes))
+    head.add_row(f"cache and state at S = {sizes.context:,}, B = {sizes.batch:,}", bytes_text(report.cache_at_context))
     head.add_row(f"prefill FLOPs (B × {sizes.prompt:,} tokens)", f"{report.prefill:,}")
     head.add_row("decode FLOPs (one token per sequence)", f"{report.decode:,}")
     if report.decode_absorbed is not None:

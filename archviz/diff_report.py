@@ -1,12 +1,11 @@
 """Presenting a comparison: values as text, layer-map runs, and the ``archviz diff`` terminal report.
 
 Pure functions of a ``ModelDiff``; the CLI prints what ``render_diff`` returns, and the site's compare pages use
-``format_value``, ``format_ratio``, ``format_difference`` and ``layer_runs`` so that both say a value the same way.
+``layer_runs`` as it does; both say a value with ``archviz.present.numbers``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,54 +14,8 @@ from rich.console import Group as RichGroup
 from rich.table import Table
 from rich.text import Text
 
-from archviz.diff import FieldChange, Json, LayerChange, ModelDiff, change_text
-from archviz.report import format_layers
-
-ABSENT = "—"
-"""How a value one side does not have is shown."""
-
-
-def format_value(name: str, value: Json) -> str:
-    """A compared value as text: counts with separators, layer lists as ranges, lists and objects spelled out."""
-    if value is None:
-        return ABSENT
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return f"{value:,}" if not name.endswith("line") else str(value)
-    if isinstance(value, list) and name.split(".")[-1] == "layers" and all(isinstance(x, int) for x in value):
-        return format_layers(tuple(x for x in value if isinstance(x, int))) or "none"
-    if isinstance(value, list) and all(isinstance(x, str) for x in value):
-        return "; ".join(str(x) for x in value) or "none"
-    if isinstance(value, dict) and all(isinstance(x, list | str) for x in value.values()):
-        return "; ".join(f"{key}: {_inline(item)}" for key, item in value.items()) or "none"
-    return _inline(value)
-
-
-def _inline(value: Json) -> str:
-    if isinstance(value, list) and all(isinstance(x, int) for x in value):
-        return "[" + ", ".join(str(x) for x in value) + "]"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def format_config_value(value: Json) -> str:
-    """A config value as its JSON text (a string keeps its quotes, so that ``"128"`` and ``128`` differ)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def format_ratio(a: int, b: int) -> str:
-    """B against A: ``×1.5``, within ±5 % the signed difference (``+471 M``, ``change_text``); a dash when A is
-    zero."""
-    return ABSENT if a == 0 else change_text(a, b)
-
-
-def format_difference(difference: int) -> str:
-    """``+1,234``, ``−56``, ``0``."""
-    if difference > 0:
-        return f"+{difference:,}"
-    return f"−{-difference:,}" if difference < 0 else "0"
+from archviz.diff import FieldChange, LayerChange, ModelDiff
+from archviz.present.numbers import ABSENT, format_config_value, format_difference, format_ratio, format_value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,12 +131,13 @@ def _totals_table(diff: ModelDiff) -> Table:
     return table
 
 
-def render_diff(diff: ModelDiff, *, limit: int = 60) -> RichGroup:
-    """The ``archviz diff`` report: the summary, then config keys, nodes, roles, the layer map and the totals."""
+def render_diff(diff: ModelDiff, summary: str, *, limit: int = 60) -> RichGroup:
+    """The ``archviz diff`` report: the summary (``archviz.present.diff_words.summarise``), then config keys, nodes,
+    roles, the layer map and the totals."""
     verdict = "✗ the architectures differ" if diff.differs else "✓ no architectural difference"
     return RichGroup(
         Text(f"archviz diff {diff.a.name} {diff.b.name}", style="bold"),
-        Text(diff.summary),
+        Text(summary),
         "",
         *_config_table(diff, limit),
         *_node_parts(diff, limit),

@@ -14,7 +14,7 @@ from typing import Any
 from archviz.cost import DEFAULT_SIZES, model_cost
 from archviz.costs_report import cost_json
 from archviz.pipeline import ModelDocs
-from archviz.report import graph_json
+from archviz.present.json_documents import graph_json
 
 SCHEMA_FILES = {
     "archviz.inspect/1": "inspect.json",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeAlias
 
 from archviz.locators import Locator
 
@@ -42,6 +43,15 @@ class GroupKind(StrEnum):
     """A vision encoder beside the language model (Kimi-K2.5's vision tower): it runs on images, not tokens."""
     PROJECTOR = "projector"
     """What maps the vision encoder's features into the language model's width (Kimi-K2.5's mm_projector)."""
+
+
+class InstanceUnit(StrEnum):
+    """What the instances of a repeated node are."""
+
+    EXPERT = "expert"
+    """One of the routed experts (a node inside an experts group)."""
+    INSTANCE = "instance"
+    """Any other repeat (a shared expert is not one of the routed experts)."""
 
 
 class Part(StrEnum):
@@ -170,14 +180,23 @@ class Placement:
     instances."""
 
 
+SettingScalar: TypeAlias = bool | int | float | str
+"""One value a setting holds: a flag, a count, a real number or words."""
+SettingValue: TypeAlias = SettingScalar | tuple[SettingScalar, ...]
+"""What a setting holds: one value, or several read together (β fast and β slow)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Setting:
     """A number or choice that shapes what an operator does (not a parameter)."""
 
     name: str
     """What it is (``softmax scale``, ``top-k``)."""
-    value: str
-    """Its value, as shown."""
+    value: SettingValue
+    """Its value, typed: a count (``4``), a real number (``1e-06``), a flag, words (``causal``, ``4 of 8``), or a
+    tuple of values read together; ``archviz.present.numbers.setting_text`` shows it."""
+    note: str | None = None
+    """What the value needs said beside it (``training only``, ``the whole head``); None when nothing."""
     formula: str | None = None
     """How it follows from the config, in config names."""
     config_keys: tuple[str, ...] = ()
@@ -456,8 +475,8 @@ class Graph:
     (Kimi-K2.5's ``language_model.model.`` and ``model.`` are transformers' ``model.language_model.``): the shape
     trace finds a node's module with them."""
 
-    def instance_unit(self, node: Node) -> str:
-        """What a node's instances are called in its placement: ``experts`` inside an experts group, else
-        ``instances`` (a shared expert is not one of the routed experts)."""
+    def instance_unit(self, node: Node) -> InstanceUnit:
+        """What a node's instances are: experts inside an experts group, else plain instances (a shared expert is
+        not one of the routed experts)."""
         kind = next((group.kind for group in self.groups if group.id == node.group), None)
-        return "experts" if kind is GroupKind.EXPERTS else "instances"
+        return InstanceUnit.EXPERT if kind is GroupKind.EXPERTS else InstanceUnit.INSTANCE

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from archviz.plan import GIB, PLAN_SCHEMA, Gpu, Plan, Rank
+from archviz.present.numbers import at_least_ms, gib_text
 from archviz.versions import version_fields
 
 SUMS = {
@@ -123,14 +124,6 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
     }
 
 
-def _gib(value: int | None) -> str:
-    return "unknown" if value is None else f"{value:,} B ({value / GIB:,.2f} GiB)"
-
-
-def _ms(value: float | None) -> str:
-    return "unknown" if value is None else f"≥ {value * 1000:,.3f} ms"
-
-
 def render_plan(name: str, plan: Plan) -> RichGroup:
     """The terminal view: the deployment, the tightest rank, the rank table, the roofline, the notes."""
     p, gpu = plan.parallelism, plan.gpu
@@ -138,23 +131,23 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     head.add_column("what")
     head.add_column("value", justify="right")
     head.add_row("GPU", escape(f"{p.gpus} × {gpu.title}"))
-    head.add_row("memory per GPU (as used)", f"{_gib(gpu.memory)}; {escape(gpu.memory_note)}")
-    head.add_row(f"usable after the {plan.reserve:.0%} reserve", _gib(plan.usable))
+    head.add_row("memory per GPU (as used)", f"{gib_text(gpu.memory)}; {escape(gpu.memory_note)}")
+    head.add_row(f"usable after the {plan.reserve:.0%} reserve", gib_text(plan.usable))
     head.add_row("tp / ep / pp / dp", f"{p.tp} / {p.ep} / {p.pp} / {p.dp}")
     head.add_row("convention", plan.convention.value)
-    head.add_row("weights (checkpoint, main model)", _gib(plan.weight_bytes))
+    head.add_row("weights (checkpoint, main model)", gib_text(plan.weight_bytes))
     if plan.mtp_bytes:
-        head.add_row("MTP layers (left out)", _gib(plan.mtp_bytes))
-    head.add_row("weights on the fullest rank", _gib(max(rank.weight_bytes for rank in plan.ranks)))
+        head.add_row("MTP layers (left out)", gib_text(plan.mtp_bytes))
+    head.add_row("weights on the fullest rank", gib_text(max(rank.weight_bytes for rank in plan.ranks)))
     first = plan.ranks[0]
     head.add_row(
-        f"cache per sequence at S = {plan.context:,} ({plan.cache_dtype}), rank 0", _gib(first.cache_per_sequence)
+        f"cache per sequence at S = {plan.context:,} ({plan.cache_dtype}), rank 0", gib_text(first.cache_per_sequence)
     )
     sequences = plan.sequences
     head.add_row("sequences that fit at the context", "unknown" if sequences is None else f"{sequences:,}")
-    head.add_row(f"decode step at batch {plan.batch:,} per replica ({plan.compute})", _ms(plan.decode_seconds))
-    head.add_row("  of which reading memory", _ms(plan.decode_memory_seconds))
-    head.add_row(f"prefill of one {plan.prompt:,}-token prompt ({plan.compute})", _ms(plan.prefill_seconds))
+    head.add_row(f"decode step at batch {plan.batch:,} per replica ({plan.compute})", at_least_ms(plan.decode_seconds))
+    head.add_row("  of which reading memory", at_least_ms(plan.decode_memory_seconds))
+    head.add_row(f"prefill of one {plan.prompt:,}-token prompt ({plan.compute})", at_least_ms(plan.prefill_seconds))
     ranks = Table(title="Ranks")
     columns = ("stage", "rank", "layers", "weights", "cache / sequence", "free", "sequences", "decode bytes")
     for column in columns:

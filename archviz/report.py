@@ -1,215 +1,33 @@
-"""Presenting a graph: the ``inspect --json`` document and the terminal tree.
+"""The terminal views: the ``inspect`` tree with its totals, and the ``check`` report.
 
-Pure functions of the graph and its totals; the CLI prints what they return.
+Pure functions of the graph, its totals and the verification; the CLI prints what they return. Numbers and the JSON
+documents come from ``archviz.present``, which the site reads too.
 """
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from archviz.graph import Graph, Group, Node, NodeKind, Placement, TensorRow
-from archviz.legs import ANALYTIC, FORWARD_LEGS, SHAPES, Leg, LegStatus, Outcome, independent_legs
+from rich.console import Group as RichGroup
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from archviz.graph import Graph, Group, Node, NodeKind
+from archviz.legs import ANALYTIC, FORWARD_LEGS, SHAPES, LegStatus, Outcome, independent_legs
+from archviz.present.labels import PART_TITLES
+from archviz.present.numbers import group_placement
+from archviz.reconcile import Verdict
+from archviz.shapecheck import ShapeVerdict
 from archviz.shapes import Phase, format_shape
-from archviz.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
-from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
-from archviz.versions import version_fields
-from archviz.words import noun_for, plural
-
-if TYPE_CHECKING:  # imported where a report is drawn: the inspect --json document needs neither rich nor verify
-    from rich.console import Group as RichGroup
-    from rich.table import Table
-    from rich.tree import Tree
-
-    from archviz.modeltree import BuildRecord
-    from archviz.reconcile import LegTotals
-    from archviz.verify import Verification
-
-JSON_SCHEMA = "archviz.inspect/1"
-ACTIVE_CONVENTION = (
-    "active_parameters counts every parameter a token's forward pass touches: all non-expert weights, the "
-    "whole input embedding table and output head, and top-k of the routed experts in each MoE layer; "
-    "active_parameters_without_embedding leaves out the input embedding table, of which a token reads one row"
-)
-
-
-def format_layers(layers: tuple[int, ...]) -> str:
-    """``0–60``, ``0, 2, 4–9``: checkpoint layer indices as compact ranges."""
-    parts: list[str] = []
-    start = previous = None
-    for index in (*layers, None):
-        if index is not None and previous is not None and index == previous + 1:
-            previous = index
-            continue
-        if start is not None:
-            parts.append(str(start) if start == previous else f"{start}–{previous}")
-        start = previous = index
-    return ", ".join(parts)
-
-
-def format_placement(placement: Placement, unit: str = "") -> str:
-    """Where the instances are: ``model``, ``layers 0–60``, ``layers 1–60 × 384 experts``."""
-    if not placement.layers:
-        return "model"
-    text = f"{noun_for(len(placement.layers), 'layer')} {format_layers(placement.layers)}"
-    if placement.per_layer > 1:
-        text += f" × {placement.per_layer:,} {unit or 'instances'}"
-    return text
-
-
-def _row_json(row: TensorRow) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "component": row.component,
-        "tensor": row.tensor,
-        "shape": list(row.shape),
-        "dtype": row.dtype,
-        "formula": " × ".join(item.name for item in row.factors),
-        "arithmetic": " × ".join(f"{item.value:,}" for item in row.factors),
-        "elements": row.elements,
-    }
-    if row.scale_block is not None:
-        data["scale"] = {
-            "tensor": scale_name(row.tensor),
-            "shape": list(scale_shape(row)),
-            "dtype": "F32",
-            "block": list(row.scale_block),
-        }
-    return data
-
-
-def node_json(graph: Graph, node: Node, sources: NodeSources | None = None) -> dict[str, Any]:
-    """One node of ``graph`` as the JSON document lists it."""
-    return {
-        "id": node.id,
-        "title": node.title,
-        "kind": node.kind.value,
-        "code": node.code,
-        "summary": node.summary,
-        "group": node.group,
-        "part": node.part.value,
-        "inputs": [format_shape(item) for item in node.inputs],
-        "outputs": [format_shape(item) for item in node.outputs],
-        "decode": {
-            "inputs": [format_shape(item, Phase.DECODE) for item in node.inputs],
-            "outputs": [format_shape(item, Phase.DECODE) for item in node.outputs],
-        },
-        "dtypes": {item.name: item.dtype for item in (*node.inputs, *node.outputs) if item.dtype},
-        "parameters_per_instance": node_parameters(node),
-        "buffers_per_instance": node_buffers(node),
-        "instances": node.placement.count,
-        "active_instances": node.placement.active,
-        "placement": {
-            "layers": list(node.placement.layers),
-            "per_layer": node.placement.per_layer,
-            "active_per_layer": node.placement.active_per_layer,
-            "active_share": list(node.placement.active_share) if node.placement.active_share else None,
-            "where": format_placement(node.placement, graph.instance_unit(node)),
-        },
-        "calculation": [_row_json(row) for row in node.parameters],
-        "buffers": [_row_json(row) for row in node.buffers],
-        "settings": [
-            {"name": item.name, "value": item.value, "formula": item.formula, "config_keys": list(item.config_keys)}
-            for item in node.settings
-        ],
-        "config_keys": list(node.config_keys),
-        "shares_parameters_with": node.shares_parameters_with,
-        "source": source_entries(sources) if sources is not None else [],
-        "source_located": sources.located if sources is not None else None,
-        "source_note": sources.reason if sources is not None else None,
-    }
-
-
-def _file_json(summary: FileSummary) -> dict[str, Any]:
-    return {
-        "path": summary.path,
-        "repo": summary.repo,
-        "revision": summary.revision,
-        "revision_kind": summary.revision_kind.value,
-        "url": summary.url,
-        "origin": summary.origin.value if summary.origin else None,
-        "fallback_reason": summary.fallback_reason,
-    }
-
-
-def _group_json(group: Group) -> dict[str, Any]:
-    return {
-        "id": group.id,
-        "title": group.title,
-        "kind": group.kind.value,
-        "summary": group.summary,
-        "parent": group.parent,
-        "members": list(group.members),
-        "instances": group.placement.count,
-        "where": format_placement(group.placement, "experts" if group.kind.value == "experts" else ""),
-    }
-
-
-def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None) -> dict[str, Any]:
-    """The ``inspect --json`` document (schema in the README)."""
-    model = graph.model
-    return {
-        "schema": JSON_SCHEMA,
-        **version_fields(),
-        "model": {
-            "name": model.name,
-            "model_type": model.model_type,
-            "family": model.family,
-            "transformers_model_type": model.transformers_model_type,
-            "architecture": model.architecture,
-            "repo": model.repo,
-            "revision": model.revision,
-            "checkpoint_dtype": graph.dtype,
-        },
-        "totals": {
-            "parameters": totals.parameters,
-            "active_parameters": totals.active_parameters,
-            "active_parameters_without_embedding": totals.active_parameters_without_embedding,
-            "active_convention": ACTIVE_CONVENTION,
-            "active_unknown": totals.active_unknown,
-            "buffers": totals.buffers,
-            "mtp_parameters": totals.mtp_parameters,
-            "mtp_buffers": totals.mtp_buffers,
-            "scale_elements": totals.scale_elements,
-            "by_dtype": totals.by_dtype,
-            "bytes_by_dtype": totals.bytes_by_dtype,
-            "quantized_parameters": totals.quantized_parameters,
-            "parts": totals.parts,
-        },
-        "sources": None
-        if sources is None
-        else {
-            "modeling_file": _file_json(sources.file),
-            "part_files": {name: _file_json(summary) for name, summary in sources.parts.items()},
-            "config_file": _file_json(sources.config_file),
-            "located": coverage(sources).located,
-            "unlocated": list(coverage(sources).unlocated),
-        },
-        "nodes": [node_json(graph, node, sources.nodes.get(node.id) if sources else None) for node in graph.nodes],
-        "groups": [_group_json(group) for group in graph.groups],
-        "layers": [
-            {"index": layer.index, "mixer": layer.mixer, "ffn": layer.ffn.value, "part": layer.part.value}
-            for layer in graph.layers
-        ],
-        "not_modelled": list(graph.not_modelled),
-        "omitted": list(graph.omitted),
-        "assumptions": [
-            {"key": item.key, "value": json.loads(item.value), "source": item.source} for item in graph.assumptions
-        ],
-        "beyond_transformers": list(graph.beyond_transformers),
-        "trace_failures": list(graph.trace_failures),
-    }
-
-
-# -- terminal ---------------------------------------------------------------------------------
-
-PART_TITLES = {"text": "text model", "vision": "vision tower", "projector": "multimodal projector"}
-"""How the totals table names each part of a model with an image encoder."""
+from archviz.totals import Totals, node_parameters
+from archviz.verify import Verification
+from archviz.words import plural
 
 _KIND_STYLE = {NodeKind.LEARNED: "bold green", NodeKind.OPERATOR: "cyan", NodeKind.TENSOR: "magenta"}
 
 
 def _node_label(node: Node, phase: Phase) -> str:
-    from rich.markup import escape
 
     shapes = ", ".join(format_shape(item, phase) for item in node.outputs)
     text = f"[{_KIND_STYLE[node.kind]}]{escape(node.title)}[/] [dim]{node.kind.value}[/]  {escape(shapes)}"
@@ -225,10 +43,6 @@ def _node_label(node: Node, phase: Phase) -> str:
 
 def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> RichGroup:
     """The graph as a rich tree with folded repeats, followed by the totals."""
-    from rich.console import Group as RichGroup
-    from rich.markup import escape
-    from rich.table import Table
-    from rich.tree import Tree
 
     groups = {group.id: group for group in graph.groups}
     nodes = {node.id: node for node in graph.nodes}
@@ -237,7 +51,7 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
         for member in group.members:
             if member in groups:
                 child = groups[member]
-                where = format_placement(child.placement, "experts" if child.kind.value == "experts" else "")
+                where = group_placement(child)
                 add(tree.add(f"[bold]{escape(child.title)}[/] [dim]{escape(where)}[/]"), child)
             else:
                 tree.add(_node_label(nodes[member], phase))
@@ -286,153 +100,6 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
     return RichGroup(*parts)
 
 
-# -- verification -----------------------------------------------------------------------------
-
-CHECK_SCHEMA = "archviz.check/2"
-
-
-def _leg_json(leg: Leg) -> dict[str, Any]:
-    return {
-        "name": leg.name,
-        "witness": leg.witness,
-        "status": leg.status.value,
-        "reason": leg.reason,
-        "compared": dict(leg.compared),
-        "independent_of": list(leg.independent_of),
-        "internal_error": leg.internal_error,
-        "findings": [
-            {"subject": item.subject, "message": item.message, "strict_only": item.strict_only} for item in leg.findings
-        ],
-    }
-
-
-def _built_json(built: BuildRecord | None) -> dict[str, Any] | None:
-    if built is None:
-        return None
-    return {
-        "class": built.class_name,
-        "config_class": built.config_class,
-        "model_type": built.model_type,
-        "chosen_by": built.chosen_by,
-        "module_file": built.module_file,
-        "origin": built.origin,
-        "revision": built.revision,
-        "dtype": built.dtype,
-    }
-
-
-def _comparisons_json(verification: Verification) -> dict[str, Any]:
-    """The per-node counts, the disagreeing tensors, the shapes and the shape report of ``check --json``."""
-    from archviz.shapecheck import ShapeVerdict
-
-    return {
-        "nodes": [
-            {
-                "id": check.node,
-                "title": check.title,
-                "analytic": check.analytic,
-                "meta_model": check.meta,
-                "checkpoint": check.checkpoint,
-                "verdict": check.verdict.value,
-            }
-            for check in verification.nodes
-        ],
-        "tensors": [
-            {
-                "name": check.name,
-                "node": check.node,
-                "leg": check.leg,
-                "verdict": check.verdict.value,
-                "expected": check.expected,
-                "found": check.found,
-            }
-            for check in verification.tensors
-        ],
-        "shapes": [
-            {
-                "node": check.node,
-                "phase": check.phase,
-                "expected": list(check.expected) if check.expected is not None else None,
-                "found": list(check.found) if check.found is not None else None,
-                "verdict": check.verdict.value,
-                "reason": check.reason,
-            }
-            for check in verification.shapes
-        ],
-        "costs": _costs_json(verification),
-        "shape_report": {
-            "checked": sum(1 for item in verification.shape_nodes if item.status is ShapeVerdict.OK),
-            "nodes": len(verification.shape_nodes),
-            "per_node": [
-                {"id": item.node, "status": item.status.value, "reason": item.reason}
-                for item in verification.shape_nodes
-            ],
-        },
-    }
-
-
-def _costs_json(verification: Verification) -> dict[str, Any]:
-    """The cost legs' comparisons: per size, every row (node or layer, phase, the cost model's number and the
-    witness's), the modules no node predicts, and the nodes each leg covered."""
-    costs = verification.costs
-    return {
-        "flop_nodes": list(costs.flop_nodes),
-        "cache_nodes": list(costs.cache_nodes),
-        "checks": [
-            {
-                "batch": check.sizes.batch,
-                "prompt": check.sizes.prompt,
-                "context": check.sizes.context,
-                "rows": [
-                    {
-                        "what": row.what,
-                        "phase": row.phase,
-                        "analytic": row.analytic,
-                        "witnessed": row.witnessed,
-                        "agrees": row.agrees,
-                    }
-                    for row in check.rows
-                ],
-                "unclaimed": list(check.unclaimed),
-            }
-            for check in costs.checks
-        ],
-    }
-
-
-def verification_json(verification: Verification, *, strict: bool = False) -> dict[str, Any]:
-    """The ``check --json`` document (``archviz.check/2``)."""
-    from archviz.verify import verification_sentence
-
-    def totals(leg: LegTotals | None) -> dict[str, int | None] | None:
-        return None if leg is None else {"parameters": leg.parameters, "buffers": leg.buffers}
-
-    result = verification.outcome(strict=strict)
-    return {
-        "schema": CHECK_SCHEMA,
-        **version_fields(),
-        "outcome": result.value,
-        "agrees": result is Outcome.AGREE,
-        "omitted": list(verification.omitted),
-        "legs": [_leg_json(leg) for leg in verification.legs],
-        "built": _built_json(verification.built),
-        "normalisations": list(verification.normalisations),
-        "warnings": list(verification.warnings),
-        "totals": {
-            "analytic": totals(verification.analytic),
-            "meta_model": totals(verification.meta),
-            "checkpoint": totals(verification.checkpoint),
-        },
-        "meta_class": verification.meta_class,
-        "checkpoint_source": verification.checkpoint_source,
-        **_comparisons_json(verification),
-        "notes": list(verification.notes),
-        "problems": list(verification.problems),
-        "unchecked": list(verification.unchecked),
-        "sentence": verification_sentence(verification),
-    }
-
-
 def _count(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
 
@@ -441,8 +108,6 @@ _STATUS_STYLE = {LegStatus.RAN: "green", LegStatus.SKIPPED: "yellow", LegStatus.
 
 
 def _legs_table(verification: Verification, *, strict: bool) -> Table:
-    from rich.markup import escape
-    from rich.table import Table
 
     table = Table(title="Legs")
     for column in ("leg", "status", "witness", "compared", "independent of", "result"):
@@ -469,7 +134,6 @@ def _legs_table(verification: Verification, *, strict: bool) -> Table:
 
 
 def _built_lines(verification: Verification) -> list[str]:
-    from rich.markup import escape
 
     built = verification.built
     lines: list[str] = []
@@ -485,7 +149,6 @@ def _built_lines(verification: Verification) -> list[str]:
 
 
 def _verdict_line(verification: Verification, *, strict: bool) -> str:
-    from rich.markup import escape
 
     result = verification.outcome(strict=strict)
     if result is Outcome.AGREE:
@@ -523,8 +186,6 @@ def _verdict_line(verification: Verification, *, strict: bool) -> str:
 
 
 def _shape_table(verification: Verification) -> Table | str:
-    from rich.markup import escape
-    from rich.table import Table
 
     from archviz.shapecheck import ShapeVerdict
 
@@ -549,8 +210,6 @@ def _shape_table(verification: Verification) -> Table | str:
 
 def _cost_lines(verification: Verification) -> list[Any]:
     """Per size the witness ran at, how many FLOP and cache comparisons agree; then the nodes each leg covered."""
-    from rich.markup import escape
-    from rich.table import Table
 
     costs = verification.costs
     if not costs.checks:
@@ -583,11 +242,6 @@ def _cost_lines(verification: Verification) -> list[Any]:
 def render_verification(name: str, verification: Verification, *, strict: bool = False, limit: int = 40) -> RichGroup:
     """The ``check`` report: the legs, what was built, totals and nodes per leg, disagreeing tensors, the shape
     report of every node, what was not checked, and the verdict."""
-    from rich.console import Group as RichGroup
-    from rich.markup import escape
-    from rich.table import Table
-
-    from archviz.reconcile import Verdict
 
     totals = Table(title=f"archviz check {escape(name)}")
     for column in ("", "analytic graph", "meta model", "checkpoint"):

@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
-from archviz.claims import block_claim, configuration_claim, format_value, model_claim, value_at
+from archviz.claims import block_claim, configuration_claim, model_claim, value_at
 from archviz.config import ConfigDocument
 from archviz.errors import InputError
 from archviz.excerpts import (
@@ -46,6 +46,7 @@ from archviz.pins import (
     load_source_file,
     transformers_source_file,
 )
+from archviz.present.numbers import config_value_text
 from archviz.provenance import (
     SiteMatch,
     SourceSpan,
@@ -753,7 +754,7 @@ def _key_evidence(context: _Context, keys: Sequence[str]) -> Evidence | None:
     found = [key for key, _ in _key_spans(config, context.pins.config.path, keys)]
     if not found:
         return None
-    settings = [f"{key} = {format_value(value_at(config, key))}" for key in found]
+    settings = [f"{key} = {config_value_text(value_at(config, key))}" for key in found]
     # A wrapper's node may cite keys beside its text_config (vision_config.patch_size): then it is the whole file's.
     relative = all(config.span(*key.split(".")) is not None for key in found)
     which = "text configuration" if config.root and relative else "configuration"

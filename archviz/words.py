@@ -43,24 +43,3 @@ def first_free(base: str, taken: Container[str]) -> str:
     while candidate in taken:
         candidate, number = f"{base}-{number}", number + 1
     return candidate
-
-
-def short_count(value: int) -> str:
-    """``1.03 T``, ``32.9 B``, ``7,168``: a rounded figure for headlines."""
-    for scale, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M")):
-        if value >= scale:
-            return f"{value / scale:.3g} {suffix}"
-    return f"{value:,}"
-
-
-_BYTE_PREFIXES = (("G", 3), ("M", 2), ("K", 1))
-"""Up to G: a terabyte-sized checkpoint is still said in GB and GiB, the units deployments are planned in."""
-
-
-def decimal_and_binary(size: int) -> str:
-    """``14.03 GB = 13.07 GiB``, ``1,029.17 GB = 958.49 GiB``: a byte count in decimal and binary units of the same
-    prefix, both stated (disks and model hubs count in GB, GPU memory and most tools in GiB: 7 % apart at GB scale)."""
-    for prefix, power in _BYTE_PREFIXES:
-        if size >= 1000**power:
-            return f"{size / 1000**power:,.2f} {prefix}B = {size / 1024**power:,.2f} {prefix}iB"
-    return f"{size:,} B"

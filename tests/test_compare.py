@@ -418,7 +418,7 @@ def test_a_ratio_near_one_reads_as_the_signed_difference(kimi_site: Path) -> Non
     summary = squash(tree.find("p", "summary").text())
     assert f"Parameters {b:,} instead of {a:,} (+471 M)" in summary
     assert "×1.0" not in page(kimi_site, f"compare/{K2}/{K25}.html")
-    from archviz.diff import change_text
+    from archviz.present.numbers import change_text
 
     assert [change_text(100, 104), change_text(100, 96), change_text(100, 106), change_text(7, 7)] == [
         "+4",

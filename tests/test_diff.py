@@ -447,7 +447,7 @@ def test_a_wrapped_config_is_compared_within_its_text_config() -> None:
 
 
 def test_ratios_never_read_in_exponent_notation() -> None:
-    from archviz.diff import ratio_text
+    from archviz.present.numbers import ratio_text
 
     assert [ratio_text(value) for value in (1.5, 0.0479, 7.6e-05, 12345.6, 1.0)] == [
         "×1.5",

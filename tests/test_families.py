@@ -26,6 +26,7 @@ from archviz.families.llama import VARIANTS, Variant
 from archviz.graph import Graph, ModelInfo, Node, NodeKind
 from archviz.meta import MetaModel, build_meta_model, read_model_code
 from archviz.pipeline import ModelDocs, describe_model
+from archviz.present.numbers import setting_text, setting_value_text
 from archviz.settings import Settings
 from archviz.totals import compute_totals, node_parameters, predicted_manifest
 
@@ -438,7 +439,7 @@ def test_checkpoint_names_of_the_moe_families(tmp_path: Path) -> None:
     assert by_id(qwen.graph, "mlp.gate-proj").placement.layers == (0, 2)  # mlp_only_layers and odd layers
     assert by_id(qwen.graph, "moe.routed-expert").placement.layers == (1,)
     assert [layer.ffn for layer in qwen.graph.layers] == ["dense", "MoE", "dense"]
-    weights = {s.name: s.value for s in by_id(qwen.graph, "moe.routing-weights").settings}
+    weights = {s.name: setting_text(s) for s in by_id(qwen.graph, "moe.routing-weights").settings}
     assert weights == {"normalize top-k": "true"}
 
 
@@ -453,28 +454,29 @@ def test_attention_variants(tmp_path: Path) -> None:
     qwen3 = describe_model(str(write(tmp_path, PUBLISHED["qwen3-8b"], "qwen3")))
     assert by_id(qwen3.graph, "attention.q-norm").parameters[0].shape == (128,)
     assert "attention.q-norm" not in {node.id for node in qwen2.graph.nodes}
-    sdpa = {s.name: s.value for s in by_id(qwen3.graph, "attention.sdpa").settings}
+    sdpa = {s.name: setting_text(s) for s in by_id(qwen3.graph, "attention.sdpa").settings}
     assert sdpa["query heads per KV head"] == "4" and sdpa["softmax scale"] == "0.0883883"
     assert sdpa["mask"] == "causal"
-    qwen2_mask = {s.name: s.value for s in by_id(qwen2.graph, "attention.sdpa").settings}["mask"]
+    qwen2_mask = {s.name: setting_text(s) for s in by_id(qwen2.graph, "attention.sdpa").settings}["mask"]
     assert qwen2_mask == "causal (use_sliding_window is false)"  # sliding_window is 131072 but switched off
 
 
 def test_rotary_and_sliding_window_settings(tmp_path: Path) -> None:
     llama = describe_model(str(write(tmp_path, PUBLISHED["llama-3.1-8b"], "llama")))
-    rotary = {s.name: s.value for s in by_id(llama.graph, "rotary-embedding").settings}
+    rotary = {s.name: setting_text(s) for s in by_id(llama.graph, "rotary-embedding").settings}
     assert rotary["base θ"] == "500,000" and rotary["scaling"] == "llama3"
     assert rotary["factor"] == "8" and rotary["high freq factor"] == "4"
     assert rotary["original max position embeddings"] == "8,192"
     assert "rope_scaling.low_freq_factor" in by_id(llama.graph, "rotary-embedding").config_keys
     sliding = describe_model(str(write(tmp_path, TINY["qwen2-sliding"], "sliding")))
     assert [layer.mixer for layer in sliding.graph.layers] == ["attention", *["sliding-window attention"] * 2]
-    mask = {s.name: s.value for s in by_id(sliding.graph, "attention.sdpa").settings}["mask"]
+    mask = {s.name: setting_text(s) for s in by_id(sliding.graph, "attention.sdpa").settings}["mask"]
     assert mask == "causal, sliding window of 16 positions in 2 of 3 layers (see the layer map)"
     mixtral = describe_model(str(write(tmp_path, PUBLISHED["mixtral-8x7b"], "mixtral")))
-    assert {s.name: s.value for s in by_id(mixtral.graph, "rotary-embedding").settings}["base θ"] == "1,000,000"
+    mixtral_rotary = {s.name: s.value for s in by_id(mixtral.graph, "rotary-embedding").settings}
+    assert mixtral_rotary["base θ"] == 1_000_000 and setting_value_text(mixtral_rotary["base θ"]) == "1,000,000"
     yarn = describe_model(str(write(tmp_path, TINY["qwen3-yarn"], "yarn")))
-    rotary = {s.name: s.value for s in by_id(yarn.graph, "rotary-embedding").settings}
+    rotary = {s.name: setting_text(s) for s in by_id(yarn.graph, "rotary-embedding").settings}
     assert rotary["scaling"] == "yarn" and rotary["attention factor"] == "1.13863"  # 0.1 × ln 4 + 1
 
 
@@ -712,7 +714,10 @@ def test_deepseek_rotary_scaling_is_read_as_transformers_reads_it(tmp_path: Path
     config = json.loads(K2_CONFIG.read_text(encoding="utf-8"))
     config["rope_scaling"] = {"type": "linear", "factor": 2.0}
     rotary = by_id(describe_model(str(write(tmp_path, config, "linear"))).graph, "rotary-embedding")
-    assert [(item.name, item.value) for item in rotary.settings][1:] == [("scaling", "linear"), ("factor", "2")]
+    assert [(item.name, setting_text(item)) for item in rotary.settings][1:] == [
+        ("scaling", "linear"),
+        ("factor", "2"),
+    ]
     assert "divided by the scaling factor" in rotary.summary
     config["rope_scaling"] = {"type": "yarn9", "factor": 2.0}
     folder = write(tmp_path, config, "bogus")

@@ -15,6 +15,7 @@ import pytest
 from archviz.errors import InputError
 from archviz.graph import NodeKind, Part
 from archviz.pipeline import ModelDocs, describe_model
+from archviz.present.numbers import setting_value_text
 from archviz.resolve import BUNDLED
 from archviz.shapes import Phase, format_shape
 from archviz.totals import TensorRole, compute_totals, node_parameters, predicted_manifest
@@ -190,10 +191,24 @@ def test_settings_carry_the_config_numbers(k2: ModelDocs) -> None:
     sdpa = {s.name: s for s in by_id(k2, "attention.sdpa").settings}
     # transformers' DeepseekV3Attention.scaling for K2: 192^-0.5 × (0.1 × ln 32 + 1)^2.
     assert float(sdpa["softmax scale"].value) == pytest.approx(0.1308608, rel=1e-5)
+    # Typed until shown: a count is an int, a factor a float, a flag a bool; the card and the JSON say them as text.
     rotary = {s.name: s.value for s in by_id(k2, "rotary-embedding").settings}
-    assert rotary["scaling"] == "YaRN" and rotary["context factor"] == "32" and rotary["original context"] == "4,096"
+    assert rotary == {
+        "base θ": 50000.0,
+        "scaling": "YaRN",
+        "context factor": 32.0,
+        "original context": 4096,
+        "β fast / β slow": (1.0, 1.0),
+        "mscale / mscale_all_dim": (1.0, 1.0),
+    }
+    shown = ("context factor", "original context", "β fast / β slow")
+    assert [setting_value_text(rotary[name]) for name in shown] == ["32", "4,096", "1 / 1"]
     weights = {s.name: s.value for s in by_id(k2, "moe.routing-weights").settings}
-    assert weights == {"normalize top-k": "true", "routed scaling factor": "2.827"}
+    assert weights == {"normalize top-k": True, "routed scaling factor": 2.827}
+    assert {name: setting_value_text(value) for name, value in weights.items()} == {
+        "normalize top-k": "true",
+        "routed scaling factor": "2.827",
+    }
     assert "rope_scaling.factor" in by_id(k2, "rotary-embedding").config_keys
 
 
@@ -266,7 +281,7 @@ def test_graph_building_does_not_import_torch() -> None:
     code = (
         "import sys, json\n"
         "from archviz.pipeline import describe_model\n"
-        "from archviz.report import graph_json\n"
+        "from archviz.present.json_documents import graph_json\n"
         "docs = describe_model('kimi-k2-instruct')\n"
         "json.dumps(graph_json(docs.graph, docs.totals))\n"
         "print(sorted(m for m in ('torch', 'transformers', 'safetensors.torch') if m in sys.modules))\n"

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 from archviz.cli import app
 from archviz.graph import Assumption, NodeKind
 from archviz.pipeline import describe_model
-from archviz.report import graph_json
+from archviz.present.json_documents import graph_json
+from archviz.present.numbers import setting_text
 from archviz.totals import node_parameters
 
 runner = CliRunner()
@@ -76,14 +77,14 @@ def test_completed_k3_builds_attnres_output_gate_and_situ() -> None:
     assert gate.placement.count == 24  # the MLA layers
     act = nodes["mlp.act"]
     assert act.title == "SiTU activation"
-    assert {s.name: s.value for s in act.settings} == {
+    assert {s.name: setting_text(s) for s in act.settings} == {
         "activation": "situ",
         "β (gate bound)": "4",
         "β₂ (up bound)": "25",
     }
     kda_gate = nodes["kda.output-gate"]
     assert [row.tensor for row in kda_gate.parameters] == ["model.layers.{layer}.self_attn.g_proj.weight"]
-    assert {s.name: s.value for s in nodes["kda.forget-gate"].settings} == {"lower bound": "-5"}
+    assert {s.name: setting_text(s) for s in nodes["kda.forget-gate"].settings} == {"lower bound": "-5"}
     # Undocumented structure is not guessed: the routed experts are left out and said to be.
     assert "moe.routed-expert" not in nodes
     assert any("3,584-feature latent" in sentence for sentence in docs.graph.not_modelled)

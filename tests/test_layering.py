@@ -22,6 +22,10 @@ STAGES: list[tuple[str, int]] = [
     ("files", 0),  # bounded reads and atomic writes
     ("patterns", 0),  # config regexes matched in bounded time
     ("words", 0),
+    # Presentation's numbers and labels: how every stage says a value (a claim, a setting, a finding), so at floor 0.
+    ("present.numbers", 0),
+    ("present.labels", 0),
+    ("present", 0),  # the package itself: a docstring
     ("dtypes", 0),
     ("locators", 0),
     ("graph", 0),
@@ -64,6 +68,7 @@ STAGES: list[tuple[str, int]] = [
     # presentation.
     ("diff", 5),
     # 6: presentation.
+    ("present.", 6),  # the JSON documents and the comparison's sentences
     ("report", 6),
     ("junit", 6),
     ("diff_report", 6),

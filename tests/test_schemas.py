@@ -18,7 +18,7 @@ from archviz.costs_report import COST_SCHEMA
 from archviz.diff import DIFF_SCHEMA
 from archviz.documents import SCHEMA_FILES, json_schema
 from archviz.plan_report import PLAN_SCHEMA
-from archviz.report import CHECK_SCHEMA, JSON_SCHEMA
+from archviz.present.json_documents import CHECK_SCHEMA, JSON_SCHEMA
 from archviz.versions import version_fields
 
 runner = CliRunner()

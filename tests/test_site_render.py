@@ -18,8 +18,8 @@ import pytest
 from rich.console import Console
 
 from archviz.pipeline import describe_model
+from archviz.present.numbers import count
 from archviz.site.batch import RenderRequest, render_site
-from archviz.site.formatting import count
 from archviz.site.progress import RichReporter
 from archviz.site.publish import LOCK_SUFFIX
 from archviz.totals import node_parameters

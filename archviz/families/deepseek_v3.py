@@ -231,7 +231,7 @@ class DeepseekV3Builder:
         )
 
     def eps(self) -> Setting:
-        return Setting(name="epsilon", value=f"{self.s.number('rms_norm_eps'):g}", config_keys=("rms_norm_eps",))
+        return Setting(name="epsilon", value=self.s.number("rms_norm_eps"), config_keys=("rms_norm_eps",))
 
     # -- one decoder block (main stack or MTP) ------------------------------------------------
 

@@ -640,7 +640,7 @@ class CodeGraph:
         eps = module.epsilon
         if eps is not None:
             keys = tuple(key for key in EPSILON_KEYS if self.s.values.get(key) == eps)
-            settings.append(Setting(name="epsilon", value=f"{eps:g}", config_keys=keys[:1]))
+            settings.append(Setting(name="epsilon", value=float(eps), config_keys=keys[:1]))
         padding = module.padding_index
         if padding is not None:
             settings.append(Setting(name="padding index", value=str(padding), config_keys=("pad_token_id",)))

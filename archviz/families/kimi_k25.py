@@ -183,7 +183,7 @@ def vision_dims(s: Settings) -> VisionDims:
         norm_width=norm,
         text=text,
         layers=vs.count(key["num_hidden_layers"]),
-        heads=Setting(name="heads", value=str(heads), config_keys=(f"vision_config.{key['num_attention_heads']}",)),
+        heads=Setting(name="heads", value=heads, config_keys=(f"vision_config.{key['num_attention_heads']}",)),
         eps=_projection_eps(s, vs),
         activation=Setting(
             name="activation",
@@ -209,12 +209,12 @@ def _projection_width(s: Settings, vs: Settings, d: Dim) -> Dim:
 def _projection_eps(s: Settings, vs: Settings) -> Setting:
     if vs.has("projector_ln_eps"):
         return Setting(
-            name="epsilon", value=f"{vs.number('projector_ln_eps'):g}", config_keys=("vision_config.projector_ln_eps",)
+            name="epsilon", value=vs.number("projector_ln_eps"), config_keys=("vision_config.projector_ln_eps",)
         )
     top = s.document.data.get("projection_layer_norm_eps")
     value = top if isinstance(top, int | float) and not isinstance(top, bool) else 1e-5
     keys = ("projection_layer_norm_eps",) if top is not None else ()
-    return Setting(name="epsilon", value=f"{value:g}", config_keys=keys)
+    return Setting(name="epsilon", value=float(value), config_keys=keys)
 
 
 def adapt_config(config: dict[str, Any]) -> list[str]:
@@ -350,7 +350,8 @@ def _grid() -> Shape:
 def _angles(v: VisionDims, name: str) -> Shape:
     """The rotary angles of every patch over the whole head (no partial rotation): ``(P, head_dim)``."""
     d, heads = v.d, v.heads
-    head_dim = (d.value or 0) // int(heads.value)
+    count = heads.value  # the heads setting holds the count (``vs.count``)
+    head_dim = (d.value or 0) // count if isinstance(count, int) and count else 0
     return shape(name, PATCHES, fixed("vision head_dim", head_dim, f"{d.formula} ÷ {heads.config_keys[0]}"))
 
 

@@ -209,8 +209,8 @@ class KimiLinearBuilder(DeepseekV3Builder):
             "up' = β₂·tanh(up/β₂), then gate' × up', element by element.",
             [
                 Setting(name="activation", value="situ", config_keys=("hidden_act",)),
-                Setting(name="β (gate bound)", value=f"{beta:g}", config_keys=("activation_situ_beta",)),
-                Setting(name="β₂ (up bound)", value=f"{linear_beta:g}", config_keys=("activation_situ_linear_beta",)),
+                Setting(name="β (gate bound)", value=float(beta), config_keys=("activation_situ_beta",)),
+                Setting(name="β₂ (up bound)", value=float(linear_beta), config_keys=("activation_situ_linear_beta",)),
             ],
         )
 
@@ -290,7 +290,7 @@ class KimiLinearBuilder(DeepseekV3Builder):
                     [factor("1", 1), factor("hidden_size", d)],
                 )
             ],
-            settings=[Setting(name="block size", value=str(self.block_size), config_keys=("attn_res_block_size",))],
+            settings=[Setting(name="block size", value=self.block_size or 0, config_keys=("attn_res_block_size",))],
         )
 
     def after_attention_core(self, prefix: str, at: Placement, parent: str, part: Part) -> None:
@@ -441,7 +441,7 @@ class KimiDeltaAttention:
                 for name in ("q", "k", "v")
             ],
             settings=[
-                Setting(name="kernel size", value=str(self.kernel), config_keys=(f"{LINEAR}.short_conv_kernel_size",))
+                Setting(name="kernel size", value=self.kernel, config_keys=(f"{LINEAR}.short_conv_kernel_size",))
             ],
             claim=(
                 "A short depthwise causal convolution mixes each query, key and value channel with its last few "
@@ -512,7 +512,7 @@ class KimiDeltaAttention:
             ],
             settings=[
                 Setting(
-                    name="lower bound", value=f"{self.gate_lower_bound:g}", config_keys=(f"{LINEAR}.gate_lower_bound",)
+                    name="lower bound", value=float(self.gate_lower_bound), config_keys=(f"{LINEAR}.gate_lower_bound",)
                 )
             ]
             if self.gate_lower_bound is not None
@@ -571,7 +571,7 @@ class KimiDeltaAttention:
             settings=[
                 Setting(
                     name="query scale",
-                    value=f"{self.head_width**-0.5:.6g}",
+                    value=self.head_width**-0.5,
                     formula=f"{LINEAR}.head_dim^-0.5",
                     config_keys=(f"{LINEAR}.head_dim",),
                 )

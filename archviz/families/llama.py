@@ -379,7 +379,7 @@ class LlamaBuilder:
         value = self.s.number("rms_norm_eps", default=self.v.rms_norm_eps_default)
         return Setting(
             name="epsilon",
-            value=f"{value:g}",
+            value=float(value),
             config_keys=self.s.keys_set("rms_norm_eps"),
             formula=None if self.s.has("rms_norm_eps") else f"unset: {self.v.title}'s default",
         )

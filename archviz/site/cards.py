@@ -19,12 +19,12 @@ from archviz.excerpts import (
     omission_label,
 )
 from archviz.graph import Group, GroupKind, Node, NodeKind, Part, Shape, TensorRow
-from archviz.report import format_placement
+from archviz.present.numbers import count, format_placement, line_range, setting_text
 from archviz.shapes import Phase, format_shape
 from archviz.site.costs import flops_view
 from archviz.site.dataflow import input_roles
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id, group_graph, group_label, mark_current
-from archviz.site.formatting import count, line_range, runs, safe_url
+from archviz.site.formatting import runs, safe_url
 from archviz.site.highlight import code_lines
 from archviz.site.index import (
     ModelIndex,
@@ -126,7 +126,7 @@ def parameters_view(index: ModelIndex, node: Node) -> ParametersView | None:
     if not per_instance and not node.buffers:
         return None
     placement = node.placement
-    where = format_placement(placement, index.unit(node))
+    where = format_placement(placement, index.graph.instance_unit(node))
     text = f"{plural(placement.count, 'instance')}: {where}" if placement.layers else "One instance, at model level"
     if placement.layers and placement.active != placement.count:
         text += (
@@ -255,7 +255,12 @@ def build_card_view(index: ModelIndex, node: Node, *, diagram_links: DiagramLink
         shares=None if shares is None else Link(title=shares.title, href=node_href(shares.id, root=root, slug=slug)),
         flops=flops,
         settings=tuple(
-            SettingView(name=item.name, value=item.value, formula=item.formula or "", keys=", ".join(item.config_keys))
+            SettingView(
+                name=item.name,
+                value=setting_text(item),
+                formula=item.formula or "",
+                keys=", ".join(item.config_keys),
+            )
             for item in node.settings
         ),
         status=status_view(index, node, root),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from archviz.site.formatting import short_bytes
+from archviz.present.numbers import short_bytes
 
 WIDTH, HEIGHT = 560, 300
 """The drawing's size in its own units (CSS pixels at its natural size)."""

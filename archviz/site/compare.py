@@ -14,17 +14,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from archviz.diff import ConfigChange, ConfigSame, FieldChange, LayerChange, ModelDiff, diff_models
-from archviz.diff_report import (
-    format_config_value,
-    format_difference,
-    format_ratio,
-    format_value,
-    layer_runs,
-    run_label,
-)
+from archviz.diff_report import layer_runs, run_label
 from archviz.errors import InputError
 from archviz.families import family_for
 from archviz.pipeline import ModelDocs
+from archviz.present.diff_words import summarise
+from archviz.present.numbers import format_config_value, format_difference, format_ratio, format_value
 from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
 from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
 from archviz.site.views import Link, Page, PartialBadge
@@ -389,7 +384,7 @@ def build_compare_view(
         title=title,
         a=_side("A", a),
         b=_side("B", b),
-        summary=diff.summary,
+        summary=summarise(diff, a.docs, b.docs),
         verdict="The architectures differ." if diff.differs else "No architectural difference.",
         totals=_total_rows(diff),
         config=config,

@@ -28,8 +28,8 @@ from archviz.cost import (
 )
 from archviz.costs_report import MLA_NOTE, rule_of_thumb
 from archviz.graph import Mixer, Node, OpKind, Part
+from archviz.present.numbers import count, decimal_and_binary, format_difference, percent, short_bytes, short_flops
 from archviz.site.charts import Series, context_label, line_chart
-from archviz.site.formatting import count, percent, short_bytes, short_flops
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
 from archviz.site.views import (
     CacheRow,
@@ -44,7 +44,7 @@ from archviz.site.views import (
     WeightRow,
 )
 from archviz.totals import node_active_parameters, node_parts
-from archviz.words import decimal_and_binary, noun_for
+from archviz.words import noun_for
 
 SIZES = DEFAULT_SIZES
 """The sizes the pages evaluate costs at."""
@@ -303,10 +303,6 @@ def cache_plot(index: ModelIndex) -> tuple[str, tuple[CacheRow, ...], tuple[str,
 # -- against the rule of thumb -----------------------------------------------------------------------------
 
 
-def _signed(value: int) -> str:
-    return f"+{value:,}" if value > 0 else (f"−{-value:,}" if value < 0 else "0")
-
-
 def _titles(nodes: Iterable[Node]) -> str:
     return ", ".join(dict.fromkeys(node.title for node in nodes))
 
@@ -377,7 +373,11 @@ def thumb_rows(index: ModelIndex) -> tuple[ThumbRow, ...]:
             value=count(start),
             total=True,
         ),
-        *(ThumbRow(label=label, detail=detail, value=_signed(value)) for label, detail, value in terms if value),
+        *(
+            ThumbRow(label=label, detail=detail, value=format_difference(value))
+            for label, detail, value in terms
+            if value
+        ),
         ThumbRow(
             label=f"Exact decode FLOPs per token, S = {index.cost.sizes.context:,}",
             detail="",

@@ -23,9 +23,9 @@ from archviz.plan import (
     restated_plans,
     sequences_at,
 )
+from archviz.present.numbers import count, short_bytes
 from archviz.site.charts import Series, line_chart
 from archviz.site.costs import plot_context
-from archviz.site.formatting import count, short_bytes
 from archviz.site.index import ModelIndex
 from archviz.site.views import DeployRow, DeployView
 

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from archviz.graph import Dim, Graph, Group, GroupKind, Node, NodeKind, Shape
+from archviz.present.numbers import count, short_count
 from archviz.shapes import Phase
 from archviz.site.dataflow import Flow, FlowEdge, FlowKind, FlowNode, drawn_members, read_flow
-from archviz.site.formatting import count, short_count
 from archviz.totals import node_parameters
 
 SVG_NS = "http://www.w3.org/2000/svg"

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 
 from archviz.cost import Phase
 from archviz.graph import Node, TensorRow
+from archviz.present.numbers import setting_text
 from archviz.site.formatting import script_json
 from archviz.site.index import (
     UNVERIFIED_STATUS,
@@ -99,7 +100,7 @@ def _node_search_text(node: Node, flops: tuple[int, int] | None) -> str:
             words.append(f"{row.packed.method} {row.packed.scheme}")
             words.extend(_dtype_words(item.dtype) for item in row.packed.stored)
     for setting in node.settings:
-        plain = setting.value.replace(",", "")
+        plain = setting_text(setting).replace(",", "")  # a count as the card shows it
         if plain.isdigit():
             numbers[int(plain)] = None
     if flops is not None and any(flops):

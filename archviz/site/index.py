@@ -13,13 +13,14 @@ from archviz.graph import Graph, Group, GroupKind, Node
 from archviz.legs import LegStatus
 from archviz.pins import RevisionKind
 from archviz.pipeline import ModelDocs
+from archviz.present.check_words import verification_sentence
+from archviz.present.numbers import count, format_layers
 from archviz.reconcile import Verdict
-from archviz.report import format_layers
 from archviz.shapecheck import NodeShape, ShapeVerdict
-from archviz.site.formatting import check_id, count, safe_url
+from archviz.site.formatting import check_id, safe_url
 from archviz.site.views import Link, PartialBadge, SymbolView
 from archviz.sources import MODEL_GROUP_TITLE
-from archviz.verify import NodeCheck, Verification, verification_sentence
+from archviz.verify import NodeCheck, Verification
 from archviz.words import first_free, join, noun_for, plural
 
 UNVERIFIED_STATUS = (
@@ -148,10 +149,6 @@ class ModelIndex:
             chain.append(group)
             current = group.parent
         return chain
-
-    def unit(self, node: Node) -> str:
-        """What a node's instances are called in its placement: ``experts`` inside an experts group."""
-        return self.graph.instance_unit(node)
 
     def title(self) -> str:
         """The model's name as the pages show it."""

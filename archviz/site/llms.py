@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from archviz.documents import inspect_document
-from archviz.report import JSON_SCHEMA
-from archviz.site.formatting import count
+from archviz.present.json_documents import JSON_SCHEMA
+from archviz.present.numbers import count
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
 from archviz.terminal import json_text
 from archviz.versions import installed_versions, version_line

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from archviz.cost import Sizes
 from archviz.legs import Leg
 from archviz.pipeline import ModelDocs
+from archviz.present.check_words import verification_sentence
 from archviz.site.cards import build_card_view
 from archviz.site.compare import CompareView, build_compare_view
 from archviz.site.costs import cost_view
@@ -24,7 +25,7 @@ from archviz.site.index import ModelContext, ModelIndex, model_description, mode
 from archviz.site.overview import dtype_rows, headline_figures
 from archviz.site.render import RenderContext
 from archviz.site.views import CardView, CostView, DtypeRow, Figure
-from archviz.verify import Verification, verification_sentence
+from archviz.verify import Verification
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

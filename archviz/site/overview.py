@@ -10,12 +10,13 @@ from archviz.cost import modelled_in_full
 from archviz.families import family_for
 from archviz.graph import Graph, Group, GroupKind, Node, Part
 from archviz.pipeline import ModelDocs
-from archviz.report import PART_TITLES, format_placement
+from archviz.present.labels import PART_TITLES
+from archviz.present.numbers import count, group_placement, percent, short_count
 from archviz.site.cards import brief_card
 from archviz.site.costs import cost_view
 from archviz.site.deploy import deploy_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
-from archviz.site.formatting import count, file_lines, percent, short_count
+from archviz.site.formatting import file_lines
 from archviz.site.highlight import highlight
 from archviz.site.index import (
     PARTIAL_SUFFIX,
@@ -225,14 +226,13 @@ def group_rows(index: ModelIndex, root: str) -> tuple[GroupRow, ...]:
     rows = []
     for group in index.graph.groups:
         parent = index.groups.get(group.parent or "")
-        unit = "experts" if group.kind is GroupKind.EXPERTS else ""
         rows.append(
             GroupRow(
                 anchor=f"group-{group.id}",
                 title=group_title(group),
                 class_name=group_class_name(group),
                 kind=group.kind.value,
-                where=format_placement(group.placement, unit),
+                where=group_placement(group),
                 parameters=count(_group_parameters(index, group)),
                 summary=group.summary,
                 diagram_href="#diagram" if group.kind is GroupKind.MODEL else f"#{dom_id('g', group.id)}",

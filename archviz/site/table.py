@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from archviz.cost import DEFAULT_SIZES, costs_unknown
 from archviz.diff import checkpoint_bytes, layer_label
 from archviz.graph import Graph, GroupKind, Part
-from archviz.site.formatting import count, short_bytes, short_count, short_flops
+from archviz.present.numbers import count, short_bytes, short_count, short_flops
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
 from archviz.site.views import Link, ModelTable, TableCell, TableRow
 

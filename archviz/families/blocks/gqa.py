@@ -355,20 +355,21 @@ class GroupedQueryAttention:
         return [
             Setting(
                 name="softmax scale",
-                value=f"{(dims.head_dim.value or 1) ** -0.5:.6g}",
+                value=(dims.head_dim.value or 1) ** -0.5,
                 formula="head_dim^-0.5",
                 config_keys=s.keys_set("head_dim"),
             ),
             Setting(
                 name="query heads per KV head",
-                value=str(heads // kv if kv else 0),
+                value=heads // kv if kv else 0,
                 formula="num_attention_heads / num_key_value_heads",
                 config_keys=s.keys_set("num_attention_heads", "num_key_value_heads"),
             ),
             self.options.mask,
             Setting(
                 name="dropout",
-                value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
+                value=s.number("attention_dropout", default=0.0),
+                note="training only",
                 config_keys=s.keys_set("attention_dropout"),
             ),
         ]

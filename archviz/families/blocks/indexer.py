@@ -73,7 +73,7 @@ def indexer_nodes(
         op=Op(kind=OpKind.CACHE),
     )
     settings = [
-        Setting(name=name, value=str(size[0]), config_keys=(size[1],))
+        Setting(name=name, value=size[0], config_keys=(size[1],))
         for name, size in (("block size", block_size), ("top blocks", topk_blocks), ("local blocks", local_blocks))
     ]
     scores = scope.node(

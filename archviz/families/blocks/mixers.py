@@ -72,7 +72,7 @@ def _convolution_nodes(
         summary=summary,
         inputs=[mixed, shape("conv1d.weight", channels, Dim(symbol="1", label="dim", value=1), kernel)],
         outputs=[mixed],
-        settings=[Setting(name="kernel size", value=str(kernel.value), config_keys=kernel.config_keys)],
+        settings=[Setting(name="kernel size", value=kernel.value or 0, config_keys=kernel.config_keys)],
         claim="A short depthwise causal convolution with conv1d's weight mixes each channel with its last positions.",
         sites=(statement(classes, "= causal_conv1d_fn("), statement(classes, "= causal_conv1d_update(")),
         op=Op(kind=OpKind.CONVOLUTION),
@@ -160,7 +160,7 @@ def gated_delta_nodes(
             shape("beta", BATCH, POSITIONS, v_heads),
         ],
         outputs=[shape("core_attn_out", BATCH, POSITIONS, v_heads, v_width), state],
-        settings=[Setting(name="chunk", value=str(DELTA_RULE_CHUNK))],
+        settings=[Setting(name="chunk", value=DELTA_RULE_CHUNK)],
         claim=(
             "The gated delta rule decays each head's state, writes each value against what the state predicts for "
             "its key, weighted by β, and reads the state with the query."
@@ -239,7 +239,7 @@ def mamba2_nodes(
             shape("C", BATCH, POSITIONS, g, n),
         ],
         outputs=[shape("scan_output", BATCH, POSITIONS, h, p), state],
-        settings=[Setting(name="chunk", value=str(chunk[0]), config_keys=(chunk[1],))],
+        settings=[Setting(name="chunk", value=chunk[0], config_keys=(chunk[1],))],
         claim=(
             "The selective scan decays each head's state, adds the input weighted by dt and B, and reads the state "
             "with C, in chunks for a prompt and one step at a time for decode."
@@ -310,7 +310,7 @@ def lightning_nodes(
             shape("value_states", BATCH, h, POSITIONS, d),
         ],
         outputs=[shape("attn_output", BATCH, h, POSITIONS, d), state],
-        settings=[Setting(name="block size", value=str(block_size[0]), config_keys=(block_size[1],))],
+        settings=[Setting(name="block size", value=block_size[0], config_keys=(block_size[1],))],
         claim=(
             "Lightning attention scores queries against keys within blocks, decayed by distance, and carries a "
             "decayed key × value state across blocks and decode steps."

@@ -521,7 +521,8 @@ class MlaAttention:
                 Setting(name="mask", value="causal"),
                 Setting(
                     name="dropout",
-                    value=f"{s.number('attention_dropout', default=0.0):g} (training only)",
+                    value=s.number("attention_dropout", default=0.0),
+                    note="training only",
                     config_keys=s.keys_set("attention_dropout"),
                 ),
             ],

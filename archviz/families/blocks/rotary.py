@@ -151,7 +151,7 @@ def _scaling_rows(s: Settings, key: str, kind: str, kind_key: str, scaling: Mapp
         if scaling.get(name) is None:
             continue
         number = s.number(key, name)
-        shown = f"{int(number):,}" if name == "original_max_position_embeddings" else f"{number:g}"
+        shown = int(number) if name == "original_max_position_embeddings" else number
         rows.append(Setting(name=name.replace("_", " "), value=shown, config_keys=(f"{key}.{name}",)))
     return rows
 
@@ -170,9 +170,7 @@ def decoupled_rope_settings(s: Settings) -> tuple[list[Setting], str]:
     ``DeepseekV3YarnRotaryEmbedding`` reads it."""
     rope_key, scaling = _scaling(s, prefer="rope_scaling")
     kind, kind_key = _scaling_kind(s, rope_key, scaling)
-    settings = [
-        Setting(name="base θ", value=f"{s.number('rope_theta', default=10000.0):g}", config_keys=("rope_theta",))
-    ]
+    settings = [Setting(name="base θ", value=s.number("rope_theta", default=10000.0), config_keys=("rope_theta",))]
     if kind == "default":
         return (
             settings,
@@ -184,20 +182,20 @@ def decoupled_rope_settings(s: Settings) -> tuple[list[Setting], str]:
     factor_value = s.number(rope_key, "factor")
     settings += [
         Setting(name="scaling", value="YaRN", config_keys=(f"{rope_key}.{kind_key}",)),
-        Setting(name="context factor", value=f"{factor_value:g}", config_keys=(f"{rope_key}.factor",)),
+        Setting(name="context factor", value=factor_value, config_keys=(f"{rope_key}.factor",)),
         Setting(
             name="original context",
-            value=f"{int(s.number(rope_key, 'original_max_position_embeddings')):,}",
+            value=int(s.number(rope_key, "original_max_position_embeddings")),
             config_keys=(f"{rope_key}.original_max_position_embeddings",),
         ),
         Setting(
             name="β fast / β slow",
-            value=f"{s.number(rope_key, 'beta_fast', default=32):g} / {s.number(rope_key, 'beta_slow', default=1):g}",
+            value=(s.number(rope_key, "beta_fast", default=32), s.number(rope_key, "beta_slow", default=1)),
             config_keys=(f"{rope_key}.beta_fast", f"{rope_key}.beta_slow"),
         ),
         Setting(
             name="mscale / mscale_all_dim",
-            value=f"{s.number(rope_key, 'mscale', default=1):g} / {s.number(rope_key, 'mscale_all_dim', default=0):g}",
+            value=(s.number(rope_key, "mscale", default=1), s.number(rope_key, "mscale_all_dim", default=0)),
             config_keys=(f"{rope_key}.mscale", f"{rope_key}.mscale_all_dim"),
         ),
     ]
@@ -217,14 +215,14 @@ def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
         m = yarn_mscale(s.number(rope_key, "factor"), mscale_all)
         return Setting(
             name="softmax scale",
-            value=f"{base * m * m:.6g}",
+            value=base * m * m,
             formula=f"(qk_nope_head_dim + qk_rope_head_dim)^-0.5 × mscale² (mscale = 0.1 × "
             f"mscale_all_dim × ln(factor) + 1 = {m:.6g})",
             config_keys=("qk_nope_head_dim", "qk_rope_head_dim", f"{rope_key}.mscale_all_dim", f"{rope_key}.factor"),
         )
     return Setting(
         name="softmax scale",
-        value=f"{base:.6g}",
+        value=base,
         formula="(qk_nope_head_dim + qk_rope_head_dim)^-0.5",
         config_keys=("qk_nope_head_dim", "qk_rope_head_dim"),
     )
@@ -248,11 +246,11 @@ def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: st
     settings = [
         Setting(
             name="base θ",
-            value=f"{int(theta):,}" if theta.is_integer() else f"{theta:g}",
+            value=int(theta) if theta.is_integer() else theta,
             config_keys=theta_keys,
             formula=None if theta_keys else f"unset: {title}'s default",
         ),
-        Setting(name="rotated dimensions", value=f"{head_dim} (the whole head)", formula="head_dim"),
+        Setting(name="rotated dimensions", value=head_dim, note="the whole head", formula="head_dim"),
     ]
     settings += _scaling_rows(s, key, kind, kind_key, scaling)
     if kind == "yarn" and scaling.get("attention_factor") is None and scaling.get("factor") is not None:
@@ -261,7 +259,7 @@ def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: st
         settings.append(
             Setting(
                 name="attention factor",
-                value=f"{yarn_mscale(stretch, 1.0):.6g}",
+                value=yarn_mscale(stretch, 1.0),
                 formula="0.1 × ln(factor) + 1 (scales cos and sin)",
                 config_keys=(f"{key}.factor",),
             )

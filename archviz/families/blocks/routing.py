@@ -162,7 +162,7 @@ def _routing_weights(step: Scope, weights: _Weights) -> Shape:
 def _normalize_setting(at: RoutingInputs, formula: str | None = None) -> Setting:
     n = at.naming
     keys = (n.normalize,) if n.normalize is not None and at.s.has(n.normalize) else ()
-    return Setting(name="normalize top-k", value=str(at.normalize).lower(), formula=formula, config_keys=keys)
+    return Setting(name="normalize top-k", value=at.normalize, formula=formula, config_keys=keys)
 
 
 # -- the schemes ------------------------------------------------------------------------------------------
@@ -262,7 +262,7 @@ class SigmoidRouting:
                 )
             ],
             settings=[
-                Setting(name="top-k", value=str(at.dims.top_k.value), config_keys=(n.top_k,)),
+                Setting(name="top-k", value=at.dims.top_k.value or 0, config_keys=(n.top_k,)),
                 Setting(
                     name="groups kept",
                     value=f"{topk_group} of {groups}",
@@ -300,7 +300,7 @@ class SigmoidRouting:
                 _normalize_setting(at),
                 Setting(
                     name="routed scaling factor",
-                    value=f"{scale:g}",
+                    value=float(scale),
                     config_keys=s.keys_set("routed_scaling_factor"),
                 ),
             ],
@@ -349,7 +349,8 @@ class SoftmaxRouting:
             [
                 Setting(
                     name="jitter noise",
-                    value=f"{s.number('router_jitter_noise'):g} (training only)",
+                    value=s.number("router_jitter_noise"),
+                    note="training only",
                     config_keys=("router_jitter_noise",),
                 )
             ]
@@ -409,7 +410,7 @@ class SoftmaxRouting:
             summary=f"Choose the {top_k.value} most probable experts for each token.",
             inputs=[probabilities],
             outputs=selected,
-            settings=[Setting(name="top-k", value=str(top_k.value), config_keys=(at.naming.top_k,))],
+            settings=[Setting(name="top-k", value=top_k.value or 0, config_keys=(at.naming.top_k,))],
             claim="Selection keeps each token's top-k most probable experts.",
             sites=(defined(router, "top_k"), statement(router, "= torch.topk(")),
         )
