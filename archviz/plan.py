@@ -651,7 +651,7 @@ class _Planner:
         self.nodes = nodes
         self.described: dict[str, str] = {}
         self.encoders = frozenset(node for node, part in node_parts(graph).items() if part != "text")
-        self.spellings = dict(graph.module_spellings)
+        self.spellings = graph.naming.segment_renames()
         self.memo: dict[tuple[object, ...], _Rule] = {}
 
     def name(self, tensor: ManifestTensor) -> _Name:

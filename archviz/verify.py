@@ -265,7 +265,7 @@ def _meta_leg(
         return _Reconciled(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
     meta, respell = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
-    pairs = pair_names(main, found, respell, graph.module_spellings)
+    pairs = pair_names(main, found, respell, graph.naming)
     tensors, empty = set_aside_empty(
         compare_names(main, found, pairs, leg=legs.META, check_dtype=False),
         found,
@@ -440,7 +440,7 @@ def _checkpoint_leg(
     if stale:
         notes.append(_stale_note(stale))
     compared = {name: value for name, value in held.items() if name not in stale}
-    pairs = pair_names(everything, compared, meta.respell, docs.graph.module_spellings)
+    pairs = pair_names(everything, compared, meta.respell, docs.graph.naming)
     method = None if quantization_modelled(docs.graph) else _packed_method(docs)
     unpaired = sorted(
         name

@@ -24,6 +24,7 @@ STAGES: list[tuple[str, int]] = [
     ("words", 0),
     ("dtypes", 0),
     ("locators", 0),
+    ("naming", 0),  # the naming map between checkpoint names and module paths, read off transformers' source
     ("graph", 0),
     ("shapes", 0),
     ("modeltree", 0),

@@ -99,7 +99,7 @@ def fake_group() -> Iterator[Any]:
 
 def paired_name(graph: Graph, name: str) -> str:
     """The transformers parameter a checkpoint tensor is loaded into (a routed expert's: the fused one)."""
-    spellings = dict(graph.module_spellings)
+    spellings = graph.naming.segment_renames()
     family = family_for(graph.model)
     down = family.moe.projections[2] if family is not None and family.moe is not None else "down_proj"
     parts = [spellings.get(part, part) for part in name.split(".")]
@@ -112,7 +112,7 @@ def paired_name(graph: Graph, name: str) -> str:
 def transformers_names(graph: Graph, predicted: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
     """archviz's per-checkpoint-tensor shapes as transformers' parameters: module spellings applied, each layer's
     routed experts fused into ``gate_up_proj`` (E, gate + up rows, in) and ``down_proj`` (E, out, in)."""
-    spellings = dict(graph.module_spellings)
+    spellings = graph.naming.segment_renames()
     family = family_for(graph.model)
     gate, up, down = family.moe.projections if family is not None and family.moe is not None else ("", "", "")
     fused: dict[str, dict[int, dict[str, tuple[int, ...]]]] = {}

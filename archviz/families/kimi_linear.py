@@ -109,8 +109,9 @@ class KimiLinearBuilder(DeepseekV3Builder):
 
     naming = NAMING
     code = CODE
-    # transformers' conversion mapping loads the release's block_sparse_moe as mlp, dense layers' included.
-    module_spellings = (("block_sparse_moe", "mlp"),)
+    # transformers' conversion mapping loads the release's block_sparse_moe as mlp, dense layers' included, and the
+    # attention's forget-gate tensors under self_attn.forget_gate.
+    conversion_model_type = "kimi_linear"
     layer_keys = (
         "num_hidden_layers",
         "first_k_dense_replace",

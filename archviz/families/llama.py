@@ -58,6 +58,7 @@ from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rota
 from archviz.families.registry import Family
 from archviz.graph import Dim, Ffn, Graph, GroupKind, Layer, Mixer, ModelInfo, NodeKind, Op, OpKind, Setting, Shape
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement
+from archviz.naming import NamingMap, conversion_renames
 from archviz.settings import Settings
 
 LAYER_KEYS = ("num_hidden_layers", "layer_types", "mlp_only_layers", "decoder_sparse_step")
@@ -125,8 +126,6 @@ class Variant:
     """The MoE's naming; None for a dense model."""
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Other spellings of keys it reads, from the config class's ``attribute_map`` (what save_pretrained writes)."""
-    module_spellings: tuple[tuple[str, str], ...] = ()
-    """Module names of its checkpoints that transformers loads under another name (``Graph.module_spellings``)."""
 
     @property
     def architecture(self) -> str:
@@ -231,7 +230,6 @@ MIXTRAL = replace(
         cast_weights=False,
         softmax_code="torch.nn.functional.softmax(router_logits.float(), dim=-1)",
     ),
-    module_spellings=(("block_sparse_moe", "mlp"),),  # the release's names; transformers 5 loads them as mlp
 )
 
 QWEN3_MOE = replace(
@@ -464,7 +462,8 @@ class LlamaBuilder:
             model,
             input_embedding="token-embedding",
             layers=layers,
-            module_spellings=self.v.module_spellings,
+            # The release's names against transformers' module paths (Mixtral's block_sparse_moe is loaded as mlp).
+            naming=NamingMap(renames=conversion_renames(self.v.name)),
             layer_keys=LAYER_KEYS,
         )
 
