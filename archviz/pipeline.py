@@ -38,6 +38,8 @@ class ModelDocs:
     """The modeling file cited (``choose_source_file``'s choice), parsed: a file that is not Python fails early."""
     recipe: ModelRecipe
     """What transformers is asked to build from the same config (the meta leg), with archviz's normalisations."""
+    family: Family
+    """The family chosen for its config, once: what built the graph and what its sentences and locators say."""
     code: ModelCode | None = None
     """What the meta stage read off the modeling code to build the graph (the generic family), as plain data."""
     part_files: Mapping[str, SourceFile] = field(default_factory=dict)
@@ -46,7 +48,7 @@ class ModelDocs:
     @cached_property
     def sources(self) -> GraphSources:
         """Where each node lives in the modeling code and the config, at a pinned revision."""
-        return locate_sources(self.graph, self.config, self.modeling, self.part_files)
+        return locate_sources(self.graph, self.config, self.modeling, self.part_files, family=self.family)
 
 
 def _built_file(code: ModelCode | None) -> str | None:
@@ -101,6 +103,7 @@ def describe_model(
         modeling=modeling,
         part_files=parts,
         recipe=transformers_recipe(settings, graph.model, adapt=family.adapt_config),
+        family=family,
         code=code,
     )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from archviz import legs
-from archviz.families import family_for
+from archviz.families.registry import Family
 from archviz.graph import Dim, Graph, Node, NodeKind, Part, Shape
 from archviz.legs import Finding, Leg, LegStatus
 from archviz.modeltree import ModelRecipe, ShapeTrace
@@ -112,12 +112,14 @@ def trace_failed(graph: Graph, trace: ShapeTrace) -> ShapeResult:
     return ShapeResult(leg=leg, checks=(), nodes=nodes)
 
 
-def reduced_model(graph: Graph, recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None) -> Any:
-    """The recipe's model cut to ``layer_prefix(graph)`` layers, built on the meta device (an ``nn.Module``)."""
+def reduced_model(
+    graph: Graph, recipe: ModelRecipe, family: Family, *, trust_remote_code: bool, model_dir: Path | None
+) -> Any:
+    """The recipe's model cut to ``layer_prefix(graph)`` layers (as ``family`` cuts them), built on the meta device
+    (an ``nn.Module``)."""
     from archviz.meta import instantiate_meta_module
 
-    family = family_for(graph.model)
-    cut = None if family is None else family.cut_layers
+    cut = family.cut_layers
     reduced = replace(recipe, config=reduced_config(recipe.config, layer_prefix(graph), cut=cut))
     return instantiate_meta_module(reduced, trust_remote_code=trust_remote_code, model_dir=model_dir)
 

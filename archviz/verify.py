@@ -336,7 +336,9 @@ def _forward_legs(
     if why is not None:
         return not_run(graph, why, independent=True), cost_not_run(why, independent=True)
     try:
-        module = reduced_model(graph, docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+        module = reduced_model(
+            graph, docs.recipe, docs.family, trust_remote_code=trust_remote_code, model_dir=docs.source.folder
+        )
     except InputError as error:  # the full config built (the meta leg ran): the cut-down one is archviz's own
         raise ReducedConfigError(f"transformers rejects the shape trace's cut-down config: {error.message}") from error
     shapes = shape_leg(graph, module)
@@ -376,7 +378,9 @@ def _generic_forward_legs(
     if why is not None:
         return shapes, cost_not_run(why, independent=True)
     try:
-        module = reduced_model(graph, docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+        module = reduced_model(
+            graph, docs.recipe, docs.family, trust_remote_code=trust_remote_code, model_dir=docs.source.folder
+        )
     except InputError as error:
         raise ReducedConfigError(f"transformers rejects the cost witness's cut-down config: {error.message}") from error
     return shapes, cost_legs(graph, module, layers=layer_prefix(graph), cache_dtype=graph.dtype)

@@ -23,7 +23,6 @@ from archviz.diff_report import (
     run_label,
 )
 from archviz.errors import InputError
-from archviz.families import family_for
 from archviz.pipeline import ModelDocs
 from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
 from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
@@ -70,8 +69,7 @@ def compare_pairs(
         return tuple(pairs)
     families: dict[str, list[int]] = {}
     for position, docs in enumerate(models):
-        family = family_for(docs.graph.model)
-        text_family = family.text_family if family is not None else None
+        text_family = docs.family.text_family
         families.setdefault(text_family or docs.graph.model.family, []).append(position)
     return tuple(
         (a, b)
