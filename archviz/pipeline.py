@@ -16,7 +16,6 @@ from archviz.pins import SourceFile
 from archviz.provenance import ensure_python
 from archviz.recipe import transformers_recipe
 from archviz.resolve import ModelSource, resolve_model
-from archviz.settings import Settings
 from archviz.sources import GraphSources, ModelingSource, choose_source_file, locate_sources
 from archviz.totals import Totals, compute_totals
 
@@ -89,11 +88,12 @@ def describe_model(
         read.append(_read_code(request))
         return read[-1]
 
-    graph = build_graph(
+    built = build_graph(
         config, family, settings, name=name, repo=where.repo, revision=where.revision, read_code=read_code
     )
+    graph = built.graph
     code = read[-1] if read else None
-    _refuse_unused(assumptions, settings, graph, family, where)
+    _refuse_unused(assumptions, built.read, graph, family, where)
     modeling, parts = _modeling_files(config, family, graph, where, source, code)
     return ModelDocs(
         source=where,
@@ -126,10 +126,11 @@ def _fills_only_missing_keys(
 
 
 def _refuse_unused(
-    assumptions: list[Assumption], settings: Settings, graph: Graph, family: Family, where: ModelSource
+    assumptions: list[Assumption], read: frozenset[str], graph: Graph, family: Family, where: ModelSource
 ) -> None:
-    """Refuse an assumption the family never read: listed as assumed, it would claim a value the graph never used."""
-    unread = [item.key for item in assumptions if item.key not in settings.read and not graph.derived_from_code]
+    """Refuse an assumption the family never read (``read``: the keys it read to build ``graph``): listed as
+    assumed, it would claim a value the graph never used."""
+    unread = [item.key for item in assumptions if item.key not in read and not graph.derived_from_code]
     if unread:
         raise InputError(
             f"--assume {', '.join(unread)}: the {family.name} family reads no such key, so the value would go unused",

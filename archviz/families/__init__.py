@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from archviz.config import ConfigDocument
@@ -127,6 +127,17 @@ def family_settings(
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuiltGraph:
+    """A family's graph of one config, with the config keys the family read to build it."""
+
+    graph: Graph
+    """The typed graph."""
+    read: frozenset[str]
+    """The settings' top keys the family asked about (read, tested or required) while building it: an assumed value
+    for any other key would go unused."""
+
+
 def build_graph(
     document: ConfigDocument,
     family: Family,
@@ -136,8 +147,9 @@ def build_graph(
     repo: str | None,
     revision: str | None,
     read_code: CodeReader,
-) -> Graph:
-    """Build the typed graph of the model a config describes, with the family ``find_family`` chose.
+) -> BuiltGraph:
+    """Build the typed graph of the model a config describes, with the family ``find_family`` chose, and say which
+    keys it read.
 
     ``read_code`` is the meta stage's reader of transformers' modeling code (the pipeline's); only a family that
     reads the code (the generic family) calls it.
@@ -170,7 +182,7 @@ def build_graph(
     scales = scale_format(settings)
     if scales is not None and any(row.scale_block for node in graph.nodes for row in node.parameters):
         assumptions.append(scales)
-    return replace(graph, assumptions=tuple(assumptions))
+    return BuiltGraph(graph=replace(graph, assumptions=tuple(assumptions)), read=frozenset(settings.read))
 
 
 def _chosen_model_type(document: ConfigDocument, family: Family) -> str | None:
