@@ -42,7 +42,8 @@ class ModelDocs:
     code: ModelCode | None = None
     """What the meta stage read off the modeling code to build the graph (the generic family), as plain data."""
     part_files: Mapping[str, SourceFile] = field(default_factory=dict)
-    """The files cited for parts whose code is in a file of its own (``Family.code_parts``), parsed, by part name."""
+    """The files cited for parts whose code is in a file of its own (``FamilyBuilds.code_parts``), parsed, by part
+    name."""
 
     @cached_property
     def sources(self) -> GraphSources:
@@ -102,7 +103,7 @@ def describe_model(
         totals=compute_totals(graph),
         modeling=modeling,
         part_files=parts,
-        recipe=transformers_recipe(settings, graph.model, adapt=family.adapt_config),
+        recipe=transformers_recipe(settings, graph.model, adapt=family.builds.adapt_config),
         family=family,
         code=code,
     )
@@ -159,7 +160,7 @@ def _modeling_files(
     )
     ensure_python(modeling)
     parts = {}
-    for name, part in family.code_parts.items():
+    for name, part in family.builds.code_parts.items():
         sub = config.data.get(part.config_key)
         parts[name] = choose_source_file(
             family_transformers_model_type=part.transformers_model_type,

@@ -160,7 +160,7 @@ def text_model_type(graph: Graph) -> str:
     from archviz.families import family_for
 
     family = family_for(graph.model)
-    part = family.code_parts.get("text") if family is not None else None
+    part = family.builds.code_parts.get("text") if family is not None else None
     return part.transformers_model_type if part is not None else graph.model.transformers_model_type
 
 
@@ -642,7 +642,7 @@ class _Planner:
         self.tp_plan.update(plans.head if plans else {})
         self.ep_plan = {f"model.{key}": value for key, value in ((plans.ep if plans else None) or {}).items()}
         family = family_for(graph.model)
-        moe = family.moe if family is not None else None
+        moe = family.speaks.moe if family is not None else None
         self.projections = moe.projections if moe is not None else ("gate_proj", "up_proj", "down_proj")
         self.mixers = {layer.index: layer.mixer for layer in graph.layers}
         nodes = {node.id: node for node in graph.nodes}

@@ -119,7 +119,7 @@ def reduced_model(
     (an ``nn.Module``)."""
     from archviz.meta import instantiate_meta_module
 
-    cut = family.cut_layers
+    cut = family.builds.cut_layers
     reduced = replace(recipe, config=reduced_config(recipe.config, layer_prefix(graph), cut=cut))
     return instantiate_meta_module(reduced, trust_remote_code=trust_remote_code, model_dir=model_dir)
 
@@ -321,7 +321,7 @@ def reduced_config(
     config: Mapping[str, Any], layers: int, *, cut: Callable[[dict[str, Any], int], None] | None = None
 ) -> dict[str, Any]:
     """The config cut to its first ``layers`` layers (and no MTP), for a cheap shape trace; ``cut`` cuts the family's
-    own lists of layers (``Family.cut_layers``)."""
+    own lists of layers (``FamilyBuilds.cut_layers``)."""
     reduced = copy.deepcopy(dict(config))
     text = reduced.get("text_config")
     if "num_hidden_layers" not in reduced and isinstance(text, dict):  # a wrapper: cut its language model

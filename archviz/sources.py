@@ -429,8 +429,8 @@ def cited_file(graph: Graph, config: ConfigDocument, source: SourceFile) -> File
 def _locators(graph: Graph, source: SourceFile, family: Family) -> tuple[Mapping[str, Locator], Mapping[str, Locator]]:
     """The locator of every node and group: the ones the family's builder attached, or, for a family whose
     locators depend on the cited file (the generic family's), the ones it makes for this graph and file."""
-    if family.locators is not None:
-        return family.locators(graph, source)
+    if family.builds.locators is not None:
+        return family.builds.locators(graph, source)
     nodes = {node.id: node.locate for node in graph.nodes if node.locate is not None}
     groups = {group.id: group.locate for group in graph.groups if group.locate is not None}
     return nodes, groups
@@ -720,7 +720,7 @@ def _config_evidence(context: _Context, claim: str, keys: Sequence[str]) -> Evid
         return None
     spans = {span for _, span in found}
     # The sub-configs whose "text_config": { (or "vision_config": {) line is shown above the keys under it.
-    parts = {*config.root[:1], *context.family.modelled_configs}
+    parts = {*config.root[:1], *context.family.builds.modelled_configs}
     for key, _ in found:
         path = config.key_path(key)
         parent = config.spans.get(path[:1]) if path is not None and len(path) > 1 and path[0] in parts else None

@@ -86,7 +86,7 @@ def test_restated_plans_are_transformers_own(model_type: str) -> None:
 
 def test_every_hand_written_familys_language_model_has_a_restated_plan() -> None:
     for family in FAMILIES:
-        text = family.code_parts.get("text")
+        text = family.builds.code_parts.get("text")
         model_type = text.transformers_model_type if text is not None else family.transformers_model_type
         assert model_type in TP_PLANS, family.name
 

@@ -101,7 +101,7 @@ def paired_name(graph: Graph, name: str) -> str:
     """The transformers parameter a checkpoint tensor is loaded into (a routed expert's: the fused one)."""
     spellings = graph.naming.segment_renames()
     family = family_for(graph.model)
-    down = family.moe.projections[2] if family is not None and family.moe is not None else "down_proj"
+    down = family.speaks.moe.projections[2] if family is not None and family.speaks.moe is not None else "down_proj"
     parts = [spellings.get(part, part) for part in name.split(".")]
     if "experts" in parts and parts[parts.index("experts") + 1].isdigit():
         at = parts.index("experts")
@@ -114,7 +114,8 @@ def transformers_names(graph: Graph, predicted: dict[str, tuple[int, ...]]) -> d
     routed experts fused into ``gate_up_proj`` (E, gate + up rows, in) and ``down_proj`` (E, out, in)."""
     spellings = graph.naming.segment_renames()
     family = family_for(graph.model)
-    gate, up, down = family.moe.projections if family is not None and family.moe is not None else ("", "", "")
+    moe = family.speaks.moe if family is not None else None
+    gate, up, down = moe.projections if moe is not None else ("", "", "")
     fused: dict[str, dict[int, dict[str, tuple[int, ...]]]] = {}
     out: dict[str, tuple[int, ...]] = {}
     for name, shape in predicted.items():

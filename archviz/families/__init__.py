@@ -122,7 +122,7 @@ def family_settings(
         family=family.name,
         assumptions=assumptions,
         partial=partial,
-        aliases=family.aliases,
+        aliases=family.builds.aliases,
         weights_folder=weights_folder,
     )
 
@@ -166,7 +166,7 @@ def build_graph(
         revision=revision,
         config_path="config.json",
     )
-    graph, packing = compressed.pack_graph(family.build(settings, model, read_code), settings)
+    graph, packing = compressed.pack_graph(family.builds.build(settings, model, read_code), settings)
     graph, mxfp4_packing = mxfp4.pack_graph(graph, settings)
     graph, fbgemm_packing = fbgemm.pack_graph(graph, settings)
     graph, gptq_packing = gptq.pack_graph(graph, settings)
@@ -196,5 +196,9 @@ def _chosen_model_type(document: ConfigDocument, family: Family) -> str | None:
 def _unread_parts(document: ConfigDocument, family: Family, settings: Settings) -> list[tuple[str, str]]:
     """Top-level sub-configs a hand-written family does not build (an ``audio_config`` beside Kimi-K2.5's text and
     vision configs, a wrapper's vision_config when only its text_config is read), each said to be left out."""
-    read = {*family.modelled_configs, *document.root[:1], *(key for key in settings.read if key.endswith("_config"))}
+    read = {
+        *family.builds.modelled_configs,
+        *document.root[:1],
+        *(key for key in settings.read if key.endswith("_config")),
+    }
     return unread_sub_configs(document, read, reader=f"the {family.name} family")

@@ -28,7 +28,7 @@ from archviz.families.blocks.decoder import (
 from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_layers
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
 from archviz.families.blocks.rotary import deepseek_rope_settings, rotary_embedding, rotary_locator
-from archviz.families.registry import ConfigWords, Family
+from archviz.families.registry import ConfigWords, Family, FamilyBuilds, FamilySpeech
 from archviz.graph import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
 from archviz.naming import NamingMap, conversion_renames
 from archviz.settings import Settings
@@ -324,7 +324,6 @@ FAMILY = Family(
     model_types=("deepseek_v3", "kimi_k2"),
     architectures=("DeepseekV3ForCausalLM",),
     transformers_model_type="deepseek_v3",
-    build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder),
-    moe=NAMING,
-    words=WORDS,
+    builds=FamilyBuilds(build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder)),
+    speaks=FamilySpeech(moe=NAMING, words=WORDS),
 )

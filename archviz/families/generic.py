@@ -58,7 +58,7 @@ from archviz.families.blocks.mixers import (
 )
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.omissions import unread_sub_configs, with_omissions
-from archviz.families.registry import GENERIC, Family
+from archviz.families.registry import GENERIC, Family, FamilyBuilds, FamilySpeech
 from archviz.graph import (
     DataEdge,
     Dim,
@@ -249,9 +249,8 @@ def family(model_type: str) -> Family:
         model_types=(model_type,),
         architectures=(),
         transformers_model_type=model_type,
-        build=build,
-        locators=locators,
-        words=WORDS,
+        builds=FamilyBuilds(build=build, locators=locators),
+        speaks=FamilySpeech(words=WORDS),
     )
 
 

@@ -38,7 +38,7 @@ from archviz.families.blocks.builder import (
 from archviz.families.blocks.builder import POSITIONS as TEXT_POSITIONS
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
-from archviz.families.registry import CodePart, Family
+from archviz.families.registry import CodePart, Family, FamilyBuilds, FamilySpeech
 from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Placement, Setting, Shape, TensorRow
 from archviz.locators import Category, Locator, attribute, defined, method, statement
 from archviz.settings import Settings
@@ -745,11 +745,11 @@ FAMILY = Family(
     model_types=("kimi_k25",),
     architectures=("KimiK25ForConditionalGeneration", "Kimi_K25ForConditionalGeneration"),
     transformers_model_type="kimi_k25",
-    build=lambda settings, model, _code: build(settings, model),
-    moe=DeepseekV3Builder.naming,
-    words=DEEPSEEK_V3_WORDS,
-    code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key="text_config")},
-    text_family="deepseek_v3",
-    modelled_configs=("text_config", "vision_config"),
-    adapt_config=adapt_config,
+    builds=FamilyBuilds(
+        build=lambda settings, model, _code: build(settings, model),
+        code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key="text_config")},
+        modelled_configs=("text_config", "vision_config"),
+        adapt_config=adapt_config,
+    ),
+    speaks=FamilySpeech(moe=DeepseekV3Builder.naming, words=DEEPSEEK_V3_WORDS, text_family="deepseek_v3"),
 )

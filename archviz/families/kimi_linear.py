@@ -34,7 +34,7 @@ from archviz.families.blocks.decoder import rms_norm
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
-from archviz.families.registry import Family, Getter
+from archviz.families.registry import Family, FamilyBuilds, FamilySpeech, Getter
 from archviz.graph import Dim, GroupKind, Mixer, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement, used
 from archviz.settings import Settings
@@ -704,9 +704,10 @@ FAMILY = Family(
     model_types=("kimi_linear",),
     architectures=("KimiLinearForCausalLM",),
     transformers_model_type="kimi_linear",
-    build=lambda settings, model, _code: build_family(settings, model, KimiLinearBuilder, (LINEAR,)),
-    aliases=ALIASES,
-    moe=NAMING,
-    words=WORDS,
-    cut_layers=cut_layers,
+    builds=FamilyBuilds(
+        build=lambda settings, model, _code: build_family(settings, model, KimiLinearBuilder, (LINEAR,)),
+        aliases=ALIASES,
+        cut_layers=cut_layers,
+    ),
+    speaks=FamilySpeech(moe=NAMING, words=WORDS),
 )

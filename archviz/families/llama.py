@@ -55,7 +55,7 @@ from archviz.families.blocks.decoder import (
 )
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, Scoring, moe_dims
 from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
-from archviz.families.registry import Family
+from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
 from archviz.graph import Dim, Ffn, Graph, GroupKind, Layer, Mixer, ModelInfo, NodeKind, Op, OpKind, Setting, Shape
 from archviz.locators import Category, Locator, attribute, defined, function, method, statement
 from archviz.naming import NamingMap, conversion_renames
@@ -833,9 +833,8 @@ def _family(variant: Variant) -> Family:
         model_types=(variant.name,),
         architectures=(variant.architecture,),
         transformers_model_type=variant.name,
-        build=build,
-        aliases=variant.aliases,
-        moe=variant.moe,
+        builds=FamilyBuilds(build=build, aliases=variant.aliases),
+        speaks=FamilySpeech(moe=variant.moe),
     )
 
 

@@ -58,7 +58,7 @@ def compare_pairs(
 ) -> tuple[tuple[int, int], ...]:
     """Positions of the pairs to compare: the requested ones (named as given or by slug), each once; without a
     request, every pair within a family of at most ``FEW`` rendered models, in the order the models were given (a
-    wrapper counting as the family of its text model, ``Family.text_family``: Kimi-K2.5 beside Kimi-K2)."""
+    wrapper counting as the family of its text model, ``FamilySpeech.text_family``: Kimi-K2.5 beside Kimi-K2)."""
     if requested is not None:
         pairs: list[tuple[int, int]] = []
         for a, b in requested:
@@ -69,7 +69,7 @@ def compare_pairs(
         return tuple(pairs)
     families: dict[str, list[int]] = {}
     for position, docs in enumerate(models):
-        text_family = docs.family.text_family
+        text_family = docs.family.speaks.text_family
         families.setdefault(text_family or docs.graph.model.family, []).append(position)
     return tuple(
         (a, b)
