@@ -37,18 +37,6 @@ def _generic_family(model_type: str) -> Family:
     return generic.family(model_type)
 
 
-def family_named(name: str) -> Family | None:
-    """The hand-written family of that name (None for the generic family or an unknown name)."""
-    return next((family for family in FAMILIES if family.name == name), None)
-
-
-def family_for(model: ModelInfo) -> Family | None:
-    """The family that built a graph, from its ``ModelInfo`` (the generic family for its model_type)."""
-    if model.family == GENERIC:
-        return _generic_family(model.transformers_model_type)
-    return family_named(model.family)
-
-
 def declared_model_type(document: ConfigDocument) -> str | None:
     """The config's ``model_type`` as transformers reads it: the top level's, else (a file holding only a wrapped
     model's ``text_config``, Kimi-K3's published part) the settings' own."""
