@@ -8,7 +8,8 @@ its checkpoint conversion mapping renames them at load time (Kimi Linear's ``blo
 looks a graph name up in transformers' model goes through it: the meta and checkpoint legs pair names with
 ``NamingMap.canonical``, the shape trace, the FLOP count and the deployment plan find modules with
 ``NamingMap.module_path``. A node's names are its tensors' and its ``traced_module``: the map says what each is
-called in transformers' model.
+called in transformers' model. Where a model was built, the rest of transformers' renaming (``Respell``) pairs what the
+map leaves.
 
 The renames of a hand-written family come from transformers' own conversion mapping
 (``transformers/conversion_mapping.py``), read with ``conversion_renames`` off its source text (nothing of
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Container
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from archviz.pins import transformers_package_text
@@ -77,6 +78,12 @@ class NamingMap:
             if not rename.anchored and "." not in rename.checkpoint and "." not in rename.module
         }
 
+
+Respell = Callable[[Iterable[str]], Mapping[str, str]]
+"""Checkpoint names -> the names transformers loads them as: its whole conversion mapping (converters and patterns
+``NamingMap`` cannot hold as literal renames included) run by the model the meta stage built
+(``archviz.meta.load_time_names``). The reconciliation tries it on the names ``NamingMap`` leaves unpaired: it
+witnesses the map's renames rather than replacing them, and exists only where a model was built."""
 
 NO_RENAMES = NamingMap()
 """A graph whose checkpoint names are its module paths."""

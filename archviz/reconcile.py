@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from archviz.graph import Part
-from archviz.naming import NO_RENAMES, NamingMap
+from archviz.naming import NO_RENAMES, NamingMap, Respell
 from archviz.totals import ManifestTensor, TensorRole
 from archviz.words import plural
 
@@ -70,10 +70,6 @@ def _describe(shape: Sequence[int] | None, dtype: str | None = None) -> str:
 
 Held = Mapping[str, tuple[tuple[int, ...], str | None]]
 """What a leg holds: checkpoint name -> (shape, dtype, or None when the leg has no dtypes)."""
-
-
-Respell = Callable[[Iterable[str]], Mapping[str, str]]
-"""Checkpoint names -> the names transformers loads them as (``archviz.meta.load_time_names`` on the built model)."""
 
 
 def pair_names(

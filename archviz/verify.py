@@ -29,11 +29,11 @@ from archviz.families.omissions import quantization_modelled
 from archviz.graph import Graph, Part, TensorRow
 from archviz.legs import Finding, Leg, LegStatus, Outcome
 from archviz.modeltree import BuildRecord, ModuleTree
+from archviz.naming import Respell
 from archviz.pipeline import ModelDocs
 from archviz.reconcile import (
     COUNTED,
     LegTotals,
-    Respell,
     TensorCheck,
     Verdict,
     compare_names,
