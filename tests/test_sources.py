@@ -206,7 +206,7 @@ def file_of(family: str, locator: Locator) -> SourceFile:
     model in modeling_deepseek_v3.py)."""
     if locator.file is None:
         return transformers_file(family)
-    part = next(item for item in FAMILIES if item.name == family).code_parts[locator.file]
+    part = next(item for item in FAMILIES if item.name == family).builds.code_parts[locator.file]
     return transformers_file(part.transformers_model_type)
 
 
