@@ -31,8 +31,8 @@ def value_at(config: ConfigDocument, key: str) -> Any:
 def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | None) -> tuple[str, list[str]]:
     """The released configuration in one sentence (in the family's keys, where it has any) and the keys it reads."""
     values = config.settings
-    moe = None if family is None else family.moe
-    words = ConfigWords() if family is None else family.words
+    moe = None if family is None else family.speaks.moe
+    words = ConfigWords() if family is None else family.speaks.words
     keys: list[str] = []
     parts: list[str] = []
 

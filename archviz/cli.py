@@ -369,7 +369,7 @@ def plan(
         raise InputError(f"--gpus {gpus} is not tp × pp × dp = {tp * pp * dp}", path=f"--gpus {gpus}")
     docs = describe_model(model, revision=revision, assumptions=_assumptions(assume))
     plans = None
-    if restated_plans(docs.graph) is None:  # read off transformers' classes
+    if restated_plans(docs.graph, docs.family) is None:  # read off transformers' classes
         from archviz.meta import parallel_plans
 
         with doing("reading transformers' parallel plans"):
@@ -388,7 +388,7 @@ def plan(
         config_heads=_config_heads(docs) if docs.graph.derived_from_code else None,
     )
     with doing("planning the deployment"):
-        planned = plan_deployment(docs.graph, request)
+        planned = plan_deployment(docs.graph, docs.family, request)
     if as_json:
         sys.stdout.write(json_text(plan_json(model, planned)))
         return

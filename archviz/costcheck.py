@@ -1,7 +1,7 @@
 """The cost model against its witnesses: torch's FLOP counts per module and transformers' cache object.
 
 Each linear node is compared, layer by layer, with the modules that hold its weights (looked up through
-``Graph.module_renames`` where the checkpoint names them otherwise); attention's core, a sparse-attention indexer's
+``Graph.naming`` where the checkpoint names them otherwise); attention's core, a sparse-attention indexer's
 scores, the short convolutions, recurrences and scans of linear-attention and Mamba2 layers (which run inside the
 mixer module's own ``forward``) with the FLOPs the layer's modules count beyond their projections; the cache, layer by
 layer, with the bytes transformers' cache object holds after the decode step. The witness runs the fewest leading
@@ -15,7 +15,7 @@ witness (``archviz.witness``) is imported only when the legs run.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,33 +89,6 @@ def _module(row_tensor: str, layer: int | None, *, bank: bool = False) -> str:
     return name.replace("{layer}", str(layer)) if layer is not None else name
 
 
-def _renamed(module: str, renames: Sequence[tuple[str, str]]) -> str:
-    """A checkpoint module name as transformers' module path (``Graph.module_renames``: a wrapper's
-    ``language_model.lm_head`` is its ``lm_head``). A prefix that does not end a segment matches whole segments
-    only (``layers.1`` is no prefix of ``layers.10``)."""
-    for old, new in renames:
-        if module == old or module.startswith(old if old.endswith(".") else f"{old}."):
-            return new + module.removeprefix(old)
-    return module
-
-
-def _find(
-    module: str, counted: Mapping[str, int], layer: int | None, spellings: Sequence[tuple[str, str]]
-) -> str | None:
-    """The counted module that is ``module``: the same path, respelled (``Graph.module_spellings``), or the only one
-    in its layer with its name."""
-    for old, new in ((None, None), *spellings):
-        candidate = module if old is None else module.replace(f".{old}.", f".{new}.")
-        if candidate in counted:
-            return candidate
-    if layer is None:
-        return None
-    prefix = f"layers.{layer}."
-    tail = module.rsplit(".", 1)[-1]
-    same = [path for path in counted if prefix in path and path.rsplit(".", 1)[-1] == tail]
-    return same[0] if len(same) == 1 else None
-
-
 def compare_cost(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype: str) -> CostCheck:
     """Compare the graph's costs in its first ``layers`` layers with what the witness counted."""
     sizes = Sizes(batch=witness.batch, prompt=witness.prompt, context=witness.context)
@@ -171,12 +144,10 @@ def _linear_row(
 ) -> CostRow:
     rows = node.parameters or ()
     bank = node.op is not None and node.op.kind is OpKind.EXPERTS and node.placement.active_share is not None
-    modules = {
-        _renamed(_module(row.tensor, layer, bank=bank), graph.module_renames) for row in rows if len(row.shape) >= 2
-    }
+    modules = {_module(row.tensor, layer, bank=bank) for row in rows if len(row.shape) >= 2}
     if not modules and node.shares_parameters_with:  # a tied head's module is its own attribute
         modules = {"lm_head"}
-    found = {_find(module, counted, layer, graph.module_spellings) for module in modules}
+    found = {graph.naming.lookup(module, counted) for module in modules}
     paths = {path for path in found if path is not None}
     claimed.update(paths)
     where = f"layer {layer}" if layer is not None else "model"

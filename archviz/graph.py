@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import TypeAlias
 
 from archviz.locators import Locator
+from archviz.naming import NO_RENAMES, NamingMap
 
 
 class NodeKind(StrEnum):
@@ -297,8 +298,8 @@ class Node:
     """What it computes, for the cost model; None for tensor states and operators that cost nothing counted."""
     traced_module: str | None = None
     """For a tensor state, the module whose first output it is, with ``{layer}`` for a layer
-    (``model.layers.{layer}.self_attn``), which the shape check compares it with; in the graph's module names, which
-    ``Graph.module_spellings`` maps to transformers' where they differ; None when no module outputs it alone."""
+    (``model.layers.{layer}.self_attn``), which the shape check compares it with; in the checkpoint's names, which
+    ``Graph.naming`` maps to transformers' module paths where they differ; None when no module outputs it alone."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -464,16 +465,9 @@ class Graph:
     layer_keys: tuple[str, ...] = ()
     """The config keys that place the layers (the layer count, which are dense or MoE, which mixer each has, the
     MTP layers), as the family reads them; the overview marks those the config sets."""
-    module_spellings: tuple[tuple[str, str], ...] = ()
-    """Module names transformers' conversion mapping loads under another name wherever they stand in a path, as
-    (checkpoint's, transformers') pairs: Kimi Linear's ``block_sparse_moe`` is loaded as ``mlp`` (and its reverse
-    mapping writes every ``mlp`` back as ``block_sparse_moe``, dense layers included). Names are compared after
-    these renames, and module paths are looked up with them."""
-    module_renames: tuple[tuple[str, str], ...] = ()
-    """Where transformers' module paths differ from the checkpoint names the graph gives (and from the plain decoder's
-    module paths its tensor states are traced at), as (prefix, module prefix) pairs, the first that matches applying
-    (Kimi-K2.5's ``language_model.model.`` and ``model.`` are transformers' ``model.language_model.``): the shape
-    trace finds a node's module with them."""
+    naming: NamingMap = NO_RENAMES
+    """The renames between its checkpoint names (``TensorRow.tensor``, ``Node.traced_module``) and transformers'
+    module paths, where they differ (``archviz.naming``): every leg looks the graph's names up through it."""
 
     def instance_unit(self, node: Node) -> InstanceUnit:
         """What a node's instances are: experts inside an experts group, else plain instances (a shared expert is

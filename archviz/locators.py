@@ -127,7 +127,7 @@ class Locator:
     file: str | None = None
     """Which of the model's modeling files has the code: None for the graph's own (``modeling_kimi_k25.py``), else the
     name of a part of the model whose code is in a file of its own (``text``: a wrapper's language model, in
-    ``modeling_deepseek_v3.py``; see ``Family.code_parts``)."""
+    ``modeling_deepseek_v3.py``; see ``FamilyBuilds.code_parts``)."""
 
 
 # -- the sites, spelled the way the tables read ------------------------------------------------------

@@ -219,6 +219,17 @@ def _table_entries(node: ast.stmt) -> dict[str, str]:
     return {key: value for key, value in entries.items() if isinstance(key, str) and isinstance(value, str)}
 
 
+def transformers_package_text(relative: str) -> str | None:
+    """The text of a file of the installed transformers (a path under its package folder, ``conversion_mapping.py``),
+    read without importing it; None when transformers or the file is not there."""
+    try:
+        distribution = importlib.metadata.distribution("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    path = _transformers_file(distribution, relative)
+    return None if path is None else _decode(_read_bytes(path), relative)
+
+
 def _transformers_file(distribution: importlib.metadata.Distribution, relative: str) -> Path | None:
     """Where the installed transformers keeps ``relative`` (a path under its package folder)."""
     candidates = [Path(str(distribution.locate_file(f"transformers/{relative}")))]

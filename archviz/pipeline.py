@@ -16,7 +16,6 @@ from archviz.pins import SourceFile
 from archviz.provenance import ensure_python
 from archviz.recipe import transformers_recipe
 from archviz.resolve import ModelSource, resolve_model
-from archviz.settings import Settings
 from archviz.sources import GraphSources, ModelingSource, choose_source_file, locate_sources
 from archviz.totals import Totals, compute_totals
 
@@ -38,15 +37,18 @@ class ModelDocs:
     """The modeling file cited (``choose_source_file``'s choice), parsed: a file that is not Python fails early."""
     recipe: ModelRecipe
     """What transformers is asked to build from the same config (the meta leg), with archviz's normalisations."""
+    family: Family
+    """The family chosen for its config, once: what built the graph and what its sentences and locators say."""
     code: ModelCode | None = None
     """What the meta stage read off the modeling code to build the graph (the generic family), as plain data."""
     part_files: Mapping[str, SourceFile] = field(default_factory=dict)
-    """The files cited for parts whose code is in a file of its own (``Family.code_parts``), parsed, by part name."""
+    """The files cited for parts whose code is in a file of its own (``FamilyBuilds.code_parts``), parsed, by part
+    name."""
 
     @cached_property
     def sources(self) -> GraphSources:
         """Where each node lives in the modeling code and the config, at a pinned revision."""
-        return locate_sources(self.graph, self.config, self.modeling, self.part_files)
+        return locate_sources(self.graph, self.config, self.modeling, self.part_files, family=self.family)
 
 
 def _built_file(code: ModelCode | None) -> str | None:
@@ -87,11 +89,12 @@ def describe_model(
         read.append(_read_code(request))
         return read[-1]
 
-    graph = build_graph(
+    built = build_graph(
         config, family, settings, name=name, repo=where.repo, revision=where.revision, read_code=read_code
     )
+    graph = built.graph
     code = read[-1] if read else None
-    _refuse_unused(assumptions, settings, graph, family, where)
+    _refuse_unused(assumptions, built.read, graph, family, where)
     modeling, parts = _modeling_files(config, family, graph, where, source, code)
     return ModelDocs(
         source=where,
@@ -100,7 +103,8 @@ def describe_model(
         totals=compute_totals(graph),
         modeling=modeling,
         part_files=parts,
-        recipe=transformers_recipe(settings, graph.model, adapt=family.adapt_config),
+        recipe=transformers_recipe(settings, graph.model, adapt=family.builds.adapt_config),
+        family=family,
         code=code,
     )
 
@@ -123,10 +127,11 @@ def _fills_only_missing_keys(
 
 
 def _refuse_unused(
-    assumptions: list[Assumption], settings: Settings, graph: Graph, family: Family, where: ModelSource
+    assumptions: list[Assumption], read: frozenset[str], graph: Graph, family: Family, where: ModelSource
 ) -> None:
-    """Refuse an assumption the family never read: listed as assumed, it would claim a value the graph never used."""
-    unread = [item.key for item in assumptions if item.key not in settings.read and not graph.derived_from_code]
+    """Refuse an assumption the family never read (``read``: the keys it read to build ``graph``): listed as
+    assumed, it would claim a value the graph never used."""
+    unread = [item.key for item in assumptions if item.key not in read and not graph.derived_from_code]
     if unread:
         raise InputError(
             f"--assume {', '.join(unread)}: the {family.name} family reads no such key, so the value would go unused",
@@ -155,7 +160,7 @@ def _modeling_files(
     )
     ensure_python(modeling)
     parts = {}
-    for name, part in family.code_parts.items():
+    for name, part in family.builds.code_parts.items():
         sub = config.data.get(part.config_key)
         parts[name] = choose_source_file(
             family_transformers_model_type=part.transformers_model_type,

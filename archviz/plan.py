@@ -34,7 +34,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from archviz.cost import (
     ABSORBED,
@@ -53,6 +53,9 @@ from archviz.dtypes import ITEMSIZE
 from archviz.errors import InputError
 from archviz.graph import Graph, Mixer, Node, OpKind, Part
 from archviz.totals import ManifestTensor, TensorRole, node_parts, predicted_manifest
+
+if TYPE_CHECKING:
+    from archviz.families.registry import Family
 
 PLAN_SCHEMA = "archviz.plan/1"
 
@@ -154,19 +157,16 @@ class ParallelPlans:
     """Where they were read (``transformers' DeepseekV3Config``, or archviz's restatement)."""
 
 
-def text_model_type(graph: Graph) -> str:
+def text_model_type(graph: Graph, family: Family) -> str:
     """The model_type whose plans split the language model: a wrapper's text part's (Kimi-K2.5's ``deepseek_v3``),
-    else the graph's own."""
-    from archviz.families import family_for
-
-    family = family_for(graph.model)
-    part = family.code_parts.get("text") if family is not None else None
+    else the graph's own (``family``: the one that built it)."""
+    part = family.builds.code_parts.get("text")
     return part.transformers_model_type if part is not None else graph.model.transformers_model_type
 
 
-def restated_plans(graph: Graph) -> ParallelPlans | None:
+def restated_plans(graph: Graph, family: Family) -> ParallelPlans | None:
     """The restatement of transformers' plans for a hand-written family's language model; None for another."""
-    model_type = text_model_type(graph)
+    model_type = text_model_type(graph, family)
     if model_type not in TP_PLANS:
         return None
     return ParallelPlans(
@@ -628,10 +628,13 @@ class _Planner:
     """Decides each tensor's rule (the plan's entry, or the engine's), once per module pattern."""
 
     def __init__(
-        self, graph: Graph, convention: Convention, parallelism: Parallelism, plans: ParallelPlans | None
+        self,
+        graph: Graph,
+        family: Family,
+        convention: Convention,
+        parallelism: Parallelism,
+        plans: ParallelPlans | None,
     ) -> None:
-        from archviz.families import family_for
-
         self.graph = graph
         self.convention = convention
         self.parallelism = parallelism
@@ -641,8 +644,7 @@ class _Planner:
             self.tp_plan.setdefault("model.embed_tokens", "embedding_rowwise")
         self.tp_plan.update(plans.head if plans else {})
         self.ep_plan = {f"model.{key}": value for key, value in ((plans.ep if plans else None) or {}).items()}
-        family = family_for(graph.model)
-        moe = family.moe if family is not None else None
+        moe = family.speaks.moe
         self.projections = moe.projections if moe is not None else ("gate_proj", "up_proj", "down_proj")
         self.mixers = {layer.index: layer.mixer for layer in graph.layers}
         nodes = {node.id: node for node in graph.nodes}
@@ -651,7 +653,7 @@ class _Planner:
         self.nodes = nodes
         self.described: dict[str, str] = {}
         self.encoders = frozenset(node for node, part in node_parts(graph).items() if part != "text")
-        self.spellings = dict(graph.module_spellings)
+        self.spellings = graph.naming.segment_renames()
         self.memo: dict[tuple[object, ...], _Rule] = {}
 
     def name(self, tensor: ManifestTensor) -> _Name:
@@ -861,9 +863,9 @@ class PlanRequest:
     """The config's attention and KV heads, for a graph read off the code (its attention carries no head dimension);
     None: the heads of the graph's attention."""
 
-    def chosen_plans(self, graph: Graph) -> ParallelPlans | None:
+    def chosen_plans(self, graph: Graph, family: Family) -> ParallelPlans | None:
         """The plans given, else the restatement for the graph's family, else None (everything replicated)."""
-        return self.plans or restated_plans(graph)
+        return self.plans or restated_plans(graph, family)
 
 
 @dataclass(slots=True)
@@ -988,16 +990,17 @@ def _stage_bytes(groups: Counter[_Group], p: Parallelism, layer_stage: Mapping[i
     return max(totals.values(), default=0)
 
 
-def plan_deployment(graph: Graph, request: PlanRequest) -> Plan:
-    """Split the predicted checkpoint over the ranks, add up each rank's weights, cache, reads and FLOPs.
+def plan_deployment(graph: Graph, family: Family, request: PlanRequest) -> Plan:
+    """Split the predicted checkpoint (of ``graph``, which ``family`` built) over the ranks, add up each rank's
+    weights, cache, reads and FLOPs.
 
     ``InputError`` when a rank's weights do not fit beside the reserve: the message says how many GPUs of the kind
     the same TP and DP need, with pipeline stages added until every rank's share fits.
     """
     p, convention = request.parallelism, request.convention
-    plans = request.chosen_plans(graph)
+    plans = request.chosen_plans(graph, family)
     check_parallelism(graph, p, convention, plans, request.config_heads)
-    planner = _Planner(graph, convention, p, plans)
+    planner = _Planner(graph, family, convention, p, plans)
     layer_lists = stages(graph, p.pp)
     layer_stage = {layer: stage for stage, layers in enumerate(layer_lists) for layer in layers}
     groups, weight_total, mtp_bytes, by_split = _split_tensors(graph, planner, p)
@@ -1043,13 +1046,15 @@ def _needs(
     )
 
 
-def local_shapes(graph: Graph, request: PlanRequest, index: int, stage: int = 0) -> dict[str, tuple[int, ...]]:
+def local_shapes(
+    graph: Graph, family: Family, request: PlanRequest, index: int, stage: int = 0
+) -> dict[str, tuple[int, ...]]:
     """Every checkpoint tensor's shape on rank ``index`` of ``stage`` (empty shapes left out: a tensor the rank does
     not hold is absent), for a witness to compare tensor by tensor."""
     p = request.parallelism
-    plans = request.chosen_plans(graph)
+    plans = request.chosen_plans(graph, family)
     check_parallelism(graph, p, request.convention, plans, request.config_heads)
-    planner = _Planner(graph, request.convention, p, plans)
+    planner = _Planner(graph, family, request.convention, p, plans)
     layer_stage = {layer: at for at, layers in enumerate(stages(graph, p.pp)) for layer in layers}
     experts = max((node.placement.per_layer for node in graph.nodes if _is_experts(node)), default=0)
     found: dict[str, tuple[int, ...]] = {}

@@ -2,8 +2,8 @@
 missing, unexpected, of the wrong shape or of the wrong dtype, and the totals per node and in all.
 
 A leg (the meta model, the checkpoint) holds tensors by name; the graph predicts them (``archviz.totals``'
-manifest). ``pair_names`` pairs the two sets of names (exactly, then through ``Graph.module_spellings``, then
-through transformers' load-time renaming); ``compare_names`` reports what disagrees.
+manifest). ``pair_names`` pairs the two sets of names (exactly, then through the graph's naming map, then through
+transformers' load-time renaming of the built model); ``compare_names`` reports what disagrees.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from archviz.graph import Part
+from archviz.naming import NO_RENAMES, NamingMap, Respell
 from archviz.totals import ManifestTensor, TensorRole
 from archviz.words import plural
 
@@ -67,32 +68,20 @@ def _describe(shape: Sequence[int] | None, dtype: str | None = None) -> str:
     return f"{text} {dtype}" if dtype else text
 
 
-def canonical_name(name: str, spellings: Sequence[tuple[str, str]]) -> str:
-    """A checkpoint name with transformers' module renames applied (``Graph.module_spellings``), so that equivalent
-    spellings compare equal."""
-    for old, new in spellings:
-        name = name.replace(f".{old}.", f".{new}.")
-    return name
-
-
 Held = Mapping[str, tuple[tuple[int, ...], str | None]]
 """What a leg holds: checkpoint name -> (shape, dtype, or None when the leg has no dtypes)."""
-
-
-Respell = Callable[[Iterable[str]], Mapping[str, str]]
-"""Checkpoint names -> the names transformers loads them as (``archviz.meta.load_time_names`` on the built model)."""
 
 
 def pair_names(
     expected: Iterable[str],
     held: Iterable[str],
     respell: Respell | None = None,
-    spellings: Sequence[tuple[str, str]] = (),
+    naming: NamingMap = NO_RENAMES,
 ) -> dict[str, str]:
     """Predicted name -> the held name that is the same tensor: the same spelling, or, for what is left, the same
-    canonical spelling, or (with ``respell``) the same name once transformers' load-time renaming has run on both
-    (a release's names against transformers' lossy save of them). Exact matches cost one set lookup each; only the
-    leftovers are respelled."""
+    module path (``NamingMap.canonical``), or (with ``respell``) the same name once transformers' load-time renaming
+    has run on both (a release's names against transformers' lossy save of them). Exact matches cost one set lookup
+    each; only the leftovers are respelled."""
     held = set(held)
     pairs: dict[str, str] = {}
     leftover: list[str] = []
@@ -101,7 +90,7 @@ def pair_names(
             pairs[name] = name
         else:
             leftover.append(name)
-    canonical: Respell = lambda names: {name: canonical_name(name, spellings) for name in names}  # noqa: E731
+    canonical: Respell = lambda names: {name: naming.canonical(name) for name in names}  # noqa: E731
     for spell in (canonical, respell):
         unpaired = held.difference(pairs.values())
         if not leftover or not unpaired or spell is None:

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from archviz import legs
-from archviz.families import family_for
+from archviz.families.registry import Family
 from archviz.graph import Dim, Graph, Node, NodeKind, Part, Shape
 from archviz.legs import Finding, Leg, LegStatus
 from archviz.modeltree import ModelRecipe, ShapeTrace
+from archviz.naming import NO_RENAMES, NamingMap
 from archviz.totals import node_parts
 
 IMAGES_NOT_TRACED = "the traced passes feed tokens only: the vision tower and the projector run on images"
@@ -111,12 +112,14 @@ def trace_failed(graph: Graph, trace: ShapeTrace) -> ShapeResult:
     return ShapeResult(leg=leg, checks=(), nodes=nodes)
 
 
-def reduced_model(graph: Graph, recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None) -> Any:
-    """The recipe's model cut to ``layer_prefix(graph)`` layers, built on the meta device (an ``nn.Module``)."""
+def reduced_model(
+    graph: Graph, recipe: ModelRecipe, family: Family, *, trust_remote_code: bool, model_dir: Path | None
+) -> Any:
+    """The recipe's model cut to ``layer_prefix(graph)`` layers (as ``family`` cuts them), built on the meta device
+    (an ``nn.Module``)."""
     from archviz.meta import instantiate_meta_module
 
-    family = family_for(graph.model)
-    cut = None if family is None else family.cut_layers
+    cut = family.builds.cut_layers
     reduced = replace(recipe, config=reduced_config(recipe.config, layer_prefix(graph), cut=cut))
     return instantiate_meta_module(reduced, trust_remote_code=trust_remote_code, model_dir=model_dir)
 
@@ -196,14 +199,14 @@ def _leg(trace: ShapeTrace, checks: list[ShapeCheck], nodes: list[NodeShape], gr
 def _node_shapes(node: Node, trace: ShapeTrace, layers: int, graph: Graph) -> tuple[list[ShapeCheck], NodeShape]:
     """A node's comparisons in both passes and its status in the report."""
     why = _untraceable(node)
-    module = _module_for(node, graph.module_renames)
+    module = _module_for(node, graph.naming)
     layer = next((index for index in node.placement.layers if index < layers), None)
     if why is None and module is not None and "{layer}" in module and layer is None:
         why = f"its layers are not among the {layers} traced"
     if why is not None or module is None:
         return [], NodeShape(node=node.id, status=ShapeVerdict.NOT_CHECKED, reason=why or "")
     path = module.format(layer=layer)
-    checks = [_phase_check(node, path, phase, trace, graph.module_spellings) for phase in ("prefill", "decode")]
+    checks = [_phase_check(node, path, phase, trace, graph.naming) for phase in ("prefill", "decode")]
     failing = next((note for note in trace.errors if note.module and _within(path, note.module)), None)
     if failing is not None:
         status = NodeShape(
@@ -233,9 +236,7 @@ def _untraceable(node: Node) -> str | None:
     return "it is not one module's output (several modules, or one per expert)"
 
 
-def _phase_check(
-    node: Node, path: str, phase: str, trace: ShapeTrace, spellings: Sequence[tuple[str, str]]
-) -> ShapeCheck:
+def _phase_check(node: Node, path: str, phase: str, trace: ShapeTrace, naming: NamingMap) -> ShapeCheck:
     tokens, keys = (trace.prefill_tokens, trace.prefill_tokens) if phase == "prefill" else (1, trace.past_tokens + 1)
     expected = _evaluate(node.outputs[0], batch=trace.batch_size, tokens=tokens, keys=keys)
 
@@ -247,8 +248,7 @@ def _phase_check(
     if phase == "decode" and trace.decode_skipped:
         return unchecked(trace.decode_skipped)
     shapes = trace.prefill if phase == "prefill" else trace.decode
-    candidates = [path] + [path.replace(f".{old}.", f".{new}.") for old, new in spellings if f".{old}." in path]
-    found_path = next((candidate for candidate in candidates if candidate in shapes), None)
+    found_path = naming.lookup(path, shapes)
     stubbed = {note.module for note in trace.not_executed if note.phase == phase}
     if found_path is None:
         stopped = next((note for note in trace.errors if note.phase == phase), None)
@@ -285,13 +285,10 @@ def _dim_size(dim: Dim, *, batch: int, tokens: int, keys: int) -> int | None:
     return {"B": batch, "T": tokens, "S": keys, "N": batch * tokens}.get(dim.symbol)
 
 
-def _module_for(node: Node, renames: Sequence[tuple[str, str]] = ()) -> str | None:
-    """The module path (with ``{layer}``) whose output is this node's first output, with the graph's module renames."""
+def _module_for(node: Node, naming: NamingMap = NO_RENAMES) -> str | None:
+    """The module path (with ``{layer}``) whose output is this node's first output, through the graph's naming map."""
     found = _plain_module_for(node)
-    for old, new in renames:
-        if found is not None and found.startswith(old):
-            return new + found.removeprefix(old)
-    return found
+    return None if found is None else naming.module_path(found)
 
 
 def _plain_module_for(node: Node) -> str | None:
@@ -324,7 +321,7 @@ def reduced_config(
     config: Mapping[str, Any], layers: int, *, cut: Callable[[dict[str, Any], int], None] | None = None
 ) -> dict[str, Any]:
     """The config cut to its first ``layers`` layers (and no MTP), for a cheap shape trace; ``cut`` cuts the family's
-    own lists of layers (``Family.cut_layers``)."""
+    own lists of layers (``FamilyBuilds.cut_layers``)."""
     reduced = copy.deepcopy(dict(config))
     text = reduced.get("text_config")
     if "num_hidden_layers" not in reduced and isinstance(text, dict):  # a wrapper: cut its language model

@@ -35,7 +35,7 @@ from archviz.excerpts import (
     excerpt,
     link,
 )
-from archviz.families import family_for
+from archviz.families.registry import Family
 from archviz.graph import Graph, GroupKind, Node, NodeKind
 from archviz.locators import Category, Locator, Role, Site, SourceOrigin
 from archviz.pins import (
@@ -350,20 +350,25 @@ class _Pins(NamedTuple):
 
 
 def locate_sources(
-    graph: Graph, config: ConfigDocument, source: SourceFile, parts: Mapping[str, SourceFile] | None = None
+    graph: Graph,
+    config: ConfigDocument,
+    source: SourceFile,
+    parts: Mapping[str, SourceFile] | None = None,
+    *,
+    family: Family,
 ) -> GraphSources:
-    """Cite every node of ``graph`` in ``source`` (best from ``choose_source_file``) and in ``config``; a locator that
-    names a part of the model (``Locator.file``) is run on that part's file in ``parts``.
+    """Cite every node of ``graph`` (built by ``family``) in ``source`` (best from ``choose_source_file``) and in
+    ``config``; a locator that names a part of the model (``Locator.file``) is run on that part's file in ``parts``.
 
     Nothing is executed: the file is parsed. A node whose code is not found is not located, with the reason.
     """
     parts = dict(parts or {})
     for file in (source, *parts.values()):
         ensure_python(file)  # a file that is not Python fails here, not as "not located"
-    node_locators, group_locators = _locators(graph, source)
+    node_locators, group_locators = _locators(graph, source, family)
     pins = _pins(graph, config, source)
     found_cache: dict[Locator, _Found] = {}
-    context = _Context(graph=graph, config=config, source=source, pins=pins, parts=parts)
+    context = _Context(graph=graph, config=config, source=source, pins=pins, parts=parts, family=family)
 
     def found(locator: Locator) -> _Found:
         if locator not in found_cache:
@@ -423,12 +428,11 @@ def cited_file(graph: Graph, config: ConfigDocument, source: SourceFile) -> File
     return _pins(graph, config, source).modeling
 
 
-def _locators(graph: Graph, source: SourceFile) -> tuple[Mapping[str, Locator], Mapping[str, Locator]]:
+def _locators(graph: Graph, source: SourceFile, family: Family) -> tuple[Mapping[str, Locator], Mapping[str, Locator]]:
     """The locator of every node and group: the ones the family's builder attached, or, for a family whose
     locators depend on the cited file (the generic family's), the ones it makes for this graph and file."""
-    family = family_for(graph.model)
-    if family is not None and family.locators is not None:
-        return family.locators(graph, source)
+    if family.builds.locators is not None:
+        return family.builds.locators(graph, source)
     nodes = {node.id: node.locate for node in graph.nodes if node.locate is not None}
     groups = {group.id: group.locate for group in graph.groups if group.locate is not None}
     return nodes, groups
@@ -588,6 +592,7 @@ class _Context:
     source: SourceFile
     pins: _Pins
     parts: Mapping[str, SourceFile]
+    family: Family
 
     def file(self, locator: Locator) -> SourceFile:
         """The file a locator's code is in: its part's, else the graph's own."""
@@ -723,9 +728,8 @@ def _config_evidence(context: _Context, claim: str, keys: Sequence[str]) -> Evid
     if not found:
         return None
     spans = {span for _, span in found}
-    family = family_for(context.graph.model)
     # The sub-configs whose "text_config": { (or "vision_config": {) line is shown above the keys under it.
-    parts = {*config.root[:1], *(family.modelled_configs if family is not None else ())}
+    parts = {*config.root[:1], *context.family.builds.modelled_configs}
     for key, _ in found:
         path = config.key_path(key)
         parent = config.spans.get(path[:1]) if path is not None and len(path) > 1 and path[0] in parts else None
@@ -766,7 +770,7 @@ def _key_evidence(context: _Context, keys: Sequence[str]) -> Evidence | None:
 
 def _configuration_evidence(context: _Context) -> Evidence | None:
     """The released configuration in one sentence, citing the keys it mentions."""
-    claim, keys = configuration_claim(context.graph, context.config, family_for(context.graph.model))
+    claim, keys = configuration_claim(context.graph, context.config, context.family)
     return None if not keys else _config_evidence(context, claim, keys)
 
 

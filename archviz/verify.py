@@ -29,11 +29,11 @@ from archviz.families.omissions import quantization_modelled
 from archviz.graph import Graph, Part, TensorRow
 from archviz.legs import Finding, Leg, LegStatus, Outcome
 from archviz.modeltree import BuildRecord, ModuleTree
+from archviz.naming import Respell
 from archviz.pipeline import ModelDocs
 from archviz.reconcile import (
     COUNTED,
     LegTotals,
-    Respell,
     TensorCheck,
     Verdict,
     compare_names,
@@ -232,7 +232,7 @@ def _meta_leg(
         return _Reconciled(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
     meta, respell = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
-    pairs = pair_names(main, found, respell, graph.module_spellings)
+    pairs = pair_names(main, found, respell, graph.naming)
     tensors, empty = set_aside_empty(
         compare_names(main, found, pairs, leg=legs.META, check_dtype=False),
         found,
@@ -303,7 +303,9 @@ def _forward_legs(
     if why is not None:
         return not_run(graph, why, independent=True), cost_not_run(why, independent=True)
     try:
-        module = reduced_model(graph, docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+        module = reduced_model(
+            graph, docs.recipe, docs.family, trust_remote_code=trust_remote_code, model_dir=docs.source.folder
+        )
     except InputError as error:  # the full config built (the meta leg ran): the cut-down one is archviz's own
         raise ReducedConfigError(f"transformers rejects the shape trace's cut-down config: {error.message}") from error
     shapes = shape_leg(graph, module)
@@ -343,7 +345,9 @@ def _generic_forward_legs(
     if why is not None:
         return shapes, cost_not_run(why, independent=True)
     try:
-        module = reduced_model(graph, docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
+        module = reduced_model(
+            graph, docs.recipe, docs.family, trust_remote_code=trust_remote_code, model_dir=docs.source.folder
+        )
     except InputError as error:
         raise ReducedConfigError(f"transformers rejects the cost witness's cut-down config: {error.message}") from error
     return shapes, cost_legs(graph, module, layers=layer_prefix(graph), cache_dtype=graph.dtype)
@@ -407,7 +411,7 @@ def _checkpoint_leg(
     if stale:
         notes.append(_stale_note(stale))
     compared = {name: value for name, value in held.items() if name not in stale}
-    pairs = pair_names(everything, compared, meta.respell, docs.graph.module_spellings)
+    pairs = pair_names(everything, compared, meta.respell, docs.graph.naming)
     method = None if quantization_modelled(docs.graph) else _packed_method(docs)
     unpaired = sorted(
         name

@@ -288,7 +288,7 @@ def test_a_model_that_differs_from_the_graph_fails_the_cost_leg_naming_what(
 ) -> None:
     graph = describe(TINY["llama-3.1-8b"], tmp_path / "graph").graph
     other = describe({**TINY["llama-3.1-8b"], **change}, tmp_path / "other")
-    module = reduced_model(graph, other.recipe, trust_remote_code=False, model_dir=None)
+    module = reduced_model(graph, other.recipe, other.family, trust_remote_code=False, model_dir=None)
     result = cost_legs(graph, module, layers=layer_prefix(graph), cache_dtype=graph.dtype)
     failing = {result.flops.name: result.flops, result.cache.name: result.cache}[leg]
     assert failing.fails() and any(finding.subject.startswith(subject) for finding in failing.findings)
@@ -301,7 +301,7 @@ def test_the_cache_leg_witnesses_the_cache_bytes_cost_reports(tmp_path: Path, mo
     import archviz.cost
 
     docs = describe(TINY["llama-3.1-8b"], tmp_path / "model")
-    module = reduced_model(docs.graph, docs.recipe, trust_remote_code=False, model_dir=None)
+    module = reduced_model(docs.graph, docs.recipe, docs.family, trust_remote_code=False, model_dir=None)
     layers = layer_prefix(docs.graph)
     assert not cost_legs(docs.graph, module, layers=layers, cache_dtype=docs.graph.dtype).cache.fails()
     real = archviz.cost.cache_costs

@@ -28,6 +28,7 @@ STAGES: list[tuple[str, int]] = [
     ("present", 0),  # the package itself: a docstring
     ("dtypes", 0),
     ("locators", 0),
+    ("naming", 0),  # the naming map between checkpoint names and module paths, read off transformers' source
     ("graph", 0),
     ("shapes", 0),
     ("modeltree", 0),
@@ -164,7 +165,7 @@ def test_building_k2s_graph_imports_neither_torch_nor_transformers() -> None:
         "    raise AssertionError('a hand-written family asked the meta stage')\n"
         "family = find_family(config, transformers_ships=refuse)\n"
         "graph = build_graph(config, family, family_settings(config, family), name='k2', repo=None, revision=None,"
-        " read_code=refuse)\n"
+        " read_code=refuse).graph\n"
         "assert len(graph.nodes) == 44\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'transformers'}))\n"
     )

@@ -42,13 +42,13 @@ that a fix shows."""
 
 def modelled(docs: ModelDocs) -> set[str]:
     """The sub-configs the graph builds: for the generic family, every one transformers' class was built from (the
-    graph is read off that build); for a hand-written family, those it declares (``Family.modelled_configs``) and the
-    one it reads its settings from."""
+    graph is read off that build); for a hand-written family, those it declares (``FamilyBuilds.modelled_configs``)
+    and the one it reads its settings from."""
     if docs.code is not None:
         built = docs.code.tree.built
         return set(built.read_configs) if built is not None else set()
     family = find_family(docs.config, transformers_ships=lambda _: True)
-    return {*family.modelled_configs, *docs.config.root[:1]}
+    return {*family.builds.modelled_configs, *docs.config.root[:1]}
 
 
 def test_the_pinned_transformers_has_many_model_types_with_sub_configs() -> None:

@@ -86,7 +86,7 @@ def test_restated_plans_are_transformers_own(model_type: str) -> None:
 
 def test_every_hand_written_familys_language_model_has_a_restated_plan() -> None:
     for family in FAMILIES:
-        text = family.code_parts.get("text")
+        text = family.builds.code_parts.get("text")
         model_type = text.transformers_model_type if text is not None else family.transformers_model_type
         assert model_type in TP_PLANS, family.name
 
@@ -129,11 +129,11 @@ def test_pipeline_stages_hold_contiguous_layers_the_last_the_remainder(k2: Any) 
 def test_ep_places_whole_experts_and_the_shares_add_up_to_the_checkpoint(tmp_path: Path) -> None:
     docs = describe_model(_folder(tmp_path, _TINY_QWEN3_MOE))
     request = PlanRequest(gpu=GPUS["h100"], parallelism=Parallelism(tp=1, dp=3, ep=3))
-    held = [local_shapes(docs.graph, request, rank) for rank in range(3)]
+    held = [local_shapes(docs.graph, docs.family, request, rank) for rank in range(3)]
     experts = [{name.split(".experts.")[1].split(".")[0] for name in shapes if ".experts." in name} for shapes in held]
     assert [len(found) for found in experts] == [3, 3, 4]  # 10 experts: 3, 3 and the remainder 4
     assert set().union(*experts) == {str(expert) for expert in range(10)}
-    plan = plan_deployment(docs.graph, request)
+    plan = plan_deployment(docs.graph, docs.family, request)
     expert_bytes = sum(rank.weight_bytes_by_split.get("experts", 0) for rank in plan.ranks)
     assert expert_bytes == plan.checkpoint_bytes_by_split["experts"]
 
@@ -144,7 +144,7 @@ def test_ep_places_whole_experts_and_the_shares_add_up_to_the_checkpoint(tmp_pat
 @pytest.mark.parametrize("convention", list(Convention))
 def test_k2_tp8_shares_add_up_to_the_checkpoint(k2: Any, convention: Convention) -> None:
     plan = plan_deployment(
-        k2.graph, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8), convention=convention)
+        k2.graph, k2.family, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8), convention=convention)
     )
     whole = plan.checkpoint_bytes_by_split
     assert sum(whole.values()) == plan.weight_bytes == model_cost(k2.graph, k2.totals, DEFAULT_SIZES).weight_bytes
@@ -157,12 +157,12 @@ def test_k2_tp8_shares_add_up_to_the_checkpoint(k2: Any, convention: Convention)
 
 def test_k2_engine_replicates_only_mlas_latent_projections_norms_and_routers(k2: Any) -> None:
     plan = plan_deployment(
-        k2.graph, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8), convention=Convention.ENGINE)
+        k2.graph, k2.family, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8), convention=Convention.ENGINE)
     )
     assert plan.splits["model.layers.*.self_attn.q_a_proj"].startswith("replicated")
     assert plan.splits["model.layers.*.self_attn.kv_a_proj_with_mqa"].startswith("replicated")
     assert plan.splits["model.layers.*.self_attn.q_b_proj"] == "colwise by heads (engine)"
-    transformers = plan_deployment(k2.graph, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8)))
+    transformers = plan_deployment(k2.graph, k2.family, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8)))
     assert transformers.splits["model.layers.*.self_attn.q_b_proj"] == "replicated (no plan entry)"
     # MLA's latent cache is whole on every rank under both: 61 layers × (512 + 64) × 2 bytes.
     assert plan.ranks[0].cache_per_token == transformers.ranks[0].cache_per_token == 70_272
@@ -172,6 +172,7 @@ def test_k2_on_8_h200_in_fp8_numbers(k2: Any) -> None:
     """The README's example, each figure the sum it says it is."""
     plan = plan_deployment(
         k2.graph,
+        k2.family,
         PlanRequest(
             gpu=GPUS["h200"], parallelism=Parallelism(tp=8), convention=Convention.ENGINE, cache_dtype="F8_E4M3"
         ),
@@ -193,11 +194,11 @@ def test_k2_on_8_h200_in_fp8_numbers(k2: Any) -> None:
 def test_engine_replicates_kv_heads_when_tp_exceeds_them(tmp_path: Path) -> None:
     docs = describe_model(_folder(tmp_path, _TINY_LLAMA))  # 8 heads, 2 KV heads of 8
     request = PlanRequest(gpu=GPUS["h100"], parallelism=Parallelism(tp=4), convention=Convention.ENGINE)
-    shapes = local_shapes(docs.graph, request, 3)
+    shapes = local_shapes(docs.graph, docs.family, request, 3)
     assert shapes["model.layers.0.self_attn.k_proj.weight"] == (8, 64)  # one whole KV head on each rank
     assert shapes["model.layers.0.self_attn.q_proj.weight"] == (16, 64)  # 2 of 8 query heads
     assert shapes["model.layers.0.self_attn.o_proj.weight"] == (64, 16)
-    plan = plan_deployment(docs.graph, request)
+    plan = plan_deployment(docs.graph, docs.family, request)
     whole = model_cost(docs.graph, docs.totals, DEFAULT_SIZES).cache_per_token
     assert plan.ranks[0].cache_per_token == whole // 2  # 1 of the 2 KV heads
 
@@ -304,7 +305,7 @@ def test_plan_imports_neither_torch_nor_transformers() -> None:
         "from archviz.pipeline import describe_model\n"
         "from archviz.plan import GPUS, Parallelism, PlanRequest, plan_deployment\n"
         "docs = describe_model('kimi-linear-48b-a3b-instruct')\n"
-        "plan_deployment(docs.graph, PlanRequest(gpu=GPUS['h100'], parallelism=Parallelism(tp=2)))\n"
+        "plan_deployment(docs.graph, docs.family, PlanRequest(gpu=GPUS['h100'], parallelism=Parallelism(tp=2)))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'transformers'}))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300)
@@ -315,9 +316,10 @@ def test_the_readmes_numbers(k2: Any) -> None:
     """The figures the README's "Will it fit" section states."""
     h200 = GPUS["h200"]
     fp8 = {"gpu": h200, "cache_dtype": "F8_E4M3"}
-    transformers = plan_deployment(k2.graph, PlanRequest(parallelism=Parallelism(tp=8), **fp8))  # type: ignore[arg-type]
+    transformers = plan_deployment(k2.graph, k2.family, PlanRequest(parallelism=Parallelism(tp=8), **fp8))  # type: ignore[arg-type]
     engine = plan_deployment(
         k2.graph,
+        k2.family,
         PlanRequest(parallelism=Parallelism(tp=8), convention=Convention.ENGINE, **fp8),  # type: ignore[arg-type]
     )
     assert (transformers.ranks[0].weight_bytes, transformers.sequences) == (134_336_225_184, 0)
@@ -329,13 +331,14 @@ def test_the_readmes_numbers(k2: Any) -> None:
     assert engine.ranks[0].decode_flops == 149_020_505_007  # MLA absorbed, as engines decode it
     eager = plan_deployment(
         k2.graph,
+        k2.family,
         PlanRequest(parallelism=Parallelism(tp=8), batch=1, **fp8),  # type: ignore[arg-type]
     )
     assert eager.ranks[0].decode_flops is not None and eager.ranks[0].decode_flops > 100 * 149_020_505_007
     linear = describe_model("kimi-linear-48b-a3b-instruct")
-    one = plan_deployment(linear.graph, PlanRequest(parallelism=Parallelism(tp=1), **fp8))  # type: ignore[arg-type]
+    one = plan_deployment(linear.graph, linear.family, PlanRequest(parallelism=Parallelism(tp=1), **fp8))  # type: ignore[arg-type]
     assert (one.ranks[0].cache_per_sequence, one.sequences) == (571_408_384, 65)
-    two = plan_deployment(linear.graph, PlanRequest(parallelism=Parallelism(tp=2), **fp8))  # type: ignore[arg-type]
+    two = plan_deployment(linear.graph, linear.family, PlanRequest(parallelism=Parallelism(tp=2), **fp8))  # type: ignore[arg-type]
     assert (two.ranks[0].weight_bytes, two.sequences) == (50_132_418_560, 149)
 
 
@@ -346,9 +349,9 @@ def test_fused_experts_read_off_the_code_are_cut_along_their_experts(tmp_path: P
     docs = describe_model(_folder(tmp_path, {"model_type": "gpt_oss", **FAMILY_CASES["gpt_oss"][2]}))
     plans = parallel_plans("gpt_oss")
     request = PlanRequest(gpu=GPUS["h100"], parallelism=Parallelism(tp=1, dp=2, ep=2), plans=plans)
-    shapes = [local_shapes(docs.graph, request, rank) for rank in range(2)]
+    shapes = [local_shapes(docs.graph, docs.family, request, rank) for rank in range(2)]
     assert [found["model.layers.0.mlp.experts.gate_up_proj"][0] for found in shapes] == [2, 2]  # 4 experts over 2
-    plan = plan_deployment(docs.graph, request)
+    plan = plan_deployment(docs.graph, docs.family, request)
     assert plan.splits["model.layers.*.mlp.experts"] == "experts over 2 EP ranks (grouped_gemm)"
     assert (
         sum(rank.weight_bytes_by_split["experts"] for rank in plan.ranks) == plan.checkpoint_bytes_by_split["experts"]
@@ -372,7 +375,7 @@ def test_plan_runs_as_a_real_command() -> None:
 
 def test_a_partly_modelled_model_says_so_and_bounds_no_sequences_without_a_cache() -> None:
     docs = describe_model("kimi-k3")  # its bundled config publishes only part of the model
-    plan = plan_deployment(docs.graph, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8)))
+    plan = plan_deployment(docs.graph, docs.family, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8)))
     assert plan.notes[0].startswith("Only part of this model is modelled")
     if all(rank.cache_per_sequence == 0 for rank in plan.ranks):
         assert plan.sequences is None and not any("No sequence" in note for note in plan.notes)
@@ -419,7 +422,7 @@ def test_kv_bytes_per_token_are_the_published_figures(
     assert model_cost(docs.graph, docs.totals, DEFAULT_SIZES).cache_per_token == per_token
     if config is not None:  # 8 ways by the engine convention, each GPU keeps one of the 8 KV heads' cache
         request = PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8), convention=Convention.ENGINE)
-        assert plan_deployment(docs.graph, request).ranks[0].cache_per_token == per_token // 8
+        assert plan_deployment(docs.graph, docs.family, request).ranks[0].cache_per_token == per_token // 8
 
 
 @pytest.mark.parametrize(("tp", "code"), [(3, 2), (2, 0)])

@@ -33,7 +33,7 @@ from transformers.distributed import DistributedConfig  # noqa: E402
 from transformers.distributed.expert_parallel import apply_expert_parallelism  # noqa: E402
 from transformers.distributed.tensor_parallel import apply_tensor_parallelism  # noqa: E402
 
-from archviz.families import family_for  # noqa: E402
+from archviz.families.registry import Family  # noqa: E402
 from archviz.graph import Graph  # noqa: E402
 from archviz.meta import instantiate_meta_module, parallel_plans  # noqa: E402
 from archviz.pipeline import describe_model  # noqa: E402
@@ -97,11 +97,10 @@ def fake_group() -> Iterator[Any]:
         dist.destroy_process_group()
 
 
-def paired_name(graph: Graph, name: str) -> str:
+def paired_name(graph: Graph, family: Family, name: str) -> str:
     """The transformers parameter a checkpoint tensor is loaded into (a routed expert's: the fused one)."""
-    spellings = dict(graph.module_spellings)
-    family = family_for(graph.model)
-    down = family.moe.projections[2] if family is not None and family.moe is not None else "down_proj"
+    spellings = graph.naming.segment_renames()
+    down = family.speaks.moe.projections[2] if family.speaks.moe is not None else "down_proj"
     parts = [spellings.get(part, part) for part in name.split(".")]
     if "experts" in parts and parts[parts.index("experts") + 1].isdigit():
         at = parts.index("experts")
@@ -109,12 +108,14 @@ def paired_name(graph: Graph, name: str) -> str:
     return ".".join(parts)
 
 
-def transformers_names(graph: Graph, predicted: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+def transformers_names(
+    graph: Graph, family: Family, predicted: dict[str, tuple[int, ...]]
+) -> dict[str, tuple[int, ...]]:
     """archviz's per-checkpoint-tensor shapes as transformers' parameters: module spellings applied, each layer's
     routed experts fused into ``gate_up_proj`` (E, gate + up rows, in) and ``down_proj`` (E, out, in)."""
-    spellings = dict(graph.module_spellings)
-    family = family_for(graph.model)
-    gate, up, down = family.moe.projections if family is not None and family.moe is not None else ("", "", "")
+    spellings = graph.naming.segment_renames()
+    moe = family.speaks.moe
+    gate, up, down = moe.projections if moe is not None else ("", "", "")
     fused: dict[str, dict[int, dict[str, tuple[int, ...]]]] = {}
     out: dict[str, tuple[int, ...]] = {}
     for name, shape in predicted.items():
@@ -138,7 +139,7 @@ def test_every_local_shard_is_archvizs_prediction(case: str, tmp_path: Path, fak
     config, tp = CASES[case]
     docs = _describe(config, tmp_path / case)
     model_type = docs.graph.model.transformers_model_type
-    plans = restated_plans(docs.graph) or parallel_plans(model_type)
+    plans = restated_plans(docs.graph, docs.family) or parallel_plans(model_type)
     assert plans is not None, f"transformers ships no TP plan for {model_type}"
     request = PlanRequest(gpu=GPUS["h100"], parallelism=Parallelism(tp=tp), plans=plans)
     for rank in range(tp):
@@ -150,8 +151,8 @@ def test_every_local_shard_is_archvizs_prediction(case: str, tmp_path: Path, fak
             name: tuple((param.to_local() if isinstance(param, DTensor) else param).shape)
             for name, param in module.named_parameters()
         }
-        local = local_shapes(docs.graph, request, rank)
-        predicted = transformers_names(docs.graph, local)
+        local = local_shapes(docs.graph, docs.family, request, rank)
+        predicted = transformers_names(docs.graph, docs.family, local)
         missing = sorted(set(witnessed) - set(predicted))
         # A parameter loaded under another name (Kimi Linear's KDA: transformers' conversion mapping fuses
         # q/k/v_conv1d into conv1d and moves f_a/f_b_proj under forget_gate) cannot be paired by name: transformers
@@ -159,7 +160,9 @@ def test_every_local_shard_is_archvizs_prediction(case: str, tmp_path: Path, fak
         split_missing = [name for name in missing if isinstance(dict(module.named_parameters())[name], DTensor)]
         assert split_missing == [], f"{case} rank {rank}: transformers splits parameters archviz does not pair"
         whole = {tensor.name: tensor.shape for tensor in predicted_manifest(docs.graph)}
-        unpaired = {name: shape for name, shape in local.items() if paired_name(docs.graph, name) not in witnessed}
+        unpaired = {
+            name: shape for name, shape in local.items() if paired_name(docs.graph, docs.family, name) not in witnessed
+        }
         assert all(whole[name] == shape for name, shape in unpaired.items()), (case, rank, unpaired)
         assert not missing or unpaired, f"{case}: transformers parameters {missing} pair with no archviz tensor"
         differing = {
@@ -180,7 +183,7 @@ def test_every_ranks_experts_are_archvizs_prediction(case: str, tmp_path: Path, 
     config, _tp = CASES[case]
     docs = _describe(config, tmp_path / case)
     model_type = docs.graph.model.transformers_model_type
-    plans = restated_plans(docs.graph) or parallel_plans(model_type)
+    plans = restated_plans(docs.graph, docs.family) or parallel_plans(model_type)
     ep = 2
     request = PlanRequest(gpu=GPUS["h100"], parallelism=Parallelism(tp=1, dp=ep, ep=ep), plans=plans)
     for rank in range(ep):
@@ -195,8 +198,8 @@ def test_every_ranks_experts_are_archvizs_prediction(case: str, tmp_path: Path, 
             name: tuple((param.to_local() if isinstance(param, DTensor) else param).shape)
             for name, param in module.named_parameters()
         }
-        local = local_shapes(docs.graph, request, rank)
-        predicted = transformers_names(docs.graph, local)
+        local = local_shapes(docs.graph, docs.family, request, rank)
+        predicted = transformers_names(docs.graph, docs.family, local)
         differing = {
             name: (witnessed[name], predicted.get(name))
             for name, param in module.named_parameters()

@@ -55,7 +55,9 @@ def test_k2s_rows_are_archviz_plans_arithmetic(site: Path, docs: dict[str, Model
     found = section(site, K2)
     rows = found.find("tbody").find_all("tr")
     assert [squash(row.find("th").text()) for row in rows] == [gpu.title for gpu in GPUS.values()]
-    plan = plan_deployment(docs[K2].graph, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8)))
+    plan = plan_deployment(
+        docs[K2].graph, docs[K2].family, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8))
+    )
     for row, gpu in zip(rows, GPUS.values(), strict=True):
         said = squash(row.find_all("td")[2].text())
         expected = sequences_at(plan, gpu.memory, 131_072)

@@ -116,7 +116,7 @@ def transformers_file(family_or_model_type: str) -> SourceFile:
 
 
 def locate(docs: ModelDocs, source: SourceFile) -> GraphSources:
-    return locate_sources(docs.graph, docs.config, source)
+    return locate_sources(docs.graph, docs.config, source, family=docs.family)
 
 
 def text_of(source: SourceFile, start: int, end: int) -> str:
@@ -225,7 +225,7 @@ def file_of(family: str, locator: Locator) -> SourceFile:
     model in modeling_deepseek_v3.py)."""
     if locator.file is None:
         return transformers_file(family)
-    part = next(item for item in FAMILIES if item.name == family).code_parts[locator.file]
+    part = next(item for item in FAMILIES if item.name == family).builds.code_parts[locator.file]
     return transformers_file(part.transformers_model_type)
 
 
@@ -591,7 +591,7 @@ def test_a_node_without_a_locator_is_reported_not_located() -> None:
         nodes=tuple(dataclasses.replace(node, locate=None) for node in docs.graph.nodes),
         groups=tuple(dataclasses.replace(group, locate=None) for group in docs.graph.groups),
     )
-    sources = locate_sources(bare, docs.config, transformers_file("deepseek_v3"))
+    sources = locate_sources(bare, docs.config, transformers_file("deepseek_v3"), family=docs.family)
     assert coverage(sources).located == 0
     assert "names no code" in (sources.nodes["token-embedding"].reason or "")
     # The config lines are still cited.
@@ -837,7 +837,7 @@ def test_sources_imports_neither_torch_nor_transformers() -> None:
         "docs = describe_model('kimi-k2-instruct')\n"
         "source = choose_source_file(family_transformers_model_type='deepseek_v3', model_folder=None,\n"
         "    config_data=docs.config.data, repo=None, revision=None)\n"
-        "assert coverage(locate_sources(docs.graph, docs.config, source)).located > 0\n"
+        "assert coverage(locate_sources(docs.graph, docs.config, source, family=docs.family)).located > 0\n"
         "print(sorted(name for name in sys.modules if name.split('.')[0] in {'torch', 'transformers'}))\n"
     )
     completed = subprocess.run(
@@ -1217,7 +1217,8 @@ def test_generic_evidence_of_bert(published: dict[str, Path]) -> None:
 def test_generic_nodes_whose_owner_is_unknown_say_why(published: dict[str, Path], tmp_path: Path) -> None:
     bert, _ = generic_graph("bert-base-uncased", published)
     # Cited against another model's file, the owning classes are not there.
-    sources = locate_sources(bert, docs_of(str(published["bert-base-uncased"])).config, transformers_file("gpt2"))
+    docs = docs_of(str(published["bert-base-uncased"]))
+    sources = locate_sources(bert, docs.config, transformers_file("gpt2"), family=docs.family)
     assert coverage(sources).located == 0
     reason = sources.nodes["bert.embeddings.word-embeddings"].reason or ""
     assert reason == (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from archviz.config import ConfigDocument
@@ -35,18 +35,6 @@ def _generic_family(model_type: str) -> Family:
     from archviz.families import generic
 
     return generic.family(model_type)
-
-
-def family_named(name: str) -> Family | None:
-    """The hand-written family of that name (None for the generic family or an unknown name)."""
-    return next((family for family in FAMILIES if family.name == name), None)
-
-
-def family_for(model: ModelInfo) -> Family | None:
-    """The family that built a graph, from its ``ModelInfo`` (the generic family for its model_type)."""
-    if model.family == GENERIC:
-        return _generic_family(model.transformers_model_type)
-    return family_named(model.family)
 
 
 def declared_model_type(document: ConfigDocument) -> str | None:
@@ -122,9 +110,20 @@ def family_settings(
         family=family.name,
         assumptions=assumptions,
         partial=partial,
-        aliases=family.aliases,
+        aliases=family.builds.aliases,
         weights_folder=weights_folder,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuiltGraph:
+    """A family's graph of one config, with the config keys the family read to build it."""
+
+    graph: Graph
+    """The typed graph."""
+    read: frozenset[str]
+    """The settings' top keys the family asked about (read, tested or required) while building it: an assumed value
+    for any other key would go unused."""
 
 
 def build_graph(
@@ -136,8 +135,9 @@ def build_graph(
     repo: str | None,
     revision: str | None,
     read_code: CodeReader,
-) -> Graph:
-    """Build the typed graph of the model a config describes, with the family ``find_family`` chose.
+) -> BuiltGraph:
+    """Build the typed graph of the model a config describes, with the family ``find_family`` chose, and say which
+    keys it read.
 
     ``read_code`` is the meta stage's reader of transformers' modeling code (the pipeline's); only a family that
     reads the code (the generic family) calls it.
@@ -154,7 +154,7 @@ def build_graph(
         revision=revision,
         config_path="config.json",
     )
-    graph, packing = compressed.pack_graph(family.build(settings, model, read_code), settings)
+    graph, packing = compressed.pack_graph(family.builds.build(settings, model, read_code), settings)
     graph, mxfp4_packing = mxfp4.pack_graph(graph, settings)
     graph, fbgemm_packing = fbgemm.pack_graph(graph, settings)
     graph, gptq_packing = gptq.pack_graph(graph, settings)
@@ -170,7 +170,7 @@ def build_graph(
     scales = scale_format(settings)
     if scales is not None and any(row.scale_block for node in graph.nodes for row in node.parameters):
         assumptions.append(scales)
-    return replace(graph, assumptions=tuple(assumptions))
+    return BuiltGraph(graph=replace(graph, assumptions=tuple(assumptions)), read=frozenset(settings.read))
 
 
 def _chosen_model_type(document: ConfigDocument, family: Family) -> str | None:
@@ -184,5 +184,9 @@ def _chosen_model_type(document: ConfigDocument, family: Family) -> str | None:
 def _unread_parts(document: ConfigDocument, family: Family, settings: Settings) -> list[tuple[str, str]]:
     """Top-level sub-configs a hand-written family does not build (an ``audio_config`` beside Kimi-K2.5's text and
     vision configs, a wrapper's vision_config when only its text_config is read), each said to be left out."""
-    read = {*family.modelled_configs, *document.root[:1], *(key for key in settings.read if key.endswith("_config"))}
+    read = {
+        *family.builds.modelled_configs,
+        *document.root[:1],
+        *(key for key in settings.read if key.endswith("_config")),
+    }
     return unread_sub_configs(document, read, reader=f"the {family.name} family")

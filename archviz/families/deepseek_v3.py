@@ -14,7 +14,7 @@ DeepseekV3YarnRotaryEmbedding, DeepseekV3MoE.moe_infer, ``logits = logits.float(
 
 from __future__ import annotations
 
-from archviz.families.blocks.builder import GraphBuilder, checkpoint_dtypes, fixed, layer_placement
+from archviz.families.blocks.builder import GraphBuilder, TextPart, checkpoint_dtypes, fixed, layer_placement
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import (
     decoder_block,
@@ -29,8 +29,9 @@ from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_l
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.rotary import decoupled_rope_settings, rotary_embedding, yarn_rotary_locator
 from archviz.families.blocks.routing import SigmoidRouting
-from archviz.families.registry import ConfigWords, Family
+from archviz.families.registry import ConfigWords, Family, FamilyBuilds, FamilySpeech
 from archviz.graph import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
+from archviz.naming import NamingMap, conversion_renames
 from archviz.settings import Settings
 
 NAME = "deepseek_v3"
@@ -97,8 +98,10 @@ class DeepseekV3Builder:
 
     naming = NAMING
     code = CODE
-    module_spellings: tuple[tuple[str, str], ...] = ()
-    """Module names transformers loads under another name (``Graph.module_spellings``)."""
+    conversion_model_type = "deepseek_v3"
+    """The model_type whose conversion mapping in transformers renames its checkpoint names (``Graph.naming``)."""
+    text_part: TextPart | None = None
+    """For a wrapper around this text model, where its names and code are (``GraphBuilder.text``)."""
     layer_keys: tuple[str, ...] = (
         "num_hidden_layers",
         "first_k_dense_replace",
@@ -111,7 +114,7 @@ class DeepseekV3Builder:
         s.require(required(self.naming))
         self.s = s
         dtype, block = checkpoint_dtypes(s)
-        self.b = GraphBuilder(s, dtype=dtype, quantization_block=block)
+        self.b = GraphBuilder(s, dtype=dtype, quantization_block=block, text=self.text_part)
         self.mla = mla_dims(s)
         self.d = self.mla.d
         self.vocab = fixed("vocab", s.dim("vocab_size"), "vocab_size")
@@ -226,9 +229,14 @@ class DeepseekV3Builder:
             layers=layers,
             not_modelled=self.not_modelled,
             beyond_transformers=self.beyond_transformers,
-            module_spellings=self.module_spellings,
+            naming=self.naming_map(),
             layer_keys=self.layer_keys,
         )
+
+    @classmethod
+    def naming_map(cls) -> NamingMap:
+        """Its checkpoint names against transformers' module paths: the conversion mapping's renames."""
+        return NamingMap(renames=conversion_renames(cls.conversion_model_type))
 
     def eps(self) -> Setting:
         return Setting(name="epsilon", value=self.s.number("rms_norm_eps"), config_keys=("rms_norm_eps",))
@@ -304,7 +312,7 @@ def build_family(s: Settings, model: ModelInfo, builder: type[DeepseekV3Builder]
     """The whole graph, or with ``s.partial`` and missing keys, the part the config allows."""
     missing = s.missing([*required(builder.naming), *extra])
     if missing and s.partial:
-        return partial_graph(s, model, missing, builder.code)
+        return partial_graph(s, model, missing, builder.code, text=builder.text_part, naming=builder.naming_map())
     return builder(s).build(model)
 
 
@@ -317,7 +325,6 @@ FAMILY = Family(
     model_types=("deepseek_v3", "kimi_k2"),
     architectures=("DeepseekV3ForCausalLM",),
     transformers_model_type="deepseek_v3",
-    build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder),
-    moe=NAMING,
-    words=WORDS,
+    builds=FamilyBuilds(build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder)),
+    speaks=FamilySpeech(moe=NAMING, words=WORDS),
 )

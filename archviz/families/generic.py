@@ -58,7 +58,7 @@ from archviz.families.blocks.mixers import (
 )
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.omissions import unread_sub_configs, with_omissions
-from archviz.families.registry import GENERIC, Family
+from archviz.families.registry import GENERIC, Family, FamilyBuilds, FamilySpeech
 from archviz.graph import (
     DataEdge,
     Dim,
@@ -88,6 +88,7 @@ from archviz.modeltree import (
     ModuleTree,
     ShapeTrace,
 )
+from archviz.naming import NamingMap, Rename
 from archviz.pins import SourceFile
 from archviz.provenance import class_attributes, find_site
 from archviz.recipe import transformers_recipe
@@ -248,9 +249,8 @@ def family(model_type: str) -> Family:
         model_types=(model_type,),
         architectures=(),
         transformers_model_type=model_type,
-        build=build,
-        locators=locators,
-        words=WORDS,
+        builds=FamilyBuilds(build=build, locators=locators),
+        speaks=FamilySpeech(words=WORDS),
     )
 
 
@@ -773,7 +773,7 @@ class CodeGraph:
             active_unknown=self._active_unknown(),
             trace_failures=self._trace_failures(),
             unpriced=self._unpriced(graph),
-            module_renames=self._module_renames(folded),
+            naming=NamingMap(renames=self._module_renames(folded)),
             flow=self._through_cores(flow, graph),
         )
 
@@ -802,9 +802,9 @@ class CodeGraph:
             edges = _rerouted(edges, site, nodes, holders)
         return tuple(dict.fromkeys(edges))
 
-    def _module_renames(self, folded: list[_Folded]) -> tuple[tuple[str, str], ...]:
+    def _module_renames(self, folded: list[_Folded]) -> tuple[Rename, ...]:
         """Each checkpoint module name that is not the path of the module holding its tensors, with that path
-        (``Graph.module_renames``), instance by instance and longest first: a release's names are its conversion
+        (``Graph.naming``), instance by instance and longest first: a release's names are its conversion
         mapping's (MiniMax-M3's ``language_model.model.layers.2.self_attn.index_q_proj`` is the module
         ``model.language_model.layers.2.self_attn.indexer.q_proj``), which the FLOP count looks modules up by. A
         bank of experts is named up to its expert index."""
@@ -819,7 +819,10 @@ class CodeGraph:
                     module = ".".join(segments)
                     if module != instance.path:
                         renames.setdefault(module, instance.path)
-        return tuple(sorted(renames.items(), key=lambda pair: (-len(pair[0]), pair[0])))
+        return tuple(
+            Rename(checkpoint=old, module=new, anchored=True, source="the modules transformers built")
+            for old, new in sorted(renames.items(), key=lambda pair: (-len(pair[0]), pair[0]))
+        )
 
     # -- the data flow -----------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from archviz.families.blocks.builder import (
     BATCH,
     GraphBuilder,
     Scope,
+    TextPart,
     factor,
     fixed,
     layer_placement,
@@ -37,8 +38,8 @@ from archviz.families.blocks.builder import (
 from archviz.families.blocks.builder import POSITIONS as TEXT_POSITIONS
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
-from archviz.families.registry import CodePart, Family
-from archviz.graph import Dim, Graph, Group, GroupKind, ModelInfo, Node, NodeKind, Placement, Setting, Shape, TensorRow
+from archviz.families.registry import CodePart, Family, FamilyBuilds, FamilySpeech
+from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Placement, Setting, Shape, TensorRow
 from archviz.locators import Category, Locator, attribute, defined, method, statement
 from archviz.settings import Settings
 
@@ -50,16 +51,6 @@ IMAGE_TOKENS = Dim(symbol="M", label="image tokens", formula="P ÷ (merge_kernel
 """Merged patches: one per 2×2 block of patches (frames of a video averaged), each one text-model token."""
 IMAGES = Dim(symbol="I", label="images")
 """Images and videos in the batch (``grid_thw`` has one row of frames, rows and columns each)."""
-
-TEXT_CHECKPOINT = (("model.", "language_model.model."), ("lm_head.", "language_model.lm_head."))
-"""K2's checkpoint names (first) and the release's for the same tensors under the wrapper (second)."""
-TEXT_MODULES = (
-    ("language_model.model.", "model.language_model."),
-    ("language_model.lm_head", "lm_head"),
-    ("model.", "model.language_model."),
-)
-"""The release's checkpoint names of the text model, and K2's module paths (``model.layers.{layer}``), with
-transformers' module paths under the wrapper, for the shape trace (``Graph.module_renames``)."""
 
 # Keys of the vision tower and the projector, as transformers 5.24 reads them (``Kimi_K25VisionConfig``,
 # ``Kimi_K25Config``) and as the release spells them for Moonshot's own code (its config.json). transformers reads
@@ -712,6 +703,10 @@ class KimiK25Builder(DeepseekV3Builder):
         "decoder block, normalizes and projects to vocabulary logits."
     )
 
+    conversion_model_type = "kimi_k25"
+    # K2's text model under the release's language_model. names, located in transformers' deepseek_v3 file.
+    text_part = TextPart(checkpoint_prefix="language_model.", file="text")
+
     def __init__(self, s: Settings):
         super().__init__(s)
         self.vision = vision_dims(s)
@@ -726,11 +721,13 @@ class KimiK25Builder(DeepseekV3Builder):
         self.tied = top
 
     def before_text(self) -> None:
-        vision_tower(self.b, self.vision)
-        projector(self.b, self.vision)
+        with self.b.outside_text():
+            vision_tower(self.b, self.vision)
+            projector(self.b, self.vision)
 
     def after_embedding(self) -> None:
-        image_scatter(self.b, self.vision)
+        with self.b.outside_text():
+            image_scatter(self.b, self.vision)
 
 
 def _line(document: ConfigDocument, path: tuple[str, ...]) -> int | None:
@@ -741,48 +738,7 @@ def _line(document: ConfigDocument, path: tuple[str, ...]) -> int | None:
 def build(s: Settings, model: ModelInfo) -> Graph:
     """The wrapper's graph: K2's text graph (K2's ids, counts and locators, cited in its own file) under the
     release's ``language_model.`` names, after the vision tower and the projector."""
-    graph = build_family(s, model, KimiK25Builder)
-    vision = {group.id for group in graph.groups if _within_vision(group, graph)}
-    return replace(
-        graph,
-        nodes=tuple(node if node.group in vision or node.id == SCATTER else _text_node(node) for node in graph.nodes),
-        groups=tuple(group if group.id in vision else _text_group(group) for group in graph.groups),
-        module_renames=TEXT_MODULES,
-    )
-
-
-def _within_vision(group: Group, graph: Graph) -> bool:
-    groups = {item.id: item for item in graph.groups}
-    current: Group | None = group
-    while current is not None:
-        if current.kind in (GroupKind.VISION, GroupKind.PROJECTOR):
-            return True
-        current = groups.get(current.parent or "")
-    return False
-
-
-def _text_tensor(row: TensorRow) -> TensorRow:
-    for k2, here in TEXT_CHECKPOINT:
-        if row.tensor.startswith(k2):
-            return replace(row, tensor=here + row.tensor.removeprefix(k2))
-    return row
-
-
-def _text_locator(locator: Locator | None) -> Locator | None:
-    return None if locator is None else replace(locator, file="text")
-
-
-def _text_node(node: Node) -> Node:
-    return replace(
-        node,
-        parameters=tuple(_text_tensor(row) for row in node.parameters),
-        buffers=tuple(_text_tensor(row) for row in node.buffers),
-        locate=_text_locator(node.locate),
-    )
-
-
-def _text_group(group: Group) -> Group:
-    return replace(group, locate=_text_locator(group.locate))
+    return build_family(s, model, KimiK25Builder)
 
 
 FAMILY = Family(
@@ -790,11 +746,11 @@ FAMILY = Family(
     model_types=("kimi_k25",),
     architectures=("KimiK25ForConditionalGeneration", "Kimi_K25ForConditionalGeneration"),
     transformers_model_type="kimi_k25",
-    build=lambda settings, model, _code: build(settings, model),
-    moe=DeepseekV3Builder.naming,
-    words=DEEPSEEK_V3_WORDS,
-    code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key="text_config")},
-    text_family="deepseek_v3",
-    modelled_configs=("text_config", "vision_config"),
-    adapt_config=adapt_config,
+    builds=FamilyBuilds(
+        build=lambda settings, model, _code: build(settings, model),
+        code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key="text_config")},
+        modelled_configs=("text_config", "vision_config"),
+        adapt_config=adapt_config,
+    ),
+    speaks=FamilySpeech(moe=DeepseekV3Builder.naming, words=DEEPSEEK_V3_WORDS, text_family="deepseek_v3"),
 )

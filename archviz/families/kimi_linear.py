@@ -34,7 +34,7 @@ from archviz.families.blocks.decoder import rms_norm
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
-from archviz.families.registry import Family, Getter
+from archviz.families.registry import Family, FamilyBuilds, FamilySpeech, Getter
 from archviz.graph import Dim, GroupKind, Mixer, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
 from archviz.locators import (
     Category,
@@ -119,8 +119,9 @@ class KimiLinearBuilder(DeepseekV3Builder):
 
     naming = NAMING
     code = CODE
-    # transformers' conversion mapping loads the release's block_sparse_moe as mlp, dense layers' included.
-    module_spellings = (("block_sparse_moe", "mlp"),)
+    # transformers' conversion mapping loads the release's block_sparse_moe as mlp, dense layers' included, and the
+    # attention's forget-gate tensors under self_attn.forget_gate.
+    conversion_model_type = "kimi_linear"
     layer_keys = (
         "num_hidden_layers",
         "first_k_dense_replace",
@@ -717,9 +718,10 @@ FAMILY = Family(
     model_types=("kimi_linear",),
     architectures=("KimiLinearForCausalLM",),
     transformers_model_type="kimi_linear",
-    build=lambda settings, model, _code: build_family(settings, model, KimiLinearBuilder, (LINEAR,)),
-    aliases=ALIASES,
-    moe=NAMING,
-    words=WORDS,
-    cut_layers=cut_layers,
+    builds=FamilyBuilds(
+        build=lambda settings, model, _code: build_family(settings, model, KimiLinearBuilder, (LINEAR,)),
+        aliases=ALIASES,
+        cut_layers=cut_layers,
+    ),
+    speaks=FamilySpeech(moe=NAMING, words=WORDS),
 )

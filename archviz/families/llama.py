@@ -47,8 +47,9 @@ from archviz.families.blocks.gqa import AttentionBias, GqaDims, GqaOptions, Grou
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
 from archviz.families.blocks.routing import SoftmaxRouting
-from archviz.families.registry import Family
+from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
 from archviz.graph import Dim, Ffn, Graph, Layer, Mixer, ModelInfo, Setting
+from archviz.naming import NamingMap, conversion_renames
 from archviz.settings import Settings
 
 LAYER_KEYS = ("num_hidden_layers", "layer_types", "mlp_only_layers", "decoder_sparse_step")
@@ -108,8 +109,6 @@ class Variant:
     """The MoE's naming; None for a dense model."""
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Other spellings of keys it reads, from the config class's ``attribute_map`` (what save_pretrained writes)."""
-    module_spellings: tuple[tuple[str, str], ...] = ()
-    """Module names of its checkpoints that transformers loads under another name (``Graph.module_spellings``)."""
 
     @property
     def architecture(self) -> str:
@@ -213,7 +212,6 @@ MIXTRAL = replace(
         sparse_step=None,
         dense_layers=None,
     ),
-    module_spellings=(("block_sparse_moe", "mlp"),),  # the release's names; transformers 5 loads them as mlp
 )
 
 QWEN3_MOE = replace(
@@ -439,7 +437,8 @@ class LlamaBuilder:
             model,
             input_embedding="token-embedding",
             layers=layers,
-            module_spellings=self.v.module_spellings,
+            # The release's names against transformers' module paths (Mixtral's block_sparse_moe is loaded as mlp).
+            naming=NamingMap(renames=conversion_renames(self.v.name)),
             layer_keys=LAYER_KEYS,
         )
 
@@ -526,9 +525,8 @@ def _family(variant: Variant) -> Family:
         model_types=(variant.name,),
         architectures=(variant.architecture,),
         transformers_model_type=variant.name,
-        build=build,
-        aliases=variant.aliases,
-        moe=variant.moe,
+        builds=FamilyBuilds(build=build, aliases=variant.aliases),
+        speaks=FamilySpeech(moe=variant.moe),
     )
 
 

@@ -64,35 +64,20 @@ class CodePart:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Family:
-    """A graph builder and the configs it accepts."""
+class FamilyBuilds:
+    """What a family does with a config: builds its graph, and what that takes (config keys, code, layers)."""
 
-    name: str
-    """The family's name (``deepseek_v3``)."""
-    model_types: tuple[str, ...]
-    """``model_type`` values it accepts."""
-    architectures: tuple[str, ...]
-    """``architectures`` entries it accepts when the model_type is unknown (``kimi_k2`` configs)."""
-    transformers_model_type: str
-    """The model_type whose transformers classes implement the family."""
     build: Callable[[Settings, ModelInfo, CodeReader], Graph]
     """Builds the graph from the settings and the model's identity; a family that reads transformers' modeling
     code (the generic family) builds and reads it with the meta stage's reader, which the others ignore."""
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Other spellings of the keys the family reads (transformers' ``attribute_map``): a config saved by
     transformers writes its canonical names (``num_local_experts``) where a release wrote its own (``num_experts``)."""
-    moe: MoeNaming | None = None
-    """How the family names its MoE keys, for the sentence describing a released configuration; None if dense."""
-    words: ConfigWords = ConfigWords()
-    """What the family's own keys add to that sentence."""
     locators: Locators | None = None
     """For a family whose nodes cannot carry their locators (the generic family's depend on the cited file), how
     provenance makes them; None when every node carries its own (``Node.locate``)."""
     code_parts: Mapping[str, CodePart] = field(default_factory=dict)
     """Parts whose code is in another modeling file, by the name a ``Locator.file`` gives them (``text``)."""
-    text_family: str | None = None
-    """For a wrapper whose language model is another family's text model (kimi_k25's is Kimi-K2's, built by
-    deepseek_v3), that family's name: the site compares the wrapper with that family's models."""
     modelled_configs: tuple[str, ...] = ()
     """The top-level sub-configs the family models (``text_config``, ``vision_config``); any other sub-config of a
     config it reads is listed as not modelled."""
@@ -102,3 +87,34 @@ class Family:
     adapt_config: ConfigAdapter | None = None
     """For a config whose release spells keys transformers does not read (Kimi-K2.5's ``vt_hidden_size``), how the
     copy transformers reads is given transformers' spellings; None when it reads the file as it is."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FamilySpeech:
+    """What a family says of a config in sentences: the words its own keys add (``archviz.claims``)."""
+
+    moe: MoeNaming | None = None
+    """How the family names its MoE keys, for the sentence describing a released configuration; None if dense."""
+    words: ConfigWords = ConfigWords()
+    """What the family's own keys add to that sentence."""
+    text_family: str | None = None
+    """For a wrapper whose language model is another family's text model (kimi_k25's is Kimi-K2's, built by
+    deepseek_v3), that family's name: the site compares the wrapper with that family's models."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Family:
+    """The configs a family accepts, what builds their graphs and what speaks of them."""
+
+    name: str
+    """The family's name (``deepseek_v3``)."""
+    model_types: tuple[str, ...]
+    """``model_type`` values it accepts."""
+    architectures: tuple[str, ...]
+    """``architectures`` entries it accepts when the model_type is unknown (``kimi_k2`` configs)."""
+    transformers_model_type: str
+    """The model_type whose transformers classes implement the family."""
+    builds: FamilyBuilds
+    """Config to graph."""
+    speaks: FamilySpeech = FamilySpeech()
+    """Words for its sentences."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from archviz.cost import Phase as CostPhase
 from archviz.excerpts import (
@@ -213,8 +213,15 @@ def _numbers(run: ExcerptLines) -> range:
     return range(run.start, run.start + len(run.lines))
 
 
-def build_card_view(index: ModelIndex, node: Node, *, diagram_links: DiagramLinks | None = None) -> CardView:
-    """The card of one node; ``diagram_links`` is where its sublayer diagram links (the site's cards by default)."""
+def build_card_view(
+    index: ModelIndex,
+    node: Node,
+    *,
+    diagram_links: DiagramLinks | None = None,
+    diagrams: Mapping[str, str] | None = None,
+) -> CardView:
+    """The card of one node; ``diagram_links`` is where its sublayer diagram links (the site's cards by default);
+    ``diagrams``, the sublayer diagrams already drawn for the model (``group_diagrams``), else it is drawn here."""
     root = "../../"
     slug = index.slug
     position = index.position[node.id]
@@ -225,7 +232,7 @@ def build_card_view(index: ModelIndex, node: Node, *, diagram_links: DiagramLink
     shares = index.nodes.get(node.shares_parameters_with or "")
     shapes = shape_rows(node)
     groups = index.ancestors(node.group)
-    context = context_diagram(index, node, root, diagram_links)
+    context = context_diagram(index, node, root, diagram_links, diagrams or {})
     flops = flops_view(index, node, root)
     return CardView(
         page=Page(
@@ -314,19 +321,37 @@ def _legend_nodes(index: ModelIndex, node: Node) -> list[Node]:
     return [node] if group is None else [node, *group_graph(index.graph, group.id).nodes]
 
 
-def context_diagram(index: ModelIndex, node: Node, root: str, links: DiagramLinks | None = None) -> tuple[str, str]:
+def group_diagrams(index: ModelIndex, root: str, links: DiagramLinks | None = None) -> dict[str, str]:
+    """Each sublayer's diagram (attention, MLP, MoE) that the cards of its nodes share, drawn once, by group id."""
+    links = links or _card_links(index, root)
+    groups = dict.fromkeys(g.id for node in index.graph.nodes if (g := _diagram_group(index, node)) is not None)
+    return {group_id: diagram_svg(group_graph(index.graph, group_id), links) for group_id in groups}
+
+
+def _card_links(index: ModelIndex, root: str) -> DiagramLinks:
+    """Where a card's diagram links: the site's cards and groups."""
+    return DiagramLinks(
+        node=lambda node_id: node_href(node_id, root=root, slug=index.slug),
+        group=lambda group_id: group_href(group_id, root=root, slug=index.slug),
+    )
+
+
+def context_diagram(
+    index: ModelIndex,
+    node: Node,
+    root: str,
+    links: DiagramLinks | None = None,
+    diagrams: Mapping[str, str] | None = None,
+) -> tuple[str, str]:
     """The title and SVG of the sublayer the node sits in (its attention, MLP or MoE), the node marked; empty for
-    a node at model or block level, which the overview's diagram shows."""
+    a node at model or block level, which the overview's diagram shows. ``diagrams``: as ``build_card_view``."""
     group = _diagram_group(index, node)
     if group is None:
         return "", ""
-    if group.id not in index.group_diagrams:
-        links = links or DiagramLinks(
-            node=lambda node_id: node_href(node_id, root=root, slug=index.slug),
-            group=lambda group_id: group_href(group_id, root=root, slug=index.slug),
-        )
-        index.group_diagrams[group.id] = diagram_svg(group_graph(index.graph, group.id), links)
-    return group_label(group), mark_current(index.group_diagrams[group.id], node.id)
+    drawn = (diagrams or {}).get(group.id)
+    if drawn is None:
+        drawn = diagram_svg(group_graph(index.graph, group.id), links or _card_links(index, root))
+    return group_label(group), mark_current(drawn, node.id)
 
 
 def _parameters_headline(node: Node, shares: Node | None) -> str:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from archviz.diff import ConfigChange, ConfigSame, FieldChange, LayerChange, ModelDiff, diff_models
 from archviz.diff_report import layer_runs, run_label
 from archviz.errors import InputError
-from archviz.families import family_for
 from archviz.pipeline import ModelDocs
 from archviz.present.diff_words import summarise
 from archviz.present.numbers import format_config_value, format_difference, format_ratio, format_value
@@ -54,7 +53,7 @@ def compare_pairs(
 ) -> tuple[tuple[int, int], ...]:
     """Positions of the pairs to compare: the requested ones (named as given or by slug), each once; without a
     request, every pair within a family of at most ``FEW`` rendered models, in the order the models were given (a
-    wrapper counting as the family of its text model, ``Family.text_family``: Kimi-K2.5 beside Kimi-K2)."""
+    wrapper counting as the family of its text model, ``FamilySpeech.text_family``: Kimi-K2.5 beside Kimi-K2)."""
     if requested is not None:
         pairs: list[tuple[int, int]] = []
         for a, b in requested:
@@ -65,8 +64,7 @@ def compare_pairs(
         return tuple(pairs)
     families: dict[str, list[int]] = {}
     for position, docs in enumerate(models):
-        family = family_for(docs.graph.model)
-        text_family = family.text_family if family is not None else None
+        text_family = docs.family.speaks.text_family
         families.setdefault(text_family or docs.graph.model.family, []).append(position)
     return tuple(
         (a, b)

@@ -71,11 +71,12 @@ def deploy_view(index: ModelIndex) -> DeployView:
             setup=setup,
             reason="Only part of this model is modelled: what each GPU would hold is not known from the modelled part.",
         )
-    if restated_plans(graph) is None:
+    if restated_plans(graph, index.docs.family) is None:
         return DeployView(setup=setup, reason="No tensor-parallel plan is restated for this model's family.")
     try:
         plan = plan_deployment(
             graph,
+            index.docs.family,
             PlanRequest(
                 gpu=_UNLIMITED,
                 parallelism=Parallelism(tp=GPUS_PER_NODE),

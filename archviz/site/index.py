@@ -137,8 +137,6 @@ class ModelIndex:
         self.cost: CostReport = model_cost(self.graph, docs.totals, sizes, cache_dtype=cache_dtype)
         """What the model costs at ``archviz cost``'s default sizes, which every page states (a notebook asks for
         others)."""
-        self.group_diagrams: dict[str, str] = {}
-        """Each group's own diagram once drawn (the cards of its nodes share it): filled by ``cards``."""
 
     def ancestors(self, group_id: str) -> list[Group]:
         """The group and its enclosing groups, innermost first."""

@@ -109,7 +109,7 @@ def model_fragment(index: ModelIndex) -> ModelFragment:
 
 def card_fragment(index: ModelIndex, node_id: str) -> CardView:
     """A node's card, the site's own: its sublayer's diagram links inside itself, and its other links (into the
-    site) are not shown. ``index`` must be a notebook's: the diagrams it keeps link this way."""
+    site) are not shown."""
     return build_card_view(index, index.nodes[node_id], diagram_links=INSIDE)
 
 

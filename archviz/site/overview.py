@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from archviz.claims import configuration_claim
 from archviz.config import ConfigDocument
 from archviz.cost import modelled_in_full
-from archviz.families import family_for
 from archviz.graph import Graph, Group, GroupKind, Node, Part
 from archviz.pipeline import ModelDocs
 from archviz.present.labels import PART_TITLES
@@ -273,7 +272,7 @@ def page_keys(index: ModelIndex) -> list[str]:
         keys += node.config_keys
         keys += [key for setting in node.settings for key in setting.config_keys]
         keys += [key for shape in (*node.inputs, *node.outputs) for dim in shape.dims for key in dim.config_keys]
-    keys += configuration_claim(graph, config, family_for(graph.model))[1]
+    keys += configuration_claim(graph, config, index.docs.family)[1]
     if any(group.placement.layers for group in graph.groups):
         keys += graph.layer_keys  # they place groups in layers (the layer map, ``×61 (layers 0–60)``)
     keys += DTYPE_KEYS

@@ -15,7 +15,7 @@ import jinja2
 
 import archviz
 from archviz.pipeline import ModelDocs
-from archviz.site.cards import build_card_view
+from archviz.site.cards import build_card_view, group_diagrams
 from archviz.site.compare import CompareView, build_compare_view, compare_pairs, compare_path, transformers_defaults
 from archviz.site.home import build_home_view, build_search_index
 from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slugs
@@ -142,5 +142,9 @@ def site_files(
     for index in indexes:
         yield f"{index.slug}/index.html", render_overview(build_overview_view(index), context)
         yield model_json_path(index), model_json(index)
+        diagrams = group_diagrams(index, "../../")  # drawn once, shared by the cards of each sublayer's nodes
         for node in index.graph.nodes:
-            yield f"{index.slug}/nodes/{node.id}.html", render_card(build_card_view(index, node), context)
+            yield (
+                f"{index.slug}/nodes/{node.id}.html",
+                render_card(build_card_view(index, node, diagrams=diagrams), context),
+            )

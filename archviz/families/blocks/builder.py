@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import NotRequired, TypedDict, Unpack
 
@@ -31,6 +32,7 @@ from archviz.graph import (
     TensorRow,
 )
 from archviz.locators import Category, Locator, Site
+from archviz.naming import NO_RENAMES, NamingMap
 from archviz.settings import Settings
 
 # The symbolic dimensions every decoder shares.
@@ -170,17 +172,55 @@ class _GroupDraft:
     members: list[str] = field(default_factory=list)
 
 
-class GraphBuilder:
-    """Collects nodes and groups in forward order for one config."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextPart:
+    """A wrapper's language model, built by its text family's builder: what its names and locators say otherwise."""
 
-    def __init__(self, settings: Settings, *, dtype: str, quantization_block: tuple[int, int] | None):
+    checkpoint_prefix: str
+    """Put before every checkpoint name and traced module of the text model (Kimi-K2.5's ``language_model.``)."""
+    file: str
+    """The code part its locators cite (``Locator.file``: ``text``, the text family's modeling file)."""
+
+
+class GraphBuilder:
+    """Collects nodes and groups in forward order for one config.
+
+    With ``text``, the graph is a wrapper's: what is added is its language model's (names under the text part's
+    prefix, located in the text part's file) except inside ``outside_text`` (the vision tower, the projector)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        dtype: str,
+        quantization_block: tuple[int, int] | None,
+        text: TextPart | None = None,
+    ):
         self.settings = settings
         self.dtype = dtype
         self.quantization_block = quantization_block
         self.quantized_dtype = "F8_E4M3"
+        self.text = text
+        self._outside_text = False
         self._nodes: list[Node] = []
         self._node_ids: set[str] = set()
         self._groups: dict[str, _GroupDraft] = {}
+
+    @contextmanager
+    def outside_text(self) -> Iterator[None]:
+        """For the duration, what is added is the wrapper's own (its names and locators as given)."""
+        self._outside_text = True
+        try:
+            yield
+        finally:
+            self._outside_text = False
+
+    def _text_part(self) -> TextPart | None:
+        return None if self._outside_text else self.text
+
+    def _located(self, locate: Locator | None) -> Locator | None:
+        text = self._text_part()
+        return locate if text is None or locate is None else replace(locate, file=text.file)
 
     # -- tensors ------------------------------------------------------------------------------
 
@@ -195,9 +235,10 @@ class GraphBuilder:
     ) -> TensorRow:
         """A checkpoint tensor whose shape is the factors' values, outermost first."""
         block = self.quantization_block if quantized else None
+        text = self._text_part()
         return TensorRow(
             component=component,
-            tensor=tensor,
+            tensor=tensor if text is None else text.checkpoint_prefix + tensor,
             shape=tuple(item.value for item in factors),
             factors=tuple(factors),
             elements=math.prod(item.value for item in factors),
@@ -222,7 +263,7 @@ class GraphBuilder:
         if id in self._groups or id in self._node_ids:
             raise ValueError(f"duplicate id {id}")
         self._groups[id] = _GroupDraft(
-            title=title, kind=kind, summary=summary, placement=placement, parent=parent, locate=locate
+            title=title, kind=kind, summary=summary, placement=placement, parent=parent, locate=self._located(locate)
         )
         if parent is not None:
             self._groups[parent].members.append(id)
@@ -265,14 +306,18 @@ class GraphBuilder:
             config_keys=keys,
             part=part,
             shares_parameters_with=fields.get("shares_parameters_with"),
-            locate=locate,
+            locate=self._located(locate),
             op=fields.get("op"),
-            traced_module=fields.get("traced_module"),
+            traced_module=self._traced(fields.get("traced_module")),
         )
         self._nodes.append(node)
         self._node_ids.add(id)
         self._groups[group].members.append(id)
         return id
+
+    def _traced(self, module: str | None) -> str | None:
+        text = self._text_part()
+        return module if text is None or module is None else text.checkpoint_prefix + module
 
     def state(self, id: str, *, value: Shape, **head: Unpack[StateHead]) -> str:
         """Add a tensor state: a node whose single output is the tensor itself (``traced_module`` outputs it)."""
@@ -312,10 +357,10 @@ class GraphBuilder:
         beyond_transformers: Iterable[str] = (),
         partial: bool = False,
         derived_from_code: bool = False,
-        module_spellings: Iterable[tuple[str, str]] = (),
+        naming: NamingMap = NO_RENAMES,
         layer_keys: Iterable[str] = (),
     ) -> Graph:
-        """Freeze everything added into a graph (``module_spellings``, ``layer_keys``: as ``Graph`` says)."""
+        """Freeze everything added into a graph (``naming``, ``layer_keys``: as ``Graph`` says)."""
         groups = tuple(
             Group(
                 id=id,
@@ -340,7 +385,7 @@ class GraphBuilder:
             beyond_transformers=tuple(beyond_transformers),
             partial=partial,
             derived_from_code=derived_from_code,
-            module_spellings=tuple(module_spellings),
+            naming=naming,
             layer_keys=tuple(layer_keys),
         )
 

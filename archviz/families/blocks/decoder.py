@@ -21,6 +21,7 @@ from archviz.families.blocks.builder import (
     POSITIONS,
     GraphBuilder,
     Scope,
+    TextPart,
     checkpoint_dtypes,
     factor,
     fixed,
@@ -42,6 +43,7 @@ from archviz.locators import (
     used,
     whole_class,
 )
+from archviz.naming import NO_RENAMES, NamingMap
 from archviz.settings import Settings
 
 LAYER = "model.layers.{layer}"
@@ -653,11 +655,20 @@ def _float_logits(b: GraphBuilder, *, logits: Shape, vocab: Dim, group: str, cod
 # -- an incomplete config -------------------------------------------------------------------------------
 
 
-def partial_graph(s: Settings, model: ModelInfo, missing: list[str], code: DecoderCode) -> Graph:
-    """What an incomplete config allows: the token embedding and its output, the rest listed as missing."""
+def partial_graph(
+    s: Settings,
+    model: ModelInfo,
+    missing: list[str],
+    code: DecoderCode,
+    *,
+    text: TextPart | None = None,
+    naming: NamingMap = NO_RENAMES,
+) -> Graph:
+    """What an incomplete config allows: the token embedding and its output, the rest listed as missing (``text``,
+    ``naming``: a wrapper's text part and the graph's naming map, as the whole graph would have them)."""
     s.require(["vocab_size", "hidden_size"])
     dtype, block = checkpoint_dtypes(s)
-    b = GraphBuilder(s, dtype=dtype, quantization_block=block)
+    b = GraphBuilder(s, dtype=dtype, quantization_block=block, text=text)
     d = fixed("d", s.dim("hidden_size"), "hidden_size")
     vocab = s.dim("vocab_size")
     model_group(
@@ -675,4 +686,5 @@ def partial_graph(s: Settings, model: ModelInfo, missing: list[str], code: Decod
             f"the config does not set {', '.join(missing)}, which the {s.family} family needs."
         ],
         partial=True,
+        naming=naming,
     )
