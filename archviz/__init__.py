@@ -30,7 +30,7 @@ def __getattr__(name: str) -> Any:
     does without them (reading the version means importing ``importlib.metadata`` and scanning the installed
     packages, which ``archviz --help`` need not pay for)."""
     if name == "__version__":
-        from archviz.versions import installed_versions
+        from archviz.common.versions import installed_versions
 
         return installed_versions().archviz
     if name in __all__:

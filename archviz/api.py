@@ -16,23 +16,23 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from archviz.config import ConfigDocument
-from archviz.cost import DEFAULT_SIZES, CostReport, Sizes, cache_dtype_name, model_cost
-from archviz.errors import InputError
-from archviz.graph import Assumption, Graph
-from archviz.graph import Node as GraphNode
-from archviz.legs import Leg, Outcome
+from archviz.common.errors import InputError
+from archviz.cost.model import DEFAULT_SIZES, CostReport, Sizes, cache_dtype_name, model_cost
+from archviz.graph.nodes import Assumption, Graph
+from archviz.graph.nodes import Node as GraphNode
+from archviz.graph.totals import Totals
+from archviz.inputs.config import ConfigDocument
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.sources import PREFERENCES, GraphSources
-from archviz.totals import Totals
+from archviz.provenance.sources import PREFERENCES, GraphSources
+from archviz.verify.legs import Leg, Outcome
 
 if TYPE_CHECKING:
-    from archviz.diff import ModelDiff
+    from archviz.diff.compare import ModelDiff
     from archviz.site.compare import CompareView
     from archviz.site.index import ModelIndex
     from archviz.site.notebook import ModelFragment, VerdictFragment
     from archviz.site.views import CardView, CostView
-    from archviz.verify import Verification
+    from archviz.verify.check import Verification
 
 __all__ = ["Cost", "Diff", "InputError", "Model", "ModelNode", "Verdict", "describe"]
 
@@ -172,8 +172,8 @@ class Model(_Shown):
         """Verify the graph leg by leg, as ``archviz check`` does: the meta-device model (imports torch and
         transformers; ``meta=False`` skips it), the shape trace, the FLOP count, the cache object, and the checkpoint
         (``checkpoint``, else the Hub repo's or the model folder's, when there is one)."""
-        from archviz.checkpoint import read_checkpoint
-        from archviz.verify import checkpoint_location, verify
+        from archviz.verify.check import checkpoint_location, verify
+        from archviz.verify.checkpoint import read_checkpoint
 
         location = checkpoint_location(self.docs, checkpoint)
         held = read_checkpoint(location, revision=self.revision) if location is not None else None
@@ -183,7 +183,7 @@ class Model(_Shown):
     def diff(self, other: Model | str, *, revision: str | None = None) -> Diff:
         """What changes from this model to ``other`` (a ``Model``, or a name ``describe`` reads at ``revision``), as
         ``archviz diff`` reads it: config keys, nodes, layer map, totals, in words."""
-        from archviz.diff import diff_models
+        from archviz.diff.compare import diff_models
 
         theirs = other if isinstance(other, Model) else describe(other, revision)
         return Diff(a=self, b=theirs, diff=diff_models(self.docs, theirs.docs))
@@ -277,8 +277,8 @@ class Cost(_Shown):
 
     def json(self) -> dict[str, Any]:
         """The ``archviz cost --json`` document at these sizes."""
-        from archviz.cost import beyond_context
-        from archviz.costs_report import cost_json
+        from archviz.cost.model import beyond_context
+        from archviz.present.costs_report import cost_json
 
         docs = self.model.docs
         beyond = beyond_context(self.sizes, docs.config) if self.report.priced else ()

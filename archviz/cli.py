@@ -14,16 +14,16 @@ from typer._click import Context  # the context TyperGroup's methods take (typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from archviz.config import MAX_CONFIG_DEPTH, nesting_depth
-from archviz.errors import InputError, doing, printable, step_of
-from archviz.files import write_atomically
-from archviz.graph import Assumption
-from archviz.words import plural
+from archviz.common.errors import InputError, doing, printable, step_of
+from archviz.common.files import write_atomically
+from archviz.common.words import plural
+from archviz.graph.nodes import Assumption
+from archviz.inputs.config import MAX_CONFIG_DEPTH, nesting_depth
 
 if TYPE_CHECKING:  # the pipeline and rich are imported by the commands that use them, not by `archviz --help`
     from archviz.pipeline import ModelDocs
-    from archviz.terminal import SafeConsole
-    from archviz.verify import Verification
+    from archviz.present.terminal import SafeConsole
+    from archviz.verify.check import Verification
 
 DEBUG = "archviz.debug"
 """``Context.meta`` key: whether ``--debug`` was given (a traceback with an internal error)."""
@@ -100,7 +100,7 @@ RevisionOption = Annotated[str | None, typer.Option("--revision", help="Branch, 
 def _print_version(value: bool) -> None:
     """``--version``: archviz's version and the transformers and torch versions its line numbers depend on."""
     if value:
-        from archviz.versions import installed_versions, version_line
+        from archviz.common.versions import installed_versions, version_line
 
         sys.stdout.write(version_line(installed_versions()) + "\n")
         raise typer.Exit()
@@ -147,7 +147,7 @@ def _assumptions(items: list[str] | None) -> list[Assumption]:
 
 
 def _source(choice: str) -> str:
-    from archviz.sources import PREFERENCES
+    from archviz.provenance.sources import PREFERENCES
 
     if choice not in PREFERENCES:
         raise InputError(f"--source must be one of {', '.join(PREFERENCES)}", path=f"--source {choice}")
@@ -156,14 +156,14 @@ def _source(choice: str) -> str:
 
 def _stdout() -> SafeConsole:
     """The report console; piped to a file or a CI log, it is 120 columns wide rather than rich's 80."""
-    from archviz.terminal import SafeConsole
+    from archviz.present.terminal import SafeConsole
 
     return SafeConsole(emoji=False) if sys.stdout.isatty() else SafeConsole(width=120, emoji=False)
 
 
 def _fail(error: InputError) -> typer.Exit:
     """Bad input: one line on stderr, exit code 2."""
-    from archviz.terminal import SafeConsole
+    from archviz.present.terminal import SafeConsole
 
     SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
         f"archviz: error: {error}", markup=False
@@ -173,7 +173,7 @@ def _fail(error: InputError) -> typer.Exit:
 
 def _internal_error(error: BaseException, *, debug: bool) -> typer.Exit:
     """A bug in archviz: one line on stderr saying so and what archviz was doing; the traceback with --debug."""
-    from archviz.terminal import SafeConsole
+    from archviz.present.terminal import SafeConsole
 
     console = SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     if debug:
@@ -202,7 +202,7 @@ def inspect(
 ) -> None:
     """Show every operator and tensor state of MODEL's forward pass, with shapes and parameter counts."""
     from archviz.pipeline import describe_model
-    from archviz.terminal import json_text
+    from archviz.present.terminal import json_text
 
     try:
         docs = describe_model(
@@ -211,12 +211,12 @@ def inspect(
     except InputError as error:
         raise _fail(error) from None
     if as_json:
-        from archviz.documents import inspect_document
+        from archviz.present.documents import inspect_document
 
         sys.stdout.write(json_text(inspect_document(docs)))
         return
-    from archviz.report import render_tree
-    from archviz.shapes import Phase
+    from archviz.graph.shapes import Phase
+    from archviz.present.report import render_tree
 
     _stdout().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
 
@@ -236,10 +236,10 @@ def cost(
     partial: PartialOption = False,
 ) -> None:
     """What MODEL costs to run: FLOPs for a prompt and per decoded token, weight bytes, cache and state bytes."""
-    from archviz.cost import Sizes, beyond_context, cache_dtype_name, model_cost
-    from archviz.costs_report import cost_json, render_cost
+    from archviz.cost.model import Sizes, beyond_context, cache_dtype_name, model_cost
     from archviz.pipeline import describe_model
-    from archviz.terminal import json_text
+    from archviz.present.costs_report import cost_json, render_cost
+    from archviz.present.terminal import json_text
 
     try:
         docs = describe_model(model, revision=revision, assumptions=_assumptions(assume), partial=partial)
@@ -267,7 +267,7 @@ def _gpu(
     """The table's GPU with the user's figures over it, or a GPU of the user's figures alone."""
     from dataclasses import replace
 
-    from archviz.plan import Gpu, gpu_named
+    from archviz.cost.plan import Gpu, gpu_named
 
     if name is None:
         if memory is None or bandwidth is None or bf16 is None:
@@ -349,11 +349,11 @@ def plan(
     """Will MODEL fit: each GPU's weights under TP, EP and PP, the sequences that fit at a context, and lower bounds
     on a decode step and a prefill. Exit 2 for a plan the model cannot run or whose weights do not fit; weights
     that fit with no room for a sequence at the context are reported (0 sequences), not refused."""
-    from archviz.cost import cache_dtype_name
+    from archviz.cost.model import cache_dtype_name
+    from archviz.cost.plan import Convention, Parallelism, PlanRequest, plan_deployment, restated_plans
     from archviz.pipeline import describe_model
-    from archviz.plan import Convention, Parallelism, PlanRequest, plan_deployment, restated_plans
-    from archviz.plan_report import plan_json, render_plan
-    from archviz.terminal import json_text
+    from archviz.present.plan_report import plan_json, render_plan
+    from archviz.present.terminal import json_text
 
     device = _gpu(gpu, gpu_memory, bandwidth, bf16, fp8, fp4)
     if convention not in tuple(Convention):
@@ -370,7 +370,7 @@ def plan(
     docs = describe_model(model, revision=revision, assumptions=_assumptions(assume))
     plans = None
     if restated_plans(docs.graph, docs.family) is None:  # read off transformers' classes
-        from archviz.meta import parallel_plans
+        from archviz.verify.meta import parallel_plans
 
         with doing("reading transformers' parallel plans"):
             plans = parallel_plans(docs.graph.model.transformers_model_type)
@@ -409,7 +409,7 @@ TrustOption = Annotated[
 
 def _checkpoint_location(docs: ModelDocs, checkpoint: str | None) -> str | None:
     """--checkpoint, else the Hub repo's (HF cache first), else the model folder's own safetensors."""
-    from archviz.verify import checkpoint_location
+    from archviz.verify.check import checkpoint_location
 
     return checkpoint_location(docs, checkpoint)
 
@@ -459,12 +459,12 @@ def check(
     input, 3 unverified (nothing independent ran) or partial (what ran agrees, but the graph leaves parts of the
     config out; both 0 with --allow-unverified), 4 internal error (a bug in archviz).
     """
-    from archviz.checkpoint import read_checkpoint
     from archviz.pipeline import describe_model
     from archviz.present.json_documents import verification_json
-    from archviz.report import render_verification
-    from archviz.terminal import json_text
-    from archviz.verify import verify
+    from archviz.present.report import render_verification
+    from archviz.present.terminal import json_text
+    from archviz.verify.check import verify
+    from archviz.verify.checkpoint import read_checkpoint
 
     with doing("describing the model"):
         docs = describe_model(
@@ -487,7 +487,7 @@ def check(
 def _write_junit(
     path: Path, model: str, docs: ModelDocs, verification: Verification, *, strict: bool, allow_unverified: bool
 ) -> None:
-    from archviz.junit import junit_xml
+    from archviz.present.junit import junit_xml
 
     text = junit_xml(model, docs.graph, verification, strict=strict, allow_unverified=allow_unverified)
     write_atomically(path, text, what="the JUnit report")
@@ -495,9 +495,9 @@ def _write_junit(
 
 def _check_exit_code(docs: ModelDocs, verification: Verification, *, strict: bool, allow_unverified: bool) -> int:
     """The exit code, with one line on stderr for each --strict failure and for an internal error in a leg."""
-    from archviz.legs import Outcome
-    from archviz.sources import coverage
-    from archviz.terminal import SafeConsole
+    from archviz.present.terminal import SafeConsole
+    from archviz.provenance.sources import coverage
+    from archviz.verify.legs import Outcome
 
     console = SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     if verification.internal_error:
@@ -535,10 +535,10 @@ def manifest(
     revision: RevisionOption = None,
 ) -> None:
     """Write the tensor names, shapes and dtypes of MODEL's checkpoint (or, --predicted, of the graph's)."""
-    from archviz.checkpoint import read_checkpoint, write_manifest
     from archviz.pipeline import describe_model
-    from archviz.terminal import SafeConsole
-    from archviz.verify import predicted_checkpoint
+    from archviz.present.terminal import SafeConsole
+    from archviz.verify.check import predicted_checkpoint
+    from archviz.verify.checkpoint import read_checkpoint, write_manifest
 
     try:
         docs = describe_model(model, revision=revision)
@@ -578,12 +578,12 @@ def diff(
 
     Exit 0 when the architectures are the same (config keys may still differ), 1 when they differ, 2 on bad input.
     """
-    from archviz.diff import diff_models
-    from archviz.diff_report import render_diff
+    from archviz.diff.compare import diff_models
     from archviz.pipeline import describe_model
+    from archviz.present.diff_report import render_diff
     from archviz.present.diff_words import summarise
     from archviz.present.json_documents import diff_json
-    from archviz.terminal import json_text
+    from archviz.present.terminal import json_text
 
     try:
         a_docs = describe_model(model_a, revision=revision_a)
@@ -614,8 +614,8 @@ def card(
 
     Every number is the one `inspect --json` gives.
     """
-    from archviz.card import model_card
     from archviz.pipeline import describe_model
+    from archviz.present.card import model_card
 
     del markdown  # Markdown is the only format; the flag names it, as the README's command line does
 
@@ -640,8 +640,8 @@ def export(
     source: SourceOption = "auto",
 ) -> None:
     """Write MODEL's data-flow diagram (svg, dot, mermaid) or its graph (json, the `inspect --json` document)."""
-    from archviz.export import ExportFormat, export_text
     from archviz.pipeline import describe_model
+    from archviz.present.export import ExportFormat, export_text
 
     if export_format not in tuple(ExportFormat):
         raise InputError(f"expected one of {', '.join(ExportFormat)}", path=f"--format {export_format}")
@@ -712,10 +712,10 @@ def render(
 
     Progress goes to standard error when it is a terminal. Two renders into one OUT take turns.
     """
-    from archviz.resolve import BUNDLED
+    from archviz.inputs.resolve import BUNDLED
+    from archviz.present.terminal import SafeConsole
     from archviz.site.batch import RenderRequest, default_jobs, render_site
     from archviz.site.progress import PlainReporter, RichReporter
-    from archviz.terminal import SafeConsole
 
     console = SafeConsole(stderr=True, highlight=False, emoji=False)
     try:
@@ -753,7 +753,7 @@ def main() -> None:
         if type(error).__name__ == "NoArgsIsHelpError":  # bare `archviz`: the help, as typer shows it
             error.show()  # type: ignore[attr-defined]
         else:
-            from archviz.terminal import SafeConsole
+            from archviz.present.terminal import SafeConsole
 
             context = getattr(error, "ctx", None)
             where = f"{context.command_path}: " if context is not None else ""

@@ -6,18 +6,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from archviz.config import ConfigDocument, load_config
-from archviz.errors import InputError
+from archviz.code.finder import ensure_python
+from archviz.code.modeltree import CodeRequest, ModelCode, ModelRecipe
+from archviz.code.pins import SourceFile
+from archviz.common.errors import InputError
 from archviz.families import build_graph, family_settings, find_family
 from archviz.families.registry import Family
-from archviz.graph import Assumption, Graph
-from archviz.modeltree import CodeRequest, ModelCode, ModelRecipe
-from archviz.pins import SourceFile
-from archviz.provenance import ensure_python
-from archviz.recipe import transformers_recipe
-from archviz.resolve import ModelSource, resolve_model
-from archviz.sources import GraphSources, ModelingSource, choose_source_file, locate_sources
-from archviz.totals import Totals, compute_totals
+from archviz.graph.nodes import Assumption, Graph
+from archviz.graph.totals import Totals, compute_totals
+from archviz.inputs.config import ConfigDocument, load_config
+from archviz.inputs.recipe import transformers_recipe
+from archviz.inputs.resolve import ModelSource, resolve_model
+from archviz.provenance.sources import GraphSources, ModelingSource, choose_source_file, locate_sources
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,16 +176,16 @@ def _modeling_files(
 
 
 # The meta stage, for a model_type without a hand-written family only: these are the sole reasons reading a
-# config can import torch and transformers (through archviz.meta), and only then.
+# config can import torch and transformers (through archviz.verify.meta), and only then.
 
 
 def _transformers_ships(model_type: str) -> bool:
-    from archviz.meta import transformers_ships
+    from archviz.verify.meta import transformers_ships
 
     return transformers_ships(model_type)
 
 
 def _read_code(request: CodeRequest) -> ModelCode:
-    from archviz.meta import read_model_code
+    from archviz.verify.meta import read_model_code
 
     return read_model_code(request)

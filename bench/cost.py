@@ -74,9 +74,9 @@ def models() -> list[tuple[str, str]]:
 def is_generic(model: str) -> bool:
     """Whether archviz has no hand-written family for the model (asking transformers nothing: any model_type no
     hand-written family takes is taken as one transformers ships, which all the released configs' are)."""
-    from archviz.config import load_config
     from archviz.families import FAMILIES, find_family
-    from archviz.resolve import resolve_model
+    from archviz.inputs.config import load_config
+    from archviz.inputs.resolve import resolve_model
 
     where = resolve_model(model, revision=None)
     config = load_config(where.config_path, display_path=where.display_path)

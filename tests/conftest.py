@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _without_versions(text: str) -> str:
     """``text`` with the installed versions written as placeholders: a golden file holds archviz's output, not the
     machine's packages."""
-    from archviz.versions import installed_versions, version_fields, version_line
+    from archviz.common.versions import installed_versions, version_fields, version_line
 
     text = text.replace(version_line(installed_versions()), "archviz VERSION (transformers VERSION, torch VERSION)")
     for key, value in version_fields().items():

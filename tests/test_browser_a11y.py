@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from archviz.inputs.resolve import BUNDLED
 from archviz.pipeline import describe_model
-from archviz.resolve import BUNDLED
 from archviz.site import write_site
 
 # The browser fixture is test_browser's, used here by name (hence the noqa on the tests that take it).

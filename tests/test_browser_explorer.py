@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from archviz.graph import Graph
+from archviz.graph.nodes import Graph
+from archviz.graph.totals import node_parameters
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
-from archviz.totals import node_parameters
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
 from tests.test_browser import DIAGRAM_WIDTHS, _inside, artifacts, browser, open_page, wait_until  # noqa: F401

@@ -16,11 +16,11 @@ import pytest
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
-from archviz.card import model_card
 from archviz.cli import app
-from archviz.markdown import markdown_link, markdown_text
-from archviz.mermaid import mermaid_flowchart, mermaid_text
 from archviz.pipeline import ModelDocs, describe_model
+from archviz.present.card import model_card
+from archviz.present.markdown import markdown_link, markdown_text
+from archviz.present.mermaid import mermaid_flowchart, mermaid_text
 from tests.node_tools import mermaid_parse
 
 K2 = "kimi-k2-instruct"

@@ -1,4 +1,4 @@
-"""Tests for ``archviz.checkpoint``: real safetensors files, a real transformers sharded save, hand-built bad
+"""Tests for ``archviz.verify.checkpoint``: real safetensors files, a real transformers sharded save, hand-built bad
 headers, a real HF cache layout, and a local HTTP server standing in for the Hub (the only mock: the network).
 
 About the HF cache location: huggingface_hub reads HF_HOME / HF_HUB_CACHE / HF_HUB_OFFLINE once, when
@@ -36,7 +36,8 @@ from hypothesis import strategies as st
 from safetensors import safe_open
 from safetensors.numpy import save_file as save_numpy
 
-from archviz.checkpoint import (
+from archviz.common.errors import InputError
+from archviz.verify.checkpoint import (
     SAFETENSORS_DTYPE_BITS,
     Checkpoint,
     CheckpointTensor,
@@ -46,7 +47,6 @@ from archviz.checkpoint import (
     read_safetensors_header,
     write_manifest,
 )
-from archviz.errors import InputError
 
 SHA_MAIN = "0123456789abcdef0123456789abcdef01234567"
 SHA_OLD = "fedcba9876543210fedcba9876543210fedcba98"
@@ -943,7 +943,7 @@ def test_hf_cache_through_environment_in_a_fresh_process(tmp_path: Path) -> None
     populate_hf_cache(home / "hub", "org/name", SHA_MAIN, {"model.safetensors": weights}, ["main"])
     script = (
         "import json, sys\n"
-        "from archviz.checkpoint import read_checkpoint\n"
+        "from archviz.verify.checkpoint import read_checkpoint\n"
         "c = read_checkpoint('org/name')\n"
         "print(json.dumps([c.source, c.revision, [t.name for t in c.tensors],\n"
         "                  'torch' in sys.modules, 'transformers' in sys.modules]))\n"

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.errors import InputError
+from archviz.common.errors import InputError
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
 from archviz.site.compare import FEW, compare_pairs
@@ -398,7 +398,7 @@ def test_keys_both_leave_at_transformers_defaults_are_folded(kimi_site: Path) ->
 
 
 def transformers_version() -> str:
-    from archviz.versions import installed_versions
+    from archviz.common.versions import installed_versions
 
     return str(installed_versions().transformers)
 
@@ -430,7 +430,7 @@ def test_a_ratio_near_one_reads_as_the_signed_difference(kimi_site: Path) -> Non
 
 def test_kimi_k25_scale_elements_are_its_int4_group_scales(kimi_site: Path) -> None:
     """The regression: K2.5's INT4 experts carry a BF16 scale per group of 32 weights, and the page said 0."""
-    from archviz.totals import predicted_manifest
+    from archviz.graph.totals import predicted_manifest
 
     docs = describe_model(K25)
     text = docs.config.settings

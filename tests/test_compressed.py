@@ -21,7 +21,7 @@ from safetensors.torch import save_file
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.dtypes import ITEMSIZE, safetensors_dtype
+from archviz.common.dtypes import ITEMSIZE, safetensors_dtype
 from archviz.families.compressed import Config, read_config, scheme_for, stored_tensors
 from archviz.pipeline import describe_model
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from archviz.config import load_config, parse_config
-from archviz.errors import InputError
-from archviz.resolve import bundled_config
+from archviz.common.errors import InputError
+from archviz.inputs.config import load_config, parse_config
+from archviz.inputs.resolve import bundled_config
 
 # The public part of Kimi-K3's config, as its reference card shows it.
 K3_PARTIAL = Path(__file__).parent / "data" / "kimi-k3.config.partial.json"

@@ -15,18 +15,18 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import archviz.costcheck
-from archviz import legs
+import archviz.verify.costcheck
 from archviz.cli import app
-from archviz.cost import Phase, Sizes, flop_rows, layer_cache_bytes, model_cost
-from archviz.costcheck import WITNESS_SIZES, compare_cost, cost_legs
-from archviz.graph import Graph, OpKind
-from archviz.meta import instantiate_meta_module
+from archviz.cost.model import Phase, Sizes, flop_rows, layer_cache_bytes, model_cost
+from archviz.graph.nodes import Graph, OpKind
+from archviz.inputs.resolve import bundled_config
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.resolve import bundled_config
-from archviz.shapecheck import layer_prefix, reduced_model
-from archviz.verify import predicted_checkpoint
-from archviz.witness import witness_cost
+from archviz.verify import legs
+from archviz.verify.check import predicted_checkpoint
+from archviz.verify.costcheck import WITNESS_SIZES, compare_cost, cost_legs
+from archviz.verify.meta import instantiate_meta_module
+from archviz.verify.shapecheck import layer_prefix, reduced_model
+from archviz.verify.witness import witness_cost
 from tests.test_families import TINY, tiny
 from tests.test_hostile import TINY_K2
 from tests.test_meta import FAMILY_CASES
@@ -298,19 +298,19 @@ def test_a_model_that_differs_from_the_graph_fails_the_cost_leg_naming_what(
 def test_the_cache_leg_witnesses_the_cache_bytes_cost_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cache-object leg compares the numbers ``archviz cost`` prints (``cost.cache_costs``), not a second
     computation: a cost model that keeps one extra position per layer fails it, layer by layer."""
-    import archviz.cost
+    import archviz.cost.model
 
     docs = describe(TINY["llama-3.1-8b"], tmp_path / "model")
     module = reduced_model(docs.graph, docs.recipe, docs.family, trust_remote_code=False, model_dir=None)
     layers = layer_prefix(docs.graph)
     assert not cost_legs(docs.graph, module, layers=layers, cache_dtype=docs.graph.dtype).cache.fails()
-    real = archviz.cost.cache_costs
+    real = archviz.cost.model.cache_costs
 
-    def one_more_position(graph: Graph, cache_dtype: str) -> list[archviz.cost.CacheCost]:
+    def one_more_position(graph: Graph, cache_dtype: str) -> list[archviz.cost.model.CacheCost]:
         return [dataclasses.replace(cost, state=cost.state + cost.per_token) for cost in real(graph, cache_dtype)]
 
-    monkeypatch.setattr(archviz.cost, "cache_costs", one_more_position)
-    monkeypatch.setattr(archviz.costcheck, "cache_costs", one_more_position)
+    monkeypatch.setattr(archviz.cost.model, "cache_costs", one_more_position)
+    monkeypatch.setattr(archviz.verify.costcheck, "cache_costs", one_more_position)
     report = model_cost(docs.graph, docs.totals, Sizes(batch=1, prompt=5, context=7))
     assert report.state_bytes > 0  # what archviz cost would print
     cache = cost_legs(docs.graph, module, layers=layers, cache_dtype=docs.graph.dtype).cache
@@ -436,7 +436,7 @@ def absorbed_mla_decode_flops(
 def test_absorbed_mla_decode_flops_are_an_absorbed_forwards_count(tmp_path: Path) -> None:
     """The engines' form of MLA decode (``cost.absorbed_costs``), held to FlopCounterMode over an absorbed MLA layer
     written in the test; the eager form stays transformers' (held by the FLOP count leg)."""
-    from archviz.cost import absorbed_costs, node_costs, part_of
+    from archviz.cost.model import absorbed_costs, node_costs, part_of
 
     config = {key: value for key, value in TINY_K2.items() if key != "quantization_config"}
     (tmp_path / "config.json").write_text(json.dumps(config))

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from archviz.cost import Phase, Sizes, cache_costs, layer_flops, node_costs
-from archviz.costcheck import compare_cost
-from archviz.graph import Node, OpKind
-from archviz.meta import instantiate_meta_module
-from archviz.pins import RevisionKind, SourceFile
+from archviz.code.finder import find_site
+from archviz.code.pins import RevisionKind, SourceFile
+from archviz.cost.model import Phase, Sizes, cache_costs, layer_flops, node_costs
+from archviz.graph.nodes import Node, OpKind
 from archviz.pipeline import ModelDocs
-from archviz.provenance import find_site
-from archviz.witness import CostWitness, witness_cost
+from archviz.verify.costcheck import compare_cost
+from archviz.verify.meta import instantiate_meta_module
+from archviz.verify.witness import CostWitness, witness_cost
 from tests.test_cost import describe
 from tests.test_released import CORPUS, tiny_minimax_m3
 

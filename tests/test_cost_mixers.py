@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from archviz.config import parse_config
-from archviz.cost import Phase, Sizes, cache_costs, layer_cache_bytes, layer_flops, node_costs
-from archviz.costcheck import compare_cost
+from archviz.code.finder import find_site
+from archviz.code.modeltree import ModuleRecord
+from archviz.code.pins import RevisionKind, SourceFile
+from archviz.cost.model import Phase, Sizes, cache_costs, layer_cache_bytes, layer_flops, node_costs
 from archviz.families.blocks.builder import GraphBuilder, checkpoint_dtypes, layer_placement
 from archviz.families.blocks.mixers import MixerNodes, gated_delta_nodes, mamba2_nodes
-from archviz.graph import Graph, GroupKind, ModelInfo, OpKind
-from archviz.meta import MetaModel, build_meta_model, instantiate_meta_module, read_module_tree
-from archviz.modeltree import ModuleRecord
-from archviz.pins import RevisionKind, SourceFile
-from archviz.provenance import find_site
-from archviz.settings import Settings
-from archviz.witness import CostWitness, witness_cost
+from archviz.graph.nodes import Graph, GroupKind, ModelInfo, OpKind
+from archviz.inputs.config import parse_config
+from archviz.inputs.settings import Settings
+from archviz.verify.costcheck import compare_cost
+from archviz.verify.meta import MetaModel, build_meta_model, instantiate_meta_module, read_module_tree
+from archviz.verify.witness import CostWitness, witness_cost
 from tests.test_cost import CONFIGS as COST_CONFIGS
 from tests.test_cost import describe
 from tests.test_generic_moe import tiny_nemotron_h, tiny_qwen3_next

@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.cost import unpriced_reason
-from archviz.graph import Part
+from archviz.common.versions import version_fields
+from archviz.cost.model import unpriced_reason
+from archviz.graph.nodes import Part
+from archviz.graph.roles import RoleName, node_roles
+from archviz.graph.totals import node_parameters
 from archviz.pipeline import describe_model
-from archviz.roles import RoleName, node_roles
-from archviz.totals import node_parameters
-from archviz.versions import version_fields
 from tests.test_families import PUBLISHED
 from tests.test_hostile import TINY_K2
 from tests.test_verify import _minilm
@@ -377,7 +377,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
 
 
 def test_config_values_compare_as_json() -> None:
-    from archviz.diff import same_json
+    from archviz.diff.compare import same_json
 
     assert same_json(1, 1.0) and not same_json(1, True) and not same_json("1", 1)
     assert same_json(float("nan"), float("nan")) and same_json({"a": [1, 2]}, {"a": [1.0, 2]})
@@ -418,7 +418,7 @@ def test_two_revisions_of_one_repo_through_the_hf_cache(tmp_path: Path) -> None:
 def test_diffing_imports_neither_torch_nor_transformers() -> None:
     script = (
         "import sys\n"
-        "from archviz.diff import diff_models\n"
+        "from archviz.diff.compare import diff_models\n"
         "from archviz.pipeline import describe_model\n"
         f"diff_models(describe_model({K2!r}), describe_model({KIMI_LINEAR!r}))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'transformers'}))\n"

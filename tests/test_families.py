@@ -19,16 +19,16 @@ import transformers
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.config import parse_config
-from archviz.errors import InputError
+from archviz.common.errors import InputError
 from archviz.families import FAMILIES, generic
 from archviz.families.llama import VARIANTS, Variant
-from archviz.graph import Graph, ModelInfo, Node, NodeKind
-from archviz.meta import MetaModel, build_meta_model, read_model_code
+from archviz.graph.nodes import Graph, ModelInfo, Node, NodeKind
+from archviz.graph.totals import compute_totals, node_parameters, predicted_manifest
+from archviz.inputs.config import parse_config
+from archviz.inputs.settings import Settings
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.present.numbers import setting_text, setting_value_text
-from archviz.settings import Settings
-from archviz.totals import compute_totals, node_parameters, predicted_manifest
+from archviz.verify.meta import MetaModel, build_meta_model, read_model_code
 
 _LLAMA_3_1_ROPE = {
     "factor": 8.0,

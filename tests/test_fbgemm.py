@@ -17,10 +17,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from archviz.dtypes import safetensors_dtype
+from archviz.common.dtypes import safetensors_dtype
 from archviz.families.fbgemm import stored_tensors
+from archviz.graph.totals import predicted_manifest
 from archviz.pipeline import describe_model
-from archviz.totals import predicted_manifest
 from tests.test_compressed import check, check_changed, held, tiny_llama
 
 QUANTIZATION: dict[str, Any] = {

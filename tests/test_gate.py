@@ -106,12 +106,12 @@ def test_nodes_after_a_stand_in_are_not_checked(tiny: Path, monkeypatch: pytest.
 
 
 def test_an_internal_error_is_exit_4_and_named_a_bug(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import archviz.verify
+    import archviz.verify.check
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("model.layers.0.mlp.gate_proj.weight")
 
-    monkeypatch.setattr(archviz.verify, "pair_names", broken)
+    monkeypatch.setattr(archviz.verify.check, "pair_names", broken)
     result = check(str(tiny))
     assert result.exit_code == 4
     lines = result.stderr.strip().splitlines()
@@ -239,7 +239,7 @@ def test_junit_xml_has_a_case_per_leg_and_node(tiny: Path, tmp_path: Path) -> No
     assert suite.tag == "testsuite"
     cases = {(case.get("classname"), case.get("name")): case for case in suite.iter("testcase")}
     inspected = json.loads(runner.invoke(app, ["inspect", str(folder), "--json"]).stdout)
-    legs = [name for classname, name in cases if classname == "archviz.legs"]
+    legs = [name for classname, name in cases if classname == "archviz.verify.legs"]
     nodes = [name for classname, name in cases if classname == "archviz.nodes"]
     assert legs == ["analytic graph", "meta model", "shape trace", "FLOP count", "cache object", "checkpoint"]
     verdict = cases[("archviz.verdict", "outcome")].find("failure")
@@ -294,14 +294,14 @@ def test_an_assumption_for_a_key_the_config_sets_is_refused_at_its_line() -> Non
 def test_a_cut_down_config_transformers_rejects_is_archviz_s_bug(monkeypatch: pytest.MonkeyPatch) -> None:
     """The shape trace cuts the config to its first layers; the user's config built whole, so a rejection of the cut
     one is archviz's own bug (exit 4), never blamed on the input (exit 2)."""
-    import archviz.shapecheck
+    import archviz.verify.shapecheck
 
-    cut = archviz.shapecheck.reduced_config
+    cut = archviz.verify.shapecheck.reduced_config
 
     def broken(config: Any, layers: int, **options: Any) -> dict[str, Any]:
         return {**cut(config, layers, **options), "hidden_act": "no_such_activation"}
 
-    monkeypatch.setattr(archviz.shapecheck, "reduced_config", broken)
+    monkeypatch.setattr(archviz.verify.shapecheck, "reduced_config", broken)
     result = check("kimi-k2-instruct")
     assert result.exit_code == 4
     assert "internal error (a bug in archviz, not a problem with the input)" in result.output

@@ -17,11 +17,11 @@ import pytest
 import torch
 from torch import nn
 
-from archviz.graph import DataEdge, Graph
-from archviz.modeltree import CallKind, ShapeTrace
+from archviz.code.modeltree import CallKind, ShapeTrace
+from archviz.graph.nodes import DataEdge, Graph
 from archviz.pipeline import describe_model
 from archviz.site.dataflow import read_flow
-from archviz.tracing import trace_shapes
+from archviz.verify.tracing import trace_shapes
 from tests.test_generic_moe import tiny_gpt_oss
 from tests.test_released import tiny_qwen3_5
 

@@ -22,7 +22,7 @@ import pytest
 import torch
 import transformers
 
-from archviz.graph import Dim, Graph, Node
+from archviz.graph.nodes import Dim, Graph, Node
 from archviz.pipeline import describe_model
 
 RELEASED = Path(__file__).parent / "data" / "released"

@@ -28,10 +28,10 @@ from safetensors.torch import save_file
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.dtypes import safetensors_dtype
+from archviz.common.dtypes import safetensors_dtype
 from archviz.families.gptq import GPTQ, Scheme, stored_tensors
+from archviz.graph.totals import predicted_manifest
 from archviz.pipeline import describe_model
-from archviz.totals import predicted_manifest
 from tests.test_compressed import check, check_changed, held
 
 runner = CliRunner()

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from archviz.errors import InputError
-from archviz.graph import NodeKind, Part
+from archviz.common.errors import InputError
+from archviz.graph.nodes import NodeKind, Part
+from archviz.graph.shapes import Phase, format_shape
+from archviz.graph.totals import TensorRole, compute_totals, node_parameters, predicted_manifest
+from archviz.inputs.resolve import BUNDLED
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.present.numbers import setting_value_text
-from archviz.resolve import BUNDLED
-from archviz.shapes import Phase, format_shape
-from archviz.totals import TensorRole, compute_totals, node_parameters, predicted_manifest
 
 DATA = Path(__file__).parent / "data"
 CONFIGS = [*BUNDLED, str(DATA / "deepseek-v3.config.json"), str(DATA / "moonlight-16b-a3b.config.json")]

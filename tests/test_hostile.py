@@ -42,9 +42,9 @@ from safetensors.numpy import save as save_numpy
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.config import parse_config
-from archviz.errors import InputError
+from archviz.common.errors import InputError
 from archviz.families import FAMILIES
+from archviz.inputs.config import parse_config
 from archviz.pipeline import describe_model
 
 REPO = Path(__file__).resolve().parent.parent

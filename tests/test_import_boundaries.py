@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-HEAVY = ("torch", "transformers", "archviz.meta", "archviz.transformers_internals")
+HEAVY = ("torch", "transformers", "archviz.verify.meta", "archviz.verify.transformers_internals")
 
 # Runs ``python -m archviz ARGS`` in this interpreter and, at exit, prints which of HEAVY it loaded to stderr.
 RUN_AND_REPORT = """
@@ -67,9 +67,9 @@ BUNDLED = sorted(path.name for path in (REPO / "archviz" / "bundled").iterdir() 
 
 def test_every_bundled_model_is_of_a_hand_written_family() -> None:
     # The premise of the test below: a bundled model read off transformers' code would load torch by design.
-    from archviz.config import load_config
     from archviz.families import FAMILIES, find_family
-    from archviz.resolve import resolve_model
+    from archviz.inputs.config import load_config
+    from archviz.inputs.resolve import resolve_model
 
     for name in BUNDLED:
         where = resolve_model(name, revision=None)

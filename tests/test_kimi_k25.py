@@ -22,10 +22,10 @@ from safetensors.torch import save_file
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.errors import InputError
+from archviz.common.errors import InputError
 from archviz.families.kimi_k25 import SCATTER
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.sources import coverage
+from archviz.provenance.sources import coverage
 
 runner = CliRunner()
 RELEASED = Path(__file__).parent / "data" / "released" / "kimi-k2.5"
@@ -267,7 +267,7 @@ def test_a_vision_tensor_removed_fails_naming_it(saved: Path, tmp_path: Path) ->
 
 
 def test_the_bundled_config_is_the_released_file() -> None:
-    from archviz.resolve import BUNDLED, bundled_config
+    from archviz.inputs.resolve import BUNDLED, bundled_config
 
     assert BUNDLED["kimi-k2.5"].revision is None  # a public copy of the released file: its revision is unknown
     assert bundled_config("kimi-k2.5").read_bytes() == (RELEASED / "config.json").read_bytes()
@@ -287,7 +287,7 @@ def test_the_bundled_model_checks_against_the_meta_model_alone() -> None:
 def test_int4_experts_are_stored_packed_and_priced_as_stored() -> None:
     """The routed experts alone are packed (the ignore list keeps attention, shared experts, dense MLPs, lm_head and
     the vision side in BF16); stored bytes are what the cost model reads."""
-    from archviz.cost import DEFAULT_SIZES, model_cost
+    from archviz.cost.model import DEFAULT_SIZES, model_cost
 
     docs = released()
     packed = {node.id for node in docs.graph.nodes for row in node.parameters if row.packed is not None}

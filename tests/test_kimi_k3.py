@@ -8,11 +8,11 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.graph import Assumption, NodeKind
+from archviz.graph.nodes import Assumption, NodeKind
+from archviz.graph.totals import node_parameters
 from archviz.pipeline import describe_model
 from archviz.present.json_documents import graph_json
 from archviz.present.numbers import setting_text
-from archviz.totals import node_parameters
 
 runner = CliRunner()
 

@@ -1,7 +1,8 @@
 """Imports flow one way, stage by stage: a module never imports a module of a later stage.
 
-resolve → config → family graph → provenance → verification → report/site → CLI. Every module of the package is in
-``STAGES`` (a new module must be placed), and torch and transformers are imported only by the meta stage.
+The folders are the stages: common → code → graph → inputs → families → provenance → pipeline → cost → verify → diff →
+present and site → cli/api. Every package is in ``BANDS`` (a new package must be placed), and torch and transformers
+are imported only by the modules ``archviz.verify.TORCH_MODULES`` lists.
 """
 
 from __future__ import annotations
@@ -13,96 +14,49 @@ from pathlib import Path
 
 import pytest
 
+from archviz.verify import TORCH_MODULES
+
 PACKAGE = Path(__file__).resolve().parent.parent / "archviz"
 
-# Each module (or package prefix, ending in ".") and its stage; the first matching entry wins.
-STAGES: list[tuple[str, int]] = [
-    # 0: plain data and readers every stage uses; provenance is the AST engine, not the provenance stage.
-    ("errors", 0),
-    ("files", 0),  # bounded reads and atomic writes
-    ("patterns", 0),  # config regexes matched in bounded time
-    ("words", 0),
-    # Presentation's numbers and labels: how every stage says a value (a claim, a setting, a finding), so at floor 0.
-    ("present.numbers", 0),
-    ("present.labels", 0),
-    ("present", 0),  # the package itself: a docstring
-    ("dtypes", 0),
-    ("locators", 0),
-    ("naming", 0),  # the naming map between checkpoint names and module paths, read off transformers' source
-    ("graph", 0),
-    ("shapes", 0),
-    ("modeltree", 0),
-    ("pins", 0),
-    ("provenance", 0),
-    ("excerpts", 0),
-    ("versions", 0),  # the installed versions, from package metadata
-    # 1: where the model is and what its config says.
-    ("resolve", 1),
-    ("config", 1),
-    ("settings", 1),
-    ("recipe", 1),
-    # 2: the family graph and its arithmetic.
-    ("families.", 2),
-    ("families", 2),
-    ("totals", 2),
-    ("cost", 2),  # the cost model, read off the graph
-    ("plan", 2),  # deployment sizing: the predicted checkpoint split over GPUs, with the cost model's cache and FLOPs
-    ("roles", 2),  # the roles every family shares, read off the graph
-    # 3: the provenance stage.
-    ("claims", 3),
-    ("sources", 3),
-    # 4: the pipeline, which calls each stage in turn.
-    ("pipeline", 4),
-    # 5: verification: the meta-device model, the checkpoint, the reconciliation.
-    ("transformers_internals", 5),
-    ("meta", 5),
-    ("tracing", 5),
-    ("flowtrace", 5),  # the traced prefill pass's data flow, recorded for the tracer
-    ("checkpoint", 5),
-    ("legs", 5),
-    ("shapecheck", 5),
-    ("witness", 5),
-    ("costcheck", 5),
-    ("reconcile", 5),
-    ("verify", 5),
-    # The comparison of two models: reads the pipeline's output (and the checkpoint stage's dtype sizes), before
-    # presentation.
-    ("diff", 5),
-    # 6: presentation.
-    ("present.", 6),  # the JSON documents and the comparison's sentences
-    ("report", 6),
-    ("junit", 6),
-    ("diff_report", 6),
-    ("costs_report", 6),
-    ("plan_report", 6),
-    ("site.", 6),
-    ("site", 6),
-    ("terminal", 6),  # consoles and JSON text without control sequences
-    ("documents", 6),  # the JSON documents and their schemas
-    ("mermaid", 6),  # the data-flow diagram as Mermaid
-    ("card", 6),  # the model-card section
-    ("markdown", 6),  # Markdown text that reads as itself
-    ("export", 6),  # the diagram and graph exports
-    # 7: the command line and the Python API.
-    ("cli", 7),
-    ("api", 7),  # describe() and its results, shown in a notebook through site.notebook
-    ("__main__", 7),
-    ("", 7),  # the package itself
+# The stage packages in pipeline order (and the top-level modules, which are stages of their own). A module may import
+# its own band and earlier ones, never a later one. Every package and top-level module must be placed here; a module
+# named in full is placed apart from its package.
+BANDS: list[tuple[str, ...]] = [
+    ("common",),  # what every stage uses: errors, bounded reads, regexes, words, dtypes, versions
+    ("code",),  # modeling source read without running it: pins, locators as data, the AST finder, excerpts, module tree
+    ("graph",),  # the typed graph, its shapes, the naming map, totals, roles
+    # How a typed value reads (numbers and units, part titles): presentation's, used by every stage's sentences.
+    ("present.numbers", "present.labels"),
+    ("inputs",),  # where the model is and what its config says
+    ("families",),  # the family graphs and their shared blocks
+    ("provenance",),  # the lines each node cites, and the sentences
+    ("pipeline",),  # describe_model: the stages above in turn
+    ("cost",),  # the cost model and deployment sizing, read off the graph
+    ("verify",),  # the witnesses and the verdict
+    ("diff",),  # two models compared
+    # Presentation: terminal, JSON and Markdown views of typed values, and the documentation site, which shares its
+    # data flow and formatting with the Markdown and export views.
+    ("present", "site"),
+    ("cli", "api", "__main__", ""),  # the command line, the Python API and the package itself
 ]
 
 # The one sanctioned import of a later stage: the pipeline asks the meta stage, inside functions and only for a
 # model_type without a hand-written family, whether transformers ships it and what its modeling code holds.
-LATER_ALLOWED = {("pipeline", "meta")}
+LATER_ALLOWED = {("pipeline", "verify.meta")}
 
-# The only modules that may import torch or transformers.
-HEAVY_ALLOWED = {"meta", "tracing", "flowtrace", "witness", "transformers_internals"}
+# The only modules that may import torch or transformers: the one list, kept beside them.
+HEAVY_ALLOWED = {name.removeprefix("archviz.") for name in TORCH_MODULES}
 
 
 def stage(module: str) -> int:
-    for prefix, number in STAGES:
-        if module == prefix or (prefix.endswith(".") and module.startswith(prefix)):
+    for number, band in enumerate(BANDS):
+        if module in band:
             return number
-    raise AssertionError(f"archviz.{module} has no stage in STAGES: place it")
+    top = module.split(".")[0]
+    for number, band in enumerate(BANDS):
+        if top in band:
+            return number
+    raise AssertionError(f"archviz.{module} is in no band of BANDS: place its package")
 
 
 def modules() -> dict[str, Path]:
@@ -120,8 +74,7 @@ def imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
-            if node.module == "archviz":
-                names.update(f"archviz.{alias.name}" for alias in node.names)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)  # a submodule imported by name
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
     return names
@@ -157,9 +110,9 @@ def test_every_module_has_a_stage() -> None:
 def test_building_k2s_graph_imports_neither_torch_nor_transformers() -> None:
     script = (
         "import sys\n"
-        "from archviz.config import load_config\n"
+        "from archviz.inputs.config import load_config\n"
         "from archviz.families import build_graph, family_settings, find_family\n"
-        "from archviz.resolve import bundled_config\n"
+        "from archviz.inputs.resolve import bundled_config\n"
         "config = load_config(bundled_config('kimi-k2-instruct'))\n"
         "def refuse(*args):\n"
         "    raise AssertionError('a hand-written family asked the meta stage')\n"

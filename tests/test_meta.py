@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from archviz.errors import InputError
-from archviz.meta import MetaModel, build_meta_model, read_model_code, read_module_tree
-from archviz.modeltree import CodeRequest, ModelRecipe, ModuleTree
-from archviz.tracing import trace_shapes
+from archviz.code.modeltree import CodeRequest, ModelRecipe, ModuleTree
+from archviz.common.errors import InputError
+from archviz.verify.meta import MetaModel, build_meta_model, read_model_code, read_module_tree
+from archviz.verify.tracing import trace_shapes
 
 K2_CONFIG = Path(__file__).parent.parent / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
 
@@ -523,6 +523,6 @@ def test_remote_code_is_imported_with_trust(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_importing_meta_does_not_import_torch() -> None:
-    # Other stages import archviz.meta for its dataclasses; torch and transformers load only on use.
-    code = "import sys, archviz.meta; assert not {'torch', 'transformers'} & set(sys.modules), sys.modules"
+    # Other stages import archviz.verify.meta for its dataclasses; torch and transformers load only on use.
+    code = "import sys, archviz.verify.meta; assert not {'torch', 'transformers'} & set(sys.modules), sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)

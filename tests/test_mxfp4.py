@@ -28,7 +28,7 @@ from safetensors.torch import save_file
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.dtypes import ITEMSIZE
+from archviz.common.dtypes import ITEMSIZE
 from archviz.families.hf_quantizers import should_convert
 from archviz.families.mxfp4 import stored_tensors
 from archviz.pipeline import describe_model
@@ -259,7 +259,7 @@ def test_gpt_oss_120b_weight_bytes_are_its_model_cards_60_8_gib() -> None:
 
 def test_released_gpt_oss_predicts_the_released_names() -> None:
     """The names and dtypes of the released index's weight_map for one layer, from the 20b's config alone."""
-    from archviz.totals import predicted_manifest
+    from archviz.graph.totals import predicted_manifest
 
     docs = describe_model(str(RELEASED / "gpt-oss-20b"))
     layer = {t.name: t.dtype for t in predicted_manifest(docs.graph) if t.name.startswith("model.layers.0.")}

@@ -1,4 +1,4 @@
-"""The naming map (``archviz.naming``): checkpoint names against transformers' module paths, one map per graph.
+"""The naming map (``archviz.graph.naming``): checkpoint names against transformers' module paths, one map per graph.
 
 The hand-written families' renames are read off transformers' conversion mapping's source text; here they are held to
 the mapping transformers itself builds (``get_checkpoint_conversion_mapping``), entry by entry.
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from archviz.naming import NamingMap, Rename, conversion_renames
+from archviz.graph.naming import NamingMap, Rename, conversion_renames
 from archviz.pipeline import describe_model
 
 # model_types whose conversion mapping the hand-written families read, and two that rename nothing or a prefix.

@@ -15,11 +15,11 @@ import pytest
 import transformers
 from typer.testing import CliRunner
 
-from archviz import transformers_internals as internals
 from archviz.cli import app
-from archviz.errors import InputError
+from archviz.common.errors import InputError
 from archviz.families import find_family
 from archviz.pipeline import ModelDocs, describe_model
+from archviz.verify import transformers_internals as internals
 
 runner = CliRunner()
 RELEASED_K25 = Path(__file__).parent / "data" / "released" / "kimi-k2.5" / "config.json"

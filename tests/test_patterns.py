@@ -1,6 +1,6 @@
 """Config patterns matched once per checkpoint template instead of once per layer and expert.
 
-``archviz.patterns.number_blind`` says when a ``re:`` entry cannot tell names apart that differ only in their
+``archviz.common.patterns.number_blind`` says when a ``re:`` entry cannot tell names apart that differ only in their
 numbers; then a compressed-tensors config is matched once per row of the graph (Kimi-K2.5: 3 matches for its 69,120
 expert weights instead of 415,821). Held here to ``re`` itself over Kimi-K2.5's real checkpoint names, and to the
 graph that matching every name gives.
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from archviz.common.patterns import number_blind
 from archviz.families.compressed import read_config
-from archviz.patterns import number_blind
+from archviz.graph.totals import instance_names
 from archviz.pipeline import describe_model
-from archviz.totals import instance_names
 
 REPO = Path(__file__).resolve().parent.parent
 K25 = REPO / "tests" / "data" / "released" / "kimi-k2.5" / "config.json"

@@ -15,10 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.cost import DEFAULT_SIZES, model_cost
-from archviz.families import FAMILIES
-from archviz.pipeline import describe_model
-from archviz.plan import (
+from archviz.cost.model import DEFAULT_SIZES, model_cost
+from archviz.cost.plan import (
     EP_PLANS,
     GPUS,
     HEAD_PLAN,
@@ -34,6 +32,8 @@ from archviz.plan import (
     plan_deployment,
     stages,
 )
+from archviz.families import FAMILIES
+from archviz.pipeline import describe_model
 
 runner = CliRunner()
 
@@ -303,7 +303,7 @@ def test_plan_imports_neither_torch_nor_transformers() -> None:
     script = (
         "import sys\n"
         "from archviz.pipeline import describe_model\n"
-        "from archviz.plan import GPUS, Parallelism, PlanRequest, plan_deployment\n"
+        "from archviz.cost.plan import GPUS, Parallelism, PlanRequest, plan_deployment\n"
         "docs = describe_model('kimi-linear-48b-a3b-instruct')\n"
         "plan_deployment(docs.graph, docs.family, PlanRequest(gpu=GPUS['h100'], parallelism=Parallelism(tp=2)))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'transformers'}))\n"
@@ -343,7 +343,7 @@ def test_the_readmes_numbers(k2: Any) -> None:
 
 
 def test_fused_experts_read_off_the_code_are_cut_along_their_experts(tmp_path: Path) -> None:
-    from archviz.meta import parallel_plans
+    from archviz.verify.meta import parallel_plans
     from tests.test_meta import FAMILY_CASES
 
     docs = describe_model(_folder(tmp_path, {"model_type": "gpt_oss", **FAMILY_CASES["gpt_oss"][2]}))

@@ -33,12 +33,12 @@ from transformers.distributed import DistributedConfig  # noqa: E402
 from transformers.distributed.expert_parallel import apply_expert_parallelism  # noqa: E402
 from transformers.distributed.tensor_parallel import apply_tensor_parallelism  # noqa: E402
 
+from archviz.cost.plan import GPUS, Parallelism, PlanRequest, local_shapes, restated_plans  # noqa: E402
 from archviz.families.registry import Family  # noqa: E402
-from archviz.graph import Graph  # noqa: E402
-from archviz.meta import instantiate_meta_module, parallel_plans  # noqa: E402
+from archviz.graph.nodes import Graph  # noqa: E402
+from archviz.graph.totals import predicted_manifest  # noqa: E402
 from archviz.pipeline import describe_model  # noqa: E402
-from archviz.plan import GPUS, Parallelism, PlanRequest, local_shapes, restated_plans  # noqa: E402
-from archviz.totals import predicted_manifest  # noqa: E402
+from archviz.verify.meta import instantiate_meta_module, parallel_plans  # noqa: E402
 from tests.test_meta import FAMILY_CASES  # noqa: E402
 
 _TINY_DECODER = {

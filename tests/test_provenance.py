@@ -1,4 +1,4 @@
-"""Tests for archviz.provenance: pinning files, locating code by AST, excerpts and citations.
+"""Tests for archviz.code.finder: pinning files, locating code by AST, excerpts and citations.
 
 The locators run on the real modeling files of the installed transformers (deepseek_v3, which Kimi-K2
 runs on, and kimi_linear) and on Kimi-K2's released modeling_deepseek.py; the card-shaped excerpts are checked
@@ -21,8 +21,7 @@ from typing import NamedTuple
 
 import pytest
 
-from archviz.errors import InputError
-from archviz.excerpts import (
+from archviz.code.excerpts import (
     ExcerptLines,
     ExcerptOmission,
     code_reference,
@@ -32,16 +31,7 @@ from archviz.excerpts import (
     link,
     omission_label,
 )
-from archviz.pins import (
-    RevisionKind,
-    SourceFile,
-    content_hash,
-    hub_source_file,
-    hub_url_template,
-    load_source_file,
-    transformers_source_file,
-)
-from archviz.provenance import (
+from archviz.code.finder import (
     SourceSpan,
     find_attribute_definition,
     find_attribute_use,
@@ -53,6 +43,16 @@ from archviz.provenance import (
     resolve_class_name,
     split_lines,
 )
+from archviz.code.pins import (
+    RevisionKind,
+    SourceFile,
+    content_hash,
+    hub_source_file,
+    hub_url_template,
+    load_source_file,
+    transformers_source_file,
+)
+from archviz.common.errors import InputError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRANSFORMERS_VERSION = importlib.metadata.version("transformers")
@@ -826,7 +826,7 @@ def test_a_planted_source_file_is_only_read(tmp_path: Path, monkeypatch: pytest.
 def test_pinning_and_provenance_import_neither_torch_nor_transformers() -> None:
     script = (
         "import sys\n"
-        "from archviz import pins, provenance\n"
+        "from archviz.code import finder as provenance, pins\n"
         "src = pins.transformers_source_file('deepseek_v3')\n"
         "assert provenance.find_class(src, 'Model') is not None\n"
         "print(sorted(name for name in sys.modules if name.split('.')[0] in {'torch', 'transformers'}))\n"

@@ -330,7 +330,7 @@ def test_a_sub_config_model_type_without_a_modeling_file_of_its_own(tmp_path: Pa
 
 
 def test_a_missing_modeling_file_is_not_located_not_bad_input() -> None:
-    from archviz.sources import choose_source_file
+    from archviz.provenance.sources import choose_source_file
 
     source = choose_source_file(
         family_transformers_model_type="no_such_model_type",
@@ -346,8 +346,8 @@ def test_a_missing_modeling_file_is_not_located_not_bad_input() -> None:
 def test_dtypes_as_the_config_says_them() -> None:
     """transformers' precedence: the top level before the text_config, ``dtype`` before ``torch_dtype``; a config
     that declares none, with no checkpoint at hand, says that bfloat16 is assumed and why."""
-    from archviz.config import parse_config
-    from archviz.settings import ASSUMED_DTYPE_REASON, Settings
+    from archviz.inputs.config import parse_config
+    from archviz.inputs.settings import ASSUMED_DTYPE_REASON, Settings
 
     def declared(config: dict[str, Any]) -> tuple[str, tuple[str, ...] | None]:
         document = parse_config(json.dumps(config), display_path="config.json")
@@ -371,7 +371,7 @@ def test_a_config_without_a_dtype_and_no_checkpoint_is_not_float32(tmp_path: Pat
     """Issue 22: a config that declares no dtype was predicted in float32 (from_config's default), which no released
     checkpoint holds; from_pretrained loads the checkpoint's dtype, and with none at hand bfloat16 is assumed, said
     with its reason, and transformers builds the meta model in it too."""
-    from archviz.settings import ASSUMED_DTYPE_REASON
+    from archviz.inputs.settings import ASSUMED_DTYPE_REASON
     from tests.test_families import TINY
 
     config = {key: value for key, value in TINY["qwen3-8b"].items() if key not in ("torch_dtype", "dtype")}

@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.costs_report import COST_SCHEMA
-from archviz.diff import DIFF_SCHEMA
-from archviz.documents import SCHEMA_FILES, json_schema
-from archviz.plan_report import PLAN_SCHEMA
+from archviz.common.versions import version_fields
+from archviz.diff.compare import DIFF_SCHEMA
+from archviz.present.costs_report import COST_SCHEMA
+from archviz.present.documents import SCHEMA_FILES, json_schema
 from archviz.present.json_documents import CHECK_SCHEMA, JSON_SCHEMA
-from archviz.versions import version_fields
+from archviz.present.plan_report import PLAN_SCHEMA
 
 runner = CliRunner()
 K2 = "kimi-k2-instruct"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from archviz.errors import InputError
+from archviz.common.errors import InputError
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import (
     SITE_MARKER,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from archviz.cost.plan import GPUS, Parallelism, PlanRequest, plan_deployment, sequences_at
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.plan import GPUS, Parallelism, PlanRequest, plan_deployment, sequences_at
 from archviz.site import write_site
 from tests.test_site import Element, parse, squash
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from archviz.graph import Graph
+from archviz.graph.nodes import Graph
+from archviz.inputs.resolve import BUNDLED
 from archviz.pipeline import describe_model
-from archviz.resolve import BUNDLED
 from archviz.site.dataflow import Flow, FlowEdge, FlowKind, input_roles, read_flow
 from archviz.site.diagram import DiagramLinks, _check, diagram_svg
 from tests.test_families import PUBLISHED, TINY

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from archviz.excerpts import (
+from archviz.code.excerpts import (
     ExcerptLines,
 )
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.sources import Evidence
+from archviz.provenance.sources import Evidence
 from tests.test_families import PUBLISHED
 
 REPO = Path(__file__).parent.parent

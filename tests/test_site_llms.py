@@ -14,10 +14,10 @@ from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
 from archviz.cli import app
+from archviz.common.versions import installed_versions, version_line
 from archviz.pipeline import describe_model
 from archviz.site import write_site
 from archviz.site.index import SITE_ENTRIES
-from archviz.versions import installed_versions, version_line
 
 MODELS = ("kimi-k2-instruct", "kimi-linear-48b-a3b-instruct")
 runner = CliRunner()

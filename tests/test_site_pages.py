@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from archviz.config import ConfigDocument
+from archviz.inputs.config import ConfigDocument
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
 from tests.test_site import Element, parse, squash

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from archviz.graph.totals import node_parameters
 from archviz.pipeline import describe_model
 from archviz.present.numbers import count
 from archviz.site.batch import RenderRequest, render_site
 from archviz.site.progress import RichReporter
 from archviz.site.publish import LOCK_SUFFIX
-from archviz.totals import node_parameters
 from tests.test_site import parse, squash
 
 KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"

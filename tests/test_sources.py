@@ -1,4 +1,4 @@
-"""Tests for archviz.sources: choosing the modeling file, the locator tables, and every node's citations.
+"""Tests for archviz.provenance.sources: choosing the modeling file, the locator tables, and every node's citations.
 
 Everything runs on real files: the installed transformers' modeling files of every hand-written family
 (deepseek_v3, kimi_linear and the llama-style llama, mistral, qwen2, qwen3, mixtral, qwen3_moe) and of the
@@ -26,35 +26,35 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.errors import InputError
-from archviz.excerpts import (
+from archviz.code.excerpts import (
     ExcerptLines,
     ExcerptOmission,
     covering_range,
     format_excerpt,
 )
-from archviz.families import FAMILIES
-from archviz.families.blocks.code import DecoderCode
-from archviz.families.generic import locators as generic_locators
-from archviz.families.llama import VARIANTS, Variant
-from archviz.graph import Graph, NodeKind
-from archviz.locators import Category, Locator, Role, Site, SiteKind, SourceOrigin
-from archviz.pins import (
+from archviz.code.finder import (
+    SiteMatch,
+    SourceSpan,
+    find_site,
+    split_lines,
+)
+from archviz.code.locators import Category, Locator, Role, Site, SiteKind, SourceOrigin
+from archviz.code.pins import (
     RevisionKind,
     SourceFile,
     content_hash,
     load_source_file,
     transformers_source_file,
 )
+from archviz.common.errors import InputError
+from archviz.families import FAMILIES
+from archviz.families.blocks.code import DecoderCode
+from archviz.families.generic import locators as generic_locators
+from archviz.families.llama import VARIANTS, Variant
+from archviz.graph.nodes import Graph, NodeKind
+from archviz.inputs.resolve import bundled_config
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.provenance import (
-    SiteMatch,
-    SourceSpan,
-    find_site,
-    split_lines,
-)
-from archviz.resolve import bundled_config
-from archviz.sources import (
+from archviz.provenance.sources import (
     MAX_EXCERPT_LINES,
     Coverage,
     GraphSources,
@@ -833,7 +833,7 @@ def test_sources_imports_neither_torch_nor_transformers() -> None:
     script = (
         "import sys\n"
         "from archviz.pipeline import describe_model\n"
-        "from archviz.sources import choose_source_file, coverage, locate_sources\n"
+        "from archviz.provenance.sources import choose_source_file, coverage, locate_sources\n"
         "docs = describe_model('kimi-k2-instruct')\n"
         "source = choose_source_file(family_transformers_model_type='deepseek_v3', model_folder=None,\n"
         "    config_data=docs.config.data, repo=None, revision=None)\n"

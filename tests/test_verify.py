@@ -25,10 +25,10 @@ from safetensors.torch import save_file
 from transformers import AutoConfig, AutoModelForCausalLM
 from typer.testing import CliRunner
 
-from archviz.checkpoint import read_manifest
 from archviz.cli import app
 from archviz.pipeline import describe_model
-from archviz.verify import predicted_checkpoint
+from archviz.verify.check import predicted_checkpoint
+from archviz.verify.checkpoint import read_manifest
 
 RELEASED = Path(__file__).parent / "data" / "released"
 

@@ -15,15 +15,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from archviz.config import ConfigDocument
-from archviz.errors import InputError
+from archviz.code.modeltree import CodeReader
+from archviz.common.errors import InputError
 from archviz.families import compressed, deepseek_v3, fbgemm, gptq, kimi_k25, kimi_linear, llama, mxfp4
 from archviz.families.blocks.builder import scale_format
 from archviz.families.omissions import unbuilt_mtp, unmodelled_quantization, unread_sub_configs, with_omissions
 from archviz.families.registry import GENERIC, Family
-from archviz.graph import Assumption, Graph, ModelInfo
-from archviz.modeltree import CodeReader
-from archviz.settings import Settings
+from archviz.graph.nodes import Assumption, Graph, ModelInfo
+from archviz.inputs.config import ConfigDocument
+from archviz.inputs.settings import Settings
 
 FAMILIES: tuple[Family, ...] = (deepseek_v3.FAMILY, kimi_k25.FAMILY, kimi_linear.FAMILY, *llama.FAMILIES)
 """The hand-written families, in the order they are tried."""

@@ -52,11 +52,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from archviz.common.patterns import PatternMatcher, PatternTimeout, number_blind
 from archviz.families.hf_quantizers import quantization_config
-from archviz.graph import UNQUANTIZED, Graph, Node, Packing, StoredTensor, TensorRow
-from archviz.patterns import PatternMatcher, PatternTimeout, number_blind
-from archviz.settings import Settings
-from archviz.totals import instance_names
+from archviz.graph.nodes import UNQUANTIZED, Graph, Node, Packing, StoredTensor, TensorRow
+from archviz.graph.totals import instance_names
+from archviz.inputs.settings import Settings
 
 METHOD = "compressed-tensors"
 FORMAT = "pack-quantized"

@@ -30,9 +30,9 @@ from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.rotary import decoupled_rope_settings, rotary_embedding, yarn_rotary_locator
 from archviz.families.blocks.routing import SigmoidRouting
 from archviz.families.registry import ConfigWords, Family, FamilyBuilds, FamilySpeech
-from archviz.graph import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
-from archviz.naming import NamingMap, conversion_renames
-from archviz.settings import Settings
+from archviz.graph.naming import NamingMap, conversion_renames
+from archviz.graph.nodes import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
+from archviz.inputs.settings import Settings
 
 NAME = "deepseek_v3"
 

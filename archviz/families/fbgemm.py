@@ -19,9 +19,9 @@ from dataclasses import replace
 
 from archviz.families import hf_quantizers
 from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
-from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
-from archviz.settings import Settings
-from archviz.totals import instance_names
+from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
+from archviz.graph.totals import instance_names
+from archviz.inputs.settings import Settings
 
 METHOD = "fbgemm_fp8"
 DEFAULT_SKIPS = ("lm_head",)

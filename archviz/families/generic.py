@@ -1,14 +1,14 @@
 """Any model_type transformers ships without a hand-written table: the graph read off the real modeling code.
 
 The model is built on torch's meta device by the meta stage, which hands over its module tree as plain data
-(``archviz.modeltree.ModuleTree``, read by ``archviz.meta.read_model_code``); this module walks that record:
+(``archviz.code.modeltree.ModuleTree``, read by ``archviz.verify.meta.read_model_code``); this module walks that record:
 every module that owns parameters or saved buffers becomes a learned node whose rows are its tensors, named as
 ``save_pretrained`` writes them (transformers' own weight-conversion reversal, run on that module's
 tensors alone, so fused experts come back one tensor per expert). Repeated layers are folded: modules at the
 same path in every item of a ``ModuleList`` (``model.layers.{layer}``) with the same class and the same
 tensors become one node with a layer placement, and a module whose checkpoint tensors repeat per expert
 (``experts.{expert}.w1.weight``) one node with ``{expert}`` instances. Output shapes come from a prefill and a
-decode pass on meta tensors (``archviz.modeltree.ShapeTrace``); nodes are in the order the forward pass left them.
+decode pass on meta tensors (``archviz.code.modeltree.ShapeTrace``); nodes are in the order the forward pass left them.
 
 A fixed size (a tensor's axis, a traced width) is named after what structurally sizes it, never after a config key
 that merely has the same value (``CodeGraph._dim``): the candidates are read off the built module and the modules
@@ -23,7 +23,7 @@ then its class (``vision tower · encoder · layer · attention · q proj · lin
 unique in the graph; a module whose kind archviz does not recognise says so in its summary.
 
 Such a graph describes the code with the code, so it is not an independent witness: ``Graph.not_modelled``
-says so (``Graph.derived_from_code``). This module imports neither torch, transformers nor ``archviz.meta``:
+says so (``Graph.derived_from_code``). This module imports neither torch, transformers nor ``archviz.verify.meta``:
 ``build`` asks the code reader it is handed (the pipeline's) for the model it needs.
 """
 
@@ -35,6 +35,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from archviz.code.finder import class_attributes, find_site
+from archviz.code.locators import Category, Locator, Role, attribute, function, method, statement
+from archviz.code.modeltree import (
+    EXPERT_COUNT_ATTRIBUTES,
+    TOP_K_ATTRIBUTES,
+    CallKind,
+    CodeReader,
+    CodeRequest,
+    ModuleRecord,
+    ModuleTree,
+    ShapeTrace,
+)
+from archviz.code.pins import SourceFile
+from archviz.common.words import first_free
 from archviz.families.blocks.builder import (
     BATCH,
     KEY_POSITIONS,
@@ -59,7 +73,8 @@ from archviz.families.blocks.mixers import (
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.omissions import unread_sub_configs, with_omissions
 from archviz.families.registry import GENERIC, Family, FamilyBuilds, FamilySpeech
-from archviz.graph import (
+from archviz.graph.naming import NamingMap, Rename
+from archviz.graph.nodes import (
     DataEdge,
     Dim,
     Ffn,
@@ -77,23 +92,8 @@ from archviz.graph import (
     Shape,
     TensorRow,
 )
-from archviz.locators import Category, Locator, Role, attribute, function, method, statement
-from archviz.modeltree import (
-    EXPERT_COUNT_ATTRIBUTES,
-    TOP_K_ATTRIBUTES,
-    CallKind,
-    CodeReader,
-    CodeRequest,
-    ModuleRecord,
-    ModuleTree,
-    ShapeTrace,
-)
-from archviz.naming import NamingMap, Rename
-from archviz.pins import SourceFile
-from archviz.provenance import class_attributes, find_site
-from archviz.recipe import transformers_recipe
-from archviz.settings import LAYER_COUNT_KEYS, Settings
-from archviz.words import first_free
+from archviz.inputs.recipe import transformers_recipe
+from archviz.inputs.settings import LAYER_COUNT_KEYS, Settings
 
 NAME = GENERIC
 
@@ -286,7 +286,7 @@ def build(settings: Settings, model: ModelInfo, read_code: CodeReader) -> Graph:
     """The graph of the modeling code transformers ships for ``model.transformers_model_type``.
 
     ``read_code`` builds the model on the meta device and reads it (the pipeline hands over
-    ``archviz.meta.read_model_code``); it runs once the config's layer counts are known to be sane.
+    ``archviz.verify.meta.read_model_code``); it runs once the config's layer counts are known to be sane.
     """
     _bound_what_the_code_builds(settings)
     code = read_code(

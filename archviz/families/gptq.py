@@ -36,12 +36,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from archviz.common.patterns import PatternMatcher
 from archviz.families import hf_quantizers
 from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
-from archviz.graph import Graph, Node, Packing, StoredTensor, TensorRow
-from archviz.patterns import PatternMatcher
-from archviz.settings import Settings
-from archviz.totals import instance_names
+from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
+from archviz.graph.totals import instance_names
+from archviz.inputs.settings import Settings
 
 GPTQ = "gptq"
 AWQ = "awq"
@@ -204,7 +204,7 @@ def _gptq_selection(graph: Graph, raw: Mapping[str, Any]) -> Callable[[str], boo
             raise NotModelled("modules_in_block_to_quantize is not a list of lists of module names")
         keep = [name for part in inside for name in part]
     skipped = _dynamic_skips(raw.get("dynamic"))
-    matcher = PatternMatcher()  # the config's patterns, matched within one time budget (``archviz.patterns``)
+    matcher = PatternMatcher()  # the config's patterns, matched within one time budget (``archviz.common.patterns``)
 
     def convert(module: str) -> bool:
         return (

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from archviz.graph import UNQUANTIZED, Graph, Node
-from archviz.patterns import PatternMatcher, PatternTimeout
-from archviz.settings import Settings
+from archviz.common.patterns import PatternMatcher, PatternTimeout
+from archviz.graph.nodes import UNQUANTIZED, Graph, Node
+from archviz.inputs.settings import Settings
 
 
 class NotModelled(Exception):
@@ -40,7 +40,7 @@ def quantization_config(
 
 @dataclass(frozen=True, slots=True)
 class ModulePatterns:
-    """A config's ``modules_to_not_convert``, matched within one time budget (``archviz.patterns``)."""
+    """A config's ``modules_to_not_convert``, matched within one time budget (``archviz.common.patterns``)."""
 
     entries: tuple[str, ...]
     """Each a regular expression, as the config lists them."""

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from archviz.config import ConfigDocument
-from archviz.errors import InputError
+from archviz.code.locators import Category, Locator, attribute, defined, method, statement
+from archviz.common.errors import InputError
 from archviz.families.blocks.builder import (
     BATCH,
     GraphBuilder,
@@ -39,9 +39,9 @@ from archviz.families.blocks.builder import POSITIONS as TEXT_POSITIONS
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
 from archviz.families.registry import CodePart, Family, FamilyBuilds, FamilySpeech
-from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Placement, Setting, Shape, TensorRow
-from archviz.locators import Category, Locator, attribute, defined, method, statement
-from archviz.settings import Settings
+from archviz.graph.nodes import Dim, Graph, GroupKind, ModelInfo, NodeKind, Placement, Setting, Shape, TensorRow
+from archviz.inputs.config import ConfigDocument
+from archviz.inputs.settings import Settings
 
 NAME = "kimi_k25"
 

@@ -19,6 +19,17 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from archviz.code.locators import (
+    Category,
+    Locator,
+    attribute,
+    defined,
+    function,
+    method,
+    remote_only,
+    statement,
+    used,
+)
 from archviz.families.blocks.builder import (
     BATCH,
     POSITIONS,
@@ -35,19 +46,8 @@ from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
 from archviz.families.registry import Family, FamilyBuilds, FamilySpeech, Getter
-from archviz.graph import Dim, GroupKind, Mixer, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
-from archviz.locators import (
-    Category,
-    Locator,
-    attribute,
-    defined,
-    function,
-    method,
-    remote_only,
-    statement,
-    used,
-)
-from archviz.settings import Settings
+from archviz.graph.nodes import Dim, GroupKind, Mixer, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
+from archviz.inputs.settings import Settings
 
 NAME = "kimi_linear"
 LINEAR = "linear_attn_config"

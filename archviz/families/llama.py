@@ -48,9 +48,9 @@ from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
 from archviz.families.blocks.routing import SoftmaxRouting
 from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
-from archviz.graph import Dim, Ffn, Graph, Layer, Mixer, ModelInfo, Setting
-from archviz.naming import NamingMap, conversion_renames
-from archviz.settings import Settings
+from archviz.graph.naming import NamingMap, conversion_renames
+from archviz.graph.nodes import Dim, Ffn, Graph, Layer, Mixer, ModelInfo, Setting
+from archviz.inputs.settings import Settings
 
 LAYER_KEYS = ("num_hidden_layers", "layer_types", "mlp_only_layers", "decoder_sparse_step")
 """The keys that place the layers: their count, the sliding-window and full-attention layers, the dense ones among

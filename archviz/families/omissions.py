@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from archviz.config import ConfigDocument
-from archviz.graph import UNQUANTIZED, Graph, Part
+from archviz.graph.nodes import UNQUANTIZED, Graph, Part
+from archviz.inputs.config import ConfigDocument
 
 QUANTIZATION_KEYS = ("quantization_config", "compression_config")
 """Keys that say how a checkpoint's weights are stored, not what the model is."""

@@ -10,14 +10,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from archviz.graph import Graph, ModelInfo
-from archviz.modeltree import CodeReader
-from archviz.settings import Settings
+from archviz.code.modeltree import CodeReader
+from archviz.graph.nodes import Graph, ModelInfo
+from archviz.inputs.settings import Settings
 
 if TYPE_CHECKING:
+    from archviz.code.locators import Locator
+    from archviz.code.pins import SourceFile
     from archviz.families.blocks.moe import MoeNaming
-    from archviz.locators import Locator
-    from archviz.pins import SourceFile
 
 Locators = Callable[["Graph", "SourceFile"], tuple[Mapping[str, "Locator"], Mapping[str, "Locator"]]]
 """Locators made per graph from the cited file: by node id and by group id."""
@@ -36,7 +36,8 @@ GENERIC = "generic"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigWords:
-    """What a family's own keys add to the sentence that describes a released configuration (``archviz.claims``).
+    """What a family's own keys add to the sentence that describes a released configuration
+    (``archviz.provenance.claims``).
 
     Each reads the config's settings and records through the getter the keys its words rest on."""
 
@@ -91,7 +92,7 @@ class FamilyBuilds:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FamilySpeech:
-    """What a family says of a config in sentences: the words its own keys add (``archviz.claims``)."""
+    """What a family says of a config in sentences: the words its own keys add (``archviz.provenance.claims``)."""
 
     moe: MoeNaming | None = None
     """How the family names its MoE keys, for the sentence describing a released configuration; None if dense."""

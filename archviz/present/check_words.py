@@ -1,11 +1,12 @@
 """The verification in words: the sentence the site's pages, the notebook and the ``check --json`` document give for
-a model's verdict and the witnesses behind it (the ``check`` command's terminal report is ``archviz.report``'s)."""
+a model's verdict and the witnesses behind it (the ``check`` command's terminal report is
+``archviz.present.report``'s)."""
 
 from __future__ import annotations
 
-from archviz import legs
-from archviz.legs import LegStatus, Outcome
-from archviz.verify import Verification
+from archviz.verify import legs
+from archviz.verify.check import Verification
+from archviz.verify.legs import LegStatus, Outcome
 
 
 def verification_sentence(verification: Verification | None) -> str:

@@ -1,22 +1,22 @@
 """The comparison of two models in words: the paragraph that opens ``archviz diff``, its JSON document and the
 site's compare page.
 
-``archviz.diff`` computes the typed comparison (``ModelDiff``); this module says it, reading both graphs for titles,
-placements and layers. Numbers are said by ``archviz.present.numbers``.
+``archviz.diff.compare`` computes the typed comparison (``ModelDiff``); this module says it, reading both graphs for
+titles, placements and layers. Numbers are said by ``archviz.present.numbers``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archviz.config import ConfigDocument
-from archviz.cost import DEFAULT_SIZES
-from archviz.diff import SETTING_PREFIX, Json, ModelDiff, NodeChange
-from archviz.graph import Graph, Node, Part
+from archviz.common.words import plural, plural_noun
+from archviz.cost.model import DEFAULT_SIZES
+from archviz.diff.compare import SETTING_PREFIX, Json, ModelDiff, NodeChange
+from archviz.graph.nodes import Graph, Node, Part
+from archviz.graph.totals import node_parameters
+from archviz.inputs.config import ConfigDocument
 from archviz.pipeline import ModelDocs
 from archviz.present.numbers import change_text
-from archviz.totals import node_parameters
-from archviz.words import plural, plural_noun
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,7 +2,7 @@
 verification and the comparison of two models, as JSON data whose numbers and words read as the terminal views and
 the site's pages say them.
 
-Pure functions; ``archviz.documents`` puts the published documents together and the CLI prints them.
+Pure functions; ``archviz.present.documents`` puts the published documents together and the CLI prints them.
 """
 
 from __future__ import annotations
@@ -11,19 +11,19 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from archviz.diff import FieldChange, Json, ModelDiff, ModelSide
-from archviz.graph import Graph, Group, Node, TensorRow
-from archviz.legs import Leg, Outcome
-from archviz.modeltree import BuildRecord
+from archviz.code.modeltree import BuildRecord
+from archviz.common.versions import version_fields
+from archviz.diff.compare import FieldChange, Json, ModelDiff, ModelSide
+from archviz.graph.nodes import Graph, Group, Node, TensorRow
+from archviz.graph.shapes import Phase, format_shape
+from archviz.graph.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
 from archviz.present.check_words import verification_sentence
 from archviz.present.numbers import format_placement, group_placement, setting_text
-from archviz.reconcile import LegTotals
-from archviz.shapecheck import ShapeVerdict
-from archviz.shapes import Phase, format_shape
-from archviz.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
-from archviz.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
-from archviz.verify import Verification
-from archviz.versions import version_fields
+from archviz.provenance.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
+from archviz.verify.check import Verification
+from archviz.verify.legs import Leg, Outcome
+from archviz.verify.reconcile import LegTotals
+from archviz.verify.shapecheck import ShapeVerdict
 
 JSON_SCHEMA = "archviz.inspect/1"
 """The ``inspect --json`` document's schema id."""

@@ -10,8 +10,8 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 
-from archviz.graph import Group, GroupKind, InstanceUnit, Placement, Setting, SettingValue
-from archviz.words import noun_for
+from archviz.common.words import noun_for
+from archviz.graph.nodes import Group, GroupKind, InstanceUnit, Placement, Setting, SettingValue
 
 ABSENT = "—"
 """How a value one side does not have is shown."""

@@ -7,7 +7,7 @@ This is the last stage (render -> write), one module per kind of work, imports f
 - ``index``, ``cards``, ``overview``, ``home``: the builders, pure functions of a model's ``ModelDocs``
   (graph, config, totals and provenance's evidence) and its ``ModelContext`` (what other stages add);
   ``table``, the home page's side-by-side table; ``compare``, which pairs get a compare page and the view model
-  of each (from ``archviz.diff``);
+  of each (from ``archviz.diff.compare``);
 - ``render``: pure functions passing one view model to one Jinja2 template, and ``site_files``, every
   file of the site as text;
 - ``publish``: ``write_site``, the only writer. It renders the whole site into a staging folder beside

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from archviz.errors import InputError
+from archviz.common.errors import InputError
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site.index import ModelContext, model_context
 from archviz.site.publish import write_site
@@ -89,8 +89,8 @@ def default_jobs() -> int:
 def verification_for(name: str, source: str, trust_remote_code: bool, locate: CheckpointLocator) -> ModelContext:
     """The verification sentence and node statuses of one model (run in a worker: the model is described again
     there)."""
-    from archviz.checkpoint import read_checkpoint
-    from archviz.verify import verify
+    from archviz.verify.check import verify
+    from archviz.verify.checkpoint import read_checkpoint
 
     docs = describe_model(name, source=source)
     location = locate(docs, None)

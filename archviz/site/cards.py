@@ -1,6 +1,6 @@
 """Cards: the view model of one node's page, from its graph node and provenance's evidence for it.
 
-The Sources section shows provenance's evidence (``archviz.sources.Evidence``) as it comes: direct evidence
+The Sources section shows provenance's evidence (``archviz.provenance.sources.Evidence``) as it comes: direct evidence
 (the node's code, then its config lines), then context; each excerpt is shown there once, and the Code line cites the
 directly shown lines, linking to the items that show them. The model's verification paragraph is the overview's; a
 card carries its node's status.
@@ -12,15 +12,18 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
-from archviz.cost import Phase as CostPhase
-from archviz.excerpts import (
+from archviz.code.excerpts import (
     ExcerptLines,
     covering_range,
     omission_label,
 )
-from archviz.graph import Group, GroupKind, Node, NodeKind, Part, Shape, TensorRow
+from archviz.common.words import join, plural
+from archviz.cost.model import Phase as CostPhase
+from archviz.graph.nodes import Group, GroupKind, Node, NodeKind, Part, Shape, TensorRow
+from archviz.graph.shapes import Phase, format_shape
+from archviz.graph.totals import node_parameters, scale_name, scale_shape
 from archviz.present.numbers import count, format_placement, line_range, setting_text
-from archviz.shapes import Phase, format_shape
+from archviz.provenance.sources import Evidence
 from archviz.site.costs import flops_view
 from archviz.site.dataflow import input_roles
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id, group_graph, group_label, mark_current
@@ -50,9 +53,6 @@ from archviz.site.views import (
     ShapeView,
     StatusView,
 )
-from archviz.sources import Evidence
-from archviz.totals import node_parameters, scale_name, scale_shape
-from archviz.words import join, plural
 
 # Code references list the shown runs of lines; beyond this many runs, the covering range.
 _MAX_REFERENCE_RUNS = 3

@@ -1,4 +1,5 @@
-"""Compare pages: which pairs of rendered models get one, and the view model of each, built from ``archviz.diff``.
+"""Compare pages: which pairs of rendered models get one, and the view model of each, built from
+``archviz.diff.compare``.
 
 A compare page (``compare/A/B.html``) shows the comparison's summary, its totals with differences and ratios, the
 config keys that differ with both sides' lines (linking to each overview's config), the nodes that differ linking to
@@ -13,19 +14,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from archviz.diff import ConfigChange, ConfigSame, FieldChange, LayerChange, ModelDiff, diff_models
-from archviz.diff_report import layer_runs, run_label
-from archviz.errors import InputError
+from archviz.common.errors import InputError
+from archviz.common.words import join, plural
+from archviz.diff.compare import ConfigChange, ConfigSame, FieldChange, LayerChange, ModelDiff, diff_models
 from archviz.pipeline import ModelDocs
+from archviz.present.diff_report import layer_runs, run_label
 from archviz.present.diff_words import summarise
 from archviz.present.numbers import format_config_value, format_difference, format_ratio, format_value
 from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
 from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
 from archviz.site.views import Link, Page, PartialBadge
-from archviz.words import join, plural
 
 if TYPE_CHECKING:
-    from archviz.meta import ConfigDefaults
+    from archviz.verify.meta import ConfigDefaults
 
 COMPARE_FOLDER = "compare"
 """The folder of the compare pages, under the site root."""
@@ -362,7 +363,7 @@ def _side(label: str, index: ModelIndex) -> CompareSide:
 
 def transformers_defaults(a: ModelIndex, b: ModelIndex) -> tuple[ConfigDefaults, ConfigDefaults]:
     """Both sides' config classes' defaults, asked of transformers (imported by the meta stage, here only)."""
-    from archviz.meta import config_defaults
+    from archviz.verify.meta import config_defaults
 
     return config_defaults(a.docs.recipe.model_type), config_defaults(b.docs.recipe.model_type)
 

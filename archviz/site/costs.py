@@ -1,6 +1,6 @@
 """What a model costs, on its pages: the FLOPs section of a card and the cost section of the overview.
 
-Every number is the cost model's (``archviz.cost``) at the sizes its ``ModelIndex`` was costed at: on the site the
+Every number is the cost model's (``archviz.cost.model``) at the sizes its ``ModelIndex`` was costed at: on the site the
 defaults (``DEFAULT_SIZES``: one sequence, a 2,048-token prompt, 131,072 cached tokens), which every page showing one
 states, with the counting convention; in a notebook, the sizes asked for. A graph that models only part of its model
 (Kimi-K3) shows the costs of that part, said so, and nothing that would read as the whole model's: no FLOPs or cache
@@ -13,7 +13,8 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from archviz.cost import (
+from archviz.common.words import noun_for
+from archviz.cost.model import (
     CONVENTION,
     DEFAULT_SIZES,
     CacheCost,
@@ -26,8 +27,9 @@ from archviz.cost import (
     unpriced_reason,
     weight_bytes_said,
 )
-from archviz.costs_report import MLA_NOTE, rule_of_thumb
-from archviz.graph import Mixer, Node, OpKind, Part
+from archviz.graph.nodes import Mixer, Node, OpKind, Part
+from archviz.graph.totals import node_active_parameters, node_parts
+from archviz.present.costs_report import MLA_NOTE, rule_of_thumb
 from archviz.present.numbers import count, decimal_and_binary, format_difference, percent, short_bytes, short_flops
 from archviz.site.charts import Series, context_label, line_chart
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
@@ -43,8 +45,6 @@ from archviz.site.views import (
     ThumbRow,
     WeightRow,
 )
-from archviz.totals import node_active_parameters, node_parts
-from archviz.words import noun_for
 
 SIZES = DEFAULT_SIZES
 """The sizes the pages evaluate costs at."""

@@ -31,8 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from archviz.graph import DataEdge, Graph, Group, GroupKind, Node, NodeKind, Shape
-from archviz.shapes import Phase, format_shape
+from archviz.graph.nodes import DataEdge, Graph, Group, GroupKind, Node, NodeKind, Shape
+from archviz.graph.shapes import Phase, format_shape
 
 RESIDUAL_NAMES = ("residual",)
 """Input names that read the residual stream as it was at the latest residual-stream state (``residual =

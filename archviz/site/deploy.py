@@ -1,5 +1,5 @@
 """Will it fit, on the overview: the sequences that fit beside the weights against the context length, on eight of
-each GPU of archviz's table, with the model split by transformers' own tensor-parallel plans (``archviz.plan``).
+each GPU of archviz's table, with the model split by transformers' own tensor-parallel plans (``archviz.cost.plan``).
 
 One plan splits the weights and the cache over the ranks; each GPU's line is then the plan's arithmetic with that
 GPU's memory (``sequences_at``). A model the plans cannot split eight ways, or one the cost model does not price,
@@ -8,9 +8,9 @@ gets a sentence saying why instead of the plot.
 
 from __future__ import annotations
 
-from archviz.cost import modelled_in_full
-from archviz.errors import InputError
-from archviz.plan import (
+from archviz.common.errors import InputError
+from archviz.cost.model import modelled_in_full
+from archviz.cost.plan import (
     DEFAULT_RESERVE,
     GIB,
     GPUS,

@@ -21,11 +21,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from archviz.graph import Dim, Graph, Group, GroupKind, Node, NodeKind, Shape
+from archviz.graph.nodes import Dim, Graph, Group, GroupKind, Node, NodeKind, Shape
+from archviz.graph.shapes import Phase
+from archviz.graph.totals import node_parameters
 from archviz.present.numbers import count, short_count
-from archviz.shapes import Phase
 from archviz.site.dataflow import Flow, FlowEdge, FlowKind, FlowNode, drawn_members, read_flow
-from archviz.totals import node_parameters
 
 SVG_NS = "http://www.w3.org/2000/svg"
 XLINK_NS = "http://www.w3.org/1999/xlink"

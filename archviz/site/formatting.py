@@ -52,7 +52,7 @@ def check_id(value: str) -> str:
 
 
 def file_lines(text: str) -> tuple[str, ...]:
-    """A file's lines as ``archviz.config`` numbers them (split at ``\\n``; a final newline ends the last)."""
+    """A file's lines as ``archviz.inputs.config`` numbers them (split at ``\\n``; a final newline ends the last)."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -9,7 +9,7 @@ from pygments.lexer import Lexer  # type: ignore[import-untyped]  # Pygments shi
 from pygments.lexers import JsonLexer, PythonLexer, TextLexer  # type: ignore[import-untyped]
 from pygments.token import Token  # type: ignore[import-untyped]
 
-from archviz.excerpts import (
+from archviz.code.excerpts import (
     ExcerptLines,
 )
 from archviz.site.views import CodeLine, CodeToken

@@ -7,21 +7,21 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from archviz import legs
-from archviz.cost import DEFAULT_SIZES, CostReport, Sizes, model_cost, modelled_in_full
-from archviz.graph import Graph, Group, GroupKind, Node
-from archviz.legs import LegStatus
-from archviz.pins import RevisionKind
+from archviz.code.pins import RevisionKind
+from archviz.common.words import first_free, join, noun_for, plural
+from archviz.cost.model import DEFAULT_SIZES, CostReport, Sizes, model_cost, modelled_in_full
+from archviz.graph.nodes import Graph, Group, GroupKind, Node
 from archviz.pipeline import ModelDocs
 from archviz.present.check_words import verification_sentence
 from archviz.present.numbers import count, format_layers
-from archviz.reconcile import Verdict
-from archviz.shapecheck import NodeShape, ShapeVerdict
+from archviz.provenance.sources import MODEL_GROUP_TITLE
 from archviz.site.formatting import check_id, safe_url
 from archviz.site.views import Link, PartialBadge, SymbolView
-from archviz.sources import MODEL_GROUP_TITLE
-from archviz.verify import NodeCheck, Verification
-from archviz.words import first_free, join, noun_for, plural
+from archviz.verify import legs
+from archviz.verify.check import NodeCheck, Verification
+from archviz.verify.legs import LegStatus
+from archviz.verify.reconcile import Verdict
+from archviz.verify.shapecheck import NodeShape, ShapeVerdict
 
 UNVERIFIED_STATUS = (
     "Not verified: every count on this site is derived from the config; no checkpoint or "

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from archviz.documents import inspect_document
+from archviz.common.versions import installed_versions, version_line
+from archviz.present.documents import inspect_document
 from archviz.present.json_documents import JSON_SCHEMA
 from archviz.present.numbers import count
+from archviz.present.terminal import json_text
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
-from archviz.terminal import json_text
-from archviz.versions import installed_versions, version_line
 
 LLMS_TXT = "llms.txt"
 """The index's file name at the site's root."""
@@ -35,7 +35,7 @@ def model_json(index: ModelIndex) -> str:
 
 def llms_txt(indexes: Sequence[ModelIndex]) -> str:
     """The site's ``llms.txt``: what the site holds and, per model, its JSON document and its page."""
-    from archviz.markdown import markdown_text  # it reads site.formatting, whose package imports this module
+    from archviz.present.markdown import markdown_text  # it reads site.formatting, whose package imports this module
 
     lines = [
         "# archviz documentation site",

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from archviz.cost import Sizes
-from archviz.legs import Leg
+from archviz.cost.model import Sizes
 from archviz.pipeline import ModelDocs
 from archviz.present.check_words import verification_sentence
 from archviz.site.cards import build_card_view
@@ -25,7 +24,8 @@ from archviz.site.index import ModelContext, ModelIndex, model_description, mode
 from archviz.site.overview import dtype_rows, headline_figures
 from archviz.site.render import RenderContext
 from archviz.site.views import CardView, CostView, DtypeRow, Figure
-from archviz.verify import Verification
+from archviz.verify.check import Verification
+from archviz.verify.legs import Leg
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from archviz.claims import configuration_claim
-from archviz.config import ConfigDocument
-from archviz.cost import modelled_in_full
-from archviz.graph import Graph, Group, GroupKind, Node, Part
+from archviz.common.words import plural
+from archviz.cost.model import modelled_in_full
+from archviz.graph.nodes import Graph, Group, GroupKind, Node, Part
+from archviz.graph.totals import Totals, node_active_parameters, node_parameters, node_parts
+from archviz.inputs.config import ConfigDocument
 from archviz.pipeline import ModelDocs
 from archviz.present.labels import PART_TITLES
 from archviz.present.numbers import count, group_placement, percent, short_count
+from archviz.provenance.claims import configuration_claim
 from archviz.site.cards import brief_card
 from archviz.site.costs import cost_view
 from archviz.site.deploy import deploy_view
@@ -43,8 +45,6 @@ from archviz.site.views import (
     Page,
     ShareRow,
 )
-from archviz.totals import Totals, node_active_parameters, node_parameters, node_parts
-from archviz.words import plural
 
 _LEGEND_COLOURS = 6
 """Layer kinds beyond this many reuse the colours from the first (``archviz.css`` defines ``lk0`` to ``lk5``)."""

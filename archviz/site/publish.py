@@ -19,7 +19,7 @@ from pathlib import Path
 
 import jinja2
 
-from archviz.errors import InputError
+from archviz.common.errors import InputError
 from archviz.pipeline import ModelDocs
 from archviz.site.index import SITE_MARKER, ModelContext
 from archviz.site.render import render_context, site_files

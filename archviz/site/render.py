@@ -14,6 +14,7 @@ from pathlib import Path
 import jinja2
 
 import archviz
+from archviz.common.versions import installed_versions, version_line
 from archviz.pipeline import ModelDocs
 from archviz.site.cards import build_card_view, group_diagrams
 from archviz.site.compare import CompareView, build_compare_view, compare_pairs, compare_path, transformers_defaults
@@ -22,7 +23,6 @@ from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slug
 from archviz.site.llms import LLMS_TXT, llms_txt, model_json, model_json_path
 from archviz.site.overview import build_overview_view
 from archviz.site.views import CardView, HomeView, Link, OverviewView
-from archviz.versions import installed_versions, version_line
 
 SITE_MARKER_TEXT = "archviz documentation site\n"
 """What the marker file says."""

@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from archviz.cost import DEFAULT_SIZES, costs_unknown
-from archviz.diff import checkpoint_bytes, layer_label
-from archviz.graph import Graph, GroupKind, Part
+from archviz.cost.model import DEFAULT_SIZES, costs_unknown
+from archviz.diff.compare import checkpoint_bytes, layer_label
+from archviz.graph.nodes import Graph, GroupKind, Part
 from archviz.present.numbers import count, short_bytes, short_count, short_flops
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
 from archviz.site.views import Link, ModelTable, TableCell, TableRow

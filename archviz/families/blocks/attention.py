@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from archviz.code.locators import Category, Locator, attribute, statement
 from archviz.families.blocks.builder import BATCH, POSITIONS, Scope, shape
 from archviz.families.blocks.code import DecoderCode
-from archviz.graph import Dim, NodeKind, Op, OpKind, Shape, TensorRow
-from archviz.locators import Category, Locator, attribute, statement
+from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Shape, TensorRow
 
 
 def cache_locator(code: DecoderCode) -> Locator:

@@ -12,8 +12,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import NotRequired, TypedDict, Unpack
 
-from archviz.dtypes import SAFETENSORS_DTYPES
-from archviz.graph import (
+from archviz.code.locators import Category, Locator, Site
+from archviz.common.dtypes import SAFETENSORS_DTYPES
+from archviz.graph.naming import NO_RENAMES, NamingMap
+from archviz.graph.nodes import (
     Assumption,
     Dim,
     Factor,
@@ -31,9 +33,7 @@ from archviz.graph import (
     Shape,
     TensorRow,
 )
-from archviz.locators import Category, Locator, Site
-from archviz.naming import NO_RENAMES, NamingMap
-from archviz.settings import Settings
+from archviz.inputs.settings import Settings
 
 # The symbolic dimensions every decoder shares.
 BATCH = Dim(symbol="B", label="batch")

@@ -3,7 +3,7 @@
 Each family home declares one ``DecoderCode``; the shared block builders name classes through it when they
 emit the locators of the nodes they build, so one block builder finds its code in transformers' port of any
 family and in a model's own remote code alike. Patterns are class-name suffixes tried in order
-(``archviz.provenance.resolve_class_name``): ``("TopkRouter", "MoEGate")`` finds transformers'
+(``archviz.code.finder.resolve_class_name``): ``("TopkRouter", "MoEGate")`` finds transformers'
 ``DeepseekV3TopkRouter`` and the remote code's ``MoEGate``.
 """
 

@@ -16,6 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from archviz.code.locators import (
+    Category,
+    Locator,
+    Site,
+    attribute,
+    defined,
+    method,
+    remote_only,
+    statement,
+    used,
+    whole_class,
+)
 from archviz.families.blocks.builder import (
     BATCH,
     POSITIONS,
@@ -30,21 +42,9 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
-from archviz.graph import Dim, Graph, GroupKind, ModelInfo, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.locators import (
-    Category,
-    Locator,
-    Site,
-    attribute,
-    defined,
-    method,
-    remote_only,
-    statement,
-    used,
-    whole_class,
-)
-from archviz.naming import NO_RENAMES, NamingMap
-from archviz.settings import Settings
+from archviz.graph.naming import NO_RENAMES, NamingMap
+from archviz.graph.nodes import Dim, Graph, GroupKind, ModelInfo, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
+from archviz.inputs.settings import Settings
 
 LAYER = "model.layers.{layer}"
 """Checkpoint prefix of a decoder layer."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from archviz.code.locators import Category, Locator, attribute, defined, function, method, statement
 from archviz.families.blocks.attention import attention_output, cache_locator
 from archviz.families.blocks.builder import (
     BATCH,
@@ -22,13 +23,12 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.decoder import LAYER, hidden, norm_locator, rms_norm
-from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Placement, Setting, Shape
-from archviz.locators import Category, Locator, attribute, defined, function, method, statement
+from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Placement, Setting, Shape
 
 if TYPE_CHECKING:
     from archviz.families.blocks.builder import GraphBuilder
     from archviz.families.blocks.code import DecoderCode
-    from archviz.settings import Settings
+    from archviz.inputs.settings import Settings
 
 
 class AttentionBias(StrEnum):

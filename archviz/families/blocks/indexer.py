@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from archviz.code.locators import Category, statement
 from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, POSITIONS, GraphBuilder, Scope, shape
 from archviz.families.blocks.mixers import Size, keyed
-from archviz.graph import Dim, NodeKind, Op, OpKind, Part, Placement, Setting
-from archviz.locators import Category, statement
+from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Part, Placement, Setting
 
 LIGHTNING_INDEXER = ("M3VLIndexer",)
 """The lightning indexer's class (``MiniMaxM3VLIndexer``)."""

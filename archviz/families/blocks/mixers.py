@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from archviz.code.locators import Category, Site, function, statement
 from archviz.families.blocks.builder import BATCH, POSITIONS, GraphBuilder, Scope, fixed, shape
-from archviz.graph import Dim, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.locators import Category, Site, function, statement
+from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 
 Size = tuple[int, str]
 """A size and the config key it is read from: ``(32, "linear_num_value_heads")``."""

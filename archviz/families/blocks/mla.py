@@ -16,6 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from archviz.code.locators import (
+    Category,
+    Locator,
+    Site,
+    attribute,
+    defined,
+    function,
+    method,
+    remote_only,
+    statement,
+    transformers_only,
+)
 from archviz.families.blocks.attention import attention_output, cache_locator
 from archviz.families.blocks.builder import (
     BATCH,
@@ -34,20 +46,8 @@ from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
 from archviz.families.blocks.rotary import yarn_softmax_scale
 from archviz.families.registry import Getter
-from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.locators import (
-    Category,
-    Locator,
-    Site,
-    attribute,
-    defined,
-    function,
-    method,
-    remote_only,
-    statement,
-    transformers_only,
-)
-from archviz.settings import Settings
+from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
+from archviz.inputs.settings import Settings
 
 ATTN = "model.layers.{layer}.self_attn"
 """Checkpoint prefix of a layer's attention."""

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from archviz.code.locators import Category, Locator, attribute, method, remote_only, statement, transformers_only
+from archviz.common.words import plural
 from archviz.families.blocks.builder import (
     ROUTED_TOKENS,
     GraphBuilder,
@@ -29,10 +31,8 @@ from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import hidden
 from archviz.families.blocks.routing import Routing, RoutingInputs
 from archviz.families.registry import Getter
-from archviz.graph import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.locators import Category, Locator, attribute, method, remote_only, statement, transformers_only
-from archviz.settings import Settings
-from archviz.words import plural
+from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
+from archviz.inputs.settings import Settings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

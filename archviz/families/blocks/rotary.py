@@ -14,10 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from archviz.families.blocks.builder import POSITIONS, GraphBuilder, shape
-from archviz.families.blocks.code import DecoderCode
-from archviz.graph import Dim, NodeKind, Setting
-from archviz.locators import (
+from archviz.code.locators import (
     Category,
     Locator,
     Role,
@@ -29,7 +26,10 @@ from archviz.locators import (
     transformers_only,
     used,
 )
-from archviz.settings import Settings
+from archviz.families.blocks.builder import POSITIONS, GraphBuilder, shape
+from archviz.families.blocks.code import DecoderCode
+from archviz.graph.nodes import Dim, NodeKind, Setting
+from archviz.inputs.settings import Settings
 
 BROADCAST = Dim(symbol="1", label="batch", value=1, formula="broadcast")
 """The batch axis of the cosine and sine tables, shared by every sequence."""

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from archviz.code.locators import Category, Locator, Site, attribute, defined, method, statement
 from archviz.families.blocks.builder import TOKENS, Scope, factor, shape
 from archviz.families.blocks.decoder import hidden
-from archviz.graph import Dim, NodeKind, Op, OpKind, Setting, Shape
-from archviz.locators import Category, Locator, Site, attribute, defined, method, statement
-from archviz.settings import Settings
+from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Setting, Shape
+from archviz.inputs.settings import Settings
 
 if TYPE_CHECKING:
     from archviz.families.blocks.code import DecoderCode

@@ -1,0 +1,293 @@
+"""Pinning a source file: its text and the revision that pins it.
+
+A modeling file is cited at a revision a reader can open: the Hub commit of an HF-cache snapshot, the HEAD of a
+clean git checkout that holds it, the installed transformers release's tag, or, for any other local file, a
+content hash (said so). ``SourceFile`` carries the text with its pin and, where the file has a public page, the
+address template of its lines. Nothing here parses or runs the file.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from urllib.parse import quote
+
+from archviz.common.errors import InputError
+from archviz.common.files import MAX_SOURCE_FILE_BYTES, read_bounded
+
+_GIT_TIMEOUT_SECONDS = 10
+_CONTENT_HASH_HEX_CHARS = 40
+_TRANSFORMERS_REPO_URL = "https://github.com/huggingface/transformers"
+# Only final releases have a ``v<version>`` tag on GitHub; a dev or local build has no page to link to.
+_RELEASE_VERSION = re.compile(r"\d+\.\d+\.\d+")
+_MODEL_TYPE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+class RevisionKind(StrEnum):
+    """How a source file's revision was pinned."""
+
+    GIT = "git"
+    """The full sha of HEAD in the git checkout holding the file, whose blob at HEAD equals the file."""
+    CONTENT_HASH = "content-hash"
+    """The first 40 hex digits of the sha256 of the file's bytes (a file outside any clean checkout)."""
+    PACKAGE_VERSION = "package-version"
+    """The installed package's release tag, ``v<version>``."""
+    HUB = "hub"
+    """A Hugging Face Hub commit sha."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceFile:
+    """The text of one source file and the revision that pins it."""
+
+    path: str
+    """Display name shown on cards and carried by spans (``modeling_deepseek_v3.py``, ``config.json``)."""
+    text: str = field(repr=False)
+    """The whole file, decoded as UTF-8."""
+    revision: str
+    """What pins the text: a commit sha, a content hash or ``v<version>``, per ``revision_kind``."""
+    revision_kind: RevisionKind
+    """How ``revision`` was obtained (a ``str`` enum: compares equal to ``"git"`` and so on)."""
+    url_template: str | None
+    """Web address of the file at ``revision`` with ``{start}`` and ``{end}`` standing for a line range,
+    or None when the file has no public page (a local file)."""
+
+
+def load_source_file(path: Path, *, display_name: str | None = None) -> SourceFile:
+    """Read a local file and pin it.
+
+    The revision is HEAD's full sha when the file sits in a git checkout and its bytes equal its blob
+    at HEAD (so the sha really pins these lines); otherwise (outside a checkout, untracked, modified,
+    or git unavailable) it is a content hash. Local files have no ``url_template``.
+    """
+    data = _read_bytes(path)
+    name = display_name if display_name is not None else path.name
+    text = _decode(data, name)
+    git_sha = _git_revision(path)
+    if git_sha is not None:
+        return SourceFile(path=name, text=text, revision=git_sha, revision_kind=RevisionKind.GIT, url_template=None)
+    return SourceFile(
+        path=name,
+        text=text,
+        revision=content_hash(data),
+        revision_kind=RevisionKind.CONTENT_HASH,
+        url_template=None,
+    )
+
+
+def content_hash(data: bytes) -> str:
+    """The content-hash revision of a file's bytes: the first 40 hex digits of their sha256."""
+    return hashlib.sha256(data).hexdigest()[:_CONTENT_HASH_HEX_CHARS]
+
+
+def hub_url_template(repo_id: str, revision: str, filename: str) -> str:
+    """The ``url_template`` of a file in a Hub model repository at a commit.
+
+    ``revision`` must be a full 40-hex commit sha: a branch name would not pin the lines.
+    """
+    if _COMMIT_SHA.fullmatch(revision) is None:
+        raise ValueError(f"hub revision must be a 40-hex commit sha, got {revision!r}")
+    return (
+        f"https://huggingface.co/{quote(repo_id, safe='/')}/blob/{revision}/{quote(filename, safe='/')}"
+        "#L{start}-L{end}"
+    )
+
+
+def hub_source_file(path: Path, *, repo_id: str, revision: str, filename: str) -> SourceFile:
+    """A file downloaded from a Hub repository at commit ``revision``, read from ``path``.
+
+    ``filename`` is its path inside the repository and becomes the display name.
+    """
+    url_template = hub_url_template(repo_id, revision, filename)
+    text = _decode(_read_bytes(path), filename)
+    return SourceFile(
+        path=filename,
+        text=text,
+        revision=revision,
+        revision_kind=RevisionKind.HUB,
+        url_template=url_template,
+    )
+
+
+def transformers_source_file(model_type: str) -> SourceFile:
+    """The modeling file the installed transformers ships for ``model_type``, pinned to its release tag.
+
+    The file is the one that defines the model_type's classes: ``models/<module>/modeling_<module>.py``, where
+    ``<module>`` is transformers' own ``model_type_to_module_name`` (a wrapper's sub-config, ``qwen3_5_moe_text``,
+    lives in its parent's ``qwen3_5_moe``), else the folder's ``modeling_<model_type>.py`` (``data2vec-text``).
+    transformers is located through its package metadata and its tables are read with ``ast``: nothing of it is
+    imported or run.
+    """
+    if _MODEL_TYPE.fullmatch(model_type) is None:
+        raise InputError(f"not a model_type: {model_type!r}", path=f"modeling_{model_type.replace('-', '_')}.py")
+    try:
+        distribution = importlib.metadata.distribution("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        raise InputError("transformers is not installed", path=f"modeling_{model_type.replace('-', '_')}.py") from None
+    version = distribution.version
+    module = _module_names(distribution).get(model_type, model_type.replace("-", "_"))
+    found = None
+    for name in dict.fromkeys((module, model_type.replace("-", "_"))):
+        display_name = f"modeling_{name}.py"
+        relative = f"models/{module}/{display_name}"
+        found = _transformers_file(distribution, relative)
+        if found is not None:
+            break
+    if found is None:
+        raise InputError(
+            f"transformers {version} ships no modeling file for model_type {model_type!r}",
+            path=f"modeling_{module}.py",
+        )
+    url_template = None
+    if _RELEASE_VERSION.fullmatch(version) is not None:
+        url_template = f"{_TRANSFORMERS_REPO_URL}/blob/v{version}/src/transformers/{relative}#L{{start}}-L{{end}}"
+    return SourceFile(
+        path=display_name,
+        text=_decode(_read_bytes(found), display_name),
+        revision=f"v{version}",
+        revision_kind=RevisionKind.PACKAGE_VERSION,
+        url_template=url_template,
+    )
+
+
+# Where transformers keeps model_type -> module name (``SPECIAL_MODEL_TYPE_TO_MODULE_NAME``, ``OrderedDict([...])``
+# in the generated auto_mappings.py, extended with ``.update({...})`` in configuration_auto.py).
+_MODULE_NAME_TABLE = "SPECIAL_MODEL_TYPE_TO_MODULE_NAME"
+_MODULE_NAME_FILES = ("models/auto/auto_mappings.py", "models/auto/configuration_auto.py")
+
+
+def _module_names(distribution: importlib.metadata.Distribution) -> dict[str, str]:
+    """transformers' ``SPECIAL_MODEL_TYPE_TO_MODULE_NAME``, read off its source with ``ast`` (importing
+    ``configuration_auto`` would import torch)."""
+    names: dict[str, str] = {}
+    for relative in _MODULE_NAME_FILES:
+        path = _transformers_file(distribution, relative)
+        if path is None:
+            continue
+        for node in _statements_naming(_decode(_read_bytes(path), relative), _MODULE_NAME_TABLE):
+            names.update(_table_entries(node))
+    return names
+
+
+def _statements_naming(text: str, name: str) -> list[ast.stmt]:
+    """The top-level statements of ``text`` that start with ``name``, parsed alone (a statement runs to the next
+    line that starts at column 0 and does not close a bracket); the whole file when one of them does not parse."""
+    lines = text.splitlines()
+    found: list[ast.stmt] = []
+    for start, line in enumerate(lines):
+        if not line.startswith(name):
+            continue
+        end = start + 1
+        while end < len(lines) and (not lines[end][:1].strip() or lines[end][:1] in ")]}"):
+            end += 1
+        try:
+            found.extend(ast.parse("\n".join(lines[start:end])).body)
+        except SyntaxError:
+            return ast.parse(text).body
+    return found
+
+
+def _table_entries(node: ast.stmt) -> dict[str, str]:
+    """The string pairs ``node`` puts in the table: ``TABLE = OrderedDict([...])`` or ``TABLE.update({...})``."""
+    if not isinstance(node, ast.Assign | ast.Expr) or not isinstance(node.value, ast.Call) or not node.value.args:
+        return {}
+    call = node.value
+    if isinstance(node, ast.Assign):
+        named = [target.id for target in node.targets if isinstance(target, ast.Name)]
+        if named != [_MODULE_NAME_TABLE] or not isinstance(call.func, ast.Name) or call.func.id != "OrderedDict":
+            return {}
+    elif not (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "update"
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == _MODULE_NAME_TABLE
+    ):
+        return {}
+    try:
+        entries = dict(ast.literal_eval(call.args[0]))
+    except (ValueError, TypeError, SyntaxError):
+        return {}
+    return {key: value for key, value in entries.items() if isinstance(key, str) and isinstance(value, str)}
+
+
+def transformers_package_text(relative: str) -> str | None:
+    """The text of a file of the installed transformers (a path under its package folder, ``conversion_mapping.py``),
+    read without importing it; None when transformers or the file is not there."""
+    try:
+        distribution = importlib.metadata.distribution("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    path = _transformers_file(distribution, relative)
+    return None if path is None else _decode(_read_bytes(path), relative)
+
+
+def _transformers_file(distribution: importlib.metadata.Distribution, relative: str) -> Path | None:
+    """Where the installed transformers keeps ``relative`` (a path under its package folder)."""
+    candidates = [Path(str(distribution.locate_file(f"transformers/{relative}")))]
+    # An editable install keeps the package outside site-packages; find_spec on a top-level name only
+    # searches the path (it imports parents of dotted names, and this name has none).
+    spec = importlib.util.find_spec("transformers")
+    if spec is not None and spec.submodule_search_locations is not None:
+        candidates.extend(Path(folder) / relative for folder in spec.submodule_search_locations)
+    return next((candidate for candidate in candidates if candidate.is_file()), None)
+
+
+def _read_bytes(path: Path) -> bytes:
+    return read_bounded(path, limit=MAX_SOURCE_FILE_BYTES, what="the file", shown=str(path))
+
+
+def _decode(data: bytes, display_name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise InputError("not UTF-8 text", path=display_name, line=line) from None
+
+
+def _git_revision(path: Path) -> str | None:
+    """HEAD's sha when ``path`` is tracked by a git checkout and unmodified, else None."""
+    resolved = path.resolve()
+    folder = resolved.parent
+    head = _git(folder, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    if head is None:
+        return None
+    blob_at_head = _git(folder, "rev-parse", "--verify", "--quiet", f"HEAD:./{resolved.name}")
+    if blob_at_head is None:
+        return None  # untracked, or not in HEAD's tree
+    # --no-filters: hash the bytes as they are, without running any clean filter the checkout configures.
+    blob_on_disk = _git(folder, "hash-object", "--no-filters", "--", resolved.name)
+    if blob_on_disk != blob_at_head:
+        return None  # modified since HEAD: the sha would not pin these bytes
+    return head
+
+
+def _git(folder: Path, *arguments: str) -> str | None:
+    """Run one read-only git command in ``folder``; its trimmed output, or None on any failure."""
+    # GIT_DIR and friends (set, for example, while a git hook runs) would point git at another
+    # repository than the one holding the file.
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
+    try:
+        completed = subprocess.run(
+            ["git", "-c", "core.fsmonitor=false", *arguments],
+            cwd=folder,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if completed.returncode != 0:
+        return None
+    output = completed.stdout.strip()
+    return output or None

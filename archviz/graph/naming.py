@@ -1,0 +1,184 @@
+"""One naming map between checkpoint tensor names, transformers' module paths and the graph's nodes.
+
+A graph names its tensors as checkpoints store them (``TensorRow.tensor``) and says which module outputs each tensor
+state (``Node.traced_module``); transformers' model, built on the meta device, names its modules its own way where
+its checkpoint conversion mapping renames them at load time (Kimi Linear's ``block_sparse_moe`` is loaded as
+``mlp``, its ``self_attn.f_a_proj`` as ``self_attn.forget_gate.f_a_proj``; Kimi-K2.5's ``language_model.model`` as
+``model.language_model``). ``NamingMap`` holds those renames as plain data, one ``Rename`` each, and every leg that
+looks a graph name up in transformers' model goes through it: the meta and checkpoint legs pair names with
+``NamingMap.canonical``, the shape trace, the FLOP count and the deployment plan find modules with
+``NamingMap.module_path``. A node's names are its tensors' and its ``traced_module``: the map says what each is
+called in transformers' model. Where a model was built, the rest of transformers' renaming (``Respell``) pairs what the
+map leaves.
+
+The renames of a hand-written family come from transformers' own conversion mapping
+(``transformers/conversion_mapping.py``), read with ``conversion_renames`` off its source text (nothing of
+transformers is imported); the generic family, which reads its graph off the built modules, adds the renames it
+observes there (a release's name that is not the path of the module holding the tensor).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Container, Iterable, Mapping
+from dataclasses import dataclass
+
+from archviz.code.pins import transformers_package_text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rename:
+    """One run of whole name segments that checkpoints spell one way and transformers' modules another."""
+
+    checkpoint: str
+    """The segments as checkpoints name them (``block_sparse_moe``, ``language_model.model``)."""
+    module: str
+    """The same segments in transformers' module paths (``mlp``, ``model.language_model``)."""
+    anchored: bool = False
+    """Whether it renames only the start of a name (a module path read off the built model); else the segments are
+    renamed wherever they stand in a name, as transformers' renaming is."""
+    source: str = "transformers' conversion mapping"
+    """Where the rename was read: transformers' conversion mapping for a model_type, or the built modules."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamingMap:
+    """The renames between checkpoint names and module paths, the first that matches a name applying."""
+
+    renames: tuple[Rename, ...] = ()
+    """In the order they are tried."""
+
+    def module_path(self, name: str) -> str:
+        """A checkpoint name (or a module name, with ``{layer}`` or a layer's index) as transformers' module path:
+        the first rename whose segments it holds, applied once; the name itself when none matches."""
+        for rename in self.renames:
+            found = _segments_at(name, rename)
+            if found is not None:
+                return name[:found] + rename.module + name[found + len(rename.checkpoint) :]
+        return name
+
+    def canonical(self, name: str) -> str:
+        """One spelling of a tensor name whichever side spells it (checkpoint or module), so that two spellings of
+        one tensor compare equal: its module path."""
+        return self.module_path(name)
+
+    def lookup(self, name: str, known: Container[str]) -> str | None:
+        """The first of ``name`` and its module path that is in ``known`` (the module paths a witness saw)."""
+        for candidate in (name, self.module_path(name)):
+            if candidate in known:
+                return candidate
+        return None
+
+    def segment_renames(self) -> dict[str, str]:
+        """The renames of one whole segment wherever it stands (``block_sparse_moe`` -> ``mlp``)."""
+        return {
+            rename.checkpoint: rename.module
+            for rename in self.renames
+            if not rename.anchored and "." not in rename.checkpoint and "." not in rename.module
+        }
+
+
+Respell = Callable[[Iterable[str]], Mapping[str, str]]
+"""Checkpoint names -> the names transformers loads them as: its whole conversion mapping (converters and patterns
+``NamingMap`` cannot hold as literal renames included) run by the model the meta stage built
+(``archviz.verify.meta.load_time_names``). The reconciliation tries it on the names ``NamingMap`` leaves unpaired: it
+witnesses the map's renames rather than replacing them, and exists only where a model was built."""
+
+NO_RENAMES = NamingMap()
+"""A graph whose checkpoint names are its module paths."""
+
+
+def _segments_at(name: str, rename: Rename) -> int | None:
+    """Where ``rename.checkpoint`` stands as whole segments in ``name``, or None."""
+    old = rename.checkpoint
+    if rename.anchored:
+        return 0 if name == old or name.startswith(old if old.endswith(".") else f"{old}.") else None
+    start = 0
+    while (found := name.find(old, start)) >= 0:
+        end = found + len(old)
+        if (found == 0 or name[found - 1] == ".") and (end == len(name) or name[end] == "."):
+            return found
+        start = found + 1
+    return None
+
+
+# -- transformers' conversion mapping, read off its source ---------------------------------------------------------
+
+_MAPPING_FILE = "conversion_mapping.py"
+_ALIAS_TABLE = "_MODEL_TO_CONVERSION_PATTERN = {"
+_PLAIN = re.compile(r"\^?\\?\.?([A-Za-z0-9_]+(?:\\?\.[A-Za-z0-9_]+)*)\\?\.?")
+"""A rename's pattern that is a literal run of segments (dots escaped or not, an optional leading ``^`` and leading
+or trailing dot); a pattern with any other regex syntax (groups, wildcards, lookbehinds) is not a module rename."""
+
+
+def conversion_renames(model_type: str) -> tuple[Rename, ...]:
+    """The ``WeightRenaming`` entries of transformers' conversion mapping for ``model_type`` (through
+    ``_MODEL_TO_CONVERSION_PATTERN``, and a list that extends another's), as renames of whole segments; empty when
+    transformers has none or is not installed. Converters, which merge or split tensors, rename no module."""
+    text = transformers_package_text(_MAPPING_FILE)
+    if text is None:
+        return ()
+    lines = text.splitlines()
+    source = f"transformers' conversion mapping for {model_type}"
+    return tuple(
+        Rename(checkpoint=old, module=new, anchored=anchored, source=source)
+        for old, new, anchored in _renamings(lines, _aliases(lines).get(model_type, model_type), depth=0)
+    )
+
+
+def _aliases(lines: list[str]) -> dict[str, str]:
+    """``_MODEL_TO_CONVERSION_PATTERN``: a model_type whose mapping is another's."""
+    try:
+        start = lines.index(_ALIAS_TABLE)
+        end = lines.index("}", start)
+    except ValueError:
+        return {}
+    table = ast.literal_eval("{" + "\n".join(lines[start + 1 : end]) + "}")
+    return {key: value for key, value in table.items() if isinstance(key, str) and isinstance(value, str)}
+
+
+def _renamings(lines: list[str], model_type: str, *, depth: int) -> list[tuple[str, str, bool]]:
+    """The literal renames of ``model_type``'s lists: the dict entry ``"<type>": [``, ``mapping["<type>"] = [``
+    and ``mapping["<type>"] += mapping["<other>"].copy()`` (followed once)."""
+    found: list[tuple[str, str, bool]] = []
+    entry = (f'"{model_type}": [', f'mapping["{model_type}"] = [', f'mapping["{model_type}"] += [')
+    extended = re.compile(rf'mapping\["{re.escape(model_type)}"\] \+?= mapping\["([\w.-]+)"\]\.copy\(\)')
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith(entry):
+            found.extend(_list_renamings(lines, index))
+        elif depth == 0 and (match := extended.fullmatch(stripped)) is not None:
+            found.extend(_renamings(lines, match.group(1), depth=1))
+    return found
+
+
+def _list_renamings(lines: list[str], start: int) -> list[tuple[str, str, bool]]:
+    """The literal renames in the list opened on line ``start`` (closed by ``]`` at the same indentation)."""
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start + 1
+    while end < len(lines) and not (
+        lines[end].startswith(" " * indent + "]") and len(lines[end]) - len(lines[end].lstrip()) == indent
+    ):
+        end += 1
+    try:
+        body = ast.parse("[\n" + "\n".join(lines[start + 1 : end]) + "\n]", mode="eval").body
+    except SyntaxError:
+        return []
+    renames: list[tuple[str, str, bool]] = []
+    for call in body.elts if isinstance(body, ast.List) else ():
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "WeightRenaming"):
+            continue
+        arguments = {keyword.arg: keyword.value for keyword in call.keywords}
+        patterns = [*call.args, arguments.get("source_patterns"), arguments.get("target_patterns")]
+        texts = [item.value for item in patterns if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+        if len(texts) != 2:
+            continue
+        old, new = (_PLAIN.fullmatch(text) for text in texts)
+        if old is not None and new is not None:
+            renames.append((_unescaped(old.group(1)), _unescaped(new.group(1)), texts[0].startswith("^")))
+    return renames
+
+
+def _unescaped(pattern: str) -> str:
+    return pattern.replace("\\.", ".")
