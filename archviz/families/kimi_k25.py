@@ -36,12 +36,15 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.builder import POSITIONS as TEXT_POSITIONS
+from archviz.families.blocks.schema import SchemaAliases
+from archviz.families.deepseek_v3 import NAME as TEXT_MODEL_TYPE
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
+from archviz.families.deepseek_v3 import K as TEXT
 from archviz.families.registry import CodePart, Family, FamilyBuilds, FamilySpeech
 from archviz.graph.nodes import Dim, Graph, GroupKind, ModelInfo, NodeKind, Placement, Setting, Shape, TensorRow
 from archviz.inputs.config import ConfigDocument
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import Key, Settings
 
 NAME = "kimi_k25"
 
@@ -52,23 +55,93 @@ IMAGE_TOKENS = Dim(symbol="M", label="image tokens", formula="P ÷ (merge_kernel
 IMAGES = Dim(symbol="I", label="images")
 """Images and videos in the batch (``grid_thw`` has one row of frames, rows and columns each)."""
 
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class KimiK25VisionKeys:
+    """The keys of ``vision_config``: transformers 5.24's spelling (``Kimi_K25VisionConfig``) and, where the release
+    spells a key otherwise for Moonshot's own code (its config.json), the release's."""
+
+    hidden_size: Key = Key("hidden_size")
+    """The vision width (transformers)."""
+    vt_hidden_size: Key = Key("vt_hidden_size")
+    """The vision width (the release)."""
+    intermediate_size: Key = Key("intermediate_size")
+    """The vision MLP's width (transformers)."""
+    vt_intermediate_size: Key = Key("vt_intermediate_size")
+    """The vision MLP's width (the release)."""
+    num_hidden_layers: Key = Key("num_hidden_layers")
+    """Vision blocks (transformers)."""
+    vt_num_hidden_layers: Key = Key("vt_num_hidden_layers")
+    """Vision blocks (the release)."""
+    num_attention_heads: Key = Key("num_attention_heads")
+    """Vision attention heads (transformers)."""
+    vt_num_attention_heads: Key = Key("vt_num_attention_heads")
+    """Vision attention heads (the release)."""
+    pos_emb_height: Key = Key("pos_emb_height")
+    """Rows of the learned position grid (transformers)."""
+    init_pos_emb_height: Key = Key("init_pos_emb_height")
+    """Rows of the learned position grid (the release)."""
+    pos_emb_width: Key = Key("pos_emb_width")
+    """Columns of the learned position grid (transformers)."""
+    init_pos_emb_width: Key = Key("init_pos_emb_width")
+    """Columns of the learned position grid (the release)."""
+    pos_emb_time: Key = Key("pos_emb_time")
+    """Frames of the learned position grid (transformers)."""
+    init_pos_emb_time: Key = Key("init_pos_emb_time")
+    """Frames of the learned position grid (the release)."""
+    patch_size: Key = Key("patch_size")
+    """A patch's side in pixels."""
+    merge_kernel_size: Key = Key("merge_kernel_size")
+    """The patch merge's rows and columns."""
+    hidden_act: Key = Key("hidden_act", default="gelu_pytorch_tanh")
+    """The vision MLP's activation."""
+    text_hidden_size: Key = Key("text_hidden_size")
+    """The text model's width, as the vision config restates it."""
+    mm_hidden_size: Key = Key("mm_hidden_size")
+    """The projector's LayerNorm width (the release)."""
+    projector_ln_eps: Key = Key("projector_ln_eps")
+    """The projector's LayerNorm epsilon (the release)."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class KimiK25Schema:
+    """The wrapper's own top-level keys (``Kimi_K25Config``); its text model's are deepseek_v3's
+    (``DeepseekV3Schema``), its vision tower's ``KimiK25VisionKeys``."""
+
+    vision_config: Key = Key("vision_config")
+    """The vision tower's config."""
+    text_config: Key = Key("text_config")
+    """The text model's config."""
+    projection_hidden_size: Key = Key("projection_hidden_size", default=1152)
+    """The projector's LayerNorm width (transformers)."""
+    projection_layer_norm_eps: Key = Key("projection_layer_norm_eps", default=1e-5)
+    """The projector's LayerNorm epsilon (transformers)."""
+    tie_word_embeddings: Key = Key("tie_word_embeddings")
+    """Whether lm_head shares the token embedding's matrix (the wrapper's own flag)."""
+
+
+K = KimiK25Schema()
+"""The wrapper's keys."""
+V = KimiK25VisionKeys()
+"""``vision_config``'s keys."""
+
 # Keys of the vision tower and the projector, as transformers 5.24 reads them (``Kimi_K25VisionConfig``,
 # ``Kimi_K25Config``) and as the release spells them for Moonshot's own code (its config.json). transformers reads
 # only its own spellings and leaves the release's as inert attributes, so the graph reads either (they must agree
 # when both are set) and the copy transformers is given has transformers' spelling filled in (``adapt_config``).
 VISION_KEYS: tuple[tuple[str, str], ...] = (
-    ("hidden_size", "vt_hidden_size"),
-    ("intermediate_size", "vt_intermediate_size"),
-    ("num_hidden_layers", "vt_num_hidden_layers"),
-    ("num_attention_heads", "vt_num_attention_heads"),
-    ("pos_emb_height", "init_pos_emb_height"),
-    ("pos_emb_width", "init_pos_emb_width"),
-    ("pos_emb_time", "init_pos_emb_time"),
+    (V.hidden_size.name, V.vt_hidden_size.name),
+    (V.intermediate_size.name, V.vt_intermediate_size.name),
+    (V.num_hidden_layers.name, V.vt_num_hidden_layers.name),
+    (V.num_attention_heads.name, V.vt_num_attention_heads.name),
+    (V.pos_emb_height.name, V.init_pos_emb_height.name),
+    (V.pos_emb_width.name, V.init_pos_emb_width.name),
+    (V.pos_emb_time.name, V.init_pos_emb_time.name),
 )
 """(transformers' key, the release's key) in ``vision_config``."""
 PROJECTOR_KEYS: tuple[tuple[str, str], ...] = (
-    ("projection_hidden_size", "mm_hidden_size"),
-    ("projection_layer_norm_eps", "projector_ln_eps"),
+    (K.projection_hidden_size.name, V.mm_hidden_size.name),
+    (K.projection_layer_norm_eps.name, V.projector_ln_eps.name),
 )
 """(transformers' top-level key, the release's key in ``vision_config``)."""
 PROJECTION_HIDDEN_DEFAULT = 1152
@@ -116,10 +189,10 @@ class VisionDims:
 
 def vision_settings(document: ConfigDocument) -> Settings:
     """``vision_config`` as settings of its own, for typed reads with their lines."""
-    if not isinstance(document.data.get("vision_config"), Mapping):
-        span = document.spans.get(("vision_config",))
+    if not isinstance(document.data.get(K.vision_config.name), Mapping):
+        span = document.spans.get((K.vision_config.name,))
         raise _error(document, "vision_config: a kimi_k25 config needs a vision_config object", span)
-    return Settings(replace(document, root=("vision_config",)), family=NAME)
+    return Settings(replace(document, root=(K.vision_config.name,)), family=NAME)
 
 
 def _error(document: ConfigDocument, message: str, span: Any) -> InputError:
@@ -147,39 +220,39 @@ def vision_dims(s: Settings) -> VisionDims:
     def dim(label: str, ours: str, symbol: str | None = None) -> Dim:
         return fixed(label, vs.dim(key[ours]), f"vision_config.{key[ours]}", symbol)
 
-    d = dim("vision d", "hidden_size", "D")
-    merge = vs.values.get("merge_kernel_size", [2, 2])
+    d = dim("vision d", V.hidden_size.name, "D")
+    merge = vs.values.get(V.merge_kernel_size.name, [2, 2])
     if not (isinstance(merge, list) and len(merge) == 2 and all(isinstance(n, int) and n > 0 for n in merge)):
-        raise vs.fail(("merge_kernel_size",), "expected two positive integers")
+        raise vs.fail((V.merge_kernel_size,), "expected two positive integers")
     merged = merge[0] * merge[1] * (d.value or 0)
     norm = _projection_width(s, vs, d)
-    text = fixed("d", s.dim("hidden_size"), "hidden_size")
-    if vs.has("text_hidden_size") and vs.values["text_hidden_size"] != text.value:
+    text = fixed("d", s.dim(TEXT.hidden_size), TEXT.hidden_size)
+    if vs.has(V.text_hidden_size) and vs.values[V.text_hidden_size.name] != text.value:
         raise vs.fail(
-            ("text_hidden_size",),
+            (V.text_hidden_size,),
             f"is {vs.values['text_hidden_size']!r}, but text_config.hidden_size is "
             f"{text.value}: the projector maps to the text model's width",
         )
-    heads = vs.dim(key["num_attention_heads"])
+    heads = vs.dim(key[V.num_attention_heads.name])
     if (d.value or 0) % heads:
-        raise vs.fail((key["num_attention_heads"],), f"does not divide the vision width ({d.value})")
+        raise vs.fail((key[V.num_attention_heads.name],), f"does not divide the vision width ({d.value})")
     return VisionDims(
         d=d,
-        ffn=dim("vision ffn", "intermediate_size"),
-        grid_height=dim("grid rows", "pos_emb_height"),
-        grid_width=dim("grid columns", "pos_emb_width"),
-        patch=fixed("patch", vs.dim("patch_size"), "vision_config.patch_size"),
+        ffn=dim("vision ffn", V.intermediate_size.name),
+        grid_height=dim("grid rows", V.pos_emb_height.name),
+        grid_width=dim("grid columns", V.pos_emb_width.name),
+        patch=fixed("patch", vs.dim(V.patch_size), "vision_config.patch_size"),
         kernel=fixed("merge", merge[0] * merge[1], "vision_config.merge_kernel_size"),
         merged=fixed("merged d", merged, f"vision_config.{key['hidden_size']} × vision_config.merge_kernel_size"),
         norm_width=norm,
         text=text,
-        layers=vs.count(key["num_hidden_layers"]),
+        layers=vs.count(key[V.num_hidden_layers.name]),
         heads=Setting(name="heads", value=heads, config_keys=(f"vision_config.{key['num_attention_heads']}",)),
         eps=_projection_eps(s, vs),
         activation=Setting(
             name="activation",
-            value=vs.text("hidden_act", default="gelu_pytorch_tanh"),
-            config_keys=("vision_config.hidden_act",) if vs.has("hidden_act") else (),
+            value=vs.text(V.hidden_act, default="gelu_pytorch_tanh"),
+            config_keys=("vision_config.hidden_act",) if vs.has(V.hidden_act) else (),
         ),
     )
 
@@ -187,24 +260,24 @@ def vision_dims(s: Settings) -> VisionDims:
 def _projection_width(s: Settings, vs: Settings, d: Dim) -> Dim:
     """The projector's LayerNorm width: top-level ``projection_hidden_size`` (transformers) or
     ``vision_config.mm_hidden_size`` (the release); both must agree when set."""
-    top = s.document.data.get("projection_hidden_size")
-    if vs.has("mm_hidden_size") and top is not None and vs.values["mm_hidden_size"] != top:
-        raise vs.fail(("mm_hidden_size",), f"is {vs.values['mm_hidden_size']!r}, but projection_hidden_size is {top!r}")
-    if vs.has("mm_hidden_size"):
-        return fixed("norm d", vs.dim("mm_hidden_size"), "vision_config.mm_hidden_size")
+    top = s.document.data.get(K.projection_hidden_size.name)
+    if vs.has(V.mm_hidden_size) and top is not None and vs.values[V.mm_hidden_size.name] != top:
+        raise vs.fail((V.mm_hidden_size,), f"is {vs.values['mm_hidden_size']!r}, but projection_hidden_size is {top!r}")
+    if vs.has(V.mm_hidden_size):
+        return fixed("norm d", vs.dim(V.mm_hidden_size), "vision_config.mm_hidden_size")
     if isinstance(top, int) and not isinstance(top, bool) and top > 0:
-        return fixed("norm d", top, "projection_hidden_size")
+        return fixed("norm d", top, K.projection_hidden_size.name)
     return Dim(symbol="norm d", label="norm d", value=PROJECTION_HIDDEN_DEFAULT, formula="Kimi_K25Config's default")
 
 
 def _projection_eps(s: Settings, vs: Settings) -> Setting:
-    if vs.has("projector_ln_eps"):
+    if vs.has(V.projector_ln_eps):
         return Setting(
-            name="epsilon", value=vs.number("projector_ln_eps"), config_keys=("vision_config.projector_ln_eps",)
+            name="epsilon", value=vs.number(V.projector_ln_eps), config_keys=("vision_config.projector_ln_eps",)
         )
-    top = s.document.data.get("projection_layer_norm_eps")
+    top = s.document.data.get(K.projection_layer_norm_eps.name)
     value = top if isinstance(top, int | float) and not isinstance(top, bool) else 1e-5
-    keys = ("projection_layer_norm_eps",) if top is not None else ()
+    keys = (K.projection_layer_norm_eps.name,) if top is not None else ()
     return Setting(name="epsilon", value=float(value), config_keys=keys)
 
 
@@ -214,7 +287,7 @@ def adapt_config(config: dict[str, Any]) -> list[str]:
     ``vt_hidden_size``, ``init_pos_emb_height``, ``mm_hidden_size``, so without this a release whose sizes differ from
     transformers' defaults would be built at the defaults."""
     changes: list[str] = []
-    vision = config.get("vision_config")
+    vision = config.get(K.vision_config.name)
     if not isinstance(vision, dict):
         return changes
     for ours, theirs in VISION_KEYS:
@@ -658,7 +731,7 @@ def _projection(b: GraphBuilder, step: Scope, v: VisionDims, flat: Shape) -> Non
         inputs=[flat],
         outputs=[features],
         parameters=linear_rows(
-            b, "proj.2", "mm_projector.proj.2", ("hidden_size", text.value or 0), width, bias=True, quantized=False
+            b, "proj.2", "mm_projector.proj.2", (TEXT.hidden_size, text.value or 0), width, bias=True, quantized=False
         ),
     )
     step.state(
@@ -711,12 +784,12 @@ class KimiK25Builder(DeepseekV3Builder):
         super().__init__(s)
         self.vision = vision_dims(s)
         # transformers ties lm_head by the wrapper's own flag (Kimi_K25Config defaults it to true).
-        top = s.document.data.get("tie_word_embeddings", TIE_DEFAULT)
+        top = s.document.data.get(K.tie_word_embeddings.name, TIE_DEFAULT)
         if not isinstance(top, bool):
             raise InputError(
                 f"tie_word_embeddings: expected true or false, got {top!r}",
                 path=s.document.path,
-                line=_line(s.document, ("tie_word_embeddings",)),
+                line=_line(s.document, (K.tie_word_embeddings.name,)),
             )
         self.tied = top
 
@@ -748,9 +821,10 @@ FAMILY = Family(
     transformers_model_type="kimi_k25",
     builds=FamilyBuilds(
         build=lambda settings, model, _code: build(settings, model),
-        code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key="text_config")},
-        modelled_configs=("text_config", "vision_config"),
+        code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key=K.text_config.name)},
+        modelled_configs=(K.text_config.name, K.vision_config.name),
         adapt_config=adapt_config,
+        aliases=SchemaAliases(TEXT, TEXT_MODEL_TYPE),
     ),
     speaks=FamilySpeech(moe=DeepseekV3Builder.naming, words=DEEPSEEK_V3_WORDS, text_family="deepseek_v3"),
 )

@@ -16,7 +16,7 @@ public release and not checked here against a copy of that file; public descript
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from archviz.code.locators import (
@@ -42,15 +42,21 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import rms_norm
+from archviz.families.blocks.schema import (
+    DecoderKeys,
+    MlaKeys,
+    QuantizationKeys,
+    RopeKeys,
+    SchemaAliases,
+)
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
 from archviz.families.registry import Family, FamilyBuilds, FamilySpeech, Getter
 from archviz.graph.nodes import Dim, GroupKind, Mixer, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import Key, Settings
 
 NAME = "kimi_linear"
-LINEAR = "linear_attn_config"
 
 CODE = DecoderCode(
     model=("LinearModel", "Model"),
@@ -85,33 +91,94 @@ ATTN_RES_SOURCES = Dim(
 )
 """The sources Block Attention Residuals attend over."""
 
-# Config keys: Kimi Linear's config.json (transformers maps them through KimiLinearConfig.attribute_map).
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class LinearAttentionKeys:
+    """The keys inside Kimi Linear's ``linear_attn_config``: Kimi Delta Attention's shape and layers."""
+
+    num_heads: Key = Key("num_heads")
+    """KDA heads."""
+    head_dim: Key = Key("head_dim")
+    """One KDA head's width."""
+    short_conv_kernel_size: Key = Key("short_conv_kernel_size")
+    """The short convolution's kernel size."""
+    kda_layers: Key = Key("kda_layers")
+    """The KDA layers, 1-based."""
+    full_attn_layers: Key = Key("full_attn_layers")
+    """The MLA layers, 1-based."""
+    use_full_rank_gate: Key = Key("use_full_rank_gate", default=False)
+    """Whether KDA's output gate is full-rank (Kimi-K3)."""
+    gate_lower_bound: Key = Key("gate_lower_bound")
+    """The forget gate's lower bound (Kimi-K3)."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class KimiLinearSchema(DecoderKeys, RopeKeys, MlaKeys, QuantizationKeys):
+    """The keys the kimi_linear family reads: Kimi Linear's config.json, with KimiLinearConfig's defaults
+    (configuration_kimi_linear.py, transformers 5.24) for the MoE keys a config may omit."""
+
+    num_experts: Key = Key("num_experts")
+    """Routed experts per MoE layer."""
+    num_experts_per_token: Key = Key("num_experts_per_token")
+    """Experts each token is routed to."""
+    moe_intermediate_size: Key = Key("moe_intermediate_size")
+    """One expert's hidden width."""
+    moe_renormalize: Key = Key("moe_renormalize", default=True)
+    """Whether the top-k routing weights are renormalized."""
+    num_shared_experts: Key = Key("num_shared_experts", default=1)
+    """Always-on shared experts."""
+    num_expert_group: Key = Key("num_expert_group", default=1)
+    """Expert groups for group-limited selection."""
+    topk_group: Key = Key("topk_group", default=1)
+    """Expert groups kept per token."""
+    routed_scaling_factor: Key = Key("routed_scaling_factor", default=2.446)
+    """The factor on the routing weights."""
+    moe_router_activation_func: Key = Key("moe_router_activation_func")
+    """The router's score function."""
+    first_k_dense_replace: Key = Key("first_k_dense_replace")
+    """The first layers, which keep the dense MLP."""
+    moe_layer_freq: Key = Key("moe_layer_freq", default=1)
+    """The MoE-layer period after the dense layers."""
+    num_nextn_predict_layers: Key = Key("num_nextn_predict_layers", default=0)
+    """Multi-token-prediction layers after the main stack."""
+    linear_attn_config: Key = Key("linear_attn_config")
+    """Kimi Delta Attention's shape and layers (``LinearAttentionKeys``)."""
+    mla_use_nope: Key = Key("mla_use_nope", default=False)
+    """Whether the MLA layers use no rotary position."""
+    attn_res_block_size: Key = Key("attn_res_block_size")
+    """Block Attention Residuals' block size (Kimi-K3)."""
+    mla_use_output_gate: Key = Key("mla_use_output_gate", default=False)
+    """Whether MLA's output is gated (Kimi-K3)."""
+    routed_expert_hidden_size: Key = Key("routed_expert_hidden_size")
+    """The latent the routed experts work in (Kimi-K3)."""
+    activation_situ_beta: Key = Key("activation_situ_beta")
+    """SiTU's gate bound (Kimi-K3)."""
+    activation_situ_linear_beta: Key = Key("activation_situ_linear_beta")
+    """SiTU's up bound (Kimi-K3)."""
+
+
+K = KimiLinearSchema()
+"""The kimi_linear family's keys (their other spellings, from KimiLinearConfig's ``attribute_map``, are
+``FAMILY.builds.aliases``: a config saved by transformers writes ``num_local_experts`` where the release writes
+``num_experts``)."""
+KDA_KEYS = LinearAttentionKeys()
+"""The keys inside ``linear_attn_config``."""
+LINEAR = K.linear_attn_config.name
+
+# Checkpoint names: the release's safetensors index.
 NAMING = replace(
     DEEPSEEK_V3_NAMING,
-    experts="num_experts",
-    top_k="num_experts_per_token",
+    experts=K.num_experts,
+    top_k=K.num_experts_per_token,
     prefix="model.layers.{layer}.block_sparse_moe",
     projections=("w1", "w3", "w2"),
-    normalize="moe_renormalize",
-    shared="num_shared_experts",
-    groups="num_expert_group",
-    scoring_key="moe_router_activation_func",
-    # KimiLinearConfig's defaults (configuration_kimi_linear.py, transformers 5.24).
-    shared_default=1,
-    groups_default=1,
-    groups_kept_default=1,
-    normalize_default=True,
-    scaling_default=2.446,
+    normalize=K.moe_renormalize,
+    shared=K.num_shared_experts,
+    groups=K.num_expert_group,
+    groups_kept=K.topk_group,
+    scaling=K.routed_scaling_factor,
+    scoring_key=K.moe_router_activation_func,
 )
-
-# transformers' KimiLinearConfig.attribute_map: a config saved by transformers writes these canonical names.
-ALIASES = {
-    "num_experts": ("num_local_experts",),
-    "num_experts_per_token": ("num_experts_per_tok",),
-    "num_shared_experts": ("n_shared_experts",),
-    "moe_renormalize": ("norm_topk_prob",),
-    "num_expert_group": ("n_group",),
-}
 
 
 class KimiLinearBuilder(DeepseekV3Builder):
@@ -123,42 +190,44 @@ class KimiLinearBuilder(DeepseekV3Builder):
     # attention's forget-gate tensors under self_attn.forget_gate.
     conversion_model_type = "kimi_linear"
     layer_keys = (
-        "num_hidden_layers",
-        "first_k_dense_replace",
-        "moe_layer_freq",
+        K.num_hidden_layers.name,
+        K.first_k_dense_replace.name,
+        K.moe_layer_freq.name,
         f"{LINEAR}.kda_layers",
         f"{LINEAR}.full_attn_layers",
-        "num_nextn_predict_layers",
+        K.num_nextn_predict_layers.name,
     )
 
     def __init__(self, s: Settings):
         super().__init__(s)
         s.require([LINEAR])
-        self.use_rope = not s.flag("mla_use_nope", default=False)
-        self.kda_layers = self._layer_list("kda_layers")
-        self.mla_layers = self._layer_list("full_attn_layers")
+        self.use_rope = not s.flag(K.mla_use_nope, default=False)
+        self.kda_layers = self._layer_list(KDA_KEYS.kda_layers.name)
+        self.mla_layers = self._layer_list(KDA_KEYS.full_attn_layers.name)
         self.kda_set = frozenset(self.kda_layers)
         both = set(self.kda_layers) & set(self.mla_layers)
         if both:
             raise s.fail(
-                (LINEAR, "kda_layers"), f"layers {sorted(i + 1 for i in both)} are both KDA and full attention"
+                (LINEAR, KDA_KEYS.kda_layers), f"layers {sorted(i + 1 for i in both)} are both KDA and full attention"
             )
         missing = set(range(self.layers)) - set(self.kda_layers) - set(self.mla_layers)
         if missing:
             raise s.fail(
                 (LINEAR,), f"layers {sorted(i + 1 for i in missing)} are in neither kda_layers nor full_attn_layers"
             )
-        self.kda_heads = s.dim(LINEAR, "num_heads")
-        self.kda_head_dim = s.dim(LINEAR, "head_dim")
-        self.conv_kernel = s.dim(LINEAR, "short_conv_kernel_size")
+        self.kda_heads = s.dim(LINEAR, KDA_KEYS.num_heads)
+        self.kda_head_dim = s.dim(LINEAR, KDA_KEYS.head_dim)
+        self.conv_kernel = s.dim(LINEAR, KDA_KEYS.short_conv_kernel_size)
         # Kimi-K3's extensions, each present only when its key is (../README of the K3 config: public
         # descriptions of the release). transformers' kimi_linear implements none of them.
-        self.block_size = s.dim("attn_res_block_size") if s.has("attn_res_block_size") else None
-        self.output_gate = s.flag("mla_use_output_gate", default=False)
-        self.full_rank_gate = s.flag(LINEAR, "use_full_rank_gate", default=False)
-        self.gate_lower_bound = s.number(LINEAR, "gate_lower_bound") if "gate_lower_bound" in s.values[LINEAR] else None
-        self.situ = s.text("hidden_act", default="silu") == "situ"
-        latent = s.optional_dim("routed_expert_hidden_size")
+        self.block_size = s.dim(K.attn_res_block_size) if s.has(K.attn_res_block_size) else None
+        self.output_gate = s.flag(K.mla_use_output_gate, default=False)
+        self.full_rank_gate = s.flag(LINEAR, KDA_KEYS.use_full_rank_gate, default=False)
+        self.gate_lower_bound = (
+            s.number(LINEAR, KDA_KEYS.gate_lower_bound) if KDA_KEYS.gate_lower_bound.name in s.values[LINEAR] else None
+        )
+        self.situ = s.text(K.hidden_act, default="silu") == "situ"
+        latent = s.optional_dim(K.routed_expert_hidden_size)
         self.routed_latent = latent if latent is not None and latent != self.d.value else None
         for present, feature in (
             (self.block_size is not None, "Block Attention Residuals (attn_res_block_size)"),
@@ -202,16 +271,18 @@ class KimiLinearBuilder(DeepseekV3Builder):
         if not self.situ:
             return super().activation()
         s = self.s
-        beta = s.number("activation_situ_beta")
-        linear_beta = s.number("activation_situ_linear_beta")
+        beta = s.number(K.activation_situ_beta)
+        linear_beta = s.number(K.activation_situ_linear_beta)
         return (
             "SiTU activation",
             "Softly bound both halves and multiply them: gate' = β·tanh(gate/β)·sigmoid(gate) and "
             "up' = β₂·tanh(up/β₂), then gate' × up', element by element.",
             [
-                Setting(name="activation", value="situ", config_keys=("hidden_act",)),
-                Setting(name="β (gate bound)", value=float(beta), config_keys=("activation_situ_beta",)),
-                Setting(name="β₂ (up bound)", value=float(linear_beta), config_keys=("activation_situ_linear_beta",)),
+                Setting(name="activation", value="situ", config_keys=(K.hidden_act.name,)),
+                Setting(name="β (gate bound)", value=float(beta), config_keys=(K.activation_situ_beta.name,)),
+                Setting(
+                    name="β₂ (up bound)", value=float(linear_beta), config_keys=(K.activation_situ_linear_beta.name,)
+                ),
             ],
         )
 
@@ -265,7 +336,7 @@ class KimiLinearBuilder(DeepseekV3Builder):
             summary="Normalize every source of the block history before it is scored.",
             group=parent,
             tensor=f"model.layers.{{layer}}.{tensor}_norm.weight",
-            width_name="hidden_size",
+            width_name=K.hidden_size.name,
             value=history,
             width=d,
             eps=self.eps(),
@@ -288,10 +359,12 @@ class KimiLinearBuilder(DeepseekV3Builder):
                 self.b.tensor(
                     "pseudo-query weight",
                     f"model.layers.{{layer}}.{tensor}_proj.weight",
-                    [factor("1", 1), factor("hidden_size", d)],
+                    [factor("1", 1), factor(K.hidden_size.name, d)],
                 )
             ],
-            settings=[Setting(name="block size", value=self.block_size or 0, config_keys=("attn_res_block_size",))],
+            settings=[
+                Setting(name="block size", value=self.block_size or 0, config_keys=(K.attn_res_block_size.name,))
+            ],
         )
 
     def after_attention_core(self, prefix: str, at: Placement, parent: str, part: Part) -> None:
@@ -316,10 +389,10 @@ class KimiLinearBuilder(DeepseekV3Builder):
                 self.b.tensor(
                     "output gate weight",
                     "model.layers.{layer}.self_attn.g_proj.weight",
-                    [factor("num_attention_heads × v_head_dim", width), factor("hidden_size", d)],
+                    [factor("num_attention_heads × v_head_dim", width), factor(K.hidden_size.name, d)],
                 )
             ],
-            extra_keys=["mla_use_output_gate"],
+            extra_keys=[K.mla_use_output_gate.name],
         )
 
     def mixer_kind(self, index: int) -> str:
@@ -409,7 +482,7 @@ class KimiDeltaAttention:
                 summary=f"Project each position to every KDA head's {what}.",
                 inputs=[self._hidden()],
                 outputs=[shape(f"{name}", BATCH, POSITIONS, self.qkv)],
-                parameters=[self._weight(f"{name}_proj", (self.width, self.qkv_dim), ("hidden_size", d))],
+                parameters=[self._weight(f"{name}_proj", (self.width, self.qkv_dim), (K.hidden_size.name, d))],
                 claim=f"The KDA {what} projection maps each position to every KDA head's {what}.",
                 sites=attribute(DELTA_ATTENTION, f"{name}_proj"),
                 op=Op(kind=OpKind.LINEAR),
@@ -501,7 +574,7 @@ class KimiDeltaAttention:
             inputs=[self._hidden()],
             outputs=[shape("g", BATCH, POSITIONS, self.heads, self.head, dtype="float32")],
             parameters=[
-                self._weight("f_a_proj", (f"{LINEAR}.head_dim", self.head_width), ("hidden_size", d)),
+                self._weight("f_a_proj", (f"{LINEAR}.head_dim", self.head_width), (K.hidden_size.name, d)),
                 self._weight("f_b_proj", (self.width, self.qkv_dim), (f"{LINEAR}.head_dim", self.head_width)),
                 self.b.tensor("dt_bias", f"{ATTN}.dt_bias", [factor(self.width, self.qkv_dim)], dtype="F32"),
                 self.b.tensor(
@@ -541,7 +614,7 @@ class KimiDeltaAttention:
             summary="Project each position to one write strength per head, squashed to (0, 1) by a sigmoid.",
             inputs=[self._hidden()],
             outputs=[shape("beta", BATCH, POSITIONS, self.heads)],
-            parameters=[self._weight("b_proj", (f"{LINEAR}.num_heads", self.head_count), ("hidden_size", d))],
+            parameters=[self._weight("b_proj", (f"{LINEAR}.num_heads", self.head_count), (K.hidden_size.name, d))],
             claim="The update strength β is the sigmoid of one projection per head.",
             sites=attribute(kda, "b_proj"),
             op=Op(kind=OpKind.LINEAR),
@@ -619,10 +692,10 @@ class KimiDeltaAttention:
             inputs=[self._hidden()],
             outputs=[self._per_head("gate")],
             extra_keys=[f"{LINEAR}.use_full_rank_gate"] if self.full_rank_gate else [],
-            parameters=[self._weight("g_proj", (self.width, self.qkv_dim), ("hidden_size", d))]
+            parameters=[self._weight("g_proj", (self.width, self.qkv_dim), (K.hidden_size.name, d))]
             if self.full_rank_gate
             else [
-                self._weight("g_a_proj", head_dim, ("hidden_size", d)),
+                self._weight("g_a_proj", head_dim, (K.hidden_size.name, d)),
                 self._weight("g_b_proj", (self.width, self.qkv_dim), head_dim),
             ],
             claim="The output gate is a low-rank projection of each position to one gate per channel of the output.",
@@ -661,7 +734,7 @@ class KimiDeltaAttention:
             summary="Flatten the gated head outputs of each position and project them back to the model width.",
             inputs=[shape("output", BATCH, POSITIONS, self.qkv)],
             outputs=[self._hidden()],
-            parameters=[self._weight("o_proj", ("hidden_size", d), (self.width, self.qkv_dim))],
+            parameters=[self._weight("o_proj", (K.hidden_size.name, d), (self.width, self.qkv_dim))],
             claim="The KDA output projection maps the gated head outputs back to the model width.",
             sites=attribute(kda, "o_proj"),
             op=Op(kind=OpKind.LINEAR),
@@ -681,21 +754,21 @@ class KimiDeltaAttention:
 
 def _kda_detail(values: Mapping[str, Any], get: Getter) -> str:
     """KDA's heads and head width, from ``linear_attn_config``."""
-    linear = values.get("linear_attn_config")
+    linear = values.get(K.linear_attn_config.name)
     if (
         isinstance(linear, Mapping)
-        and isinstance(linear.get("num_heads"), int)
-        and isinstance(linear.get("head_dim"), int)
+        and isinstance(linear.get(KDA_KEYS.num_heads.name), int)
+        and isinstance(linear.get(KDA_KEYS.head_dim.name), int)
     ):
-        get("linear_attn_config")
+        get(K.linear_attn_config.name)
         return f" ({linear['num_heads']} heads of {linear['head_dim']})"
     return ""
 
 
 def _positions(values: Mapping[str, Any], get: Getter) -> str | None:
     """NoPE: with ``mla_use_nope`` the MLA layers rotate nothing (and the KDA layers never do)."""
-    if values.get("mla_use_nope") is True:
-        get("mla_use_nope")
+    if values.get(K.mla_use_nope.name) is True:
+        get(K.mla_use_nope.name)
         return "no rotary position in MLA (NoPE)"
     return None
 
@@ -708,7 +781,7 @@ def cut_layers(config: dict[str, Any], layers: int) -> None:
     """Keep ``linear_attn_config``'s KDA and full-attention layer lists (1-based) to the first ``layers`` layers."""
     linear = config.get(LINEAR)
     if isinstance(linear, dict):
-        for key in ("kda_layers", "full_attn_layers"):
+        for key in (KDA_KEYS.kda_layers.name, KDA_KEYS.full_attn_layers.name):
             if isinstance(linear.get(key), list):
                 linear[key] = [index for index in linear[key] if isinstance(index, int) and index <= layers]
 
@@ -720,7 +793,7 @@ FAMILY = Family(
     transformers_model_type="kimi_linear",
     builds=FamilyBuilds(
         build=lambda settings, model, _code: build_family(settings, model, KimiLinearBuilder, (LINEAR,)),
-        aliases=ALIASES,
+        aliases=SchemaAliases(K, NAME),
         cut_layers=cut_layers,
     ),
     speaks=FamilySpeech(moe=NAMING, words=WORDS),

@@ -14,6 +14,7 @@ from typing import NotRequired, TypedDict, Unpack
 
 from archviz.code.locators import Category, Locator, Site
 from archviz.common.dtypes import SAFETENSORS_DTYPES
+from archviz.families.blocks.schema import DECODER, QUANTIZATION
 from archviz.graph.naming import NO_RENAMES, NamingMap
 from archviz.graph.nodes import (
     Assumption,
@@ -33,7 +34,7 @@ from archviz.graph.nodes import (
     Shape,
     TensorRow,
 )
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import KeyLike, Settings, key_name
 
 # The symbolic dimensions every decoder shares.
 BATCH = Dim(symbol="B", label="batch")
@@ -48,19 +49,19 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 def checkpoint_dtypes(settings: Settings) -> tuple[str, tuple[int, int] | None]:
     """The unquantized dtype and, for FP8 block quantization, the block size."""
     name = settings.declared_dtype().name  # a known dtype: torch_dtype/dtype with transformers' precedence
-    quantization = settings.mapping("quantization_config")
+    quantization = settings.mapping(QUANTIZATION.quantization_config)
     if quantization is None:
         return SAFETENSORS_DTYPES[name], None
-    method = settings.text("quantization_config", "quant_method", default="")
+    method = settings.text(QUANTIZATION.quantization_config, "quant_method", default="")
     if method != "fp8":
         return SAFETENSORS_DTYPES[name], None
-    block = settings.values["quantization_config"].get("weight_block_size")
+    block = settings.values[QUANTIZATION.quantization_config.name].get("weight_block_size")
     if (
         not isinstance(block, list)
         or len(block) != 2
         or not all(isinstance(item, int) and not isinstance(item, bool) and item > 0 for item in block)
     ):
-        raise settings.fail(("quantization_config", "weight_block_size"), "expected two positive integers")
+        raise settings.fail((QUANTIZATION.quantization_config, "weight_block_size"), "expected two positive integers")
     return SAFETENSORS_DTYPES[name], (block[0], block[1])
 
 
@@ -75,20 +76,22 @@ UE8M0_SCALES = (
 def scale_format(settings: Settings) -> Assumption | None:
     """What an FP8 block-quantized config's ``scale_fmt: ue8m0`` is taken to mean for the stored scales, said; None
     when the config sets no such scale format."""
-    quantization = settings.mapping("quantization_config")
+    quantization = settings.mapping(QUANTIZATION.quantization_config)
     if quantization is None or quantization.get("quant_method") != "fp8" or quantization.get("scale_fmt") != "ue8m0":
         return None
     return Assumption(key="quantization_config.scale_fmt", value=json.dumps("F32"), source=UE8M0_SCALES)
 
 
-def fixed(label: str, value: int, formula: str, symbol: str | None = None) -> Dim:
-    """A dimension the config fixes; its config keys are the identifiers in ``formula``."""
+def fixed(label: str, value: int, formula: KeyLike, symbol: str | None = None) -> Dim:
+    """A dimension the config fixes; its config keys are the identifiers in ``formula`` (a key, or an expression in
+    keys)."""
+    text = key_name(formula)
     return Dim(
         symbol=symbol or label,
         label=label,
         value=value,
-        formula=formula,
-        config_keys=tuple(_IDENTIFIER.findall(formula)),
+        formula=text,
+        config_keys=tuple(_IDENTIFIER.findall(text)),
     )
 
 
@@ -97,9 +100,9 @@ def shape(name: str, *dims: Dim, dtype: str | None = None) -> Shape:
     return Shape(name=name, dims=dims, dtype=dtype)
 
 
-def factor(name: str, value: int) -> Factor:
-    """One factor of a calculation."""
-    return Factor(name=name, value=value)
+def factor(name: KeyLike, value: int) -> Factor:
+    """One factor of a calculation (named by a key, or an expression in keys)."""
+    return Factor(name=key_name(name), value=value)
 
 
 def layer_placement(layers: Sequence[int], *, per_layer: int = 1, active_per_layer: int | None = None) -> Placement:
@@ -482,8 +485,8 @@ def linear_rows(
     b: GraphBuilder,
     title: str,
     tensor: str,
-    out: tuple[str, int],
-    into: tuple[str, int],
+    out: tuple[KeyLike, int],
+    into: tuple[KeyLike, int],
     *,
     bias: bool,
     quantized: bool = True,
@@ -505,7 +508,7 @@ def swiglu_rows(
     b: GraphBuilder,
     tensor: str,
     *,
-    width_name: str,
+    width_name: KeyLike,
     width: int,
     d: int,
     title: str,
@@ -515,7 +518,11 @@ def swiglu_rows(
     """The weights of a SwiGLU network: gate and up ``[width, d]``, down ``[d, width]`` (and their biases)."""
     gate, up, down = names
     return [
-        *linear_rows(b, f"{title} {gate}", f"{tensor}.{gate}", (width_name, width), ("hidden_size", d), bias=bias),
-        *linear_rows(b, f"{title} {up}", f"{tensor}.{up}", (width_name, width), ("hidden_size", d), bias=bias),
-        *linear_rows(b, f"{title} {down}", f"{tensor}.{down}", ("hidden_size", d), (width_name, width), bias=bias),
+        *linear_rows(
+            b, f"{title} {gate}", f"{tensor}.{gate}", (width_name, width), (DECODER.hidden_size, d), bias=bias
+        ),
+        *linear_rows(b, f"{title} {up}", f"{tensor}.{up}", (width_name, width), (DECODER.hidden_size, d), bias=bias),
+        *linear_rows(
+            b, f"{title} {down}", f"{tensor}.{down}", (DECODER.hidden_size, d), (width_name, width), bias=bias
+        ),
     ]

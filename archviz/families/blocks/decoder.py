@@ -42,9 +42,10 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.schema import DECODER
 from archviz.graph.naming import NO_RENAMES, NamingMap
 from archviz.graph.nodes import Dim, Graph, GroupKind, ModelInfo, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import KeyLike, Settings
 
 LAYER = "model.layers.{layer}"
 """Checkpoint prefix of a decoder layer."""
@@ -162,12 +163,12 @@ def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, g
                 b.tensor(
                     "Token embedding",
                     "model.embed_tokens.weight",
-                    [factor("vocab_size", vocab.value or 0), factor("hidden_size", d.value or 0)],
+                    [factor(DECODER.vocab_size.name, vocab.value or 0), factor(DECODER.hidden_size.name, d.value or 0)],
                 ),
                 module="Embedding",
             )
         ],
-        extra_keys=["pad_token_id"],
+        extra_keys=[DECODER.pad_token_id.name],
         locate=Locator(
             claim="The token embedding is a learned table of vocabulary × width rows, looked up by token ID.",
             category=Category.EMBEDDING,
@@ -270,7 +271,7 @@ def _block_norm(
         else "Normalize the residual stream to unit root-mean-square and rescale it before the FFN.",
         group=block,
         tensor=f"{LAYER}.{name}.weight",
-        width_name="hidden_size",
+        width_name=DECODER.hidden_size.name,
         width=d.value or 0,
         value=hidden(d),
         eps=eps,
@@ -433,7 +434,7 @@ def dense_swiglu_mlp(
     parent: str,
     d: Dim,
     ffn: Dim,
-    width_key: str,
+    width_key: KeyLike,
     activation: tuple[str, str, list[Setting]],
     code: DecoderCode,
     bias: bool = False,
@@ -446,8 +447,8 @@ def dense_swiglu_mlp(
     own (Kimi-K3's SiTU)."""
     group = _mlp_group(b, prefix, at, parent=parent, code=code)
     mlp = Scope(b=b, group=group, placement=at, part=part, prefix=f"{prefix}mlp.", category=Category.MLP)
-    keys = ["mlp_bias"] if bias else []
-    width, model = (width_key, ffn.value or 0), ("hidden_size", d.value or 0)
+    keys = [DECODER.mlp_bias.name] if bias else []
+    width, model = (width_key, ffn.value or 0), (DECODER.hidden_size, d.value or 0)
     inner = shape("x", BATCH, POSITIONS, ffn)
     for id, title, name, summary, claim in _MLP_PROJECTIONS:
         down = name == "down_proj"
@@ -483,7 +484,7 @@ def dense_swiglu_mlp(
         )
 
 
-def swiglu(s: Settings, activation_key: str = "hidden_act") -> tuple[str, str, list[Setting]]:
+def swiglu(s: Settings, activation_key: KeyLike = DECODER.hidden_act) -> tuple[str, str, list[Setting]]:
     """Title, summary and settings of the SwiGLU activation, named by ``hidden_act``."""
     act = s.text(activation_key, default="silu")
     keys = s.keys_set(activation_key)
@@ -527,7 +528,7 @@ def output_head(
         summary="Normalize the last block's output to unit root-mean-square and rescale it.",
         group=group,
         tensor="model.norm.weight",
-        width_name="hidden_size",
+        width_name=DECODER.hidden_size.name,
         width=d.value or 0,
         value=value,
         eps=eps,
@@ -564,7 +565,7 @@ def _lm_head(
 ) -> Shape:
     """The output head and the logits it produces; returns the logits' shape."""
     logits = shape("logits", BATCH, POSITIONS, vocab)
-    table = [factor("vocab_size", vocab.value or 0), factor("hidden_size", d.value or 0)]
+    table = [factor(DECODER.vocab_size.name, vocab.value or 0), factor(DECODER.hidden_size.name, d.value or 0)]
     b.node(
         "lm-head",
         title="Output head",
@@ -578,7 +579,7 @@ def _lm_head(
         inputs=[hidden(d)],
         outputs=[logits],
         parameters=[] if tied else [replace(b.tensor("Output head", "lm_head.weight", table), module="Linear")],
-        extra_keys=["tie_word_embeddings"],
+        extra_keys=[DECODER.tie_word_embeddings.name],
         shares_parameters_with="token-embedding" if tied else None,
         locate=Locator(
             claim="The output head is a linear map from the model width to one score per vocabulary entry.",
@@ -666,18 +667,18 @@ def partial_graph(
 ) -> Graph:
     """What an incomplete config allows: the token embedding and its output, the rest listed as missing (``text``,
     ``naming``: a wrapper's text part and the graph's naming map, as the whole graph would have them)."""
-    s.require(["vocab_size", "hidden_size"])
+    s.require([DECODER.vocab_size.name, DECODER.hidden_size.name])
     dtype, block = checkpoint_dtypes(s)
     b = GraphBuilder(s, dtype=dtype, quantization_block=block, text=text)
-    d = fixed("d", s.dim("hidden_size"), "hidden_size")
-    vocab = s.dim("vocab_size")
+    d = fixed("d", s.dim(DECODER.hidden_size), DECODER.hidden_size.name)
+    vocab = s.dim(DECODER.vocab_size)
     model_group(
         b,
         title=model.architecture or "Model",
         summary="Embeds the tokens; the rest of the forward pass needs keys this config does not set.",
         code=code,
     )
-    token_embedding(b, d=d, vocab=fixed("vocab", vocab, "vocab_size"), code=code)
+    token_embedding(b, d=d, vocab=fixed("vocab", vocab, DECODER.vocab_size.name), code=code)
     return b.finish(
         model,
         input_embedding="token-embedding",

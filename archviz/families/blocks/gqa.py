@@ -23,6 +23,7 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.decoder import LAYER, hidden, norm_locator, rms_norm
+from archviz.families.blocks.schema import DECODER, GQA
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Placement, Setting, Shape
 
 if TYPE_CHECKING:
@@ -111,9 +112,9 @@ class GroupedQueryAttention:
         self.at = at
         self.grouped = dims.grouped
         self.config_bias = (
-            self.s.flag("attention_bias", default=False) if self.options.bias is AttentionBias.CONFIG else False
+            self.s.flag(DECODER.attention_bias, default=False) if self.options.bias is AttentionBias.CONFIG else False
         )
-        self.bias_keys = ["attention_bias"] if self.options.bias is AttentionBias.CONFIG else []
+        self.bias_keys = [DECODER.attention_bias.name] if self.options.bias is AttentionBias.CONFIG else []
         self.group = ""
 
     def build(self, block: str) -> None:
@@ -160,7 +161,7 @@ class GroupedQueryAttention:
                 self.b,
                 "o_proj",
                 f"{LAYER}.self_attn.o_proj",
-                ("hidden_size", dims.d.value or 0),
+                (DECODER.hidden_size.name, dims.d.value or 0),
                 (heads_out, dims.q_width.value or 0),
                 bias=self.config_bias,
             ),
@@ -217,7 +218,12 @@ class GroupedQueryAttention:
                 inputs=[hidden(dims.d)],
                 outputs=[shape(f"{which}_states", BATCH, POSITIONS, out)],
                 parameters=linear_rows(
-                    self.b, name, f"{LAYER}.self_attn.{name}", (out_name, width), ("hidden_size", d), bias=qkv_bias
+                    self.b,
+                    name,
+                    f"{LAYER}.self_attn.{name}",
+                    (out_name, width),
+                    (DECODER.hidden_size.name, d),
+                    bias=qkv_bias,
                 ),
                 extra_keys=self.bias_keys,
                 claim=f"{claim}{bias_phrase}.",
@@ -279,7 +285,7 @@ class GroupedQueryAttention:
                 summary=f"Normalize each {which} head to unit root-mean-square over head_dim and rescale it.",
                 group=self.group,
                 tensor=f"{LAYER}.self_attn.{name}.weight",
-                width_name="head_dim",
+                width_name=GQA.head_dim.name,
                 width=dims.head_dim.value or 0,
                 value=value_shape,
                 eps=self.options.eps,
@@ -357,20 +363,20 @@ class GroupedQueryAttention:
                 name="softmax scale",
                 value=(dims.head_dim.value or 1) ** -0.5,
                 formula="head_dim^-0.5",
-                config_keys=s.keys_set("head_dim"),
+                config_keys=s.keys_set(GQA.head_dim),
             ),
             Setting(
                 name="query heads per KV head",
                 value=heads // kv if kv else 0,
                 formula="num_attention_heads / num_key_value_heads",
-                config_keys=s.keys_set("num_attention_heads", "num_key_value_heads"),
+                config_keys=s.keys_set(DECODER.num_attention_heads, GQA.num_key_value_heads),
             ),
             self.options.mask,
             Setting(
                 name="dropout",
-                value=s.number("attention_dropout", default=0.0),
+                value=s.number(DECODER.attention_dropout, default=0.0),
                 note="training only",
-                config_keys=s.keys_set("attention_dropout"),
+                config_keys=s.keys_set(DECODER.attention_dropout),
             ),
         ]
 
@@ -403,7 +409,7 @@ class GroupedQueryAttention:
                 # Where the window applies: the layer's own window, and the model's sliding-window mask.
                 *(
                     (
-                        defined(a, "sliding_window")
+                        defined(a, GQA.sliding_window.name)
                         if self.options.window_attribute
                         else statement(a, "sliding_window="),
                         statement(self.code.model, "create_sliding_window_causal_mask"),

@@ -45,6 +45,7 @@ from archviz.families.blocks.builder import (
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
 from archviz.families.blocks.rotary import yarn_softmax_scale
+from archviz.families.blocks.schema import DECODER, MLA
 from archviz.families.registry import Getter
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.inputs.settings import Settings
@@ -74,23 +75,23 @@ class MlaDims:
 
 def mla_dims(s: Settings) -> MlaDims:
     """MLA's dimensions from the config's head counts, head widths and ranks."""
-    heads = s.dim("num_attention_heads")
-    nope, rope, v = s.dim("qk_nope_head_dim"), s.dim("qk_rope_head_dim"), s.dim("v_head_dim")
-    kv_rank = s.dim("kv_lora_rank")
-    q_lora = s.optional_dim("q_lora_rank")
+    heads = s.dim(DECODER.num_attention_heads)
+    nope, rope, v = s.dim(MLA.qk_nope_head_dim), s.dim(MLA.qk_rope_head_dim), s.dim(MLA.v_head_dim)
+    kv_rank = s.dim(MLA.kv_lora_rank)
+    q_lora = s.optional_dim(MLA.q_lora_rank)
     return MlaDims(
-        d=fixed("d", s.dim("hidden_size"), "hidden_size"),
-        heads=fixed("heads", heads, "num_attention_heads"),
+        d=fixed("d", s.dim(DECODER.hidden_size), DECODER.hidden_size.name),
+        heads=fixed("heads", heads, DECODER.num_attention_heads.name),
         one_head=Dim(symbol="1", label="shared head", value=1, formula="one latent head shared by all heads"),
-        q_rank=fixed("q_lora_rank", q_lora, "q_lora_rank") if q_lora else None,
+        q_rank=fixed(MLA.q_lora_rank.name, q_lora, MLA.q_lora_rank.name) if q_lora else None,
         q_heads=fixed(
             "heads·qk_head_dim", heads * (nope + rope), "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)"
         ),
         qk_head=fixed("qk_head_dim", nope + rope, "qk_nope_head_dim + qk_rope_head_dim"),
-        nope=fixed("qk_nope_head_dim", nope, "qk_nope_head_dim"),
-        rope=fixed("qk_rope_head_dim", rope, "qk_rope_head_dim"),
-        v_head=fixed("v_head_dim", v, "v_head_dim"),
-        kv_rank=fixed("kv_lora_rank", kv_rank, "kv_lora_rank"),
+        nope=fixed(MLA.qk_nope_head_dim.name, nope, MLA.qk_nope_head_dim.name),
+        rope=fixed(MLA.qk_rope_head_dim.name, rope, MLA.qk_rope_head_dim.name),
+        v_head=fixed(MLA.v_head_dim.name, v, MLA.v_head_dim.name),
+        kv_rank=fixed(MLA.kv_lora_rank.name, kv_rank, MLA.kv_lora_rank.name),
         kv_a=fixed("kv_lora_rank+qk_rope_head_dim", kv_rank + rope, "kv_lora_rank + qk_rope_head_dim"),
         kv_b=fixed(
             "heads·(qk_nope_head_dim+v_head_dim)",
@@ -110,7 +111,7 @@ class MlaAttention:
 
     def __init__(self, b: GraphBuilder, s: Settings, dims: MlaDims, code: DecoderCode, *, use_rope: bool):
         self.b, self.s, self.dims, self.code, self.use_rope = b, s, dims, code, use_rope
-        self.bias = s.flag("attention_bias", default=False)
+        self.bias = s.flag(DECODER.attention_bias, default=False)
 
     def _rotary(self, *sites: Site) -> tuple[Site, ...]:
         """Sites of rotary code: looked for in the remote code only when the family's transformers port has none."""
@@ -157,12 +158,12 @@ class MlaAttention:
                 self.b,
                 "Attention output projection",
                 f"{ATTN}.o_proj",
-                ("hidden_size", self.dims.d.value or 0),
+                (DECODER.hidden_size.name, self.dims.d.value or 0),
                 ("num_attention_heads × v_head_dim", self.dims.o_in.value or 0),
                 bias=self.bias,
             ),
             summary="Project the concatenated head outputs back to the model width.",
-            extra_keys=["attention_bias"],
+            extra_keys=[DECODER.attention_bias.name],
             code=self.code,
         )
 
@@ -193,7 +194,7 @@ class MlaAttention:
             inputs=inputs,
             outputs=outputs,
             parameters=linear_rows(self.b, title, f"{ATTN}.{tensor}", out, into, bias=bias),
-            extra_keys=["attention_bias"] if bias else [],
+            extra_keys=[DECODER.attention_bias.name] if bias else [],
             claim=claim,
             sites=attribute(self.code.attention, tensor),
             op=Op(kind=OpKind.LINEAR),
@@ -204,7 +205,7 @@ class MlaAttention:
         dims = self.dims
         q_states = shape("q_states", BATCH, POSITIONS, dims.q_heads)
         heads = joined(
-            ("num_attention_heads", dims.heads.value or 0),
+            (DECODER.num_attention_heads.name, dims.heads.value or 0),
             ("qk_nope_head_dim + qk_rope_head_dim", dims.qk_head.value or 0),
         )
         if dims.q_rank is not None:
@@ -219,7 +220,7 @@ class MlaAttention:
                 claim="The query up-projection expands the normalized query latent into every head's query.",
                 tensor="q_b_proj",
                 out=heads,
-                into=("q_lora_rank", dims.q_rank.value or 0),
+                into=(MLA.q_lora_rank.name, dims.q_rank.value or 0),
                 inputs=[latent],
                 outputs=[q_states],
                 bias=False,
@@ -234,7 +235,7 @@ class MlaAttention:
                 claim="The query projection maps each position to every head's query.",
                 tensor="q_proj",
                 out=heads,
-                into=("hidden_size", dims.d.value or 0),
+                into=(DECODER.hidden_size.name, dims.d.value or 0),
                 inputs=[hidden(dims.d)],
                 outputs=[q_states],
                 bias=False,
@@ -251,8 +252,8 @@ class MlaAttention:
             summary="Compress each position's hidden state into the low-rank query latent.",
             claim="The query down-projection compresses each position into the low-rank query latent.",
             tensor="q_a_proj",
-            out=("q_lora_rank", q_rank),
-            into=("hidden_size", self.dims.d.value or 0),
+            out=(MLA.q_lora_rank.name, q_rank),
+            into=(DECODER.hidden_size.name, self.dims.d.value or 0),
             inputs=[hidden(self.dims.d)],
             outputs=[latent],
             bias=self.bias,
@@ -266,7 +267,7 @@ class MlaAttention:
             inputs=[latent],
             outputs=[latent],
             parameters=[
-                self.b.tensor("RMSNorm scale", f"{ATTN}.q_a_layernorm.weight", [factor("q_lora_rank", q_rank)])
+                self.b.tensor("RMSNorm scale", f"{ATTN}.q_a_layernorm.weight", [factor(MLA.q_lora_rank.name, q_rank)])
             ],
             claim="The query latent RMSNorm normalizes the low-rank query latent before it is expanded.",
             category=Category.NORM,
@@ -326,7 +327,7 @@ class MlaAttention:
             ),
             tensor="kv_a_proj_with_mqa",
             out=("kv_lora_rank + qk_rope_head_dim", dims.kv_a.value or 0),
-            into=("hidden_size", dims.d.value or 0),
+            into=(DECODER.hidden_size.name, dims.d.value or 0),
             inputs=[hidden(dims.d)],
             outputs=[compressed],
             bias=self.bias,
@@ -353,7 +354,9 @@ class MlaAttention:
             outputs=[kv_nope],
             parameters=[
                 b.tensor(
-                    "RMSNorm scale", f"{ATTN}.kv_a_layernorm.weight", [factor("kv_lora_rank", dims.kv_rank.value or 0)]
+                    "RMSNorm scale",
+                    f"{ATTN}.kv_a_layernorm.weight",
+                    [factor(MLA.kv_lora_rank.name, dims.kv_rank.value or 0)],
                 )
             ],
             claim="The KV latent RMSNorm normalizes the latent before it is expanded into keys and values.",
@@ -366,7 +369,7 @@ class MlaAttention:
     def _rotate(self, step: Scope) -> None:
         """Rotary position on the queries' and the shared key's rotary slices."""
         dims, a = self.dims, self.code.attention
-        interleaved = self.s.flag("rope_interleave", default=True)
+        interleaved = self.s.flag(MLA.rope_interleave, default=True)
         step.node(
             "apply-rotary",
             title="Apply rotary embedding",
@@ -383,7 +386,7 @@ class MlaAttention:
                 Setting(
                     name="layout",
                     value="interleaved pairs" if interleaved else "halves",
-                    config_keys=self.s.keys_set("rope_interleave"),
+                    config_keys=self.s.keys_set(MLA.rope_interleave),
                 )
             ],
             claim="The rotary slices of the queries and of the shared key are rotated by their positions.",
@@ -462,7 +465,7 @@ class MlaAttention:
                 "KV up-projection",
                 f"{ATTN}.kv_b_proj",
                 ("num_attention_heads × (qk_nope_head_dim + v_head_dim)", dims.kv_b.value or 0),
-                ("kv_lora_rank", dims.kv_rank.value or 0),
+                (MLA.kv_lora_rank.name, dims.kv_rank.value or 0),
                 bias=False,
             ),
             claim="The KV up-projection expands the latent into every head's position-free key and value.",
@@ -521,9 +524,9 @@ class MlaAttention:
                 Setting(name="mask", value="causal"),
                 Setting(
                     name="dropout",
-                    value=s.number("attention_dropout", default=0.0),
+                    value=s.number(DECODER.attention_dropout, default=0.0),
                     note="training only",
-                    config_keys=s.keys_set("attention_dropout"),
+                    config_keys=s.keys_set(DECODER.attention_dropout),
                 ),
             ],
             claim=(
@@ -620,7 +623,7 @@ class _Mtp:
     def inputs(self) -> None:
         """Its own embedding of the next token, two norms, their concatenation and the projection back."""
         state, width, vocabulary = self.state, self.width, self.vocabulary
-        table = [("vocab_size", vocabulary), ("hidden_size", width)]
+        table = [(DECODER.vocab_size.name, vocabulary), (DECODER.hidden_size.name, width)]
         self.node(
             "embedding",
             "MTP token embedding",
@@ -642,7 +645,7 @@ class _Mtp:
                 inputs=[state],
                 outputs=[state],
                 settings=[self.eps],
-                rows=[("RMSNorm scale", f"{id}.weight", [("hidden_size", width)])],
+                rows=[("RMSNorm scale", f"{id}.weight", [(DECODER.hidden_size.name, width)])],
             )
         both = shape("hidden_states", BATCH, POSITIONS, fixed("2d", 2 * width, "2 × hidden_size"))
         self.node(
@@ -660,7 +663,13 @@ class _Mtp:
             "Project the joined vectors back to the model width.",
             inputs=[both],
             outputs=[state],
-            rows=[("eh_proj weight", "eh_proj.weight", [("hidden_size", width), ("2 × hidden_size", 2 * width)])],
+            rows=[
+                (
+                    "eh_proj weight",
+                    "eh_proj.weight",
+                    [(DECODER.hidden_size.name, width), ("2 × hidden_size", 2 * width)],
+                )
+            ],
         )
 
     def head(self) -> None:
@@ -674,7 +683,7 @@ class _Mtp:
             inputs=[state],
             outputs=[state],
             settings=[self.eps],
-            rows=[("RMSNorm scale", "shared_head.norm.weight", [("hidden_size", width)])],
+            rows=[("RMSNorm scale", "shared_head.norm.weight", [(DECODER.hidden_size.name, width)])],
         )
         self.node(
             "head",
@@ -684,7 +693,11 @@ class _Mtp:
             inputs=[state],
             outputs=[shape("logits", BATCH, POSITIONS, self.vocab)],
             rows=[
-                ("Output head", "shared_head.head.weight", [("vocab_size", self.vocabulary), ("hidden_size", width)])
+                (
+                    "Output head",
+                    "shared_head.head.weight",
+                    [(DECODER.vocab_size.name, self.vocabulary), (DECODER.hidden_size.name, width)],
+                )
             ],
         )
 
@@ -709,8 +722,8 @@ def mtp_layers(
 def mla_words(get: Getter) -> str | None:
     """MLA in the words of a released configuration's sentence (``MLA with query rank 1,536, KV rank 512, head widths
     128 + 64 rotary and values 128``), when the config sets a KV rank."""
-    q_rank, kv_rank = get("q_lora_rank"), get("kv_lora_rank")
-    nope, rope, v = get("qk_nope_head_dim"), get("qk_rope_head_dim"), get("v_head_dim")
+    q_rank, kv_rank = get(MLA.q_lora_rank.name), get(MLA.kv_lora_rank.name)
+    nope, rope, v = get(MLA.qk_nope_head_dim.name), get(MLA.qk_rope_head_dim.name), get(MLA.v_head_dim.name)
     if not isinstance(kv_rank, int):
         return None
     ranks = f"query rank {q_rank:,}, " if isinstance(q_rank, int) else "no query compression, "

@@ -30,9 +30,10 @@ from archviz.families.blocks.builder import (
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import hidden
 from archviz.families.blocks.routing import Routing, RoutingInputs
+from archviz.families.blocks.schema import MOE
 from archviz.families.registry import Getter
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import Key, Settings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,40 +42,36 @@ class MoeNaming:
 
     routing: Routing
     """The routing scheme (``SigmoidRouting``, ``SoftmaxRouting``)."""
-    experts: str
+    experts: Key
     """Config key of the routed-expert count (``n_routed_experts``, ``num_local_experts``)."""
-    top_k: str
+    top_k: Key
     """Config key of the experts per token (``num_experts_per_tok``)."""
-    width: str
+    width: Key
     """Config key of one expert's hidden width (``moe_intermediate_size``, ``intermediate_size``)."""
     prefix: str
     """Checkpoint prefix of a layer's MoE (``model.layers.{layer}.mlp``, ``….block_sparse_moe``)."""
     projections: tuple[str, str, str]
     """Checkpoint names of an expert's gate, up and down projections (``w1``, ``w3``, ``w2``)."""
-    normalize: str | None
-    """Config key that switches renormalizing the top-k weights; None when they always are (Mixtral)."""
+    normalize: Key | None
+    """Config key that switches renormalizing the top-k weights, with its default; None when they always are
+    (Mixtral)."""
     experts_call: str
     """How the MoE calls its experts in the modeling code (``self.experts(hidden_states, topk_indices, …)``)."""
-    shared: str | None = None
-    """Config key of the shared-expert count (``n_shared_experts``); None when the family has none."""
-    groups: str | None = None
-    """Config key of the expert-group count (``n_group``) for group-limited selection."""
-    scoring_key: str | None = None
+    shared: Key | None = None
+    """Config key of the shared-expert count (``n_shared_experts``), with its default; None when the family has
+    none."""
+    groups: Key | None = None
+    """Config key of the expert-group count (``n_group``) for group-limited selection, with its default."""
+    groups_kept: Key = MOE.topk_group
+    """Config key of the expert groups kept per token (``topk_group``), with its default."""
+    scaling: Key = MOE.routed_scaling_factor
+    """Config key of the routing weights' factor (``routed_scaling_factor``), with its default."""
+    scoring_key: Key | None = None
     """Config key naming the score function (``scoring_func``)."""
-    sparse_step: str | None = None
+    sparse_step: Key | None = None
     """Config key of the MoE-layer period (``decoder_sparse_step``): layer ``i`` is MoE when ``(i+1) % step == 0``."""
-    dense_layers: str | None = None
+    dense_layers: Key | None = None
     """Config key listing layers that keep the dense MLP (``mlp_only_layers``)."""
-    shared_default: int = 0
-    """Shared experts when the config leaves ``shared`` out (transformers' config-class default)."""
-    groups_default: int = 1
-    """Expert groups when the config leaves ``groups`` out."""
-    groups_kept_default: int = 1
-    """``topk_group`` when the config leaves it out."""
-    normalize_default: bool = False
-    """Whether top-k weights are renormalized when the config leaves ``normalize`` out."""
-    scaling_default: float = 1.0
-    """``routed_scaling_factor`` when the config leaves it out."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,7 +87,7 @@ class MoeDims:
 def moe_dims(s: Settings, n: MoeNaming) -> MoeDims:
     """The routed-expert count, top-k and widths a config sets."""
     width = s.dim(n.width)
-    shared = s.count(n.shared, default=n.shared_default) if n.shared else 0
+    shared = s.count(n.shared, default=n.shared.default) if n.shared else 0
     return MoeDims(
         experts=fixed("experts", s.dim(n.experts), n.experts),
         top_k=fixed("top_k", s.dim(n.top_k), n.top_k),
@@ -118,7 +115,7 @@ class MoeBlock:
         self.activation = activation
         self.experts_modelled = experts_modelled
         self.routing = naming.routing
-        normalize = True if naming.normalize is None else s.flag(naming.normalize, default=naming.normalize_default)
+        normalize = True if naming.normalize is None else s.flag(naming.normalize, default=naming.normalize.default)
         self.inputs = RoutingInputs(s=s, naming=naming, dims=dims, d=d, code=code, normalize=normalize)
 
     def build(self, prefix: str, layers: list[int], *, parent: str, part: Part = Part.MAIN) -> None:
@@ -129,7 +126,7 @@ class MoeBlock:
         weights = self.routing.route(step, self.inputs)
         if self.experts_modelled:
             self._experts(step, layers, weights)
-        shared = self.s.count(self.n.shared, default=self.n.shared_default) if self.n.shared else 0
+        shared = self.s.count(self.n.shared, default=self.n.shared.default) if self.n.shared else 0
         if shared:
             self._shared(step, shared)
 
@@ -199,7 +196,7 @@ class MoeBlock:
                 *remote_only(statement(code.moe, "expert_out = expert(")),
                 *transformers_only(method(code.experts, "forward")),
             ),
-            op=Op(kind=OpKind.EXPERTS, top_k=n.top_k),
+            op=Op(kind=OpKind.EXPERTS, top_k=n.top_k.name),
         )
         self._combine(step, bank, routed, weights)
 
@@ -269,10 +266,10 @@ def moe_words(naming: MoeNaming, get: Getter) -> str | None:
     if not isinstance(experts, int) or not isinstance(top_k, int):
         return None
     routing = [str(value) + " scores" for value in [get(naming.scoring_key)] if isinstance(value, str)]
-    groups, kept = get(naming.groups), get("topk_group")
+    groups, kept = get(naming.groups), get(naming.groups_kept)
     if isinstance(groups, int):
         routing.append(f"{kept if isinstance(kept, int) else groups} of {groups} expert groups kept")
-    scale = get("routed_scaling_factor")
+    scale = get(naming.scaling)
     if isinstance(scale, int | float) and not isinstance(scale, bool):
         routing.append(f"route scale {scale:g}")
     text = f"top-{top_k} of {experts} routed experts"

@@ -28,6 +28,7 @@ from archviz.code.locators import (
 )
 from archviz.families.blocks.builder import POSITIONS, GraphBuilder, shape
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.schema import DECODER, GQA, MLA, ROPE
 from archviz.graph.nodes import Dim, NodeKind, Setting
 from archviz.inputs.settings import Settings
 
@@ -77,7 +78,7 @@ def rotary_embedding(b: GraphBuilder, *, rotated: Dim, settings: list[Setting], 
         inputs=[shape("position_ids", BROADCAST, POSITIONS)],
         outputs=[shape("cos", BROADCAST, POSITIONS, rotated), shape("sin", BROADCAST, POSITIONS, rotated)],
         settings=settings,
-        extra_keys=["max_position_embeddings"],
+        extra_keys=[DECODER.max_position_embeddings.name],
         locate=locate,
     )
 
@@ -128,7 +129,7 @@ def yarn_rotary_locator(code: DecoderCode) -> Locator:
 
 def _scaling(s: Settings, *, prefer: str) -> tuple[str, Mapping[str, Any]]:
     """The config key of the rotary scaling object (``prefer`` when both could be) and the object ({} if none)."""
-    other = "rope_parameters" if prefer == "rope_scaling" else "rope_scaling"
+    other = ROPE.rope_parameters.name if prefer == ROPE.rope_scaling.name else ROPE.rope_scaling.name
     key = prefer if s.mapping(prefer) is not None else other
     return key, s.mapping(key) or {}
 
@@ -168,9 +169,11 @@ def decoupled_rope_settings(s: Settings) -> tuple[list[Setting], str]:
     """The settings and summary of a rotary embedding on the rotary slice of each query and key head (MLA's
     decoupled rotary), YaRN read with its magnitude correction (``mscale``, ``mscale_all_dim``) as DeepSeek-V3's
     ``DeepseekV3YarnRotaryEmbedding`` reads it."""
-    rope_key, scaling = _scaling(s, prefer="rope_scaling")
+    rope_key, scaling = _scaling(s, prefer=ROPE.rope_scaling.name)
     kind, kind_key = _scaling_kind(s, rope_key, scaling)
-    settings = [Setting(name="base θ", value=s.number("rope_theta", default=10000.0), config_keys=("rope_theta",))]
+    settings = [
+        Setting(name="base θ", value=s.number(ROPE.rope_theta, default=10000.0), config_keys=(ROPE.rope_theta.name,))
+    ]
     if kind == "default":
         return (
             settings,
@@ -208,7 +211,7 @@ def decoupled_rope_settings(s: Settings) -> tuple[list[Setting], str]:
 def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
     """MLA's softmax scale: ``qk_head_dim^-0.5``, times ``mscale²`` under YaRN with ``mscale_all_dim``."""
     base = (qk_head_dim or 1) ** -0.5
-    rope_key, scaling = _scaling(s, prefer="rope_scaling")
+    rope_key, scaling = _scaling(s, prefer=ROPE.rope_scaling.name)
     mscale_all = s.number(rope_key, "mscale_all_dim", default=0) if "mscale_all_dim" in scaling else 0.0
     kind, _ = _scaling_kind(s, rope_key, scaling)
     if kind != "default" and mscale_all:
@@ -218,13 +221,18 @@ def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
             value=base * m * m,
             formula=f"(qk_nope_head_dim + qk_rope_head_dim)^-0.5 × mscale² (mscale = 0.1 × "
             f"mscale_all_dim × ln(factor) + 1 = {m:.6g})",
-            config_keys=("qk_nope_head_dim", "qk_rope_head_dim", f"{rope_key}.mscale_all_dim", f"{rope_key}.factor"),
+            config_keys=(
+                MLA.qk_nope_head_dim.name,
+                MLA.qk_rope_head_dim.name,
+                f"{rope_key}.mscale_all_dim",
+                f"{rope_key}.factor",
+            ),
         )
     return Setting(
         name="softmax scale",
         value=base,
         formula="(qk_nope_head_dim + qk_rope_head_dim)^-0.5",
-        config_keys=("qk_nope_head_dim", "qk_rope_head_dim"),
+        config_keys=(MLA.qk_nope_head_dim.name, MLA.qk_rope_head_dim.name),
     )
 
 
@@ -234,13 +242,13 @@ def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
 def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: str) -> tuple[list[Setting], str]:
     """The settings and summary of a rotary embedding on whole heads of ``head_dim``, with transformers' scaling
     types; ``theta_default`` is the config class's base when the config sets none (``title``'s default)."""
-    key, scaling = _scaling(s, prefer="rope_parameters")
+    key, scaling = _scaling(s, prefer=ROPE.rope_parameters.name)
     kind, kind_key = _scaling_kind(s, key, scaling)
     theta_keys: tuple[str, ...]
-    if "rope_theta" in scaling:
-        theta, theta_keys = s.number(key, "rope_theta"), (f"{key}.rope_theta",)
-    elif s.has("rope_theta"):
-        theta, theta_keys = s.number("rope_theta"), ("rope_theta",)
+    if ROPE.rope_theta.name in scaling:
+        theta, theta_keys = s.number(key, ROPE.rope_theta), (f"{key}.rope_theta",)
+    elif s.has(ROPE.rope_theta):
+        theta, theta_keys = s.number(ROPE.rope_theta), (ROPE.rope_theta.name,)
     else:
         theta, theta_keys = theta_default, ()
     settings = [
@@ -250,7 +258,7 @@ def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: st
             config_keys=theta_keys,
             formula=None if theta_keys else f"unset: {title}'s default",
         ),
-        Setting(name="rotated dimensions", value=head_dim, note="the whole head", formula="head_dim"),
+        Setting(name="rotated dimensions", value=head_dim, note="the whole head", formula=GQA.head_dim.name),
     ]
     settings += _scaling_rows(s, key, kind, kind_key, scaling)
     if kind == "yarn" and scaling.get("attention_factor") is None and scaling.get("factor") is not None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from archviz.code.locators import Category, Locator, Site, attribute, defined, method, statement
 from archviz.families.blocks.builder import TOKENS, Scope, factor, shape
 from archviz.families.blocks.decoder import hidden
+from archviz.families.blocks.schema import DECODER, MOE
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Setting, Shape
 from archviz.inputs.settings import Settings
 
@@ -106,7 +107,7 @@ def _router(
             step.b.tensor(
                 "Router weight",
                 f"{n.prefix}.gate.weight",
-                [factor(n.experts, at.dims.experts.value or 0), factor("hidden_size", at.d.value or 0)],
+                [factor(n.experts, at.dims.experts.value or 0), factor(DECODER.hidden_size, at.d.value or 0)],
             )
         ],
         claim=claim,
@@ -161,7 +162,7 @@ def _routing_weights(step: Scope, weights: _Weights) -> Shape:
 
 def _normalize_setting(at: RoutingInputs, formula: str | None = None) -> Setting:
     n = at.naming
-    keys = (n.normalize,) if n.normalize is not None and at.s.has(n.normalize) else ()
+    keys = (n.normalize.name,) if n.normalize is not None and at.s.has(n.normalize) else ()
     return Setting(name="normalize top-k", value=at.normalize, formula=formula, config_keys=keys)
 
 
@@ -221,7 +222,7 @@ class SigmoidRouting:
         n, s, router = at.naming, at.s, at.code.router
         scores = shape("scores", TOKENS, at.dims.experts, dtype="float32")
         scoring = s.text(n.scoring_key, default="sigmoid") if n.scoring_key else "sigmoid"
-        keys = (n.scoring_key,) if n.scoring_key and s.has(n.scoring_key) else ()
+        keys = (n.scoring_key.name,) if n.scoring_key and s.has(n.scoring_key) else ()
         step.node(
             "scores",
             title="Expert scores",
@@ -239,8 +240,8 @@ class SigmoidRouting:
     def _selection(self, step: Scope, at: RoutingInputs, scores: Shape) -> Shape:
         """Bias-corrected, group-limited top-k selection; returns the chosen experts' indices."""
         b, n, s, router = step.b, at.naming, at.s, at.code.router
-        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else n.groups_default
-        topk_group = s.dim("topk_group") if s.has("topk_group") else n.groups_kept_default
+        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else n.groups.default if n.groups else 1
+        topk_group = s.dim(n.groups_kept) if s.has(n.groups_kept) else n.groups_kept.default
         indices = shape("topk_indices", TOKENS, at.dims.top_k)
         step.node(
             "selection",
@@ -262,16 +263,16 @@ class SigmoidRouting:
                 )
             ],
             settings=[
-                Setting(name="top-k", value=at.dims.top_k.value or 0, config_keys=(n.top_k,)),
+                Setting(name="top-k", value=at.dims.top_k.value or 0, config_keys=(n.top_k.name,)),
                 Setting(
                     name="groups kept",
                     value=f"{topk_group} of {groups}",
-                    config_keys=tuple(k for k in ("topk_group", n.groups) if k and s.has(k)),
+                    config_keys=tuple(k.name for k in (n.groups_kept, n.groups) if k and s.has(k)),
                 ),
                 Setting(
                     name="method",
-                    value=s.text("topk_method", default="noaux_tc"),
-                    config_keys=s.keys_set("topk_method"),
+                    value=s.text(MOE.topk_method, default=MOE.topk_method.default),
+                    config_keys=s.keys_set(MOE.topk_method),
                 ),
             ],
             claim="Selection adds the correction bias to the scores, keeps the best expert groups by their two best "
@@ -288,7 +289,7 @@ class SigmoidRouting:
     def _weights(self, at: RoutingInputs, scores: Shape, indices: Shape) -> _Weights:
         """The chosen experts' scores without the bias, renormalized when configured, times the routed scale."""
         s, router = at.s, at.code.router
-        scale = s.number("routed_scaling_factor", default=at.naming.scaling_default)
+        scale = s.number(at.naming.scaling, default=at.naming.scaling.default)
         return _Weights(
             output=shape("topk_weights", TOKENS, at.dims.top_k, dtype="float32"),
             code="scores.gather(1, topk_indices)",
@@ -301,7 +302,7 @@ class SigmoidRouting:
                 Setting(
                     name="routed scaling factor",
                     value=float(scale),
-                    config_keys=s.keys_set("routed_scaling_factor"),
+                    config_keys=s.keys_set(at.naming.scaling),
                 ),
             ],
             claim="The routing weights are the chosen experts' scores without the bias, renormalized to sum to one "
@@ -349,12 +350,12 @@ class SoftmaxRouting:
             [
                 Setting(
                     name="jitter noise",
-                    value=s.number("router_jitter_noise"),
+                    value=s.number(MOE.router_jitter_noise),
                     note="training only",
-                    config_keys=("router_jitter_noise",),
+                    config_keys=(MOE.router_jitter_noise.name,),
                 )
             ]
-            if s.has("router_jitter_noise")
+            if s.has(MOE.router_jitter_noise)
             else []
         )
         _router(
@@ -410,7 +411,7 @@ class SoftmaxRouting:
             summary=f"Choose the {top_k.value} most probable experts for each token.",
             inputs=[probabilities],
             outputs=selected,
-            settings=[Setting(name="top-k", value=top_k.value or 0, config_keys=(at.naming.top_k,))],
+            settings=[Setting(name="top-k", value=top_k.value or 0, config_keys=(at.naming.top_k.name,))],
             claim="Selection keeps each token's top-k most probable experts.",
             sites=(defined(router, "top_k"), statement(router, "= torch.topk(")),
         )
