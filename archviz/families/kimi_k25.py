@@ -251,7 +251,7 @@ def vision_dims(s: Settings) -> VisionDims:
         eps=_projection_eps(s, vs),
         activation=Setting(
             name="activation",
-            value=vs.text(V.hidden_act, default="gelu_pytorch_tanh"),
+            value=vs.text(V.hidden_act, default=V.hidden_act.default),
             config_keys=("vision_config.hidden_act",) if vs.has(V.hidden_act) else (),
         ),
     )

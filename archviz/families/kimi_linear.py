@@ -201,7 +201,7 @@ class KimiLinearBuilder(DeepseekV3Builder):
     def __init__(self, s: Settings):
         super().__init__(s)
         s.require([LINEAR])
-        self.use_rope = not s.flag(K.mla_use_nope, default=False)
+        self.use_rope = not s.flag(K.mla_use_nope, default=K.mla_use_nope.default)
         self.kda_layers = self._layer_list(KDA_KEYS.kda_layers.name)
         self.mla_layers = self._layer_list(KDA_KEYS.full_attn_layers.name)
         self.kda_set = frozenset(self.kda_layers)
@@ -221,12 +221,12 @@ class KimiLinearBuilder(DeepseekV3Builder):
         # Kimi-K3's extensions, each present only when its key is (../README of the K3 config: public
         # descriptions of the release). transformers' kimi_linear implements none of them.
         self.block_size = s.dim(K.attn_res_block_size) if s.has(K.attn_res_block_size) else None
-        self.output_gate = s.flag(K.mla_use_output_gate, default=False)
-        self.full_rank_gate = s.flag(LINEAR, KDA_KEYS.use_full_rank_gate, default=False)
+        self.output_gate = s.flag(K.mla_use_output_gate, default=K.mla_use_output_gate.default)
+        self.full_rank_gate = s.flag(LINEAR, KDA_KEYS.use_full_rank_gate, default=KDA_KEYS.use_full_rank_gate.default)
         self.gate_lower_bound = (
             s.number(LINEAR, KDA_KEYS.gate_lower_bound) if KDA_KEYS.gate_lower_bound.name in s.values[LINEAR] else None
         )
-        self.situ = s.text(K.hidden_act, default="silu") == "situ"
+        self.situ = s.text(K.hidden_act, default=K.hidden_act.default) == "situ"
         latent = s.optional_dim(K.routed_expert_hidden_size)
         self.routed_latent = latent if latent is not None and latent != self.d.value else None
         for present, feature in (

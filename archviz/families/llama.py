@@ -52,6 +52,7 @@ from archviz.families.blocks.schema import (
     QuantizationKeys,
     RopeKeys,
     SchemaAliases,
+    with_defaults,
 )
 from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
 from archviz.graph.naming import NamingMap, conversion_renames
@@ -104,10 +105,14 @@ class Qwen3MoeSchema(LlamaSchema):
 
 K = LlamaSchema()
 """The keys every llama-style variant reads alike."""
-MIXTRAL_KEYS = MixtralSchema()
-"""Mixtral's keys."""
-QWEN3_MOE_KEYS = Qwen3MoeSchema()
-"""Qwen3-MoE's keys."""
+MIXTRAL_KEYS = with_defaults(
+    MixtralSchema(), num_key_value_heads=8, rope_theta=1_000_000.0, rms_norm_eps=1e-5, sliding_window=None
+)
+"""Mixtral's keys, with MixtralConfig's defaults."""
+QWEN3_MOE_KEYS = with_defaults(
+    Qwen3MoeSchema(), num_key_value_heads=4, head_dim=None, rope_theta=10_000.0, rms_norm_eps=1e-6, sliding_window=4096
+)
+"""Qwen3-MoE's keys, with Qwen3MoeConfig's defaults."""
 
 LAYER_KEYS = (
     K.num_hidden_layers.name,
@@ -142,14 +147,6 @@ class Variant:
     """The family's name, which is also the one ``model_type`` it accepts and transformers' (``qwen3_moe``)."""
     title: str
     """How the model is called in summaries (``Llama``)."""
-    kv_heads_default: int | None
-    """``num_key_value_heads`` when absent; None means ``num_attention_heads``."""
-    head_dim_default: int | None
-    """``head_dim`` when absent; None means ``hidden_size / num_attention_heads``."""
-    rope_theta_default: float
-    """``rope_theta`` when absent (the config class's ``default_theta``)."""
-    rms_norm_eps_default: float
-    """``rms_norm_eps`` when absent."""
     attention_bias: AttentionBias
     """Which attention projections carry a bias."""
     mlp_bias: bool
@@ -160,8 +157,6 @@ class Variant:
     """Which layers use a sliding window."""
     sliding_window_gate: Key | None
     """Config key that must be true for ``sliding_window`` to apply (``use_sliding_window``)."""
-    sliding_window_default: int | None
-    """``sliding_window`` when absent."""
     window_attribute: bool = True
     """Where its transformers file reads the window, for the locator: the attention's own ``self.sliding_window``
     (Qwen2, Qwen3, Qwen3-MoE), else the config's, passed to the attention function in the forward (Mistral, Mixtral)."""
@@ -170,8 +165,10 @@ class Variant:
     moe: MoeNaming | None = None
     """The MoE's naming; None for a dense model."""
     keys: LlamaSchema
-    """The keys it reads; their other spellings are its config class's ``attribute_map`` (what save_pretrained
-    writes), read when the family is built (``Family.builds.aliases``)."""
+    """The keys it reads, with its config class's defaults for those a config may omit: ``num_key_value_heads``
+    None means ``num_attention_heads``, ``head_dim`` None means ``hidden_size / num_attention_heads``,
+    ``rope_theta`` is the class's ``default_theta``. Their other spellings are its config class's
+    ``attribute_map`` (what save_pretrained writes), read when the family is built (``Family.builds.aliases``)."""
 
     @property
     def architecture(self) -> str:
@@ -205,56 +202,46 @@ class Variant:
 # is written as what it changes from the one its transformers file is modelled on.
 LLAMA = Variant(
     name="llama",
-    keys=K,
+    keys=with_defaults(K, num_key_value_heads=None, head_dim=None, rope_theta=10_000.0, rms_norm_eps=1e-6),
     class_prefix="Llama",
     title="Llama",
-    kv_heads_default=None,
-    head_dim_default=None,
-    rope_theta_default=10_000.0,
-    rms_norm_eps_default=1e-6,
     attention_bias=AttentionBias.CONFIG,
     mlp_bias=True,
     qk_norm=False,
     sliding_window=SlidingWindow.NONE,
     sliding_window_gate=None,
-    sliding_window_default=None,
 )
 
 MISTRAL = replace(
     LLAMA,
     name="mistral",
-    keys=K,
+    keys=with_defaults(LLAMA.keys, num_key_value_heads=8, sliding_window=4096),
     class_prefix="Mistral",
     title="Mistral",
-    kv_heads_default=8,
     attention_bias=AttentionBias.NONE,
     mlp_bias=False,
     sliding_window=SlidingWindow.ALL,
-    sliding_window_default=4096,
     window_attribute=False,
 )
 
 QWEN2 = replace(
     LLAMA,
     name="qwen2",
-    keys=K,
+    keys=with_defaults(LLAMA.keys, num_key_value_heads=32, sliding_window=4096),
     class_prefix="Qwen2",
     title="Qwen2",
-    kv_heads_default=32,
     attention_bias=AttentionBias.QKV,
     mlp_bias=False,
     sliding_window=SlidingWindow.LAYER_TYPES,
     sliding_window_gate=K.use_sliding_window,
-    sliding_window_default=4096,
 )
 
 QWEN3 = replace(
     QWEN2,
     name="qwen3",
-    keys=K,
+    keys=with_defaults(QWEN2.keys, head_dim=128),
     class_prefix="Qwen3",
     title="Qwen3",
-    head_dim_default=128,
     attention_bias=AttentionBias.CONFIG,
     qk_norm=True,
 )
@@ -265,9 +252,6 @@ MIXTRAL = replace(
     keys=MIXTRAL_KEYS,
     class_prefix="Mixtral",
     title="Mixtral",
-    rope_theta_default=1_000_000.0,
-    rms_norm_eps_default=1e-5,
-    sliding_window_default=None,
     moe=MoeNaming(
         routing=SoftmaxRouting(softmax_code="torch.nn.functional.softmax(router_logits.float(), dim=-1)"),
         experts_call=EXPERTS_CALL,
@@ -288,8 +272,6 @@ QWEN3_MOE = replace(
     class_prefix="Qwen3Moe",
     keys=QWEN3_MOE_KEYS,
     title="Qwen3-MoE",
-    kv_heads_default=4,
-    head_dim_default=None,
     sliding_window=SlidingWindow.ALL,
     moe=MoeNaming(
         routing=SoftmaxRouting(
@@ -322,7 +304,7 @@ class LlamaBuilder:
         dtype, block = checkpoint_dtypes(s)
         self.b = GraphBuilder(s, dtype=dtype, quantization_block=block)
         self.layers = s.dim(K.num_hidden_layers)
-        self.tied = s.flag(K.tie_word_embeddings, default=False)
+        self.tied = s.flag(K.tie_word_embeddings, default=K.tie_word_embeddings.default)
         self.d = fixed("d", s.dim(K.hidden_size), K.hidden_size.name)
         self.vocab = fixed("vocab", s.dim(K.vocab_size), K.vocab_size.name)
         self.ffn = fixed("ffn", s.dim(K.intermediate_size), K.intermediate_size.name)
@@ -344,7 +326,7 @@ class LlamaBuilder:
     # -- config ---------------------------------------------------------------------------------
 
     def _kv_heads(self, heads: int) -> Dim:
-        s, default = self.s, self.v.kv_heads_default
+        s, default = self.s, self.v.keys.num_key_value_heads.default
         kv = s.optional_dim(K.num_key_value_heads)
         if kv is not None:
             if heads % kv:
@@ -370,7 +352,7 @@ class LlamaBuilder:
         s = self.s
         if s.optional_dim(K.head_dim) is not None:
             return fixed(K.head_dim.name, s.dim(K.head_dim), K.head_dim.name)
-        default = self.v.head_dim_default
+        default = self.v.keys.head_dim.default
         if default is not None:
             return Dim(
                 symbol=K.head_dim.name,
@@ -391,11 +373,14 @@ class LlamaBuilder:
         s, v = self.s, self.v
         if v.sliding_window is SlidingWindow.NONE:
             return None
-        if v.sliding_window_gate is not None and not s.flag(v.sliding_window_gate, default=False):
+        if v.sliding_window_gate is not None and not s.flag(
+            v.sliding_window_gate, default=v.sliding_window_gate.default
+        ):
             return None
         if s.has(K.sliding_window):
             return s.optional_dim(K.sliding_window)
-        return v.sliding_window_default
+        default: int | None = v.keys.sliding_window.default
+        return default
 
     def can_slide(self) -> bool:
         """Whether a config of this variant can make attention use a sliding window (every variant but Llama)."""
@@ -417,7 +402,7 @@ class LlamaBuilder:
             if unknown:
                 raise s.fail((K.layer_types,), f"unknown layer types {unknown}")
             return tuple(i for i, kind in enumerate(types) if kind == "sliding_attention")
-        first = s.count(K.max_window_layers, default=28)
+        first = s.count(K.max_window_layers, default=K.max_window_layers.default)
         return tuple(range(first, self.layers))
 
     def _moe_layers(self) -> tuple[int, ...]:
@@ -442,7 +427,7 @@ class LlamaBuilder:
         return tuple(i for i in range(self.layers) if i not in dense and (i + 1) % step == 0)
 
     def eps(self) -> Setting:
-        value = self.s.number(K.rms_norm_eps, default=self.v.rms_norm_eps_default)
+        value = self.s.number(K.rms_norm_eps, default=self.v.keys.rms_norm_eps.default)
         return Setting(
             name="epsilon",
             value=float(value),
@@ -465,7 +450,7 @@ class LlamaBuilder:
         )
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
         settings, summary = rope_settings(
-            self.s, head_dim=self.head_dim.value or 0, theta_default=v.rope_theta_default, title=v.title
+            self.s, head_dim=self.head_dim.value or 0, theta_default=v.keys.rope_theta.default, title=v.title
         )
         rotary_embedding(
             b,
@@ -565,7 +550,7 @@ class LlamaBuilder:
         moe = set(self.moe_layers)
         dense = [i for i in range(self.layers) if i not in moe]
         if dense:
-            bias = self.v.mlp_bias and self.s.flag(K.mlp_bias, default=False)
+            bias = self.v.mlp_bias and self.s.flag(K.mlp_bias, default=K.mlp_bias.default)
             dense_swiglu_mlp(
                 self.b,
                 "",

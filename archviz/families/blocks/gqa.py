@@ -112,7 +112,9 @@ class GroupedQueryAttention:
         self.at = at
         self.grouped = dims.grouped
         self.config_bias = (
-            self.s.flag(DECODER.attention_bias, default=False) if self.options.bias is AttentionBias.CONFIG else False
+            self.s.flag(DECODER.attention_bias, default=DECODER.attention_bias.default)
+            if self.options.bias is AttentionBias.CONFIG
+            else False
         )
         self.bias_keys = [DECODER.attention_bias.name] if self.options.bias is AttentionBias.CONFIG else []
         self.group = ""
@@ -374,7 +376,7 @@ class GroupedQueryAttention:
             self.options.mask,
             Setting(
                 name="dropout",
-                value=s.number(DECODER.attention_dropout, default=0.0),
+                value=s.number(DECODER.attention_dropout, default=DECODER.attention_dropout.default),
                 note="training only",
                 config_keys=s.keys_set(DECODER.attention_dropout),
             ),

@@ -111,7 +111,7 @@ class MlaAttention:
 
     def __init__(self, b: GraphBuilder, s: Settings, dims: MlaDims, code: DecoderCode, *, use_rope: bool):
         self.b, self.s, self.dims, self.code, self.use_rope = b, s, dims, code, use_rope
-        self.bias = s.flag(DECODER.attention_bias, default=False)
+        self.bias = s.flag(DECODER.attention_bias, default=DECODER.attention_bias.default)
 
     def _rotary(self, *sites: Site) -> tuple[Site, ...]:
         """Sites of rotary code: looked for in the remote code only when the family's transformers port has none."""
@@ -369,7 +369,7 @@ class MlaAttention:
     def _rotate(self, step: Scope) -> None:
         """Rotary position on the queries' and the shared key's rotary slices."""
         dims, a = self.dims, self.code.attention
-        interleaved = self.s.flag(MLA.rope_interleave, default=True)
+        interleaved = self.s.flag(MLA.rope_interleave, default=MLA.rope_interleave.default)
         step.node(
             "apply-rotary",
             title="Apply rotary embedding",
@@ -524,7 +524,7 @@ class MlaAttention:
                 Setting(name="mask", value="causal"),
                 Setting(
                     name="dropout",
-                    value=s.number(DECODER.attention_dropout, default=0.0),
+                    value=s.number(DECODER.attention_dropout, default=DECODER.attention_dropout.default),
                     note="training only",
                     config_keys=s.keys_set(DECODER.attention_dropout),
                 ),

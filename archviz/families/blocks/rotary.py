@@ -172,7 +172,11 @@ def decoupled_rope_settings(s: Settings) -> tuple[list[Setting], str]:
     rope_key, scaling = _scaling(s, prefer=ROPE.rope_scaling.name)
     kind, kind_key = _scaling_kind(s, rope_key, scaling)
     settings = [
-        Setting(name="base θ", value=s.number(ROPE.rope_theta, default=10000.0), config_keys=(ROPE.rope_theta.name,))
+        Setting(
+            name="base θ",
+            value=s.number(ROPE.rope_theta, default=ROPE.rope_theta.default),
+            config_keys=(ROPE.rope_theta.name,),
+        )
     ]
     if kind == "default":
         return (

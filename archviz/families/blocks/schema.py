@@ -172,6 +172,13 @@ def with_aliases(schema: Schema, model_type: str) -> Schema:
     return replace(schema, **changes)  # type: ignore[type-var]
 
 
+def with_defaults(schema: Schema, **defaults: Any) -> Schema:
+    """``schema`` with the defaults of the keys named (by field) changed: a variant's config class gives another
+    (``with_defaults(LLAMA.keys, num_key_value_heads=8)``); None for a key the config class leaves unset."""
+    changes = {field: replace(getattr(schema, field), default=value) for field, value in defaults.items()}
+    return replace(schema, **changes)  # type: ignore[type-var]
+
+
 def schema_aliases(schema: Any) -> dict[str, tuple[str, ...]]:
     """The other spellings of a schema's keys, as ``Settings`` takes them."""
     return {key.name: key.aliases for key in schema_keys(schema) if key.aliases}
