@@ -42,6 +42,7 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import rms_norm
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
@@ -302,12 +303,10 @@ class KimiLinearBuilder(DeepseekV3Builder):
         attn_out = shape("attn_output", BATCH, POSITIONS, self.mla.o_in)
         self.b.node(
             f"{prefix}attention.output-gate",
-            title="Attention output gate",
+            words=NODE_WORDS.words("attention.output-gate"),
             kind=NodeKind.LEARNED,
             code="attn_output * torch.sigmoid(self.g_proj(hidden_states))",
             group=parent,
-            summary="Project each position to one gate per head channel, squash it with a sigmoid and multiply "
-            "the attention output by it.",
             inputs=[shape("hidden_states", BATCH, POSITIONS, self.d), attn_out],
             outputs=[attn_out],
             placement=at,
@@ -350,23 +349,15 @@ class KimiDeltaAttention:
         self.width = f"{LINEAR}.num_heads × {LINEAR}.head_dim"
 
     def build(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
+        words = NODE_WORDS.words("kda")
         group = self.b.group(
             f"{prefix}kda",
-            title="Kimi Delta Attention",
+            words=words,
             kind=GroupKind.ATTENTION,
             parent=parent,
             placement=at,
-            summary=(
-                "Linear attention with a fixed-size recurrent state per head: short causal convolutions on "
-                "queries, keys and values, a per-channel forget gate and a delta-rule update, then a gated "
-                "RMSNorm and an output projection."
-            ),
             locate=Locator(
-                claim=(
-                    "Kimi Delta Attention keeps a fixed-size state per head: short convolutions on queries, keys "
-                    "and values, a per-channel forget gate, a delta-rule update weighted by β, then a gated RMSNorm "
-                    "and an output projection."
-                ),
+                claim=words.claim,
                 category=Category.LINEAR_ATTENTION,
                 sites=(method(DELTA_ATTENTION, "forward"),),
             ),
@@ -378,6 +369,7 @@ class KimiDeltaAttention:
             part=part,
             prefix=f"{prefix}kda.",
             category=Category.LINEAR_ATTENTION,
+            words=NODE_WORDS,
         )
         self._projections()
         self._convolution()
@@ -420,13 +412,8 @@ class KimiDeltaAttention:
         mixed = shape("mixed_qkv", BATCH, self.conv, POSITIONS)
         self.scope.node(
             "short-conv",
-            title="Short causal convolution",
             kind=NodeKind.LEARNED,
             code="causal_conv1d_fn(mixed_qkv, weight=self.conv1d.weight.squeeze(1), activation=self.activation)",
-            summary=(
-                "Mix each channel of the queries, keys and values with its last few positions (a depthwise causal "
-                "convolution) and apply SiLU; the last positions are cached for decode."
-            ),
             inputs=[mixed],
             outputs=[mixed],
             parameters=[
@@ -444,10 +431,6 @@ class KimiDeltaAttention:
             settings=[
                 Setting(name="kernel size", value=self.kernel, config_keys=(f"{LINEAR}.short_conv_kernel_size",))
             ],
-            claim=(
-                "A short depthwise causal convolution mixes each query, key and value channel with its last few "
-                "positions, then applies the activation."
-            ),
             sites=(
                 defined(kda, "conv1d"),
                 # The remote code keeps one convolution per projection.
@@ -466,24 +449,18 @@ class KimiDeltaAttention:
         kernel = fixed("kernel", self.kernel, f"{LINEAR}.short_conv_kernel_size")
         self.scope.node(
             "conv-state",
-            title="Convolution state",
             kind=NodeKind.TENSOR,
             code="cache.get_conv_state(self.layer_idx)",
-            summary="The last short_conv_kernel_size positions of queries, keys and values, cached for decode.",
             outputs=[shape("conv_state", BATCH, self.conv, kernel)],
-            claim="The convolution state caches the last positions of the queries, keys and values for decode.",
             sites=(statement(kda, "cache.get_conv_state(", "conv_state_q"), statement(kda, "cache.update_conv_state(")),
             op=Op(kind=OpKind.STATE),
         )
         self.scope.node(
             "qkv-split",
-            title="Query / key / value split",
             kind=NodeKind.OPERATOR,
             code="torch.split(mixed_qkv.transpose(1, 2), [self.qkv_dim] * 3, dim=-1)",
-            summary="Split the convolved channels back into queries, keys and values, one vector per head.",
             inputs=[mixed],
             outputs=[self._per_head("query"), self._per_head("key"), self._per_head("value")],
-            claim="The convolved channels are split back into queries, keys and values and viewed per head.",
             sites=(statement(kda, "[self.qkv_dim] * 3"), statement(kda, "query = query.view(")),
         )
 
@@ -491,13 +468,8 @@ class KimiDeltaAttention:
         kda, d = DELTA_ATTENTION, self.d.value or 0
         self.scope.node(
             "forget-gate",
-            title="Forget gate",
             kind=NodeKind.LEARNED,
             code="self.forget_gate(hidden_states)",
-            summary=(
-                "Compute a per-channel decay: a low-rank projection plus dt_bias through softplus, scaled by "
-                "−exp(A_log) per head (the log of how much of the state each channel keeps)."
-            ),
             inputs=[self._hidden()],
             outputs=[shape("g", BATCH, POSITIONS, self.heads, self.head, dtype="float32")],
             parameters=[
@@ -518,10 +490,6 @@ class KimiDeltaAttention:
             ]
             if self.gate_lower_bound is not None
             else [],
-            claim=(
-                "The forget gate computes a per-channel decay: a low-rank projection plus dt_bias through softplus, "
-                "scaled by −exp(A_log) per head."
-            ),
             sites=(
                 *attribute(kda, "forget_gate"),
                 method(FORGET_GATE, "forward"),
@@ -535,14 +503,11 @@ class KimiDeltaAttention:
         )
         self.scope.node(
             "beta",
-            title="Update strength β",
             kind=NodeKind.LEARNED,
             code="torch.sigmoid(self.b_proj(hidden_states))",
-            summary="Project each position to one write strength per head, squashed to (0, 1) by a sigmoid.",
             inputs=[self._hidden()],
             outputs=[shape("beta", BATCH, POSITIONS, self.heads)],
             parameters=[self._weight("b_proj", (f"{LINEAR}.num_heads", self.head_count), ("hidden_size", d))],
-            claim="The update strength β is the sigmoid of one projection per head.",
             sites=attribute(kda, "b_proj"),
             op=Op(kind=OpKind.LINEAR),
         )
@@ -553,14 +518,8 @@ class KimiDeltaAttention:
         per_head = self._per_head("hidden_shape")
         self.scope.node(
             "delta-rule",
-            title="Gated delta-rule recurrence",
             kind=NodeKind.OPERATOR,
             code="chunk_kimi_delta_attention(query, key, value, g=g, beta=beta, initial_state=recurrent_state, ...)",
-            summary=(
-                "L2-normalize queries and keys, decay the state per channel, write each value against what the "
-                "state already predicts for its key (the delta rule, weighted by β), and read the state with the "
-                "query; chunked for prefill, one step at a time for decode."
-            ),
             inputs=[
                 per_head,
                 per_head,
@@ -577,10 +536,6 @@ class KimiDeltaAttention:
                     config_keys=(f"{LINEAR}.head_dim",),
                 )
             ],
-            claim=(
-                "The gated delta rule decays the state per channel, writes each value against what the state "
-                "predicts for its key, weighted by β, and reads the state with the query."
-            ),
             sites=(
                 statement(kda, "= chunk_kimi_delta_attention(", "= chunk_kda("),
                 function("chunk_kimi_delta_attention"),
@@ -589,15 +544,9 @@ class KimiDeltaAttention:
         )
         self.scope.node(
             "recurrent-state",
-            title="Recurrent state",
             kind=NodeKind.TENSOR,
             code="last_recurrent_state",
-            summary=(
-                "The layer's memory, a key × value matrix per head kept in float32: what a KDA layer caches instead "
-                "of keys and values, the same size at every context length."
-            ),
             outputs=[state],
-            claim="The recurrent state is each head's key × value memory, carried between steps in the cache.",
             sites=(
                 statement(kda, "cache.get_recurrent_state(", "recurrent_state = last_state["),
                 statement(kda, "cache.update_recurrent_state(", "recurrent_state=recurrent_state"),
@@ -637,43 +586,29 @@ class KimiDeltaAttention:
         self._output_gate()
         self.scope.node(
             "gated-norm",
-            title="Gated RMSNorm",
             kind=NodeKind.LEARNED,
             code="self.o_norm(core_attn_out, gate)",
-            summary=(
-                "Normalize each head's output in float32, rescale it, and multiply by the sigmoid of the output gate."
-            ),
             inputs=[self._per_head("core_attn_out"), self._per_head("gate")],
             outputs=[self._per_head("output")],
             parameters=[self.b.tensor("o_norm weight", f"{ATTN}.o_norm.weight", [factor(*head_dim)])],
             settings=[self.eps],
-            claim=(
-                "The gated RMSNorm normalizes each head's output, rescales it and multiplies it by the sigmoid of "
-                "the output gate."
-            ),
             sites=(*attribute(kda, "o_norm"), method(GATED_NORM, "forward")),
         )
         self.scope.node(
             "o-proj",
-            title="KDA output projection",
             kind=NodeKind.LEARNED,
             code="self.o_proj(output.reshape(batch_size, seq_len, -1))",
-            summary="Flatten the gated head outputs of each position and project them back to the model width.",
             inputs=[shape("output", BATCH, POSITIONS, self.qkv)],
             outputs=[self._hidden()],
             parameters=[self._weight("o_proj", ("hidden_size", d), (self.width, self.qkv_dim))],
-            claim="The KDA output projection maps the gated head outputs back to the model width.",
             sites=attribute(kda, "o_proj"),
             op=Op(kind=OpKind.LINEAR),
         )
         self.scope.node(
             "output",
-            title="KDA output",
             kind=NodeKind.TENSOR,
             code="output",
-            summary="What KDA adds to the residual stream.",
             outputs=[self._hidden()],
-            claim="The KDA output is the projected result that the block adds to its residual stream.",
             sites=(statement(kda, "output = self.o_proj(", "o = self.o_proj("),),
             traced_module="model.layers.{layer}.self_attn",
         )
@@ -725,3 +660,107 @@ FAMILY = Family(
     ),
     speaks=FamilySpeech(moe=NAMING, words=WORDS),
 )
+
+
+NODE_WORDS = WordsTable(
+    {
+        "attention.output-gate": Words(
+            title="Attention output gate",
+            summary=(
+                "Project each position to one gate per head channel, squash it with a sigmoid and multiply the "
+                "attention output by it."
+            ),
+        ),
+        "kda": Words(
+            title="Kimi Delta Attention",
+            summary=(
+                "Linear attention with a fixed-size recurrent state per head: short causal convolutions on "
+                "queries, keys and values, a per-channel forget gate and a delta-rule update, then a gated "
+                "RMSNorm and an output projection."
+            ),
+            claim=(
+                "Kimi Delta Attention keeps a fixed-size state per head: short convolutions on queries, keys and "
+                "values, a per-channel forget gate, a delta-rule update weighted by β, then a gated RMSNorm and "
+                "an output projection."
+            ),
+        ),
+        "short-conv": Words(
+            title="Short causal convolution",
+            summary=(
+                "Mix each channel of the queries, keys and values with its last few positions (a depthwise "
+                "causal convolution) and apply SiLU; the last positions are cached for decode."
+            ),
+            claim=(
+                "A short depthwise causal convolution mixes each query, key and value channel with its last few "
+                "positions, then applies the activation."
+            ),
+        ),
+        "conv-state": Words(
+            title="Convolution state",
+            summary="The last short_conv_kernel_size positions of queries, keys and values, cached for decode.",
+            claim="The convolution state caches the last positions of the queries, keys and values for decode.",
+        ),
+        "qkv-split": Words(
+            title="Query / key / value split",
+            summary="Split the convolved channels back into queries, keys and values, one vector per head.",
+            claim="The convolved channels are split back into queries, keys and values and viewed per head.",
+        ),
+        "forget-gate": Words(
+            title="Forget gate",
+            summary=(
+                "Compute a per-channel decay: a low-rank projection plus dt_bias through softplus, scaled by "
+                "−exp(A_log) per head (the log of how much of the state each channel keeps)."
+            ),
+            claim=(
+                "The forget gate computes a per-channel decay: a low-rank projection plus dt_bias through "
+                "softplus, scaled by −exp(A_log) per head."
+            ),
+        ),
+        "beta": Words(
+            title="Update strength β",
+            summary="Project each position to one write strength per head, squashed to (0, 1) by a sigmoid.",
+            claim="The update strength β is the sigmoid of one projection per head.",
+        ),
+        "delta-rule": Words(
+            title="Gated delta-rule recurrence",
+            summary=(
+                "L2-normalize queries and keys, decay the state per channel, write each value against what the "
+                "state already predicts for its key (the delta rule, weighted by β), and read the state with the "
+                "query; chunked for prefill, one step at a time for decode."
+            ),
+            claim=(
+                "The gated delta rule decays the state per channel, writes each value against what the state "
+                "predicts for its key, weighted by β, and reads the state with the query."
+            ),
+        ),
+        "recurrent-state": Words(
+            title="Recurrent state",
+            summary=(
+                "The layer's memory, a key × value matrix per head kept in float32: what a KDA layer caches "
+                "instead of keys and values, the same size at every context length."
+            ),
+            claim="The recurrent state is each head's key × value memory, carried between steps in the cache.",
+        ),
+        "gated-norm": Words(
+            title="Gated RMSNorm",
+            summary=(
+                "Normalize each head's output in float32, rescale it, and multiply by the sigmoid of the output gate."
+            ),
+            claim=(
+                "The gated RMSNorm normalizes each head's output, rescales it and multiplies it by the sigmoid "
+                "of the output gate."
+            ),
+        ),
+        "o-proj": Words(
+            title="KDA output projection",
+            summary="Flatten the gated head outputs of each position and project them back to the model width.",
+            claim="The KDA output projection maps the gated head outputs back to the model width.",
+        ),
+        "output": Words(
+            title="KDA output",
+            summary="What KDA adds to the residual stream.",
+            claim="The KDA output is the projected result that the block adds to its residual stream.",
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""

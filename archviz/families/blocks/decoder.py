@@ -42,6 +42,7 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.graph.naming import NO_RENAMES, NamingMap
 from archviz.graph.nodes import Dim, Graph, GroupKind, ModelInfo, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.inputs.settings import Settings
@@ -148,13 +149,13 @@ def model_group(b: GraphBuilder, *, title: str, summary: str, code: DecoderCode)
 
 def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, group: str = "model") -> None:
     """``token-embedding`` and the ``embedded-state`` it produces."""
+    words = NODE_WORDS.words("token-embedding")
     b.node(
         "token-embedding",
-        title="Token embedding",
+        words=words,
         kind=NodeKind.LEARNED,
         code="self.embed_tokens(input_ids)",
         group=group,
-        summary="Look up a learned feature vector for each token ID.",
         inputs=[shape("input_ids", BATCH, POSITIONS)],
         outputs=[shape("inputs_embeds", BATCH, POSITIONS, d)],
         parameters=[
@@ -169,21 +170,21 @@ def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, g
         ],
         extra_keys=["pad_token_id"],
         locate=Locator(
-            claim="The token embedding is a learned table of vocabulary × width rows, looked up by token ID.",
+            claim=words.claim,
             category=Category.EMBEDDING,
             sites=attribute(code.model, "embed_tokens"),
         ),
     )
+    words = NODE_WORDS.words("embedded-state")
     b.state(
         "embedded-state",
-        title="Embedded state",
+        words=words,
         code="inputs_embeds",
         group=group,
-        summary="Learned token vectors entering the first block.",
         value=shape("inputs_embeds", BATCH, POSITIONS, d),
         traced_module="model.embed_tokens",
         locate=Locator(
-            claim="The embedded state is the looked-up token vectors, the hidden state entering the first block.",
+            claim=words.claim,
             category=Category.EMBEDDING,
             sites=(
                 # Llama's forward annotates the assignment (``inputs_embeds: torch.Tensor = …``).
@@ -359,7 +360,7 @@ def decoder_block(
         summary=summary,
         locate=_block_locator(code),
     )
-    block = Scope(b=b, group=group, placement=at, part=part, prefix=prefix)
+    block = Scope(b=b, group=group, placement=at, part=part, prefix=prefix, words=NODE_WORDS)
     residual = shape("residual", BATCH, POSITIONS, d)
     layer = code.layer
     _block_state(block, "residual-stream", (statement(layer, "residual = hidden_states"),), d=d)
@@ -409,16 +410,15 @@ _MLP_PROJECTIONS = (
 
 
 def _mlp_group(b: GraphBuilder, prefix: str, at: Placement, *, parent: str, code: DecoderCode) -> str:
+    words = NODE_WORDS.words("mlp")
     return b.group(
         f"{prefix}mlp",
-        title="Dense SwiGLU MLP",
+        words=words,
         kind=GroupKind.MLP,
         parent=parent,
         placement=at,
-        summary="A gated feed-forward network: SiLU(gate) × up, projected back down.",
         locate=Locator(
-            claim="The dense MLP is a gated feed-forward network: activated gate projection times up projection, "
-            "projected back down.",
+            claim=words.claim,
             category=Category.MLP,
             sites=(whole_class(code.mlp),),
         ),
@@ -445,7 +445,9 @@ def dense_swiglu_mlp(
     ``activation`` is the gated activation's (title, summary, settings): SwiGLU's (``swiglu``) or a family's
     own (Kimi-K3's SiTU)."""
     group = _mlp_group(b, prefix, at, parent=parent, code=code)
-    mlp = Scope(b=b, group=group, placement=at, part=part, prefix=f"{prefix}mlp.", category=Category.MLP)
+    mlp = Scope(
+        b=b, group=group, placement=at, part=part, prefix=f"{prefix}mlp.", category=Category.MLP, words=NODE_WORDS
+    )
     keys = ["mlp_bias"] if bias else []
     width, model = (width_key, ffn.value or 0), ("hidden_size", d.value or 0)
     inner = shape("x", BATCH, POSITIONS, ffn)
@@ -540,16 +542,16 @@ def output_head(
             code,
         ),
     )
+    words = NODE_WORDS.words("final-hidden-state")
     b.state(
         "final-hidden-state",
-        title="Final hidden state",
+        words=words,
         code="outputs.last_hidden_state",
         group=group,
-        summary="The normalized output of the last block, one vector per position.",
         value=value,
         traced_module="model.norm",
         locate=Locator(
-            claim="The final hidden state is the normalized output of the last block, which the output head reads.",
+            claim=words.claim,
             category=Category.TRANSFORMER,
             sites=(statement(code.causal_lm, "outputs.last_hidden_state", "hidden_states = outputs[0]"),),
         ),
@@ -612,39 +614,32 @@ def _float_logits(b: GraphBuilder, *, logits: Shape, vocab: Dim, group: str, cod
     """The float32 cast of the logits and the float32 logits (cited where each implementation upcasts)."""
     as_float = shape("logits", BATCH, POSITIONS, vocab, dtype="float32")
     cast = (statement(code.causal_lm, "logits = logits.float()", "loss = self.loss_function("),)
+    words = NODE_WORDS.words("logits-float")
     b.node(
         "logits-float",
-        title="Logits cast to float32",
+        words=words,
         kind=NodeKind.OPERATOR,
         code="logits.float()",
         group=group,
-        summary="Upcast the logits to float32 before sampling or the loss.",
         inputs=[logits],
         outputs=[as_float],
         locate=Locator(
-            claim=(
-                "The logits are upcast to float32: the model's own code does it before returning them "
-                "(`logits = logits.float()`); transformers' port does it inside the loss function called here, "
-                "and generate() before sampling, returning the model's dtype otherwise."
-            ),
+            claim=words.claim,
             category=Category.HEAD,
             sites=cast,
             absent=_LOGITS_FLOAT_ABSENT,
         ),
     )
+    words = NODE_WORDS.words("logits-float32")
     b.state(
         "logits-float32",
-        title="Float32 logits",
+        words=words,
         code="logits",
         group=group,
-        summary="The next-token scores the model returns, in float32.",
         value=as_float,
         traced_module="lm_head",
         locate=Locator(
-            claim=(
-                "The float32 logits are what the model's own code returns and what transformers' port computes "
-                "its loss from."
-            ),
+            claim=words.claim,
             category=Category.HEAD,
             sites=cast,
             absent=_LOGITS_FLOAT_ABSENT,
@@ -688,3 +683,50 @@ def partial_graph(
         partial=True,
         naming=naming,
     )
+
+
+NODE_WORDS = WordsTable(
+    {
+        "token-embedding": Words(
+            title="Token embedding",
+            summary="Look up a learned feature vector for each token ID.",
+            claim="The token embedding is a learned table of vocabulary × width rows, looked up by token ID.",
+        ),
+        "embedded-state": Words(
+            title="Embedded state",
+            summary="Learned token vectors entering the first block.",
+            claim="The embedded state is the looked-up token vectors, the hidden state entering the first block.",
+        ),
+        "mlp": Words(
+            title="Dense SwiGLU MLP",
+            summary="A gated feed-forward network: SiLU(gate) × up, projected back down.",
+            claim=(
+                "The dense MLP is a gated feed-forward network: activated gate projection times up projection, "
+                "projected back down."
+            ),
+        ),
+        "final-hidden-state": Words(
+            title="Final hidden state",
+            summary="The normalized output of the last block, one vector per position.",
+            claim="The final hidden state is the normalized output of the last block, which the output head reads.",
+        ),
+        "logits-float": Words(
+            title="Logits cast to float32",
+            summary="Upcast the logits to float32 before sampling or the loss.",
+            claim=(
+                "The logits are upcast to float32: the model's own code does it before returning them (`logits = "
+                "logits.float()`); transformers' port does it inside the loss function called here, and "
+                "generate() before sampling, returning the model's dtype otherwise."
+            ),
+        ),
+        "logits-float32": Words(
+            title="Float32 logits",
+            summary="The next-token scores the model returns, in float32.",
+            claim=(
+                "The float32 logits are what the model's own code returns and what transformers' port computes "
+                "its loss from."
+            ),
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""

@@ -13,7 +13,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from archviz.code.locators import Category, Locator, attribute, defined, function, method, statement
-from archviz.families.blocks.attention import attention_output, cache_locator
+from archviz.families.blocks.attention import NODE_WORDS as ATTENTION_WORDS
+from archviz.families.blocks.attention import attention_output, cache_locator, output_projection
 from archviz.families.blocks.builder import (
     BATCH,
     KEY_POSITIONS,
@@ -23,6 +24,7 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.decoder import LAYER, hidden, norm_locator, rms_norm
+from archviz.families.blocks.node_words import Fill, Words, WordsTable
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Placement, Setting, Shape
 
 if TYPE_CHECKING:
@@ -144,7 +146,12 @@ class GroupedQueryAttention:
             ),
         )
         self.scope = Scope(
-            b=self.b, group=self.group, placement=self.at, prefix="attention.", category=Category.ATTENTION
+            b=self.b,
+            group=self.group,
+            placement=self.at,
+            prefix="attention.",
+            category=Category.ATTENTION,
+            words=ATTENTION_WORDS | NODE_WORDS,
         )
         self._projections()
         query, key, value = self._heads()
@@ -164,8 +171,7 @@ class GroupedQueryAttention:
                 (heads_out, dims.q_width.value or 0),
                 bias=self.config_bias,
             ),
-            summary="Project the joined head outputs back to the model width"
-            + (", plus a learned bias." if self.config_bias else "."),
+            fill={"bias": self.config_bias},
             extra_keys=self.bias_keys,
             code=self.code,
         )
@@ -294,13 +300,10 @@ class GroupedQueryAttention:
             )
         self.scope.node(
             "head-transpose",
-            title="Heads first",
             kind=NodeKind.OPERATOR,
             code="query_states.transpose(1, 2)",
-            summary="Move the head axis before the position axis for attention.",
             inputs=list(per_head),
             outputs=list(heads),
-            claim="The normalized heads are moved before the positions for attention.",
             sites=tuple(statement(a, ".transpose(1, 2)", occurrence=n) for n in (1, 2, 3)),
         )
 
@@ -308,14 +311,11 @@ class GroupedQueryAttention:
         a = self.code.attention
         self.scope.node(
             "apply-rotary",
-            title="Apply rotary embedding",
             kind=NodeKind.OPERATOR,
             code="apply_rotary_pos_emb(query_states, key_states, cos, sin)",
-            summary="Rotate each query and key head by its position: q·cos + rotate_half(q)·sin.",
             inputs=[query, key, shape("cos", BATCH, POSITIONS, self.dims.head_dim)],
             outputs=[query, key],
             settings=[Setting(name="layout", value="halves (rotate_half)")],
-            claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
             category=Category.ROPE,
             sites=(
                 statement(a, "= apply_rotary_pos_emb("),
@@ -414,3 +414,26 @@ class GroupedQueryAttention:
             ),
             op=self.window_op(OpKind.ATTENTION),
         )
+
+
+def _o_proj(fill: Fill) -> Words:
+    bias = ", plus a learned bias." if fill["bias"] else "."
+    return output_projection(f"Project the joined head outputs back to the model width{bias}")
+
+
+NODE_WORDS = WordsTable(
+    {
+        "o-proj": _o_proj,
+        "head-transpose": Words(
+            title="Heads first",
+            summary="Move the head axis before the position axis for attention.",
+            claim="The normalized heads are moved before the positions for attention.",
+        ),
+        "apply-rotary": Words(
+            title="Apply rotary embedding",
+            summary="Rotate each query and key head by its position: q·cos + rotate_half(q)·sin.",
+            claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""

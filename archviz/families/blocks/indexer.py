@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from archviz.code.locators import Category, statement
 from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, POSITIONS, GraphBuilder, Scope, shape
 from archviz.families.blocks.mixers import Size, keyed
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Part, Placement, Setting
 
 LIGHTNING_INDEXER = ("M3VLIndexer",)
@@ -51,7 +52,9 @@ def indexer_nodes(
 ) -> IndexerNodes:
     """The index key cache ``(B, 1, S, index width)`` and the index scores of ``heads`` index heads, added to
     ``group`` with ids ``prefix + index-key-cache`` and ``prefix + index-scores``."""
-    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.ATTENTION)
+    scope = Scope(
+        b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.ATTENTION, words=NODE_WORDS
+    )
     classes = LIGHTNING_INDEXER
     h, d = keyed(heads), keyed(head_dim)
     one = Dim(symbol="1", label="dim", value=1)  # the one key head, a plain number
@@ -59,16 +62,10 @@ def indexer_nodes(
     cached = shape("idx_keys", BATCH, one, KEY_POSITIONS, d)
     cache = scope.node(
         "index-key-cache",
-        title="Index key cache",
         kind=NodeKind.OPERATOR,
         code="cache.layers[self.layer_idx].update_index(idx_k)",
-        summary=(
-            "Append this step's index keys (one head, shared by every index head) to the layer's cache and return "
-            "every cached position's."
-        ),
         inputs=[new_key],
         outputs=[cached],
-        claim="The indexer caches one index key per position beside the layer's keys and values.",
         sites=(statement(classes, ".update_index("),),
         op=Op(kind=OpKind.CACHE),
     )
@@ -97,3 +94,18 @@ def indexer_nodes(
         op=Op(kind=OpKind.INDEX_SCORES),
     )
     return IndexerNodes(cache=cache, scores=scores)
+
+
+NODE_WORDS = WordsTable(
+    {
+        "index-key-cache": Words(
+            title="Index key cache",
+            summary=(
+                "Append this step's index keys (one head, shared by every index head) to the layer's cache and "
+                "return every cached position's."
+            ),
+            claim="The indexer caches one index key per position beside the layer's keys and values.",
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""

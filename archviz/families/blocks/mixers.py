@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from archviz.code.locators import Category, Site, function, statement
 from archviz.families.blocks.builder import BATCH, POSITIONS, GraphBuilder, Scope, fixed, shape
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 
 Size = tuple[int, str]
@@ -121,7 +122,15 @@ def gated_delta_nodes(
     """The gated delta net's convolution over queries, keys and values (2 × key heads × key width + value heads ×
     value width channels), its state, the chunked gated delta rule and its float32 state ``(B, value heads, key
     width, value width)``, added to ``group`` with ids ``prefix + short-conv`` and so on."""
-    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
+    scope = Scope(
+        b=b,
+        group=group,
+        placement=placement,
+        part=part,
+        prefix=prefix,
+        category=Category.LINEAR_ATTENTION,
+        words=NODE_WORDS,
+    )
     classes = GATED_DELTA_NET
     k_heads, v_heads = keyed(key_heads), keyed(value_heads)
     k_width, v_width = keyed(key_head_dim), keyed(value_head_dim)
@@ -144,14 +153,8 @@ def gated_delta_nodes(
     state = shape("recurrent_state", BATCH, v_heads, k_width, v_width, dtype="float32")
     core = scope.node(
         "delta-rule",
-        title="Gated delta rule",
         kind=NodeKind.OPERATOR,
         code="torch_chunk_gated_delta_rule(query, key, value, g=g, beta=beta, initial_state=recurrent_state, ...)",
-        summary=(
-            "L2-normalize queries and keys, decay each head's state by exp(g), write each value against what the "
-            "state already predicts for its key (the delta rule, weighted by β), and read the state with the "
-            "query; chunked for prefill, one step at a time for decode."
-        ),
         inputs=[
             shape("query", BATCH, POSITIONS, k_heads, k_width),
             shape("key", BATCH, POSITIONS, k_heads, k_width),
@@ -161,10 +164,6 @@ def gated_delta_nodes(
         ],
         outputs=[shape("core_attn_out", BATCH, POSITIONS, v_heads, v_width), state],
         settings=[Setting(name="chunk", value=DELTA_RULE_CHUNK)],
-        claim=(
-            "The gated delta rule decays each head's state, writes each value against what the state predicts for "
-            "its key, weighted by β, and reads the state with the query."
-        ),
         sites=(
             statement(classes, "= torch_chunk_gated_delta_rule("),
             function("torch_chunk_gated_delta_rule"),
@@ -201,7 +200,15 @@ def mamba2_nodes(
     """Mamba2's convolution over x, B and C (heads × head width + 2 × groups × state size channels), its state, the
     chunked scan and its float32 state ``(B, heads, head width, state size)``, added to ``group`` with ids
     ``prefix + short-conv`` and so on."""
-    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
+    scope = Scope(
+        b=b,
+        group=group,
+        placement=placement,
+        part=part,
+        prefix=prefix,
+        category=Category.LINEAR_ATTENTION,
+        words=NODE_WORDS,
+    )
     classes = MAMBA2_MIXER
     h, p = keyed(heads), keyed(head_dim)
     g, n = keyed(groups), keyed(state_size)
@@ -224,14 +231,8 @@ def mamba2_nodes(
     state = shape("ssm_state", BATCH, h, p, n, dtype="float32")
     core = scope.node(
         "scan",
-        title="Selective state-space scan",
         kind=NodeKind.OPERATOR,
         code="mamba2_chunk_scan(hidden_states, dt, A, B, C, chunk_size=self.chunk_size, D=self.D, ...)",
-        summary=(
-            "Decay each head's state by exp(dt·A), add the input weighted by dt and B, read the state with C and "
-            "add D times the input; chunked for prefill (within chunks as masked attention, states passed between "
-            "chunks), one step at a time for decode."
-        ),
         inputs=[
             shape("x", BATCH, POSITIONS, h, p),
             shape("dt", BATCH, POSITIONS, h),
@@ -240,10 +241,6 @@ def mamba2_nodes(
         ],
         outputs=[shape("scan_output", BATCH, POSITIONS, h, p), state],
         settings=[Setting(name="chunk", value=chunk[0], config_keys=(chunk[1],))],
-        claim=(
-            "The selective scan decays each head's state, adds the input weighted by dt and B, and reads the state "
-            "with C, in chunks for a prompt and one step at a time for decode."
-        ),
         sites=(
             statement(classes, "= mamba2_chunk_scan("),
             function("mamba2_chunk_scan"),
@@ -289,21 +286,22 @@ def lightning_nodes(
     the state ``(B, heads, head width, head width)`` the cache keeps (``MiniMaxCache.linear_cache``), added to
     ``group`` with ids ``prefix + lightning-attention`` and ``prefix + recurrent-state``. It has no convolution. Source:
     transformers ``models/minimax`` (``MiniMaxLightningAttention``, ``MiniMaxCache``)."""
-    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
+    scope = Scope(
+        b=b,
+        group=group,
+        placement=placement,
+        part=part,
+        prefix=prefix,
+        category=Category.LINEAR_ATTENTION,
+        words=NODE_WORDS,
+    )
     classes = LIGHTNING_ATTENTION
     h, d = keyed(heads), keyed(head_dim)
     state = shape("attn_weights_inter", BATCH, h, d, d)
     core = scope.node(
         "lightning-attention",
-        title="Lightning attention",
         kind=NodeKind.OPERATOR,
         code="torch.matmul(attn_weights_intra * current_diagonal_decay, current_value_states)",
-        summary=(
-            "Linear attention with a fixed decay per head: within each block of positions the queries' scores "
-            "against the block's keys, decayed by distance, times the values, plus the queries (decayed) against "
-            "the state of every earlier block; the state decays and adds the block's keys times its values. Decode "
-            "adds the new key times value to the decayed state and reads it with the query."
-        ),
         inputs=[
             shape("query_states", BATCH, h, POSITIONS, d),
             shape("key_states", BATCH, h, POSITIONS, d),
@@ -311,10 +309,6 @@ def lightning_nodes(
         ],
         outputs=[shape("attn_output", BATCH, h, POSITIONS, d), state],
         settings=[Setting(name="block size", value=block_size[0], config_keys=(block_size[1],))],
-        claim=(
-            "Lightning attention scores queries against keys within blocks, decayed by distance, and carries a "
-            "decayed key × value state across blocks and decode steps."
-        ),
         sites=(
             statement(classes, "attn_weights_intra = torch.matmul("),
             statement(classes, "current_attn_weights_inter = torch.matmul("),
@@ -323,16 +317,63 @@ def lightning_nodes(
     )
     recurrent = scope.node(
         "recurrent-state",
-        title="Recurrent state",
         kind=NodeKind.TENSOR,
         code="cache.get_linear_cache(self.layer_idx)",
-        summary=(
-            "The layer's memory, a head width × head width matrix per head (the decayed sum of keys times values): "
-            "what a lightning attention layer caches instead of keys and values."
-        ),
         outputs=[state],
-        claim="The recurrent state is carried between steps in the cache, the same size at every context length.",
         sites=(statement(classes, "cache.get_linear_cache("), statement(classes, "cache.set_linear_cache(")),
         op=Op(kind=OpKind.STATE),
     )
     return LightningNodes(core=core, state=recurrent)
+
+
+NODE_WORDS = WordsTable(
+    {
+        "delta-rule": Words(
+            title="Gated delta rule",
+            summary=(
+                "L2-normalize queries and keys, decay each head's state by exp(g), write each value against what "
+                "the state already predicts for its key (the delta rule, weighted by β), and read the state with "
+                "the query; chunked for prefill, one step at a time for decode."
+            ),
+            claim=(
+                "The gated delta rule decays each head's state, writes each value against what the state "
+                "predicts for its key, weighted by β, and reads the state with the query."
+            ),
+        ),
+        "scan": Words(
+            title="Selective state-space scan",
+            summary=(
+                "Decay each head's state by exp(dt·A), add the input weighted by dt and B, read the state with C "
+                "and add D times the input; chunked for prefill (within chunks as masked attention, states "
+                "passed between chunks), one step at a time for decode."
+            ),
+            claim=(
+                "The selective scan decays each head's state, adds the input weighted by dt and B, and reads the "
+                "state with C, in chunks for a prompt and one step at a time for decode."
+            ),
+        ),
+        "lightning-attention": Words(
+            title="Lightning attention",
+            summary=(
+                "Linear attention with a fixed decay per head: within each block of positions the queries' "
+                "scores against the block's keys, decayed by distance, times the values, plus the queries "
+                "(decayed) against the state of every earlier block; the state decays and adds the block's keys "
+                "times its values. Decode adds the new key times value to the decayed state and reads it with "
+                "the query."
+            ),
+            claim=(
+                "Lightning attention scores queries against keys within blocks, decayed by distance, and carries "
+                "a decayed key × value state across blocks and decode steps."
+            ),
+        ),
+        "recurrent-state": Words(
+            title="Recurrent state",
+            summary=(
+                "The layer's memory, a head width × head width matrix per head (the decayed sum of keys times "
+                "values): what a lightning attention layer caches instead of keys and values."
+            ),
+            claim=("The recurrent state is carried between steps in the cache, the same size at every context length."),
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""

@@ -28,7 +28,8 @@ from archviz.code.locators import (
     statement,
     transformers_only,
 )
-from archviz.families.blocks.attention import attention_output, cache_locator
+from archviz.families.blocks.attention import NODE_WORDS as ATTENTION_WORDS
+from archviz.families.blocks.attention import attention_output, cache_locator, output_projection
 from archviz.families.blocks.builder import (
     BATCH,
     KEY_POSITIONS,
@@ -44,6 +45,7 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.rotary import yarn_softmax_scale
 from archviz.families.registry import Getter
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
@@ -118,29 +120,27 @@ class MlaAttention:
 
     def build(self, prefix: str, at: Placement, *, parent: str, part: Part, after_core: AfterCore | None) -> None:
         """The whole attention: queries, the compressed keys and values, the core, the output projection."""
+        words = NODE_WORDS.words("attention")
         group = self.b.group(
             f"{prefix}attention",
-            title="Multi-head latent attention",
+            words=words,
             kind=GroupKind.ATTENTION,
             parent=parent,
             placement=at,
-            summary=(
-                "Queries through a low-rank bottleneck, keys and values from one compressed latent "
-                "per position (the only thing cached), rotary position on a separate slice of "
-                "each head, causal softmax attention, output projection."
-            ),
             locate=Locator(
-                claim=(
-                    "Multi-head latent attention projects queries (through a low-rank bottleneck when configured) "
-                    "and derives every head's keys and values from one compressed latent per position plus a key "
-                    "slice shared by all heads."
-                ),
+                claim=words.claim,
                 category=Category.ATTENTION,
                 sites=(method(self.code.attention, "forward"),),
             ),
         )
         step = Scope(
-            b=self.b, group=group, placement=at, part=part, prefix=f"{prefix}attention.", category=Category.ATTENTION
+            b=self.b,
+            group=group,
+            placement=at,
+            part=part,
+            prefix=f"{prefix}attention.",
+            category=Category.ATTENTION,
+            words=ATTENTION_WORDS | NODE_WORDS,
         )
         self._queries(step)
         self._compressed_kv(step)
@@ -161,7 +161,6 @@ class MlaAttention:
                 ("num_attention_heads × v_head_dim", self.dims.o_in.value or 0),
                 bias=self.bias,
             ),
-            summary="Project the concatenated head outputs back to the model width.",
             extra_keys=["attention_bias"],
             code=self.code,
         )
@@ -259,16 +258,13 @@ class MlaAttention:
         )
         step.node(
             "q-a-norm",
-            title="Query latent RMSNorm",
             kind=NodeKind.LEARNED,
             code="self.q_a_layernorm(q_latent)",
-            summary="Normalize the query latent before expanding it to all heads.",
             inputs=[latent],
             outputs=[latent],
             parameters=[
                 self.b.tensor("RMSNorm scale", f"{ATTN}.q_a_layernorm.weight", [factor("q_lora_rank", q_rank)])
             ],
-            claim="The query latent RMSNorm normalizes the low-rank query latent before it is expanded.",
             category=Category.NORM,
             sites=norm_sites(self.code.attention, "q_a_layernorm", self.code),
         )
@@ -279,26 +275,20 @@ class MlaAttention:
         if self.use_rope:
             step.node(
                 "query-split",
-                title="Query nope/rope split",
                 kind=NodeKind.OPERATOR,
                 code="torch.split(q_states, [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)",
-                summary="View the queries per head and split each into a position-free part and a rotary part.",
                 inputs=[q_states],
                 outputs=[self._q_pass(), self._q_rot()],
-                claim="The queries are viewed per head and split into a position-free part and a rotary part.",
                 sites=self._rotary(statement(a, "[self.qk_nope_head_dim, self.qk_rope_head_dim]")),
                 absent=self.code.rope_absent,
             )
             return
         step.node(
             "query-view",
-            title="Query heads",
             kind=NodeKind.OPERATOR,
             code="q_states.view(query_shape).transpose(1, 2)",
-            summary="View the projected queries as one vector per head; no rotary slice is rotated in this model.",
             inputs=[q_states],
             outputs=[self._query()],
-            claim="The projected queries are viewed as one vector per head; no rotary slice is split off.",
             sites=(statement(a, "q_states.view(query_shape)", "q = q.view("),),
         )
 
@@ -334,21 +324,16 @@ class MlaAttention:
         kv_nope = shape("kv_nope", BATCH, POSITIONS, dims.kv_rank)
         step.node(
             "kv-split",
-            title="KV latent / rotary key split",
             kind=NodeKind.OPERATOR,
             code="torch.split(compressed_kv, [self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)",
-            summary="Split the compressed projection into the KV latent and the shared rotary key.",
             inputs=[compressed],
             outputs=[kv_nope, self._k_rot()],
-            claim="The compressed projection is split into the KV latent and the shared key slice.",
             sites=(statement(a, "[self.kv_lora_rank, self.qk_rope_head_dim]"),),
         )
         step.node(
             "kv-a-norm",
-            title="KV latent RMSNorm",
             kind=NodeKind.LEARNED,
             code="self.kv_a_layernorm(kv_nope)",
-            summary="Normalize the KV latent before it is cached and expanded.",
             inputs=[kv_nope],
             outputs=[kv_nope],
             parameters=[
@@ -356,7 +341,6 @@ class MlaAttention:
                     "RMSNorm scale", f"{ATTN}.kv_a_layernorm.weight", [factor("kv_lora_rank", dims.kv_rank.value or 0)]
                 )
             ],
-            claim="The KV latent RMSNorm normalizes the latent before it is expanded into keys and values.",
             category=Category.NORM,
             sites=norm_sites(a, "kv_a_layernorm", self.code),
         )
@@ -369,14 +353,12 @@ class MlaAttention:
         interleaved = self.s.flag("rope_interleave", default=True)
         step.node(
             "apply-rotary",
-            title="Apply rotary embedding",
             kind=NodeKind.OPERATOR,
             code=(
                 "apply_rotary_pos_emb_interleave(q_rot, k_rot, cos, sin)"
                 if interleaved
                 else "apply_rotary_pos_emb(q_rot, k_rot, cos, sin)"
             ),
-            summary="Rotate the rotary slices of the queries and of the shared key by their positions.",
             inputs=[self._q_rot(), self._k_rot(), shape("cos", BATCH, POSITIONS, dims.rope)],
             outputs=[self._q_rot(), self._k_rot()],
             settings=[
@@ -386,7 +368,6 @@ class MlaAttention:
                     config_keys=self.s.keys_set("rope_interleave"),
                 )
             ],
-            claim="The rotary slices of the queries and of the shared key are rotated by their positions.",
             category=Category.ROPE,
             sites=self._rotary(
                 statement(a, "= apply_rotary_pos_emb"),
@@ -427,13 +408,10 @@ class MlaAttention:
             return
         step.node(
             "query-concat",
-            title="Query assembly",
             kind=NodeKind.OPERATOR,
             code="torch.cat((q_pass, q_rot), dim=-1)",
-            summary="Join each head's position-free and rotated query parts.",
             inputs=[self._q_pass(), self._q_rot()],
             outputs=[self._query()],
-            claim="Each head's query is assembled from its position-free and rotated parts.",
             sites=self._rotary(
                 statement(self.code.attention, "torch.cat((q_pass, q_rot)", "query_states = k_pe.new_empty("),
                 # The remote code fills the two halves in place.
@@ -451,10 +429,8 @@ class MlaAttention:
         kv_full = shape("kv", BATCH, dims.one_head, KEY_POSITIONS, dims.kv_b)
         step.node(
             "kv-b-proj",
-            title="KV up-projection",
             kind=NodeKind.LEARNED,
             code="self.kv_b_proj(kv_nope)",
-            summary="Expand the cached latents into every head's position-free key and value.",
             inputs=[cached_latent],
             outputs=[kv_full],
             parameters=linear_rows(
@@ -465,25 +441,15 @@ class MlaAttention:
                 ("kv_lora_rank", dims.kv_rank.value or 0),
                 bias=False,
             ),
-            claim="The KV up-projection expands the latent into every head's position-free key and value.",
             sites=attribute(a, "kv_b_proj"),
             op=Op(kind=OpKind.LINEAR),
         )
         step.node(
             "key-value-split",
-            title="Key assembly and value split",
             kind=NodeKind.OPERATOR,
             code="self.expand_kv(kv_nope, k_rot)",
-            summary=(
-                "View the expansion per head, split it into key and value parts, and join the key part with the "
-                "shared rotary key."
-            ),
             inputs=[kv_full, cached_rot],
             outputs=list(self._keys_values()),
-            claim=(
-                "Each head's expansion is split into key and value parts, and the key part is joined with the "
-                "shared key slice."
-            ),
             sites=(
                 *transformers_only(method(a, "expand_kv"), statement(a, "= self.expand_kv(")),
                 statement(a, "[self.qk_nope_head_dim, self.v_head_dim]"),
@@ -507,13 +473,8 @@ class MlaAttention:
         s, a = self.s, self.code.attention
         step.node(
             "sdpa",
-            title="Scaled dot-product attention",
             kind=NodeKind.OPERATOR,
             code="attention_interface(self, query_states, key_states, value_states, attention_mask, ...)",
-            summary=(
-                "Score each query against the keys of all earlier and current positions (causal mask), "
-                "softmax with the YaRN-corrected scale, and mix the values; heads are concatenated."
-            ),
             inputs=[self._query(), *self._keys_values()],
             outputs=[shape("attn_output", BATCH, POSITIONS, self.dims.o_in)],
             settings=[
@@ -526,10 +487,6 @@ class MlaAttention:
                     config_keys=s.keys_set("attention_dropout"),
                 ),
             ],
-            claim=(
-                "Attention scores each query against the keys of the current and earlier positions under the causal "
-                "mask, takes the softmax at the configured scale and mixes the values."
-            ),
             sites=(
                 *transformers_only(statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface(")),
                 statement(a, "= attention_interface(", "torch.matmul(query_states, key_states.transpose("),
@@ -599,7 +556,15 @@ class _Mtp:
         settings: Sequence[Setting] = (),
     ) -> None:
         """One MTP node; ``rows`` are its tensors as (component, name under the layer, factors)."""
-        Scope(b=self.b, group=self.group, placement=self.at, part=Part.MTP, prefix="mtp.", category=Category.MTP).node(
+        Scope(
+            b=self.b,
+            group=self.group,
+            placement=self.at,
+            part=Part.MTP,
+            prefix="mtp.",
+            category=Category.MTP,
+            words=NODE_WORDS,
+        ).node(
             id,
             title=title,
             kind=NodeKind.LEARNED if rows else NodeKind.OPERATOR,
@@ -715,3 +680,86 @@ def mla_words(get: Getter) -> str | None:
         return None
     ranks = f"query rank {q_rank:,}, " if isinstance(q_rank, int) else "no query compression, "
     return f"MLA with {ranks}KV rank {kv_rank:,}, head widths {nope} + {rope} rotary and values {v}"
+
+
+NODE_WORDS = WordsTable(
+    {
+        "o-proj": output_projection("Project the concatenated head outputs back to the model width."),
+        "attention": Words(
+            title="Multi-head latent attention",
+            summary=(
+                "Queries through a low-rank bottleneck, keys and values from one compressed latent per position "
+                "(the only thing cached), rotary position on a separate slice of each head, causal softmax "
+                "attention, output projection."
+            ),
+            claim=(
+                "Multi-head latent attention projects queries (through a low-rank bottleneck when configured) "
+                "and derives every head's keys and values from one compressed latent per position plus a key "
+                "slice shared by all heads."
+            ),
+        ),
+        "q-a-norm": Words(
+            title="Query latent RMSNorm",
+            summary="Normalize the query latent before expanding it to all heads.",
+            claim="The query latent RMSNorm normalizes the low-rank query latent before it is expanded.",
+        ),
+        "query-view": Words(
+            title="Query heads",
+            summary="View the projected queries as one vector per head; no rotary slice is rotated in this model.",
+            claim="The projected queries are viewed as one vector per head; no rotary slice is split off.",
+        ),
+        "kv-split": Words(
+            title="KV latent / rotary key split",
+            summary="Split the compressed projection into the KV latent and the shared rotary key.",
+            claim="The compressed projection is split into the KV latent and the shared key slice.",
+        ),
+        "kv-a-norm": Words(
+            title="KV latent RMSNorm",
+            summary="Normalize the KV latent before it is cached and expanded.",
+            claim="The KV latent RMSNorm normalizes the latent before it is expanded into keys and values.",
+        ),
+        "apply-rotary": Words(
+            title="Apply rotary embedding",
+            summary="Rotate the rotary slices of the queries and of the shared key by their positions.",
+            claim="The rotary slices of the queries and of the shared key are rotated by their positions.",
+        ),
+        "query-concat": Words(
+            title="Query assembly",
+            summary="Join each head's position-free and rotated query parts.",
+            claim="Each head's query is assembled from its position-free and rotated parts.",
+        ),
+        "kv-b-proj": Words(
+            title="KV up-projection",
+            summary="Expand the cached latents into every head's position-free key and value.",
+            claim="The KV up-projection expands the latent into every head's position-free key and value.",
+        ),
+        "key-value-split": Words(
+            title="Key assembly and value split",
+            summary=(
+                "View the expansion per head, split it into key and value parts, and join the key part with the "
+                "shared rotary key."
+            ),
+            claim=(
+                "Each head's expansion is split into key and value parts, and the key part is joined with the "
+                "shared key slice."
+            ),
+        ),
+        "sdpa": Words(
+            title="Scaled dot-product attention",
+            summary=(
+                "Score each query against the keys of all earlier and current positions (causal mask), softmax "
+                "with the YaRN-corrected scale, and mix the values; heads are concatenated."
+            ),
+            claim=(
+                "Attention scores each query against the keys of the current and earlier positions under the "
+                "causal mask, takes the softmax at the configured scale and mixes the values."
+            ),
+        ),
+        "query-split": Words(
+            title="Query nope/rope split",
+            summary="View the queries per head and split each into a position-free part and a rotary part.",
+            claim="The queries are viewed per head and split into a position-free part and a rotary part.",
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""
