@@ -17,6 +17,8 @@ from __future__ import annotations
 from archviz.families.blocks.builder import GraphBuilder, TextPart, checkpoint_dtypes, fixed, layer_placement
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import (
+    BLOCK_CLAIM,
+    MODEL_CLAIM,
     decoder_block,
     dense_swiglu_mlp,
     model_group,
@@ -27,6 +29,7 @@ from archviz.families.blocks.decoder import (
 )
 from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_layers
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.rotary import decoupled_rope_settings, rotary_embedding, yarn_rotary_locator
 from archviz.families.blocks.routing import SigmoidRouting
 from archviz.families.registry import ConfigWords, Family, FamilyBuilds, FamilySpeech
@@ -153,8 +156,12 @@ class DeepseekV3Builder:
 
     # -- hooks a family overrides --------------------------------------------------------------
 
-    model_summary = "Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits."
-    """The model group's summary."""
+    model_words = Words(
+        title="{architecture}",
+        summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+        claim=MODEL_CLAIM,
+    )
+    """The model group's words (its title the architecture's name)."""
 
     def before_text(self) -> None:
         """Groups of the model that run before the token embedding (a wrapper's vision tower); none here."""
@@ -192,7 +199,7 @@ class DeepseekV3Builder:
 
     def build(self, model: ModelInfo) -> Graph:
         b = self.b
-        model_group(b, title=model.architecture or "Model", summary=self.model_summary, code=self.code)
+        model_group(b, words=self.model_words.filled({"architecture": model.architecture or "Model"}), code=self.code)
         self.before_text()
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
         self.after_embedding()
@@ -261,12 +268,7 @@ class DeepseekV3Builder:
             parent=parent,
             d=self.d,
             eps=self.eps(),
-            title="MTP decoder block" if part is Part.MTP else "Decoder block",
-            summary=(
-                "A block applies input RMSNorm, attention and a residual addition, then "
-                "post-attention RMSNorm, the FFN and a second residual addition; the first "
-                "first_k_dense_replace blocks use the dense MLP, the rest the MoE."
-            ),
+            words=NODE_WORDS.words("mtp-block" if part is Part.MTP else "block"),
             code=self.code,
             mixer=lambda block: self.mixers(prefix, layers, parent=block, part=part),
             ffn=ffn,
@@ -328,3 +330,17 @@ FAMILY = Family(
     builds=FamilyBuilds(build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder)),
     speaks=FamilySpeech(moe=NAMING, words=WORDS),
 )
+
+
+_BLOCK_SUMMARY = (
+    "A block applies input RMSNorm, attention and a residual addition, then post-attention RMSNorm, the FFN and a "
+    "second residual addition; the first first_k_dense_replace blocks use the dense MLP, the rest the MoE."
+)
+
+NODE_WORDS = WordsTable(
+    {
+        "block": Words(title="Decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM),
+        "mtp-block": Words(title="MTP decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM),
+    }
+)
+"""The words of the family's decoder blocks (the model group's are the builder's ``model_words``)."""

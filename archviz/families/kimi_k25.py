@@ -36,6 +36,7 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.builder import POSITIONS as TEXT_POSITIONS
+from archviz.families.blocks.decoder import MODEL_CLAIM
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
@@ -659,9 +660,11 @@ def image_scatter(b: GraphBuilder, v: VisionDims) -> None:
 class KimiK25Builder(DeepseekV3Builder):
     """Kimi-K2's text model from ``text_config`` with the vision tower and projector before its embedding."""
 
-    model_summary = (
-        "Embeds the tokens, puts the projected image features in place of the image placeholder tokens, runs every "
-        "decoder block, normalizes and projects to vocabulary logits."
+    model_words = Words(
+        title="{architecture}",
+        summary="Embeds the tokens, puts the projected image features in place of the image placeholder tokens, "
+        "runs every decoder block, normalizes and projects to vocabulary logits.",
+        claim=MODEL_CLAIM,
     )
 
     conversion_model_type = "kimi_k25"

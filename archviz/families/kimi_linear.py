@@ -261,9 +261,8 @@ class KimiLinearBuilder(DeepseekV3Builder):
         rms_norm(
             self.b,
             f"{prefix}attn-res.{sublayer}-norm",
-            title=f"AttnRes RMSNorm before {where}",
+            words=NODE_WORDS.words("attn-res.norm", {"where": where}),
             code=f"self.{tensor}_norm(block_history)",
-            summary="Normalize every source of the block history before it is scored.",
             group=parent,
             tensor=f"model.layers.{{layer}}.{tensor}_norm.weight",
             width_name="hidden_size",
@@ -664,6 +663,10 @@ FAMILY = Family(
 
 NODE_WORDS = WordsTable(
     {
+        "attn-res.norm": Words(
+            title="AttnRes RMSNorm before {where}",
+            summary="Normalize every source of the block history before it is scored.",
+        ),
         "attention.output-gate": Words(
             title="Attention output gate",
             summary=(

@@ -34,7 +34,9 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode, prefixed
 from archviz.families.blocks.decoder import (
+    BLOCK_CLAIM,
     LAYER,
+    MODEL_CLAIM,
     decoder_block,
     dense_swiglu_mlp,
     model_group,
@@ -45,6 +47,7 @@ from archviz.families.blocks.decoder import (
 )
 from archviz.families.blocks.gqa import AttentionBias, GqaDims, GqaOptions, GroupedQueryAttention
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
 from archviz.families.blocks.routing import SoftmaxRouting
 from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
@@ -391,8 +394,7 @@ class LlamaBuilder:
         b, v = self.b, self.v
         model_group(
             b,
-            title=model.architecture or f"{v.title} causal LM",
-            summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+            words=NODE_WORDS.words("model", {"architecture": model.architecture or f"{v.title} causal LM"}),
             code=self.code,
         )
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
@@ -415,9 +417,8 @@ class LlamaBuilder:
             parent="model",
             d=self.d,
             eps=self.eps(),
-            summary=(
-                f"A block applies input RMSNorm, {self.attention_title().lower()} and a residual addition, then "
-                f"post-attention RMSNorm, {kinds if v.moe else 'the SwiGLU MLP'} and a second residual addition."
+            words=NODE_WORDS.words(
+                "block", {"attention": self.attention_title().lower(), "ffn": kinds if v.moe else "the SwiGLU MLP"}
             ),
             code=self.code,
             mixer=self.attention,
@@ -532,3 +533,21 @@ def _family(variant: Variant) -> Family:
 
 FAMILIES: tuple[Family, ...] = tuple(_family(variant) for variant in VARIANTS)
 """One family per variant."""
+
+
+NODE_WORDS = WordsTable(
+    {
+        "model": Words(
+            title="{architecture}",
+            summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+            claim=MODEL_CLAIM,
+        ),
+        "block": Words(
+            title="Decoder block",
+            summary="A block applies input RMSNorm, {attention} and a residual addition, then post-attention RMSNorm, "
+            "{ffn} and a second residual addition.",
+            claim=BLOCK_CLAIM,
+        ),
+    }
+)
+"""The words of the family's model group and decoder blocks."""

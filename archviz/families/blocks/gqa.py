@@ -277,12 +277,12 @@ class GroupedQueryAttention:
             ("q-norm", "q_norm", "query", per_head[0]),
             ("k-norm", "k_norm", "key", per_head[1]),
         ):
+            words = NODE_WORDS.words(id)
             rms_norm(
                 self.b,
                 f"attention.{id}",
-                title=f"{which.capitalize()} head RMSNorm",
+                words=words,
                 code=f"self.{name}(self.{which[0]}_proj(hidden_states).view(hidden_shape))",
-                summary=f"Normalize each {which} head to unit root-mean-square over head_dim and rescale it.",
                 group=self.group,
                 tensor=f"{LAYER}.self_attn.{name}.weight",
                 width_name="head_dim",
@@ -290,13 +290,7 @@ class GroupedQueryAttention:
                 value=value_shape,
                 eps=self.options.eps,
                 at=self.at,
-                locate=norm_locator(
-                    f"The {which} head RMSNorm normalizes each {which} head over head_dim and rescales it, "
-                    "before the rotary embedding.",
-                    a,
-                    name,
-                    self.code,
-                ),
+                locate=norm_locator(words.claim, a, name, self.code),
             )
         self.scope.node(
             "head-transpose",
@@ -423,6 +417,18 @@ def _o_proj(fill: Fill) -> Words:
 
 NODE_WORDS = WordsTable(
     {
+        "q-norm": Words(
+            title="Query head RMSNorm",
+            summary="Normalize each query head to unit root-mean-square over head_dim and rescale it.",
+            claim="The query head RMSNorm normalizes each query head over head_dim and rescales it, before the "
+            "rotary embedding.",
+        ),
+        "k-norm": Words(
+            title="Key head RMSNorm",
+            summary="Normalize each key head to unit root-mean-square over head_dim and rescale it.",
+            claim="The key head RMSNorm normalizes each key head over head_dim and rescales it, before the rotary "
+            "embedding.",
+        ),
         "o-proj": _o_proj,
         "head-transpose": Words(
             title="Heads first",
