@@ -9,19 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from archviz.code.locators import Category, Locator, attribute, statement
+from archviz.code.locators import Category, Site, attribute, statement
 from archviz.families.blocks.builder import BATCH, POSITIONS, Scope, shape
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.node_words import Fill, Words, WordsTable
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Shape, TensorRow
 
 
-def cache_locator(code: DecoderCode) -> Locator:
+def cache_sites(code: DecoderCode) -> tuple[Site, ...]:
     """Where attention writes this step's state to the layer's cache and reads back all positions."""
-    return Locator(
+    return (statement(code.attention, "cache.update(", "past_key_value.update(", "past_key_values.update("),)
+
+
+def cache_update(title: str, summary: str) -> Words:
+    """The cache update's words, with an attention kind's title and summary."""
+    return Words(
+        title=title,
+        summary=summary,
         claim="The cache update stores this step's attention state in the layer's cache and returns all positions.",
-        category=Category.ATTENTION,
-        sites=(statement(code.attention, "cache.update(", "past_key_value.update(", "past_key_values.update("),),
     )
 
 

@@ -29,7 +29,7 @@ from archviz.code.locators import (
     transformers_only,
 )
 from archviz.families.blocks.attention import NODE_WORDS as ATTENTION_WORDS
-from archviz.families.blocks.attention import attention_output, cache_locator, output_projection
+from archviz.families.blocks.attention import attention_output, cache_sites, cache_update, output_projection
 from archviz.families.blocks.builder import (
     BATCH,
     KEY_POSITIONS,
@@ -388,20 +388,13 @@ class MlaAttention:
 
     def _cache(self, step: Scope) -> None:
         dims = self.dims
-        cache = cache_locator(self.code)
         step.node(
             "cache-update",
-            title="Latent KV cache",
             kind=NodeKind.OPERATOR,
             code="cache.update(kv_nope, k_rot, self.layer_idx, kwargs=kwargs)",
-            summary=(
-                "Append this step's KV latent and rotary key to the cache and return all cached positions; "
-                "MLA caches kv_lora_rank + qk_rope_head_dim numbers per position and layer."
-            ),
             inputs=[shape("kv_nope", BATCH, dims.one_head, POSITIONS, dims.kv_rank), self._k_rot()],
             outputs=list(self._cached()),
-            claim=cache.claim,
-            sites=cache.sites,
+            sites=cache_sites(self.code),
             op=Op(kind=OpKind.CACHE),
         )
         if not self.use_rope:
@@ -684,6 +677,11 @@ def mla_words(get: Getter) -> str | None:
 
 NODE_WORDS = WordsTable(
     {
+        "cache-update": cache_update(
+            "Latent KV cache",
+            "Append this step's KV latent and rotary key to the cache and return all cached positions; MLA caches "
+            "kv_lora_rank + qk_rope_head_dim numbers per position and layer.",
+        ),
         "o-proj": output_projection("Project the concatenated head outputs back to the model width."),
         "attention": Words(
             title="Multi-head latent attention",
