@@ -61,46 +61,38 @@ def keyed(size: Size) -> Dim:
 
 
 def _convolution_nodes(
-    scope: Scope, *, classes: tuple[str, ...], channels: Dim, kernel: Dim, code: str, summary: str
+    scope: Scope, *, classes: tuple[str, ...], channels: Dim, kernel: Dim, code: str
 ) -> tuple[str, str]:
     """The convolution over ``channels`` and its cached last ``kernel`` positions."""
     mixed = shape("mixed", BATCH, channels, POSITIONS)
     convolution = scope.node(
         "short-conv",
-        title="Short causal convolution",
         kind=NodeKind.OPERATOR,
         code=code,
-        summary=summary,
         inputs=[mixed, shape("conv1d.weight", channels, Dim(symbol="1", label="dim", value=1), kernel)],
         outputs=[mixed],
         settings=[Setting(name="kernel size", value=kernel.value or 0, config_keys=kernel.config_keys)],
-        claim="A short depthwise causal convolution with conv1d's weight mixes each channel with its last positions.",
         sites=(statement(classes, "= causal_conv1d_fn("), statement(classes, "= causal_conv1d_update(")),
         op=Op(kind=OpKind.CONVOLUTION),
     )
     conv_state = scope.node(
         "conv-state",
-        title="Convolution state",
+        fill={"kernel": kernel.formula},
         kind=NodeKind.TENSOR,
         code="cache.get_conv_state(self.layer_idx, state_idx=0)",
-        summary=f"The last {kernel.formula} positions of the convolved channels, cached for decode.",
         outputs=[shape("conv_state", BATCH, channels, kernel)],
-        claim="The convolution state caches the last positions of the convolution's input for decode.",
         sites=(statement(classes, "cache.get_conv_state("), statement(classes, "cache.update_conv_state(")),
         op=Op(kind=OpKind.STATE),
     )
     return convolution, conv_state
 
 
-def _recurrent_state(scope: Scope, *, state: Shape, summary: str, sites: tuple[Site, ...]) -> str:
+def _recurrent_state(scope: Scope, *, state: Shape, sites: tuple[Site, ...]) -> str:
     return scope.node(
         "recurrent-state",
-        title="Recurrent state",
         kind=NodeKind.TENSOR,
         code="cache.get_recurrent_state(self.layer_idx, state_idx=0)",
-        summary=summary,
         outputs=[state],
-        claim="The recurrent state is carried between steps in the cache, the same size at every context length.",
         sites=sites,
         op=Op(kind=OpKind.STATE),
     )
@@ -129,7 +121,7 @@ def gated_delta_nodes(
         part=part,
         prefix=prefix,
         category=Category.LINEAR_ATTENTION,
-        words=NODE_WORDS,
+        words=GATED_DELTA_WORDS,
     )
     classes = GATED_DELTA_NET
     k_heads, v_heads = keyed(key_heads), keyed(value_heads)
@@ -145,10 +137,6 @@ def gated_delta_nodes(
         channels=channels,
         kernel=keyed(conv_kernel),
         code="causal_conv1d_fn(mixed_qkv, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation=self.activation)",
-        summary=(
-            "Mix each channel of the queries, keys and values with its last few positions (a depthwise causal "
-            "convolution with conv1d's weight) and apply the activation; the last positions are cached for decode."
-        ),
     )
     state = shape("recurrent_state", BATCH, v_heads, k_width, v_width, dtype="float32")
     core = scope.node(
@@ -174,10 +162,6 @@ def gated_delta_nodes(
     recurrent = _recurrent_state(
         scope,
         state=state,
-        summary=(
-            "The layer's memory, a key × value matrix per value head kept in float32: what a gated delta net layer "
-            "caches instead of keys and values."
-        ),
         sites=(statement(classes, "cache.get_recurrent_state("), statement(classes, "cache.update_recurrent_state(")),
     )
     return MixerNodes(convolution=convolution, conv_state=conv_state, core=core, state=recurrent)
@@ -207,7 +191,7 @@ def mamba2_nodes(
         part=part,
         prefix=prefix,
         category=Category.LINEAR_ATTENTION,
-        words=NODE_WORDS,
+        words=MAMBA2_WORDS,
     )
     classes = MAMBA2_MIXER
     h, p = keyed(heads), keyed(head_dim)
@@ -223,10 +207,6 @@ def mamba2_nodes(
         channels=channels,
         kernel=keyed(conv_kernel),
         code="causal_conv1d_fn(hidden_states_B_C, self.conv1d.weight.squeeze(1), self.conv1d.bias, ...)",
-        summary=(
-            "Mix each channel of x, B and C with its last few positions (a depthwise causal convolution with "
-            "conv1d's weight and bias) and apply the activation; the last positions are cached for decode."
-        ),
     )
     state = shape("ssm_state", BATCH, h, p, n, dtype="float32")
     core = scope.node(
@@ -251,10 +231,6 @@ def mamba2_nodes(
     recurrent = _recurrent_state(
         scope,
         state=state,
-        summary=(
-            "The layer's memory, a head width × state size matrix per head kept in float32: what a Mamba2 layer "
-            "caches instead of keys and values."
-        ),
         sites=(statement(classes, "cache.get_recurrent_state("), statement(classes, "cache.update_recurrent_state(")),
     )
     return MixerNodes(convolution=convolution, conv_state=conv_state, core=core, state=recurrent)
@@ -293,7 +269,7 @@ def lightning_nodes(
         part=part,
         prefix=prefix,
         category=Category.LINEAR_ATTENTION,
-        words=NODE_WORDS,
+        words=LIGHTNING_WORDS,
     )
     classes = LIGHTNING_ATTENTION
     h, d = keyed(heads), keyed(head_dim)
@@ -326,54 +302,89 @@ def lightning_nodes(
     return LightningNodes(core=core, state=recurrent)
 
 
-NODE_WORDS = WordsTable(
+def _short_conv(summary: str) -> Words:
+    return Words(
+        title="Short causal convolution",
+        summary=summary,
+        claim="A short depthwise causal convolution with conv1d's weight mixes each channel with its last positions.",
+    )
+
+
+def _recurrent(summary: str) -> Words:
+    return Words(
+        title="Recurrent state",
+        summary=summary,
+        claim="The recurrent state is carried between steps in the cache, the same size at every context length.",
+    )
+
+
+_CONV_STATE = Words(
+    title="Convolution state",
+    summary="The last {kernel} positions of the convolved channels, cached for decode.",
+    claim="The convolution state caches the last positions of the convolution's input for decode.",
+)
+
+GATED_DELTA_WORDS = WordsTable(
     {
+        "short-conv": _short_conv(
+            "Mix each channel of the queries, keys and values with its last few positions (a depthwise causal "
+            "convolution with conv1d's weight) and apply the activation; the last positions are cached for decode."
+        ),
+        "conv-state": _CONV_STATE,
         "delta-rule": Words(
             title="Gated delta rule",
-            summary=(
-                "L2-normalize queries and keys, decay each head's state by exp(g), write each value against what "
-                "the state already predicts for its key (the delta rule, weighted by β), and read the state with "
-                "the query; chunked for prefill, one step at a time for decode."
-            ),
-            claim=(
-                "The gated delta rule decays each head's state, writes each value against what the state "
-                "predicts for its key, weighted by β, and reads the state with the query."
-            ),
+            summary="L2-normalize queries and keys, decay each head's state by exp(g), write each value against what "
+            "the state already predicts for its key (the delta rule, weighted by β), and read the state with the "
+            "query; chunked for prefill, one step at a time for decode.",
+            claim="The gated delta rule decays each head's state, writes each value against what the state predicts "
+            "for its key, weighted by β, and reads the state with the query.",
         ),
-        "scan": Words(
-            title="Selective state-space scan",
-            summary=(
-                "Decay each head's state by exp(dt·A), add the input weighted by dt and B, read the state with C "
-                "and add D times the input; chunked for prefill (within chunks as masked attention, states "
-                "passed between chunks), one step at a time for decode."
-            ),
-            claim=(
-                "The selective scan decays each head's state, adds the input weighted by dt and B, and reads the "
-                "state with C, in chunks for a prompt and one step at a time for decode."
-            ),
-        ),
-        "lightning-attention": Words(
-            title="Lightning attention",
-            summary=(
-                "Linear attention with a fixed decay per head: within each block of positions the queries' "
-                "scores against the block's keys, decayed by distance, times the values, plus the queries "
-                "(decayed) against the state of every earlier block; the state decays and adds the block's keys "
-                "times its values. Decode adds the new key times value to the decayed state and reads it with "
-                "the query."
-            ),
-            claim=(
-                "Lightning attention scores queries against keys within blocks, decayed by distance, and carries "
-                "a decayed key × value state across blocks and decode steps."
-            ),
-        ),
-        "recurrent-state": Words(
-            title="Recurrent state",
-            summary=(
-                "The layer's memory, a head width × head width matrix per head (the decayed sum of keys times "
-                "values): what a lightning attention layer caches instead of keys and values."
-            ),
-            claim=("The recurrent state is carried between steps in the cache, the same size at every context length."),
+        "recurrent-state": _recurrent(
+            "The layer's memory, a key × value matrix per value head kept in float32: what a gated delta net layer "
+            "caches instead of keys and values."
         ),
     }
 )
-"""The words of this module's nodes, by the id its steps pass."""
+"""The words of a gated delta net layer (``gated_delta_nodes``)."""
+
+MAMBA2_WORDS = WordsTable(
+    {
+        "short-conv": _short_conv(
+            "Mix each channel of x, B and C with its last few positions (a depthwise causal convolution with "
+            "conv1d's weight and bias) and apply the activation; the last positions are cached for decode."
+        ),
+        "conv-state": _CONV_STATE,
+        "scan": Words(
+            title="Selective state-space scan",
+            summary="Decay each head's state by exp(dt·A), add the input weighted by dt and B, read the state with C "
+            "and add D times the input; chunked for prefill (within chunks as masked attention, states passed "
+            "between chunks), one step at a time for decode.",
+            claim="The selective scan decays each head's state, adds the input weighted by dt and B, and reads the "
+            "state with C, in chunks for a prompt and one step at a time for decode.",
+        ),
+        "recurrent-state": _recurrent(
+            "The layer's memory, a head width × state size matrix per head kept in float32: what a Mamba2 layer "
+            "caches instead of keys and values."
+        ),
+    }
+)
+"""The words of a Mamba2 layer (``mamba2_nodes``)."""
+
+LIGHTNING_WORDS = WordsTable(
+    {
+        "lightning-attention": Words(
+            title="Lightning attention",
+            summary="Linear attention with a fixed decay per head: within each block of positions the queries' "
+            "scores against the block's keys, decayed by distance, times the values, plus the queries (decayed) "
+            "against the state of every earlier block; the state decays and adds the block's keys times its values. "
+            "Decode adds the new key times value to the decayed state and reads it with the query.",
+            claim="Lightning attention scores queries against keys within blocks, decayed by distance, and carries a "
+            "decayed key × value state across blocks and decode steps.",
+        ),
+        "recurrent-state": _recurrent(
+            "The layer's memory, a head width × head width matrix per head (the decayed sum of keys times values): "
+            "what a lightning attention layer caches instead of keys and values."
+        ),
+    }
+)
+"""The words of a lightning attention layer (``lightning_nodes``)."""
