@@ -75,21 +75,12 @@ def indexer_nodes(
     ]
     scores = scope.node(
         "index-scores",
-        title="Index scores and block selection",
+        fill={"block_size": block_size[1], "top_blocks": topk_blocks[1], "local_blocks": local_blocks[1]},
         kind=NodeKind.OPERATOR,
         code="scores = torch.matmul(idx_q.float(), idx_k.float().transpose(-1, -2))",
-        summary=(
-            f"Score each query's index heads against every cached index key in float32, take each block of "
-            f"{block_size[1]} keys' best score, and keep per index head the {topk_blocks[1]} best blocks and the "
-            f"{local_blocks[1]} nearest; attention is masked to them (its eager and SDPA paths still score every key)."
-        ),
         inputs=[shape("idx_q", BATCH, h, POSITIONS, d, dtype="float32"), cached],
         outputs=[shape("block_indices", BATCH, h, POSITIONS, keyed(topk_blocks), dtype="int64")],
         settings=settings,
-        claim=(
-            "The indexer scores every query's index heads against every cached index key and keeps the best "
-            "blocks of keys for attention."
-        ),
         sites=(statement(classes, "torch.matmul("), statement(classes, ".topk(")),
         op=Op(kind=OpKind.INDEX_SCORES),
     )
@@ -98,6 +89,14 @@ def indexer_nodes(
 
 NODE_WORDS = WordsTable(
     {
+        "index-scores": Words(
+            title="Index scores and block selection",
+            summary="Score each query's index heads against every cached index key in float32, take each block of "
+            "{block_size} keys' best score, and keep per index head the {top_blocks} best blocks and the "
+            "{local_blocks} nearest; attention is masked to them (its eager and SDPA paths still score every key).",
+            claim="The indexer scores every query's index heads against every cached index key and keeps the best "
+            "blocks of keys for attention.",
+        ),
         "index-key-cache": Words(
             title="Index key cache",
             summary=(

@@ -502,16 +502,6 @@ class MlaAttention:
 
 # -- multi-token prediction -----------------------------------------------------------------------------------
 
-_MTP_CLAIMS = {
-    "embedding": "The MTP layer has its own copy of the token embedding table.",
-    "enorm": "The MTP layer normalizes the next token's embedding.",
-    "hnorm": "The MTP layer normalizes the main model's hidden state.",
-    "concat": "The MTP layer joins the two normalized vectors of each position.",
-    "eh-proj": "The MTP layer projects the joined vectors back to the model width.",
-    "head-norm": "The MTP layer normalizes its block's output before its head.",
-    "head": "The MTP layer has its own copy of the output head.",
-}
-
 
 class _Mtp:
     """Adds the MTP layers' nodes; each is cited as built by no modeling file."""
@@ -521,27 +511,20 @@ class _Mtp:
         self.at = layer_placement(layers)
         self.width, self.vocabulary = d.value or 0, vocab.value or 0
         self.state = hidden(d)
+        words = MTP_WORDS.words("mtp")
         self.group = b.group(
             "mtp",
-            title="Multi-token prediction",
+            words=words,
             kind=GroupKind.MTP,
             parent="model",
             placement=self.at,
-            summary=(
-                "Extra layers that predict a further token from the main model's hidden state and "
-                "the next token's embedding; shipped in the checkpoint, unused by the forward pass."
-            ),
-            locate=Locator(
-                claim="The multi-token-prediction layers.", category=Category.MTP, sites=(), absent=MTP_ABSENT
-            ),
+            locate=Locator(claim=words.claim, category=Category.MTP, sites=(), absent=MTP_ABSENT),
         )
 
     def node(
         self,
         id: str,
-        title: str,
         code: str,
-        summary: str,
         *,
         inputs: list[Shape],
         outputs: list[Shape],
@@ -556,13 +539,11 @@ class _Mtp:
             part=Part.MTP,
             prefix="mtp.",
             category=Category.MTP,
-            words=NODE_WORDS,
+            words=MTP_WORDS,
         ).node(
             id,
-            title=title,
             kind=NodeKind.LEARNED if rows else NodeKind.OPERATOR,
             code=code,
-            summary=summary,
             inputs=inputs,
             outputs=outputs,
             parameters=[
@@ -570,7 +551,6 @@ class _Mtp:
                 for component, name, factors in rows
             ],
             settings=settings,
-            claim=_MTP_CLAIMS[id],
             sites=(),
             absent=MTP_ABSENT,
         )
@@ -581,22 +561,15 @@ class _Mtp:
         table = [("vocab_size", vocabulary), ("hidden_size", width)]
         self.node(
             "embedding",
-            "MTP token embedding",
             "self.embed_tokens(input_ids)",
-            "The MTP layer's own copy of the token embedding table.",
             inputs=[shape("input_ids", BATCH, POSITIONS)],
             outputs=[state],
             rows=[("Token embedding", "embed_tokens.weight", table)],
         )
-        for id, title, what in (
-            ("enorm", "Embedding RMSNorm", "the next token's embedding"),
-            ("hnorm", "Hidden-state RMSNorm", "the main model's hidden state"),
-        ):
+        for id in ("enorm", "hnorm"):
             self.node(
                 id,
-                title,
                 f"self.{id}(...)",
-                f"Normalize {what} before the two are joined.",
                 inputs=[state],
                 outputs=[state],
                 settings=[self.eps],
@@ -605,17 +578,13 @@ class _Mtp:
         both = shape("hidden_states", BATCH, POSITIONS, fixed("2d", 2 * width, "2 × hidden_size"))
         self.node(
             "concat",
-            "Embedding / hidden concat",
             "torch.cat([self.enorm(embeds), self.hnorm(hidden_states)], dim=-1)",
-            "Join the two normalized vectors of each position.",
             inputs=[state, state],
             outputs=[both],
         )
         self.node(
             "eh-proj",
-            "MTP input projection",
             "self.eh_proj(hidden_states)",
-            "Project the joined vectors back to the model width.",
             inputs=[both],
             outputs=[state],
             rows=[("eh_proj weight", "eh_proj.weight", [("hidden_size", width), ("2 × hidden_size", 2 * width)])],
@@ -626,9 +595,7 @@ class _Mtp:
         state, width = self.state, self.width
         self.node(
             "head-norm",
-            "MTP head RMSNorm",
             "self.shared_head.norm(hidden_states)",
-            "Normalize the MTP block's output.",
             inputs=[state],
             outputs=[state],
             settings=[self.eps],
@@ -636,9 +603,7 @@ class _Mtp:
         )
         self.node(
             "head",
-            "MTP output head",
             "self.shared_head.head(hidden_states)",
-            "The MTP layer's own copy of the output head: scores for the token after next.",
             inputs=[state],
             outputs=[shape("logits", BATCH, POSITIONS, self.vocab)],
             rows=[
@@ -761,3 +726,51 @@ NODE_WORDS = WordsTable(
     }
 )
 """The words of this module's nodes, by the id its steps pass."""
+
+
+MTP_WORDS = WordsTable(
+    {
+        "mtp": Words(
+            title="Multi-token prediction",
+            summary="Extra layers that predict a further token from the main model's hidden state and the next "
+            "token's embedding; shipped in the checkpoint, unused by the forward pass.",
+            claim="The multi-token-prediction layers.",
+        ),
+        "embedding": Words(
+            title="MTP token embedding",
+            summary="The MTP layer's own copy of the token embedding table.",
+            claim="The MTP layer has its own copy of the token embedding table.",
+        ),
+        "enorm": Words(
+            title="Embedding RMSNorm",
+            summary="Normalize the next token's embedding before the two are joined.",
+            claim="The MTP layer normalizes the next token's embedding.",
+        ),
+        "hnorm": Words(
+            title="Hidden-state RMSNorm",
+            summary="Normalize the main model's hidden state before the two are joined.",
+            claim="The MTP layer normalizes the main model's hidden state.",
+        ),
+        "concat": Words(
+            title="Embedding / hidden concat",
+            summary="Join the two normalized vectors of each position.",
+            claim="The MTP layer joins the two normalized vectors of each position.",
+        ),
+        "eh-proj": Words(
+            title="MTP input projection",
+            summary="Project the joined vectors back to the model width.",
+            claim="The MTP layer projects the joined vectors back to the model width.",
+        ),
+        "head-norm": Words(
+            title="MTP head RMSNorm",
+            summary="Normalize the MTP block's output.",
+            claim="The MTP layer normalizes its block's output before its head.",
+        ),
+        "head": Words(
+            title="MTP output head",
+            summary="The MTP layer's own copy of the output head: scores for the token after next.",
+            claim="The MTP layer has its own copy of the output head.",
+        ),
+    }
+)
+"""The words of the multi-token-prediction layers' own nodes (``mtp_layers``), by the id after ``mtp.``."""
