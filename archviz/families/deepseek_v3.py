@@ -179,8 +179,8 @@ class DeepseekV3Builder:
         """Whether the routed experts' structure is known (a family says no when it is not documented)."""
         return True
 
-    def activation(self) -> tuple[str, str, list[Setting]]:
-        """Title, summary and settings of the gated activation: SwiGLU from ``hidden_act``."""
+    def activation(self) -> tuple[Words, list[Setting]]:
+        """Words and settings of the gated activation: SwiGLU from ``hidden_act``."""
         return swiglu(self.s)
 
     def is_moe_layer(self, index: int) -> bool:
@@ -305,7 +305,7 @@ class DeepseekV3Builder:
             self.moe_dims,
             d=self.d,
             code=self.code,
-            activation=self.activation()[2][0],
+            activation=self.activation()[1][0],
             experts_modelled=self.routed_experts_modelled(),
         ).build(prefix, layers, parent=parent, part=part)
 

@@ -41,7 +41,7 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
-from archviz.families.blocks.decoder import rms_norm
+from archviz.families.blocks.decoder import ACTIVATION_CLAIM, rms_norm
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
@@ -199,16 +199,14 @@ class KimiLinearBuilder(DeepseekV3Builder):
     def routed_experts_modelled(self) -> bool:
         return self.routed_latent is None
 
-    def activation(self) -> tuple[str, str, list[Setting]]:
+    def activation(self) -> tuple[Words, list[Setting]]:
         if not self.situ:
             return super().activation()
         s = self.s
         beta = s.number("activation_situ_beta")
         linear_beta = s.number("activation_situ_linear_beta")
         return (
-            "SiTU activation",
-            "Softly bound both halves and multiply them: gate' = β·tanh(gate/β)·sigmoid(gate) and "
-            "up' = β₂·tanh(up/β₂), then gate' × up', element by element.",
+            SITU_WORDS.words("act"),
             [
                 Setting(name="activation", value="situ", config_keys=("hidden_act",)),
                 Setting(name="β (gate bound)", value=float(beta), config_keys=("activation_situ_beta",)),
@@ -767,3 +765,15 @@ NODE_WORDS = WordsTable(
     }
 )
 """The words of this module's nodes, by the id its steps pass."""
+
+SITU_WORDS = WordsTable(
+    {
+        "act": Words(
+            title="SiTU activation",
+            summary="Softly bound both halves and multiply them: gate' = β·tanh(gate/β)·sigmoid(gate) and "
+            "up' = β₂·tanh(up/β₂), then gate' × up', element by element.",
+            claim=ACTIVATION_CLAIM,
+        ),
+    }
+)
+"""The words of Kimi-K3's gated activation, the dense MLP's ``act`` when ``hidden_act`` is ``situ``."""

@@ -386,7 +386,7 @@ class LlamaBuilder:
         )
 
     def activation(self) -> Setting:
-        return swiglu(self.s)[2][0]
+        return swiglu(self.s)[1][0]
 
     # -- the graph ------------------------------------------------------------------------------
 

@@ -369,7 +369,7 @@ def dense_swiglu_mlp(
     d: Dim,
     ffn: Dim,
     width_key: str,
-    activation: tuple[str, str, list[Setting]],
+    activation: tuple[Words, list[Setting]],
     code: DecoderCode,
     bias: bool = False,
     tensor: str = f"{LAYER}.mlp",
@@ -377,8 +377,8 @@ def dense_swiglu_mlp(
 ) -> None:
     """The dense MLP ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` as gate, up, activation and down nodes.
 
-    ``activation`` is the gated activation's (title, summary, settings): SwiGLU's (``swiglu``) or a family's
-    own (Kimi-K3's SiTU)."""
+    ``activation`` is the gated activation's (words, settings): SwiGLU's (``swiglu``) or a family's own (Kimi-K3's
+    SiTU), its words from a words table."""
     group = _mlp_group(b, prefix, at, parent=parent, code=code)
     mlp = Scope(
         b=b, group=group, placement=at, part=part, prefix=f"{prefix}mlp.", category=Category.MLP, words=NODE_WORDS
@@ -389,14 +389,11 @@ def dense_swiglu_mlp(
     for id, name in _MLP_PROJECTIONS:
         down = name == "down_proj"
         if down:
-            act_title, act_summary, act_settings = activation
-            mlp.node(
+            act_words, act_settings = activation
+            replace(mlp, words=mlp.words | WordsTable({"act": act_words})).node(
                 "act",
-                title=act_title,
                 kind=NodeKind.OPERATOR,
                 code="self.act_fn(self.gate_proj(x)) * self.up_proj(x)",
-                summary=act_summary,
-                claim="The SwiGLU activation multiplies the activated gate projection by the up projection.",
                 sites=attribute(code.mlp, "act_fn"),
                 inputs=[inner, inner],
                 outputs=[inner],
@@ -417,16 +414,12 @@ def dense_swiglu_mlp(
         )
 
 
-def swiglu(s: Settings, activation_key: str = "hidden_act") -> tuple[str, str, list[Setting]]:
-    """Title, summary and settings of the SwiGLU activation, named by ``hidden_act``."""
+def swiglu(s: Settings, activation_key: str = "hidden_act") -> tuple[Words, list[Setting]]:
+    """Words and settings of the SwiGLU activation, named by ``hidden_act``."""
     act = s.text(activation_key, default="silu")
     keys = s.keys_set(activation_key)
-    return (
-        "SwiGLU activation",
-        f"Multiply the {'SiLU' if act == 'silu' else act} of the gate projection by the up projection, "
-        "element by element.",
-        [Setting(name="activation", value=act, config_keys=keys)],
-    )
+    words = NODE_WORDS.words("act", {"function": "SiLU" if act == "silu" else act})
+    return words, [Setting(name="activation", value=act, config_keys=keys)]
 
 
 # -- the output head ----------------------------------------------------------------------------------
@@ -599,6 +592,9 @@ def partial_graph(
     )
 
 
+ACTIVATION_CLAIM = "The SwiGLU activation multiplies the activated gate projection by the up projection."
+"""What the gated activation's locator claims (it cites the MLP's ``act_fn``, whichever function it is)."""
+
 MODEL_CLAIM = "The model embeds the tokens, applies every block, normalizes and projects to vocabulary logits."
 """What the ``model`` group's locator claims, for every family."""
 
@@ -677,6 +673,11 @@ NODE_WORDS = WordsTable(
             title="MLP down projection",
             summary="Project the gated activations back to the model width.",
             claim="The down projection maps the gated activations back to the model width.",
+        ),
+        "act": Words(
+            title="SwiGLU activation",
+            summary="Multiply the {function} of the gate projection by the up projection, element by element.",
+            claim=ACTIVATION_CLAIM,
         ),
         "final-norm": Words(
             title="Final RMSNorm",
