@@ -30,7 +30,12 @@ from archviz.families.blocks.decoder import (
 from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_layers
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.node_words import Words, WordsTable
-from archviz.families.blocks.rotary import decoupled_rope_settings, rotary_embedding, yarn_rotary_locator
+from archviz.families.blocks.rotary import (
+    DECOUPLED_WORDS,
+    decoupled_rope_settings,
+    rotary_embedding,
+    yarn_rotary_locator,
+)
 from archviz.families.blocks.routing import SigmoidRouting
 from archviz.families.registry import ConfigWords, Family, FamilyBuilds, FamilySpeech
 from archviz.graph.naming import NamingMap, conversion_renames
@@ -204,13 +209,14 @@ class DeepseekV3Builder:
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
         self.after_embedding()
         if self.use_rope:
-            settings, summary = decoupled_rope_settings(self.s)
+            settings, scaling = decoupled_rope_settings(self.s)
+            rope = DECOUPLED_WORDS.words("rotary-embedding", {"scaling": scaling})
             rotary_embedding(
                 b,
                 rotated=self.mla.rope,
                 settings=settings,
-                summary=summary,
-                locate=yarn_rotary_locator(self.code),
+                words=rope,
+                locate=yarn_rotary_locator(self.code, rope.claim),
             )
         self.block("", list(range(self.layers)), parent="model", part=Part.MAIN)
         # The models' own remote code returns float32 logits (``logits = logits.float()``).

@@ -48,7 +48,7 @@ from archviz.families.blocks.decoder import (
 from archviz.families.blocks.gqa import AttentionBias, GqaDims, GqaOptions, GroupedQueryAttention
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.node_words import Words, WordsTable
-from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
+from archviz.families.blocks.rotary import WHOLE_HEAD_WORDS, rope_settings, rotary_embedding, rotary_locator
 from archviz.families.blocks.routing import SoftmaxRouting
 from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
 from archviz.graph.naming import NamingMap, conversion_renames
@@ -398,15 +398,12 @@ class LlamaBuilder:
             code=self.code,
         )
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
-        settings, summary = rope_settings(
+        settings, scaling = rope_settings(
             self.s, head_dim=self.head_dim.value or 0, theta_default=v.rope_theta_default, title=v.title
         )
+        rope = WHOLE_HEAD_WORDS.words("rotary-embedding", {"scaling": scaling})
         rotary_embedding(
-            b,
-            rotated=self.head_dim,
-            settings=settings,
-            summary=summary,
-            locate=rotary_locator(self.code),
+            b, rotated=self.head_dim, settings=settings, words=rope, locate=rotary_locator(self.code, rope.claim)
         )
         moe = set(self.moe_layers)
         kinds = "the MoE in every layer" if len(moe) == self.layers else "the dense MLP or the MoE"
