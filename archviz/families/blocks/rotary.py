@@ -161,8 +161,8 @@ def yarn_mscale(scale: float, mscale: float) -> float:
 
 def decoupled_rope_settings(s: Settings) -> tuple[list[Setting], str]:
     """The settings and scaling type (the fill of ``DECOUPLED_WORDS``) of a rotary embedding on the rotary slice of
-    each query and key head (MLA's decoupled rotary), YaRN read with its magnitude correction (``mscale``, ``mscale_all_dim``) as DeepSeek-V3's
-    ``DeepseekV3YarnRotaryEmbedding`` reads it."""
+    each query and key head (MLA's decoupled rotary), YaRN read with its magnitude correction (``mscale``,
+    ``mscale_all_dim``) as DeepSeek-V3's ``DeepseekV3YarnRotaryEmbedding`` reads it."""
     rope_key, scaling = _scaling(s, prefer="rope_scaling")
     kind, kind_key = _scaling_kind(s, rope_key, scaling)
     settings = [Setting(name="base θ", value=s.number("rope_theta", default=10000.0), config_keys=("rope_theta",))]
@@ -221,7 +221,8 @@ def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
 
 def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: str) -> tuple[list[Setting], str]:
     """The settings and scaling type (the fill of ``WHOLE_HEAD_WORDS``) of a rotary embedding on whole heads of
-    ``head_dim``, with transformers' scaling types; ``theta_default`` is the config class's base when the config sets none (``title``'s default)."""
+    ``head_dim``, with transformers' scaling types; ``theta_default`` is the config class's base when the config
+    sets none (``title``'s default)."""
     key, scaling = _scaling(s, prefer="rope_parameters")
     kind, kind_key = _scaling_kind(s, key, scaling)
     theta_keys: tuple[str, ...]
