@@ -218,19 +218,14 @@ class KimiLinearBuilder(DeepseekV3Builder):
         """Block Attention Residuals: the sublayer's input is an attention-weighted mix of the block history."""
         if self.block_size is None:
             return
-        where = "attention" if sublayer == "attention" else "the MLP"
         history = shape("block_history", ATTN_RES_SOURCES, BATCH, POSITIONS, self.d)
         if sublayer == "attention":
             blocks = -(-self.layers // self.block_size)
             self.b.state(
                 f"{prefix}attn-res.history",
-                title="Block history",
+                words=ATTN_RES_WORDS.words("attn-res.history", {"block_size": self.block_size, "sources": blocks + 1}),
                 code="block_history",
                 group=parent,
-                summary=(
-                    f"The outputs of the completed blocks of {self.block_size} layers and the current block's partial "
-                    f"sum, the sources Block Attention Residuals attend over (at most {blocks + 1} in this model)."
-                ),
                 value=history,
                 placement=at,
                 part=part,
@@ -238,11 +233,10 @@ class KimiLinearBuilder(DeepseekV3Builder):
         self._attn_res_scores(prefix, sublayer, at, parent=parent, part=part, history=history)
         self.b.node(
             f"{prefix}attn-res.{sublayer}-mix",
-            title=f"AttnRes mix before {where}",
+            words=ATTN_RES_WORDS.words(f"attn-res.{sublayer}-mix"),
             kind=NodeKind.OPERATOR,
             code="torch.softmax(scores, dim=0) · block_history",
             group=parent,
-            summary=f"Softmax the scores over the sources and take the weighted sum as the input to {where}.",
             inputs=[shape("scores", ATTN_RES_SOURCES, BATCH, POSITIONS), history],
             outputs=[shape("hidden_states", BATCH, POSITIONS, self.d)],
             placement=at,
@@ -255,11 +249,10 @@ class KimiLinearBuilder(DeepseekV3Builder):
         """The RMSNorm of every source of the block history and the pseudo-query that scores it."""
         d = self.d.value or 0
         tensor = "self_attention_res" if sublayer == "attention" else "mlp_res"
-        where = "attention" if sublayer == "attention" else "the MLP"
         rms_norm(
             self.b,
             f"{prefix}attn-res.{sublayer}-norm",
-            words=NODE_WORDS.words("attn-res.norm", {"where": where}),
+            words=ATTN_RES_WORDS.words(f"attn-res.{sublayer}-norm"),
             code=f"self.{tensor}_norm(block_history)",
             group=parent,
             tensor=f"model.layers.{{layer}}.{tensor}_norm.weight",
@@ -273,11 +266,10 @@ class KimiLinearBuilder(DeepseekV3Builder):
         )
         self.b.node(
             f"{prefix}attn-res.{sublayer}-query",
-            title=f"AttnRes pseudo-query before {where}",
+            words=ATTN_RES_WORDS.words(f"attn-res.{sublayer}-query"),
             kind=NodeKind.LEARNED,
             code=f"self.{tensor}_proj(block_history)",
             group=parent,
-            summary="Score each normalized source with one learned d → 1 projection.",
             inputs=[history],
             outputs=[shape("scores", ATTN_RES_SOURCES, BATCH, POSITIONS)],
             placement=at,
@@ -389,17 +381,14 @@ class KimiDeltaAttention:
 
     def _projections(self) -> None:
         d = self.d.value or 0
-        for name, what in (("q", "query"), ("k", "key"), ("v", "value")):
+        for name in ("q", "k", "v"):
             self.scope.node(
                 f"{name}-proj",
-                title=f"KDA {what} projection",
                 kind=NodeKind.LEARNED,
                 code=f"self.{name}_proj(hidden_states)",
-                summary=f"Project each position to every KDA head's {what}.",
                 inputs=[self._hidden()],
                 outputs=[shape(f"{name}", BATCH, POSITIONS, self.qkv)],
                 parameters=[self._weight(f"{name}_proj", (self.width, self.qkv_dim), ("hidden_size", d))],
-                claim=f"The KDA {what} projection maps each position to every KDA head's {what}.",
                 sites=attribute(DELTA_ATTENTION, f"{name}_proj"),
                 op=Op(kind=OpKind.LINEAR),
             )
@@ -557,11 +546,9 @@ class KimiDeltaAttention:
         head_dim = (f"{LINEAR}.head_dim", self.head_width)
         self.scope.node(
             "output-gate",
-            title="Output gate projection",
+            fill={"rank": "full-rank" if self.full_rank_gate else "low-rank"},
             kind=NodeKind.LEARNED,
             code="self.g_proj(hidden_states)" if self.full_rank_gate else "self.g_b_proj(self.g_a_proj(hidden_states))",
-            summary=f"A {'full-rank' if self.full_rank_gate else 'low-rank'} projection of each position to one gate "
-            "per channel of the attention output.",
             inputs=[self._hidden()],
             outputs=[self._per_head("gate")],
             extra_keys=[f"{LINEAR}.use_full_rank_gate"] if self.full_rank_gate else [],
@@ -571,7 +558,6 @@ class KimiDeltaAttention:
                 self._weight("g_a_proj", head_dim, ("hidden_size", d)),
                 self._weight("g_b_proj", (self.width, self.qkv_dim), head_dim),
             ],
-            claim="The output gate is a low-rank projection of each position to one gate per channel of the output.",
             sites=(defined(kda, "g_a_proj"), *attribute(kda, "g_b_proj")),
             op=Op(kind=OpKind.LINEAR),
         )
@@ -659,11 +645,23 @@ FAMILY = Family(
 )
 
 
+def _kda_projection(what: str) -> Words:
+    return Words(
+        title=f"KDA {what} projection",
+        summary=f"Project each position to every KDA head's {what}.",
+        claim=f"The KDA {what} projection maps each position to every KDA head's {what}.",
+    )
+
+
 NODE_WORDS = WordsTable(
     {
-        "attn-res.norm": Words(
-            title="AttnRes RMSNorm before {where}",
-            summary="Normalize every source of the block history before it is scored.",
+        "q-proj": _kda_projection("query"),
+        "k-proj": _kda_projection("key"),
+        "v-proj": _kda_projection("value"),
+        "output-gate": Words(
+            title="Output gate projection",
+            summary="A {rank} projection of each position to one gate per channel of the attention output.",
+            claim="The output gate is a low-rank projection of each position to one gate per channel of the output.",
         ),
         "attention.output-gate": Words(
             title="Attention output gate",
@@ -777,3 +775,36 @@ SITU_WORDS = WordsTable(
     }
 )
 """The words of Kimi-K3's gated activation, the dense MLP's ``act`` when ``hidden_act`` is ``situ``."""
+
+
+def _before(sublayer: str, where: str) -> dict[str, Words]:
+    """Block Attention Residuals' words before one sublayer (``attention``, ``mlp``)."""
+    return {
+        f"attn-res.{sublayer}-norm": Words(
+            title=f"AttnRes RMSNorm before {where}",
+            summary="Normalize every source of the block history before it is scored.",
+        ),
+        f"attn-res.{sublayer}-query": Words(
+            title=f"AttnRes pseudo-query before {where}",
+            summary="Score each normalized source with one learned d → 1 projection.",
+        ),
+        f"attn-res.{sublayer}-mix": Words(
+            title=f"AttnRes mix before {where}",
+            summary=f"Softmax the scores over the sources and take the weighted sum as the input to {where}.",
+        ),
+    }
+
+
+ATTN_RES_WORDS = WordsTable(
+    {
+        "attn-res.history": Words(
+            title="Block history",
+            summary="The outputs of the completed blocks of {block_size} layers and the current block's partial sum, "
+            "the sources Block Attention Residuals attend over (at most {sources} in this model).",
+        ),
+        **_before("attention", "attention"),
+        **_before("mlp", "the MLP"),
+    }
+)
+"""The words of Kimi-K3's Block Attention Residuals (no modeling file has them, so no claims), by their id in a
+block."""
