@@ -386,7 +386,7 @@ def _encoder_layers(b: GraphBuilder, v: VisionDims) -> None:
             sites=(method(LAYER, "forward"),),
         ),
     )
-    layer = Scope(b=b, group=block, placement=at, prefix="vision.", category=Category.NORM, words=NODE_WORDS)
+    layer = Scope(b=b, group=block, placement=at, prefix="vision.", category=Category.NORM, words=VISION_LAYER_WORDS)
     _norm(layer, b, "attention-norm", "norm0", "norm1", d)
     _vision_attention(b, v, block, at)
     _residual(layer, "attention-residual", "hidden_states = hidden_states + self.attn(", d)
@@ -483,11 +483,9 @@ def _head_states(d: Dim, name: str) -> Shape:
 def _norm(layer: Scope, b: GraphBuilder, id: str, saved: str, attr: str, d: Dim) -> None:
     layer.node(
         id,
-        title=f"LayerNorm ({saved})",
+        fill={"saved": saved, "attr": attr},
         kind=NodeKind.LEARNED,
         code=f"self.{attr}(hidden_states)",
-        summary="Normalize each patch vector to zero mean and unit variance, then rescale and shift it.",
-        claim=f"The encoder layer's {attr} is a LayerNorm (the checkpoint's {saved}).",
         sites=attribute(LAYER, attr),
         inputs=[_patches(d)],
         outputs=[_patches(d)],
@@ -498,11 +496,8 @@ def _norm(layer: Scope, b: GraphBuilder, id: str, saved: str, attr: str, d: Dim)
 def _residual(layer: Scope, id: str, needle: str, d: Dim) -> None:
     layer.node(
         id,
-        title="Residual addition",
         kind=NodeKind.OPERATOR,
         code=needle.split(" = ", 1)[1] + "…)",
-        summary="Add the sublayer's output to the patch vectors.",
-        claim="The encoder layer adds each sublayer's output to its input.",
         category=Category.BLOCK,
         sites=(statement(LAYER, needle),),
         inputs=[_patches(d), _patches(d)],
@@ -512,29 +507,24 @@ def _residual(layer: Scope, id: str, needle: str, d: Dim) -> None:
 
 def _mlp(b: GraphBuilder, v: VisionDims, block: str, at: Placement) -> None:
     d, ffn = v.d, v.ffn
+    words = VISION_MLP_WORDS.words("vision.mlp")
     group = b.group(
         "vision.mlp",
-        title="Vision MLP",
+        words=words,
         kind=GroupKind.MLP,
         parent=block,
         placement=at,
-        summary="A two-layer feed-forward network with a GELU between.",
-        locate=Locator(
-            claim="The vision MLP is fc1, a GELU and fc2.", category=Category.MLP, sites=(method(MLP, "forward"),)
-        ),
+        locate=Locator(claim=words.claim, category=Category.MLP, sites=(method(MLP, "forward"),)),
     )
-    mlp = Scope(b=b, group=group, placement=at, prefix="vision.mlp.", category=Category.MLP, words=NODE_WORDS)
+    mlp = Scope(b=b, group=group, placement=at, prefix="vision.mlp.", category=Category.MLP, words=VISION_MLP_WORDS)
     inner = shape("x", PATCHES, ffn)
     width, model = (str(ffn.formula), ffn.value or 0), (str(d.formula), d.value or 0)
     for id, saved, attr, into, out in (("fc0", "fc0", "fc1", model, width), ("fc1", "fc1", "fc2", width, model)):
         if attr == "fc2":
             mlp.node(
                 "act",
-                title="GELU",
                 kind=NodeKind.OPERATOR,
                 code="self.act(x)",
-                summary="Apply the GELU (tanh approximation) element by element.",
-                claim="The vision MLP's activation is hidden_act.",
                 sites=attribute(MLP, "act"),
                 inputs=[inner],
                 outputs=[inner],
@@ -542,11 +532,8 @@ def _mlp(b: GraphBuilder, v: VisionDims, block: str, at: Placement) -> None:
             )
         mlp.node(
             id,
-            title=f"MLP {attr} (the checkpoint's {saved})",
             kind=NodeKind.LEARNED,
             code=f"self.{attr}(x)",
-            summary="Project to the MLP width." if attr == "fc1" else "Project back to the vision width.",
-            claim=f"The MLP's {attr} is a linear layer with a bias (the checkpoint's mlp.{saved}).",
             sites=attribute(MLP, attr),
             inputs=[inner if attr == "fc2" else _patches(d)],
             outputs=[_patches(d) if attr == "fc2" else inner],
@@ -559,7 +546,7 @@ def _mlp(b: GraphBuilder, v: VisionDims, block: str, at: Placement) -> None:
 
 def projector(b: GraphBuilder, v: VisionDims) -> None:
     """LayerNorm over each patch, the merged block flattened, linear, GELU, linear to the text width."""
-    words = NODE_WORDS.words("projector")
+    words = PROJECTOR_WORDS.words("projector")
     group = b.group(
         "projector",
         words=words,
@@ -572,7 +559,7 @@ def projector(b: GraphBuilder, v: VisionDims) -> None:
         ),
     )
     step = Scope(
-        b=b, group=group, placement=Placement(), prefix="projector.", category=Category.VISION, words=NODE_WORDS
+        b=b, group=group, placement=Placement(), prefix="projector.", category=Category.VISION, words=PROJECTOR_WORDS
     )
     merged = v.merged
     flat = shape("hidden_states", IMAGE_TOKENS, fixed("block", 1, "1"), merged)
@@ -613,12 +600,8 @@ def _projection(b: GraphBuilder, step: Scope, v: VisionDims, flat: Shape) -> Non
     features = shape("image_embeds", IMAGE_TOKENS, text)
     step.node(
         "out-proj",
-        title="Projector output projection",
         kind=NodeKind.LEARNED,
         code="self.out_proj(hidden_states)",
-        summary="Map each merged block to the text model's width.",
-        claim="The output projection is a linear layer with a bias to the text model's width (out_proj; the "
-        "checkpoint's proj.2).",
         sites=attribute(PROJECTOR, "out_proj"),
         inputs=[flat],
         outputs=[features],
@@ -643,11 +626,8 @@ def image_scatter(b: GraphBuilder, v: VisionDims) -> None:
     embeds = shape("inputs_embeds", BATCH, TEXT_POSITIONS, v.text)
     step.node(
         SCATTER,
-        title="Image features into the embeddings",
         kind=NodeKind.OPERATOR,
         code="inputs_embeds.masked_scatter(image_mask, image_embeds)",
-        summary="Write each image feature over the embedding of one image placeholder token, in order.",
-        claim="The image features replace the embeddings of the image placeholder tokens before the decoder.",
         sites=(statement(WRAPPER, "inputs_embeds = inputs_embeds.masked_scatter(image_mask"),),
         inputs=[embeds, shape("image_embeds", IMAGE_TOKENS, v.text)],
         outputs=[embeds],
@@ -722,6 +702,11 @@ FAMILY = Family(
 
 NODE_WORDS = WordsTable(
     {
+        SCATTER: Words(
+            title="Image features into the embeddings",
+            summary="Write each image feature over the embedding of one image placeholder token, in order.",
+            claim="The image features replace the embeddings of the image placeholder tokens before the decoder.",
+        ),
         "vision": Words(
             title="Vision tower",
             summary=(
@@ -799,6 +784,13 @@ NODE_WORDS = WordsTable(
                 "split on load)."
             ),
         ),
+    }
+)
+"""The words of the vision tower's nodes and groups and of the image scatter, by the id their steps pass."""
+
+
+PROJECTOR_WORDS = WordsTable(
+    {
         "projector": Words(
             title="Multimodal projector",
             summary=(
@@ -829,6 +821,60 @@ NODE_WORDS = WordsTable(
             ),
             claim="The image features replace the embeddings of the image placeholder tokens.",
         ),
+        "out-proj": Words(
+            title="Projector output projection",
+            summary="Map each merged block to the text model's width.",
+            claim="The output projection is a linear layer with a bias to the text model's width (out_proj; the "
+            "checkpoint's proj.2).",
+        ),
     }
 )
-"""The words of this module's nodes, by the id its steps pass."""
+"""The words of the multimodal projector's group and nodes."""
+
+VISION_MLP_WORDS = WordsTable(
+    {
+        "vision.mlp": Words(
+            title="Vision MLP",
+            summary="A two-layer feed-forward network with a GELU between.",
+            claim="The vision MLP is fc1, a GELU and fc2.",
+        ),
+        "act": Words(
+            title="GELU",
+            summary="Apply the GELU (tanh approximation) element by element.",
+            claim="The vision MLP's activation is hidden_act.",
+        ),
+        "fc0": Words(
+            title="MLP fc1 (the checkpoint's fc0)",
+            summary="Project to the MLP width.",
+            claim="The MLP's fc1 is a linear layer with a bias (the checkpoint's mlp.fc0).",
+        ),
+        "fc1": Words(
+            title="MLP fc2 (the checkpoint's fc1)",
+            summary="Project back to the vision width.",
+            claim="The MLP's fc2 is a linear layer with a bias (the checkpoint's mlp.fc1).",
+        ),
+    }
+)
+"""The words of a vision encoder layer's MLP (fc1, GELU, fc2; the checkpoint numbers them from 0)."""
+
+_LAYER_NORM = Words(
+    title="LayerNorm ({saved})",
+    summary="Normalize each patch vector to zero mean and unit variance, then rescale and shift it.",
+    claim="The encoder layer's {attr} is a LayerNorm (the checkpoint's {saved}).",
+)
+_RESIDUAL = Words(
+    title="Residual addition",
+    summary="Add the sublayer's output to the patch vectors.",
+    claim="The encoder layer adds each sublayer's output to its input.",
+)
+
+VISION_LAYER_WORDS = WordsTable(
+    {
+        "attention-norm": _LAYER_NORM,
+        "attention-residual": _RESIDUAL,
+        "mlp-norm": _LAYER_NORM,
+        "mlp-residual": _RESIDUAL,
+    }
+)
+"""The words of a vision encoder layer's own nodes: its two LayerNorms (filled with the module's and the
+checkpoint's names) and its two residual additions."""
