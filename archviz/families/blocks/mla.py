@@ -172,10 +172,7 @@ class MlaAttention:
         step: Scope,
         id: str,
         *,
-        title: str,
         code: str,
-        summary: str,
-        claim: str,
         tensor: str,
         out: tuple[str, int],
         into: tuple[str, int],
@@ -183,17 +180,16 @@ class MlaAttention:
         outputs: list[Shape],
         bias: bool,
     ) -> None:
+        # The checkpoint rows are named by the projection's title.
+        title = step.words.words(id).title
         step.node(
             id,
-            title=title,
             kind=NodeKind.LEARNED,
             code=code,
-            summary=summary,
             inputs=inputs,
             outputs=outputs,
             parameters=linear_rows(self.b, title, f"{ATTN}.{tensor}", out, into, bias=bias),
             extra_keys=["attention_bias"] if bias else [],
-            claim=claim,
             sites=attribute(self.code.attention, tensor),
             op=Op(kind=OpKind.LINEAR),
         )
@@ -212,10 +208,7 @@ class MlaAttention:
             self._projection(
                 step,
                 "q-b-proj",
-                title="Query up-projection",
                 code="self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden_states)))",
-                summary="Expand the query latent into every head's query (position-free and rotary parts).",
-                claim="The query up-projection expands the normalized query latent into every head's query.",
                 tensor="q_b_proj",
                 out=heads,
                 into=("q_lora_rank", dims.q_rank.value or 0),
@@ -227,10 +220,7 @@ class MlaAttention:
             self._projection(
                 step,
                 "q-proj",
-                title="Query projection",
                 code="self.q_proj(hidden_states)",
-                summary="Project each position's hidden state to every head's query (position-free and rotary parts).",
-                claim="The query projection maps each position to every head's query.",
                 tensor="q_proj",
                 out=heads,
                 into=("hidden_size", dims.d.value or 0),
@@ -245,10 +235,7 @@ class MlaAttention:
         self._projection(
             step,
             "q-a-proj",
-            title="Query down-projection",
             code="self.q_a_proj(hidden_states)",
-            summary="Compress each position's hidden state into the low-rank query latent.",
-            claim="The query down-projection compresses each position into the low-rank query latent.",
             tensor="q_a_proj",
             out=("q_lora_rank", q_rank),
             into=("hidden_size", self.dims.d.value or 0),
@@ -307,13 +294,7 @@ class MlaAttention:
         self._projection(
             step,
             "kv-a-proj",
-            title="KV down-projection with shared rotary key",
             code="self.kv_a_proj_with_mqa(hidden_states)",
-            summary="Compress each position into the KV latent plus one rotary key shared by all heads.",
-            claim=(
-                "The KV down-projection compresses each position into the KV latent plus one key slice shared by "
-                "all heads."
-            ),
             tensor="kv_a_proj_with_mqa",
             out=("kv_lora_rank + qk_rope_head_dim", dims.kv_a.value or 0),
             into=("hidden_size", dims.d.value or 0),
@@ -642,6 +623,29 @@ def mla_words(get: Getter) -> str | None:
 
 NODE_WORDS = WordsTable(
     {
+        "q-b-proj": Words(
+            title="Query up-projection",
+            summary="Expand the query latent into every head's query (position-free and rotary parts).",
+            claim="The query up-projection expands the normalized query latent into every head's query.",
+        ),
+        "q-proj": Words(
+            title="Query projection",
+            summary="Project each position's hidden state to every head's query (position-free and rotary parts).",
+            claim="The query projection maps each position to every head's query.",
+        ),
+        "q-a-proj": Words(
+            title="Query down-projection",
+            summary="Compress each position's hidden state into the low-rank query latent.",
+            claim="The query down-projection compresses each position into the low-rank query latent.",
+        ),
+        "kv-a-proj": Words(
+            title="KV down-projection with shared rotary key",
+            summary="Compress each position into the KV latent plus one rotary key shared by all heads.",
+            claim=(
+                "The KV down-projection compresses each position into the KV latent plus one key slice shared by "
+                "all heads."
+            ),
+        ),
         "cache-update": cache_update(
             "Latent KV cache",
             "Append this step's KV latent and rotary key to the cache and return all cached positions; MLA caches "
