@@ -274,7 +274,7 @@ class DeepseekV3Builder:
             parent=parent,
             d=self.d,
             eps=self.eps(),
-            words=NODE_WORDS.words("mtp-block" if part is Part.MTP else "block"),
+            words=(MTP_WORDS if part is Part.MTP else NODE_WORDS).words("block"),
             code=self.code,
             mixer=lambda block: self.mixers(prefix, layers, parent=block, part=part),
             ffn=ffn,
@@ -343,10 +343,8 @@ _BLOCK_SUMMARY = (
     "second residual addition; the first first_k_dense_replace blocks use the dense MLP, the rest the MoE."
 )
 
-NODE_WORDS = WordsTable(
-    {
-        "block": Words(title="Decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM),
-        "mtp-block": Words(title="MTP decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM),
-    }
-)
+NODE_WORDS = WordsTable({"block": Words(title="Decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM)})
 """The words of the family's decoder blocks (the model group's are the builder's ``model_words``)."""
+
+MTP_WORDS = WordsTable({"block": Words(title="MTP decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM)})
+"""The words of the multi-token-prediction layers' decoder block."""

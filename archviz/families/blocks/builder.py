@@ -165,7 +165,8 @@ class StateHead(TypedDict):
 
 
 def _title_summary(words: Words | None, title: str | None, summary: str | None) -> tuple[str, str]:
-    """The title and summary of ``words``, or those given (for a builder whose words are not yet in a table)."""
+    """The title and summary of ``words``, or those given: the generic family's, which writes its words from
+    transformers' modules rather than from a table."""
     if words is not None:
         return words.title, words.summary
     if title is None or summary is None:
@@ -411,8 +412,10 @@ class GraphBuilder:
 class Scope:
     """Where a builder step adds its nodes: one group, one placement, one part, one evidence category.
 
-    ``node`` and ``state`` add ``prefix + id`` to the group with the locator its ``claim`` and ``sites`` make, so a
-    step says only what differs between its nodes.
+    ``node`` and ``state`` add ``prefix + id`` to the group with the locator its ``sites`` make; the node's title,
+    summary and claim are ``words``' entry for ``id`` (``archviz.families.blocks.node_words``), filled with the
+    values the step passes, so a step says only the structure that differs between its nodes. (The generic family
+    passes its words instead: it writes them from transformers' modules.)
     """
 
     b: GraphBuilder
@@ -431,6 +434,7 @@ class Scope:
     """The words of its nodes, by the id a step passes (without ``prefix``)."""
 
     def _words(self, id: str, fill: Fill | None, title: str | None, summary: str | None, claim: str | None) -> Words:
+        """The table's words for ``id``, or the words given (the generic family's)."""
         if title is None and summary is None and claim is None:
             return self.words.words(id, fill)
         if title is None or summary is None or claim is None:

@@ -578,7 +578,7 @@ def partial_graph(
     b = GraphBuilder(s, dtype=dtype, quantization_block=block, text=text)
     d = fixed("d", s.dim("hidden_size"), "hidden_size")
     vocab = s.dim("vocab_size")
-    model_group(b, words=NODE_WORDS.words("partial-model", {"architecture": model.architecture or "Model"}), code=code)
+    model_group(b, words=PARTIAL_WORDS.words("model", {"architecture": model.architecture or "Model"}), code=code)
     token_embedding(b, d=d, vocab=fixed("vocab", vocab, "vocab_size"), code=code)
     return b.finish(
         model,
@@ -620,10 +620,6 @@ def _logits_words(fill: Fill) -> Words:
 
 NODE_WORDS = WordsTable(
     {
-        "partial-model": Words(
-            title="{architecture}",
-            summary="Embeds the tokens; the rest of the forward pass needs keys this config does not set.",
-        ),
         "residual-stream": Words(
             title="Residual stream",
             summary="The hidden state entering the block, carried past attention and the FFN by residual additions.",
@@ -730,3 +726,13 @@ NODE_WORDS = WordsTable(
     }
 )
 """The words of this module's nodes, by the id its steps pass."""
+
+PARTIAL_WORDS = WordsTable(
+    {
+        "model": Words(
+            title="{architecture}",
+            summary="Embeds the tokens; the rest of the forward pass needs keys this config does not set.",
+        ),
+    }
+)
+"""The model group's words in a graph of an incomplete config (``partial_graph``)."""
