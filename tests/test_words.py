@@ -111,8 +111,10 @@ def _tables() -> Iterator[tuple[str, WordsTable]]:
 
 def _items(graph: Graph) -> Iterator[tuple[str, str]]:
     """Every node's and group's id and title."""
-    for item in (*graph.nodes, *graph.groups):
-        yield item.id, item.title
+    for node in graph.nodes:
+        yield node.id, node.title
+    for group in graph.groups:
+        yield group.id, group.title
 
 
 def _matches(id: str, key: str) -> bool:
@@ -125,8 +127,9 @@ def test_every_words_entry_is_used_by_a_built_graph(graphs: list[Graph]) -> None
     unused = []
     for table_name, table in _tables():
         for key, entry in table.entries.items():
-            fixed_title = isinstance(entry, Words) and "{" not in entry.title
-            if not any(_matches(id, key) and (not fixed_title or title == entry.title) for id, title in items):
+            # An entry whose title is fixed must be found under that title (not a namesake's).
+            fixed = entry.title if isinstance(entry, Words) and "{" not in entry.title else None
+            if not any(_matches(id, key) and fixed in (None, title) for id, title in items):
                 unused.append(f"{table_name}[{key!r}]")
     assert not unused, "unused words: " + ", ".join(unused)
 
