@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from archviz.families.blocks.builder import GraphBuilder, TextPart, checkpoint_dtypes, fixed, layer_placement
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import (
+    BLOCK_CLAIM,
+    MODEL_CLAIM,
     decoder_block,
     dense_swiglu_mlp,
     model_group,
@@ -29,7 +31,13 @@ from archviz.families.blocks.decoder import (
 )
 from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_layers
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
-from archviz.families.blocks.rotary import decoupled_rope_settings, rotary_embedding, yarn_rotary_locator
+from archviz.families.blocks.node_words import Words, WordsTable
+from archviz.families.blocks.rotary import (
+    DECOUPLED_WORDS,
+    decoupled_rope_settings,
+    rotary_embedding,
+    yarn_rotary_locator,
+)
 from archviz.families.blocks.routing import SigmoidRouting
 from archviz.families.blocks.schema import (
     DecoderKeys,
@@ -187,8 +195,12 @@ class DeepseekV3Builder:
 
     # -- hooks a family overrides --------------------------------------------------------------
 
-    model_summary = "Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits."
-    """The model group's summary."""
+    model_words = Words(
+        title="{architecture}",
+        summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+        claim=MODEL_CLAIM,
+    )
+    """The model group's words (its title the architecture's name)."""
 
     def before_text(self) -> None:
         """Groups of the model that run before the token embedding (a wrapper's vision tower); none here."""
@@ -206,8 +218,8 @@ class DeepseekV3Builder:
         """Whether the routed experts' structure is known (a family says no when it is not documented)."""
         return True
 
-    def activation(self) -> tuple[str, str, list[Setting]]:
-        """Title, summary and settings of the gated activation: SwiGLU from ``hidden_act``."""
+    def activation(self) -> tuple[Words, list[Setting]]:
+        """Words and settings of the gated activation: SwiGLU from ``hidden_act``."""
         return swiglu(self.s)
 
     def is_moe_layer(self, index: int) -> bool:
@@ -226,18 +238,19 @@ class DeepseekV3Builder:
 
     def build(self, model: ModelInfo) -> Graph:
         b = self.b
-        model_group(b, title=model.architecture or "Model", summary=self.model_summary, code=self.code)
+        model_group(b, words=self.model_words.filled({"architecture": model.architecture or "Model"}), code=self.code)
         self.before_text()
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
         self.after_embedding()
         if self.use_rope:
-            settings, summary = decoupled_rope_settings(self.s)
+            settings, scaling = decoupled_rope_settings(self.s)
+            rope = DECOUPLED_WORDS.words("rotary-embedding", {"scaling": scaling})
             rotary_embedding(
                 b,
                 rotated=self.mla.rope,
                 settings=settings,
-                summary=summary,
-                locate=yarn_rotary_locator(self.code),
+                words=rope,
+                locate=yarn_rotary_locator(self.code, rope.claim),
             )
         self.block("", list(range(self.layers)), parent="model", part=Part.MAIN)
         # The models' own remote code returns float32 logits (``logits = logits.float()``).
@@ -295,12 +308,7 @@ class DeepseekV3Builder:
             parent=parent,
             d=self.d,
             eps=self.eps(),
-            title="MTP decoder block" if part is Part.MTP else "Decoder block",
-            summary=(
-                "A block applies input RMSNorm, attention and a residual addition, then "
-                "post-attention RMSNorm, the FFN and a second residual addition; the first "
-                "first_k_dense_replace blocks use the dense MLP, the rest the MoE."
-            ),
+            words=(MTP_WORDS if part is Part.MTP else NODE_WORDS).words("block"),
             code=self.code,
             mixer=lambda block: self.mixers(prefix, layers, parent=block, part=part),
             ffn=ffn,
@@ -337,7 +345,7 @@ class DeepseekV3Builder:
             self.moe_dims,
             d=self.d,
             code=self.code,
-            activation=self.activation()[2][0],
+            activation=self.activation()[1][0],
             experts_modelled=self.routed_experts_modelled(),
         ).build(prefix, layers, parent=parent, part=part)
 
@@ -365,3 +373,15 @@ FAMILY = Family(
     ),
     speaks=FamilySpeech(moe=NAMING, words=WORDS),
 )
+
+
+_BLOCK_SUMMARY = (
+    "A block applies input RMSNorm, attention and a residual addition, then post-attention RMSNorm, the FFN and a "
+    "second residual addition; the first first_k_dense_replace blocks use the dense MLP, the rest the MoE."
+)
+
+NODE_WORDS = WordsTable({"block": Words(title="Decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM)})
+"""The words of the family's decoder blocks (the model group's are the builder's ``model_words``)."""
+
+MTP_WORDS = WordsTable({"block": Words(title="MTP decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM)})
+"""The words of the multi-token-prediction layers' decoder block."""

@@ -41,7 +41,8 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
-from archviz.families.blocks.decoder import rms_norm
+from archviz.families.blocks.decoder import ACTIVATION_CLAIM, rms_norm
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.schema import (
     DecoderKeys,
     MlaKeys,
@@ -267,16 +268,14 @@ class KimiLinearBuilder(DeepseekV3Builder):
     def routed_experts_modelled(self) -> bool:
         return self.routed_latent is None
 
-    def activation(self) -> tuple[str, str, list[Setting]]:
+    def activation(self) -> tuple[Words, list[Setting]]:
         if not self.situ:
             return super().activation()
         s = self.s
         beta = s.number(K.activation_situ_beta)
         linear_beta = s.number(K.activation_situ_linear_beta)
         return (
-            "SiTU activation",
-            "Softly bound both halves and multiply them: gate' = β·tanh(gate/β)·sigmoid(gate) and "
-            "up' = β₂·tanh(up/β₂), then gate' × up', element by element.",
+            SITU_WORDS.words("act"),
             [
                 Setting(name="activation", value="situ", config_keys=(K.hidden_act.name,)),
                 Setting(name="β (gate bound)", value=float(beta), config_keys=(K.activation_situ_beta.name,)),
@@ -290,19 +289,14 @@ class KimiLinearBuilder(DeepseekV3Builder):
         """Block Attention Residuals: the sublayer's input is an attention-weighted mix of the block history."""
         if self.block_size is None:
             return
-        where = "attention" if sublayer == "attention" else "the MLP"
         history = shape("block_history", ATTN_RES_SOURCES, BATCH, POSITIONS, self.d)
         if sublayer == "attention":
             blocks = -(-self.layers // self.block_size)
             self.b.state(
                 f"{prefix}attn-res.history",
-                title="Block history",
+                words=ATTN_RES_WORDS.words("attn-res.history", {"block_size": self.block_size, "sources": blocks + 1}),
                 code="block_history",
                 group=parent,
-                summary=(
-                    f"The outputs of the completed blocks of {self.block_size} layers and the current block's partial "
-                    f"sum, the sources Block Attention Residuals attend over (at most {blocks + 1} in this model)."
-                ),
                 value=history,
                 placement=at,
                 part=part,
@@ -310,11 +304,10 @@ class KimiLinearBuilder(DeepseekV3Builder):
         self._attn_res_scores(prefix, sublayer, at, parent=parent, part=part, history=history)
         self.b.node(
             f"{prefix}attn-res.{sublayer}-mix",
-            title=f"AttnRes mix before {where}",
+            words=ATTN_RES_WORDS.words(f"attn-res.{sublayer}-mix"),
             kind=NodeKind.OPERATOR,
             code="torch.softmax(scores, dim=0) · block_history",
             group=parent,
-            summary=f"Softmax the scores over the sources and take the weighted sum as the input to {where}.",
             inputs=[shape("scores", ATTN_RES_SOURCES, BATCH, POSITIONS), history],
             outputs=[shape("hidden_states", BATCH, POSITIONS, self.d)],
             placement=at,
@@ -327,13 +320,11 @@ class KimiLinearBuilder(DeepseekV3Builder):
         """The RMSNorm of every source of the block history and the pseudo-query that scores it."""
         d = self.d.value or 0
         tensor = "self_attention_res" if sublayer == "attention" else "mlp_res"
-        where = "attention" if sublayer == "attention" else "the MLP"
         rms_norm(
             self.b,
             f"{prefix}attn-res.{sublayer}-norm",
-            title=f"AttnRes RMSNorm before {where}",
+            words=ATTN_RES_WORDS.words(f"attn-res.{sublayer}-norm"),
             code=f"self.{tensor}_norm(block_history)",
-            summary="Normalize every source of the block history before it is scored.",
             group=parent,
             tensor=f"model.layers.{{layer}}.{tensor}_norm.weight",
             width_name=K.hidden_size.name,
@@ -346,11 +337,10 @@ class KimiLinearBuilder(DeepseekV3Builder):
         )
         self.b.node(
             f"{prefix}attn-res.{sublayer}-query",
-            title=f"AttnRes pseudo-query before {where}",
+            words=ATTN_RES_WORDS.words(f"attn-res.{sublayer}-query"),
             kind=NodeKind.LEARNED,
             code=f"self.{tensor}_proj(block_history)",
             group=parent,
-            summary="Score each normalized source with one learned d → 1 projection.",
             inputs=[history],
             outputs=[shape("scores", ATTN_RES_SOURCES, BATCH, POSITIONS)],
             placement=at,
@@ -375,12 +365,10 @@ class KimiLinearBuilder(DeepseekV3Builder):
         attn_out = shape("attn_output", BATCH, POSITIONS, self.mla.o_in)
         self.b.node(
             f"{prefix}attention.output-gate",
-            title="Attention output gate",
+            words=NODE_WORDS.words("attention.output-gate"),
             kind=NodeKind.LEARNED,
             code="attn_output * torch.sigmoid(self.g_proj(hidden_states))",
             group=parent,
-            summary="Project each position to one gate per head channel, squash it with a sigmoid and multiply "
-            "the attention output by it.",
             inputs=[shape("hidden_states", BATCH, POSITIONS, self.d), attn_out],
             outputs=[attn_out],
             placement=at,
@@ -423,23 +411,15 @@ class KimiDeltaAttention:
         self.width = f"{LINEAR}.num_heads × {LINEAR}.head_dim"
 
     def build(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
+        words = NODE_WORDS.words("kda")
         group = self.b.group(
             f"{prefix}kda",
-            title="Kimi Delta Attention",
+            words=words,
             kind=GroupKind.ATTENTION,
             parent=parent,
             placement=at,
-            summary=(
-                "Linear attention with a fixed-size recurrent state per head: short causal convolutions on "
-                "queries, keys and values, a per-channel forget gate and a delta-rule update, then a gated "
-                "RMSNorm and an output projection."
-            ),
             locate=Locator(
-                claim=(
-                    "Kimi Delta Attention keeps a fixed-size state per head: short convolutions on queries, keys "
-                    "and values, a per-channel forget gate, a delta-rule update weighted by β, then a gated RMSNorm "
-                    "and an output projection."
-                ),
+                claim=words.claim,
                 category=Category.LINEAR_ATTENTION,
                 sites=(method(DELTA_ATTENTION, "forward"),),
             ),
@@ -451,6 +431,7 @@ class KimiDeltaAttention:
             part=part,
             prefix=f"{prefix}kda.",
             category=Category.LINEAR_ATTENTION,
+            words=NODE_WORDS,
         )
         self._projections()
         self._convolution()
@@ -473,17 +454,14 @@ class KimiDeltaAttention:
 
     def _projections(self) -> None:
         d = self.d.value or 0
-        for name, what in (("q", "query"), ("k", "key"), ("v", "value")):
+        for name in ("q", "k", "v"):
             self.scope.node(
                 f"{name}-proj",
-                title=f"KDA {what} projection",
                 kind=NodeKind.LEARNED,
                 code=f"self.{name}_proj(hidden_states)",
-                summary=f"Project each position to every KDA head's {what}.",
                 inputs=[self._hidden()],
                 outputs=[shape(f"{name}", BATCH, POSITIONS, self.qkv)],
                 parameters=[self._weight(f"{name}_proj", (self.width, self.qkv_dim), (K.hidden_size.name, d))],
-                claim=f"The KDA {what} projection maps each position to every KDA head's {what}.",
                 sites=attribute(DELTA_ATTENTION, f"{name}_proj"),
                 op=Op(kind=OpKind.LINEAR),
             )
@@ -493,13 +471,8 @@ class KimiDeltaAttention:
         mixed = shape("mixed_qkv", BATCH, self.conv, POSITIONS)
         self.scope.node(
             "short-conv",
-            title="Short causal convolution",
             kind=NodeKind.LEARNED,
             code="causal_conv1d_fn(mixed_qkv, weight=self.conv1d.weight.squeeze(1), activation=self.activation)",
-            summary=(
-                "Mix each channel of the queries, keys and values with its last few positions (a depthwise causal "
-                "convolution) and apply SiLU; the last positions are cached for decode."
-            ),
             inputs=[mixed],
             outputs=[mixed],
             parameters=[
@@ -517,10 +490,6 @@ class KimiDeltaAttention:
             settings=[
                 Setting(name="kernel size", value=self.kernel, config_keys=(f"{LINEAR}.short_conv_kernel_size",))
             ],
-            claim=(
-                "A short depthwise causal convolution mixes each query, key and value channel with its last few "
-                "positions, then applies the activation."
-            ),
             sites=(
                 defined(kda, "conv1d"),
                 # The remote code keeps one convolution per projection.
@@ -539,24 +508,18 @@ class KimiDeltaAttention:
         kernel = fixed("kernel", self.kernel, f"{LINEAR}.short_conv_kernel_size")
         self.scope.node(
             "conv-state",
-            title="Convolution state",
             kind=NodeKind.TENSOR,
             code="cache.get_conv_state(self.layer_idx)",
-            summary="The last short_conv_kernel_size positions of queries, keys and values, cached for decode.",
             outputs=[shape("conv_state", BATCH, self.conv, kernel)],
-            claim="The convolution state caches the last positions of the queries, keys and values for decode.",
             sites=(statement(kda, "cache.get_conv_state(", "conv_state_q"), statement(kda, "cache.update_conv_state(")),
             op=Op(kind=OpKind.STATE),
         )
         self.scope.node(
             "qkv-split",
-            title="Query / key / value split",
             kind=NodeKind.OPERATOR,
             code="torch.split(mixed_qkv.transpose(1, 2), [self.qkv_dim] * 3, dim=-1)",
-            summary="Split the convolved channels back into queries, keys and values, one vector per head.",
             inputs=[mixed],
             outputs=[self._per_head("query"), self._per_head("key"), self._per_head("value")],
-            claim="The convolved channels are split back into queries, keys and values and viewed per head.",
             sites=(statement(kda, "[self.qkv_dim] * 3"), statement(kda, "query = query.view(")),
         )
 
@@ -564,13 +527,8 @@ class KimiDeltaAttention:
         kda, d = DELTA_ATTENTION, self.d.value or 0
         self.scope.node(
             "forget-gate",
-            title="Forget gate",
             kind=NodeKind.LEARNED,
             code="self.forget_gate(hidden_states)",
-            summary=(
-                "Compute a per-channel decay: a low-rank projection plus dt_bias through softplus, scaled by "
-                "−exp(A_log) per head (the log of how much of the state each channel keeps)."
-            ),
             inputs=[self._hidden()],
             outputs=[shape("g", BATCH, POSITIONS, self.heads, self.head, dtype="float32")],
             parameters=[
@@ -591,10 +549,6 @@ class KimiDeltaAttention:
             ]
             if self.gate_lower_bound is not None
             else [],
-            claim=(
-                "The forget gate computes a per-channel decay: a low-rank projection plus dt_bias through softplus, "
-                "scaled by −exp(A_log) per head."
-            ),
             sites=(
                 *attribute(kda, "forget_gate"),
                 method(FORGET_GATE, "forward"),
@@ -608,14 +562,11 @@ class KimiDeltaAttention:
         )
         self.scope.node(
             "beta",
-            title="Update strength β",
             kind=NodeKind.LEARNED,
             code="torch.sigmoid(self.b_proj(hidden_states))",
-            summary="Project each position to one write strength per head, squashed to (0, 1) by a sigmoid.",
             inputs=[self._hidden()],
             outputs=[shape("beta", BATCH, POSITIONS, self.heads)],
             parameters=[self._weight("b_proj", (f"{LINEAR}.num_heads", self.head_count), (K.hidden_size.name, d))],
-            claim="The update strength β is the sigmoid of one projection per head.",
             sites=attribute(kda, "b_proj"),
             op=Op(kind=OpKind.LINEAR),
         )
@@ -626,14 +577,8 @@ class KimiDeltaAttention:
         per_head = self._per_head("hidden_shape")
         self.scope.node(
             "delta-rule",
-            title="Gated delta-rule recurrence",
             kind=NodeKind.OPERATOR,
             code="chunk_kimi_delta_attention(query, key, value, g=g, beta=beta, initial_state=recurrent_state, ...)",
-            summary=(
-                "L2-normalize queries and keys, decay the state per channel, write each value against what the "
-                "state already predicts for its key (the delta rule, weighted by β), and read the state with the "
-                "query; chunked for prefill, one step at a time for decode."
-            ),
             inputs=[
                 per_head,
                 per_head,
@@ -650,10 +595,6 @@ class KimiDeltaAttention:
                     config_keys=(f"{LINEAR}.head_dim",),
                 )
             ],
-            claim=(
-                "The gated delta rule decays the state per channel, writes each value against what the state "
-                "predicts for its key, weighted by β, and reads the state with the query."
-            ),
             sites=(
                 statement(kda, "= chunk_kimi_delta_attention(", "= chunk_kda("),
                 function("chunk_kimi_delta_attention"),
@@ -662,15 +603,9 @@ class KimiDeltaAttention:
         )
         self.scope.node(
             "recurrent-state",
-            title="Recurrent state",
             kind=NodeKind.TENSOR,
             code="last_recurrent_state",
-            summary=(
-                "The layer's memory, a key × value matrix per head kept in float32: what a KDA layer caches instead "
-                "of keys and values, the same size at every context length."
-            ),
             outputs=[state],
-            claim="The recurrent state is each head's key × value memory, carried between steps in the cache.",
             sites=(
                 statement(kda, "cache.get_recurrent_state(", "recurrent_state = last_state["),
                 statement(kda, "cache.update_recurrent_state(", "recurrent_state=recurrent_state"),
@@ -684,11 +619,9 @@ class KimiDeltaAttention:
         head_dim = (f"{LINEAR}.head_dim", self.head_width)
         self.scope.node(
             "output-gate",
-            title="Output gate projection",
+            fill={"rank": "full-rank" if self.full_rank_gate else "low-rank"},
             kind=NodeKind.LEARNED,
             code="self.g_proj(hidden_states)" if self.full_rank_gate else "self.g_b_proj(self.g_a_proj(hidden_states))",
-            summary=f"A {'full-rank' if self.full_rank_gate else 'low-rank'} projection of each position to one gate "
-            "per channel of the attention output.",
             inputs=[self._hidden()],
             outputs=[self._per_head("gate")],
             extra_keys=[f"{LINEAR}.use_full_rank_gate"] if self.full_rank_gate else [],
@@ -698,7 +631,6 @@ class KimiDeltaAttention:
                 self._weight("g_a_proj", head_dim, (K.hidden_size.name, d)),
                 self._weight("g_b_proj", (self.width, self.qkv_dim), head_dim),
             ],
-            claim="The output gate is a low-rank projection of each position to one gate per channel of the output.",
             sites=(defined(kda, "g_a_proj"), *attribute(kda, "g_b_proj")),
             op=Op(kind=OpKind.LINEAR),
         )
@@ -710,43 +642,29 @@ class KimiDeltaAttention:
         self._output_gate()
         self.scope.node(
             "gated-norm",
-            title="Gated RMSNorm",
             kind=NodeKind.LEARNED,
             code="self.o_norm(core_attn_out, gate)",
-            summary=(
-                "Normalize each head's output in float32, rescale it, and multiply by the sigmoid of the output gate."
-            ),
             inputs=[self._per_head("core_attn_out"), self._per_head("gate")],
             outputs=[self._per_head("output")],
             parameters=[self.b.tensor("o_norm weight", f"{ATTN}.o_norm.weight", [factor(*head_dim)])],
             settings=[self.eps],
-            claim=(
-                "The gated RMSNorm normalizes each head's output, rescales it and multiplies it by the sigmoid of "
-                "the output gate."
-            ),
             sites=(*attribute(kda, "o_norm"), method(GATED_NORM, "forward")),
         )
         self.scope.node(
             "o-proj",
-            title="KDA output projection",
             kind=NodeKind.LEARNED,
             code="self.o_proj(output.reshape(batch_size, seq_len, -1))",
-            summary="Flatten the gated head outputs of each position and project them back to the model width.",
             inputs=[shape("output", BATCH, POSITIONS, self.qkv)],
             outputs=[self._hidden()],
             parameters=[self._weight("o_proj", (K.hidden_size.name, d), (self.width, self.qkv_dim))],
-            claim="The KDA output projection maps the gated head outputs back to the model width.",
             sites=attribute(kda, "o_proj"),
             op=Op(kind=OpKind.LINEAR),
         )
         self.scope.node(
             "output",
-            title="KDA output",
             kind=NodeKind.TENSOR,
             code="output",
-            summary="What KDA adds to the residual stream.",
             outputs=[self._hidden()],
-            claim="The KDA output is the projected result that the block adds to its residual stream.",
             sites=(statement(kda, "output = self.o_proj(", "o = self.o_proj("),),
             traced_module="model.layers.{layer}.self_attn",
         )
@@ -798,3 +716,168 @@ FAMILY = Family(
     ),
     speaks=FamilySpeech(moe=NAMING, words=WORDS),
 )
+
+
+def _kda_projection(what: str) -> Words:
+    return Words(
+        title=f"KDA {what} projection",
+        summary=f"Project each position to every KDA head's {what}.",
+        claim=f"The KDA {what} projection maps each position to every KDA head's {what}.",
+    )
+
+
+NODE_WORDS = WordsTable(
+    {
+        "q-proj": _kda_projection("query"),
+        "k-proj": _kda_projection("key"),
+        "v-proj": _kda_projection("value"),
+        "output-gate": Words(
+            title="Output gate projection",
+            summary="A {rank} projection of each position to one gate per channel of the attention output.",
+            claim="The output gate is a low-rank projection of each position to one gate per channel of the output.",
+        ),
+        "attention.output-gate": Words(
+            title="Attention output gate",
+            summary=(
+                "Project each position to one gate per head channel, squash it with a sigmoid and multiply the "
+                "attention output by it."
+            ),
+        ),
+        "kda": Words(
+            title="Kimi Delta Attention",
+            summary=(
+                "Linear attention with a fixed-size recurrent state per head: short causal convolutions on "
+                "queries, keys and values, a per-channel forget gate and a delta-rule update, then a gated "
+                "RMSNorm and an output projection."
+            ),
+            claim=(
+                "Kimi Delta Attention keeps a fixed-size state per head: short convolutions on queries, keys and "
+                "values, a per-channel forget gate, a delta-rule update weighted by β, then a gated RMSNorm and "
+                "an output projection."
+            ),
+        ),
+        "short-conv": Words(
+            title="Short causal convolution",
+            summary=(
+                "Mix each channel of the queries, keys and values with its last few positions (a depthwise "
+                "causal convolution) and apply SiLU; the last positions are cached for decode."
+            ),
+            claim=(
+                "A short depthwise causal convolution mixes each query, key and value channel with its last few "
+                "positions, then applies the activation."
+            ),
+        ),
+        "conv-state": Words(
+            title="Convolution state",
+            summary="The last short_conv_kernel_size positions of queries, keys and values, cached for decode.",
+            claim="The convolution state caches the last positions of the queries, keys and values for decode.",
+        ),
+        "qkv-split": Words(
+            title="Query / key / value split",
+            summary="Split the convolved channels back into queries, keys and values, one vector per head.",
+            claim="The convolved channels are split back into queries, keys and values and viewed per head.",
+        ),
+        "forget-gate": Words(
+            title="Forget gate",
+            summary=(
+                "Compute a per-channel decay: a low-rank projection plus dt_bias through softplus, scaled by "
+                "−exp(A_log) per head (the log of how much of the state each channel keeps)."
+            ),
+            claim=(
+                "The forget gate computes a per-channel decay: a low-rank projection plus dt_bias through "
+                "softplus, scaled by −exp(A_log) per head."
+            ),
+        ),
+        "beta": Words(
+            title="Update strength β",
+            summary="Project each position to one write strength per head, squashed to (0, 1) by a sigmoid.",
+            claim="The update strength β is the sigmoid of one projection per head.",
+        ),
+        "delta-rule": Words(
+            title="Gated delta-rule recurrence",
+            summary=(
+                "L2-normalize queries and keys, decay the state per channel, write each value against what the "
+                "state already predicts for its key (the delta rule, weighted by β), and read the state with the "
+                "query; chunked for prefill, one step at a time for decode."
+            ),
+            claim=(
+                "The gated delta rule decays the state per channel, writes each value against what the state "
+                "predicts for its key, weighted by β, and reads the state with the query."
+            ),
+        ),
+        "recurrent-state": Words(
+            title="Recurrent state",
+            summary=(
+                "The layer's memory, a key × value matrix per head kept in float32: what a KDA layer caches "
+                "instead of keys and values, the same size at every context length."
+            ),
+            claim="The recurrent state is each head's key × value memory, carried between steps in the cache.",
+        ),
+        "gated-norm": Words(
+            title="Gated RMSNorm",
+            summary=(
+                "Normalize each head's output in float32, rescale it, and multiply by the sigmoid of the output gate."
+            ),
+            claim=(
+                "The gated RMSNorm normalizes each head's output, rescales it and multiplies it by the sigmoid "
+                "of the output gate."
+            ),
+        ),
+        "o-proj": Words(
+            title="KDA output projection",
+            summary="Flatten the gated head outputs of each position and project them back to the model width.",
+            claim="The KDA output projection maps the gated head outputs back to the model width.",
+        ),
+        "output": Words(
+            title="KDA output",
+            summary="What KDA adds to the residual stream.",
+            claim="The KDA output is the projected result that the block adds to its residual stream.",
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""
+
+SITU_WORDS = WordsTable(
+    {
+        "act": Words(
+            title="SiTU activation",
+            summary="Softly bound both halves and multiply them: gate' = β·tanh(gate/β)·sigmoid(gate) and "
+            "up' = β₂·tanh(up/β₂), then gate' × up', element by element.",
+            claim=ACTIVATION_CLAIM,
+        ),
+    }
+)
+"""The words of Kimi-K3's gated activation, the dense MLP's ``act`` when ``hidden_act`` is ``situ``."""
+
+
+def _before(sublayer: str, where: str) -> dict[str, Words]:
+    """Block Attention Residuals' words before one sublayer (``attention``, ``mlp``)."""
+    return {
+        f"attn-res.{sublayer}-norm": Words(
+            title=f"AttnRes RMSNorm before {where}",
+            summary="Normalize every source of the block history before it is scored.",
+        ),
+        f"attn-res.{sublayer}-query": Words(
+            title=f"AttnRes pseudo-query before {where}",
+            summary="Score each normalized source with one learned d → 1 projection.",
+        ),
+        f"attn-res.{sublayer}-mix": Words(
+            title=f"AttnRes mix before {where}",
+            summary=f"Softmax the scores over the sources and take the weighted sum as the input to {where}.",
+        ),
+    }
+
+
+ATTN_RES_WORDS = WordsTable(
+    {
+        "attn-res.history": Words(
+            title="Block history",
+            summary="The outputs of the completed blocks of {block_size} layers and the current block's partial sum, "
+            "the sources Block Attention Residuals attend over (at most {sources} in this model).",
+        ),
+        **_before("attention", "attention"),
+        **_before("mlp", "the MLP"),
+    }
+)
+"""The words of Kimi-K3's Block Attention Residuals (no modeling file has them, so no claims), by their id in a
+block."""

@@ -33,7 +33,9 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode, prefixed
 from archviz.families.blocks.decoder import (
+    BLOCK_CLAIM,
     LAYER,
+    MODEL_CLAIM,
     decoder_block,
     dense_swiglu_mlp,
     model_group,
@@ -44,7 +46,8 @@ from archviz.families.blocks.decoder import (
 )
 from archviz.families.blocks.gqa import AttentionBias, GqaDims, GqaOptions, GroupedQueryAttention
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
-from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
+from archviz.families.blocks.node_words import Words, WordsTable
+from archviz.families.blocks.rotary import WHOLE_HEAD_WORDS, rope_settings, rotary_embedding, rotary_locator
 from archviz.families.blocks.routing import SoftmaxRouting
 from archviz.families.blocks.schema import (
     DecoderKeys,
@@ -436,7 +439,7 @@ class LlamaBuilder:
         )
 
     def activation(self) -> Setting:
-        return swiglu(self.s)[2][0]
+        return swiglu(self.s)[1][0]
 
     # -- the graph ------------------------------------------------------------------------------
 
@@ -444,20 +447,16 @@ class LlamaBuilder:
         b, v = self.b, self.v
         model_group(
             b,
-            title=model.architecture or f"{v.title} causal LM",
-            summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+            words=NODE_WORDS.words("model", {"architecture": model.architecture or f"{v.title} causal LM"}),
             code=self.code,
         )
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
-        settings, summary = rope_settings(
+        settings, scaling = rope_settings(
             self.s, head_dim=self.head_dim.value or 0, theta_default=v.keys.rope_theta.default, title=v.title
         )
+        rope = WHOLE_HEAD_WORDS.words("rotary-embedding", {"scaling": scaling})
         rotary_embedding(
-            b,
-            rotated=self.head_dim,
-            settings=settings,
-            summary=summary,
-            locate=rotary_locator(self.code),
+            b, rotated=self.head_dim, settings=settings, words=rope, locate=rotary_locator(self.code, rope.claim)
         )
         moe = set(self.moe_layers)
         kinds = "the MoE in every layer" if len(moe) == self.layers else "the dense MLP or the MoE"
@@ -468,9 +467,8 @@ class LlamaBuilder:
             parent="model",
             d=self.d,
             eps=self.eps(),
-            summary=(
-                f"A block applies input RMSNorm, {self.attention_title().lower()} and a residual addition, then "
-                f"post-attention RMSNorm, {kinds if v.moe else 'the SwiGLU MLP'} and a second residual addition."
+            words=NODE_WORDS.words(
+                "block", {"attention": self.attention_title().lower(), "ffn": kinds if v.moe else "the SwiGLU MLP"}
             ),
             code=self.code,
             mixer=self.attention,
@@ -585,3 +583,21 @@ def _family(variant: Variant) -> Family:
 
 FAMILIES: tuple[Family, ...] = tuple(_family(variant) for variant in VARIANTS)
 """One family per variant."""
+
+
+NODE_WORDS = WordsTable(
+    {
+        "model": Words(
+            title="{architecture}",
+            summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+            claim=MODEL_CLAIM,
+        ),
+        "block": Words(
+            title="Decoder block",
+            summary="A block applies input RMSNorm, {attention} and a residual addition, then post-attention RMSNorm, "
+            "{ffn} and a second residual addition.",
+            claim=BLOCK_CLAIM,
+        ),
+    }
+)
+"""The words of the family's model group and decoder blocks."""
