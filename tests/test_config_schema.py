@@ -22,7 +22,13 @@ from archviz.families.blocks.schema import SchemaAliases, schema_keys, with_alia
 from archviz.inputs.settings import Key
 
 TOP = Path(__file__).resolve().parent.parent
-FAMILY_MODULES = ("deepseek_v3", "kimi_linear", "kimi_k25", "llama")
+FAMILY_MODULES = tuple(
+    path.stem
+    for path in sorted((TOP / "archviz" / "families").glob("*.py"))
+    if path.stem != "generic" and "Family(" in path.read_text(encoding="utf-8")
+)
+"""Every module of ``archviz/families/`` that defines a family, but the generic one (which reads the keys it finds in
+transformers' code): a new family's module is checked without being listed."""
 CHECKED = (
     *(TOP / "archviz" / "families" / f"{name}.py" for name in FAMILY_MODULES),
     *sorted(path for path in (TOP / "archviz" / "families" / "blocks").glob("*.py") if path.name != "schema.py"),
@@ -52,13 +58,16 @@ def _spellings() -> frozenset[str]:
 
 
 def _definitions(tree: ast.Module) -> set[int]:
-    """The ids of the nodes inside schema definitions, docstrings and f-strings (a key there is words, not a read)."""
+    """The ids of the nodes inside schema definitions and docstrings, and an f-string's literal text (a key there is
+    words, not a read; a key read inside an f-string's ``{…}`` is still a read)."""
     inside: set[int] = set()
     for node in ast.walk(tree):
         defines = isinstance(node, ast.ClassDef) and node.name.endswith(("Schema", "Keys"))
         constructs = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Key"
-        if defines or constructs or isinstance(node, ast.JoinedStr):
+        if defines or constructs:
             inside.update(id(sub) for sub in ast.walk(node))
+        if isinstance(node, ast.JoinedStr):
+            inside.update(id(part) for part in node.values if isinstance(part, ast.Constant))
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             inside.add(id(node.value))  # a docstring
     return inside

@@ -232,7 +232,7 @@ def vision_dims(s: Settings) -> VisionDims:
     if vs.has(V.text_hidden_size) and vs.values[V.text_hidden_size.name] != text.value:
         raise vs.fail(
             (V.text_hidden_size,),
-            f"is {vs.values['text_hidden_size']!r}, but text_config.hidden_size is "
+            f"is {vs.values[V.text_hidden_size.name]!r}, but text_config.hidden_size is "
             f"{text.value}: the projector maps to the text model's width",
         )
     heads = vs.dim(key[V.num_attention_heads.name])
@@ -245,11 +245,11 @@ def vision_dims(s: Settings) -> VisionDims:
         grid_width=dim("grid columns", V.pos_emb_width.name),
         patch=fixed("patch", vs.dim(V.patch_size), "vision_config.patch_size"),
         kernel=fixed("merge", merge[0] * merge[1], "vision_config.merge_kernel_size"),
-        merged=fixed("merged d", merged, f"vision_config.{key['hidden_size']} × vision_config.merge_kernel_size"),
+        merged=fixed("merged d", merged, f"vision_config.{key[V.hidden_size.name]} × vision_config.merge_kernel_size"),
         norm_width=norm,
         text=text,
         layers=vs.count(key[V.num_hidden_layers.name]),
-        heads=Setting(name="heads", value=heads, config_keys=(f"vision_config.{key['num_attention_heads']}",)),
+        heads=Setting(name="heads", value=heads, config_keys=(f"vision_config.{key[V.num_attention_heads.name]}",)),
         eps=_projection_eps(s, vs),
         activation=Setting(
             name="activation",
@@ -264,7 +264,9 @@ def _projection_width(s: Settings, vs: Settings, d: Dim) -> Dim:
     ``vision_config.mm_hidden_size`` (the release); both must agree when set."""
     top = s.document.data.get(K.projection_hidden_size.name)
     if vs.has(V.mm_hidden_size) and top is not None and vs.values[V.mm_hidden_size.name] != top:
-        raise vs.fail((V.mm_hidden_size,), f"is {vs.values['mm_hidden_size']!r}, but projection_hidden_size is {top!r}")
+        raise vs.fail(
+            (V.mm_hidden_size,), f"is {vs.values[V.mm_hidden_size.name]!r}, but projection_hidden_size is {top!r}"
+        )
     if vs.has(V.mm_hidden_size):
         return fixed("norm d", vs.dim(V.mm_hidden_size), "vision_config.mm_hidden_size")
     if isinstance(top, int) and not isinstance(top, bool) and top > 0:

@@ -679,7 +679,7 @@ def _kda_detail(values: Mapping[str, Any], get: Getter) -> str:
         and isinstance(linear.get(KDA_KEYS.head_dim.name), int)
     ):
         get(K.linear_attn_config.name)
-        return f" ({linear['num_heads']} heads of {linear['head_dim']})"
+        return f" ({linear[KDA_KEYS.num_heads.name]} heads of {linear[KDA_KEYS.head_dim.name]})"
     return ""
 
 
