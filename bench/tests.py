@@ -38,6 +38,9 @@ def run(label: str, arguments: list[str]) -> None:
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "(no output)"
     loads = f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after"
     print(f"| {label} | {wall:.0f} | {cpu:.0f} | {loads} | {summary} |", flush=True)
+    for line in result.stdout.splitlines():  # what failed, so that a slow run need not be run again to say
+        if line.startswith(("FAILED ", "ERROR ")):
+            print(f"    {line}", file=sys.stderr, flush=True)
 
 
 def main() -> None:
