@@ -9,12 +9,14 @@ address template of its lines. Nothing here parses or runs the file.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
 import os
 import re
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -291,3 +293,74 @@ def _git(folder: Path, *arguments: str) -> str | None:
         return None
     output = completed.stdout.strip()
     return output or None
+
+
+@functools.cache
+def transformers_attribute_map(model_type: str) -> Mapping[str, str]:
+    """The ``attribute_map`` of the installed transformers' config class for ``model_type`` (other spelling ->
+    the attribute it reads), read off ``configuration_<module>.py`` without importing it: only the class's
+    ``attribute_map = {...}`` statement is parsed, with ``ast``. Empty when transformers, the file or the table is not
+    there; where the file has several config classes, the one whose ``model_type`` is ``model_type``."""
+    found = _installed_transformers()
+    if found is None:
+        return {}
+    distribution, module_names = found
+    module = module_names.get(model_type, model_type.replace("-", "_"))
+    path = _transformers_file(distribution, f"models/{module}/configuration_{module}.py")
+    if path is None:
+        return {}
+    tables: dict[str | None, dict[str, str]] = {}
+    for block in re.split(r"^(?=class )", _decode(_read_bytes(path), path.name), flags=re.MULTILINE):
+        table = _class_table(block, "attribute_map")
+        if table is None:
+            continue
+        kind = _MODEL_TYPE_FIELD.search(block)
+        tables[kind.group(1) if kind else None] = {
+            key: value for key, value in table.items() if isinstance(key, str) and isinstance(value, str)
+        }
+    return tables.get(model_type, tables.get(None, {}))
+
+
+@functools.cache
+def _installed_transformers() -> tuple[importlib.metadata.Distribution, dict[str, str]] | None:
+    """The installed transformers and its model_type -> module table, found once per process; None when it is not
+    installed."""
+    try:
+        distribution = importlib.metadata.distribution("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return distribution, _module_names(distribution)
+
+
+_MODEL_TYPE_FIELD = re.compile(r"""^    model_type(?:\s*:[^=\n]*)?\s*=\s*["']([^"']+)["']""", re.MULTILINE)
+"""A config class's ``model_type = "…"`` field."""
+
+
+def _class_table(block: str, name: str) -> dict[object, object] | None:
+    """The dict literal a class body (``block``, the class's source) assigns to ``name``, parsed alone: the statement
+    runs from its line to the first line that closes it at the body's indentation; None when there is none."""
+    lines = block.splitlines()
+    for start, line in enumerate(lines):
+        if re.match(rf"    {name}(\s*:[^=]*)?\s*=", line) is None:
+            continue
+        end = start + 1
+        while end <= len(lines) and not _parses("\n".join(lines[start:end]).strip()):
+            end += 1
+        if end > len(lines):
+            return None
+        statement = ast.parse("\n".join(lines[start:end]).strip()).body[0]
+        value = statement.value if isinstance(statement, ast.Assign | ast.AnnAssign) else None
+        try:
+            table = ast.literal_eval(value) if value is not None else None
+        except (ValueError, TypeError, SyntaxError):
+            return None
+        return dict(table) if isinstance(table, dict) else None
+    return None
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return True

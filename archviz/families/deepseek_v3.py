@@ -14,9 +14,13 @@ DeepseekV3YarnRotaryEmbedding, DeepseekV3MoE.moe_infer, ``logits = logits.float(
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from archviz.families.blocks.builder import GraphBuilder, TextPart, checkpoint_dtypes, fixed, layer_placement
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import (
+    BLOCK_CLAIM,
+    MODEL_CLAIM,
     decoder_block,
     dense_swiglu_mlp,
     model_group,
@@ -27,12 +31,26 @@ from archviz.families.blocks.decoder import (
 )
 from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_layers
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
-from archviz.families.blocks.rotary import decoupled_rope_settings, rotary_embedding, yarn_rotary_locator
+from archviz.families.blocks.node_words import Words, WordsTable
+from archviz.families.blocks.rotary import (
+    DECOUPLED_WORDS,
+    decoupled_rope_settings,
+    rotary_embedding,
+    yarn_rotary_locator,
+)
 from archviz.families.blocks.routing import SigmoidRouting
+from archviz.families.blocks.schema import (
+    DecoderKeys,
+    MlaKeys,
+    MoeKeys,
+    QuantizationKeys,
+    RopeKeys,
+    SchemaAliases,
+)
 from archviz.families.registry import ConfigWords, Family, FamilyBuilds, FamilySpeech
 from archviz.graph.naming import NamingMap, conversion_renames
 from archviz.graph.nodes import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import Key, Settings
 
 NAME = "deepseek_v3"
 
@@ -51,45 +69,69 @@ CODE = DecoderCode(
     norm=("RMSNorm",),
 )
 
-# Config keys: transformers' DeepseekV3Config; checkpoint names: DeepSeek-V3's and Kimi-K2's safetensors index.
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class DeepseekV3Schema(DecoderKeys, RopeKeys, MlaKeys, MoeKeys, QuantizationKeys):
+    """The keys the deepseek_v3 family reads: transformers' DeepseekV3Config, with its defaults
+    (configuration_deepseek_v3.py, transformers 5.24) for the MoE keys a config may omit."""
+
+    n_shared_experts: Key = Key("n_shared_experts", default=1)
+    """Always-on shared experts."""
+    n_group: Key = Key("n_group", default=8)
+    """Expert groups for group-limited selection."""
+    topk_group: Key = Key("topk_group", default=4)
+    """Expert groups kept per token."""
+    norm_topk_prob: Key = Key("norm_topk_prob", default=True)
+    """Whether the top-k routing weights are renormalized."""
+    routed_scaling_factor: Key = Key("routed_scaling_factor", default=2.5)
+    """The factor on the routing weights."""
+    first_k_dense_replace: Key = Key("first_k_dense_replace")
+    """The first layers, which keep the dense MLP."""
+    moe_layer_freq: Key = Key("moe_layer_freq", default=1)
+    """The MoE-layer period after the dense layers (DeepSeek's remote code)."""
+    num_nextn_predict_layers: Key = Key("num_nextn_predict_layers", default=0)
+    """Multi-token-prediction layers after the main stack."""
+
+
+K = DeepseekV3Schema()
+"""The deepseek_v3 family's keys (their other spellings, from DeepseekV3Config's ``attribute_map``, are
+``FAMILY.builds.aliases``)."""
+
+# Checkpoint names: DeepSeek-V3's and Kimi-K2's safetensors index.
 NAMING = MoeNaming(
     routing=SigmoidRouting(),
-    experts="n_routed_experts",
-    top_k="num_experts_per_tok",
-    width="moe_intermediate_size",
+    experts=K.n_routed_experts,
+    top_k=K.num_experts_per_tok,
+    width=K.moe_intermediate_size,
     prefix="model.layers.{layer}.mlp",
     projections=("gate_proj", "up_proj", "down_proj"),
-    normalize="norm_topk_prob",
+    normalize=K.norm_topk_prob,
     experts_call="self.experts(hidden_states, topk_indices, topk_weights)",
-    shared="n_shared_experts",
-    groups="n_group",
-    scoring_key="scoring_func",
-    # DeepseekV3Config's defaults (configuration_deepseek_v3.py, transformers 5.24) for keys a config may omit.
-    shared_default=1,
-    groups_default=8,
-    groups_kept_default=4,
-    normalize_default=True,
-    scaling_default=2.5,
+    shared=K.n_shared_experts,
+    groups=K.n_group,
+    groups_kept=K.topk_group,
+    scaling=K.routed_scaling_factor,
+    scoring_key=K.scoring_func,
 )
 
 
-def required(n: MoeNaming) -> tuple[str, ...]:
+def required(n: MoeNaming) -> tuple[Key, ...]:
     """Keys every config of an MLA + MoE family must set."""
     return (
-        "vocab_size",
-        "hidden_size",
-        "intermediate_size",
-        "moe_intermediate_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "kv_lora_rank",
-        "qk_nope_head_dim",
-        "qk_rope_head_dim",
-        "v_head_dim",
+        K.vocab_size,
+        K.hidden_size,
+        K.intermediate_size,
+        K.moe_intermediate_size,
+        K.num_hidden_layers,
+        K.num_attention_heads,
+        K.kv_lora_rank,
+        K.qk_nope_head_dim,
+        K.qk_rope_head_dim,
+        K.v_head_dim,
         n.experts,
         n.top_k,
-        "first_k_dense_replace",
-        "rms_norm_eps",
+        K.first_k_dense_replace,
+        K.rms_norm_eps,
     )
 
 
@@ -103,10 +145,10 @@ class DeepseekV3Builder:
     text_part: TextPart | None = None
     """For a wrapper around this text model, where its names and code are (``GraphBuilder.text``)."""
     layer_keys: tuple[str, ...] = (
-        "num_hidden_layers",
-        "first_k_dense_replace",
-        "moe_layer_freq",
-        "num_nextn_predict_layers",
+        K.num_hidden_layers.name,
+        K.first_k_dense_replace.name,
+        K.moe_layer_freq.name,
+        K.num_nextn_predict_layers.name,
     )
     """The keys that place the layers (``Graph.layer_keys``)."""
 
@@ -117,16 +159,16 @@ class DeepseekV3Builder:
         self.b = GraphBuilder(s, dtype=dtype, quantization_block=block, text=self.text_part)
         self.mla = mla_dims(s)
         self.d = self.mla.d
-        self.vocab = fixed("vocab", s.dim("vocab_size"), "vocab_size")
-        self.ffn = fixed("ffn", s.dim("intermediate_size"), "intermediate_size")
+        self.vocab = fixed("vocab", s.dim(K.vocab_size), K.vocab_size)
+        self.ffn = fixed("ffn", s.dim(K.intermediate_size), K.intermediate_size)
         self.moe_dims = moe_dims(s, self.naming)
         self._validate()
         self.use_rope = True
-        self.layers = s.dim("num_hidden_layers")
-        self.first_dense = s.count("first_k_dense_replace")
-        self.moe_every = s.dim("moe_layer_freq") if s.has("moe_layer_freq") else 1
-        self.mtp_count = s.count("num_nextn_predict_layers", default=0)
-        self.tied = s.flag("tie_word_embeddings", default=False)
+        self.layers = s.dim(K.num_hidden_layers)
+        self.first_dense = s.count(K.first_k_dense_replace)
+        self.moe_every = s.dim(K.moe_layer_freq) if s.has(K.moe_layer_freq) else K.moe_layer_freq.default
+        self.mtp_count = s.count(K.num_nextn_predict_layers, default=K.num_nextn_predict_layers.default)
+        self.tied = s.flag(K.tie_word_embeddings, default=K.tie_word_embeddings.default)
         self.not_modelled: list[str] = []
         """Sentences naming what the graph leaves out; families add to it."""
         self.beyond_transformers: list[str] = []
@@ -135,26 +177,30 @@ class DeepseekV3Builder:
     def _validate(self) -> None:
         """Contradictions between keys, reported at the line of the key that cannot hold."""
         s, n = self.s, self.naming
-        layers = s.dim("num_hidden_layers")
-        if s.count("first_k_dense_replace") > layers:
-            raise s.fail(("first_k_dense_replace",), f"is larger than num_hidden_layers ({layers})")
+        layers = s.dim(K.num_hidden_layers)
+        if s.count(K.first_k_dense_replace) > layers:
+            raise s.fail((K.first_k_dense_replace,), f"is larger than num_hidden_layers ({layers})")
         experts, top_k = self.moe_dims.experts.value or 0, self.moe_dims.top_k.value or 0
         if top_k > experts:
             raise s.fail((n.top_k,), f"top-k {top_k} is larger than {n.experts} ({experts})")
-        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else n.groups_default
+        groups = s.dim(n.groups) if n.groups and s.has(n.groups) else n.groups.default if n.groups else 1
         if experts % groups:
             raise s.fail((str(n.groups),), f"{n.experts} ({experts}) is not divisible by {n.groups} ({groups})")
-        pad = s.values.get("pad_token_id")
+        pad = s.values.get(K.pad_token_id.name)
         vocab = self.vocab.value or 0
         if isinstance(pad, int) and not isinstance(pad, bool) and not 0 <= pad < vocab:
-            raise s.fail(("pad_token_id",), f"{pad} is not a token of the vocabulary (vocab_size {vocab})")
-        if s.has("topk_group") and s.dim("topk_group") > groups:
-            raise s.fail(("topk_group",), f"topk_group is larger than {n.groups} ({groups})")
+            raise s.fail((K.pad_token_id,), f"{pad} is not a token of the vocabulary (vocab_size {vocab})")
+        if s.has(n.groups_kept) and s.dim(n.groups_kept) > groups:
+            raise s.fail((n.groups_kept,), f"topk_group is larger than {n.groups} ({groups})")
 
     # -- hooks a family overrides --------------------------------------------------------------
 
-    model_summary = "Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits."
-    """The model group's summary."""
+    model_words = Words(
+        title="{architecture}",
+        summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+        claim=MODEL_CLAIM,
+    )
+    """The model group's words (its title the architecture's name)."""
 
     def before_text(self) -> None:
         """Groups of the model that run before the token embedding (a wrapper's vision tower); none here."""
@@ -172,8 +218,8 @@ class DeepseekV3Builder:
         """Whether the routed experts' structure is known (a family says no when it is not documented)."""
         return True
 
-    def activation(self) -> tuple[str, str, list[Setting]]:
-        """Title, summary and settings of the gated activation: SwiGLU from ``hidden_act``."""
+    def activation(self) -> tuple[Words, list[Setting]]:
+        """Words and settings of the gated activation: SwiGLU from ``hidden_act``."""
         return swiglu(self.s)
 
     def is_moe_layer(self, index: int) -> bool:
@@ -192,18 +238,19 @@ class DeepseekV3Builder:
 
     def build(self, model: ModelInfo) -> Graph:
         b = self.b
-        model_group(b, title=model.architecture or "Model", summary=self.model_summary, code=self.code)
+        model_group(b, words=self.model_words.filled({"architecture": model.architecture or "Model"}), code=self.code)
         self.before_text()
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
         self.after_embedding()
         if self.use_rope:
-            settings, summary = decoupled_rope_settings(self.s)
+            settings, scaling = decoupled_rope_settings(self.s)
+            rope = DECOUPLED_WORDS.words("rotary-embedding", {"scaling": scaling})
             rotary_embedding(
                 b,
                 rotated=self.mla.rope,
                 settings=settings,
-                summary=summary,
-                locate=yarn_rotary_locator(self.code),
+                words=rope,
+                locate=yarn_rotary_locator(self.code, rope.claim),
             )
         self.block("", list(range(self.layers)), parent="model", part=Part.MAIN)
         # The models' own remote code returns float32 logits (``logits = logits.float()``).
@@ -239,7 +286,7 @@ class DeepseekV3Builder:
         return NamingMap(renames=conversion_renames(cls.conversion_model_type))
 
     def eps(self) -> Setting:
-        return Setting(name="epsilon", value=self.s.number("rms_norm_eps"), config_keys=("rms_norm_eps",))
+        return Setting(name="epsilon", value=self.s.number(K.rms_norm_eps), config_keys=(K.rms_norm_eps.name,))
 
     # -- one decoder block (main stack or MTP) ------------------------------------------------
 
@@ -261,12 +308,7 @@ class DeepseekV3Builder:
             parent=parent,
             d=self.d,
             eps=self.eps(),
-            title="MTP decoder block" if part is Part.MTP else "Decoder block",
-            summary=(
-                "A block applies input RMSNorm, attention and a residual addition, then "
-                "post-attention RMSNorm, the FFN and a second residual addition; the first "
-                "first_k_dense_replace blocks use the dense MLP, the rest the MoE."
-            ),
+            words=(MTP_WORDS if part is Part.MTP else NODE_WORDS).words("block"),
             code=self.code,
             mixer=lambda block: self.mixers(prefix, layers, parent=block, part=part),
             ffn=ffn,
@@ -289,7 +331,7 @@ class DeepseekV3Builder:
             parent=parent,
             d=self.d,
             ffn=self.ffn,
-            width_key="intermediate_size",
+            width_key=K.intermediate_size,
             activation=self.activation(),
             code=self.code,
             part=part,
@@ -303,7 +345,7 @@ class DeepseekV3Builder:
             self.moe_dims,
             d=self.d,
             code=self.code,
-            activation=self.activation()[2][0],
+            activation=self.activation()[1][0],
             experts_modelled=self.routed_experts_modelled(),
         ).build(prefix, layers, parent=parent, part=part)
 
@@ -316,7 +358,7 @@ def build_family(s: Settings, model: ModelInfo, builder: type[DeepseekV3Builder]
     return builder(s).build(model)
 
 
-WORDS = ConfigWords(layers=("first_k_dense_replace",), attention=mla_words)
+WORDS = ConfigWords(layers=(K.first_k_dense_replace.name,), attention=mla_words)
 """What DeepSeek-V3's own keys add to the sentence describing a released configuration: the dense layers' key and
 MLA's shape."""
 
@@ -325,6 +367,21 @@ FAMILY = Family(
     model_types=("deepseek_v3", "kimi_k2"),
     architectures=("DeepseekV3ForCausalLM",),
     transformers_model_type="deepseek_v3",
-    builds=FamilyBuilds(build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder)),
+    builds=FamilyBuilds(
+        build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder),
+        aliases=SchemaAliases(K, NAME),
+    ),
     speaks=FamilySpeech(moe=NAMING, words=WORDS),
 )
+
+
+_BLOCK_SUMMARY = (
+    "A block applies input RMSNorm, attention and a residual addition, then post-attention RMSNorm, the FFN and a "
+    "second residual addition; the first first_k_dense_replace blocks use the dense MLP, the rest the MoE."
+)
+
+NODE_WORDS = WordsTable({"block": Words(title="Decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM)})
+"""The words of the family's decoder blocks (the model group's are the builder's ``model_words``)."""
+
+MTP_WORDS = WordsTable({"block": Words(title="MTP decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM)})
+"""The words of the multi-token-prediction layers' decoder block."""

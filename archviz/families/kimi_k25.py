@@ -36,12 +36,17 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.builder import POSITIONS as TEXT_POSITIONS
+from archviz.families.blocks.decoder import MODEL_CLAIM
+from archviz.families.blocks.node_words import Words, WordsTable
+from archviz.families.blocks.schema import SchemaAliases
+from archviz.families.deepseek_v3 import NAME as TEXT_MODEL_TYPE
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
+from archviz.families.deepseek_v3 import K as TEXT
 from archviz.families.registry import CodePart, Family, FamilyBuilds, FamilySpeech
 from archviz.graph.nodes import Dim, Graph, GroupKind, ModelInfo, NodeKind, Placement, Setting, Shape, TensorRow
 from archviz.inputs.config import ConfigDocument
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import Key, Settings
 
 NAME = "kimi_k25"
 
@@ -52,23 +57,93 @@ IMAGE_TOKENS = Dim(symbol="M", label="image tokens", formula="P ÷ (merge_kernel
 IMAGES = Dim(symbol="I", label="images")
 """Images and videos in the batch (``grid_thw`` has one row of frames, rows and columns each)."""
 
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class KimiK25VisionKeys:
+    """The keys of ``vision_config``: transformers 5.24's spelling (``Kimi_K25VisionConfig``) and, where the release
+    spells a key otherwise for Moonshot's own code (its config.json), the release's."""
+
+    hidden_size: Key = Key("hidden_size")
+    """The vision width (transformers)."""
+    vt_hidden_size: Key = Key("vt_hidden_size")
+    """The vision width (the release)."""
+    intermediate_size: Key = Key("intermediate_size")
+    """The vision MLP's width (transformers)."""
+    vt_intermediate_size: Key = Key("vt_intermediate_size")
+    """The vision MLP's width (the release)."""
+    num_hidden_layers: Key = Key("num_hidden_layers")
+    """Vision blocks (transformers)."""
+    vt_num_hidden_layers: Key = Key("vt_num_hidden_layers")
+    """Vision blocks (the release)."""
+    num_attention_heads: Key = Key("num_attention_heads")
+    """Vision attention heads (transformers)."""
+    vt_num_attention_heads: Key = Key("vt_num_attention_heads")
+    """Vision attention heads (the release)."""
+    pos_emb_height: Key = Key("pos_emb_height")
+    """Rows of the learned position grid (transformers)."""
+    init_pos_emb_height: Key = Key("init_pos_emb_height")
+    """Rows of the learned position grid (the release)."""
+    pos_emb_width: Key = Key("pos_emb_width")
+    """Columns of the learned position grid (transformers)."""
+    init_pos_emb_width: Key = Key("init_pos_emb_width")
+    """Columns of the learned position grid (the release)."""
+    pos_emb_time: Key = Key("pos_emb_time")
+    """Frames of the learned position grid (transformers)."""
+    init_pos_emb_time: Key = Key("init_pos_emb_time")
+    """Frames of the learned position grid (the release)."""
+    patch_size: Key = Key("patch_size")
+    """A patch's side in pixels."""
+    merge_kernel_size: Key = Key("merge_kernel_size")
+    """The patch merge's rows and columns."""
+    hidden_act: Key = Key("hidden_act", default="gelu_pytorch_tanh")
+    """The vision MLP's activation."""
+    text_hidden_size: Key = Key("text_hidden_size")
+    """The text model's width, as the vision config restates it."""
+    mm_hidden_size: Key = Key("mm_hidden_size")
+    """The projector's LayerNorm width (the release)."""
+    projector_ln_eps: Key = Key("projector_ln_eps")
+    """The projector's LayerNorm epsilon (the release)."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class KimiK25Schema:
+    """The wrapper's own top-level keys (``Kimi_K25Config``); its text model's are deepseek_v3's
+    (``DeepseekV3Schema``), its vision tower's ``KimiK25VisionKeys``."""
+
+    vision_config: Key = Key("vision_config")
+    """The vision tower's config."""
+    text_config: Key = Key("text_config")
+    """The text model's config."""
+    projection_hidden_size: Key = Key("projection_hidden_size", default=1152)
+    """The projector's LayerNorm width (transformers)."""
+    projection_layer_norm_eps: Key = Key("projection_layer_norm_eps", default=1e-5)
+    """The projector's LayerNorm epsilon (transformers)."""
+    tie_word_embeddings: Key = Key("tie_word_embeddings")
+    """Whether lm_head shares the token embedding's matrix (the wrapper's own flag)."""
+
+
+K = KimiK25Schema()
+"""The wrapper's keys."""
+V = KimiK25VisionKeys()
+"""``vision_config``'s keys."""
+
 # Keys of the vision tower and the projector, as transformers 5.24 reads them (``Kimi_K25VisionConfig``,
 # ``Kimi_K25Config``) and as the release spells them for Moonshot's own code (its config.json). transformers reads
 # only its own spellings and leaves the release's as inert attributes, so the graph reads either (they must agree
 # when both are set) and the copy transformers is given has transformers' spelling filled in (``adapt_config``).
 VISION_KEYS: tuple[tuple[str, str], ...] = (
-    ("hidden_size", "vt_hidden_size"),
-    ("intermediate_size", "vt_intermediate_size"),
-    ("num_hidden_layers", "vt_num_hidden_layers"),
-    ("num_attention_heads", "vt_num_attention_heads"),
-    ("pos_emb_height", "init_pos_emb_height"),
-    ("pos_emb_width", "init_pos_emb_width"),
-    ("pos_emb_time", "init_pos_emb_time"),
+    (V.hidden_size.name, V.vt_hidden_size.name),
+    (V.intermediate_size.name, V.vt_intermediate_size.name),
+    (V.num_hidden_layers.name, V.vt_num_hidden_layers.name),
+    (V.num_attention_heads.name, V.vt_num_attention_heads.name),
+    (V.pos_emb_height.name, V.init_pos_emb_height.name),
+    (V.pos_emb_width.name, V.init_pos_emb_width.name),
+    (V.pos_emb_time.name, V.init_pos_emb_time.name),
 )
 """(transformers' key, the release's key) in ``vision_config``."""
 PROJECTOR_KEYS: tuple[tuple[str, str], ...] = (
-    ("projection_hidden_size", "mm_hidden_size"),
-    ("projection_layer_norm_eps", "projector_ln_eps"),
+    (K.projection_hidden_size.name, V.mm_hidden_size.name),
+    (K.projection_layer_norm_eps.name, V.projector_ln_eps.name),
 )
 """(transformers' top-level key, the release's key in ``vision_config``)."""
 PROJECTION_HIDDEN_DEFAULT = 1152
@@ -116,10 +191,10 @@ class VisionDims:
 
 def vision_settings(document: ConfigDocument) -> Settings:
     """``vision_config`` as settings of its own, for typed reads with their lines."""
-    if not isinstance(document.data.get("vision_config"), Mapping):
-        span = document.spans.get(("vision_config",))
+    if not isinstance(document.data.get(K.vision_config.name), Mapping):
+        span = document.spans.get((K.vision_config.name,))
         raise _error(document, "vision_config: a kimi_k25 config needs a vision_config object", span)
-    return Settings(replace(document, root=("vision_config",)), family=NAME)
+    return Settings(replace(document, root=(K.vision_config.name,)), family=NAME)
 
 
 def _error(document: ConfigDocument, message: str, span: Any) -> InputError:
@@ -147,39 +222,39 @@ def vision_dims(s: Settings) -> VisionDims:
     def dim(label: str, ours: str, symbol: str | None = None) -> Dim:
         return fixed(label, vs.dim(key[ours]), f"vision_config.{key[ours]}", symbol)
 
-    d = dim("vision d", "hidden_size", "D")
-    merge = vs.values.get("merge_kernel_size", [2, 2])
+    d = dim("vision d", V.hidden_size.name, "D")
+    merge = vs.values.get(V.merge_kernel_size.name, [2, 2])
     if not (isinstance(merge, list) and len(merge) == 2 and all(isinstance(n, int) and n > 0 for n in merge)):
-        raise vs.fail(("merge_kernel_size",), "expected two positive integers")
+        raise vs.fail((V.merge_kernel_size,), "expected two positive integers")
     merged = merge[0] * merge[1] * (d.value or 0)
     norm = _projection_width(s, vs, d)
-    text = fixed("d", s.dim("hidden_size"), "hidden_size")
-    if vs.has("text_hidden_size") and vs.values["text_hidden_size"] != text.value:
+    text = fixed("d", s.dim(TEXT.hidden_size), TEXT.hidden_size)
+    if vs.has(V.text_hidden_size) and vs.values[V.text_hidden_size.name] != text.value:
         raise vs.fail(
-            ("text_hidden_size",),
-            f"is {vs.values['text_hidden_size']!r}, but text_config.hidden_size is "
+            (V.text_hidden_size,),
+            f"is {vs.values[V.text_hidden_size.name]!r}, but text_config.hidden_size is "
             f"{text.value}: the projector maps to the text model's width",
         )
-    heads = vs.dim(key["num_attention_heads"])
+    heads = vs.dim(key[V.num_attention_heads.name])
     if (d.value or 0) % heads:
-        raise vs.fail((key["num_attention_heads"],), f"does not divide the vision width ({d.value})")
+        raise vs.fail((key[V.num_attention_heads.name],), f"does not divide the vision width ({d.value})")
     return VisionDims(
         d=d,
-        ffn=dim("vision ffn", "intermediate_size"),
-        grid_height=dim("grid rows", "pos_emb_height"),
-        grid_width=dim("grid columns", "pos_emb_width"),
-        patch=fixed("patch", vs.dim("patch_size"), "vision_config.patch_size"),
+        ffn=dim("vision ffn", V.intermediate_size.name),
+        grid_height=dim("grid rows", V.pos_emb_height.name),
+        grid_width=dim("grid columns", V.pos_emb_width.name),
+        patch=fixed("patch", vs.dim(V.patch_size), "vision_config.patch_size"),
         kernel=fixed("merge", merge[0] * merge[1], "vision_config.merge_kernel_size"),
-        merged=fixed("merged d", merged, f"vision_config.{key['hidden_size']} × vision_config.merge_kernel_size"),
+        merged=fixed("merged d", merged, f"vision_config.{key[V.hidden_size.name]} × vision_config.merge_kernel_size"),
         norm_width=norm,
         text=text,
-        layers=vs.count(key["num_hidden_layers"]),
-        heads=Setting(name="heads", value=heads, config_keys=(f"vision_config.{key['num_attention_heads']}",)),
+        layers=vs.count(key[V.num_hidden_layers.name]),
+        heads=Setting(name="heads", value=heads, config_keys=(f"vision_config.{key[V.num_attention_heads.name]}",)),
         eps=_projection_eps(s, vs),
         activation=Setting(
             name="activation",
-            value=vs.text("hidden_act", default="gelu_pytorch_tanh"),
-            config_keys=("vision_config.hidden_act",) if vs.has("hidden_act") else (),
+            value=vs.text(V.hidden_act, default=V.hidden_act.default),
+            config_keys=("vision_config.hidden_act",) if vs.has(V.hidden_act) else (),
         ),
     )
 
@@ -187,24 +262,26 @@ def vision_dims(s: Settings) -> VisionDims:
 def _projection_width(s: Settings, vs: Settings, d: Dim) -> Dim:
     """The projector's LayerNorm width: top-level ``projection_hidden_size`` (transformers) or
     ``vision_config.mm_hidden_size`` (the release); both must agree when set."""
-    top = s.document.data.get("projection_hidden_size")
-    if vs.has("mm_hidden_size") and top is not None and vs.values["mm_hidden_size"] != top:
-        raise vs.fail(("mm_hidden_size",), f"is {vs.values['mm_hidden_size']!r}, but projection_hidden_size is {top!r}")
-    if vs.has("mm_hidden_size"):
-        return fixed("norm d", vs.dim("mm_hidden_size"), "vision_config.mm_hidden_size")
+    top = s.document.data.get(K.projection_hidden_size.name)
+    if vs.has(V.mm_hidden_size) and top is not None and vs.values[V.mm_hidden_size.name] != top:
+        raise vs.fail(
+            (V.mm_hidden_size,), f"is {vs.values[V.mm_hidden_size.name]!r}, but projection_hidden_size is {top!r}"
+        )
+    if vs.has(V.mm_hidden_size):
+        return fixed("norm d", vs.dim(V.mm_hidden_size), "vision_config.mm_hidden_size")
     if isinstance(top, int) and not isinstance(top, bool) and top > 0:
-        return fixed("norm d", top, "projection_hidden_size")
+        return fixed("norm d", top, K.projection_hidden_size.name)
     return Dim(symbol="norm d", label="norm d", value=PROJECTION_HIDDEN_DEFAULT, formula="Kimi_K25Config's default")
 
 
 def _projection_eps(s: Settings, vs: Settings) -> Setting:
-    if vs.has("projector_ln_eps"):
+    if vs.has(V.projector_ln_eps):
         return Setting(
-            name="epsilon", value=vs.number("projector_ln_eps"), config_keys=("vision_config.projector_ln_eps",)
+            name="epsilon", value=vs.number(V.projector_ln_eps), config_keys=("vision_config.projector_ln_eps",)
         )
-    top = s.document.data.get("projection_layer_norm_eps")
+    top = s.document.data.get(K.projection_layer_norm_eps.name)
     value = top if isinstance(top, int | float) and not isinstance(top, bool) else 1e-5
-    keys = ("projection_layer_norm_eps",) if top is not None else ()
+    keys = (K.projection_layer_norm_eps.name,) if top is not None else ()
     return Setting(name="epsilon", value=float(value), config_keys=keys)
 
 
@@ -214,7 +291,7 @@ def adapt_config(config: dict[str, Any]) -> list[str]:
     ``vt_hidden_size``, ``init_pos_emb_height``, ``mm_hidden_size``, so without this a release whose sizes differ from
     transformers' defaults would be built at the defaults."""
     changes: list[str] = []
-    vision = config.get("vision_config")
+    vision = config.get(K.vision_config.name)
     if not isinstance(vision, dict):
         return changes
     for ours, theirs in VISION_KEYS:
@@ -244,20 +321,19 @@ def _patches(d: Dim) -> Shape:
 def vision_tower(b: GraphBuilder, v: VisionDims) -> None:
     """The vision tower in the ``model`` group: patch embedding, positions, rotary, encoder layers, final norm and
     the patch merge."""
+    words = NODE_WORDS.words("vision")
     group = b.group(
         "vision",
-        title="Vision tower",
+        words=words,
         kind=GroupKind.VISION,
         parent="model",
-        summary="Cuts each image into patches, embeds them, runs bidirectional encoder layers over each image's "
-        "patches and merges every 2×2 block of patches into one token.",
         locate=Locator(
-            claim="The vision tower embeds the patches, runs every encoder layer and merges neighbouring patches.",
+            claim=words.claim,
             category=Category.VISION,
             sites=(method(TOWER, "__init__"), method(TOWER, "forward")),
         ),
     )
-    tower = Scope(b=b, group=group, placement=Placement(), prefix="vision.", category=Category.VISION)
+    tower = Scope(b=b, group=group, placement=Placement(), prefix="vision.", category=Category.VISION, words=NODE_WORDS)
     _patch_embedding(b, tower, v)
     _positions(b, tower, v)
     _encoder_layers(b, v)
@@ -268,11 +344,8 @@ def _patch_embedding(b: GraphBuilder, tower: Scope, v: VisionDims) -> None:
     d, p = v.d, v.patch
     tower.node(
         "patch-embedding",
-        title="Patch embedding",
         kind=NodeKind.LEARNED,
         code="self.proj(pixel_values)",
-        summary="Map each patch of pixels to a vector with a convolution whose kernel and stride are the patch.",
-        claim="The patch embedding is a convolution over 3 colour channels whose kernel and stride are the patch size.",
         sites=attribute(PATCH_EMBED, "proj"),
         inputs=[shape("pixel_values", PATCHES, fixed("channels", 3, "3"), p, p)],
         outputs=[_patches(d)],
@@ -303,12 +376,8 @@ def _positions(b: GraphBuilder, tower: Scope, v: VisionDims) -> None:
     ]
     tower.node(
         "position-embedding",
-        title="Position embedding",
         kind=NodeKind.LEARNED,
         code="hidden_states + pos",
-        summary="Add a learned position grid, resampled bicubically to each image's rows and columns, and a sinusoid "
-        "of the frame for video.",
-        claim="The learned position grid is resampled to each image's patch grid and added to the patch vectors.",
         sites=(
             defined(POSITIONS, "position_embeddings"),
             statement(POSITIONS, "table = self.position_embeddings"),
@@ -320,11 +389,8 @@ def _positions(b: GraphBuilder, tower: Scope, v: VisionDims) -> None:
     )
     tower.node(
         "rotary-embedding",
-        title="2-D rotary embedding",
         kind=NodeKind.OPERATOR,
         code="self.rotary_emb(hidden_states, position_ids)",
-        summary="Rotation angles from each patch's row and column, the same frequencies for both axes.",
-        claim="The vision rotary embedding computes angles from each patch's row and column (axial 2-D rotary).",
         sites=(method(ROTARY, "compute_axial_rope_parameters"), statement(TOWER, "= self.rotary_emb(")),
         # The rows and columns are grid_thw's (``position_ids = get_vision_position_ids(grid_thw, ...)``); the
         # angles (cos, sin) go to every encoder layer's attention (``position_embeddings=position_embeddings``).
@@ -349,14 +415,11 @@ def _angles(v: VisionDims, name: str) -> Shape:
 def _tower_end(b: GraphBuilder, tower: Scope, group: str, v: VisionDims) -> None:
     """The final LayerNorm, then the patch merge."""
     d = v.d
-    final = Scope(b=b, group=group, placement=Placement(), prefix="vision.", category=Category.NORM)
+    final = Scope(b=b, group=group, placement=Placement(), prefix="vision.", category=Category.NORM, words=NODE_WORDS)
     final.node(
         "final-norm",
-        title="Final LayerNorm",
         kind=NodeKind.LEARNED,
         code="self.final_layernorm(hidden_states)",
-        summary="Normalize each patch vector after the last encoder layer.",
-        claim="The vision tower ends with a LayerNorm.",
         sites=attribute(TOWER, "final_layernorm"),
         inputs=[_patches(d)],
         outputs=[_patches(d)],
@@ -365,11 +428,8 @@ def _tower_end(b: GraphBuilder, tower: Scope, group: str, v: VisionDims) -> None
     merged = shape("pooled_hidden_states", IMAGE_TOKENS, v.kernel, d)
     tower.node(
         "patch-merge",
-        title="Patch merge",
         kind=NodeKind.OPERATOR,
         code="self.temporal_merge(hidden_states, grid_thw, *self.merge_kernel_size)",
-        summary="Group every 2×2 block of neighbouring patches into one token (averaging a video's frames).",
-        claim="The patch merge groups each merge_kernel_size block of patches into one token, averaging frames.",
         sites=(method(TOWER, "temporal_merge"), statement(TOWER, "pooled_hidden_states = self.temporal_merge(")),
         inputs=[_patches(d)],
         outputs=[merged],
@@ -388,21 +448,20 @@ def _layer_norm(b: GraphBuilder, tensor: str, width: Dim) -> list[TensorRow]:
 def _encoder_layers(b: GraphBuilder, v: VisionDims) -> None:
     at = layer_placement(range(v.layers))
     d = v.d
+    words = NODE_WORDS.words("vision.block")
     block = b.group(
         "vision.block",
-        title="Vision encoder layer",
+        words=words,
         kind=GroupKind.BLOCK,
         parent="vision",
         placement=at,
-        summary="Pre-norm: LayerNorm, bidirectional attention over the image's patches and a residual addition, then "
-        "LayerNorm, a GELU MLP and a second residual addition.",
         locate=Locator(
-            claim="An encoder layer adds attention over its normalized input, then an MLP's.",
+            claim=words.claim,
             category=Category.BLOCK,
             sites=(method(LAYER, "forward"),),
         ),
     )
-    layer = Scope(b=b, group=block, placement=at, prefix="vision.", category=Category.NORM)
+    layer = Scope(b=b, group=block, placement=at, prefix="vision.", category=Category.NORM, words=VISION_LAYER_WORDS)
     _norm(layer, b, "attention-norm", "norm0", "norm1", d)
     _vision_attention(b, v, block, at)
     _residual(layer, "attention-residual", "hidden_states = hidden_states + self.attn(", d)
@@ -414,40 +473,36 @@ def _encoder_layers(b: GraphBuilder, v: VisionDims) -> None:
 def _vision_attention(b: GraphBuilder, v: VisionDims, block: str, at: Placement) -> None:
     """Multi-head attention over each image's patches: QKV projection, 2-D rotary, attention and output."""
     d = v.d
+    words = NODE_WORDS.words("vision.attention")
     attention = b.group(
         "vision.attention",
-        title="Vision attention",
+        words=words,
         kind=GroupKind.ATTENTION,
         parent=block,
         placement=at,
-        summary="Multi-head attention with 2-D rotary positions, each patch attending to every patch of its image.",
         locate=Locator(
-            claim="Vision attention projects queries, keys and values, rotates them and attends within each image.",
+            claim=words.claim,
             category=Category.ATTENTION,
             sites=(method(ATTENTION, "forward"),),
         ),
     )
-    attn = Scope(b=b, group=attention, placement=at, prefix="vision.attention.", category=Category.ATTENTION)
+    attn = Scope(
+        b=b, group=attention, placement=at, prefix="vision.attention.", category=Category.ATTENTION, words=NODE_WORDS
+    )
     _qkv(b, attn, v)
     query, key, value = (_head_states(d, name) for name in QKV_STATES)
     attn.node(
         "apply-rotary",
-        title="Apply 2-D rotary",
         kind=NodeKind.OPERATOR,
         code="apply_rotary_pos_emb_vision(query_states, key_states, cos, sin)",
-        summary="Rotate each patch's queries and keys by the angles of its row and column.",
-        claim="The queries and keys are rotated by the tower's 2-D rotary angles before attention.",
         sites=(statement(ATTENTION, "query_states, key_states = apply_rotary_pos_emb_vision("),),
         inputs=[query, key, _angles(v, "cos")],
         outputs=[query, key],
     )
     attn.node(
         "core",
-        title="Bidirectional attention",
         kind=NodeKind.OPERATOR,
         code="attention_interface(self, query_states, key_states, value_states, attention_mask=None, ...)",
-        summary="Softmax attention of every patch over every patch of the same image (no causal mask).",
-        claim="Attention runs image by image with no causal mask.",
         sites=(statement(ATTENTION, "attention_interface("),),
         inputs=[query, key, value],
         outputs=[_patches(d)],
@@ -455,11 +510,8 @@ def _vision_attention(b: GraphBuilder, v: VisionDims, block: str, at: Placement)
     )
     attn.node(
         "out-proj",
-        title="Attention output projection",
         kind=NodeKind.LEARNED,
         code="self.proj(attn_output)",
-        summary="Mix the heads' outputs back into the vision width.",
-        claim="The attention output is a linear projection with a bias (the checkpoint's wo).",
         sites=attribute(ATTENTION, "proj"),
         inputs=[_patches(d)],
         outputs=[_patches(d)],
@@ -481,12 +533,8 @@ def _qkv(b: GraphBuilder, attn: Scope, v: VisionDims) -> None:
     three = factor(f"3 × {d.formula}", 3 * (d.value or 0))
     attn.node(
         "qkv-proj",
-        title="Query, key and value projection",
         kind=NodeKind.LEARNED,
         code="self.q_proj(hidden_states), self.k_proj(hidden_states), self.v_proj(hidden_states)",
-        summary="Project each patch to its queries, keys and values (one fused wqkv matrix in the checkpoint).",
-        claim="The queries, keys and values are three linear projections with biases (the checkpoint's wqkv, split "
-        "on load).",
         sites=(*attribute(ATTENTION, "q_proj"), defined(ATTENTION, "k_proj"), defined(ATTENTION, "v_proj")),
         inputs=[_patches(d)],
         outputs=[_head_states(d, name) for name in QKV_STATES],
@@ -510,11 +558,9 @@ def _head_states(d: Dim, name: str) -> Shape:
 def _norm(layer: Scope, b: GraphBuilder, id: str, saved: str, attr: str, d: Dim) -> None:
     layer.node(
         id,
-        title=f"LayerNorm ({saved})",
+        fill={"saved": saved, "attr": attr},
         kind=NodeKind.LEARNED,
         code=f"self.{attr}(hidden_states)",
-        summary="Normalize each patch vector to zero mean and unit variance, then rescale and shift it.",
-        claim=f"The encoder layer's {attr} is a LayerNorm (the checkpoint's {saved}).",
         sites=attribute(LAYER, attr),
         inputs=[_patches(d)],
         outputs=[_patches(d)],
@@ -525,11 +571,8 @@ def _norm(layer: Scope, b: GraphBuilder, id: str, saved: str, attr: str, d: Dim)
 def _residual(layer: Scope, id: str, needle: str, d: Dim) -> None:
     layer.node(
         id,
-        title="Residual addition",
         kind=NodeKind.OPERATOR,
         code=needle.split(" = ", 1)[1] + "…)",
-        summary="Add the sublayer's output to the patch vectors.",
-        claim="The encoder layer adds each sublayer's output to its input.",
         category=Category.BLOCK,
         sites=(statement(LAYER, needle),),
         inputs=[_patches(d), _patches(d)],
@@ -539,29 +582,24 @@ def _residual(layer: Scope, id: str, needle: str, d: Dim) -> None:
 
 def _mlp(b: GraphBuilder, v: VisionDims, block: str, at: Placement) -> None:
     d, ffn = v.d, v.ffn
+    words = VISION_MLP_WORDS.words("vision.mlp")
     group = b.group(
         "vision.mlp",
-        title="Vision MLP",
+        words=words,
         kind=GroupKind.MLP,
         parent=block,
         placement=at,
-        summary="A two-layer feed-forward network with a GELU between.",
-        locate=Locator(
-            claim="The vision MLP is fc1, a GELU and fc2.", category=Category.MLP, sites=(method(MLP, "forward"),)
-        ),
+        locate=Locator(claim=words.claim, category=Category.MLP, sites=(method(MLP, "forward"),)),
     )
-    mlp = Scope(b=b, group=group, placement=at, prefix="vision.mlp.", category=Category.MLP)
+    mlp = Scope(b=b, group=group, placement=at, prefix="vision.mlp.", category=Category.MLP, words=VISION_MLP_WORDS)
     inner = shape("x", PATCHES, ffn)
     width, model = (str(ffn.formula), ffn.value or 0), (str(d.formula), d.value or 0)
     for id, saved, attr, into, out in (("fc0", "fc0", "fc1", model, width), ("fc1", "fc1", "fc2", width, model)):
         if attr == "fc2":
             mlp.node(
                 "act",
-                title="GELU",
                 kind=NodeKind.OPERATOR,
                 code="self.act(x)",
-                summary="Apply the GELU (tanh approximation) element by element.",
-                claim="The vision MLP's activation is hidden_act.",
                 sites=attribute(MLP, "act"),
                 inputs=[inner],
                 outputs=[inner],
@@ -569,11 +607,8 @@ def _mlp(b: GraphBuilder, v: VisionDims, block: str, at: Placement) -> None:
             )
         mlp.node(
             id,
-            title=f"MLP {attr} (the checkpoint's {saved})",
             kind=NodeKind.LEARNED,
             code=f"self.{attr}(x)",
-            summary="Project to the MLP width." if attr == "fc1" else "Project back to the vision width.",
-            claim=f"The MLP's {attr} is a linear layer with a bias (the checkpoint's mlp.{saved}).",
             sites=attribute(MLP, attr),
             inputs=[inner if attr == "fc2" else _patches(d)],
             outputs=[_patches(d) if attr == "fc2" else inner],
@@ -586,29 +621,27 @@ def _mlp(b: GraphBuilder, v: VisionDims, block: str, at: Placement) -> None:
 
 def projector(b: GraphBuilder, v: VisionDims) -> None:
     """LayerNorm over each patch, the merged block flattened, linear, GELU, linear to the text width."""
+    words = PROJECTOR_WORDS.words("projector")
     group = b.group(
         "projector",
-        title="Multimodal projector",
+        words=words,
         kind=GroupKind.PROJECTOR,
         parent="model",
-        summary="Maps each merged block of patches to one vector of the text model's width, which takes the place of "
-        "an image placeholder token's embedding.",
         locate=Locator(
-            claim="The projector normalizes, flattens each merged block and maps it to the text width.",
+            claim=words.claim,
             category=Category.VISION,
             sites=(method(PROJECTOR, "forward"),),
         ),
     )
-    step = Scope(b=b, group=group, placement=Placement(), prefix="projector.", category=Category.VISION)
+    step = Scope(
+        b=b, group=group, placement=Placement(), prefix="projector.", category=Category.VISION, words=PROJECTOR_WORDS
+    )
     merged = v.merged
     flat = shape("hidden_states", IMAGE_TOKENS, fixed("block", 1, "1"), merged)
     step.node(
         "pre-norm",
-        title="Projector LayerNorm",
         kind=NodeKind.LEARNED,
         code="self.pre_norm(hidden_states)",
-        summary="Normalize each patch vector of a merged block.",
-        claim="The projector starts with a LayerNorm over each patch vector.",
         sites=attribute(PROJECTOR, "pre_norm"),
         inputs=[shape("pooled_hidden_states", IMAGE_TOKENS, v.kernel, v.d)],
         outputs=[flat],
@@ -624,11 +657,8 @@ def _projection(b: GraphBuilder, step: Scope, v: VisionDims, flat: Shape) -> Non
     width = (str(merged.formula), merged.value or 0)
     step.node(
         "in-proj",
-        title="Projector input projection",
         kind=NodeKind.LEARNED,
         code="self.in_proj(hidden_states)",
-        summary="A linear layer over the flattened block of merged patches.",
-        claim="The input projection is a linear layer with a bias (in_proj; the checkpoint's proj.0).",
         sites=attribute(PROJECTOR, "in_proj"),
         inputs=[flat],
         outputs=[flat],
@@ -636,11 +666,8 @@ def _projection(b: GraphBuilder, step: Scope, v: VisionDims, flat: Shape) -> Non
     )
     step.node(
         "act",
-        title="GELU",
         kind=NodeKind.OPERATOR,
         code="self.act(hidden_states)",
-        summary="Apply the GELU element by element.",
-        claim="The projector's activation is a GELU.",
         sites=attribute(PROJECTOR, "act"),
         inputs=[flat],
         outputs=[flat],
@@ -648,26 +675,19 @@ def _projection(b: GraphBuilder, step: Scope, v: VisionDims, flat: Shape) -> Non
     features = shape("image_embeds", IMAGE_TOKENS, text)
     step.node(
         "out-proj",
-        title="Projector output projection",
         kind=NodeKind.LEARNED,
         code="self.out_proj(hidden_states)",
-        summary="Map each merged block to the text model's width.",
-        claim="The output projection is a linear layer with a bias to the text model's width (out_proj; the "
-        "checkpoint's proj.2).",
         sites=attribute(PROJECTOR, "out_proj"),
         inputs=[flat],
         outputs=[features],
         parameters=linear_rows(
-            b, "proj.2", "mm_projector.proj.2", ("hidden_size", text.value or 0), width, bias=True, quantized=False
+            b, "proj.2", "mm_projector.proj.2", (TEXT.hidden_size, text.value or 0), width, bias=True, quantized=False
         ),
     )
     step.state(
         "image-features",
-        title="Image features",
         code="image_embeds",
-        summary="One text-width vector per merged block; each replaces the embedding of an image placeholder token.",
         value=features,
-        claim="The image features replace the embeddings of the image placeholder tokens.",
         sites=(
             statement(WRAPPER, "image_embeds = self.mm_projector(", method="get_image_features"),
             statement(WRAPPER, "inputs_embeds = inputs_embeds.masked_scatter(image_mask"),
@@ -677,15 +697,12 @@ def _projection(b: GraphBuilder, step: Scope, v: VisionDims, flat: Shape) -> Non
 
 def image_scatter(b: GraphBuilder, v: VisionDims) -> None:
     """The image features put in place of the image placeholder tokens' embeddings, before the first block."""
-    step = Scope(b=b, group="model", placement=Placement(), prefix="", category=Category.VISION)
+    step = Scope(b=b, group="model", placement=Placement(), prefix="", category=Category.VISION, words=NODE_WORDS)
     embeds = shape("inputs_embeds", BATCH, TEXT_POSITIONS, v.text)
     step.node(
         SCATTER,
-        title="Image features into the embeddings",
         kind=NodeKind.OPERATOR,
         code="inputs_embeds.masked_scatter(image_mask, image_embeds)",
-        summary="Write each image feature over the embedding of one image placeholder token, in order.",
-        claim="The image features replace the embeddings of the image placeholder tokens before the decoder.",
         sites=(statement(WRAPPER, "inputs_embeds = inputs_embeds.masked_scatter(image_mask"),),
         inputs=[embeds, shape("image_embeds", IMAGE_TOKENS, v.text)],
         outputs=[embeds],
@@ -698,9 +715,11 @@ def image_scatter(b: GraphBuilder, v: VisionDims) -> None:
 class KimiK25Builder(DeepseekV3Builder):
     """Kimi-K2's text model from ``text_config`` with the vision tower and projector before its embedding."""
 
-    model_summary = (
-        "Embeds the tokens, puts the projected image features in place of the image placeholder tokens, runs every "
-        "decoder block, normalizes and projects to vocabulary logits."
+    model_words = Words(
+        title="{architecture}",
+        summary="Embeds the tokens, puts the projected image features in place of the image placeholder tokens, "
+        "runs every decoder block, normalizes and projects to vocabulary logits.",
+        claim=MODEL_CLAIM,
     )
 
     conversion_model_type = "kimi_k25"
@@ -711,12 +730,12 @@ class KimiK25Builder(DeepseekV3Builder):
         super().__init__(s)
         self.vision = vision_dims(s)
         # transformers ties lm_head by the wrapper's own flag (Kimi_K25Config defaults it to true).
-        top = s.document.data.get("tie_word_embeddings", TIE_DEFAULT)
+        top = s.document.data.get(K.tie_word_embeddings.name, TIE_DEFAULT)
         if not isinstance(top, bool):
             raise InputError(
                 f"tie_word_embeddings: expected true or false, got {top!r}",
                 path=s.document.path,
-                line=_line(s.document, ("tie_word_embeddings",)),
+                line=_line(s.document, (K.tie_word_embeddings.name,)),
             )
         self.tied = top
 
@@ -748,9 +767,190 @@ FAMILY = Family(
     transformers_model_type="kimi_k25",
     builds=FamilyBuilds(
         build=lambda settings, model, _code: build(settings, model),
-        code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key="text_config")},
-        modelled_configs=("text_config", "vision_config"),
+        code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key=K.text_config.name)},
+        modelled_configs=(K.text_config.name, K.vision_config.name),
         adapt_config=adapt_config,
+        aliases=SchemaAliases(TEXT, TEXT_MODEL_TYPE),
     ),
     speaks=FamilySpeech(moe=DeepseekV3Builder.naming, words=DEEPSEEK_V3_WORDS, text_family="deepseek_v3"),
 )
+
+
+NODE_WORDS = WordsTable(
+    {
+        SCATTER: Words(
+            title="Image features into the embeddings",
+            summary="Write each image feature over the embedding of one image placeholder token, in order.",
+            claim="The image features replace the embeddings of the image placeholder tokens before the decoder.",
+        ),
+        "vision": Words(
+            title="Vision tower",
+            summary=(
+                "Cuts each image into patches, embeds them, runs bidirectional encoder layers over each image's "
+                "patches and merges every 2×2 block of patches into one token."
+            ),
+            claim="The vision tower embeds the patches, runs every encoder layer and merges neighbouring patches.",
+        ),
+        "patch-embedding": Words(
+            title="Patch embedding",
+            summary="Map each patch of pixels to a vector with a convolution whose kernel and stride are the patch.",
+            claim=(
+                "The patch embedding is a convolution over 3 colour channels whose kernel and stride are the "
+                "patch size."
+            ),
+        ),
+        "position-embedding": Words(
+            title="Position embedding",
+            summary=(
+                "Add a learned position grid, resampled bicubically to each image's rows and columns, and a "
+                "sinusoid of the frame for video."
+            ),
+            claim=("The learned position grid is resampled to each image's patch grid and added to the patch vectors."),
+        ),
+        "rotary-embedding": Words(
+            title="2-D rotary embedding",
+            summary="Rotation angles from each patch's row and column, the same frequencies for both axes.",
+            claim="The vision rotary embedding computes angles from each patch's row and column (axial 2-D rotary).",
+        ),
+        "final-norm": Words(
+            title="Final LayerNorm",
+            summary="Normalize each patch vector after the last encoder layer.",
+            claim="The vision tower ends with a LayerNorm.",
+        ),
+        "patch-merge": Words(
+            title="Patch merge",
+            summary="Group every 2×2 block of neighbouring patches into one token (averaging a video's frames).",
+            claim="The patch merge groups each merge_kernel_size block of patches into one token, averaging frames.",
+        ),
+        "vision.block": Words(
+            title="Vision encoder layer",
+            summary=(
+                "Pre-norm: LayerNorm, bidirectional attention over the image's patches and a residual addition, "
+                "then LayerNorm, a GELU MLP and a second residual addition."
+            ),
+            claim="An encoder layer adds attention over its normalized input, then an MLP's.",
+        ),
+        "vision.attention": Words(
+            title="Vision attention",
+            summary=(
+                "Multi-head attention with 2-D rotary positions, each patch attending to every patch of its image."
+            ),
+            claim="Vision attention projects queries, keys and values, rotates them and attends within each image.",
+        ),
+        "apply-rotary": Words(
+            title="Apply 2-D rotary",
+            summary="Rotate each patch's queries and keys by the angles of its row and column.",
+            claim="The queries and keys are rotated by the tower's 2-D rotary angles before attention.",
+        ),
+        "core": Words(
+            title="Bidirectional attention",
+            summary="Softmax attention of every patch over every patch of the same image (no causal mask).",
+            claim="Attention runs image by image with no causal mask.",
+        ),
+        "out-proj": Words(
+            title="Attention output projection",
+            summary="Mix the heads' outputs back into the vision width.",
+            claim="The attention output is a linear projection with a bias (the checkpoint's wo).",
+        ),
+        "qkv-proj": Words(
+            title="Query, key and value projection",
+            summary="Project each patch to its queries, keys and values (one fused wqkv matrix in the checkpoint).",
+            claim=(
+                "The queries, keys and values are three linear projections with biases (the checkpoint's wqkv, "
+                "split on load)."
+            ),
+        ),
+    }
+)
+"""The words of the vision tower's nodes and groups and of the image scatter, by the id their steps pass."""
+
+
+PROJECTOR_WORDS = WordsTable(
+    {
+        "projector": Words(
+            title="Multimodal projector",
+            summary=(
+                "Maps each merged block of patches to one vector of the text model's width, which takes the "
+                "place of an image placeholder token's embedding."
+            ),
+            claim="The projector normalizes, flattens each merged block and maps it to the text width.",
+        ),
+        "pre-norm": Words(
+            title="Projector LayerNorm",
+            summary="Normalize each patch vector of a merged block.",
+            claim="The projector starts with a LayerNorm over each patch vector.",
+        ),
+        "in-proj": Words(
+            title="Projector input projection",
+            summary="A linear layer over the flattened block of merged patches.",
+            claim="The input projection is a linear layer with a bias (in_proj; the checkpoint's proj.0).",
+        ),
+        "act": Words(
+            title="GELU",
+            summary="Apply the GELU element by element.",
+            claim="The projector's activation is a GELU.",
+        ),
+        "image-features": Words(
+            title="Image features",
+            summary=(
+                "One text-width vector per merged block; each replaces the embedding of an image placeholder token."
+            ),
+            claim="The image features replace the embeddings of the image placeholder tokens.",
+        ),
+        "out-proj": Words(
+            title="Projector output projection",
+            summary="Map each merged block to the text model's width.",
+            claim="The output projection is a linear layer with a bias to the text model's width (out_proj; the "
+            "checkpoint's proj.2).",
+        ),
+    }
+)
+"""The words of the multimodal projector's group and nodes."""
+
+VISION_MLP_WORDS = WordsTable(
+    {
+        "vision.mlp": Words(
+            title="Vision MLP",
+            summary="A two-layer feed-forward network with a GELU between.",
+            claim="The vision MLP is fc1, a GELU and fc2.",
+        ),
+        "act": Words(
+            title="GELU",
+            summary="Apply the GELU (tanh approximation) element by element.",
+            claim="The vision MLP's activation is hidden_act.",
+        ),
+        "fc0": Words(
+            title="MLP fc1 (the checkpoint's fc0)",
+            summary="Project to the MLP width.",
+            claim="The MLP's fc1 is a linear layer with a bias (the checkpoint's mlp.fc0).",
+        ),
+        "fc1": Words(
+            title="MLP fc2 (the checkpoint's fc1)",
+            summary="Project back to the vision width.",
+            claim="The MLP's fc2 is a linear layer with a bias (the checkpoint's mlp.fc1).",
+        ),
+    }
+)
+"""The words of a vision encoder layer's MLP (fc1, GELU, fc2; the checkpoint numbers them from 0)."""
+
+_LAYER_NORM = Words(
+    title="LayerNorm ({saved})",
+    summary="Normalize each patch vector to zero mean and unit variance, then rescale and shift it.",
+    claim="The encoder layer's {attr} is a LayerNorm (the checkpoint's {saved}).",
+)
+_RESIDUAL = Words(
+    title="Residual addition",
+    summary="Add the sublayer's output to the patch vectors.",
+    claim="The encoder layer adds each sublayer's output to its input.",
+)
+
+VISION_LAYER_WORDS = WordsTable(
+    {
+        "attention-norm": _LAYER_NORM,
+        "attention-residual": _RESIDUAL,
+        "mlp-norm": _LAYER_NORM,
+        "mlp-residual": _RESIDUAL,
+    }
+)
+"""The words of a vision encoder layer's own nodes: its two LayerNorms (filled with the module's and the
+checkpoint's names) and its two residual additions."""

@@ -22,8 +22,7 @@ Sources (names, shapes and defaults below follow them, at transformers 5.24):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from archviz.families.blocks.builder import (
@@ -34,7 +33,9 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode, prefixed
 from archviz.families.blocks.decoder import (
+    BLOCK_CLAIM,
     LAYER,
+    MODEL_CLAIM,
     decoder_block,
     dense_swiglu_mlp,
     model_group,
@@ -45,14 +46,83 @@ from archviz.families.blocks.decoder import (
 )
 from archviz.families.blocks.gqa import AttentionBias, GqaDims, GqaOptions, GroupedQueryAttention
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
-from archviz.families.blocks.rotary import rope_settings, rotary_embedding, rotary_locator
+from archviz.families.blocks.node_words import Words, WordsTable
+from archviz.families.blocks.rotary import WHOLE_HEAD_WORDS, rope_settings, rotary_embedding, rotary_locator
 from archviz.families.blocks.routing import SoftmaxRouting
+from archviz.families.blocks.schema import (
+    DecoderKeys,
+    GqaKeys,
+    QuantizationKeys,
+    RopeKeys,
+    SchemaAliases,
+    with_defaults,
+)
 from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
 from archviz.graph.naming import NamingMap, conversion_renames
 from archviz.graph.nodes import Dim, Ffn, Graph, Layer, Mixer, ModelInfo, Setting
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import Key, Settings
 
-LAYER_KEYS = ("num_hidden_layers", "layer_types", "mlp_only_layers", "decoder_sparse_step")
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class LlamaSchema(DecoderKeys, RopeKeys, GqaKeys, QuantizationKeys):
+    """The keys a llama-style decoder reads (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config); a variant's
+    defaults for them are its ``Variant`` fields."""
+
+    use_sliding_window: Key = Key("use_sliding_window", default=False)
+    """Whether the sliding window applies (Qwen2, Qwen3)."""
+    max_window_layers: Key = Key("max_window_layers", default=28)
+    """The first layer of the sliding-window layers when ``layer_types`` is unset (Qwen2, Qwen3)."""
+    layer_types: Key = Key("layer_types")
+    """Each layer's attention: ``full_attention`` or ``sliding_attention``."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class MixtralSchema(LlamaSchema):
+    """Mixtral's keys: the llama-style decoder's and its MoE's (MixtralConfig)."""
+
+    num_local_experts: Key = Key("num_local_experts")
+    """Routed experts per layer."""
+    num_experts_per_tok: Key = Key("num_experts_per_tok")
+    """Experts each token is routed to."""
+    router_jitter_noise: Key = Key("router_jitter_noise")
+    """Noise on the router logits in training."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Qwen3MoeSchema(LlamaSchema):
+    """Qwen3-MoE's keys: the llama-style decoder's and its MoE's (Qwen3MoeConfig)."""
+
+    num_experts: Key = Key("num_experts")
+    """Routed experts per MoE layer."""
+    num_experts_per_tok: Key = Key("num_experts_per_tok")
+    """Experts each token is routed to."""
+    moe_intermediate_size: Key = Key("moe_intermediate_size")
+    """One expert's hidden width."""
+    norm_topk_prob: Key = Key("norm_topk_prob", default=False)
+    """Whether the top-k routing weights are renormalized."""
+    decoder_sparse_step: Key = Key("decoder_sparse_step", default=1)
+    """The MoE-layer period: layer ``i`` is MoE when ``(i+1) % step == 0``."""
+    mlp_only_layers: Key = Key("mlp_only_layers")
+    """Layers that keep the dense MLP."""
+
+
+K = LlamaSchema()
+"""The keys every llama-style variant reads alike."""
+MIXTRAL_KEYS = with_defaults(
+    MixtralSchema(), num_key_value_heads=8, rope_theta=1_000_000.0, rms_norm_eps=1e-5, sliding_window=None
+)
+"""Mixtral's keys, with MixtralConfig's defaults."""
+QWEN3_MOE_KEYS = with_defaults(
+    Qwen3MoeSchema(), num_key_value_heads=4, head_dim=None, rope_theta=10_000.0, rms_norm_eps=1e-6, sliding_window=4096
+)
+"""Qwen3-MoE's keys, with Qwen3MoeConfig's defaults."""
+
+LAYER_KEYS = (
+    K.num_hidden_layers.name,
+    K.layer_types.name,
+    QWEN3_MOE_KEYS.mlp_only_layers.name,
+    QWEN3_MOE_KEYS.decoder_sparse_step.name,
+)
 """The keys that place the layers: their count, the sliding-window and full-attention layers, the dense ones among
 MoE layers (``Graph.layer_keys``)."""
 
@@ -67,7 +137,7 @@ class SlidingWindow(StrEnum):
     """No layer (Llama)."""
     ALL = "all"
     """Every layer, when ``sliding_window`` is set (and, with a gate key, the gate is true)."""
-    LAYER_TYPES = "layer_types"
+    LAYER_TYPES = K.layer_types.name
     """The layers ``layer_types`` names ``sliding_attention``; by default layers from ``max_window_layers`` on,
     when ``use_sliding_window`` is true (Qwen2, Qwen3)."""
 
@@ -80,14 +150,6 @@ class Variant:
     """The family's name, which is also the one ``model_type`` it accepts and transformers' (``qwen3_moe``)."""
     title: str
     """How the model is called in summaries (``Llama``)."""
-    kv_heads_default: int | None
-    """``num_key_value_heads`` when absent; None means ``num_attention_heads``."""
-    head_dim_default: int | None
-    """``head_dim`` when absent; None means ``hidden_size / num_attention_heads``."""
-    rope_theta_default: float
-    """``rope_theta`` when absent (the config class's ``default_theta``)."""
-    rms_norm_eps_default: float
-    """``rms_norm_eps`` when absent."""
     attention_bias: AttentionBias
     """Which attention projections carry a bias."""
     mlp_bias: bool
@@ -96,10 +158,8 @@ class Variant:
     """Whether queries and keys get a per-head RMSNorm before rotary (Qwen3)."""
     sliding_window: SlidingWindow
     """Which layers use a sliding window."""
-    sliding_window_gate: str | None
+    sliding_window_gate: Key | None
     """Config key that must be true for ``sliding_window`` to apply (``use_sliding_window``)."""
-    sliding_window_default: int | None
-    """``sliding_window`` when absent."""
     window_attribute: bool = True
     """Where its transformers file reads the window, for the locator: the attention's own ``self.sliding_window``
     (Qwen2, Qwen3, Qwen3-MoE), else the config's, passed to the attention function in the forward (Mistral, Mixtral)."""
@@ -107,8 +167,11 @@ class Variant:
     """The class-name prefix of its transformers file (``Qwen3Moe`` in ``Qwen3MoeAttention``)."""
     moe: MoeNaming | None = None
     """The MoE's naming; None for a dense model."""
-    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    """Other spellings of keys it reads, from the config class's ``attribute_map`` (what save_pretrained writes)."""
+    keys: LlamaSchema
+    """The keys it reads, with its config class's defaults for those a config may omit: ``num_key_value_heads``
+    None means ``num_attention_heads``, ``head_dim`` None means ``hidden_size / num_attention_heads``,
+    ``rope_theta`` is the class's ``default_theta``. Their other spellings are its config class's
+    ``attribute_map`` (what save_pretrained writes), read when the family is built (``Family.builds.aliases``)."""
 
     @property
     def architecture(self) -> str:
@@ -116,9 +179,9 @@ class Variant:
         return f"{self.class_prefix}ForCausalLM"
 
     @property
-    def required(self) -> tuple[str, ...]:
+    def required(self) -> tuple[Key, ...]:
         """Keys every config of the family must set (transformers' defaults for them are no model's)."""
-        keys = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"]
+        keys = [K.vocab_size, K.hidden_size, K.intermediate_size, K.num_hidden_layers, K.num_attention_heads]
         if self.moe is not None:
             keys += [key for key in (self.moe.experts, self.moe.top_k, self.moe.width) if key not in keys]
         return tuple(keys)
@@ -142,52 +205,46 @@ class Variant:
 # is written as what it changes from the one its transformers file is modelled on.
 LLAMA = Variant(
     name="llama",
+    keys=with_defaults(K, num_key_value_heads=None, head_dim=None, rope_theta=10_000.0, rms_norm_eps=1e-6),
     class_prefix="Llama",
     title="Llama",
-    kv_heads_default=None,
-    head_dim_default=None,
-    rope_theta_default=10_000.0,
-    rms_norm_eps_default=1e-6,
     attention_bias=AttentionBias.CONFIG,
     mlp_bias=True,
     qk_norm=False,
     sliding_window=SlidingWindow.NONE,
     sliding_window_gate=None,
-    sliding_window_default=None,
 )
 
 MISTRAL = replace(
     LLAMA,
     name="mistral",
+    keys=with_defaults(LLAMA.keys, num_key_value_heads=8, sliding_window=4096),
     class_prefix="Mistral",
     title="Mistral",
-    kv_heads_default=8,
     attention_bias=AttentionBias.NONE,
     mlp_bias=False,
     sliding_window=SlidingWindow.ALL,
-    sliding_window_default=4096,
     window_attribute=False,
 )
 
 QWEN2 = replace(
     LLAMA,
     name="qwen2",
+    keys=with_defaults(LLAMA.keys, num_key_value_heads=32, sliding_window=4096),
     class_prefix="Qwen2",
     title="Qwen2",
-    kv_heads_default=32,
     attention_bias=AttentionBias.QKV,
     mlp_bias=False,
     sliding_window=SlidingWindow.LAYER_TYPES,
-    sliding_window_gate="use_sliding_window",
-    sliding_window_default=4096,
+    sliding_window_gate=K.use_sliding_window,
 )
 
 QWEN3 = replace(
     QWEN2,
     name="qwen3",
+    keys=with_defaults(QWEN2.keys, head_dim=128),
     class_prefix="Qwen3",
     title="Qwen3",
-    head_dim_default=128,
     attention_bias=AttentionBias.CONFIG,
     qk_norm=True,
 )
@@ -195,17 +252,15 @@ QWEN3 = replace(
 MIXTRAL = replace(
     MISTRAL,
     name="mixtral",
+    keys=MIXTRAL_KEYS,
     class_prefix="Mixtral",
     title="Mixtral",
-    rope_theta_default=1_000_000.0,
-    rms_norm_eps_default=1e-5,
-    sliding_window_default=None,
     moe=MoeNaming(
         routing=SoftmaxRouting(softmax_code="torch.nn.functional.softmax(router_logits.float(), dim=-1)"),
         experts_call=EXPERTS_CALL,
-        experts="num_local_experts",
-        top_k="num_experts_per_tok",
-        width="intermediate_size",
+        experts=MIXTRAL_KEYS.num_local_experts,
+        top_k=MIXTRAL_KEYS.num_experts_per_tok,
+        width=MIXTRAL_KEYS.intermediate_size,
         prefix=f"{LAYER}.block_sparse_moe",
         projections=("w1", "w3", "w2"),
         normalize=None,
@@ -218,24 +273,22 @@ QWEN3_MOE = replace(
     QWEN3,
     name="qwen3_moe",
     class_prefix="Qwen3Moe",
-    aliases={"num_experts": ("num_local_experts",)},  # Qwen3MoeConfig.attribute_map
+    keys=QWEN3_MOE_KEYS,
     title="Qwen3-MoE",
-    kv_heads_default=4,
-    head_dim_default=None,
     sliding_window=SlidingWindow.ALL,
     moe=MoeNaming(
         routing=SoftmaxRouting(
             softmax_code="torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)", cast_weights=True
         ),
         experts_call=EXPERTS_CALL,
-        experts="num_experts",
-        top_k="num_experts_per_tok",
-        width="moe_intermediate_size",
+        experts=QWEN3_MOE_KEYS.num_experts,
+        top_k=QWEN3_MOE_KEYS.num_experts_per_tok,
+        width=QWEN3_MOE_KEYS.moe_intermediate_size,
         prefix=f"{LAYER}.mlp",
         projections=("gate_proj", "up_proj", "down_proj"),
-        normalize="norm_topk_prob",
-        sparse_step="decoder_sparse_step",
-        dense_layers="mlp_only_layers",
+        normalize=QWEN3_MOE_KEYS.norm_topk_prob,
+        sparse_step=QWEN3_MOE_KEYS.decoder_sparse_step,
+        dense_layers=QWEN3_MOE_KEYS.mlp_only_layers,
     ),
 )
 
@@ -253,13 +306,13 @@ class LlamaBuilder:
         s.require(variant.required)
         dtype, block = checkpoint_dtypes(s)
         self.b = GraphBuilder(s, dtype=dtype, quantization_block=block)
-        self.layers = s.dim("num_hidden_layers")
-        self.tied = s.flag("tie_word_embeddings", default=False)
-        self.d = fixed("d", s.dim("hidden_size"), "hidden_size")
-        self.vocab = fixed("vocab", s.dim("vocab_size"), "vocab_size")
-        self.ffn = fixed("ffn", s.dim("intermediate_size"), "intermediate_size")
-        heads = s.dim("num_attention_heads")
-        self.heads = fixed("heads", heads, "num_attention_heads")
+        self.layers = s.dim(K.num_hidden_layers)
+        self.tied = s.flag(K.tie_word_embeddings, default=K.tie_word_embeddings.default)
+        self.d = fixed("d", s.dim(K.hidden_size), K.hidden_size.name)
+        self.vocab = fixed("vocab", s.dim(K.vocab_size), K.vocab_size.name)
+        self.ffn = fixed("ffn", s.dim(K.intermediate_size), K.intermediate_size.name)
+        heads = s.dim(K.num_attention_heads)
+        self.heads = fixed("heads", heads, K.num_attention_heads.name)
         self.kv_heads = self._kv_heads(heads)
         self.head_dim = self._head_dim(heads)
         hd = self.head_dim.value or 0
@@ -276,18 +329,18 @@ class LlamaBuilder:
     # -- config ---------------------------------------------------------------------------------
 
     def _kv_heads(self, heads: int) -> Dim:
-        s, default = self.s, self.v.kv_heads_default
-        kv = s.optional_dim("num_key_value_heads")
+        s, default = self.s, self.v.keys.num_key_value_heads.default
+        kv = s.optional_dim(K.num_key_value_heads)
         if kv is not None:
             if heads % kv:
-                raise s.fail(("num_key_value_heads",), f"num_attention_heads ({heads}) is not a multiple of it ({kv})")
-            return fixed("kv_heads", kv, "num_key_value_heads")
-        if default is None or s.has("num_key_value_heads"):
+                raise s.fail((K.num_key_value_heads,), f"num_attention_heads ({heads}) is not a multiple of it ({kv})")
+            return fixed("kv_heads", kv, K.num_key_value_heads.name)
+        if default is None or s.has(K.num_key_value_heads):
             # Unset in Llama, or null: the config classes' __post_init__ use num_attention_heads.
-            return fixed("kv_heads", heads, "num_attention_heads")
+            return fixed("kv_heads", heads, K.num_attention_heads.name)
         if heads % default:
             raise s.fail(
-                ("num_attention_heads",),
+                (K.num_attention_heads,),
                 f"is not a multiple of num_key_value_heads, which the config leaves at {self.v.title}'s default "
                 f"{default}",
             )
@@ -300,34 +353,37 @@ class LlamaBuilder:
 
     def _head_dim(self, heads: int) -> Dim:
         s = self.s
-        if s.optional_dim("head_dim") is not None:
-            return fixed("head_dim", s.dim("head_dim"), "head_dim")
-        default = self.v.head_dim_default
+        if s.optional_dim(K.head_dim) is not None:
+            return fixed(K.head_dim.name, s.dim(K.head_dim), K.head_dim.name)
+        default = self.v.keys.head_dim.default
         if default is not None:
             return Dim(
-                symbol="head_dim",
-                label="head_dim",
+                symbol=K.head_dim.name,
+                label=K.head_dim.name,
                 value=default,
                 formula=f"head_dim (unset: {self.v.title}'s default {default})",
             )
-        d = s.dim("hidden_size")
+        d = s.dim(K.hidden_size)
         if d % heads:
             raise s.fail(
-                ("num_attention_heads",),
+                (K.num_attention_heads,),
                 f"hidden_size ({d}) is not a multiple of it ({heads}) and head_dim is not set",
             )
-        return fixed("head_dim", d // heads, "hidden_size / num_attention_heads")
+        return fixed(K.head_dim.name, d // heads, "hidden_size / num_attention_heads")
 
     def window(self) -> int | None:
         """The sliding window in force, or None."""
         s, v = self.s, self.v
         if v.sliding_window is SlidingWindow.NONE:
             return None
-        if v.sliding_window_gate is not None and not s.flag(v.sliding_window_gate, default=False):
+        if v.sliding_window_gate is not None and not s.flag(
+            v.sliding_window_gate, default=v.sliding_window_gate.default
+        ):
             return None
-        if s.has("sliding_window"):
-            return s.optional_dim("sliding_window")
-        return v.sliding_window_default
+        if s.has(K.sliding_window):
+            return s.optional_dim(K.sliding_window)
+        default: int | None = v.keys.sliding_window.default
+        return default
 
     def can_slide(self) -> bool:
         """Whether a config of this variant can make attention use a sliding window (every variant but Llama)."""
@@ -341,15 +397,15 @@ class LlamaBuilder:
             return ()
         if v.sliding_window is SlidingWindow.ALL:
             return tuple(range(self.layers))
-        types = s.values.get("layer_types")
+        types = s.values.get(K.layer_types.name)
         if types is not None:
             if not isinstance(types, list) or len(types) != self.layers:
-                raise s.fail(("layer_types",), f"expected a list of {self.layers} layer types (num_hidden_layers)")
+                raise s.fail((K.layer_types,), f"expected a list of {self.layers} layer types (num_hidden_layers)")
             unknown = sorted({str(t) for t in types} - {"full_attention", "sliding_attention"})
             if unknown:
-                raise s.fail(("layer_types",), f"unknown layer types {unknown}")
+                raise s.fail((K.layer_types,), f"unknown layer types {unknown}")
             return tuple(i for i, kind in enumerate(types) if kind == "sliding_attention")
-        first = s.count("max_window_layers", default=28)
+        first = s.count(K.max_window_layers, default=K.max_window_layers.default)
         return tuple(range(first, self.layers))
 
     def _moe_layers(self) -> tuple[int, ...]:
@@ -363,8 +419,8 @@ class LlamaBuilder:
             return ()
         step = s.dim(moe.sparse_step) if s.has(moe.sparse_step) else 1
         dense: set[int] = set()
-        if moe.dense_layers is not None and s.values.get(moe.dense_layers) is not None:
-            listed = s.values[moe.dense_layers]
+        if moe.dense_layers is not None and s.values.get(moe.dense_layers.name) is not None:
+            listed = s.values[moe.dense_layers.name]
             if not isinstance(listed, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in listed):
                 raise s.fail((moe.dense_layers,), "expected a list of 0-based layer indices")
             outside = [i for i in listed if not 0 <= i < self.layers]
@@ -374,16 +430,16 @@ class LlamaBuilder:
         return tuple(i for i in range(self.layers) if i not in dense and (i + 1) % step == 0)
 
     def eps(self) -> Setting:
-        value = self.s.number("rms_norm_eps", default=self.v.rms_norm_eps_default)
+        value = self.s.number(K.rms_norm_eps, default=self.v.keys.rms_norm_eps.default)
         return Setting(
             name="epsilon",
             value=float(value),
-            config_keys=self.s.keys_set("rms_norm_eps"),
-            formula=None if self.s.has("rms_norm_eps") else f"unset: {self.v.title}'s default",
+            config_keys=self.s.keys_set(K.rms_norm_eps),
+            formula=None if self.s.has(K.rms_norm_eps) else f"unset: {self.v.title}'s default",
         )
 
     def activation(self) -> Setting:
-        return swiglu(self.s)[2][0]
+        return swiglu(self.s)[1][0]
 
     # -- the graph ------------------------------------------------------------------------------
 
@@ -391,20 +447,16 @@ class LlamaBuilder:
         b, v = self.b, self.v
         model_group(
             b,
-            title=model.architecture or f"{v.title} causal LM",
-            summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+            words=NODE_WORDS.words("model", {"architecture": model.architecture or f"{v.title} causal LM"}),
             code=self.code,
         )
         token_embedding(b, d=self.d, vocab=self.vocab, code=self.code)
-        settings, summary = rope_settings(
-            self.s, head_dim=self.head_dim.value or 0, theta_default=v.rope_theta_default, title=v.title
+        settings, scaling = rope_settings(
+            self.s, head_dim=self.head_dim.value or 0, theta_default=v.keys.rope_theta.default, title=v.title
         )
+        rope = WHOLE_HEAD_WORDS.words("rotary-embedding", {"scaling": scaling})
         rotary_embedding(
-            b,
-            rotated=self.head_dim,
-            settings=settings,
-            summary=summary,
-            locate=rotary_locator(self.code),
+            b, rotated=self.head_dim, settings=settings, words=rope, locate=rotary_locator(self.code, rope.claim)
         )
         moe = set(self.moe_layers)
         kinds = "the MoE in every layer" if len(moe) == self.layers else "the dense MLP or the MoE"
@@ -415,9 +467,8 @@ class LlamaBuilder:
             parent="model",
             d=self.d,
             eps=self.eps(),
-            summary=(
-                f"A block applies input RMSNorm, {self.attention_title().lower()} and a residual addition, then "
-                f"post-attention RMSNorm, {kinds if v.moe else 'the SwiGLU MLP'} and a second residual addition."
+            words=NODE_WORDS.words(
+                "block", {"attention": self.attention_title().lower(), "ffn": kinds if v.moe else "the SwiGLU MLP"}
             ),
             code=self.code,
             mixer=self.attention,
@@ -476,12 +527,12 @@ class LlamaBuilder:
     def mask_setting(self, window: int | None) -> Setting:
         s, v = self.s, self.v
         keys = tuple(
-            key
-            for key in ("sliding_window", v.sliding_window_gate, "max_window_layers", "layer_types")
+            key.name
+            for key in (K.sliding_window, v.sliding_window_gate, K.max_window_layers, K.layer_types)
             if key is not None and s.has(key)
         )
         if window is None:
-            off = v.sliding_window_gate is not None and s.values.get("sliding_window") is not None
+            off = v.sliding_window_gate is not None and s.values.get(K.sliding_window.name) is not None
             return Setting(
                 name="mask", value=f"causal ({v.sliding_window_gate} is false)" if off else "causal", config_keys=keys
             )
@@ -497,7 +548,7 @@ class LlamaBuilder:
         moe = set(self.moe_layers)
         dense = [i for i in range(self.layers) if i not in moe]
         if dense:
-            bias = self.v.mlp_bias and self.s.flag("mlp_bias", default=False)
+            bias = self.v.mlp_bias and self.s.flag(K.mlp_bias, default=K.mlp_bias.default)
             dense_swiglu_mlp(
                 self.b,
                 "",
@@ -505,7 +556,7 @@ class LlamaBuilder:
                 parent=block,
                 d=self.d,
                 ffn=self.ffn,
-                width_key="intermediate_size",
+                width_key=K.intermediate_size.name,
                 activation=swiglu(self.s),
                 code=self.code,
                 bias=bias,
@@ -525,10 +576,28 @@ def _family(variant: Variant) -> Family:
         model_types=(variant.name,),
         architectures=(variant.architecture,),
         transformers_model_type=variant.name,
-        builds=FamilyBuilds(build=build, aliases=variant.aliases),
+        builds=FamilyBuilds(build=build, aliases=SchemaAliases(variant.keys, variant.name)),
         speaks=FamilySpeech(moe=variant.moe),
     )
 
 
 FAMILIES: tuple[Family, ...] = tuple(_family(variant) for variant in VARIANTS)
 """One family per variant."""
+
+
+NODE_WORDS = WordsTable(
+    {
+        "model": Words(
+            title="{architecture}",
+            summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
+            claim=MODEL_CLAIM,
+        ),
+        "block": Words(
+            title="Decoder block",
+            summary="A block applies input RMSNorm, {attention} and a residual addition, then post-attention RMSNorm, "
+            "{ffn} and a second residual addition.",
+            claim=BLOCK_CLAIM,
+        ),
+    }
+)
+"""The words of the family's model group and decoder blocks."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from archviz.code.modeltree import CodeReader
 from archviz.graph.nodes import Graph, ModelInfo
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import KeyLike, Settings
 
 if TYPE_CHECKING:
     from archviz.code.locators import Locator
@@ -25,7 +25,7 @@ Locators = Callable[["Graph", "SourceFile"], tuple[Mapping[str, "Locator"], Mapp
 ConfigAdapter = Callable[[dict[str, Any]], list[str]]
 """Edits a copy of the config before transformers reads it and returns one sentence per change."""
 
-Getter = Callable[[str | None], Any]
+Getter = Callable[[KeyLike | None], Any]
 """Reads a config key for a sentence and records that the sentence rests on it; None when the config does not set
 it (or the key is None: a key the family does not have)."""
 

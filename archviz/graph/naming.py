@@ -9,7 +9,7 @@ looks a graph name up in transformers' model goes through it: the meta and check
 ``NamingMap.canonical``, the shape trace, the FLOP count and the deployment plan find modules with
 ``NamingMap.module_path``. A node's names are its tensors' and its ``traced_module``: the map says what each is
 called in transformers' model. Where a model was built, the rest of transformers' renaming (``Respell``) pairs what the
-map leaves.
+map leaves: built into the same map (``NamingMap.loaded_by``), so that every leg reads one map.
 
 The renames of a hand-written family come from transformers' own conversion mapping
 (``transformers/conversion_mapping.py``), read with ``conversion_renames`` off its source text (nothing of
@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Container, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from archviz.code.pins import transformers_package_text
 
@@ -42,12 +42,34 @@ class Rename:
     """Where the rename was read: transformers' conversion mapping for a model_type, or the built modules."""
 
 
+Respell = Callable[[Iterable[str]], Mapping[str, str]]
+"""Checkpoint names -> the names transformers loads them as: its whole conversion mapping (converters and patterns
+``NamingMap`` cannot hold as literal renames included) run by the model the meta stage built
+(``archviz.verify.meta.load_time_names``). Part of the map once a model is built (``NamingMap.load_time``): a
+reconciliation tries it on the names the literal renames leave unpaired, so it witnesses them rather than replacing
+them."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NamingMap:
-    """The renames between checkpoint names and module paths, the first that matches a name applying."""
+    """The renames between checkpoint names and module paths, the first that matches a name applying; where a model
+    was built, also transformers' load-time renaming of that model (``loaded_by``)."""
 
     renames: tuple[Rename, ...] = ()
     """In the order they are tried."""
+    load_time: Respell | None = field(default=None, compare=False)
+    """transformers' whole load-time renaming, run by the model the meta stage built (``Respell``); None until a
+    model is built."""
+
+    def loaded_by(self, respell: Respell | None) -> NamingMap:
+        """The same map, completed by the load-time renaming of a built model."""
+        return replace(self, load_time=respell)
+
+    def spellings(self) -> tuple[Respell, ...]:
+        """The ways to spell a tensor name once, in the order a reconciliation tries them on what is left unpaired:
+        the module path (``canonical``), then, where a model was built, the name transformers loads it as."""
+        canonical: Respell = lambda names: {name: self.canonical(name) for name in names}  # noqa: E731
+        return (canonical,) if self.load_time is None else (canonical, self.load_time)
 
     def module_path(self, name: str) -> str:
         """A checkpoint name (or a module name, with ``{layer}`` or a layer's index) as transformers' module path:
@@ -78,12 +100,6 @@ class NamingMap:
             if not rename.anchored and "." not in rename.checkpoint and "." not in rename.module
         }
 
-
-Respell = Callable[[Iterable[str]], Mapping[str, str]]
-"""Checkpoint names -> the names transformers loads them as: its whole conversion mapping (converters and patterns
-``NamingMap`` cannot hold as literal renames included) run by the model the meta stage built
-(``archviz.verify.meta.load_time_names``). The reconciliation tries it on the names ``NamingMap`` leaves unpaired: it
-witnesses the map's renames rather than replacing them, and exists only where a model was built."""
 
 NO_RENAMES = NamingMap()
 """A graph whose checkpoint names are its module paths."""

@@ -75,6 +75,34 @@ class DeclaredDtype:
     config declares its dtype."""
 
 
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One config key a family reads: its name, transformers' default for it, and its other spellings."""
+
+    name: str
+    """The key as the family reads it (``n_routed_experts``)."""
+    default: Any = None
+    """transformers' config-class default, for a key a config may leave out; None when the family has none."""
+    aliases: tuple[str, ...] = ()
+    """The other spellings transformers accepts for it (the config class's ``attribute_map``, both ways)."""
+
+    def __str__(self) -> str:
+        return self.name
+
+
+KeyLike = Key | str
+"""A key as a family's schema names it, or as a string (the generic family reads keys it discovers)."""
+
+
+def key_name(key: KeyLike) -> str:
+    """The name of ``key``."""
+    return key.name if isinstance(key, Key) else key
+
+
+def _names(keys: Iterable[KeyLike]) -> tuple[str, ...]:
+    return tuple(key_name(key) for key in keys)
+
+
 class Settings:
     """The settings a graph family reads from one config document."""
 
@@ -148,22 +176,23 @@ class Settings:
             self._weights_dtype = (weights_dtype(self.weights_folder) if self.weights_folder is not None else None,)
         return self._weights_dtype[0]
 
-    def missing(self, keys: Iterable[str]) -> list[str]:
+    def missing(self, keys: Iterable[KeyLike]) -> list[str]:
         """The keys of ``keys`` that neither the config nor an assumption sets."""
-        keys = list(keys)
-        self.read.update(keys)
-        return [key for key in keys if key not in self.values]
+        names = _names(keys)
+        self.read.update(names)
+        return [key for key in names if key not in self.values]
 
-    def has(self, key: str) -> bool:
+    def has(self, key: KeyLike) -> bool:
         """Whether the key is set (to anything, null included)."""
+        key = key_name(key)
         self.read.add(key)
         return key in self.values
 
-    def keys_set(self, *keys: str) -> tuple[str, ...]:
+    def keys_set(self, *keys: KeyLike) -> tuple[str, ...]:
         """The keys of ``keys`` the config sets: those a setting read with defaults rests on."""
-        return tuple(key for key in keys if self.has(key))
+        return tuple(key for key in _names(keys) if self.has(key))
 
-    def require(self, keys: Iterable[str]) -> None:
+    def require(self, keys: Iterable[KeyLike]) -> None:
         """Raise one error naming every key of ``keys`` the config lacks."""
         missing = self.missing(keys)
         if missing:
@@ -174,14 +203,16 @@ class Settings:
                 path=self.document.path,
             )
 
-    def line(self, *keys: str) -> int | None:
+    def line(self, *keys: KeyLike) -> int | None:
         """The first line of a key, for messages."""
-        if keys and keys[0] in self.aliased:
-            keys = (self.aliased[keys[0]], *keys[1:])
-        span = self.document.span(*keys)
+        names = _names(keys)
+        if names and names[0] in self.aliased:
+            names = (self.aliased[names[0]], *names[1:])
+        span = self.document.span(*names)
         return span.start if span else None
 
-    def _value(self, keys: tuple[str, ...], default: Any) -> Any:
+    def _value(self, keys: tuple[KeyLike, ...], default: Any) -> Any:
+        keys = _names(keys)
         self.read.add(keys[0])
         node: Any = self.values
         for key in keys:
@@ -196,11 +227,12 @@ class Settings:
             node = node[key]
         return node
 
-    def fail(self, keys: tuple[str, ...], message: str) -> InputError:
+    def fail(self, keys: tuple[KeyLike, ...], message: str) -> InputError:
         """An error at the line that sets ``keys``."""
+        keys = _names(keys)
         return InputError(f"{'.'.join(keys)}: {message}", path=self.document.path, line=self.line(*keys))
 
-    def dim(self, *keys: str) -> int:
+    def dim(self, *keys: KeyLike) -> int:
         """A positive integer dimension."""
         value = self._value(keys, _MISSING)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -212,13 +244,13 @@ class Settings:
         self._check_layers(keys, value)
         return value
 
-    def optional_dim(self, *keys: str) -> int | None:
+    def optional_dim(self, *keys: KeyLike) -> int | None:
         """A positive integer dimension, or None when the key is null or absent."""
         if self._value(keys, None) is None:
             return None
         return self.dim(*keys)
 
-    def count(self, *keys: str, default: int | None = None) -> int:
+    def count(self, *keys: KeyLike, default: int | None = None) -> int:
         """A non-negative integer (a layer count that may be zero)."""
         value = self._value(keys, _MISSING if default is None else default)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -228,11 +260,11 @@ class Settings:
         self._check_layers(keys, value)
         return value
 
-    def _check_layers(self, keys: tuple[str, ...], value: int) -> None:
-        if keys[-1] in LAYER_COUNT_KEYS and value > MAX_LAYERS:
+    def _check_layers(self, keys: tuple[KeyLike, ...], value: int) -> None:
+        if key_name(keys[-1]) in LAYER_COUNT_KEYS and value > MAX_LAYERS:
             raise self.fail(keys, f"{value} is not a plausible number of layers (more than {MAX_LAYERS:,})")
 
-    def number(self, *keys: str, default: float | None = None) -> float:
+    def number(self, *keys: KeyLike, default: float | None = None) -> float:
         """A finite real number."""
         value = self._value(keys, _MISSING if default is None else default)
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -245,21 +277,21 @@ class Settings:
             raise self.fail(keys, f"expected a finite number, got {_describe(value)}")
         return number
 
-    def flag(self, *keys: str, default: bool) -> bool:
+    def flag(self, *keys: KeyLike, default: bool) -> bool:
         """A boolean."""
         value = self._value(keys, default)
         if not isinstance(value, bool):
             raise self.fail(keys, f"expected true or false, got {_describe(value)}")
         return value
 
-    def text(self, *keys: str, default: str | None = None) -> str:
+    def text(self, *keys: KeyLike, default: str | None = None) -> str:
         """A string."""
         value = self._value(keys, _MISSING if default is None else default)
         if not isinstance(value, str):
             raise self.fail(keys, f"expected a string, got {_describe(value)}")
         return value
 
-    def mapping(self, *keys: str) -> Mapping[str, Any] | None:
+    def mapping(self, *keys: KeyLike) -> Mapping[str, Any] | None:
         """A nested object, or None when absent or null."""
         value = self._value(keys, None)
         if value is None:

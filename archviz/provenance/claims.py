@@ -13,9 +13,11 @@ from typing import Any
 
 from archviz.common.words import join
 from archviz.families.blocks.moe import moe_words
+from archviz.families.blocks.schema import DECODER, ROPE
 from archviz.families.registry import ConfigWords, Family
 from archviz.graph.nodes import Ffn, Graph, Mixer, Part
 from archviz.inputs.config import ConfigDocument
+from archviz.inputs.settings import KeyLike, key_name
 
 
 def value_at(config: ConfigDocument, key: str) -> Any:
@@ -34,16 +36,23 @@ def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | N
     values = config.settings
     moe = None if family is None else family.speaks.moe
     words = ConfigWords() if family is None else family.speaks.words
+    aliases = {} if family is None else family.builds.aliases
     keys: list[str] = []
     parts: list[str] = []
 
-    def get(key: str | None) -> Any:
-        if key is not None and key in values:
-            keys.append(key)
-            return values[key]
+    def get(key: KeyLike | None) -> Any:
+        """The value of ``key`` under its name or, when the config spells it otherwise, under another spelling the
+        family's schema accepts (transformers' ``attribute_map``)."""
+        if key is None:
+            return None
+        name = key_name(key)
+        for spelling in (name, *aliases.get(name, ())):
+            if spelling in values:
+                keys.append(spelling)
+                return values[spelling]
         return None
 
-    width, layers = get("hidden_size"), get("num_hidden_layers")
+    width, layers = get(DECODER.hidden_size), get(DECODER.num_hidden_layers)
     if isinstance(width, int):
         parts.append(f"width {width:,}")
     main = [layer for layer in graph.layers if layer.part is Part.MAIN]
@@ -64,19 +73,19 @@ def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | N
     if len(mixers) > 1 or any(kind in words.mixer_details for kind in mixers):
         details = {kind: words.mixer_details[kind](values, get) for kind in mixers if kind in words.mixer_details}
         parts.append(join([f"{count} {kind}{details.get(kind, '')}" for kind, count in mixers.items()]) + " layers")
-    heads = get("num_attention_heads")
+    heads = get(DECODER.num_attention_heads)
     if isinstance(heads, int):
         parts.append(f"{heads} attention heads")
     if moe is not None:
         parts.append(moe_words(moe, get) or "")
     if words.attention is not None:
         parts.append(words.attention(get) or "")
-    vocabulary = get("vocab_size")
+    vocabulary = get(DECODER.vocab_size)
     if isinstance(vocabulary, int):
         parts.append(f"vocabulary {vocabulary:,}")
     positions = words.positions(values, get) if words.positions else None
     parts.append(_rope_text(values, get) if positions is None else positions)
-    tied = get("tie_word_embeddings")
+    tied = get(DECODER.tie_word_embeddings)
     if not isinstance(tied, bool):  # unset: what the graph shares (a generic graph reads transformers' default)
         shared_head = any(node.shares_parameters_with for node in graph.nodes)
         tied = True if shared_head else (None if graph.derived_from_code else False)
@@ -87,10 +96,10 @@ def configuration_claim(graph: Graph, config: ConfigDocument, family: Family | N
 
 
 def _rope_text(values: Mapping[str, Any], get: Any) -> str:
-    scaling = get("rope_scaling") if "rope_scaling" in values else get("rope_parameters")
-    theta = get("rope_theta")
+    scaling = get(ROPE.rope_scaling) if ROPE.rope_scaling.name in values else get(ROPE.rope_parameters)
+    theta = get(ROPE.rope_theta)
     if theta is None and isinstance(scaling, Mapping):  # transformers 5's rope_parameters hold the base too
-        theta = scaling.get("rope_theta")
+        theta = scaling.get(ROPE.rope_theta.name)
     if theta is None and not isinstance(scaling, Mapping):
         return ""  # no rotary keys: the model may number positions otherwise (BERT's learned positions)
     base = f"θ {theta:,g}" if isinstance(theta, int | float) and not isinstance(theta, bool) else ""
@@ -110,9 +119,9 @@ def _rope_text(values: Mapping[str, Any], get: Any) -> str:
 def model_claim(config: ConfigDocument, *, upcast: bool) -> str:
     """What the model's forward does, from the config: blocks, tied head, and whether the file upcasts the logits."""
     values = config.settings
-    layers = values.get("num_hidden_layers")
+    layers = values.get(DECODER.num_hidden_layers.name)
     blocks = f"all {layers} blocks" if isinstance(layers, int) else "every block"
-    tied = values.get("tie_word_embeddings") is True
+    tied = values.get(DECODER.tie_word_embeddings.name) is True
     ending = (
         ", returning every position's logits in float32"
         if upcast

@@ -25,7 +25,7 @@ from archviz.common.words import plural
 from archviz.cost.model import priced as cost_priced
 from archviz.cost.model import unpriced_reason
 from archviz.families.omissions import quantization_modelled
-from archviz.graph.naming import Respell
+from archviz.graph.naming import NamingMap, Respell
 from archviz.graph.nodes import Graph, Part, TensorRow
 from archviz.graph.totals import ManifestTensor, TensorRole, node_buffers, node_parameters, predicted_manifest
 from archviz.pipeline import ModelDocs
@@ -182,8 +182,9 @@ class _Reconciled:
     """The meta model's non-persistent buffers: the code recomputes them, a checkpoint need not carry them."""
     built: BuildRecord | None = None
     """What the meta leg built."""
-    respell: Respell | None = None
-    """transformers' load-time renaming for the model the meta leg built, for the checkpoint leg's leftover names."""
+    naming: NamingMap | None = None
+    """The graph's naming map, completed by transformers' load-time renaming of the model the meta leg built (for the
+    checkpoint leg's leftover names); None when the leg did not run."""
 
 
 def _analytic_leg(docs: ModelDocs) -> Leg:
@@ -232,7 +233,8 @@ def _meta_leg(
         return _Reconciled(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
     meta, respell = _meta_model(docs, trust_remote_code=trust_remote_code)
     found = {name: (shape, None) for name, shape in {**meta.parameters, **meta.persistent_buffers}.items()}
-    pairs = pair_names(main, found, respell, graph.naming)
+    naming = graph.naming.loaded_by(respell)
+    pairs = pair_names(main, found, naming)
     tensors, empty = set_aside_empty(
         compare_names(main, found, pairs, leg=legs.META, check_dtype=False),
         found,
@@ -267,7 +269,7 @@ def _meta_leg(
         recomputed=frozenset(meta.non_persistent_buffers),
         built=built,
         notes=tuple(notes),
-        respell=respell,
+        naming=naming,
     )
 
 
@@ -411,7 +413,7 @@ def _checkpoint_leg(
     if stale:
         notes.append(_stale_note(stale))
     compared = {name: value for name, value in held.items() if name not in stale}
-    pairs = pair_names(everything, compared, meta.respell, docs.graph.naming)
+    pairs = pair_names(everything, compared, meta.naming or docs.graph.naming)
     method = None if quantization_modelled(docs.graph) else _packed_method(docs)
     unpaired = sorted(
         name

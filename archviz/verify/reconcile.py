@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from archviz.common.words import plural
-from archviz.graph.naming import NO_RENAMES, NamingMap, Respell
+from archviz.graph.naming import NO_RENAMES, NamingMap
 from archviz.graph.nodes import Part
 from archviz.graph.totals import ManifestTensor, TensorRole
 
@@ -75,13 +75,12 @@ Held = Mapping[str, tuple[tuple[int, ...], str | None]]
 def pair_names(
     expected: Iterable[str],
     held: Iterable[str],
-    respell: Respell | None = None,
     naming: NamingMap = NO_RENAMES,
 ) -> dict[str, str]:
     """Predicted name -> the held name that is the same tensor: the same spelling, or, for what is left, the same
-    module path (``NamingMap.canonical``), or (with ``respell``) the same name once transformers' load-time renaming
-    has run on both (a release's names against transformers' lossy save of them). Exact matches cost one set lookup
-    each; only the leftovers are respelled."""
+    spelling by the naming map (``NamingMap.spellings``: the module path, then, where a model was built, the name
+    once transformers' load-time renaming has run on both: a release's names against transformers' lossy save of
+    them). Exact matches cost one set lookup each; only the leftovers are respelled."""
     held = set(held)
     pairs: dict[str, str] = {}
     leftover: list[str] = []
@@ -90,10 +89,9 @@ def pair_names(
             pairs[name] = name
         else:
             leftover.append(name)
-    canonical: Respell = lambda names: {name: naming.canonical(name) for name in names}  # noqa: E731
-    for spell in (canonical, respell):
+    for spell in naming.spellings():
         unpaired = held.difference(pairs.values())
-        if not leftover or not unpaired or spell is None:
+        if not leftover or not unpaired:
             break
         spelled = spell([*leftover, *unpaired])
         by_spelling = {spelled[name]: name for name in unpaired}

@@ -9,18 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from archviz.code.locators import Category, Locator, attribute, statement
+from archviz.code.locators import Category, Site, attribute, statement
 from archviz.families.blocks.builder import BATCH, POSITIONS, Scope, shape
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.node_words import Fill, Words, WordsTable
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Shape, TensorRow
 
 
-def cache_locator(code: DecoderCode) -> Locator:
+def cache_sites(code: DecoderCode) -> tuple[Site, ...]:
     """Where attention writes this step's state to the layer's cache and reads back all positions."""
-    return Locator(
+    return (statement(code.attention, "cache.update(", "past_key_value.update(", "past_key_values.update("),)
+
+
+def cache_update(title: str, summary: str) -> Words:
+    """The cache update's words, with an attention kind's title and summary."""
+    return Words(
+        title=title,
+        summary=summary,
         claim="The cache update stores this step's attention state in the layer's cache and returns all positions.",
-        category=Category.ATTENTION,
-        sites=(statement(code.attention, "cache.update(", "past_key_value.update(", "past_key_values.update("),),
     )
 
 
@@ -30,36 +36,54 @@ def attention_output(
     d: Dim,
     heads_output: Shape,
     rows: Iterable[TensorRow],
-    summary: str,
+    fill: Fill | None = None,
     extra_keys: Iterable[str],
     code: DecoderCode,
 ) -> None:
     """The output projection of the joined heads (``heads_output``) back to the model width, and the attention
-    output the block adds to its residual stream (``scope`` is the attention's)."""
+    output the block adds to its residual stream (``scope`` is the attention's, its words hold ``o-proj``, made by
+    ``output_projection``, filled with ``fill``)."""
     attn_output = shape("attn_output", BATCH, POSITIONS, d)
     scope.node(
         "o-proj",
-        title="Attention output projection",
+        fill=fill,
         kind=NodeKind.LEARNED,
         code="self.o_proj(attn_output)",
-        summary=summary,
         inputs=[heads_output],
         outputs=[attn_output],
         parameters=rows,
         extra_keys=extra_keys,
-        claim="The output projection maps the concatenated head outputs back to the model width.",
         sites=attribute(code.attention, "o_proj"),
         category=Category.ATTENTION,
         op=Op(kind=OpKind.LINEAR),
     )
     scope.state(
         "output",
-        title="Attention output",
         code="attn_output",
-        summary="What attention adds to the residual stream.",
         value=attn_output,
-        claim="The attention output is the projected result that the block adds to its residual stream.",
         sites=(statement(code.attention, "attn_output = self.o_proj("),),
         category=Category.ATTENTION,
         traced_module="model.layers.{layer}.self_attn",
     )
+
+
+def output_projection(summary: str) -> Words:
+    """The output projection's words, with an attention kind's summary."""
+    return Words(
+        title="Attention output projection",
+        summary=summary,
+        claim="The output projection maps the concatenated head outputs back to the model width.",
+    )
+
+
+NODE_WORDS = WordsTable(
+    {
+        "output": Words(
+            title="Attention output",
+            summary="What attention adds to the residual stream.",
+            claim="The attention output is the projected result that the block adds to its residual stream.",
+        ),
+    }
+)
+"""The words of the attention output; an attention's own table adds its output projection's
+(``output_projection``)."""

@@ -14,6 +14,8 @@ from typing import NotRequired, TypedDict, Unpack
 
 from archviz.code.locators import Category, Locator, Site
 from archviz.common.dtypes import SAFETENSORS_DTYPES
+from archviz.families.blocks.node_words import NO_WORDS, Fill, Words, WordsTable
+from archviz.families.blocks.schema import DECODER, QUANTIZATION
 from archviz.graph.naming import NO_RENAMES, NamingMap
 from archviz.graph.nodes import (
     Assumption,
@@ -33,7 +35,7 @@ from archviz.graph.nodes import (
     Shape,
     TensorRow,
 )
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import KeyLike, Settings, key_name
 
 # The symbolic dimensions every decoder shares.
 BATCH = Dim(symbol="B", label="batch")
@@ -48,19 +50,19 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 def checkpoint_dtypes(settings: Settings) -> tuple[str, tuple[int, int] | None]:
     """The unquantized dtype and, for FP8 block quantization, the block size."""
     name = settings.declared_dtype().name  # a known dtype: torch_dtype/dtype with transformers' precedence
-    quantization = settings.mapping("quantization_config")
+    quantization = settings.mapping(QUANTIZATION.quantization_config)
     if quantization is None:
         return SAFETENSORS_DTYPES[name], None
-    method = settings.text("quantization_config", "quant_method", default="")
+    method = settings.text(QUANTIZATION.quantization_config, "quant_method", default="")
     if method != "fp8":
         return SAFETENSORS_DTYPES[name], None
-    block = settings.values["quantization_config"].get("weight_block_size")
+    block = settings.values[QUANTIZATION.quantization_config.name].get("weight_block_size")
     if (
         not isinstance(block, list)
         or len(block) != 2
         or not all(isinstance(item, int) and not isinstance(item, bool) and item > 0 for item in block)
     ):
-        raise settings.fail(("quantization_config", "weight_block_size"), "expected two positive integers")
+        raise settings.fail((QUANTIZATION.quantization_config, "weight_block_size"), "expected two positive integers")
     return SAFETENSORS_DTYPES[name], (block[0], block[1])
 
 
@@ -75,20 +77,22 @@ UE8M0_SCALES = (
 def scale_format(settings: Settings) -> Assumption | None:
     """What an FP8 block-quantized config's ``scale_fmt: ue8m0`` is taken to mean for the stored scales, said; None
     when the config sets no such scale format."""
-    quantization = settings.mapping("quantization_config")
+    quantization = settings.mapping(QUANTIZATION.quantization_config)
     if quantization is None or quantization.get("quant_method") != "fp8" or quantization.get("scale_fmt") != "ue8m0":
         return None
     return Assumption(key="quantization_config.scale_fmt", value=json.dumps("F32"), source=UE8M0_SCALES)
 
 
-def fixed(label: str, value: int, formula: str, symbol: str | None = None) -> Dim:
-    """A dimension the config fixes; its config keys are the identifiers in ``formula``."""
+def fixed(label: str, value: int, formula: KeyLike, symbol: str | None = None) -> Dim:
+    """A dimension the config fixes; its config keys are the identifiers in ``formula`` (a key, or an expression in
+    keys)."""
+    text = key_name(formula)
     return Dim(
         symbol=symbol or label,
         label=label,
         value=value,
-        formula=formula,
-        config_keys=tuple(_IDENTIFIER.findall(formula)),
+        formula=text,
+        config_keys=tuple(_IDENTIFIER.findall(text)),
     )
 
 
@@ -97,9 +101,9 @@ def shape(name: str, *dims: Dim, dtype: str | None = None) -> Shape:
     return Shape(name=name, dims=dims, dtype=dtype)
 
 
-def factor(name: str, value: int) -> Factor:
-    """One factor of a calculation."""
-    return Factor(name=name, value=value)
+def factor(name: KeyLike, value: int) -> Factor:
+    """One factor of a calculation (named by a key, or an expression in keys)."""
+    return Factor(name=key_name(name), value=value)
 
 
 def layer_placement(layers: Sequence[int], *, per_layer: int = 1, active_per_layer: int | None = None) -> Placement:
@@ -143,12 +147,14 @@ class NodeFields(TypedDict, total=False):
 class StateHead(TypedDict):
     """What a tensor state has besides its value: its identity, place and the module that outputs it."""
 
-    title: str
-    """Display title."""
+    words: NotRequired[Words | None]
+    """Its title and summary, from a words table."""
+    title: NotRequired[str | None]
+    """Display title (when not from ``words``)."""
     code: str
     """The expression that holds it in the modeling code."""
-    summary: str
-    """What it is, in a sentence."""
+    summary: NotRequired[str | None]
+    """What it is, in a sentence (when not from ``words``)."""
     group: str
     """The group it joins."""
     placement: NotRequired[Placement]
@@ -159,6 +165,16 @@ class StateHead(TypedDict):
     """How to find its code."""
     traced_module: NotRequired[str | None]
     """The module whose first output it is (``Node.traced_module``)."""
+
+
+def _title_summary(words: Words | None, title: str | None, summary: str | None) -> tuple[str, str]:
+    """The title and summary of ``words``, or those given: the generic family's, which writes its words from
+    transformers' modules rather than from a table."""
+    if words is not None:
+        return words.title, words.summary
+    if title is None or summary is None:
+        raise ValueError("a node or group needs words or a title and a summary")
+    return title, summary
 
 
 @dataclass(slots=True)
@@ -252,16 +268,18 @@ class GraphBuilder:
         self,
         id: str,
         *,
-        title: str,
         kind: GroupKind,
-        summary: str,
         parent: str | None,
+        words: Words | None = None,
+        title: str | None = None,
+        summary: str | None = None,
         placement: Placement = MODEL_LEVEL,
         locate: Locator | None = None,
     ) -> str:
-        """Open a group (it stays open: members join it by naming it)."""
+        """Open a group (it stays open: members join it by naming it), with ``words`` from a words table."""
         if id in self._groups or id in self._node_ids:
             raise ValueError(f"duplicate id {id}")
+        title, summary = _title_summary(words, title, summary)
         self._groups[id] = _GroupDraft(
             title=title, kind=kind, summary=summary, placement=placement, parent=parent, locate=self._located(locate)
         )
@@ -273,19 +291,22 @@ class GraphBuilder:
         self,
         id: str,
         *,
-        title: str,
         kind: NodeKind,
         code: str,
-        summary: str,
         group: str,
+        words: Words | None = None,
+        title: str | None = None,
+        summary: str | None = None,
         placement: Placement = MODEL_LEVEL,
         part: Part = Part.MAIN,
         locate: Locator | None = None,
         **fields: Unpack[NodeFields],
     ) -> str:
-        """Add an operator or tensor state to a group, after everything added before it."""
+        """Add an operator or tensor state to a group, after everything added before it, with ``words`` from a words
+        table."""
         if id in self._node_ids or id in self._groups:
             raise ValueError(f"duplicate id {id}")
+        title, summary = _title_summary(words, title, summary)
         inputs, outputs = tuple(fields.get("inputs", ())), tuple(fields.get("outputs", ()))
         parameters, buffers = tuple(fields.get("parameters", ())), tuple(fields.get("buffers", ()))
         settings = tuple(fields.get("settings", ()))
@@ -394,8 +415,10 @@ class GraphBuilder:
 class Scope:
     """Where a builder step adds its nodes: one group, one placement, one part, one evidence category.
 
-    ``node`` and ``state`` add ``prefix + id`` to the group with the locator its ``claim`` and ``sites`` make, so a
-    step says only what differs between its nodes.
+    ``node`` and ``state`` add ``prefix + id`` to the group with the locator its ``sites`` make; the node's title,
+    summary and claim are ``words``' entry for ``id`` (``archviz.families.blocks.node_words``), filled with the
+    values the step passes, so a step says only the structure that differs between its nodes. (The generic family
+    passes its words instead: it writes them from transformers' modules.)
     """
 
     b: GraphBuilder
@@ -410,33 +433,44 @@ class Scope:
     """Prepended to every id (``mtp.attention.``)."""
     category: Category = Category.BLOCK
     """The evidence tag of their locators, unless a node says otherwise."""
+    words: WordsTable = NO_WORDS
+    """The words of its nodes, by the id a step passes (without ``prefix``)."""
+
+    def _words(self, id: str, fill: Fill | None, title: str | None, summary: str | None, claim: str | None) -> Words:
+        """The table's words for ``id``, or the words given (the generic family's)."""
+        if title is None and summary is None and claim is None:
+            return self.words.words(id, fill)
+        if title is None or summary is None or claim is None:
+            raise ValueError(f"{id}: words from the table or a title, a summary and a claim")
+        return Words(title=title, summary=summary, claim=claim)
 
     def node(
         self,
         id: str,
         *,
-        title: str,
         kind: NodeKind,
         code: str,
-        summary: str,
-        claim: str,
         sites: tuple[Site, ...],
+        fill: Fill | None = None,
+        title: str | None = None,
+        summary: str | None = None,
+        claim: str | None = None,
         category: Category | None = None,
         absent: str | None = None,
         placement: Placement | None = None,
         **fields: Unpack[NodeFields],
     ) -> str:
-        """Add a node whose code ``sites`` find and ``claim`` describes."""
+        """Add a node whose code ``sites`` find; its words are the table's for ``id``, filled with ``fill``."""
+        words = self._words(id, fill, title, summary, claim)
         return self.b.node(
             self.prefix + id,
-            title=title,
+            words=words,
             kind=kind,
             code=code,
-            summary=summary,
             group=self.group,
             placement=self.placement if placement is None else placement,
             part=self.part,
-            locate=Locator(claim=claim, category=category or self.category, sites=sites, absent=absent),
+            locate=Locator(claim=words.claim, category=category or self.category, sites=sites, absent=absent),
             **fields,
         )
 
@@ -444,29 +478,31 @@ class Scope:
         self,
         id: str,
         *,
-        title: str,
         code: str,
-        summary: str,
         value: Shape,
-        claim: str,
         sites: tuple[Site, ...],
+        fill: Fill | None = None,
+        title: str | None = None,
+        summary: str | None = None,
+        claim: str | None = None,
         category: Category | None = None,
         absent: str | None = None,
         context: tuple[str, ...] = (),
         traced_module: str | None = None,
     ) -> str:
-        """Add a tensor state whose producing code ``sites`` find (and ``traced_module`` outputs, when one does)."""
+        """Add a tensor state whose producing code ``sites`` find (and ``traced_module`` outputs, when one does); its
+        words are the table's for ``id``, filled with ``fill``."""
+        words = self._words(id, fill, title, summary, claim)
         return self.b.state(
             self.prefix + id,
-            title=title,
+            words=words,
             code=code,
-            summary=summary,
             group=self.group,
             value=value,
             placement=self.placement,
             part=self.part,
             locate=Locator(
-                claim=claim, category=category or self.category, sites=sites, absent=absent, context=context
+                claim=words.claim, category=category or self.category, sites=sites, absent=absent, context=context
             ),
             traced_module=traced_module,
         )
@@ -482,8 +518,8 @@ def linear_rows(
     b: GraphBuilder,
     title: str,
     tensor: str,
-    out: tuple[str, int],
-    into: tuple[str, int],
+    out: tuple[KeyLike, int],
+    into: tuple[KeyLike, int],
     *,
     bias: bool,
     quantized: bool = True,
@@ -505,7 +541,7 @@ def swiglu_rows(
     b: GraphBuilder,
     tensor: str,
     *,
-    width_name: str,
+    width_name: KeyLike,
     width: int,
     d: int,
     title: str,
@@ -515,7 +551,11 @@ def swiglu_rows(
     """The weights of a SwiGLU network: gate and up ``[width, d]``, down ``[d, width]`` (and their biases)."""
     gate, up, down = names
     return [
-        *linear_rows(b, f"{title} {gate}", f"{tensor}.{gate}", (width_name, width), ("hidden_size", d), bias=bias),
-        *linear_rows(b, f"{title} {up}", f"{tensor}.{up}", (width_name, width), ("hidden_size", d), bias=bias),
-        *linear_rows(b, f"{title} {down}", f"{tensor}.{down}", ("hidden_size", d), (width_name, width), bias=bias),
+        *linear_rows(
+            b, f"{title} {gate}", f"{tensor}.{gate}", (width_name, width), (DECODER.hidden_size, d), bias=bias
+        ),
+        *linear_rows(b, f"{title} {up}", f"{tensor}.{up}", (width_name, width), (DECODER.hidden_size, d), bias=bias),
+        *linear_rows(
+            b, f"{title} {down}", f"{tensor}.{down}", (DECODER.hidden_size, d), (width_name, width), bias=bias
+        ),
     ]

@@ -42,9 +42,11 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.node_words import Fill, Words, WordsTable
+from archviz.families.blocks.schema import DECODER
 from archviz.graph.naming import NO_RENAMES, NamingMap
 from archviz.graph.nodes import Dim, Graph, GroupKind, ModelInfo, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import KeyLike, Settings
 
 LAYER = "model.layers.{layer}"
 """Checkpoint prefix of a decoder layer."""
@@ -76,9 +78,8 @@ def rms_norm(
     b: GraphBuilder,
     id: str,
     *,
-    title: str,
+    words: Words,
     code: str,
-    summary: str,
     group: str,
     tensor: str,
     width_name: str,
@@ -90,13 +91,12 @@ def rms_norm(
     part: Part = Part.MAIN,
 ) -> str:
     """An RMSNorm: ``weight * x / sqrt(mean(x²) + eps)`` over the last dimension, one learned scale per channel
-    (``locate``: None for a norm no modeling file has)."""
+    (``locate``: None for a norm no modeling file has; ``words``: from a words table)."""
     return b.node(
         id,
-        title=title,
+        words=words,
         kind=NodeKind.LEARNED,
         code=code,
-        summary=summary,
         group=group,
         inputs=[value],
         outputs=[value],
@@ -111,17 +111,16 @@ def rms_norm(
 # -- the model level ----------------------------------------------------------------------------------
 
 
-def model_group(b: GraphBuilder, *, title: str, summary: str, code: DecoderCode) -> str:
+def model_group(b: GraphBuilder, *, words: Words, code: DecoderCode) -> str:
     """The ``model`` group, whose evidence (the model's forward, composed into a claim) is the context of the
-    model-level nodes."""
+    model-level nodes (``words``: the family's, from a words table)."""
     return b.group(
         "model",
-        title=title,
+        words=words,
         kind=GroupKind.MODEL,
         parent=None,
-        summary=summary,
         locate=Locator(
-            claim="The model embeds the tokens, applies every block, normalizes and projects to vocabulary logits.",
+            claim=MODEL_CLAIM,
             category=Category.TRANSFORMER,
             composed="model",
             sites=(
@@ -148,13 +147,13 @@ def model_group(b: GraphBuilder, *, title: str, summary: str, code: DecoderCode)
 
 def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, group: str = "model") -> None:
     """``token-embedding`` and the ``embedded-state`` it produces."""
+    words = NODE_WORDS.words("token-embedding")
     b.node(
         "token-embedding",
-        title="Token embedding",
+        words=words,
         kind=NodeKind.LEARNED,
         code="self.embed_tokens(input_ids)",
         group=group,
-        summary="Look up a learned feature vector for each token ID.",
         inputs=[shape("input_ids", BATCH, POSITIONS)],
         outputs=[shape("inputs_embeds", BATCH, POSITIONS, d)],
         parameters=[
@@ -162,28 +161,28 @@ def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, g
                 b.tensor(
                     "Token embedding",
                     "model.embed_tokens.weight",
-                    [factor("vocab_size", vocab.value or 0), factor("hidden_size", d.value or 0)],
+                    [factor(DECODER.vocab_size.name, vocab.value or 0), factor(DECODER.hidden_size.name, d.value or 0)],
                 ),
                 module="Embedding",
             )
         ],
-        extra_keys=["pad_token_id"],
+        extra_keys=[DECODER.pad_token_id.name],
         locate=Locator(
-            claim="The token embedding is a learned table of vocabulary × width rows, looked up by token ID.",
+            claim=words.claim,
             category=Category.EMBEDDING,
             sites=attribute(code.model, "embed_tokens"),
         ),
     )
+    words = NODE_WORDS.words("embedded-state")
     b.state(
         "embedded-state",
-        title="Embedded state",
+        words=words,
         code="inputs_embeds",
         group=group,
-        summary="Learned token vectors entering the first block.",
         value=shape("inputs_embeds", BATCH, POSITIONS, d),
         traced_module="model.embed_tokens",
         locate=Locator(
-            claim="The embedded state is the looked-up token vectors, the hidden state entering the first block.",
+            claim=words.claim,
             category=Category.EMBEDDING,
             sites=(
                 # Llama's forward annotates the assignment (``inputs_embeds: torch.Tensor = …``).
@@ -200,10 +199,14 @@ def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, g
 # -- one block ----------------------------------------------------------------------------------------
 
 
-def _block_locator(code: DecoderCode) -> Locator:
+BLOCK_CLAIM = "A block applies input RMSNorm, the token mixer and a residual addition, then the FFN half."
+"""What a decoder block's locator claims, for every family."""
+
+
+def _block_locator(code: DecoderCode, claim: str) -> Locator:
     layer, ffn, remote_ffn = code.layer, code.ffn_attributes, code.remote_ffn_attributes
     return Locator(
-        claim="A block applies input RMSNorm, the token mixer and a residual addition, then the FFN half.",
+        claim=claim,
         category=Category.BLOCK,
         composed="block",
         sites=(
@@ -230,17 +233,10 @@ def _residual_add(block: Scope, half: str, *, d: Dim, inputs: Sequence[Shape], c
     first = half == "first"
     block.node(
         "attention-residual" if first else "ffn-residual",
-        title="Attention residual add" if first else "FFN residual add",
         kind=NodeKind.OPERATOR,
         code="residual + hidden_states",
-        summary="Add the attention output to the block's input."
-        if first
-        else "Add the FFN output to the residual stream; the sum is the block's output.",
         inputs=inputs,
         outputs=[hidden(d)],
-        claim="The first residual addition adds the token mixer's output to the block's input."
-        if first
-        else "The second residual addition adds the FFN output to the stream; the sum is the block's output.",
         sites=(statement(code.layer, "hidden_states = residual + hidden_states", occurrence=1 if first else 2),),
     )
 
@@ -259,71 +255,36 @@ def _block_norm(
 ) -> None:
     """The input RMSNorm (``input``) or the post-attention RMSNorm (``post_attention``) of a block."""
     name = f"{which}_layernorm"
-    before_mixer = which == "input"
+    id = "input-norm" if which == "input" else "post-attention-norm"
+    words = NODE_WORDS.words(id)
     rms_norm(
         b,
-        f"{prefix}input-norm" if before_mixer else f"{prefix}post-attention-norm",
-        title="Input RMSNorm" if before_mixer else "Post-attention RMSNorm",
+        prefix + id,
+        words=words,
         code=f"self.{name}(hidden_states)",
-        summary="Normalize the block's input to unit root-mean-square and rescale it before attention."
-        if before_mixer
-        else "Normalize the residual stream to unit root-mean-square and rescale it before the FFN.",
         group=block,
         tensor=f"{LAYER}.{name}.weight",
-        width_name="hidden_size",
+        width_name=DECODER.hidden_size.name,
         width=d.value or 0,
         value=hidden(d),
         eps=eps,
         at=at,
         part=part,
-        locate=norm_locator(
-            "The input RMSNorm normalizes the block's input before the token mixer."
-            if before_mixer
-            else "The post-attention RMSNorm normalizes the residual stream before the FFN.",
-            code.layer,
-            name,
-            code,
-        ),
+        locate=norm_locator(words.claim, code.layer, name, code),
     )
 
 
-# The residual stream inside a block, at three points of its forward pass: (title, summary, claim, the module whose
-# first output it is).
+# The residual stream inside a block, at three points of its forward pass: the module whose first output it is.
 _BLOCK_STATES = {
-    "residual-stream": (
-        "Residual stream",
-        "The hidden state entering the block, carried past attention and the FFN by residual additions.",
-        "The residual stream is the hidden state a block receives, kept aside as the first residual.",
-        "model.layers.{layer}",
-    ),
-    "mid-residual": (
-        "Mid-block residual stream",
-        "The residual stream after attention, entering the FFN half of the block.",
-        "After the first residual addition the stream is kept aside again as the residual of the FFN half.",
-        "model.layers.{layer}.post_attention_layernorm",
-    ),
-    "ffn-output": (
-        "FFN output",
-        "What the dense MLP or the MoE adds to the residual stream.",
-        "The FFN output is what the dense MLP or the MoE returns for the normalized stream.",
-        "model.layers.{layer}.mlp",
-    ),
+    "residual-stream": "model.layers.{layer}",
+    "mid-residual": "model.layers.{layer}.post_attention_layernorm",
+    "ffn-output": "model.layers.{layer}.mlp",
 }
 
 
 def _block_state(block: Scope, id: str, sites: tuple[Site, ...], *, d: Dim) -> None:
     """A state of the residual stream inside a block (``hidden_states`` at one point of the forward pass)."""
-    title, summary, claim, module = _BLOCK_STATES[id]
-    block.state(
-        id,
-        title=title,
-        code="hidden_states",
-        summary=summary,
-        value=hidden(d),
-        claim=claim,
-        sites=sites,
-        traced_module=module,
-    )
+    block.state(id, code="hidden_states", value=hidden(d), sites=sites, traced_module=_BLOCK_STATES[id])
 
 
 def decoder_block(
@@ -334,11 +295,10 @@ def decoder_block(
     parent: str,
     d: Dim,
     eps: Setting,
-    summary: str,
+    words: Words,
     code: DecoderCode,
     mixer: Callable[[str], None],
     ffn: Callable[[str], None],
-    title: str = "Decoder block",
     part: Part = Part.MAIN,
     before_mixer: Callable[[str], None] | None = None,
     before_ffn: Callable[[str], None] | None = None,
@@ -347,19 +307,18 @@ def decoder_block(
 
     ``mixer`` and ``ffn`` receive the block's group id and add the token mixer's and the FFN's nodes;
     ``before_mixer`` and ``before_ffn``, when given, add nodes that run before each half's norm (Kimi-K3's
-    Block Attention Residuals).
+    Block Attention Residuals); ``words`` are the block group's, from the family's words table.
     """
     at = layer_placement(layers)
     group = b.group(
         f"{prefix}block",
-        title=title,
+        words=words,
         kind=GroupKind.BLOCK,
         parent=parent,
         placement=at,
-        summary=summary,
-        locate=_block_locator(code),
+        locate=_block_locator(code, words.claim),
     )
-    block = Scope(b=b, group=group, placement=at, part=part, prefix=prefix)
+    block = Scope(b=b, group=group, placement=at, part=part, prefix=prefix, words=NODE_WORDS)
     residual = shape("residual", BATCH, POSITIONS, d)
     layer = code.layer
     _block_state(block, "residual-stream", (statement(layer, "residual = hidden_states"),), d=d)
@@ -382,43 +341,20 @@ def decoder_block(
 
 # -- the dense MLP ------------------------------------------------------------------------------------
 
-# The dense MLP's projections: id, title, attribute, summary, claim.
-_MLP_PROJECTIONS = (
-    (
-        "gate-proj",
-        "MLP gate projection",
-        "gate_proj",
-        "Project to the FFN width; its SiLU gates the up projection.",
-        "The gate projection maps each position to the FFN width; its activation gates the up projection.",
-    ),
-    (
-        "up-proj",
-        "MLP up projection",
-        "up_proj",
-        "Project to the FFN width; the values the gate lets through.",
-        "The up projection maps each position to the FFN width: the values the gate lets through.",
-    ),
-    (
-        "down-proj",
-        "MLP down projection",
-        "down_proj",
-        "Project the gated activations back to the model width.",
-        "The down projection maps the gated activations back to the model width.",
-    ),
-)
+# The dense MLP's projections: id and attribute.
+_MLP_PROJECTIONS = (("gate-proj", "gate_proj"), ("up-proj", "up_proj"), ("down-proj", "down_proj"))
 
 
 def _mlp_group(b: GraphBuilder, prefix: str, at: Placement, *, parent: str, code: DecoderCode) -> str:
+    words = NODE_WORDS.words("mlp")
     return b.group(
         f"{prefix}mlp",
-        title="Dense SwiGLU MLP",
+        words=words,
         kind=GroupKind.MLP,
         parent=parent,
         placement=at,
-        summary="A gated feed-forward network: SiLU(gate) × up, projected back down.",
         locate=Locator(
-            claim="The dense MLP is a gated feed-forward network: activated gate projection times up projection, "
-            "projected back down.",
+            claim=words.claim,
             category=Category.MLP,
             sites=(whole_class(code.mlp),),
         ),
@@ -433,8 +369,8 @@ def dense_swiglu_mlp(
     parent: str,
     d: Dim,
     ffn: Dim,
-    width_key: str,
-    activation: tuple[str, str, list[Setting]],
+    width_key: KeyLike,
+    activation: tuple[Words, list[Setting]],
     code: DecoderCode,
     bias: bool = False,
     tensor: str = f"{LAYER}.mlp",
@@ -442,24 +378,23 @@ def dense_swiglu_mlp(
 ) -> None:
     """The dense MLP ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` as gate, up, activation and down nodes.
 
-    ``activation`` is the gated activation's (title, summary, settings): SwiGLU's (``swiglu``) or a family's
-    own (Kimi-K3's SiTU)."""
+    ``activation`` is the gated activation's (words, settings): SwiGLU's (``swiglu``) or a family's own (Kimi-K3's
+    SiTU), its words from a words table."""
     group = _mlp_group(b, prefix, at, parent=parent, code=code)
-    mlp = Scope(b=b, group=group, placement=at, part=part, prefix=f"{prefix}mlp.", category=Category.MLP)
-    keys = ["mlp_bias"] if bias else []
-    width, model = (width_key, ffn.value or 0), ("hidden_size", d.value or 0)
+    mlp = Scope(
+        b=b, group=group, placement=at, part=part, prefix=f"{prefix}mlp.", category=Category.MLP, words=NODE_WORDS
+    )
+    keys = [DECODER.mlp_bias.name] if bias else []
+    width, model = (width_key, ffn.value or 0), (DECODER.hidden_size, d.value or 0)
     inner = shape("x", BATCH, POSITIONS, ffn)
-    for id, title, name, summary, claim in _MLP_PROJECTIONS:
+    for id, name in _MLP_PROJECTIONS:
         down = name == "down_proj"
         if down:
-            act_title, act_summary, act_settings = activation
-            mlp.node(
+            act_words, act_settings = activation
+            replace(mlp, words=mlp.words | WordsTable({"act": act_words})).node(
                 "act",
-                title=act_title,
                 kind=NodeKind.OPERATOR,
                 code="self.act_fn(self.gate_proj(x)) * self.up_proj(x)",
-                summary=act_summary,
-                claim="The SwiGLU activation multiplies the activated gate projection by the up projection.",
                 sites=attribute(code.mlp, "act_fn"),
                 inputs=[inner, inner],
                 outputs=[inner],
@@ -467,11 +402,8 @@ def dense_swiglu_mlp(
             )
         mlp.node(
             id,
-            title=title,
             kind=NodeKind.LEARNED,
             code="self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))" if down else f"self.{name}(x)",
-            summary=summary,
-            claim=claim,
             sites=attribute(code.mlp, name),
             extra_keys=keys,
             op=Op(kind=OpKind.LINEAR),
@@ -483,16 +415,12 @@ def dense_swiglu_mlp(
         )
 
 
-def swiglu(s: Settings, activation_key: str = "hidden_act") -> tuple[str, str, list[Setting]]:
-    """Title, summary and settings of the SwiGLU activation, named by ``hidden_act``."""
+def swiglu(s: Settings, activation_key: KeyLike = DECODER.hidden_act) -> tuple[Words, list[Setting]]:
+    """Words and settings of the SwiGLU activation, named by ``hidden_act``."""
     act = s.text(activation_key, default="silu")
     keys = s.keys_set(activation_key)
-    return (
-        "SwiGLU activation",
-        f"Multiply the {'SiLU' if act == 'silu' else act} of the gate projection by the up projection, "
-        "element by element.",
-        [Setting(name="activation", value=act, config_keys=keys)],
-    )
+    words = NODE_WORDS.words("act", {"function": "SiLU" if act == "silu" else act})
+    return words, [Setting(name="activation", value=act, config_keys=keys)]
 
 
 # -- the output head ----------------------------------------------------------------------------------
@@ -519,37 +447,31 @@ def output_head(
     """Final RMSNorm, final hidden state, output head (sharing the embedding's table when tied), logits, and,
     when the modeling code upcasts them, the float32 logits."""
     value = hidden(d)
+    words = NODE_WORDS.words("final-norm")
     rms_norm(
         b,
         "final-norm",
-        title="Final RMSNorm",
+        words=words,
         code="self.norm(hidden_states)",
-        summary="Normalize the last block's output to unit root-mean-square and rescale it.",
         group=group,
         tensor="model.norm.weight",
-        width_name="hidden_size",
+        width_name=DECODER.hidden_size.name,
         width=d.value or 0,
         value=value,
         eps=eps,
         at=Placement(),
-        locate=norm_locator(
-            "The final RMSNorm normalizes the last block's output to unit root-mean-square and rescales it by "
-            "a learned vector.",
-            code.model,
-            "norm",
-            code,
-        ),
+        locate=norm_locator(words.claim, code.model, "norm", code),
     )
+    words = NODE_WORDS.words("final-hidden-state")
     b.state(
         "final-hidden-state",
-        title="Final hidden state",
+        words=words,
         code="outputs.last_hidden_state",
         group=group,
-        summary="The normalized output of the last block, one vector per position.",
         value=value,
         traced_module="model.norm",
         locate=Locator(
-            claim="The final hidden state is the normalized output of the last block, which the output head reads.",
+            claim=words.claim,
             category=Category.TRANSFORMER,
             sites=(statement(code.causal_lm, "outputs.last_hidden_state", "hidden_states = outputs[0]"),),
         ),
@@ -564,43 +486,36 @@ def _lm_head(
 ) -> Shape:
     """The output head and the logits it produces; returns the logits' shape."""
     logits = shape("logits", BATCH, POSITIONS, vocab)
-    table = [factor("vocab_size", vocab.value or 0), factor("hidden_size", d.value or 0)]
+    table = [factor(DECODER.vocab_size.name, vocab.value or 0), factor(DECODER.hidden_size.name, d.value or 0)]
+    words = NODE_WORDS.words("lm-head", {"tied": tied})
     b.node(
         "lm-head",
-        title="Output head",
+        words=words,
         kind=NodeKind.LEARNED,
         code="self.lm_head(hidden_states)",
         group=group,
-        summary=(
-            "Project each position's hidden state to one score per vocabulary entry"
-            + (", reusing the token embedding's table." if tied else " with an untied matrix.")
-        ),
         inputs=[hidden(d)],
         outputs=[logits],
         parameters=[] if tied else [replace(b.tensor("Output head", "lm_head.weight", table), module="Linear")],
-        extra_keys=["tie_word_embeddings"],
+        extra_keys=[DECODER.tie_word_embeddings.name],
         shares_parameters_with="token-embedding" if tied else None,
         locate=Locator(
-            claim="The output head is a linear map from the model width to one score per vocabulary entry.",
+            claim=words.claim,
             category=Category.HEAD,
             sites=attribute(code.causal_lm, "lm_head"),
         ),
         op=Op(kind=OpKind.LINEAR),
     )
+    words = NODE_WORDS.words("logits", {"float_logits": float_logits})
     b.state(
         "logits",
-        title="Logits",
+        words=words,
         code="logits",
         group=group,
-        summary=(
-            "Unnormalized next-token scores in the model's dtype."
-            if float_logits
-            else "The next-token scores the model returns, unnormalized and in the model's dtype."
-        ),
         value=logits,
         traced_module="lm_head",
         locate=Locator(
-            claim="The logits are the output head's scores for every vocabulary entry at every position.",
+            claim=words.claim,
             category=Category.HEAD,
             sites=(statement(code.causal_lm, "logits = self.lm_head("),),
         ),
@@ -612,39 +527,32 @@ def _float_logits(b: GraphBuilder, *, logits: Shape, vocab: Dim, group: str, cod
     """The float32 cast of the logits and the float32 logits (cited where each implementation upcasts)."""
     as_float = shape("logits", BATCH, POSITIONS, vocab, dtype="float32")
     cast = (statement(code.causal_lm, "logits = logits.float()", "loss = self.loss_function("),)
+    words = NODE_WORDS.words("logits-float")
     b.node(
         "logits-float",
-        title="Logits cast to float32",
+        words=words,
         kind=NodeKind.OPERATOR,
         code="logits.float()",
         group=group,
-        summary="Upcast the logits to float32 before sampling or the loss.",
         inputs=[logits],
         outputs=[as_float],
         locate=Locator(
-            claim=(
-                "The logits are upcast to float32: the model's own code does it before returning them "
-                "(`logits = logits.float()`); transformers' port does it inside the loss function called here, "
-                "and generate() before sampling, returning the model's dtype otherwise."
-            ),
+            claim=words.claim,
             category=Category.HEAD,
             sites=cast,
             absent=_LOGITS_FLOAT_ABSENT,
         ),
     )
+    words = NODE_WORDS.words("logits-float32")
     b.state(
         "logits-float32",
-        title="Float32 logits",
+        words=words,
         code="logits",
         group=group,
-        summary="The next-token scores the model returns, in float32.",
         value=as_float,
         traced_module="lm_head",
         locate=Locator(
-            claim=(
-                "The float32 logits are what the model's own code returns and what transformers' port computes "
-                "its loss from."
-            ),
+            claim=words.claim,
             category=Category.HEAD,
             sites=cast,
             absent=_LOGITS_FLOAT_ABSENT,
@@ -666,18 +574,13 @@ def partial_graph(
 ) -> Graph:
     """What an incomplete config allows: the token embedding and its output, the rest listed as missing (``text``,
     ``naming``: a wrapper's text part and the graph's naming map, as the whole graph would have them)."""
-    s.require(["vocab_size", "hidden_size"])
+    s.require([DECODER.vocab_size.name, DECODER.hidden_size.name])
     dtype, block = checkpoint_dtypes(s)
     b = GraphBuilder(s, dtype=dtype, quantization_block=block, text=text)
-    d = fixed("d", s.dim("hidden_size"), "hidden_size")
-    vocab = s.dim("vocab_size")
-    model_group(
-        b,
-        title=model.architecture or "Model",
-        summary="Embeds the tokens; the rest of the forward pass needs keys this config does not set.",
-        code=code,
-    )
-    token_embedding(b, d=d, vocab=fixed("vocab", vocab, "vocab_size"), code=code)
+    d = fixed("d", s.dim(DECODER.hidden_size), DECODER.hidden_size.name)
+    vocab = s.dim(DECODER.vocab_size)
+    model_group(b, words=PARTIAL_WORDS.words("model", {"architecture": model.architecture or "Model"}), code=code)
+    token_embedding(b, d=d, vocab=fixed("vocab", vocab, DECODER.vocab_size.name), code=code)
     return b.finish(
         model,
         input_embedding="token-embedding",
@@ -688,3 +591,149 @@ def partial_graph(
         partial=True,
         naming=naming,
     )
+
+
+ACTIVATION_CLAIM = "The SwiGLU activation multiplies the activated gate projection by the up projection."
+"""What the gated activation's locator claims (it cites the MLP's ``act_fn``, whichever function it is)."""
+
+MODEL_CLAIM = "The model embeds the tokens, applies every block, normalizes and projects to vocabulary logits."
+"""What the ``model`` group's locator claims, for every family."""
+
+
+def _lm_head_words(fill: Fill) -> Words:
+    how = ", reusing the token embedding's table." if fill["tied"] else " with an untied matrix."
+    return Words(
+        title="Output head",
+        summary=f"Project each position's hidden state to one score per vocabulary entry{how}",
+        claim="The output head is a linear map from the model width to one score per vocabulary entry.",
+    )
+
+
+def _logits_words(fill: Fill) -> Words:
+    return Words(
+        title="Logits",
+        summary="Unnormalized next-token scores in the model's dtype."
+        if fill["float_logits"]
+        else "The next-token scores the model returns, unnormalized and in the model's dtype.",
+        claim="The logits are the output head's scores for every vocabulary entry at every position.",
+    )
+
+
+NODE_WORDS = WordsTable(
+    {
+        "residual-stream": Words(
+            title="Residual stream",
+            summary="The hidden state entering the block, carried past attention and the FFN by residual additions.",
+            claim="The residual stream is the hidden state a block receives, kept aside as the first residual.",
+        ),
+        "input-norm": Words(
+            title="Input RMSNorm",
+            summary="Normalize the block's input to unit root-mean-square and rescale it before attention.",
+            claim="The input RMSNorm normalizes the block's input before the token mixer.",
+        ),
+        "attention-residual": Words(
+            title="Attention residual add",
+            summary="Add the attention output to the block's input.",
+            claim="The first residual addition adds the token mixer's output to the block's input.",
+        ),
+        "mid-residual": Words(
+            title="Mid-block residual stream",
+            summary="The residual stream after attention, entering the FFN half of the block.",
+            claim="After the first residual addition the stream is kept aside again as the residual of the FFN half.",
+        ),
+        "post-attention-norm": Words(
+            title="Post-attention RMSNorm",
+            summary="Normalize the residual stream to unit root-mean-square and rescale it before the FFN.",
+            claim="The post-attention RMSNorm normalizes the residual stream before the FFN.",
+        ),
+        "ffn-output": Words(
+            title="FFN output",
+            summary="What the dense MLP or the MoE adds to the residual stream.",
+            claim="The FFN output is what the dense MLP or the MoE returns for the normalized stream.",
+        ),
+        "ffn-residual": Words(
+            title="FFN residual add",
+            summary="Add the FFN output to the residual stream; the sum is the block's output.",
+            claim="The second residual addition adds the FFN output to the stream; the sum is the block's output.",
+        ),
+        "gate-proj": Words(
+            title="MLP gate projection",
+            summary="Project to the FFN width; its SiLU gates the up projection.",
+            claim="The gate projection maps each position to the FFN width; its activation gates the up projection.",
+        ),
+        "up-proj": Words(
+            title="MLP up projection",
+            summary="Project to the FFN width; the values the gate lets through.",
+            claim="The up projection maps each position to the FFN width: the values the gate lets through.",
+        ),
+        "down-proj": Words(
+            title="MLP down projection",
+            summary="Project the gated activations back to the model width.",
+            claim="The down projection maps the gated activations back to the model width.",
+        ),
+        "act": Words(
+            title="SwiGLU activation",
+            summary="Multiply the {function} of the gate projection by the up projection, element by element.",
+            claim=ACTIVATION_CLAIM,
+        ),
+        "final-norm": Words(
+            title="Final RMSNorm",
+            summary="Normalize the last block's output to unit root-mean-square and rescale it.",
+            claim="The final RMSNorm normalizes the last block's output to unit root-mean-square and rescales it by "
+            "a learned vector.",
+        ),
+        "lm-head": _lm_head_words,
+        "logits": _logits_words,
+        "token-embedding": Words(
+            title="Token embedding",
+            summary="Look up a learned feature vector for each token ID.",
+            claim="The token embedding is a learned table of vocabulary × width rows, looked up by token ID.",
+        ),
+        "embedded-state": Words(
+            title="Embedded state",
+            summary="Learned token vectors entering the first block.",
+            claim="The embedded state is the looked-up token vectors, the hidden state entering the first block.",
+        ),
+        "mlp": Words(
+            title="Dense SwiGLU MLP",
+            summary="A gated feed-forward network: SiLU(gate) × up, projected back down.",
+            claim=(
+                "The dense MLP is a gated feed-forward network: activated gate projection times up projection, "
+                "projected back down."
+            ),
+        ),
+        "final-hidden-state": Words(
+            title="Final hidden state",
+            summary="The normalized output of the last block, one vector per position.",
+            claim="The final hidden state is the normalized output of the last block, which the output head reads.",
+        ),
+        "logits-float": Words(
+            title="Logits cast to float32",
+            summary="Upcast the logits to float32 before sampling or the loss.",
+            claim=(
+                "The logits are upcast to float32: the model's own code does it before returning them (`logits = "
+                "logits.float()`); transformers' port does it inside the loss function called here, and "
+                "generate() before sampling, returning the model's dtype otherwise."
+            ),
+        ),
+        "logits-float32": Words(
+            title="Float32 logits",
+            summary="The next-token scores the model returns, in float32.",
+            claim=(
+                "The float32 logits are what the model's own code returns and what transformers' port computes "
+                "its loss from."
+            ),
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""
+
+PARTIAL_WORDS = WordsTable(
+    {
+        "model": Words(
+            title="{architecture}",
+            summary="Embeds the tokens; the rest of the forward pass needs keys this config does not set.",
+        ),
+    }
+)
+"""The model group's words in a graph of an incomplete config (``partial_graph``)."""

@@ -8,12 +8,14 @@ eager_attention_forward, repeat_kv) and the files generated from it (``models/mi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from archviz.code.locators import Category, Locator, attribute, defined, function, method, statement
-from archviz.families.blocks.attention import attention_output, cache_locator
+from archviz.families.blocks.attention import NODE_WORDS as ATTENTION_WORDS
+from archviz.families.blocks.attention import attention_output, cache_sites, cache_update, output_projection
 from archviz.families.blocks.builder import (
     BATCH,
     KEY_POSITIONS,
@@ -23,6 +25,8 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.decoder import LAYER, hidden, norm_locator, rms_norm
+from archviz.families.blocks.node_words import Fill, Words, WordsTable
+from archviz.families.blocks.schema import DECODER, GQA
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Placement, Setting, Shape
 
 if TYPE_CHECKING:
@@ -111,40 +115,35 @@ class GroupedQueryAttention:
         self.at = at
         self.grouped = dims.grouped
         self.config_bias = (
-            self.s.flag("attention_bias", default=False) if self.options.bias is AttentionBias.CONFIG else False
+            self.s.flag(DECODER.attention_bias, default=DECODER.attention_bias.default)
+            if self.options.bias is AttentionBias.CONFIG
+            else False
         )
-        self.bias_keys = ["attention_bias"] if self.options.bias is AttentionBias.CONFIG else []
+        self.bias_keys = [DECODER.attention_bias.name] if self.options.bias is AttentionBias.CONFIG else []
         self.group = ""
 
     def build(self, block: str) -> None:
         dims, options, a = self.dims, self.options, self.code.attention
+        words = NODE_WORDS.words("attention", {"grouped": self.grouped, "qk_norm": options.qk_norm})
         self.group = self.b.group(
             "attention",
-            title=dims.title,
+            words=words,
             kind=GroupKind.ATTENTION,
             parent=block,
             placement=self.at,
-            summary=(
-                "Project to num_attention_heads query heads and num_key_value_heads key and value heads"
-                + (", RMSNorm each query and key head" if options.qk_norm else "")
-                + ", rotate queries and keys by position, cache keys and values, causal softmax attention"
-                + (" with each key/value head shared by a group of query heads" if self.grouped else "")
-                + ", output projection."
-            ),
             locate=Locator(
-                claim=(
-                    "Grouped-query attention projects each position to the query heads and to num_key_value_heads "
-                    "key and value heads"
-                    + (", normalizes each query and key head" if options.qk_norm else "")
-                    + ", rotates queries and keys by position, caches keys and values, attends causally and projects "
-                    "the joined heads back to the model width."
-                ),
+                claim=words.claim,
                 category=Category.ATTENTION,
                 sites=(method(a, "forward"),),
             ),
         )
         self.scope = Scope(
-            b=self.b, group=self.group, placement=self.at, prefix="attention.", category=Category.ATTENTION
+            b=self.b,
+            group=self.group,
+            placement=self.at,
+            prefix="attention.",
+            category=Category.ATTENTION,
+            words=ATTENTION_WORDS | NODE_WORDS,
         )
         self._projections()
         query, key, value = self._heads()
@@ -160,12 +159,11 @@ class GroupedQueryAttention:
                 self.b,
                 "o_proj",
                 f"{LAYER}.self_attn.o_proj",
-                ("hidden_size", dims.d.value or 0),
+                (DECODER.hidden_size.name, dims.d.value or 0),
                 (heads_out, dims.q_width.value or 0),
                 bias=self.config_bias,
             ),
-            summary="Project the joined head outputs back to the model width"
-            + (", plus a learned bias." if self.config_bias else "."),
+            fill={"bias": self.config_bias},
             extra_keys=self.bias_keys,
             code=self.code,
         )
@@ -178,49 +176,30 @@ class GroupedQueryAttention:
     def _projections(self) -> None:
         dims, a = self.dims, self.code.attention
         qkv_bias = self.options.bias is AttentionBias.QKV or self.config_bias
-        bias_phrase = _QKV_BIAS[self.options.bias]
         d, q_width, kv_width = dims.d.value or 0, dims.q_width.value or 0, dims.kv_width.value or 0
-        for name, width, out_name, out, summary, claim in (
-            (
-                "q_proj",
-                q_width,
-                "num_attention_heads × head_dim",
-                dims.q_width,
-                "Project each position's hidden state to every query head.",
-                "The query projection maps each position's hidden state to every query head",
-            ),
-            (
-                "k_proj",
-                kv_width,
-                "num_key_value_heads × head_dim",
-                dims.kv_width,
-                "Project each position's hidden state to the key heads"
-                + (", fewer than the query heads." if self.grouped else ", one per query head."),
-                "The key projection maps each position's hidden state to the num_key_value_heads key heads",
-            ),
-            (
-                "v_proj",
-                kv_width,
-                "num_key_value_heads × head_dim",
-                dims.kv_width,
-                "Project each position's hidden state to the value heads, as many as the key heads.",
-                "The value projection maps each position's hidden state to as many value heads as key heads",
-            ),
+        fill = {"grouped": self.grouped, "qkv_bias": qkv_bias, "bias": self.options.bias}
+        for name, width, out_name, out in (
+            ("q_proj", q_width, "num_attention_heads × head_dim", dims.q_width),
+            ("k_proj", kv_width, "num_key_value_heads × head_dim", dims.kv_width),
+            ("v_proj", kv_width, "num_key_value_heads × head_dim", dims.kv_width),
         ):
             which = {"q_proj": "query", "k_proj": "key", "v_proj": "value"}[name]
             self.scope.node(
                 f"{name[0]}-proj",
-                title=f"{which.capitalize()} projection",
+                fill=fill,
                 kind=NodeKind.LEARNED,
                 code=f"self.{name}(hidden_states)",
-                summary=summary[:-1] + (", plus a learned bias." if qkv_bias else "."),
                 inputs=[hidden(dims.d)],
                 outputs=[shape(f"{which}_states", BATCH, POSITIONS, out)],
                 parameters=linear_rows(
-                    self.b, name, f"{LAYER}.self_attn.{name}", (out_name, width), ("hidden_size", d), bias=qkv_bias
+                    self.b,
+                    name,
+                    f"{LAYER}.self_attn.{name}",
+                    (out_name, width),
+                    (DECODER.hidden_size.name, d),
+                    bias=qkv_bias,
                 ),
                 extra_keys=self.bias_keys,
-                claim=f"{claim}{bias_phrase}.",
                 sites=attribute(a, name),
                 op=Op(kind=OpKind.LINEAR),
             )
@@ -242,19 +221,15 @@ class GroupedQueryAttention:
         # Qwen3 normalizes each head between the view and the transpose; the others transpose at once.
         self.scope.node(
             "head-split",
-            title="Split into heads",
+            fill={"qk_norm": options.qk_norm},
             kind=NodeKind.OPERATOR,
             code="self.q_proj(hidden_states).view(hidden_shape)" + ("" if options.qk_norm else ".transpose(1, 2)"),
-            summary="View each projection as one head_dim vector per head"
-            + ("." if options.qk_norm else ", heads before positions."),
             inputs=[
                 shape("query_states", BATCH, POSITIONS, dims.q_width),
                 shape("key_states", BATCH, POSITIONS, dims.kv_width),
                 shape("value_states", BATCH, POSITIONS, dims.kv_width),
             ],
             outputs=list(per_head) if options.qk_norm else list(heads),
-            claim="The projections are viewed as one head_dim vector per head"
-            + ("." if options.qk_norm else ", heads before positions."),
             sites=(
                 statement(a, "hidden_shape = ("),
                 # The three ``….view(hidden_shape)…transpose(1, 2)`` statements of the queries, keys and values.
@@ -271,36 +246,27 @@ class GroupedQueryAttention:
             ("q-norm", "q_norm", "query", per_head[0]),
             ("k-norm", "k_norm", "key", per_head[1]),
         ):
+            words = NODE_WORDS.words(id)
             rms_norm(
                 self.b,
                 f"attention.{id}",
-                title=f"{which.capitalize()} head RMSNorm",
+                words=words,
                 code=f"self.{name}(self.{which[0]}_proj(hidden_states).view(hidden_shape))",
-                summary=f"Normalize each {which} head to unit root-mean-square over head_dim and rescale it.",
                 group=self.group,
                 tensor=f"{LAYER}.self_attn.{name}.weight",
-                width_name="head_dim",
+                width_name=GQA.head_dim.name,
                 width=dims.head_dim.value or 0,
                 value=value_shape,
                 eps=self.options.eps,
                 at=self.at,
-                locate=norm_locator(
-                    f"The {which} head RMSNorm normalizes each {which} head over head_dim and rescales it, "
-                    "before the rotary embedding.",
-                    a,
-                    name,
-                    self.code,
-                ),
+                locate=norm_locator(words.claim, a, name, self.code),
             )
         self.scope.node(
             "head-transpose",
-            title="Heads first",
             kind=NodeKind.OPERATOR,
             code="query_states.transpose(1, 2)",
-            summary="Move the head axis before the position axis for attention.",
             inputs=list(per_head),
             outputs=list(heads),
-            claim="The normalized heads are moved before the positions for attention.",
             sites=tuple(statement(a, ".transpose(1, 2)", occurrence=n) for n in (1, 2, 3)),
         )
 
@@ -308,14 +274,11 @@ class GroupedQueryAttention:
         a = self.code.attention
         self.scope.node(
             "apply-rotary",
-            title="Apply rotary embedding",
             kind=NodeKind.OPERATOR,
             code="apply_rotary_pos_emb(query_states, key_states, cos, sin)",
-            summary="Rotate each query and key head by its position: q·cos + rotate_half(q)·sin.",
             inputs=[query, key, shape("cos", BATCH, POSITIONS, self.dims.head_dim)],
             outputs=[query, key],
             settings=[Setting(name="layout", value="halves (rotate_half)")],
-            claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
             category=Category.ROPE,
             sites=(
                 statement(a, "= apply_rotary_pos_emb("),
@@ -329,21 +292,14 @@ class GroupedQueryAttention:
         cached_key = shape("key_states", BATCH, dims.kv_heads, KEY_POSITIONS, dims.head_dim)
         cached_value = shape("value_states", BATCH, dims.kv_heads, KEY_POSITIONS, dims.head_dim)
         window = self.options.window
-        cache = cache_locator(self.code)
         self.scope.node(
             "cache-update",
-            title="KV cache",
+            fill={"window": bool(window)},
             kind=NodeKind.OPERATOR,
             code="cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)",
-            summary=(
-                "Append this step's keys and values to the cache and return all cached positions; it holds "
-                "2 × num_key_value_heads × head_dim numbers per position and layer"
-                + (", at most sliding_window − 1 past positions in sliding-window layers." if window else ".")
-            ),
             inputs=[key, value],
             outputs=[cached_key, cached_value],
-            claim=cache.claim,
-            sites=cache.sites,
+            sites=cache_sites(self.code),
             op=self.window_op(OpKind.CACHE),
         )
         return cached_key, cached_value
@@ -357,20 +313,20 @@ class GroupedQueryAttention:
                 name="softmax scale",
                 value=(dims.head_dim.value or 1) ** -0.5,
                 formula="head_dim^-0.5",
-                config_keys=s.keys_set("head_dim"),
+                config_keys=s.keys_set(GQA.head_dim),
             ),
             Setting(
                 name="query heads per KV head",
                 value=heads // kv if kv else 0,
                 formula="num_attention_heads / num_key_value_heads",
-                config_keys=s.keys_set("num_attention_heads", "num_key_value_heads"),
+                config_keys=s.keys_set(DECODER.num_attention_heads, GQA.num_key_value_heads),
             ),
             self.options.mask,
             Setting(
                 name="dropout",
-                value=s.number("attention_dropout", default=0.0),
+                value=s.number(DECODER.attention_dropout, default=DECODER.attention_dropout.default),
                 note="training only",
-                config_keys=s.keys_set("attention_dropout"),
+                config_keys=s.keys_set(DECODER.attention_dropout),
             ),
         ]
 
@@ -379,21 +335,12 @@ class GroupedQueryAttention:
         window = self.options.window
         self.scope.node(
             "sdpa",
-            title="Scaled dot-product attention",
+            fill={"window": bool(window), "can_slide": self.options.can_slide},
             kind=NodeKind.OPERATOR,
             code="attention_interface(self, query_states, key_states, value_states, attention_mask, ...)",
-            summary=(
-                "Score each query head against the cached keys of its key/value head"
-                + (" within the sliding window" if window else " at all earlier and current positions")
-                + " (causal mask), softmax, mix the values, and join the heads."
-            ),
             inputs=[query, cached_key, cached_value],
             outputs=[shape("attn_output", BATCH, POSITIONS, dims.q_width)],
             settings=self._core_settings(),
-            claim="Attention scores each query head against the cached keys of its key/value head under the causal "
-            "mask"
-            + (" (within the sliding window where the config sets one)" if self.options.can_slide else "")
-            + ", takes the softmax at scale head_dim^-0.5 and mixes the values.",
             sites=(
                 statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface("),
                 statement(a, "= attention_interface("),
@@ -403,7 +350,7 @@ class GroupedQueryAttention:
                 # Where the window applies: the layer's own window, and the model's sliding-window mask.
                 *(
                     (
-                        defined(a, "sliding_window")
+                        defined(a, GQA.sliding_window.name)
                         if self.options.window_attribute
                         else statement(a, "sliding_window="),
                         statement(self.code.model, "create_sliding_window_causal_mask"),
@@ -414,3 +361,119 @@ class GroupedQueryAttention:
             ),
             op=self.window_op(OpKind.ATTENTION),
         )
+
+
+def _o_proj(fill: Fill) -> Words:
+    bias = ", plus a learned bias." if fill["bias"] else "."
+    return output_projection(f"Project the joined head outputs back to the model width{bias}")
+
+
+def _attention(fill: Fill) -> Words:
+    norm = fill["qk_norm"]
+    return Words(
+        title="Grouped-query attention" if fill["grouped"] else "Multi-head attention",
+        summary="Project to num_attention_heads query heads and num_key_value_heads key and value heads"
+        + (", RMSNorm each query and key head" if norm else "")
+        + ", rotate queries and keys by position, cache keys and values, causal softmax attention"
+        + (" with each key/value head shared by a group of query heads" if fill["grouped"] else "")
+        + ", output projection.",
+        claim="Grouped-query attention projects each position to the query heads and to num_key_value_heads key and "
+        "value heads"
+        + (", normalizes each query and key head" if norm else "")
+        + ", rotates queries and keys by position, caches keys and values, attends causally and projects the "
+        "joined heads back to the model width.",
+    )
+
+
+def _projection(which: str, summary: str, claim: str) -> Callable[[Fill], Words]:
+    """A query, key or value projection's words: ``summary`` and ``claim`` without their closing words, which say
+    whether it has a bias."""
+
+    def words(fill: Fill) -> Words:
+        return Words(
+            title=f"{which.capitalize()} projection",
+            summary=summary + (", plus a learned bias." if fill["qkv_bias"] else "."),
+            claim=claim + _QKV_BIAS[fill["bias"]] + ".",
+        )
+
+    return words
+
+
+def _cache_update(fill: Fill) -> Words:
+    window = ", at most sliding_window − 1 past positions in sliding-window layers." if fill["window"] else "."
+    return cache_update(
+        "KV cache",
+        "Append this step's keys and values to the cache and return all cached positions; it holds "
+        f"2 × num_key_value_heads × head_dim numbers per position and layer{window}",
+    )
+
+
+def _sdpa(fill: Fill) -> Words:
+    where = " within the sliding window" if fill["window"] else " at all earlier and current positions"
+    slide = " (within the sliding window where the config sets one)" if fill["can_slide"] else ""
+    return Words(
+        title="Scaled dot-product attention",
+        summary=f"Score each query head against the cached keys of its key/value head{where} (causal mask), "
+        "softmax, mix the values, and join the heads.",
+        claim="Attention scores each query head against the cached keys of its key/value head under the causal "
+        f"mask{slide}, takes the softmax at scale head_dim^-0.5 and mixes the values.",
+    )
+
+
+def _head_split(fill: Fill) -> Words:
+    end = "." if fill["qk_norm"] else ", heads before positions."
+    return Words(
+        title="Split into heads",
+        summary=f"View each projection as one head_dim vector per head{end}",
+        claim=f"The projections are viewed as one head_dim vector per head{end}",
+    )
+
+
+NODE_WORDS = WordsTable(
+    {
+        "attention": _attention,
+        "q-proj": _projection(
+            "query",
+            "Project each position's hidden state to every query head",
+            "The query projection maps each position's hidden state to every query head",
+        ),
+        "k-proj": lambda fill: _projection(
+            "key",
+            "Project each position's hidden state to the key heads"
+            + (", fewer than the query heads" if fill["grouped"] else ", one per query head"),
+            "The key projection maps each position's hidden state to the num_key_value_heads key heads",
+        )(fill),
+        "v-proj": _projection(
+            "value",
+            "Project each position's hidden state to the value heads, as many as the key heads",
+            "The value projection maps each position's hidden state to as many value heads as key heads",
+        ),
+        "head-split": _head_split,
+        "cache-update": _cache_update,
+        "sdpa": _sdpa,
+        "q-norm": Words(
+            title="Query head RMSNorm",
+            summary="Normalize each query head to unit root-mean-square over head_dim and rescale it.",
+            claim="The query head RMSNorm normalizes each query head over head_dim and rescales it, before the "
+            "rotary embedding.",
+        ),
+        "k-norm": Words(
+            title="Key head RMSNorm",
+            summary="Normalize each key head to unit root-mean-square over head_dim and rescale it.",
+            claim="The key head RMSNorm normalizes each key head over head_dim and rescales it, before the rotary "
+            "embedding.",
+        ),
+        "o-proj": _o_proj,
+        "head-transpose": Words(
+            title="Heads first",
+            summary="Move the head axis before the position axis for attention.",
+            claim="The normalized heads are moved before the positions for attention.",
+        ),
+        "apply-rotary": Words(
+            title="Apply rotary embedding",
+            summary="Rotate each query and key head by its position: q·cos + rotate_half(q)·sin.",
+            claim="Each query and key head is rotated by its position: q·cos + rotate_half(q)·sin.",
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""

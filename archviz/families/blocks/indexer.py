@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from archviz.code.locators import Category, statement
 from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, POSITIONS, GraphBuilder, Scope, shape
 from archviz.families.blocks.mixers import Size, keyed
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Part, Placement, Setting
 
 LIGHTNING_INDEXER = ("M3VLIndexer",)
@@ -51,7 +52,9 @@ def indexer_nodes(
 ) -> IndexerNodes:
     """The index key cache ``(B, 1, S, index width)`` and the index scores of ``heads`` index heads, added to
     ``group`` with ids ``prefix + index-key-cache`` and ``prefix + index-scores``."""
-    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.ATTENTION)
+    scope = Scope(
+        b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.ATTENTION, words=NODE_WORDS
+    )
     classes = LIGHTNING_INDEXER
     h, d = keyed(heads), keyed(head_dim)
     one = Dim(symbol="1", label="dim", value=1)  # the one key head, a plain number
@@ -59,16 +62,10 @@ def indexer_nodes(
     cached = shape("idx_keys", BATCH, one, KEY_POSITIONS, d)
     cache = scope.node(
         "index-key-cache",
-        title="Index key cache",
         kind=NodeKind.OPERATOR,
         code="cache.layers[self.layer_idx].update_index(idx_k)",
-        summary=(
-            "Append this step's index keys (one head, shared by every index head) to the layer's cache and return "
-            "every cached position's."
-        ),
         inputs=[new_key],
         outputs=[cached],
-        claim="The indexer caches one index key per position beside the layer's keys and values.",
         sites=(statement(classes, ".update_index("),),
         op=Op(kind=OpKind.CACHE),
     )
@@ -78,22 +75,36 @@ def indexer_nodes(
     ]
     scores = scope.node(
         "index-scores",
-        title="Index scores and block selection",
+        fill={"block_size": block_size[1], "top_blocks": topk_blocks[1], "local_blocks": local_blocks[1]},
         kind=NodeKind.OPERATOR,
         code="scores = torch.matmul(idx_q.float(), idx_k.float().transpose(-1, -2))",
-        summary=(
-            f"Score each query's index heads against every cached index key in float32, take each block of "
-            f"{block_size[1]} keys' best score, and keep per index head the {topk_blocks[1]} best blocks and the "
-            f"{local_blocks[1]} nearest; attention is masked to them (its eager and SDPA paths still score every key)."
-        ),
         inputs=[shape("idx_q", BATCH, h, POSITIONS, d, dtype="float32"), cached],
         outputs=[shape("block_indices", BATCH, h, POSITIONS, keyed(topk_blocks), dtype="int64")],
         settings=settings,
-        claim=(
-            "The indexer scores every query's index heads against every cached index key and keeps the best "
-            "blocks of keys for attention."
-        ),
         sites=(statement(classes, "torch.matmul("), statement(classes, ".topk(")),
         op=Op(kind=OpKind.INDEX_SCORES),
     )
     return IndexerNodes(cache=cache, scores=scores)
+
+
+NODE_WORDS = WordsTable(
+    {
+        "index-scores": Words(
+            title="Index scores and block selection",
+            summary="Score each query's index heads against every cached index key in float32, take each block of "
+            "{block_size} keys' best score, and keep per index head the {top_blocks} best blocks and the "
+            "{local_blocks} nearest; attention is masked to them (its eager and SDPA paths still score every key).",
+            claim="The indexer scores every query's index heads against every cached index key and keeps the best "
+            "blocks of keys for attention.",
+        ),
+        "index-key-cache": Words(
+            title="Index key cache",
+            summary=(
+                "Append this step's index keys (one head, shared by every index head) to the layer's cache and "
+                "return every cached position's."
+            ),
+            claim="The indexer caches one index key per position beside the layer's keys and values.",
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from archviz.code.locators import Category, Site, function, statement
 from archviz.families.blocks.builder import BATCH, POSITIONS, GraphBuilder, Scope, fixed, shape
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 
 Size = tuple[int, str]
@@ -60,46 +61,38 @@ def keyed(size: Size) -> Dim:
 
 
 def _convolution_nodes(
-    scope: Scope, *, classes: tuple[str, ...], channels: Dim, kernel: Dim, code: str, summary: str
+    scope: Scope, *, classes: tuple[str, ...], channels: Dim, kernel: Dim, code: str
 ) -> tuple[str, str]:
     """The convolution over ``channels`` and its cached last ``kernel`` positions."""
     mixed = shape("mixed", BATCH, channels, POSITIONS)
     convolution = scope.node(
         "short-conv",
-        title="Short causal convolution",
         kind=NodeKind.OPERATOR,
         code=code,
-        summary=summary,
         inputs=[mixed, shape("conv1d.weight", channels, Dim(symbol="1", label="dim", value=1), kernel)],
         outputs=[mixed],
         settings=[Setting(name="kernel size", value=kernel.value or 0, config_keys=kernel.config_keys)],
-        claim="A short depthwise causal convolution with conv1d's weight mixes each channel with its last positions.",
         sites=(statement(classes, "= causal_conv1d_fn("), statement(classes, "= causal_conv1d_update(")),
         op=Op(kind=OpKind.CONVOLUTION),
     )
     conv_state = scope.node(
         "conv-state",
-        title="Convolution state",
+        fill={"kernel": kernel.formula},
         kind=NodeKind.TENSOR,
         code="cache.get_conv_state(self.layer_idx, state_idx=0)",
-        summary=f"The last {kernel.formula} positions of the convolved channels, cached for decode.",
         outputs=[shape("conv_state", BATCH, channels, kernel)],
-        claim="The convolution state caches the last positions of the convolution's input for decode.",
         sites=(statement(classes, "cache.get_conv_state("), statement(classes, "cache.update_conv_state(")),
         op=Op(kind=OpKind.STATE),
     )
     return convolution, conv_state
 
 
-def _recurrent_state(scope: Scope, *, state: Shape, summary: str, sites: tuple[Site, ...]) -> str:
+def _recurrent_state(scope: Scope, *, state: Shape, sites: tuple[Site, ...]) -> str:
     return scope.node(
         "recurrent-state",
-        title="Recurrent state",
         kind=NodeKind.TENSOR,
         code="cache.get_recurrent_state(self.layer_idx, state_idx=0)",
-        summary=summary,
         outputs=[state],
-        claim="The recurrent state is carried between steps in the cache, the same size at every context length.",
         sites=sites,
         op=Op(kind=OpKind.STATE),
     )
@@ -121,7 +114,15 @@ def gated_delta_nodes(
     """The gated delta net's convolution over queries, keys and values (2 × key heads × key width + value heads ×
     value width channels), its state, the chunked gated delta rule and its float32 state ``(B, value heads, key
     width, value width)``, added to ``group`` with ids ``prefix + short-conv`` and so on."""
-    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
+    scope = Scope(
+        b=b,
+        group=group,
+        placement=placement,
+        part=part,
+        prefix=prefix,
+        category=Category.LINEAR_ATTENTION,
+        words=GATED_DELTA_WORDS,
+    )
     classes = GATED_DELTA_NET
     k_heads, v_heads = keyed(key_heads), keyed(value_heads)
     k_width, v_width = keyed(key_head_dim), keyed(value_head_dim)
@@ -136,22 +137,12 @@ def gated_delta_nodes(
         channels=channels,
         kernel=keyed(conv_kernel),
         code="causal_conv1d_fn(mixed_qkv, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation=self.activation)",
-        summary=(
-            "Mix each channel of the queries, keys and values with its last few positions (a depthwise causal "
-            "convolution with conv1d's weight) and apply the activation; the last positions are cached for decode."
-        ),
     )
     state = shape("recurrent_state", BATCH, v_heads, k_width, v_width, dtype="float32")
     core = scope.node(
         "delta-rule",
-        title="Gated delta rule",
         kind=NodeKind.OPERATOR,
         code="torch_chunk_gated_delta_rule(query, key, value, g=g, beta=beta, initial_state=recurrent_state, ...)",
-        summary=(
-            "L2-normalize queries and keys, decay each head's state by exp(g), write each value against what the "
-            "state already predicts for its key (the delta rule, weighted by β), and read the state with the "
-            "query; chunked for prefill, one step at a time for decode."
-        ),
         inputs=[
             shape("query", BATCH, POSITIONS, k_heads, k_width),
             shape("key", BATCH, POSITIONS, k_heads, k_width),
@@ -161,10 +152,6 @@ def gated_delta_nodes(
         ],
         outputs=[shape("core_attn_out", BATCH, POSITIONS, v_heads, v_width), state],
         settings=[Setting(name="chunk", value=DELTA_RULE_CHUNK)],
-        claim=(
-            "The gated delta rule decays each head's state, writes each value against what the state predicts for "
-            "its key, weighted by β, and reads the state with the query."
-        ),
         sites=(
             statement(classes, "= torch_chunk_gated_delta_rule("),
             function("torch_chunk_gated_delta_rule"),
@@ -175,10 +162,6 @@ def gated_delta_nodes(
     recurrent = _recurrent_state(
         scope,
         state=state,
-        summary=(
-            "The layer's memory, a key × value matrix per value head kept in float32: what a gated delta net layer "
-            "caches instead of keys and values."
-        ),
         sites=(statement(classes, "cache.get_recurrent_state("), statement(classes, "cache.update_recurrent_state(")),
     )
     return MixerNodes(convolution=convolution, conv_state=conv_state, core=core, state=recurrent)
@@ -201,7 +184,15 @@ def mamba2_nodes(
     """Mamba2's convolution over x, B and C (heads × head width + 2 × groups × state size channels), its state, the
     chunked scan and its float32 state ``(B, heads, head width, state size)``, added to ``group`` with ids
     ``prefix + short-conv`` and so on."""
-    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
+    scope = Scope(
+        b=b,
+        group=group,
+        placement=placement,
+        part=part,
+        prefix=prefix,
+        category=Category.LINEAR_ATTENTION,
+        words=MAMBA2_WORDS,
+    )
     classes = MAMBA2_MIXER
     h, p = keyed(heads), keyed(head_dim)
     g, n = keyed(groups), keyed(state_size)
@@ -216,22 +207,12 @@ def mamba2_nodes(
         channels=channels,
         kernel=keyed(conv_kernel),
         code="causal_conv1d_fn(hidden_states_B_C, self.conv1d.weight.squeeze(1), self.conv1d.bias, ...)",
-        summary=(
-            "Mix each channel of x, B and C with its last few positions (a depthwise causal convolution with "
-            "conv1d's weight and bias) and apply the activation; the last positions are cached for decode."
-        ),
     )
     state = shape("ssm_state", BATCH, h, p, n, dtype="float32")
     core = scope.node(
         "scan",
-        title="Selective state-space scan",
         kind=NodeKind.OPERATOR,
         code="mamba2_chunk_scan(hidden_states, dt, A, B, C, chunk_size=self.chunk_size, D=self.D, ...)",
-        summary=(
-            "Decay each head's state by exp(dt·A), add the input weighted by dt and B, read the state with C and "
-            "add D times the input; chunked for prefill (within chunks as masked attention, states passed between "
-            "chunks), one step at a time for decode."
-        ),
         inputs=[
             shape("x", BATCH, POSITIONS, h, p),
             shape("dt", BATCH, POSITIONS, h),
@@ -240,10 +221,6 @@ def mamba2_nodes(
         ],
         outputs=[shape("scan_output", BATCH, POSITIONS, h, p), state],
         settings=[Setting(name="chunk", value=chunk[0], config_keys=(chunk[1],))],
-        claim=(
-            "The selective scan decays each head's state, adds the input weighted by dt and B, and reads the state "
-            "with C, in chunks for a prompt and one step at a time for decode."
-        ),
         sites=(
             statement(classes, "= mamba2_chunk_scan("),
             function("mamba2_chunk_scan"),
@@ -254,10 +231,6 @@ def mamba2_nodes(
     recurrent = _recurrent_state(
         scope,
         state=state,
-        summary=(
-            "The layer's memory, a head width × state size matrix per head kept in float32: what a Mamba2 layer "
-            "caches instead of keys and values."
-        ),
         sites=(statement(classes, "cache.get_recurrent_state("), statement(classes, "cache.update_recurrent_state(")),
     )
     return MixerNodes(convolution=convolution, conv_state=conv_state, core=core, state=recurrent)
@@ -289,21 +262,22 @@ def lightning_nodes(
     the state ``(B, heads, head width, head width)`` the cache keeps (``MiniMaxCache.linear_cache``), added to
     ``group`` with ids ``prefix + lightning-attention`` and ``prefix + recurrent-state``. It has no convolution. Source:
     transformers ``models/minimax`` (``MiniMaxLightningAttention``, ``MiniMaxCache``)."""
-    scope = Scope(b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.LINEAR_ATTENTION)
+    scope = Scope(
+        b=b,
+        group=group,
+        placement=placement,
+        part=part,
+        prefix=prefix,
+        category=Category.LINEAR_ATTENTION,
+        words=LIGHTNING_WORDS,
+    )
     classes = LIGHTNING_ATTENTION
     h, d = keyed(heads), keyed(head_dim)
     state = shape("attn_weights_inter", BATCH, h, d, d)
     core = scope.node(
         "lightning-attention",
-        title="Lightning attention",
         kind=NodeKind.OPERATOR,
         code="torch.matmul(attn_weights_intra * current_diagonal_decay, current_value_states)",
-        summary=(
-            "Linear attention with a fixed decay per head: within each block of positions the queries' scores "
-            "against the block's keys, decayed by distance, times the values, plus the queries (decayed) against "
-            "the state of every earlier block; the state decays and adds the block's keys times its values. Decode "
-            "adds the new key times value to the decayed state and reads it with the query."
-        ),
         inputs=[
             shape("query_states", BATCH, h, POSITIONS, d),
             shape("key_states", BATCH, h, POSITIONS, d),
@@ -311,10 +285,6 @@ def lightning_nodes(
         ],
         outputs=[shape("attn_output", BATCH, h, POSITIONS, d), state],
         settings=[Setting(name="block size", value=block_size[0], config_keys=(block_size[1],))],
-        claim=(
-            "Lightning attention scores queries against keys within blocks, decayed by distance, and carries a "
-            "decayed key × value state across blocks and decode steps."
-        ),
         sites=(
             statement(classes, "attn_weights_intra = torch.matmul("),
             statement(classes, "current_attn_weights_inter = torch.matmul("),
@@ -323,16 +293,98 @@ def lightning_nodes(
     )
     recurrent = scope.node(
         "recurrent-state",
-        title="Recurrent state",
         kind=NodeKind.TENSOR,
         code="cache.get_linear_cache(self.layer_idx)",
-        summary=(
-            "The layer's memory, a head width × head width matrix per head (the decayed sum of keys times values): "
-            "what a lightning attention layer caches instead of keys and values."
-        ),
         outputs=[state],
-        claim="The recurrent state is carried between steps in the cache, the same size at every context length.",
         sites=(statement(classes, "cache.get_linear_cache("), statement(classes, "cache.set_linear_cache(")),
         op=Op(kind=OpKind.STATE),
     )
     return LightningNodes(core=core, state=recurrent)
+
+
+def _short_conv(summary: str) -> Words:
+    return Words(
+        title="Short causal convolution",
+        summary=summary,
+        claim="A short depthwise causal convolution with conv1d's weight mixes each channel with its last positions.",
+    )
+
+
+def _recurrent(summary: str) -> Words:
+    return Words(
+        title="Recurrent state",
+        summary=summary,
+        claim="The recurrent state is carried between steps in the cache, the same size at every context length.",
+    )
+
+
+_CONV_STATE = Words(
+    title="Convolution state",
+    summary="The last {kernel} positions of the convolved channels, cached for decode.",
+    claim="The convolution state caches the last positions of the convolution's input for decode.",
+)
+
+GATED_DELTA_WORDS = WordsTable(
+    {
+        "short-conv": _short_conv(
+            "Mix each channel of the queries, keys and values with its last few positions (a depthwise causal "
+            "convolution with conv1d's weight) and apply the activation; the last positions are cached for decode."
+        ),
+        "conv-state": _CONV_STATE,
+        "delta-rule": Words(
+            title="Gated delta rule",
+            summary="L2-normalize queries and keys, decay each head's state by exp(g), write each value against what "
+            "the state already predicts for its key (the delta rule, weighted by β), and read the state with the "
+            "query; chunked for prefill, one step at a time for decode.",
+            claim="The gated delta rule decays each head's state, writes each value against what the state predicts "
+            "for its key, weighted by β, and reads the state with the query.",
+        ),
+        "recurrent-state": _recurrent(
+            "The layer's memory, a key × value matrix per value head kept in float32: what a gated delta net layer "
+            "caches instead of keys and values."
+        ),
+    }
+)
+"""The words of a gated delta net layer (``gated_delta_nodes``)."""
+
+MAMBA2_WORDS = WordsTable(
+    {
+        "short-conv": _short_conv(
+            "Mix each channel of x, B and C with its last few positions (a depthwise causal convolution with "
+            "conv1d's weight and bias) and apply the activation; the last positions are cached for decode."
+        ),
+        "conv-state": _CONV_STATE,
+        "scan": Words(
+            title="Selective state-space scan",
+            summary="Decay each head's state by exp(dt·A), add the input weighted by dt and B, read the state with C "
+            "and add D times the input; chunked for prefill (within chunks as masked attention, states passed "
+            "between chunks), one step at a time for decode.",
+            claim="The selective scan decays each head's state, adds the input weighted by dt and B, and reads the "
+            "state with C, in chunks for a prompt and one step at a time for decode.",
+        ),
+        "recurrent-state": _recurrent(
+            "The layer's memory, a head width × state size matrix per head kept in float32: what a Mamba2 layer "
+            "caches instead of keys and values."
+        ),
+    }
+)
+"""The words of a Mamba2 layer (``mamba2_nodes``)."""
+
+LIGHTNING_WORDS = WordsTable(
+    {
+        "lightning-attention": Words(
+            title="Lightning attention",
+            summary="Linear attention with a fixed decay per head: within each block of positions the queries' "
+            "scores against the block's keys, decayed by distance, times the values, plus the queries (decayed) "
+            "against the state of every earlier block; the state decays and adds the block's keys times its values. "
+            "Decode adds the new key times value to the decayed state and reads it with the query.",
+            claim="Lightning attention scores queries against keys within blocks, decayed by distance, and carries a "
+            "decayed key × value state across blocks and decode steps.",
+        ),
+        "recurrent-state": _recurrent(
+            "The layer's memory, a head width × head width matrix per head (the decayed sum of keys times values): "
+            "what a lightning attention layer caches instead of keys and values."
+        ),
+    }
+)
+"""The words of a lightning attention layer (``lightning_nodes``)."""

@@ -28,7 +28,8 @@ from archviz.code.locators import (
     statement,
     transformers_only,
 )
-from archviz.families.blocks.attention import attention_output, cache_locator
+from archviz.families.blocks.attention import NODE_WORDS as ATTENTION_WORDS
+from archviz.families.blocks.attention import attention_output, cache_sites, cache_update, output_projection
 from archviz.families.blocks.builder import (
     BATCH,
     KEY_POSITIONS,
@@ -44,7 +45,9 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
+from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.rotary import yarn_softmax_scale
+from archviz.families.blocks.schema import DECODER, MLA
 from archviz.families.registry import Getter
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.inputs.settings import Settings
@@ -74,23 +77,23 @@ class MlaDims:
 
 def mla_dims(s: Settings) -> MlaDims:
     """MLA's dimensions from the config's head counts, head widths and ranks."""
-    heads = s.dim("num_attention_heads")
-    nope, rope, v = s.dim("qk_nope_head_dim"), s.dim("qk_rope_head_dim"), s.dim("v_head_dim")
-    kv_rank = s.dim("kv_lora_rank")
-    q_lora = s.optional_dim("q_lora_rank")
+    heads = s.dim(DECODER.num_attention_heads)
+    nope, rope, v = s.dim(MLA.qk_nope_head_dim), s.dim(MLA.qk_rope_head_dim), s.dim(MLA.v_head_dim)
+    kv_rank = s.dim(MLA.kv_lora_rank)
+    q_lora = s.optional_dim(MLA.q_lora_rank)
     return MlaDims(
-        d=fixed("d", s.dim("hidden_size"), "hidden_size"),
-        heads=fixed("heads", heads, "num_attention_heads"),
+        d=fixed("d", s.dim(DECODER.hidden_size), DECODER.hidden_size.name),
+        heads=fixed("heads", heads, DECODER.num_attention_heads.name),
         one_head=Dim(symbol="1", label="shared head", value=1, formula="one latent head shared by all heads"),
-        q_rank=fixed("q_lora_rank", q_lora, "q_lora_rank") if q_lora else None,
+        q_rank=fixed(MLA.q_lora_rank.name, q_lora, MLA.q_lora_rank.name) if q_lora else None,
         q_heads=fixed(
             "heads·qk_head_dim", heads * (nope + rope), "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)"
         ),
         qk_head=fixed("qk_head_dim", nope + rope, "qk_nope_head_dim + qk_rope_head_dim"),
-        nope=fixed("qk_nope_head_dim", nope, "qk_nope_head_dim"),
-        rope=fixed("qk_rope_head_dim", rope, "qk_rope_head_dim"),
-        v_head=fixed("v_head_dim", v, "v_head_dim"),
-        kv_rank=fixed("kv_lora_rank", kv_rank, "kv_lora_rank"),
+        nope=fixed(MLA.qk_nope_head_dim.name, nope, MLA.qk_nope_head_dim.name),
+        rope=fixed(MLA.qk_rope_head_dim.name, rope, MLA.qk_rope_head_dim.name),
+        v_head=fixed(MLA.v_head_dim.name, v, MLA.v_head_dim.name),
+        kv_rank=fixed(MLA.kv_lora_rank.name, kv_rank, MLA.kv_lora_rank.name),
         kv_a=fixed("kv_lora_rank+qk_rope_head_dim", kv_rank + rope, "kv_lora_rank + qk_rope_head_dim"),
         kv_b=fixed(
             "heads·(qk_nope_head_dim+v_head_dim)",
@@ -110,7 +113,7 @@ class MlaAttention:
 
     def __init__(self, b: GraphBuilder, s: Settings, dims: MlaDims, code: DecoderCode, *, use_rope: bool):
         self.b, self.s, self.dims, self.code, self.use_rope = b, s, dims, code, use_rope
-        self.bias = s.flag("attention_bias", default=False)
+        self.bias = s.flag(DECODER.attention_bias, default=DECODER.attention_bias.default)
 
     def _rotary(self, *sites: Site) -> tuple[Site, ...]:
         """Sites of rotary code: looked for in the remote code only when the family's transformers port has none."""
@@ -118,29 +121,27 @@ class MlaAttention:
 
     def build(self, prefix: str, at: Placement, *, parent: str, part: Part, after_core: AfterCore | None) -> None:
         """The whole attention: queries, the compressed keys and values, the core, the output projection."""
+        words = NODE_WORDS.words("attention")
         group = self.b.group(
             f"{prefix}attention",
-            title="Multi-head latent attention",
+            words=words,
             kind=GroupKind.ATTENTION,
             parent=parent,
             placement=at,
-            summary=(
-                "Queries through a low-rank bottleneck, keys and values from one compressed latent "
-                "per position (the only thing cached), rotary position on a separate slice of "
-                "each head, causal softmax attention, output projection."
-            ),
             locate=Locator(
-                claim=(
-                    "Multi-head latent attention projects queries (through a low-rank bottleneck when configured) "
-                    "and derives every head's keys and values from one compressed latent per position plus a key "
-                    "slice shared by all heads."
-                ),
+                claim=words.claim,
                 category=Category.ATTENTION,
                 sites=(method(self.code.attention, "forward"),),
             ),
         )
         step = Scope(
-            b=self.b, group=group, placement=at, part=part, prefix=f"{prefix}attention.", category=Category.ATTENTION
+            b=self.b,
+            group=group,
+            placement=at,
+            part=part,
+            prefix=f"{prefix}attention.",
+            category=Category.ATTENTION,
+            words=ATTENTION_WORDS | NODE_WORDS,
         )
         self._queries(step)
         self._compressed_kv(step)
@@ -157,12 +158,11 @@ class MlaAttention:
                 self.b,
                 "Attention output projection",
                 f"{ATTN}.o_proj",
-                ("hidden_size", self.dims.d.value or 0),
+                (DECODER.hidden_size.name, self.dims.d.value or 0),
                 ("num_attention_heads × v_head_dim", self.dims.o_in.value or 0),
                 bias=self.bias,
             ),
-            summary="Project the concatenated head outputs back to the model width.",
-            extra_keys=["attention_bias"],
+            extra_keys=[DECODER.attention_bias.name],
             code=self.code,
         )
 
@@ -173,10 +173,7 @@ class MlaAttention:
         step: Scope,
         id: str,
         *,
-        title: str,
         code: str,
-        summary: str,
-        claim: str,
         tensor: str,
         out: tuple[str, int],
         into: tuple[str, int],
@@ -184,17 +181,16 @@ class MlaAttention:
         outputs: list[Shape],
         bias: bool,
     ) -> None:
+        # The checkpoint rows are named by the projection's title.
+        title = step.words.words(id).title
         step.node(
             id,
-            title=title,
             kind=NodeKind.LEARNED,
             code=code,
-            summary=summary,
             inputs=inputs,
             outputs=outputs,
             parameters=linear_rows(self.b, title, f"{ATTN}.{tensor}", out, into, bias=bias),
-            extra_keys=["attention_bias"] if bias else [],
-            claim=claim,
+            extra_keys=[DECODER.attention_bias.name] if bias else [],
             sites=attribute(self.code.attention, tensor),
             op=Op(kind=OpKind.LINEAR),
         )
@@ -204,7 +200,7 @@ class MlaAttention:
         dims = self.dims
         q_states = shape("q_states", BATCH, POSITIONS, dims.q_heads)
         heads = joined(
-            ("num_attention_heads", dims.heads.value or 0),
+            (DECODER.num_attention_heads.name, dims.heads.value or 0),
             ("qk_nope_head_dim + qk_rope_head_dim", dims.qk_head.value or 0),
         )
         if dims.q_rank is not None:
@@ -213,13 +209,10 @@ class MlaAttention:
             self._projection(
                 step,
                 "q-b-proj",
-                title="Query up-projection",
                 code="self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden_states)))",
-                summary="Expand the query latent into every head's query (position-free and rotary parts).",
-                claim="The query up-projection expands the normalized query latent into every head's query.",
                 tensor="q_b_proj",
                 out=heads,
-                into=("q_lora_rank", dims.q_rank.value or 0),
+                into=(MLA.q_lora_rank.name, dims.q_rank.value or 0),
                 inputs=[latent],
                 outputs=[q_states],
                 bias=False,
@@ -228,13 +221,10 @@ class MlaAttention:
             self._projection(
                 step,
                 "q-proj",
-                title="Query projection",
                 code="self.q_proj(hidden_states)",
-                summary="Project each position's hidden state to every head's query (position-free and rotary parts).",
-                claim="The query projection maps each position to every head's query.",
                 tensor="q_proj",
                 out=heads,
-                into=("hidden_size", dims.d.value or 0),
+                into=(DECODER.hidden_size.name, dims.d.value or 0),
                 inputs=[hidden(dims.d)],
                 outputs=[q_states],
                 bias=False,
@@ -246,29 +236,23 @@ class MlaAttention:
         self._projection(
             step,
             "q-a-proj",
-            title="Query down-projection",
             code="self.q_a_proj(hidden_states)",
-            summary="Compress each position's hidden state into the low-rank query latent.",
-            claim="The query down-projection compresses each position into the low-rank query latent.",
             tensor="q_a_proj",
-            out=("q_lora_rank", q_rank),
-            into=("hidden_size", self.dims.d.value or 0),
+            out=(MLA.q_lora_rank.name, q_rank),
+            into=(DECODER.hidden_size.name, self.dims.d.value or 0),
             inputs=[hidden(self.dims.d)],
             outputs=[latent],
             bias=self.bias,
         )
         step.node(
             "q-a-norm",
-            title="Query latent RMSNorm",
             kind=NodeKind.LEARNED,
             code="self.q_a_layernorm(q_latent)",
-            summary="Normalize the query latent before expanding it to all heads.",
             inputs=[latent],
             outputs=[latent],
             parameters=[
-                self.b.tensor("RMSNorm scale", f"{ATTN}.q_a_layernorm.weight", [factor("q_lora_rank", q_rank)])
+                self.b.tensor("RMSNorm scale", f"{ATTN}.q_a_layernorm.weight", [factor(MLA.q_lora_rank.name, q_rank)])
             ],
-            claim="The query latent RMSNorm normalizes the low-rank query latent before it is expanded.",
             category=Category.NORM,
             sites=norm_sites(self.code.attention, "q_a_layernorm", self.code),
         )
@@ -279,26 +263,20 @@ class MlaAttention:
         if self.use_rope:
             step.node(
                 "query-split",
-                title="Query nope/rope split",
                 kind=NodeKind.OPERATOR,
                 code="torch.split(q_states, [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)",
-                summary="View the queries per head and split each into a position-free part and a rotary part.",
                 inputs=[q_states],
                 outputs=[self._q_pass(), self._q_rot()],
-                claim="The queries are viewed per head and split into a position-free part and a rotary part.",
                 sites=self._rotary(statement(a, "[self.qk_nope_head_dim, self.qk_rope_head_dim]")),
                 absent=self.code.rope_absent,
             )
             return
         step.node(
             "query-view",
-            title="Query heads",
             kind=NodeKind.OPERATOR,
             code="q_states.view(query_shape).transpose(1, 2)",
-            summary="View the projected queries as one vector per head; no rotary slice is rotated in this model.",
             inputs=[q_states],
             outputs=[self._query()],
-            claim="The projected queries are viewed as one vector per head; no rotary slice is split off.",
             sites=(statement(a, "q_states.view(query_shape)", "q = q.view("),),
         )
 
@@ -317,16 +295,10 @@ class MlaAttention:
         self._projection(
             step,
             "kv-a-proj",
-            title="KV down-projection with shared rotary key",
             code="self.kv_a_proj_with_mqa(hidden_states)",
-            summary="Compress each position into the KV latent plus one rotary key shared by all heads.",
-            claim=(
-                "The KV down-projection compresses each position into the KV latent plus one key slice shared by "
-                "all heads."
-            ),
             tensor="kv_a_proj_with_mqa",
             out=("kv_lora_rank + qk_rope_head_dim", dims.kv_a.value or 0),
-            into=("hidden_size", dims.d.value or 0),
+            into=(DECODER.hidden_size.name, dims.d.value or 0),
             inputs=[hidden(dims.d)],
             outputs=[compressed],
             bias=self.bias,
@@ -334,29 +306,25 @@ class MlaAttention:
         kv_nope = shape("kv_nope", BATCH, POSITIONS, dims.kv_rank)
         step.node(
             "kv-split",
-            title="KV latent / rotary key split",
             kind=NodeKind.OPERATOR,
             code="torch.split(compressed_kv, [self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)",
-            summary="Split the compressed projection into the KV latent and the shared rotary key.",
             inputs=[compressed],
             outputs=[kv_nope, self._k_rot()],
-            claim="The compressed projection is split into the KV latent and the shared key slice.",
             sites=(statement(a, "[self.kv_lora_rank, self.qk_rope_head_dim]"),),
         )
         step.node(
             "kv-a-norm",
-            title="KV latent RMSNorm",
             kind=NodeKind.LEARNED,
             code="self.kv_a_layernorm(kv_nope)",
-            summary="Normalize the KV latent before it is cached and expanded.",
             inputs=[kv_nope],
             outputs=[kv_nope],
             parameters=[
                 b.tensor(
-                    "RMSNorm scale", f"{ATTN}.kv_a_layernorm.weight", [factor("kv_lora_rank", dims.kv_rank.value or 0)]
+                    "RMSNorm scale",
+                    f"{ATTN}.kv_a_layernorm.weight",
+                    [factor(MLA.kv_lora_rank.name, dims.kv_rank.value or 0)],
                 )
             ],
-            claim="The KV latent RMSNorm normalizes the latent before it is expanded into keys and values.",
             category=Category.NORM,
             sites=norm_sites(a, "kv_a_layernorm", self.code),
         )
@@ -366,27 +334,24 @@ class MlaAttention:
     def _rotate(self, step: Scope) -> None:
         """Rotary position on the queries' and the shared key's rotary slices."""
         dims, a = self.dims, self.code.attention
-        interleaved = self.s.flag("rope_interleave", default=True)
+        interleaved = self.s.flag(MLA.rope_interleave, default=MLA.rope_interleave.default)
         step.node(
             "apply-rotary",
-            title="Apply rotary embedding",
             kind=NodeKind.OPERATOR,
             code=(
                 "apply_rotary_pos_emb_interleave(q_rot, k_rot, cos, sin)"
                 if interleaved
                 else "apply_rotary_pos_emb(q_rot, k_rot, cos, sin)"
             ),
-            summary="Rotate the rotary slices of the queries and of the shared key by their positions.",
             inputs=[self._q_rot(), self._k_rot(), shape("cos", BATCH, POSITIONS, dims.rope)],
             outputs=[self._q_rot(), self._k_rot()],
             settings=[
                 Setting(
                     name="layout",
                     value="interleaved pairs" if interleaved else "halves",
-                    config_keys=self.s.keys_set("rope_interleave"),
+                    config_keys=self.s.keys_set(MLA.rope_interleave),
                 )
             ],
-            claim="The rotary slices of the queries and of the shared key are rotated by their positions.",
             category=Category.ROPE,
             sites=self._rotary(
                 statement(a, "= apply_rotary_pos_emb"),
@@ -407,33 +372,23 @@ class MlaAttention:
 
     def _cache(self, step: Scope) -> None:
         dims = self.dims
-        cache = cache_locator(self.code)
         step.node(
             "cache-update",
-            title="Latent KV cache",
             kind=NodeKind.OPERATOR,
             code="cache.update(kv_nope, k_rot, self.layer_idx, kwargs=kwargs)",
-            summary=(
-                "Append this step's KV latent and rotary key to the cache and return all cached positions; "
-                "MLA caches kv_lora_rank + qk_rope_head_dim numbers per position and layer."
-            ),
             inputs=[shape("kv_nope", BATCH, dims.one_head, POSITIONS, dims.kv_rank), self._k_rot()],
             outputs=list(self._cached()),
-            claim=cache.claim,
-            sites=cache.sites,
+            sites=cache_sites(self.code),
             op=Op(kind=OpKind.CACHE),
         )
         if not self.use_rope:
             return
         step.node(
             "query-concat",
-            title="Query assembly",
             kind=NodeKind.OPERATOR,
             code="torch.cat((q_pass, q_rot), dim=-1)",
-            summary="Join each head's position-free and rotated query parts.",
             inputs=[self._q_pass(), self._q_rot()],
             outputs=[self._query()],
-            claim="Each head's query is assembled from its position-free and rotated parts.",
             sites=self._rotary(
                 statement(self.code.attention, "torch.cat((q_pass, q_rot)", "query_states = k_pe.new_empty("),
                 # The remote code fills the two halves in place.
@@ -451,10 +406,8 @@ class MlaAttention:
         kv_full = shape("kv", BATCH, dims.one_head, KEY_POSITIONS, dims.kv_b)
         step.node(
             "kv-b-proj",
-            title="KV up-projection",
             kind=NodeKind.LEARNED,
             code="self.kv_b_proj(kv_nope)",
-            summary="Expand the cached latents into every head's position-free key and value.",
             inputs=[cached_latent],
             outputs=[kv_full],
             parameters=linear_rows(
@@ -462,28 +415,18 @@ class MlaAttention:
                 "KV up-projection",
                 f"{ATTN}.kv_b_proj",
                 ("num_attention_heads × (qk_nope_head_dim + v_head_dim)", dims.kv_b.value or 0),
-                ("kv_lora_rank", dims.kv_rank.value or 0),
+                (MLA.kv_lora_rank.name, dims.kv_rank.value or 0),
                 bias=False,
             ),
-            claim="The KV up-projection expands the latent into every head's position-free key and value.",
             sites=attribute(a, "kv_b_proj"),
             op=Op(kind=OpKind.LINEAR),
         )
         step.node(
             "key-value-split",
-            title="Key assembly and value split",
             kind=NodeKind.OPERATOR,
             code="self.expand_kv(kv_nope, k_rot)",
-            summary=(
-                "View the expansion per head, split it into key and value parts, and join the key part with the "
-                "shared rotary key."
-            ),
             inputs=[kv_full, cached_rot],
             outputs=list(self._keys_values()),
-            claim=(
-                "Each head's expansion is split into key and value parts, and the key part is joined with the "
-                "shared key slice."
-            ),
             sites=(
                 *transformers_only(method(a, "expand_kv"), statement(a, "= self.expand_kv(")),
                 statement(a, "[self.qk_nope_head_dim, self.v_head_dim]"),
@@ -507,13 +450,8 @@ class MlaAttention:
         s, a = self.s, self.code.attention
         step.node(
             "sdpa",
-            title="Scaled dot-product attention",
             kind=NodeKind.OPERATOR,
             code="attention_interface(self, query_states, key_states, value_states, attention_mask, ...)",
-            summary=(
-                "Score each query against the keys of all earlier and current positions (causal mask), "
-                "softmax with the YaRN-corrected scale, and mix the values; heads are concatenated."
-            ),
             inputs=[self._query(), *self._keys_values()],
             outputs=[shape("attn_output", BATCH, POSITIONS, self.dims.o_in)],
             settings=[
@@ -521,15 +459,11 @@ class MlaAttention:
                 Setting(name="mask", value="causal"),
                 Setting(
                     name="dropout",
-                    value=s.number("attention_dropout", default=0.0),
+                    value=s.number(DECODER.attention_dropout, default=DECODER.attention_dropout.default),
                     note="training only",
-                    config_keys=s.keys_set("attention_dropout"),
+                    config_keys=s.keys_set(DECODER.attention_dropout),
                 ),
             ],
-            claim=(
-                "Attention scores each query against the keys of the current and earlier positions under the causal "
-                "mask, takes the softmax at the configured scale and mixes the values."
-            ),
             sites=(
                 *transformers_only(statement(a, "ALL_ATTENTION_FUNCTIONS.get_interface(")),
                 statement(a, "= attention_interface(", "torch.matmul(query_states, key_states.transpose("),
@@ -552,16 +486,6 @@ class MlaAttention:
 
 # -- multi-token prediction -----------------------------------------------------------------------------------
 
-_MTP_CLAIMS = {
-    "embedding": "The MTP layer has its own copy of the token embedding table.",
-    "enorm": "The MTP layer normalizes the next token's embedding.",
-    "hnorm": "The MTP layer normalizes the main model's hidden state.",
-    "concat": "The MTP layer joins the two normalized vectors of each position.",
-    "eh-proj": "The MTP layer projects the joined vectors back to the model width.",
-    "head-norm": "The MTP layer normalizes its block's output before its head.",
-    "head": "The MTP layer has its own copy of the output head.",
-}
-
 
 class _Mtp:
     """Adds the MTP layers' nodes; each is cited as built by no modeling file."""
@@ -571,27 +495,20 @@ class _Mtp:
         self.at = layer_placement(layers)
         self.width, self.vocabulary = d.value or 0, vocab.value or 0
         self.state = hidden(d)
+        words = MTP_WORDS.words("mtp")
         self.group = b.group(
             "mtp",
-            title="Multi-token prediction",
+            words=words,
             kind=GroupKind.MTP,
             parent="model",
             placement=self.at,
-            summary=(
-                "Extra layers that predict a further token from the main model's hidden state and "
-                "the next token's embedding; shipped in the checkpoint, unused by the forward pass."
-            ),
-            locate=Locator(
-                claim="The multi-token-prediction layers.", category=Category.MTP, sites=(), absent=MTP_ABSENT
-            ),
+            locate=Locator(claim=words.claim, category=Category.MTP, sites=(), absent=MTP_ABSENT),
         )
 
     def node(
         self,
         id: str,
-        title: str,
         code: str,
-        summary: str,
         *,
         inputs: list[Shape],
         outputs: list[Shape],
@@ -599,12 +516,18 @@ class _Mtp:
         settings: Sequence[Setting] = (),
     ) -> None:
         """One MTP node; ``rows`` are its tensors as (component, name under the layer, factors)."""
-        Scope(b=self.b, group=self.group, placement=self.at, part=Part.MTP, prefix="mtp.", category=Category.MTP).node(
+        Scope(
+            b=self.b,
+            group=self.group,
+            placement=self.at,
+            part=Part.MTP,
+            prefix="mtp.",
+            category=Category.MTP,
+            words=MTP_WORDS,
+        ).node(
             id,
-            title=title,
             kind=NodeKind.LEARNED if rows else NodeKind.OPERATOR,
             code=code,
-            summary=summary,
             inputs=inputs,
             outputs=outputs,
             parameters=[
@@ -612,7 +535,6 @@ class _Mtp:
                 for component, name, factors in rows
             ],
             settings=settings,
-            claim=_MTP_CLAIMS[id],
             sites=(),
             absent=MTP_ABSENT,
         )
@@ -620,47 +542,42 @@ class _Mtp:
     def inputs(self) -> None:
         """Its own embedding of the next token, two norms, their concatenation and the projection back."""
         state, width, vocabulary = self.state, self.width, self.vocabulary
-        table = [("vocab_size", vocabulary), ("hidden_size", width)]
+        table = [(DECODER.vocab_size.name, vocabulary), (DECODER.hidden_size.name, width)]
         self.node(
             "embedding",
-            "MTP token embedding",
             "self.embed_tokens(input_ids)",
-            "The MTP layer's own copy of the token embedding table.",
             inputs=[shape("input_ids", BATCH, POSITIONS)],
             outputs=[state],
             rows=[("Token embedding", "embed_tokens.weight", table)],
         )
-        for id, title, what in (
-            ("enorm", "Embedding RMSNorm", "the next token's embedding"),
-            ("hnorm", "Hidden-state RMSNorm", "the main model's hidden state"),
-        ):
+        for id in ("enorm", "hnorm"):
             self.node(
                 id,
-                title,
                 f"self.{id}(...)",
-                f"Normalize {what} before the two are joined.",
                 inputs=[state],
                 outputs=[state],
                 settings=[self.eps],
-                rows=[("RMSNorm scale", f"{id}.weight", [("hidden_size", width)])],
+                rows=[("RMSNorm scale", f"{id}.weight", [(DECODER.hidden_size.name, width)])],
             )
         both = shape("hidden_states", BATCH, POSITIONS, fixed("2d", 2 * width, "2 × hidden_size"))
         self.node(
             "concat",
-            "Embedding / hidden concat",
             "torch.cat([self.enorm(embeds), self.hnorm(hidden_states)], dim=-1)",
-            "Join the two normalized vectors of each position.",
             inputs=[state, state],
             outputs=[both],
         )
         self.node(
             "eh-proj",
-            "MTP input projection",
             "self.eh_proj(hidden_states)",
-            "Project the joined vectors back to the model width.",
             inputs=[both],
             outputs=[state],
-            rows=[("eh_proj weight", "eh_proj.weight", [("hidden_size", width), ("2 × hidden_size", 2 * width)])],
+            rows=[
+                (
+                    "eh_proj weight",
+                    "eh_proj.weight",
+                    [(DECODER.hidden_size.name, width), ("2 × hidden_size", 2 * width)],
+                )
+            ],
         )
 
     def head(self) -> None:
@@ -668,23 +585,23 @@ class _Mtp:
         state, width = self.state, self.width
         self.node(
             "head-norm",
-            "MTP head RMSNorm",
             "self.shared_head.norm(hidden_states)",
-            "Normalize the MTP block's output.",
             inputs=[state],
             outputs=[state],
             settings=[self.eps],
-            rows=[("RMSNorm scale", "shared_head.norm.weight", [("hidden_size", width)])],
+            rows=[("RMSNorm scale", "shared_head.norm.weight", [(DECODER.hidden_size.name, width)])],
         )
         self.node(
             "head",
-            "MTP output head",
             "self.shared_head.head(hidden_states)",
-            "The MTP layer's own copy of the output head: scores for the token after next.",
             inputs=[state],
             outputs=[shape("logits", BATCH, POSITIONS, self.vocab)],
             rows=[
-                ("Output head", "shared_head.head.weight", [("vocab_size", self.vocabulary), ("hidden_size", width)])
+                (
+                    "Output head",
+                    "shared_head.head.weight",
+                    [(DECODER.vocab_size.name, self.vocabulary), (DECODER.hidden_size.name, width)],
+                )
             ],
         )
 
@@ -709,9 +626,168 @@ def mtp_layers(
 def mla_words(get: Getter) -> str | None:
     """MLA in the words of a released configuration's sentence (``MLA with query rank 1,536, KV rank 512, head widths
     128 + 64 rotary and values 128``), when the config sets a KV rank."""
-    q_rank, kv_rank = get("q_lora_rank"), get("kv_lora_rank")
-    nope, rope, v = get("qk_nope_head_dim"), get("qk_rope_head_dim"), get("v_head_dim")
+    q_rank, kv_rank = get(MLA.q_lora_rank.name), get(MLA.kv_lora_rank.name)
+    nope, rope, v = get(MLA.qk_nope_head_dim.name), get(MLA.qk_rope_head_dim.name), get(MLA.v_head_dim.name)
     if not isinstance(kv_rank, int):
         return None
     ranks = f"query rank {q_rank:,}, " if isinstance(q_rank, int) else "no query compression, "
     return f"MLA with {ranks}KV rank {kv_rank:,}, head widths {nope} + {rope} rotary and values {v}"
+
+
+NODE_WORDS = WordsTable(
+    {
+        "q-b-proj": Words(
+            title="Query up-projection",
+            summary="Expand the query latent into every head's query (position-free and rotary parts).",
+            claim="The query up-projection expands the normalized query latent into every head's query.",
+        ),
+        "q-proj": Words(
+            title="Query projection",
+            summary="Project each position's hidden state to every head's query (position-free and rotary parts).",
+            claim="The query projection maps each position to every head's query.",
+        ),
+        "q-a-proj": Words(
+            title="Query down-projection",
+            summary="Compress each position's hidden state into the low-rank query latent.",
+            claim="The query down-projection compresses each position into the low-rank query latent.",
+        ),
+        "kv-a-proj": Words(
+            title="KV down-projection with shared rotary key",
+            summary="Compress each position into the KV latent plus one rotary key shared by all heads.",
+            claim=(
+                "The KV down-projection compresses each position into the KV latent plus one key slice shared by "
+                "all heads."
+            ),
+        ),
+        "cache-update": cache_update(
+            "Latent KV cache",
+            "Append this step's KV latent and rotary key to the cache and return all cached positions; MLA caches "
+            "kv_lora_rank + qk_rope_head_dim numbers per position and layer.",
+        ),
+        "o-proj": output_projection("Project the concatenated head outputs back to the model width."),
+        "attention": Words(
+            title="Multi-head latent attention",
+            summary=(
+                "Queries through a low-rank bottleneck, keys and values from one compressed latent per position "
+                "(the only thing cached), rotary position on a separate slice of each head, causal softmax "
+                "attention, output projection."
+            ),
+            claim=(
+                "Multi-head latent attention projects queries (through a low-rank bottleneck when configured) "
+                "and derives every head's keys and values from one compressed latent per position plus a key "
+                "slice shared by all heads."
+            ),
+        ),
+        "q-a-norm": Words(
+            title="Query latent RMSNorm",
+            summary="Normalize the query latent before expanding it to all heads.",
+            claim="The query latent RMSNorm normalizes the low-rank query latent before it is expanded.",
+        ),
+        "query-view": Words(
+            title="Query heads",
+            summary="View the projected queries as one vector per head; no rotary slice is rotated in this model.",
+            claim="The projected queries are viewed as one vector per head; no rotary slice is split off.",
+        ),
+        "kv-split": Words(
+            title="KV latent / rotary key split",
+            summary="Split the compressed projection into the KV latent and the shared rotary key.",
+            claim="The compressed projection is split into the KV latent and the shared key slice.",
+        ),
+        "kv-a-norm": Words(
+            title="KV latent RMSNorm",
+            summary="Normalize the KV latent before it is cached and expanded.",
+            claim="The KV latent RMSNorm normalizes the latent before it is expanded into keys and values.",
+        ),
+        "apply-rotary": Words(
+            title="Apply rotary embedding",
+            summary="Rotate the rotary slices of the queries and of the shared key by their positions.",
+            claim="The rotary slices of the queries and of the shared key are rotated by their positions.",
+        ),
+        "query-concat": Words(
+            title="Query assembly",
+            summary="Join each head's position-free and rotated query parts.",
+            claim="Each head's query is assembled from its position-free and rotated parts.",
+        ),
+        "kv-b-proj": Words(
+            title="KV up-projection",
+            summary="Expand the cached latents into every head's position-free key and value.",
+            claim="The KV up-projection expands the latent into every head's position-free key and value.",
+        ),
+        "key-value-split": Words(
+            title="Key assembly and value split",
+            summary=(
+                "View the expansion per head, split it into key and value parts, and join the key part with the "
+                "shared rotary key."
+            ),
+            claim=(
+                "Each head's expansion is split into key and value parts, and the key part is joined with the "
+                "shared key slice."
+            ),
+        ),
+        "sdpa": Words(
+            title="Scaled dot-product attention",
+            summary=(
+                "Score each query against the keys of all earlier and current positions (causal mask), softmax "
+                "with the YaRN-corrected scale, and mix the values; heads are concatenated."
+            ),
+            claim=(
+                "Attention scores each query against the keys of the current and earlier positions under the "
+                "causal mask, takes the softmax at the configured scale and mixes the values."
+            ),
+        ),
+        "query-split": Words(
+            title="Query nope/rope split",
+            summary="View the queries per head and split each into a position-free part and a rotary part.",
+            claim="The queries are viewed per head and split into a position-free part and a rotary part.",
+        ),
+    }
+)
+"""The words of this module's nodes, by the id its steps pass."""
+
+
+MTP_WORDS = WordsTable(
+    {
+        "mtp": Words(
+            title="Multi-token prediction",
+            summary="Extra layers that predict a further token from the main model's hidden state and the next "
+            "token's embedding; shipped in the checkpoint, unused by the forward pass.",
+            claim="The multi-token-prediction layers.",
+        ),
+        "embedding": Words(
+            title="MTP token embedding",
+            summary="The MTP layer's own copy of the token embedding table.",
+            claim="The MTP layer has its own copy of the token embedding table.",
+        ),
+        "enorm": Words(
+            title="Embedding RMSNorm",
+            summary="Normalize the next token's embedding before the two are joined.",
+            claim="The MTP layer normalizes the next token's embedding.",
+        ),
+        "hnorm": Words(
+            title="Hidden-state RMSNorm",
+            summary="Normalize the main model's hidden state before the two are joined.",
+            claim="The MTP layer normalizes the main model's hidden state.",
+        ),
+        "concat": Words(
+            title="Embedding / hidden concat",
+            summary="Join the two normalized vectors of each position.",
+            claim="The MTP layer joins the two normalized vectors of each position.",
+        ),
+        "eh-proj": Words(
+            title="MTP input projection",
+            summary="Project the joined vectors back to the model width.",
+            claim="The MTP layer projects the joined vectors back to the model width.",
+        ),
+        "head-norm": Words(
+            title="MTP head RMSNorm",
+            summary="Normalize the MTP block's output.",
+            claim="The MTP layer normalizes its block's output before its head.",
+        ),
+        "head": Words(
+            title="MTP output head",
+            summary="The MTP layer's own copy of the output head: scores for the token after next.",
+            claim="The MTP layer has its own copy of the output head.",
+        ),
+    }
+)
+"""The words of the multi-token-prediction layers' own nodes (``mtp_layers``), by the id after ``mtp.``."""

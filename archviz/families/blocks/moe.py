@@ -3,7 +3,8 @@ and their sum, each node with its locator.
 
 How the router scores and selects experts is a routing scheme the block holds (``archviz.families.blocks.routing``:
 ``SigmoidRouting`` for DeepSeek-V3, Kimi-K2 and Kimi Linear; ``SoftmaxRouting`` for Mixtral and Qwen3-MoE); the
-block asks it for the MoE group's words and the routing nodes, and builds the routed and shared experts itself.
+block asks it for the routing nodes, and builds the routed and shared experts itself. The block's nodes take their
+words from ``NODE_WORDS`` joined with the scheme's ``words`` (``archviz.families.blocks.node_words``).
 
 What differs between families beyond the scheme (config key names, checkpoint names, the experts' call) is a
 ``MoeNaming``. Sources: transformers ``modeling_deepseek_v3.py`` (DeepseekV3MoE, DeepseekV3TopkRouter),
@@ -14,7 +15,7 @@ store (``experts.{j}.w1``/``w3``/``w2`` or ``gate_proj``/``up_proj``/``down_proj
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from archviz.code.locators import Category, Locator, attribute, method, remote_only, statement, transformers_only
 from archviz.common.words import plural
@@ -29,10 +30,12 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import hidden
-from archviz.families.blocks.routing import Routing, RoutingInputs
+from archviz.families.blocks.node_words import Fill, Words, WordsTable
+from archviz.families.blocks.routing import Routing, RoutingInputs, group_fill
+from archviz.families.blocks.schema import MOE
 from archviz.families.registry import Getter
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.inputs.settings import Settings
+from archviz.inputs.settings import Key, Settings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,40 +44,36 @@ class MoeNaming:
 
     routing: Routing
     """The routing scheme (``SigmoidRouting``, ``SoftmaxRouting``)."""
-    experts: str
+    experts: Key
     """Config key of the routed-expert count (``n_routed_experts``, ``num_local_experts``)."""
-    top_k: str
+    top_k: Key
     """Config key of the experts per token (``num_experts_per_tok``)."""
-    width: str
+    width: Key
     """Config key of one expert's hidden width (``moe_intermediate_size``, ``intermediate_size``)."""
     prefix: str
     """Checkpoint prefix of a layer's MoE (``model.layers.{layer}.mlp``, ``….block_sparse_moe``)."""
     projections: tuple[str, str, str]
     """Checkpoint names of an expert's gate, up and down projections (``w1``, ``w3``, ``w2``)."""
-    normalize: str | None
-    """Config key that switches renormalizing the top-k weights; None when they always are (Mixtral)."""
+    normalize: Key | None
+    """Config key that switches renormalizing the top-k weights, with its default; None when they always are
+    (Mixtral)."""
     experts_call: str
     """How the MoE calls its experts in the modeling code (``self.experts(hidden_states, topk_indices, …)``)."""
-    shared: str | None = None
-    """Config key of the shared-expert count (``n_shared_experts``); None when the family has none."""
-    groups: str | None = None
-    """Config key of the expert-group count (``n_group``) for group-limited selection."""
-    scoring_key: str | None = None
+    shared: Key | None = None
+    """Config key of the shared-expert count (``n_shared_experts``), with its default; None when the family has
+    none."""
+    groups: Key | None = None
+    """Config key of the expert-group count (``n_group``) for group-limited selection, with its default."""
+    groups_kept: Key = MOE.topk_group
+    """Config key of the expert groups kept per token (``topk_group``), with its default."""
+    scaling: Key = MOE.routed_scaling_factor
+    """Config key of the routing weights' factor (``routed_scaling_factor``), with its default."""
+    scoring_key: Key | None = None
     """Config key naming the score function (``scoring_func``)."""
-    sparse_step: str | None = None
+    sparse_step: Key | None = None
     """Config key of the MoE-layer period (``decoder_sparse_step``): layer ``i`` is MoE when ``(i+1) % step == 0``."""
-    dense_layers: str | None = None
+    dense_layers: Key | None = None
     """Config key listing layers that keep the dense MLP (``mlp_only_layers``)."""
-    shared_default: int = 0
-    """Shared experts when the config leaves ``shared`` out (transformers' config-class default)."""
-    groups_default: int = 1
-    """Expert groups when the config leaves ``groups`` out."""
-    groups_kept_default: int = 1
-    """``topk_group`` when the config leaves it out."""
-    normalize_default: bool = False
-    """Whether top-k weights are renormalized when the config leaves ``normalize`` out."""
-    scaling_default: float = 1.0
-    """``routed_scaling_factor`` when the config leaves it out."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,7 +89,7 @@ class MoeDims:
 def moe_dims(s: Settings, n: MoeNaming) -> MoeDims:
     """The routed-expert count, top-k and widths a config sets."""
     width = s.dim(n.width)
-    shared = s.count(n.shared, default=n.shared_default) if n.shared else 0
+    shared = s.count(n.shared, default=n.shared.default) if n.shared else 0
     return MoeDims(
         experts=fixed("experts", s.dim(n.experts), n.experts),
         top_k=fixed("top_k", s.dim(n.top_k), n.top_k),
@@ -118,33 +117,41 @@ class MoeBlock:
         self.activation = activation
         self.experts_modelled = experts_modelled
         self.routing = naming.routing
-        normalize = True if naming.normalize is None else s.flag(naming.normalize, default=naming.normalize_default)
+        self.words = NODE_WORDS | naming.routing.words
+        normalize = True if naming.normalize is None else s.flag(naming.normalize, default=naming.normalize.default)
         self.inputs = RoutingInputs(s=s, naming=naming, dims=dims, d=d, code=code, normalize=normalize)
 
     def build(self, prefix: str, layers: list[int], *, parent: str, part: Part = Part.MAIN) -> None:
         """The MoE of ``layers``: routing, the routed experts (when modelled), the shared experts (when any)."""
         at = layer_placement(layers)
         group = self._group(prefix, at, parent)
-        step = Scope(b=self.b, group=group, placement=at, part=part, prefix=f"{prefix}moe.", category=Category.MOE)
+        step = Scope(
+            b=self.b,
+            group=group,
+            placement=at,
+            part=part,
+            prefix=f"{prefix}moe.",
+            category=Category.MOE,
+            words=self.words,
+        )
         weights = self.routing.route(step, self.inputs)
         if self.experts_modelled:
             self._experts(step, layers, weights)
-        shared = self.s.count(self.n.shared, default=self.n.shared_default) if self.n.shared else 0
+        shared = self.s.count(self.n.shared, default=self.n.shared.default) if self.n.shared else 0
         if shared:
             self._shared(step, shared)
 
     # -- the steps ------------------------------------------------------------------------------------
 
     def _group(self, prefix: str, at: Placement, parent: str) -> str:
-        words = self.routing.group_words(self.inputs)
+        words = self.words.words("moe", group_fill(self.inputs))
         return self.b.group(
             f"{prefix}moe",
-            title=words.title,
+            words=words,
             kind=GroupKind.MOE,
             parent=parent,
             placement=at,
-            summary=words.summary,
-            locate=words.locate,
+            locate=self.routing.group_locate(self.inputs, words.claim),
         )
 
     def _experts(self, step: Scope, layers: list[int], weights: Shape) -> None:
@@ -152,15 +159,15 @@ class MoeBlock:
         b, n, code = self.b, self.n, self.code
         experts, top_k = self.dims.experts.value or 0, self.dims.top_k.value or 0
         instances = layer_placement(layers, per_layer=experts, active_per_layer=top_k)
+        words = self.words.words("experts", {"experts": experts, "top_k": top_k})
         group = b.group(
             f"{step.prefix}experts",
-            title="Routed experts",
+            words=words,
             kind=GroupKind.EXPERTS,
             parent=step.group,
             placement=instances,
-            summary=f"{experts} SwiGLU experts per layer, of which each token uses {top_k}.",
             locate=Locator(
-                claim="The routed experts run each expert on the tokens routed to it and add the weighted results.",
+                claim=words.claim,
                 category=Category.MOE,
                 # transformers' port runs the experts as one module; the remote code in the MoE's moe_infer.
                 sites=(
@@ -169,17 +176,13 @@ class MoeBlock:
                 ),
             ),
         )
-        bank = Scope(b=b, group=group, placement=instances, part=step.part, prefix=step.prefix, category=Category.MOE)
+        bank = replace(step, group=group, placement=instances)
         routed = shape("current_hidden_states", ROUTED_TOKENS, self.d)
         bank.node(
             "routed-expert",
-            title="Routed expert",
+            fill={"width": n.width},
             kind=NodeKind.LEARNED,
             code=n.experts_call,
-            summary=(
-                f"A SwiGLU feed-forward network of width {n.width} applied to the tokens routed to it; "
-                "one representative of every expert in every MoE layer."
-            ),
             inputs=[shape("current_state", ROUTED_TOKENS, self.d)],
             outputs=[routed],
             parameters=swiglu_rows(
@@ -192,14 +195,13 @@ class MoeBlock:
                 names=n.projections,
             ),
             settings=[self.activation],
-            claim="Each routed expert is a SwiGLU network applied only to the tokens routed to it.",
             sites=(
                 *attribute(code.moe, "experts"),
                 # The remote code takes each expert from the list and calls it on its tokens (in moe_infer).
                 *remote_only(statement(code.moe, "expert_out = expert(")),
                 *transformers_only(method(code.experts, "forward")),
             ),
-            op=Op(kind=OpKind.EXPERTS, top_k=n.top_k),
+            op=Op(kind=OpKind.EXPERTS, top_k=n.top_k.name),
         )
         self._combine(step, bank, routed, weights)
 
@@ -208,14 +210,11 @@ class MoeBlock:
         code = self.code
         bank.node(
             "combine",
-            title="Weighted expert sum",
             kind=NodeKind.OPERATOR,
             code="final_hidden_states.index_add_(0, token_idx, current_hidden_states)",
-            summary=self.routing.combine_summary(),
             inputs=[routed, weights],
             outputs=[hidden(self.d)],
             placement=step.placement,
-            claim="The routed experts' outputs are weighted by their routing weights and summed per token.",
             sites=(
                 *transformers_only(statement(code.experts, "* top_k_weights["), statement(code.experts, "index_add_(")),
                 *remote_only(statement(code.moe, ".mul_(topk_weight", method="moe_infer")),
@@ -228,13 +227,9 @@ class MoeBlock:
         value = hidden(self.d)
         step.node(
             "shared-expert",
-            title="Shared experts",
+            fill={"shared": shared, "width": n.width, "shared_key": n.shared},
             kind=NodeKind.LEARNED,
             code="self.shared_experts(residuals)",
-            summary=(
-                f"{plural(shared, 'always-on SwiGLU expert')}, fused into one network of "
-                f"width {n.width} × {n.shared}, applied to every token."
-            ),
             inputs=[value],
             outputs=[value],
             parameters=swiglu_rows(
@@ -245,21 +240,52 @@ class MoeBlock:
                 d=self.d.value or 0,
                 title="Shared",
             ),
-            claim="The shared experts are one SwiGLU network, as wide as all of them together, applied to every token.",
             sites=attribute(code.moe, "shared_experts"),
             op=Op(kind=OpKind.LINEAR),
         )
         step.node(
             "sum",
-            title="Routed + shared sum",
             kind=NodeKind.OPERATOR,
             code="hidden_states + self.shared_experts(residuals)",
-            summary="Add the shared experts' output to the routed experts' weighted sum.",
             inputs=[value, value],
             outputs=[value],
-            claim="The shared experts' output is added to the routed experts' weighted sum.",
             sites=(statement(code.moe, "+ self.shared_experts("),),
         )
+
+
+def _shared_expert(fill: Fill) -> Words:
+    experts = plural(fill["shared"], "always-on SwiGLU expert")
+    return Words(
+        title="Shared experts",
+        summary=f"{experts}, fused into one network of width {fill['width']} × {fill['shared_key']}, applied to "
+        "every token.",
+        claim="The shared experts are one SwiGLU network, as wide as all of them together, applied to every token.",
+    )
+
+
+NODE_WORDS = WordsTable(
+    {
+        "experts": Words(
+            title="Routed experts",
+            summary="{experts} SwiGLU experts per layer, of which each token uses {top_k}.",
+            claim="The routed experts run each expert on the tokens routed to it and add the weighted results.",
+        ),
+        "routed-expert": Words(
+            title="Routed expert",
+            summary="A SwiGLU feed-forward network of width {width} applied to the tokens routed to it; one "
+            "representative of every expert in every MoE layer.",
+            claim="Each routed expert is a SwiGLU network applied only to the tokens routed to it.",
+        ),
+        "shared-expert": _shared_expert,
+        "sum": Words(
+            title="Routed + shared sum",
+            summary="Add the shared experts' output to the routed experts' weighted sum.",
+            claim="The shared experts' output is added to the routed experts' weighted sum.",
+        ),
+    }
+)
+"""The words of the MoE block's own nodes and of its routed experts' group (``experts``); the routing scheme's table
+(``Routing.words``) adds the MoE group's (``moe``), the routing nodes' and the weighted sum's."""
 
 
 def moe_words(naming: MoeNaming, get: Getter) -> str | None:
@@ -269,10 +295,10 @@ def moe_words(naming: MoeNaming, get: Getter) -> str | None:
     if not isinstance(experts, int) or not isinstance(top_k, int):
         return None
     routing = [str(value) + " scores" for value in [get(naming.scoring_key)] if isinstance(value, str)]
-    groups, kept = get(naming.groups), get("topk_group")
+    groups, kept = get(naming.groups), get(naming.groups_kept)
     if isinstance(groups, int):
         routing.append(f"{kept if isinstance(kept, int) else groups} of {groups} expert groups kept")
-    scale = get("routed_scaling_factor")
+    scale = get(naming.scaling)
     if isinstance(scale, int | float) and not isinstance(scale, bool):
         routing.append(f"route scale {scale:g}")
     text = f"top-{top_k} of {experts} routed experts"

@@ -28,6 +28,8 @@ from archviz.code.locators import (
 )
 from archviz.families.blocks.builder import POSITIONS, GraphBuilder, shape
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.node_words import Fill, Words, WordsTable
+from archviz.families.blocks.schema import DECODER, GQA, MLA, ROPE
 from archviz.graph.nodes import Dim, NodeKind, Setting
 from archviz.inputs.settings import Settings
 
@@ -65,30 +67,27 @@ _ROPE_SUMMARIES = {
 }
 
 
-def rotary_embedding(b: GraphBuilder, *, rotated: Dim, settings: list[Setting], summary: str, locate: Locator) -> str:
-    """The ``rotary-embedding`` node: position ids in, ``cos`` and ``sin`` tables of ``rotated`` width out."""
+def rotary_embedding(b: GraphBuilder, *, rotated: Dim, settings: list[Setting], words: Words, locate: Locator) -> str:
+    """The ``rotary-embedding`` node: position ids in, ``cos`` and ``sin`` tables of ``rotated`` width out
+    (``words``: from ``WHOLE_HEAD_WORDS`` or ``DECOUPLED_WORDS``, filled with the scaling type)."""
     return b.node(
         "rotary-embedding",
-        title="Rotary embedding",
+        words=words,
         kind=NodeKind.OPERATOR,
         code="self.rotary_emb(hidden_states, position_ids)",
         group="model",
-        summary=summary,
         inputs=[shape("position_ids", BROADCAST, POSITIONS)],
         outputs=[shape("cos", BROADCAST, POSITIONS, rotated), shape("sin", BROADCAST, POSITIONS, rotated)],
         settings=settings,
-        extra_keys=["max_position_embeddings"],
+        extra_keys=[DECODER.max_position_embeddings.name],
         locate=locate,
     )
 
 
-def rotary_locator(code: DecoderCode) -> Locator:
+def rotary_locator(code: DecoderCode, claim: str) -> Locator:
     """Where the rotary embedding is built and run: the model's ``rotary_emb`` and the rotary class."""
     return Locator(
-        claim=(
-            "The rotary embedding computes each position's cosine and sine tables from the configured base, "
-            "rescaled by the rotary scaling type when the config names one."
-        ),
+        claim=claim,
         category=Category.ROPE,
         sites=(
             defined(code.model, "rotary_emb"),
@@ -100,7 +99,7 @@ def rotary_locator(code: DecoderCode) -> Locator:
     )
 
 
-def yarn_rotary_locator(code: DecoderCode) -> Locator:
+def yarn_rotary_locator(code: DecoderCode, claim: str) -> Locator:
     """Where the YaRN rotary embedding is built and run: the model's ``rotary_emb`` and the rotary class, and in
     remote code that builds it inside the attention (``_init_rope``), the attention's own and the YaRN helpers. A
     family whose transformers port has no rotary code (``DecoderCode.rope_absent``) looks for it in its remote code
@@ -116,10 +115,7 @@ def yarn_rotary_locator(code: DecoderCode) -> Locator:
         *remote_only(method(code.rotary, "_set_cos_sin_cache"), function("yarn_find_correction_range")),
     )
     return Locator(
-        claim=(
-            "The rotary embedding computes each position's cosine and sine tables from the configured rotary "
-            "frequencies, YaRN-scaled when the config asks for it."
-        ),
+        claim=claim,
         category=Category.ROPE,
         sites=remote_only(*sites) if code.rope_absent else sites,
         absent=code.rope_absent,
@@ -128,7 +124,7 @@ def yarn_rotary_locator(code: DecoderCode) -> Locator:
 
 def _scaling(s: Settings, *, prefer: str) -> tuple[str, Mapping[str, Any]]:
     """The config key of the rotary scaling object (``prefer`` when both could be) and the object ({} if none)."""
-    other = "rope_parameters" if prefer == "rope_scaling" else "rope_scaling"
+    other = ROPE.rope_parameters.name if prefer == ROPE.rope_scaling.name else ROPE.rope_scaling.name
     key = prefer if s.mapping(prefer) is not None else other
     return key, s.mapping(key) or {}
 
@@ -165,20 +161,22 @@ def yarn_mscale(scale: float, mscale: float) -> float:
 
 
 def decoupled_rope_settings(s: Settings) -> tuple[list[Setting], str]:
-    """The settings and summary of a rotary embedding on the rotary slice of each query and key head (MLA's
-    decoupled rotary), YaRN read with its magnitude correction (``mscale``, ``mscale_all_dim``) as DeepSeek-V3's
-    ``DeepseekV3YarnRotaryEmbedding`` reads it."""
-    rope_key, scaling = _scaling(s, prefer="rope_scaling")
+    """The settings and scaling type (the fill of ``DECOUPLED_WORDS``) of a rotary embedding on the rotary slice of
+    each query and key head (MLA's decoupled rotary), YaRN read with its magnitude correction (``mscale``,
+    ``mscale_all_dim``) as DeepSeek-V3's ``DeepseekV3YarnRotaryEmbedding`` reads it."""
+    rope_key, scaling = _scaling(s, prefer=ROPE.rope_scaling.name)
     kind, kind_key = _scaling_kind(s, rope_key, scaling)
-    settings = [Setting(name="base θ", value=s.number("rope_theta", default=10000.0), config_keys=("rope_theta",))]
-    if kind == "default":
-        return (
-            settings,
-            "Compute the cosine and sine tables that rotate the rotary part of queries and keys by position.",
+    settings = [
+        Setting(
+            name="base θ",
+            value=s.number(ROPE.rope_theta, default=ROPE.rope_theta.default),
+            config_keys=(ROPE.rope_theta.name,),
         )
+    ]
+    if kind == "default":
+        return settings, kind
     if kind != "yarn":  # transformers' other types, as DeepseekV3RotaryEmbedding calls them
-        rows = _scaling_rows(s, rope_key, kind, kind_key, scaling)
-        return settings + rows, _ROPE_SUMMARIES[kind].replace("rotate queries", "rotate the rotary part of queries")
+        return settings + _scaling_rows(s, rope_key, kind, kind_key, scaling), kind
     factor_value = s.number(rope_key, "factor")
     settings += [
         Setting(name="scaling", value="YaRN", config_keys=(f"{rope_key}.{kind_key}",)),
@@ -199,16 +197,13 @@ def decoupled_rope_settings(s: Settings) -> tuple[list[Setting], str]:
             config_keys=(f"{rope_key}.mscale", f"{rope_key}.mscale_all_dim"),
         ),
     ]
-    return settings, (
-        "Compute YaRN-scaled cosine and sine tables (extending the original context by the configured "
-        "factor) that rotate the rotary part of queries and keys by position."
-    )
+    return settings, kind
 
 
 def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
     """MLA's softmax scale: ``qk_head_dim^-0.5``, times ``mscale²`` under YaRN with ``mscale_all_dim``."""
     base = (qk_head_dim or 1) ** -0.5
-    rope_key, scaling = _scaling(s, prefer="rope_scaling")
+    rope_key, scaling = _scaling(s, prefer=ROPE.rope_scaling.name)
     mscale_all = s.number(rope_key, "mscale_all_dim", default=0) if "mscale_all_dim" in scaling else 0.0
     kind, _ = _scaling_kind(s, rope_key, scaling)
     if kind != "default" and mscale_all:
@@ -218,13 +213,18 @@ def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
             value=base * m * m,
             formula=f"(qk_nope_head_dim + qk_rope_head_dim)^-0.5 × mscale² (mscale = 0.1 × "
             f"mscale_all_dim × ln(factor) + 1 = {m:.6g})",
-            config_keys=("qk_nope_head_dim", "qk_rope_head_dim", f"{rope_key}.mscale_all_dim", f"{rope_key}.factor"),
+            config_keys=(
+                MLA.qk_nope_head_dim.name,
+                MLA.qk_rope_head_dim.name,
+                f"{rope_key}.mscale_all_dim",
+                f"{rope_key}.factor",
+            ),
         )
     return Setting(
         name="softmax scale",
         value=base,
         formula="(qk_nope_head_dim + qk_rope_head_dim)^-0.5",
-        config_keys=("qk_nope_head_dim", "qk_rope_head_dim"),
+        config_keys=(MLA.qk_nope_head_dim.name, MLA.qk_rope_head_dim.name),
     )
 
 
@@ -232,15 +232,16 @@ def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
 
 
 def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: str) -> tuple[list[Setting], str]:
-    """The settings and summary of a rotary embedding on whole heads of ``head_dim``, with transformers' scaling
-    types; ``theta_default`` is the config class's base when the config sets none (``title``'s default)."""
-    key, scaling = _scaling(s, prefer="rope_parameters")
+    """The settings and scaling type (the fill of ``WHOLE_HEAD_WORDS``) of a rotary embedding on whole heads of
+    ``head_dim``, with transformers' scaling types; ``theta_default`` is the config class's base when the config
+    sets none (``title``'s default)."""
+    key, scaling = _scaling(s, prefer=ROPE.rope_parameters.name)
     kind, kind_key = _scaling_kind(s, key, scaling)
     theta_keys: tuple[str, ...]
-    if "rope_theta" in scaling:
-        theta, theta_keys = s.number(key, "rope_theta"), (f"{key}.rope_theta",)
-    elif s.has("rope_theta"):
-        theta, theta_keys = s.number("rope_theta"), ("rope_theta",)
+    if ROPE.rope_theta.name in scaling:
+        theta, theta_keys = s.number(key, ROPE.rope_theta), (f"{key}.rope_theta",)
+    elif s.has(ROPE.rope_theta):
+        theta, theta_keys = s.number(ROPE.rope_theta), (ROPE.rope_theta.name,)
     else:
         theta, theta_keys = theta_default, ()
     settings = [
@@ -250,7 +251,7 @@ def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: st
             config_keys=theta_keys,
             formula=None if theta_keys else f"unset: {title}'s default",
         ),
-        Setting(name="rotated dimensions", value=head_dim, note="the whole head", formula="head_dim"),
+        Setting(name="rotated dimensions", value=head_dim, note="the whole head", formula=GQA.head_dim.name),
     ]
     settings += _scaling_rows(s, key, kind, kind_key, scaling)
     if kind == "yarn" and scaling.get("attention_factor") is None and scaling.get("factor") is not None:
@@ -264,4 +265,40 @@ def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: st
                 config_keys=(f"{key}.factor",),
             )
         )
-    return settings, _ROPE_SUMMARIES[kind]
+    return settings, kind
+
+
+def _whole_heads(fill: Fill) -> Words:
+    return Words(
+        title="Rotary embedding",
+        summary=_ROPE_SUMMARIES[fill["scaling"]],
+        claim="The rotary embedding computes each position's cosine and sine tables from the configured base, "
+        "rescaled by the rotary scaling type when the config names one.",
+    )
+
+
+def _decoupled(fill: Fill) -> Words:
+    scaling = fill["scaling"]
+    if scaling == "default":
+        summary = "Compute the cosine and sine tables that rotate the rotary part of queries and keys by position."
+    elif scaling == "yarn":
+        summary = (
+            "Compute YaRN-scaled cosine and sine tables (extending the original context by the configured factor) "
+            "that rotate the rotary part of queries and keys by position."
+        )
+    else:
+        summary = _ROPE_SUMMARIES[scaling].replace("rotate queries", "rotate the rotary part of queries")
+    return Words(
+        title="Rotary embedding",
+        summary=summary,
+        claim="The rotary embedding computes each position's cosine and sine tables from the configured rotary "
+        "frequencies, YaRN-scaled when the config asks for it.",
+    )
+
+
+WHOLE_HEAD_WORDS = WordsTable({"rotary-embedding": _whole_heads})
+"""The rotary embedding's words when it rotates whole heads (``rope_settings``), by its scaling type
+(``_ROPE_SUMMARIES``)."""
+
+DECOUPLED_WORDS = WordsTable({"rotary-embedding": _decoupled})
+"""The rotary embedding's words when it rotates a rotary slice of each head (``decoupled_rope_settings``: MLA)."""
