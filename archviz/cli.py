@@ -6,12 +6,14 @@ import json
 import os
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer._click import Context  # the context TyperGroup's methods take (typer vendors click)
-from typer.core import TyperGroup
+from typer._click import Command, Context  # the context TyperGroup's methods take (typer vendors click)
+from typer._coercion import RuntimeParam, build_runtime_param
+from typer.core import TyperGroup, _TyperParameter
 from typer.exceptions import TyperException
 
 from archviz.common.errors import InputError, doing, printable, step_of
@@ -42,7 +44,15 @@ class _Commands(TyperGroup):
         if "--debug" in args[:end]:
             ctx.meta[DEBUG] = True
             args = [arg for arg in args[:end] if arg != "--debug"] + args[end:]
+        for param in self.get_params(ctx):  # with the help option
+            _coerce_plainly(param)
         return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        for param in () if command is None else command.get_params(ctx):  # the help option as the group's
+            _coerce_plainly(param)
+        return name, command, rest
 
     def invoke(self, ctx: Context) -> Any:
         try:
@@ -56,6 +66,38 @@ class _Commands(TyperGroup):
             raise typer.Exit(code=0) from None
         except Exception as error:  # anything else is archviz's own bug: said so, never blamed on the input
             raise _internal_error(error, debug=bool(ctx.meta.get(DEBUG))) from None
+
+
+@dataclass(frozen=True)
+class _PlainParam(RuntimeParam):
+    """Typer's coercion of a plain ``str``, ``bool`` or ``list[str]`` option, without pydantic.
+
+    typer builds a pydantic ``TypeAdapter`` for every option it coerces (importing pydantic costs a tenth of a second
+    at every start); for these three types the command line's strings are already the value, as pydantic would return
+    them. Anything else (an environment variable's text for a flag) goes to typer's own coercion.
+    """
+
+    def _coerce_value(self, value: Any, param: _TyperParameter, ctx: Context) -> Any:
+        if self.annotation is str and isinstance(value, str):
+            return value
+        if self.annotation is bool and isinstance(value, bool):
+            return value
+        if self.annotation == list[str] and isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            return list(value)
+        return build_runtime_param(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
+
+
+def _coerce_plainly(param: object) -> None:
+    """Give a plain ``str``, ``bool`` or ``list[str]`` parameter ``_PlainParam`` before typer builds its own."""
+    if not isinstance(param, _TyperParameter) or param._runtime_param is not None:
+        return
+    descriptor = param.type_descriptor
+    info = descriptor.parameter_info
+    plain = descriptor.annotation in (str, bool, list[str]) and not (
+        descriptor.is_file or descriptor.is_path or descriptor.is_choice or info.parser is not None
+    )
+    if plain:
+        param._runtime_param = _PlainParam(annotation=descriptor.annotation, parameter_info=info)
 
 
 app = typer.Typer(
@@ -202,7 +244,7 @@ def inspect(
 ) -> None:
     """Show every operator and tensor state of MODEL's forward pass, with shapes and parameter counts."""
     from archviz.pipeline import describe_model
-    from archviz.present.terminal import json_text
+    from archviz.present.jsontext import json_text
 
     try:
         docs = describe_model(
@@ -239,7 +281,7 @@ def cost(
     from archviz.cost.model import Sizes, beyond_context, cache_dtype_name, model_cost
     from archviz.pipeline import describe_model
     from archviz.present.costs_report import cost_json, render_cost
-    from archviz.present.terminal import json_text
+    from archviz.present.jsontext import json_text
 
     try:
         docs = describe_model(model, revision=revision, assumptions=_assumptions(assume), partial=partial)
@@ -352,8 +394,8 @@ def plan(
     from archviz.cost.model import cache_dtype_name
     from archviz.cost.plan import Convention, Parallelism, PlanRequest, plan_deployment, restated_plans
     from archviz.pipeline import describe_model
+    from archviz.present.jsontext import json_text
     from archviz.present.plan_report import plan_json, render_plan
-    from archviz.present.terminal import json_text
 
     device = _gpu(gpu, gpu_memory, bandwidth, bf16, fp8, fp4)
     if convention not in tuple(Convention):
@@ -461,8 +503,8 @@ def check(
     """
     from archviz.pipeline import describe_model
     from archviz.present.json_documents import verification_json
+    from archviz.present.jsontext import json_text
     from archviz.present.report import render_verification
-    from archviz.present.terminal import json_text
     from archviz.verify.check import verify
     from archviz.verify.checkpoint import read_checkpoint
 
@@ -583,7 +625,7 @@ def diff(
     from archviz.present.diff_report import render_diff
     from archviz.present.diff_words import summarise
     from archviz.present.json_documents import diff_json
-    from archviz.present.terminal import json_text
+    from archviz.present.jsontext import json_text
 
     try:
         a_docs = describe_model(model_a, revision=revision_a)

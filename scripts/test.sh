@@ -27,4 +27,5 @@ if command -v node >/dev/null && command -v npm >/dev/null \
   npm ci --prefix tests/js --no-audit --no-fund --silent
 fi
 
-exec .venv/bin/python -m pytest "$@"
+# Every core, each test file in one worker (-n 0 runs in one process).
+exec .venv/bin/python -m pytest -n auto --dist loadfile "$@"

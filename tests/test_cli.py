@@ -75,6 +75,48 @@ def test_version_does_not_import_torch() -> None:
     assert run.stdout.startswith("archviz ")
 
 
+def test_inspect_json_imports_neither_pydantic_nor_rich_nor_torch() -> None:
+    """The command line's start (issue 20): ``inspect --json`` pays for none of pydantic (typer's option coercion),
+    rich (the consoles), torch or transformers."""
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['archviz', 'inspect', 'kimi-k2-instruct', '--json']\n"
+        "try:\n    runpy.run_module('archviz', run_name='__main__')\n"
+        "except SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        "heavy = ('pydantic', 'rich', 'torch', 'transformers')\n"
+        "sys.stderr.write(repr(sorted(name for name in sys.modules if name.partition('.')[0] in heavy)))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["model"]["name"] == "kimi-k2-instruct"
+    assert run.stderr == "[]"
+
+
+def test_plain_coercion_is_typers() -> None:
+    """Every option the command line coerces without pydantic gets the value typer's own coercion gives."""
+    import typer.main
+    from typer._click import Context
+    from typer._coercion import build_runtime_param
+
+    from archviz.cli import _coerce_plainly, _PlainParam
+
+    group = typer.main.get_command(app)
+    samples = {str: ["kimi-k2-instruct", "", "--x", "7"], bool: [True, False], list[str]: [(), ("a=1", "b=[2]")]}
+    checked = 0
+    for command in [group, *group.commands.values()]:  # type: ignore[attr-defined]
+        context = Context(command)
+        for param in command.get_params(context):
+            param._runtime_param = None
+            _coerce_plainly(param)
+            if not isinstance(param._runtime_param, _PlainParam):
+                continue
+            for value in samples[param.type_descriptor.annotation]:
+                typers = build_runtime_param(param.type_descriptor).coerce(value, param=param, ctx=context)
+                assert param._runtime_param.coerce(value, param=param, ctx=context) == typers
+                checked += 1
+    assert checked > 20
+
+
 def test_inspect_tree_shows_folded_repeats() -> None:
     result = runner.invoke(app, ["inspect", "kimi-k2-instruct"], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output

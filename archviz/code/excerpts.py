@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from archviz.code.finder import SourceSpan, split_lines
+from archviz.code.finder import SourceSpan, file_lines
 from archviz.code.pins import SourceFile
 
 
@@ -48,7 +48,7 @@ def excerpt(src_text: str, spans: Sequence[SourceSpan], *, max_span_lines: int =
         raise ValueError("max_span_lines must be at least 2 (a head line and a tail line)")
     if not spans:
         return []
-    lines = split_lines(src_text)
+    lines = file_lines(src_text)
     paths = {span.path for span in spans}
     if len(paths) > 1:
         raise ValueError(f"an excerpt shows one file, got spans of {sorted(paths)}")
@@ -125,7 +125,7 @@ def link(source_file: SourceFile, span: SourceSpan) -> str | None:
         raise ValueError(f"span of {span.path!r} does not belong to {source_file.path!r}")
     if source_file.url_template is None:
         return None
-    line_count = len(split_lines(source_file.text))
+    line_count = len(file_lines(source_file.text))
     if span.end > line_count:
         raise ValueError(f"span {span.start}–{span.end} ends after the last line {line_count} of {span.path}")
     # Plain replacement, not str.format: a template may hold other braces (it is an address).

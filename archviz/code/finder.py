@@ -20,7 +20,7 @@ import ast
 import io
 import re
 import tokenize
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeGuard, TypeVar
@@ -83,7 +83,7 @@ def _parse(path: str, text: str) -> _Parsed:
             classes[statement.name] = statement
         elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
             functions[statement.name] = statement
-    return _Parsed(text=text, lines=tuple(split_lines(text)), classes=classes, functions=functions)
+    return _Parsed(text=text, lines=file_lines(text), classes=classes, functions=functions)
 
 
 def ensure_python(src: SourceFile) -> None:
@@ -121,6 +121,13 @@ def _comment_lines(text: str) -> frozenset[int]:
     except (tokenize.TokenError, SyntaxError):
         return frozenset()  # ast accepted the file, so this does not happen; excerpts just lose comments
     return frozenset(lines - code_lines)
+
+
+# A memo of a pure function, like ``_parse``'s: every excerpt and link of a file needs its line count.
+@lru_cache(maxsize=16)
+def file_lines(text: str) -> tuple[str, ...]:
+    """``split_lines(text)``, kept: callers must not rely on it being a fresh list."""
+    return tuple(split_lines(text))
 
 
 def split_lines(text: str) -> list[str]:
@@ -247,7 +254,7 @@ def find_attribute_uses(
     """
     parsed = _parse(src.path, src.text)
     class_def = _find_class_def(src, class_suffix)
-    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    functions: Sequence[ast.FunctionDef | ast.AsyncFunctionDef] = ()
     if class_def is not None and method is None:
         functions = [function for function in _methods(class_def) if function.name != "__init__"]
     elif class_def is not None and method is not None:
@@ -256,13 +263,10 @@ def find_attribute_uses(
     indexed: list[tuple[ast.stmt, dict[ast.AST, ast.AST]]] = []
     reads: list[tuple[ast.stmt, dict[ast.AST, ast.AST]]] = []
     for function in functions:
-        self_name = _self_name(function)
-        if self_name is None:
+        if _self_name(function) is None:
             continue
         parents = _parent_map(function)
-        for node in _source_order(ast.walk(function)):
-            if not _is_self_attribute(node, self_name, attribute) or not isinstance(node.ctx, ast.Load):
-                continue
+        for node in _self_attribute_loads(function).get(attribute, ()):
             statement = _enclosing_statement(node, parents)
             if statement is None or statement is function:
                 continue
@@ -343,7 +347,7 @@ def _statement_in(
     """The ``occurrence``-th innermost statement of ``function`` whose text contains ``contains``."""
     parsed = _parse(src.path, src.text)
     parents = _parent_map(function)
-    matches = [statement for statement in _statements(function) if contains in _source_segment(parsed, statement)]
+    matches = [statement for statement, text in _statement_texts(parsed, function) if contains in text]
     matched = {id(statement) for statement in matches}
     innermost = [
         statement
@@ -492,28 +496,65 @@ def _find_method_def(
 
 def _reachable_methods(
     src: SourceFile, class_def: ast.ClassDef, method: str
-) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ...]:
     """``method``, then the methods it calls as ``self.<name>(…)``, breadth first, each once."""
+    return _reachable_in(src, class_def, method)
+
+
+# A memo like _parse's (the class is one of the trees _parse keeps): every locator site of a class asks for the same
+# methods. Callers must not mutate what it returns.
+@lru_cache(maxsize=1024)
+def _reachable_in(
+    src: SourceFile, class_def: ast.ClassDef, method: str
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ...]:
     first = _method_definitions(src, class_def, method)
     order: list[ast.FunctionDef | ast.AsyncFunctionDef] = first[:1]
     index = 0
     while index < len(order):
         function = order[index]
         index += 1
-        self_name = _self_name(function)
-        if self_name is None:
-            continue
-        for node in _source_order(ast.walk(function)):
-            if not (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and _is_self_attribute(node.func, self_name, node.func.attr)
-            ):
-                continue
-            called = _method_definitions(src, class_def, node.func.attr)
+        for name in _self_calls(function):
+            called = _method_definitions(src, class_def, name)
             if called and not any(called[0] is known for known in order):
                 order.append(called[0])
-    return order
+    return tuple(order)
+
+
+def _source_walk(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """Every node of the function, nested ones included, in source order."""
+    return _source_order(ast.walk(function))
+
+
+# Memos like _parent_map's: one walk of a method's tree answers every locator site that looks into it. Callers must
+# not mutate what they return.
+@lru_cache(maxsize=1024)
+def _self_calls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    """The names of the ``self.<name>(…)`` calls in the method, in source order (empty without ``self``)."""
+    self_name = _self_name(function)
+    if self_name is None:
+        return ()
+    return tuple(
+        node.func.attr
+        for node in _source_walk(function)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and _is_self_attribute(node.func, self_name, node.func.attr)
+    )
+
+
+@lru_cache(maxsize=1024)
+def _self_attribute_loads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[ast.Attribute, ...]]:
+    """Each attribute the method reads as ``self.<attribute>``: where, in source order (empty without ``self``)."""
+    self_name = _self_name(function)
+    loads: dict[str, list[ast.Attribute]] = {}
+    if self_name is None:
+        return {}
+    for node in _source_walk(function):
+        if _is_self_attribute(node, self_name, node.attr if isinstance(node, ast.Attribute) else "") and isinstance(
+            node.ctx, ast.Load
+        ):
+            loads.setdefault(node.attr, []).append(node)
+    return {attribute: tuple(nodes) for attribute, nodes in loads.items()}
 
 
 def _self_name(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
@@ -554,6 +595,7 @@ def _flatten_targets(targets: Iterable[ast.expr]) -> Iterator[ast.expr]:
             yield target
 
 
+@lru_cache(maxsize=1024)  # a memo like _parent_map's; callers must not mutate the list
 def _statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
     """Every statement in the function body, nested blocks included, in source order; nested
     functions and classes are skipped (their ``self`` is not this method's)."""
@@ -584,6 +626,14 @@ def _source_segment(parsed: _Parsed, node: ast.stmt) -> str:
         return first[start:end]
     middle = parsed.lines[node.lineno : end_line - 1]
     return "\n".join([first[start:], *middle, last[:end]])
+
+
+@lru_cache(maxsize=1024)  # a memo like _parent_map's
+def _statement_texts(
+    parsed: _Parsed, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> tuple[tuple[ast.stmt, str], ...]:
+    """Every statement of the function (``_statements``) with its own source text."""
+    return tuple((statement, _source_segment(parsed, statement)) for statement in _statements(function))
 
 
 def _descendant_statements(statement: ast.stmt) -> Iterator[ast.stmt]:

@@ -7,8 +7,8 @@ from enum import StrEnum
 
 from archviz.pipeline import ModelDocs
 from archviz.present.documents import inspect_document
+from archviz.present.jsontext import json_text
 from archviz.present.mermaid import mermaid_flowchart
-from archviz.present.terminal import json_text
 from archviz.site.diagram import NO_LINKS, diagram_dot, standalone_svg
 
 

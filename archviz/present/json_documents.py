@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from archviz.code.modeltree import BuildRecord
 from archviz.common.versions import version_fields
-from archviz.diff.compare import FieldChange, Json, ModelDiff, ModelSide
 from archviz.graph.nodes import Graph, Group, Node, TensorRow
 from archviz.graph.shapes import Phase, format_shape
 from archviz.graph.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
-from archviz.present.check_words import verification_sentence
 from archviz.present.numbers import format_placement, group_placement, setting_text
 from archviz.provenance.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
-from archviz.verify.check import Verification
-from archviz.verify.legs import Leg, Outcome
-from archviz.verify.reconcile import LegTotals
-from archviz.verify.shapecheck import ShapeVerdict
+
+if TYPE_CHECKING:  # the check's and the diff's documents import their stages when written: inspect --json does not
+    from archviz.code.modeltree import BuildRecord
+    from archviz.diff.compare import FieldChange, Json, ModelDiff, ModelSide
+    from archviz.verify.check import Verification
+    from archviz.verify.legs import Leg
+    from archviz.verify.reconcile import LegTotals
 
 JSON_SCHEMA = "archviz.inspect/1"
 """The ``inspect --json`` document's schema id."""
@@ -219,6 +219,8 @@ def _built_json(built: BuildRecord | None) -> dict[str, Any] | None:
 
 def _comparisons_json(verification: Verification) -> dict[str, Any]:
     """The per-node counts, the disagreeing tensors, the shapes and the shape report of ``check --json``."""
+    from archviz.verify.shapecheck import ShapeVerdict
+
     return {
         "nodes": [
             {
@@ -296,6 +298,8 @@ def _costs_json(verification: Verification) -> dict[str, Any]:
 
 def verification_json(verification: Verification, *, strict: bool = False) -> dict[str, Any]:
     """The ``check --json`` document (``archviz.check/2``)."""
+    from archviz.present.check_words import verification_sentence
+    from archviz.verify.legs import Outcome
 
     def totals(leg: LegTotals | None) -> dict[str, int | None] | None:
         return None if leg is None else {"parameters": leg.parameters, "buffers": leg.buffers}

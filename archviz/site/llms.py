@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from archviz.common.versions import installed_versions, version_line
 from archviz.present.documents import inspect_document
 from archviz.present.json_documents import JSON_SCHEMA
+from archviz.present.jsontext import json_text
 from archviz.present.numbers import count
-from archviz.present.terminal import json_text
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
 
 LLMS_TXT = "llms.txt"
