@@ -20,10 +20,23 @@ BROWSER_FILES = "test_browser"
 """Every test of a file whose name starts so drives Chromium: marked ``browser`` here, once, not file by file."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+SLOW_CASES = Path(__file__).parent / "slow_cases.txt"
+"""Cases marked ``slow`` by measurement, besides those marked in their files (``bench/slow_cases.py`` writes it)."""
+
+
+def _slow_cases() -> frozenset[str]:
+    lines = SLOW_CASES.read_text(encoding="utf-8").splitlines() if SLOW_CASES.exists() else []
+    return frozenset(line for line in lines if line and not line.startswith("#"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slow = _slow_cases()
+    top = f"{config.rootpath}/"
     for item in items:
         if item.path.name.startswith(BROWSER_FILES):
             item.add_marker(pytest.mark.browser)
+        if item.nodeid.replace(top, "") in slow:  # an id holding a path of the checkout is listed relative to it
+            item.add_marker(pytest.mark.slow)
 
 
 def _without_versions(text: str) -> str:
