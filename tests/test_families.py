@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from archviz.cli import app
 from archviz.common.errors import InputError
-from archviz.families import FAMILIES, generic
+from archviz.families import FAMILIES, HOMES, generic
 from archviz.families.llama import VARIANTS, Variant
 from archviz.graph.nodes import Graph, ModelInfo, Node, NodeKind
 from archviz.graph.totals import compute_totals, node_parameters, predicted_manifest
@@ -405,6 +405,27 @@ def test_every_variant_is_registered_and_tested(variant: Variant) -> None:
     assert family.architectures == (variant.architecture,)
     assert hasattr(transformers, variant.architecture), f"transformers ships no {variant.architecture}"
     assert any(config["model_type"] == variant.name for config in PUBLISHED.values())
+
+
+def test_the_index_of_homes_is_what_each_family_declares() -> None:
+    """``HOMES`` lets a command import only the chosen family's module: what it says each home accepts must be what
+    that home's families declare, and the homes in their order must give the families in ``FAMILIES``' order."""
+    for home in HOMES:
+        families = home.families()
+        assert home.model_types == tuple(t for family in families for t in family.model_types), home.module
+        assert home.architectures == tuple(a for family in families for a in family.architectures), home.module
+    assert [family.name for family in FAMILIES] == [family.name for home in HOMES for family in home.families()]
+
+
+def test_choosing_a_family_imports_its_home_alone() -> None:
+    code = (
+        "import sys\n"
+        "from archviz.pipeline import describe_model\n"
+        "describe_model('kimi-k2-instruct')\n"
+        "print(sorted(m for m in ('kimi_k25', 'kimi_linear', 'llama') if f'archviz.families.{m}' in sys.modules))\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert shown.strip() == "[]"
 
 
 def test_tied_embeddings_count_once(tmp_path: Path) -> None:

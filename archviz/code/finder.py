@@ -60,6 +60,7 @@ class _Parsed:
     """A parsed module and the lookups the locators need."""
 
     text: str
+    tree: ast.Module
     lines: tuple[str, ...]
     classes: dict[str, ast.ClassDef]
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
@@ -83,7 +84,7 @@ def _parse(path: str, text: str) -> _Parsed:
             classes[statement.name] = statement
         elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
             functions[statement.name] = statement
-    return _Parsed(text=text, lines=file_lines(text), classes=classes, functions=functions)
+    return _Parsed(text=text, tree=tree, lines=file_lines(text), classes=classes, functions=functions)
 
 
 def ensure_python(src: SourceFile) -> None:
@@ -106,8 +107,24 @@ def _module_level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 
 
 @lru_cache(maxsize=16)  # a memo like ``_parse``'s; apart from it because only excerpts need it (``cost`` does not)
-def _comment_lines(text: str) -> frozenset[int]:
-    """Lines holding nothing but a comment (a ``#`` inside a string does not count)."""
+def _comment_lines(parsed: _Parsed) -> frozenset[int]:
+    """Lines holding nothing but a comment (a ``#`` inside a string does not count).
+
+    A line whose first character that is not blank is ``#`` is a comment unless a string spanning lines holds it;
+    when one may (a docstring with a line starting ``#``), the file's tokens decide.
+    """
+    lines = {number for number, line in enumerate(parsed.lines, start=1) if line.lstrip().startswith("#")}
+    for node in ast.walk(parsed.tree):
+        if not isinstance(node, ast.Constant | ast.JoinedStr):
+            continue
+        end = node.end_lineno or node.lineno
+        if end > node.lineno and any(node.lineno < number <= end for number in lines):
+            return _tokenized_comment_lines(parsed.text)
+    return frozenset(lines)
+
+
+def _tokenized_comment_lines(text: str) -> frozenset[int]:
+    """Lines holding nothing but a comment, by the file's tokens."""
     lines: set[int] = set()
     code_lines: set[int] = set()
     ignored = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
@@ -711,7 +728,7 @@ def _context_start(statement: ast.stmt, parents: dict[ast.AST, ast.AST], parsed:
     parent = parents.get(statement)
     if isinstance(parent, ast.If) and any(statement is child for child in (*parent.body, *parent.orelse)):
         start = parent.lineno
-    while start - 1 in _comment_lines(parsed.text):
+    while start - 1 in _comment_lines(parsed):
         start -= 1
     return start
 

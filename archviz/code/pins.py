@@ -131,12 +131,12 @@ def transformers_source_file(model_type: str) -> SourceFile:
     """
     if _MODEL_TYPE.fullmatch(model_type) is None:
         raise InputError(f"not a model_type: {model_type!r}", path=f"modeling_{model_type.replace('-', '_')}.py")
-    try:
-        distribution = importlib.metadata.distribution("transformers")
-    except importlib.metadata.PackageNotFoundError:
-        raise InputError("transformers is not installed", path=f"modeling_{model_type.replace('-', '_')}.py") from None
+    installed = _installed_transformers()
+    if installed is None:
+        raise InputError("transformers is not installed", path=f"modeling_{model_type.replace('-', '_')}.py")
+    distribution, module_names = installed
     version = distribution.version
-    module = _module_names(distribution).get(model_type, model_type.replace("-", "_"))
+    module = module_names.get(model_type, model_type.replace("-", "_"))
     found = None
     for name in dict.fromkeys((module, model_type.replace("-", "_"))):
         display_name = f"modeling_{name}.py"
@@ -224,11 +224,10 @@ def _table_entries(node: ast.stmt) -> dict[str, str]:
 def transformers_package_text(relative: str) -> str | None:
     """The text of a file of the installed transformers (a path under its package folder, ``conversion_mapping.py``),
     read without importing it; None when transformers or the file is not there."""
-    try:
-        distribution = importlib.metadata.distribution("transformers")
-    except importlib.metadata.PackageNotFoundError:
+    installed = _installed_transformers()
+    if installed is None:
         return None
-    path = _transformers_file(distribution, relative)
+    path = _transformers_file(installed[0], relative)
     return None if path is None else _decode(_read_bytes(path), relative)
 
 

@@ -20,8 +20,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import regex
-
 PATTERN_SECONDS = 1.0
 """CPU time one config's ``re:`` patterns may take to match, beyond ``PATTERN_SECONDS_PER_MATCH`` for each match."""
 
@@ -61,6 +59,8 @@ class PatternMatcher:
         entry ``shown`` when the budget runs out."""
         compiled = self._compiled.get(pattern)
         if compiled is None:
+            import regex  # only a config with patterns pays for importing it
+
             compiled = self._compiled[pattern] = regex.compile(pattern)
         self._matches += 1
         while True:

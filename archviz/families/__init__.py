@@ -10,14 +10,16 @@ Choosing a hand-written family imports neither torch nor transformers.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from archviz.code.modeltree import CodeReader
 from archviz.common.errors import InputError
-from archviz.families import compressed, deepseek_v3, fbgemm, gptq, kimi_k25, kimi_linear, llama, mxfp4
+from archviz.families import compressed, fbgemm, gptq, mxfp4
 from archviz.families.blocks.builder import scale_format
 from archviz.families.omissions import unbuilt_mtp, unmodelled_quantization, unread_sub_configs, with_omissions
 from archviz.families.registry import GENERIC, Family
@@ -25,8 +27,51 @@ from archviz.graph.nodes import Assumption, Graph, ModelInfo
 from archviz.inputs.config import ConfigDocument
 from archviz.inputs.settings import Settings
 
-FAMILIES: tuple[Family, ...] = (deepseek_v3.FAMILY, kimi_k25.FAMILY, kimi_linear.FAMILY, *llama.FAMILIES)
-"""The hand-written families, in the order they are tried."""
+
+@dataclass(frozen=True, slots=True)
+class FamilyHome:
+    """Where hand-written families live and the configs they accept, so that choosing one imports its module alone
+    (as transformers' ``CONFIG_MAPPING_NAMES`` names a model_type's class without importing it). Each family declares
+    its own ``model_types`` and ``architectures``; ``tests/test_families.py`` holds this index to those declarations."""
+
+    module: str
+    """The module under ``archviz.families`` holding ``FAMILY`` (or ``FAMILIES``, one per variant)."""
+    model_types: tuple[str, ...]
+    """Every ``model_type`` its families accept."""
+    architectures: tuple[str, ...]
+    """Every ``architectures`` entry its families accept."""
+
+    def families(self) -> tuple[Family, ...]:
+        """The module's families (imported now)."""
+        module = importlib.import_module(f"archviz.families.{self.module}")
+        return tuple(getattr(module, "FAMILIES", None) or (module.FAMILY,))
+
+
+HOMES: tuple[FamilyHome, ...] = (
+    FamilyHome("deepseek_v3", ("deepseek_v3", "kimi_k2"), ("DeepseekV3ForCausalLM",)),
+    FamilyHome("kimi_k25", ("kimi_k25",), ("KimiK25ForConditionalGeneration", "Kimi_K25ForConditionalGeneration")),
+    FamilyHome("kimi_linear", ("kimi_linear",), ("KimiLinearForCausalLM",)),
+    FamilyHome(
+        "llama",
+        ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"),
+        (
+            "LlamaForCausalLM",
+            "MistralForCausalLM",
+            "Qwen2ForCausalLM",
+            "Qwen3ForCausalLM",
+            "MixtralForCausalLM",
+            "Qwen3MoeForCausalLM",
+        ),
+    ),
+)
+"""The homes of the hand-written families, in the order they are tried."""
+
+
+def __getattr__(name: str) -> Any:
+    """``FAMILIES``: every hand-written family, in the order they are tried (importing every home)."""
+    if name == "FAMILIES":
+        return tuple(family for home in HOMES for family in home.families())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _generic_family(model_type: str) -> Family:
@@ -69,9 +114,9 @@ def find_family(document: ConfigDocument, *, transformers_ships: Callable[[str],
     inner = document.settings.get("model_type") if document.root else None
     candidates = [value for value in (top, inner) if isinstance(value, str) and value]
     for model_type in dict.fromkeys(candidates):
-        for family in FAMILIES:
-            if model_type in family.model_types:
-                return family
+        for home in HOMES:
+            if model_type in home.model_types:
+                return next(family for family in home.families() if model_type in family.model_types)
         if transformers_ships(model_type):
             # No hand-written table, but transformers ships the modeling code: read the graph off it
             # (before the architecture fallback, which is for model_types transformers does not know).
@@ -82,10 +127,12 @@ def find_family(document: ConfigDocument, *, transformers_ships: Callable[[str],
         if isinstance(level.get("architectures"), list)
         for name in level["architectures"]
     ]
-    for family in FAMILIES:
-        if any(name in family.architectures for name in architectures):
-            return family
-    known = ", ".join(sorted(t for family in FAMILIES for t in family.model_types))
+    for home in HOMES:
+        if any(name in home.architectures for name in architectures):
+            return next(
+                family for family in home.families() if any(name in family.architectures for name in architectures)
+            )
+    known = ", ".join(sorted(t for home in HOMES for t in home.model_types))
     said = f"model_type {candidates[0]!r}" if candidates else "no model_type"
     line = document.spans.get(("model_type",)) or document.span("model_type")
     raise InputError(
