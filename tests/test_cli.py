@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from archviz.cli import app
+from archviz.cli import _app_for, app
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parent.parent
@@ -48,6 +48,20 @@ def test_inspect_json_k2_golden(golden: Callable[[str, str], None]) -> None:
     assert expert["placement"]["where"] == "layers 1–60 × 384 experts"
     assert {g["id"] for g in document["groups"]} >= {"model", "block", "attention", "mlp", "moe", "moe.experts"}
     golden("kimi-k2-instruct.inspect.json", result.stdout)
+
+
+def test_the_console_script_builds_only_the_command_asked_for() -> None:
+    """``main`` gives typer the asked command alone; any other line gets the whole app (its list, its suggestions)."""
+    assert [info.callback.__name__ for info in _app_for(["--debug", "inspect", "check"]).registered_commands] == [
+        "inspect"
+    ]
+    for line in ([], ["--help"], ["--version"], ["inspekt", "x"]):
+        assert _app_for(line) is app, line
+    assert len(app.registered_commands) > 5  # the narrowed copy left the app whole
+    result = subprocess.run(
+        [sys.executable, "-m", "archviz.cli", "inspekt", "kimi-k2-instruct"], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "Did you mean 'inspect'?" in result.stderr
 
 
 def test_version_names_archviz_transformers_and_torch() -> None:
