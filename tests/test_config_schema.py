@@ -9,6 +9,7 @@ schema's aliases to transformers' config class's ``attribute_map``.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,56 @@ def _key_literals(path: Path, spellings: frozenset[str]) -> list[str]:
 def test_keys_are_read_through_the_schema(path: Path) -> None:
     found = sorted(_key_literals(path, _spellings()), key=lambda line: int(line.split(":")[1]))
     assert not found, "config keys spelled as strings; read them through the family's schema:\n" + "\n".join(found)
+
+
+LOCATOR_SITES = frozenset({"defined", "used", "attribute", "statement", "function", "method", "whole_class"})
+"""``archviz.code.locators``' site constructors: their strings are the modeling code's text (``self.head_dim``,
+``sliding_window=``), which spells transformers' attributes, not the config's keys."""
+SYMBOLS = {"vision head_dim": "the symbol of a derived width: Kimi-K2.5's vision config has no head_dim key"}
+"""Strings that name a key's word without reading the key, and why."""
+
+
+def _keys_in_words(path: Path, spellings: frozenset[str]) -> list[str]:
+    """Every string (or f-string text) outside schema definitions, docstrings and locator sites that names a key:
+    a sentence, a formula or a setting's label must take the key's name from the schema (``f"{GQA.head_dim}"``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        defines = isinstance(node, ast.ClassDef) and node.name.endswith(("Schema", "Keys"))
+        constructs = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Key"
+        locates = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in LOCATOR_SITES
+        if defines or constructs or locates:
+            skip.update(id(sub) for sub in ast.walk(node))
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            skip.add(id(node.value))  # a docstring
+    words = re.compile(rf"(?<![A-Za-z0-9_])(?<!self\.)({'|'.join(map(re.escape, sorted(spellings)))})(?![A-Za-z0-9_])")
+    shown = path.relative_to(TOP) if path.is_relative_to(TOP) else path.name
+    return [
+        f"{shown}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in skip
+        and node.value not in SYMBOLS
+        and words.search(node.value)
+    ]
+
+
+@pytest.mark.parametrize("path", CHECKED, ids=lambda path: str(path.relative_to(TOP)))
+def test_sentences_take_key_names_from_the_schema(path: Path) -> None:
+    found = sorted(_keys_in_words(path, _spellings()), key=lambda line: int(line.split(":")[1]))
+    assert not found, "config keys spelled inside text; fill them from the schema:\n" + "\n".join(found)
+
+
+def test_the_check_sees_a_key_named_in_a_sentence(tmp_path: Path) -> None:
+    module = tmp_path / "module.py"
+    module.write_text(
+        "def words(K, a):\n"
+        '    """Reads hidden_size."""\n'
+        '    return f"{K.hidden_size} × 2", "scaled by hidden_size", statement(a, "hidden_size="), "self.head_dim"\n',
+        encoding="utf-8",
+    )
+    assert _keys_in_words(module, frozenset({"hidden_size", "head_dim"})) == ["module.py:3: 'scaled by hidden_size'"]
 
 
 def test_the_check_sees_a_key_spelled_as_a_string(tmp_path: Path) -> None:

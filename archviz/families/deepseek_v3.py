@@ -179,7 +179,7 @@ class DeepseekV3Builder:
         s, n = self.s, self.naming
         layers = s.dim(K.num_hidden_layers)
         if s.count(K.first_k_dense_replace) > layers:
-            raise s.fail((K.first_k_dense_replace,), f"is larger than num_hidden_layers ({layers})")
+            raise s.fail((K.first_k_dense_replace,), f"is larger than {K.num_hidden_layers} ({layers})")
         experts, top_k = self.moe_dims.experts.value or 0, self.moe_dims.top_k.value or 0
         if top_k > experts:
             raise s.fail((n.top_k,), f"top-k {top_k} is larger than {n.experts} ({experts})")
@@ -189,9 +189,9 @@ class DeepseekV3Builder:
         pad = s.values.get(K.pad_token_id.name)
         vocab = self.vocab.value or 0
         if isinstance(pad, int) and not isinstance(pad, bool) and not 0 <= pad < vocab:
-            raise s.fail((K.pad_token_id,), f"{pad} is not a token of the vocabulary (vocab_size {vocab})")
+            raise s.fail((K.pad_token_id,), f"{pad} is not a token of the vocabulary ({K.vocab_size} {vocab})")
         if s.has(n.groups_kept) and s.dim(n.groups_kept) > groups:
-            raise s.fail((n.groups_kept,), f"topk_group is larger than {n.groups} ({groups})")
+            raise s.fail((n.groups_kept,), f"{K.topk_group} is larger than {n.groups} ({groups})")
 
     # -- hooks a family overrides --------------------------------------------------------------
 
@@ -377,7 +377,7 @@ FAMILY = Family(
 
 _BLOCK_SUMMARY = (
     "A block applies input RMSNorm, attention and a residual addition, then post-attention RMSNorm, the FFN and a "
-    "second residual addition; the first first_k_dense_replace blocks use the dense MLP, the rest the MoE."
+    f"second residual addition; the first {K.first_k_dense_replace} blocks use the dense MLP, the rest the MoE."
 )
 
 NODE_WORDS = WordsTable({"block": Words(title="Decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM)})

@@ -52,8 +52,6 @@ NAME = "kimi_k25"
 
 PATCHES = Dim(symbol="P", label="patches", formula="frames × rows × columns of patches, over every image")
 """The vision tower's sequence: every patch of every image (and video frame) in the batch, flattened."""
-IMAGE_TOKENS = Dim(symbol="M", label="image tokens", formula="P ÷ (merge_kernel_size rows × columns × frames)")
-"""Merged patches: one per 2×2 block of patches (frames of a video averaged), each one text-model token."""
 IMAGES = Dim(symbol="I", label="images")
 """Images and videos in the batch (``grid_thw`` has one row of frames, rows and columns each)."""
 
@@ -126,6 +124,8 @@ K = KimiK25Schema()
 """The wrapper's keys."""
 V = KimiK25VisionKeys()
 """``vision_config``'s keys."""
+IMAGE_TOKENS = Dim(symbol="M", label="image tokens", formula=f"P ÷ ({V.merge_kernel_size} rows × columns × frames)")
+"""Merged patches: one per 2×2 block of patches (frames of a video averaged), each one text-model token."""
 
 # Keys of the vision tower and the projector, as transformers 5.24 reads them (``Kimi_K25VisionConfig``,
 # ``Kimi_K25Config``) and as the release spells them for Moonshot's own code (its config.json). transformers reads
@@ -193,7 +193,7 @@ def vision_settings(document: ConfigDocument) -> Settings:
     """``vision_config`` as settings of its own, for typed reads with their lines."""
     if not isinstance(document.data.get(K.vision_config.name), Mapping):
         span = document.spans.get((K.vision_config.name,))
-        raise _error(document, "vision_config: a kimi_k25 config needs a vision_config object", span)
+        raise _error(document, f"{K.vision_config}: a kimi_k25 config needs a {K.vision_config} object", span)
     return Settings(replace(document, root=(K.vision_config.name,)), family=NAME)
 
 
@@ -220,7 +220,7 @@ def vision_dims(s: Settings) -> VisionDims:
     vs.require(key.values())
 
     def dim(label: str, ours: str, symbol: str | None = None) -> Dim:
-        return fixed(label, vs.dim(key[ours]), f"vision_config.{key[ours]}", symbol)
+        return fixed(label, vs.dim(key[ours]), f"{K.vision_config}.{key[ours]}", symbol)
 
     d = dim("vision d", V.hidden_size.name, "D")
     merge = vs.values.get(V.merge_kernel_size.name, [2, 2])
@@ -232,7 +232,7 @@ def vision_dims(s: Settings) -> VisionDims:
     if vs.has(V.text_hidden_size) and vs.values[V.text_hidden_size.name] != text.value:
         raise vs.fail(
             (V.text_hidden_size,),
-            f"is {vs.values[V.text_hidden_size.name]!r}, but text_config.hidden_size is "
+            f"is {vs.values[V.text_hidden_size.name]!r}, but {K.text_config}.{V.hidden_size} is "
             f"{text.value}: the projector maps to the text model's width",
         )
     heads = vs.dim(key[V.num_attention_heads.name])
@@ -243,18 +243,20 @@ def vision_dims(s: Settings) -> VisionDims:
         ffn=dim("vision ffn", V.intermediate_size.name),
         grid_height=dim("grid rows", V.pos_emb_height.name),
         grid_width=dim("grid columns", V.pos_emb_width.name),
-        patch=fixed("patch", vs.dim(V.patch_size), "vision_config.patch_size"),
-        kernel=fixed("merge", merge[0] * merge[1], "vision_config.merge_kernel_size"),
-        merged=fixed("merged d", merged, f"vision_config.{key[V.hidden_size.name]} × vision_config.merge_kernel_size"),
+        patch=fixed("patch", vs.dim(V.patch_size), f"{K.vision_config}.{V.patch_size}"),
+        kernel=fixed("merge", merge[0] * merge[1], f"{K.vision_config}.{V.merge_kernel_size}"),
+        merged=fixed(
+            "merged d", merged, f"{K.vision_config}.{key[V.hidden_size.name]} × {K.vision_config}.{V.merge_kernel_size}"
+        ),
         norm_width=norm,
         text=text,
         layers=vs.count(key[V.num_hidden_layers.name]),
-        heads=Setting(name="heads", value=heads, config_keys=(f"vision_config.{key[V.num_attention_heads.name]}",)),
+        heads=Setting(name="heads", value=heads, config_keys=(f"{K.vision_config}.{key[V.num_attention_heads.name]}",)),
         eps=_projection_eps(s, vs),
         activation=Setting(
             name="activation",
             value=vs.text(V.hidden_act, default=V.hidden_act.default),
-            config_keys=("vision_config.hidden_act",) if vs.has(V.hidden_act) else (),
+            config_keys=(f"{K.vision_config}.{V.hidden_act}",) if vs.has(V.hidden_act) else (),
         ),
     )
 
@@ -265,10 +267,10 @@ def _projection_width(s: Settings, vs: Settings, d: Dim) -> Dim:
     top = s.document.data.get(K.projection_hidden_size.name)
     if vs.has(V.mm_hidden_size) and top is not None and vs.values[V.mm_hidden_size.name] != top:
         raise vs.fail(
-            (V.mm_hidden_size,), f"is {vs.values[V.mm_hidden_size.name]!r}, but projection_hidden_size is {top!r}"
+            (V.mm_hidden_size,), f"is {vs.values[V.mm_hidden_size.name]!r}, but {K.projection_hidden_size} is {top!r}"
         )
     if vs.has(V.mm_hidden_size):
-        return fixed("norm d", vs.dim(V.mm_hidden_size), "vision_config.mm_hidden_size")
+        return fixed("norm d", vs.dim(V.mm_hidden_size), f"{K.vision_config}.{V.mm_hidden_size}")
     if isinstance(top, int) and not isinstance(top, bool) and top > 0:
         return fixed("norm d", top, K.projection_hidden_size.name)
     return Dim(symbol="norm d", label="norm d", value=PROJECTION_HIDDEN_DEFAULT, formula="Kimi_K25Config's default")
@@ -277,7 +279,9 @@ def _projection_width(s: Settings, vs: Settings, d: Dim) -> Dim:
 def _projection_eps(s: Settings, vs: Settings) -> Setting:
     if vs.has(V.projector_ln_eps):
         return Setting(
-            name="epsilon", value=vs.number(V.projector_ln_eps), config_keys=("vision_config.projector_ln_eps",)
+            name="epsilon",
+            value=vs.number(V.projector_ln_eps),
+            config_keys=(f"{K.vision_config}.{V.projector_ln_eps}",),
         )
     top = s.document.data.get(K.projection_layer_norm_eps.name)
     value = top if isinstance(top, int | float) and not isinstance(top, bool) else 1e-5
@@ -297,11 +301,11 @@ def adapt_config(config: dict[str, Any]) -> list[str]:
     for ours, theirs in VISION_KEYS:
         if theirs in vision and ours not in vision:
             vision[ours] = copy.deepcopy(vision[theirs])
-            changes.append(f"vision_config.{theirs} is given to transformers as vision_config.{ours}")
+            changes.append(f"{K.vision_config}.{theirs} is given to transformers as {K.vision_config}.{ours}")
     for ours, theirs in PROJECTOR_KEYS:
         if theirs in vision and ours not in config:
             config[ours] = copy.deepcopy(vision[theirs])
-            changes.append(f"vision_config.{theirs} is given to transformers as {ours}")
+            changes.append(f"{K.vision_config}.{theirs} is given to transformers as {ours}")
     if changes:
         changes = [
             "transformers reads none of the release's own spellings of the vision keys; "
@@ -356,8 +360,8 @@ def _patch_embedding(b: GraphBuilder, tower: Scope, v: VisionDims) -> None:
                 [
                     factor(str(d.formula), d.value or 0),
                     factor("3", 3),
-                    factor("vision_config.patch_size", p.value or 0),
-                    factor("vision_config.patch_size", p.value or 0),
+                    factor(f"{K.vision_config}.{V.patch_size}", p.value or 0),
+                    factor(f"{K.vision_config}.{V.patch_size}", p.value or 0),
                 ],
             ),
             b.tensor(
@@ -433,7 +437,7 @@ def _tower_end(b: GraphBuilder, tower: Scope, group: str, v: VisionDims) -> None
         sites=(method(TOWER, "temporal_merge"), statement(TOWER, "pooled_hidden_states = self.temporal_merge(")),
         inputs=[_patches(d)],
         outputs=[merged],
-        extra_keys=["vision_config.merge_kernel_size"],
+        extra_keys=[f"{K.vision_config}.{V.merge_kernel_size}"],
     )
 
 
@@ -733,7 +737,7 @@ class KimiK25Builder(DeepseekV3Builder):
         top = s.document.data.get(K.tie_word_embeddings.name, TIE_DEFAULT)
         if not isinstance(top, bool):
             raise InputError(
-                f"tie_word_embeddings: expected true or false, got {top!r}",
+                f"{K.tie_word_embeddings}: expected true or false, got {top!r}",
                 path=s.document.path,
                 line=_line(s.document, (K.tie_word_embeddings.name,)),
             )
@@ -820,7 +824,8 @@ NODE_WORDS = WordsTable(
         "patch-merge": Words(
             title="Patch merge",
             summary="Group every 2×2 block of neighbouring patches into one token (averaging a video's frames).",
-            claim="The patch merge groups each merge_kernel_size block of patches into one token, averaging frames.",
+            claim=f"The patch merge groups each {V.merge_kernel_size} block of patches into one token, averaging "
+            "frames.",
         ),
         "vision.block": Words(
             title="Vision encoder layer",
@@ -917,7 +922,7 @@ VISION_MLP_WORDS = WordsTable(
         "act": Words(
             title="GELU",
             summary="Apply the GELU (tanh approximation) element by element.",
-            claim="The vision MLP's activation is hidden_act.",
+            claim=f"The vision MLP's activation is {V.hidden_act}.",
         ),
         "fc0": Words(
             title="MLP fc1 (the checkpoint's fc0)",

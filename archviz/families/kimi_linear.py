@@ -59,39 +59,6 @@ from archviz.inputs.settings import Key, Settings
 
 NAME = "kimi_linear"
 
-CODE = DecoderCode(
-    model=("LinearModel", "Model"),
-    causal_lm=("ForCausalLM",),
-    layer=("DecoderLayer",),
-    attention=("MLAAttention", "KimiLinearAttention"),
-    mlp=("KimiMLP", "MLP"),
-    moe=("SparseMoeBlock", "MoE"),
-    router=("TopkRouter", "MoEGate"),
-    experts=("Experts", "BlockSparseMLP"),
-    rotary=("RotaryEmbedding",),
-    norm=("RMSNorm",),
-    remote_ffn_attributes=("block_sparse_moe",),
-    rope_absent=(
-        "transformers' kimi_linear port has no rotary position embedding: its MLA layers use none "
-        "(the released Kimi Linear configs set mla_use_nope)"
-    ),
-)
-DELTA_ATTENTION = ("DeltaAttention",)
-"""Kimi Delta Attention's class."""
-GATED_NORM = ("RMSNormGated",)
-"""KDA's gated RMSNorm."""
-FORGET_GATE = ("ForgetGate",)
-"""KDA's forget gate."""
-
-ATTN = "model.layers.{layer}.self_attn"
-"""Checkpoint prefix of a layer's attention (KDA's tensors sit directly under it)."""
-ATTN_RES_SOURCES = Dim(
-    symbol="N_b",
-    label="sources",
-    formula="completed blocks of attn_res_block_size layers + the current block's partial sum",
-)
-"""The sources Block Attention Residuals attend over."""
-
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class LinearAttentionKeys:
@@ -166,6 +133,40 @@ KDA_KEYS = LinearAttentionKeys()
 """The keys inside ``linear_attn_config``."""
 LINEAR = K.linear_attn_config.name
 
+CODE = DecoderCode(
+    model=("LinearModel", "Model"),
+    causal_lm=("ForCausalLM",),
+    layer=("DecoderLayer",),
+    attention=("MLAAttention", "KimiLinearAttention"),
+    mlp=("KimiMLP", "MLP"),
+    moe=("SparseMoeBlock", "MoE"),
+    router=("TopkRouter", "MoEGate"),
+    experts=("Experts", "BlockSparseMLP"),
+    rotary=("RotaryEmbedding",),
+    norm=("RMSNorm",),
+    remote_ffn_attributes=("block_sparse_moe",),
+    rope_absent=(
+        "transformers' kimi_linear port has no rotary position embedding: its MLA layers use none "
+        f"(the released Kimi Linear configs set {K.mla_use_nope})"
+    ),
+)
+DELTA_ATTENTION = ("DeltaAttention",)
+"""Kimi Delta Attention's class."""
+GATED_NORM = ("RMSNormGated",)
+"""KDA's gated RMSNorm."""
+FORGET_GATE = ("ForgetGate",)
+"""KDA's forget gate."""
+
+ATTN = "model.layers.{layer}.self_attn"
+"""Checkpoint prefix of a layer's attention (KDA's tensors sit directly under it)."""
+ATTN_RES_SOURCES = Dim(
+    symbol="N_b",
+    label="sources",
+    formula=f"completed blocks of {K.attn_res_block_size} layers + the current block's partial sum",
+)
+"""The sources Block Attention Residuals attend over."""
+
+
 # Checkpoint names: the release's safetensors index.
 NAMING = replace(
     DEEPSEEK_V3_NAMING,
@@ -194,8 +195,8 @@ class KimiLinearBuilder(DeepseekV3Builder):
         K.num_hidden_layers.name,
         K.first_k_dense_replace.name,
         K.moe_layer_freq.name,
-        f"{LINEAR}.kda_layers",
-        f"{LINEAR}.full_attn_layers",
+        f"{LINEAR}.{KDA_KEYS.kda_layers}",
+        f"{LINEAR}.{KDA_KEYS.full_attn_layers}",
         K.num_nextn_predict_layers.name,
     )
 
@@ -214,7 +215,9 @@ class KimiLinearBuilder(DeepseekV3Builder):
         missing = set(range(self.layers)) - set(self.kda_layers) - set(self.mla_layers)
         if missing:
             raise s.fail(
-                (LINEAR,), f"layers {sorted(i + 1 for i in missing)} are in neither kda_layers nor full_attn_layers"
+                (LINEAR,),
+                f"layers {sorted(i + 1 for i in missing)} are in neither {KDA_KEYS.kda_layers} nor "
+                f"{KDA_KEYS.full_attn_layers}",
             )
         self.kda_heads = s.dim(LINEAR, KDA_KEYS.num_heads)
         self.kda_head_dim = s.dim(LINEAR, KDA_KEYS.head_dim)
@@ -231,18 +234,25 @@ class KimiLinearBuilder(DeepseekV3Builder):
         latent = s.optional_dim(K.routed_expert_hidden_size)
         self.routed_latent = latent if latent is not None and latent != self.d.value else None
         for present, feature in (
-            (self.block_size is not None, "Block Attention Residuals (attn_res_block_size)"),
-            (self.output_gate, "the MLA output gate (mla_use_output_gate)"),
-            (self.full_rank_gate, "the full-rank KDA output gate (linear_attn_config.use_full_rank_gate)"),
-            (self.gate_lower_bound is not None, "the forget-gate lower bound (linear_attn_config.gate_lower_bound)"),
-            (self.situ, "the SiTU activation (hidden_act = situ)"),
-            (self.routed_latent is not None, "routed experts in a latent (routed_expert_hidden_size)"),
+            (self.block_size is not None, f"Block Attention Residuals ({K.attn_res_block_size})"),
+            (self.output_gate, f"the MLA output gate ({K.mla_use_output_gate})"),
+            (
+                self.full_rank_gate,
+                f"the full-rank KDA output gate ({K.linear_attn_config}.{KDA_KEYS.use_full_rank_gate})",
+            ),
+            (
+                self.gate_lower_bound is not None,
+                f"the forget-gate lower bound ({K.linear_attn_config}.{KDA_KEYS.gate_lower_bound})",
+            ),
+            (self.situ, f"the SiTU activation ({K.hidden_act} = situ)"),
+            (self.routed_latent is not None, f"routed experts in a latent ({K.routed_expert_hidden_size})"),
         ):
             if present:
                 self.beyond_transformers.append(feature)
         if self.routed_latent is not None:
             self.not_modelled.append(
-                f"The routed experts: they work in a {self.routed_latent:,}-feature latent (routed_expert_hidden_size) "
+                f"The routed experts: they work in a {self.routed_latent:,}-feature latent "
+                f"({K.routed_expert_hidden_size}) "
                 "whose projections no public description documents, so the graph leaves them and their "
                 "parameters out rather than guess; the totals exclude them."
             )
@@ -260,7 +270,7 @@ class KimiLinearBuilder(DeepseekV3Builder):
             raise s.fail((LINEAR, key), "expected a list of 1-based layer numbers")
         outside = [i for i in value if not 1 <= i <= self.layers]
         if outside:
-            raise s.fail((LINEAR, key), f"layers {outside} are outside 1–{self.layers} (num_hidden_layers)")
+            raise s.fail((LINEAR, key), f"layers {outside} are outside 1–{self.layers} ({K.num_hidden_layers})")
         if len(set(value)) != len(value):
             raise s.fail((LINEAR, key), "lists a layer twice")
         return sorted(i - 1 for i in value)
@@ -377,7 +387,7 @@ class KimiLinearBuilder(DeepseekV3Builder):
                 self.b.tensor(
                     "output gate weight",
                     "model.layers.{layer}.self_attn.g_proj.weight",
-                    [factor("num_attention_heads × v_head_dim", width), factor(K.hidden_size.name, d)],
+                    [factor(f"{K.num_attention_heads} × {K.v_head_dim}", width), factor(K.hidden_size.name, d)],
                 )
             ],
             extra_keys=[K.mla_use_output_gate.name],
@@ -403,12 +413,18 @@ class KimiDeltaAttention:
         self.b, self.d, self.eps = family.b, family.d, family.eps()
         self.full_rank_gate, self.gate_lower_bound = family.full_rank_gate, family.gate_lower_bound
         self.head_count, self.head_width, self.kernel = family.kda_heads, family.kda_head_dim, family.conv_kernel
-        self.heads = fixed("kda_heads", self.head_count, f"{LINEAR}.num_heads")
-        self.head = fixed("kda_head_dim", self.head_width, f"{LINEAR}.head_dim")
+        self.heads = fixed("kda_heads", self.head_count, f"{LINEAR}.{KDA_KEYS.num_heads}")
+        self.head = fixed("kda_head_dim", self.head_width, f"{LINEAR}.{KDA_KEYS.head_dim}")
         self.qkv_dim = self.head_count * self.head_width
-        self.qkv = fixed("kda_heads·kda_head_dim", self.qkv_dim, f"{LINEAR}.num_heads × {LINEAR}.head_dim")
-        self.conv = fixed("3·kda_heads·kda_head_dim", 3 * self.qkv_dim, f"3 × {LINEAR}.num_heads × {LINEAR}.head_dim")
-        self.width = f"{LINEAR}.num_heads × {LINEAR}.head_dim"
+        self.qkv = fixed(
+            "kda_heads·kda_head_dim", self.qkv_dim, f"{LINEAR}.{KDA_KEYS.num_heads} × {LINEAR}.{KDA_KEYS.head_dim}"
+        )
+        self.conv = fixed(
+            "3·kda_heads·kda_head_dim",
+            3 * self.qkv_dim,
+            f"3 × {LINEAR}.{KDA_KEYS.num_heads} × {LINEAR}.{KDA_KEYS.head_dim}",
+        )
+        self.width = f"{LINEAR}.{KDA_KEYS.num_heads} × {LINEAR}.{KDA_KEYS.head_dim}"
 
     def build(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
         words = NODE_WORDS.words("kda")
@@ -482,13 +498,15 @@ class KimiDeltaAttention:
                     [
                         factor(self.width, self.qkv_dim),
                         factor("1", 1),
-                        factor(f"{LINEAR}.short_conv_kernel_size", self.kernel),
+                        factor(f"{LINEAR}.{KDA_KEYS.short_conv_kernel_size}", self.kernel),
                     ],
                 )
                 for name in ("q", "k", "v")
             ],
             settings=[
-                Setting(name="kernel size", value=self.kernel, config_keys=(f"{LINEAR}.short_conv_kernel_size",))
+                Setting(
+                    name="kernel size", value=self.kernel, config_keys=(f"{LINEAR}.{KDA_KEYS.short_conv_kernel_size}",)
+                )
             ],
             sites=(
                 defined(kda, "conv1d"),
@@ -505,7 +523,7 @@ class KimiDeltaAttention:
     def _conv_state_and_split(self, mixed: Shape) -> None:
         """The cached convolution state, and the convolved channels split back into queries, keys and values."""
         kda = DELTA_ATTENTION
-        kernel = fixed("kernel", self.kernel, f"{LINEAR}.short_conv_kernel_size")
+        kernel = fixed("kernel", self.kernel, f"{LINEAR}.{KDA_KEYS.short_conv_kernel_size}")
         self.scope.node(
             "conv-state",
             kind=NodeKind.TENSOR,
@@ -532,19 +550,28 @@ class KimiDeltaAttention:
             inputs=[self._hidden()],
             outputs=[shape("g", BATCH, POSITIONS, self.heads, self.head, dtype="float32")],
             parameters=[
-                self._weight("f_a_proj", (f"{LINEAR}.head_dim", self.head_width), (K.hidden_size.name, d)),
-                self._weight("f_b_proj", (self.width, self.qkv_dim), (f"{LINEAR}.head_dim", self.head_width)),
+                self._weight("f_a_proj", (f"{LINEAR}.{KDA_KEYS.head_dim}", self.head_width), (K.hidden_size.name, d)),
+                self._weight(
+                    "f_b_proj", (self.width, self.qkv_dim), (f"{LINEAR}.{KDA_KEYS.head_dim}", self.head_width)
+                ),
                 self.b.tensor("dt_bias", f"{ATTN}.dt_bias", [factor(self.width, self.qkv_dim)], dtype="F32"),
                 self.b.tensor(
                     "A_log",
                     f"{ATTN}.A_log",
-                    [factor("1", 1), factor("1", 1), factor(f"{LINEAR}.num_heads", self.head_count), factor("1", 1)],
+                    [
+                        factor("1", 1),
+                        factor("1", 1),
+                        factor(f"{LINEAR}.{KDA_KEYS.num_heads}", self.head_count),
+                        factor("1", 1),
+                    ],
                     dtype="F32",
                 ),
             ],
             settings=[
                 Setting(
-                    name="lower bound", value=float(self.gate_lower_bound), config_keys=(f"{LINEAR}.gate_lower_bound",)
+                    name="lower bound",
+                    value=float(self.gate_lower_bound),
+                    config_keys=(f"{LINEAR}.{KDA_KEYS.gate_lower_bound}",),
                 )
             ]
             if self.gate_lower_bound is not None
@@ -566,7 +593,9 @@ class KimiDeltaAttention:
             code="torch.sigmoid(self.b_proj(hidden_states))",
             inputs=[self._hidden()],
             outputs=[shape("beta", BATCH, POSITIONS, self.heads)],
-            parameters=[self._weight("b_proj", (f"{LINEAR}.num_heads", self.head_count), (K.hidden_size.name, d))],
+            parameters=[
+                self._weight("b_proj", (f"{LINEAR}.{KDA_KEYS.num_heads}", self.head_count), (K.hidden_size.name, d))
+            ],
             sites=attribute(kda, "b_proj"),
             op=Op(kind=OpKind.LINEAR),
         )
@@ -591,8 +620,8 @@ class KimiDeltaAttention:
                 Setting(
                     name="query scale",
                     value=self.head_width**-0.5,
-                    formula=f"{LINEAR}.head_dim^-0.5",
-                    config_keys=(f"{LINEAR}.head_dim",),
+                    formula=f"{LINEAR}.{KDA_KEYS.head_dim}^-0.5",
+                    config_keys=(f"{LINEAR}.{KDA_KEYS.head_dim}",),
                 )
             ],
             sites=(
@@ -616,7 +645,7 @@ class KimiDeltaAttention:
     def _output_gate(self) -> None:
         """The output gate's projection: low-rank, or full-rank in Kimi-K3."""
         kda, d = DELTA_ATTENTION, self.d.value or 0
-        head_dim = (f"{LINEAR}.head_dim", self.head_width)
+        head_dim = (f"{LINEAR}.{KDA_KEYS.head_dim}", self.head_width)
         self.scope.node(
             "output-gate",
             fill={"rank": "full-rank" if self.full_rank_gate else "low-rank"},
@@ -624,7 +653,7 @@ class KimiDeltaAttention:
             code="self.g_proj(hidden_states)" if self.full_rank_gate else "self.g_b_proj(self.g_a_proj(hidden_states))",
             inputs=[self._hidden()],
             outputs=[self._per_head("gate")],
-            extra_keys=[f"{LINEAR}.use_full_rank_gate"] if self.full_rank_gate else [],
+            extra_keys=[f"{LINEAR}.{KDA_KEYS.use_full_rank_gate}"] if self.full_rank_gate else [],
             parameters=[self._weight("g_proj", (self.width, self.qkv_dim), (K.hidden_size.name, d))]
             if self.full_rank_gate
             else [
@@ -638,7 +667,7 @@ class KimiDeltaAttention:
     def _output(self) -> None:
         """The gated RMSNorm of the heads' outputs, the output projection and the output."""
         kda, d = DELTA_ATTENTION, self.d.value or 0
-        head_dim = (f"{LINEAR}.head_dim", self.head_width)
+        head_dim = (f"{LINEAR}.{KDA_KEYS.head_dim}", self.head_width)
         self._output_gate()
         self.scope.node(
             "gated-norm",
@@ -769,7 +798,8 @@ NODE_WORDS = WordsTable(
         ),
         "conv-state": Words(
             title="Convolution state",
-            summary="The last short_conv_kernel_size positions of queries, keys and values, cached for decode.",
+            summary=f"The last {KDA_KEYS.short_conv_kernel_size} positions of queries, keys and values, cached for "
+            "decode.",
             claim="The convolution state caches the last positions of the queries, keys and values for decode.",
         ),
         "qkv-split": Words(

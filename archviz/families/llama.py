@@ -316,8 +316,10 @@ class LlamaBuilder:
         self.kv_heads = self._kv_heads(heads)
         self.head_dim = self._head_dim(heads)
         hd = self.head_dim.value or 0
-        self.q_width = fixed("heads·head_dim", heads * hd, "num_attention_heads × head_dim")
-        self.kv_width = fixed("kv_heads·head_dim", (self.kv_heads.value or 0) * hd, "num_key_value_heads × head_dim")
+        self.q_width = fixed(f"heads·{K.head_dim}", heads * hd, f"{K.num_attention_heads} × {K.head_dim}")
+        self.kv_width = fixed(
+            f"kv_heads·{K.head_dim}", (self.kv_heads.value or 0) * hd, f"{K.num_key_value_heads} × {K.head_dim}"
+        )
         self.sliding = self._sliding_layers()
         self.moe_layers = self._moe_layers()
         if moe is not None and self.moe_layers:
@@ -333,7 +335,9 @@ class LlamaBuilder:
         kv = s.optional_dim(K.num_key_value_heads)
         if kv is not None:
             if heads % kv:
-                raise s.fail((K.num_key_value_heads,), f"num_attention_heads ({heads}) is not a multiple of it ({kv})")
+                raise s.fail(
+                    (K.num_key_value_heads,), f"{K.num_attention_heads} ({heads}) is not a multiple of it ({kv})"
+                )
             return fixed("kv_heads", kv, K.num_key_value_heads.name)
         if default is None or s.has(K.num_key_value_heads):
             # Unset in Llama, or null: the config classes' __post_init__ use num_attention_heads.
@@ -341,14 +345,14 @@ class LlamaBuilder:
         if heads % default:
             raise s.fail(
                 (K.num_attention_heads,),
-                f"is not a multiple of num_key_value_heads, which the config leaves at {self.v.title}'s default "
+                f"is not a multiple of {K.num_key_value_heads}, which the config leaves at {self.v.title}'s default "
                 f"{default}",
             )
         return Dim(
             symbol="kv_heads",
             label="kv_heads",
             value=default,
-            formula=f"num_key_value_heads (unset: {self.v.title}'s default {default})",
+            formula=f"{K.num_key_value_heads} (unset: {self.v.title}'s default {default})",
         )
 
     def _head_dim(self, heads: int) -> Dim:
@@ -361,15 +365,15 @@ class LlamaBuilder:
                 symbol=K.head_dim.name,
                 label=K.head_dim.name,
                 value=default,
-                formula=f"head_dim (unset: {self.v.title}'s default {default})",
+                formula=f"{K.head_dim} (unset: {self.v.title}'s default {default})",
             )
         d = s.dim(K.hidden_size)
         if d % heads:
             raise s.fail(
                 (K.num_attention_heads,),
-                f"hidden_size ({d}) is not a multiple of it ({heads}) and head_dim is not set",
+                f"{K.hidden_size} ({d}) is not a multiple of it ({heads}) and {K.head_dim} is not set",
             )
-        return fixed(K.head_dim.name, d // heads, "hidden_size / num_attention_heads")
+        return fixed(K.head_dim.name, d // heads, f"{K.hidden_size} / {K.num_attention_heads}")
 
     def window(self) -> int | None:
         """The sliding window in force, or None."""
@@ -400,7 +404,7 @@ class LlamaBuilder:
         types = s.values.get(K.layer_types.name)
         if types is not None:
             if not isinstance(types, list) or len(types) != self.layers:
-                raise s.fail((K.layer_types,), f"expected a list of {self.layers} layer types (num_hidden_layers)")
+                raise s.fail((K.layer_types,), f"expected a list of {self.layers} layer types ({K.num_hidden_layers})")
             unknown = sorted({str(t) for t in types} - {"full_attention", "sliding_attention"})
             if unknown:
                 raise s.fail((K.layer_types,), f"unknown layer types {unknown}")

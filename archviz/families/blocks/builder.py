@@ -80,7 +80,7 @@ def scale_format(settings: Settings) -> Assumption | None:
     quantization = settings.mapping(QUANTIZATION.quantization_config)
     if quantization is None or quantization.get("quant_method") != "fp8" or quantization.get("scale_fmt") != "ue8m0":
         return None
-    return Assumption(key="quantization_config.scale_fmt", value=json.dumps("F32"), source=UE8M0_SCALES)
+    return Assumption(key=f"{QUANTIZATION.quantization_config}.scale_fmt", value=json.dumps("F32"), source=UE8M0_SCALES)
 
 
 def fixed(label: str, value: int, formula: KeyLike, symbol: str | None = None) -> Dim:

@@ -98,7 +98,7 @@ class GqaOptions:
 
 
 _QKV_BIAS = {
-    AttentionBias.CONFIG: ", with a bias when attention_bias is set",
+    AttentionBias.CONFIG: f", with a bias when {DECODER.attention_bias} is set",
     AttentionBias.QKV: ", adding a learned bias",
     AttentionBias.NONE: ", without a bias",
 }
@@ -150,7 +150,7 @@ class GroupedQueryAttention:
         self._rotary(query, key)
         cached_key, cached_value = self._cache(key, value)
         self._core(query, cached_key, cached_value)
-        heads_out = "num_attention_heads × head_dim"
+        heads_out = f"{DECODER.num_attention_heads} × {GQA.head_dim}"
         attention_output(
             self.scope,
             d=dims.d,
@@ -179,9 +179,9 @@ class GroupedQueryAttention:
         d, q_width, kv_width = dims.d.value or 0, dims.q_width.value or 0, dims.kv_width.value or 0
         fill = {"grouped": self.grouped, "qkv_bias": qkv_bias, "bias": self.options.bias}
         for name, width, out_name, out in (
-            ("q_proj", q_width, "num_attention_heads × head_dim", dims.q_width),
-            ("k_proj", kv_width, "num_key_value_heads × head_dim", dims.kv_width),
-            ("v_proj", kv_width, "num_key_value_heads × head_dim", dims.kv_width),
+            ("q_proj", q_width, f"{DECODER.num_attention_heads} × {GQA.head_dim}", dims.q_width),
+            ("k_proj", kv_width, f"{GQA.num_key_value_heads} × {GQA.head_dim}", dims.kv_width),
+            ("v_proj", kv_width, f"{GQA.num_key_value_heads} × {GQA.head_dim}", dims.kv_width),
         ):
             which = {"q_proj": "query", "k_proj": "key", "v_proj": "value"}[name]
             self.scope.node(
@@ -312,13 +312,13 @@ class GroupedQueryAttention:
             Setting(
                 name="softmax scale",
                 value=(dims.head_dim.value or 1) ** -0.5,
-                formula="head_dim^-0.5",
+                formula=f"{GQA.head_dim}^-0.5",
                 config_keys=s.keys_set(GQA.head_dim),
             ),
             Setting(
                 name="query heads per KV head",
                 value=heads // kv if kv else 0,
-                formula="num_attention_heads / num_key_value_heads",
+                formula=f"{DECODER.num_attention_heads} / {GQA.num_key_value_heads}",
                 config_keys=s.keys_set(DECODER.num_attention_heads, GQA.num_key_value_heads),
             ),
             self.options.mask,
@@ -372,12 +372,14 @@ def _attention(fill: Fill) -> Words:
     norm = fill["qk_norm"]
     return Words(
         title="Grouped-query attention" if fill["grouped"] else "Multi-head attention",
-        summary="Project to num_attention_heads query heads and num_key_value_heads key and value heads"
+        summary=f"Project to {DECODER.num_attention_heads} query heads and {GQA.num_key_value_heads} key and value "
+        "heads"
         + (", RMSNorm each query and key head" if norm else "")
         + ", rotate queries and keys by position, cache keys and values, causal softmax attention"
         + (" with each key/value head shared by a group of query heads" if fill["grouped"] else "")
         + ", output projection.",
-        claim="Grouped-query attention projects each position to the query heads and to num_key_value_heads key and "
+        claim="Grouped-query attention projects each position to the query heads and to "
+        f"{GQA.num_key_value_heads} key and "
         "value heads"
         + (", normalizes each query and key head" if norm else "")
         + ", rotates queries and keys by position, caches keys and values, attends causally and projects the "
@@ -400,11 +402,11 @@ def _projection(which: str, summary: str, claim: str) -> Callable[[Fill], Words]
 
 
 def _cache_update(fill: Fill) -> Words:
-    window = ", at most sliding_window − 1 past positions in sliding-window layers." if fill["window"] else "."
+    window = f", at most {GQA.sliding_window} − 1 past positions in sliding-window layers." if fill["window"] else "."
     return cache_update(
         "KV cache",
         "Append this step's keys and values to the cache and return all cached positions; it holds "
-        f"2 × num_key_value_heads × head_dim numbers per position and layer{window}",
+        f"2 × {GQA.num_key_value_heads} × {GQA.head_dim} numbers per position and layer{window}",
     )
 
 
@@ -416,7 +418,7 @@ def _sdpa(fill: Fill) -> Words:
         summary=f"Score each query head against the cached keys of its key/value head{where} (causal mask), "
         "softmax, mix the values, and join the heads.",
         claim="Attention scores each query head against the cached keys of its key/value head under the causal "
-        f"mask{slide}, takes the softmax at scale head_dim^-0.5 and mixes the values.",
+        f"mask{slide}, takes the softmax at scale {GQA.head_dim}^-0.5 and mixes the values.",
     )
 
 
@@ -424,8 +426,8 @@ def _head_split(fill: Fill) -> Words:
     end = "." if fill["qk_norm"] else ", heads before positions."
     return Words(
         title="Split into heads",
-        summary=f"View each projection as one head_dim vector per head{end}",
-        claim=f"The projections are viewed as one head_dim vector per head{end}",
+        summary=f"View each projection as one {GQA.head_dim} vector per head{end}",
+        claim=f"The projections are viewed as one {GQA.head_dim} vector per head{end}",
     )
 
 
@@ -441,7 +443,7 @@ NODE_WORDS = WordsTable(
             "key",
             "Project each position's hidden state to the key heads"
             + (", fewer than the query heads" if fill["grouped"] else ", one per query head"),
-            "The key projection maps each position's hidden state to the num_key_value_heads key heads",
+            f"The key projection maps each position's hidden state to the {GQA.num_key_value_heads} key heads",
         )(fill),
         "v-proj": _projection(
             "value",
@@ -453,14 +455,15 @@ NODE_WORDS = WordsTable(
         "sdpa": _sdpa,
         "q-norm": Words(
             title="Query head RMSNorm",
-            summary="Normalize each query head to unit root-mean-square over head_dim and rescale it.",
-            claim="The query head RMSNorm normalizes each query head over head_dim and rescales it, before the "
+            summary=f"Normalize each query head to unit root-mean-square over {GQA.head_dim} and rescale it.",
+            claim=f"The query head RMSNorm normalizes each query head over {GQA.head_dim} and rescales it, before the "
             "rotary embedding.",
         ),
         "k-norm": Words(
             title="Key head RMSNorm",
-            summary="Normalize each key head to unit root-mean-square over head_dim and rescale it.",
-            claim="The key head RMSNorm normalizes each key head over head_dim and rescales it, before the rotary "
+            summary=f"Normalize each key head to unit root-mean-square over {GQA.head_dim} and rescale it.",
+            claim=f"The key head RMSNorm normalizes each key head over {GQA.head_dim} and rescales it, before the "
+            "rotary "
             "embedding.",
         ),
         "o-proj": _o_proj,

@@ -87,20 +87,24 @@ def mla_dims(s: Settings) -> MlaDims:
         one_head=Dim(symbol="1", label="shared head", value=1, formula="one latent head shared by all heads"),
         q_rank=fixed(MLA.q_lora_rank.name, q_lora, MLA.q_lora_rank.name) if q_lora else None,
         q_heads=fixed(
-            "heads·qk_head_dim", heads * (nope + rope), "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)"
+            "heads·qk_head_dim",
+            heads * (nope + rope),
+            f"{DECODER.num_attention_heads} × ({MLA.qk_nope_head_dim} + {MLA.qk_rope_head_dim})",
         ),
-        qk_head=fixed("qk_head_dim", nope + rope, "qk_nope_head_dim + qk_rope_head_dim"),
+        qk_head=fixed("qk_head_dim", nope + rope, f"{MLA.qk_nope_head_dim} + {MLA.qk_rope_head_dim}"),
         nope=fixed(MLA.qk_nope_head_dim.name, nope, MLA.qk_nope_head_dim.name),
         rope=fixed(MLA.qk_rope_head_dim.name, rope, MLA.qk_rope_head_dim.name),
         v_head=fixed(MLA.v_head_dim.name, v, MLA.v_head_dim.name),
         kv_rank=fixed(MLA.kv_lora_rank.name, kv_rank, MLA.kv_lora_rank.name),
-        kv_a=fixed("kv_lora_rank+qk_rope_head_dim", kv_rank + rope, "kv_lora_rank + qk_rope_head_dim"),
-        kv_b=fixed(
-            "heads·(qk_nope_head_dim+v_head_dim)",
-            heads * (nope + v),
-            "num_attention_heads × (qk_nope_head_dim + v_head_dim)",
+        kv_a=fixed(
+            f"{MLA.kv_lora_rank}+{MLA.qk_rope_head_dim}", kv_rank + rope, f"{MLA.kv_lora_rank} + {MLA.qk_rope_head_dim}"
         ),
-        o_in=fixed("heads·v_head_dim", heads * v, "num_attention_heads × v_head_dim"),
+        kv_b=fixed(
+            f"heads·({MLA.qk_nope_head_dim}+{MLA.v_head_dim})",
+            heads * (nope + v),
+            f"{DECODER.num_attention_heads} × ({MLA.qk_nope_head_dim} + {MLA.v_head_dim})",
+        ),
+        o_in=fixed(f"heads·{MLA.v_head_dim}", heads * v, f"{DECODER.num_attention_heads} × {MLA.v_head_dim}"),
     )
 
 
@@ -159,7 +163,7 @@ class MlaAttention:
                 "Attention output projection",
                 f"{ATTN}.o_proj",
                 (DECODER.hidden_size.name, self.dims.d.value or 0),
-                ("num_attention_heads × v_head_dim", self.dims.o_in.value or 0),
+                (f"{DECODER.num_attention_heads} × {MLA.v_head_dim}", self.dims.o_in.value or 0),
                 bias=self.bias,
             ),
             extra_keys=[DECODER.attention_bias.name],
@@ -201,7 +205,7 @@ class MlaAttention:
         q_states = shape("q_states", BATCH, POSITIONS, dims.q_heads)
         heads = joined(
             (DECODER.num_attention_heads.name, dims.heads.value or 0),
-            ("qk_nope_head_dim + qk_rope_head_dim", dims.qk_head.value or 0),
+            (f"{MLA.qk_nope_head_dim} + {MLA.qk_rope_head_dim}", dims.qk_head.value or 0),
         )
         if dims.q_rank is not None:
             latent = shape("q_latent", BATCH, POSITIONS, dims.q_rank)
@@ -297,7 +301,7 @@ class MlaAttention:
             "kv-a-proj",
             code="self.kv_a_proj_with_mqa(hidden_states)",
             tensor="kv_a_proj_with_mqa",
-            out=("kv_lora_rank + qk_rope_head_dim", dims.kv_a.value or 0),
+            out=(f"{MLA.kv_lora_rank} + {MLA.qk_rope_head_dim}", dims.kv_a.value or 0),
             into=(DECODER.hidden_size.name, dims.d.value or 0),
             inputs=[hidden(dims.d)],
             outputs=[compressed],
@@ -414,7 +418,7 @@ class MlaAttention:
                 self.b,
                 "KV up-projection",
                 f"{ATTN}.kv_b_proj",
-                ("num_attention_heads × (qk_nope_head_dim + v_head_dim)", dims.kv_b.value or 0),
+                (f"{DECODER.num_attention_heads} × ({MLA.qk_nope_head_dim} + {MLA.v_head_dim})", dims.kv_b.value or 0),
                 (MLA.kv_lora_rank.name, dims.kv_rank.value or 0),
                 bias=False,
             ),
@@ -559,7 +563,7 @@ class _Mtp:
                 settings=[self.eps],
                 rows=[("RMSNorm scale", f"{id}.weight", [(DECODER.hidden_size.name, width)])],
             )
-        both = shape("hidden_states", BATCH, POSITIONS, fixed("2d", 2 * width, "2 × hidden_size"))
+        both = shape("hidden_states", BATCH, POSITIONS, fixed("2d", 2 * width, f"2 × {DECODER.hidden_size}"))
         self.node(
             "concat",
             "torch.cat([self.enorm(embeds), self.hnorm(hidden_states)], dim=-1)",
@@ -575,7 +579,7 @@ class _Mtp:
                 (
                     "eh_proj weight",
                     "eh_proj.weight",
-                    [(DECODER.hidden_size.name, width), ("2 × hidden_size", 2 * width)],
+                    [(DECODER.hidden_size.name, width), (f"2 × {DECODER.hidden_size}", 2 * width)],
                 )
             ],
         )
@@ -662,7 +666,7 @@ NODE_WORDS = WordsTable(
         "cache-update": cache_update(
             "Latent KV cache",
             "Append this step's KV latent and rotary key to the cache and return all cached positions; MLA caches "
-            "kv_lora_rank + qk_rope_head_dim numbers per position and layer.",
+            f"{MLA.kv_lora_rank} + {MLA.qk_rope_head_dim} numbers per position and layer.",
         ),
         "o-proj": output_projection("Project the concatenated head outputs back to the model width."),
         "attention": Words(

@@ -211,7 +211,7 @@ def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
         return Setting(
             name="softmax scale",
             value=base * m * m,
-            formula=f"(qk_nope_head_dim + qk_rope_head_dim)^-0.5 × mscale² (mscale = 0.1 × "
+            formula=f"({MLA.qk_nope_head_dim} + {MLA.qk_rope_head_dim})^-0.5 × mscale² (mscale = 0.1 × "
             f"mscale_all_dim × ln(factor) + 1 = {m:.6g})",
             config_keys=(
                 MLA.qk_nope_head_dim.name,
@@ -223,7 +223,7 @@ def yarn_softmax_scale(s: Settings, qk_head_dim: int) -> Setting:
     return Setting(
         name="softmax scale",
         value=base,
-        formula="(qk_nope_head_dim + qk_rope_head_dim)^-0.5",
+        formula=f"({MLA.qk_nope_head_dim} + {MLA.qk_rope_head_dim})^-0.5",
         config_keys=(MLA.qk_nope_head_dim.name, MLA.qk_rope_head_dim.name),
     )
 
@@ -239,7 +239,7 @@ def rope_settings(s: Settings, *, head_dim: int, theta_default: float, title: st
     kind, kind_key = _scaling_kind(s, key, scaling)
     theta_keys: tuple[str, ...]
     if ROPE.rope_theta.name in scaling:
-        theta, theta_keys = s.number(key, ROPE.rope_theta), (f"{key}.rope_theta",)
+        theta, theta_keys = s.number(key, ROPE.rope_theta), (f"{key}.{ROPE.rope_theta}",)
     elif s.has(ROPE.rope_theta):
         theta, theta_keys = s.number(ROPE.rope_theta), (ROPE.rope_theta.name,)
     else:
