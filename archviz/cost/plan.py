@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
@@ -52,7 +52,15 @@ from archviz.cost.model import (
 )
 from archviz.cost.model import priced as cost_priced
 from archviz.graph.nodes import Graph, Mixer, Node, OpKind, Part
-from archviz.graph.totals import ManifestTensor, TensorRole, node_parts, predicted_manifest
+from archviz.graph.totals import (
+    EXPERT,
+    Experts,
+    ManifestGroup,
+    TensorRole,
+    expert_names,
+    manifest_groups,
+    node_parts,
+)
 
 if TYPE_CHECKING:
     from archviz.families.registry import Family
@@ -605,6 +613,45 @@ def _module_key(name: str, spellings: Mapping[str, str], projections: tuple[str,
     return _Name(".".join(parts), layer, leaf, expert)
 
 
+def _experts_key(template: str, spellings: Mapping[str, str], projections: tuple[str, str, str]) -> _Name | None:
+    """What every tensor of a routed expert's template (``…experts.{expert}.gate_proj.weight``) is named as the plans
+    see it, its ``expert`` aside (None); None when they may not all be alike, and each is to be read on its own.
+
+    They are alike when ``{expert}`` is a segment of its own that no spelling renames (no spelling renames a number):
+    ``_module_key`` then reads each expert's number the same way, as the expert (two numbers read as two experts and
+    otherwise alike), as the layer or as part of the key (read as two names: not alike)."""
+    if EXPERT not in template.split(".") or any(segment.isdigit() for segment in spellings):
+        return None
+    zero, one = (_module_key(template.replace(EXPERT, number), spellings, projections) for number in ("0", "1"))
+    if zero.expert != 0 or one != zero._replace(expert=1):
+        return None
+    return zero._replace(expert=None)
+
+
+class _Alike(NamedTuple):
+    """Tensors of one manifest group that the plans see alike: one module pattern, leaf and layer; routed experts' or
+    one tensor."""
+
+    group: ManifestGroup
+    name: _Name
+    """Their name as the plans see it (``expert``: the first's)."""
+    experts: Experts | None
+    """Their routed experts, a tensor each, named by the group's template; None: the one tensor ``first``."""
+    first: str
+    """The first of their checkpoint names in the sorted manifest."""
+
+    @property
+    def tensor_count(self) -> int:
+        return 1 if self.experts is None else len(self.experts)
+
+    def numbered(self) -> Iterator[tuple[str, int | None]]:
+        """Each tensor's checkpoint name and routed expert."""
+        if self.experts is None:
+            yield self.first, self.name.expert
+        else:
+            yield from zip(expert_names(self.group.template, self.experts), self.experts, strict=True)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Heads:
     """Attention heads of a layer kind, read off the graph's attention node."""
@@ -655,23 +702,49 @@ class _Planner:
         self.encoders = frozenset(node for node, part in node_parts(graph).items() if part != "text")
         self.spellings = graph.naming.segment_renames()
         self.memo: dict[tuple[object, ...], _Rule] = {}
+        self.smallest: dict[Experts, int] = {}
 
-    def name(self, tensor: ManifestTensor) -> _Name:
-        return _module_key(tensor.name, self.spellings, self.projections)
+    def name(self, checkpoint_name: str) -> _Name:
+        return _module_key(checkpoint_name, self.spellings, self.projections)
 
-    def rule(self, tensor: ManifestTensor, name: _Name) -> _Rule:
-        """The tensor's rule, decided once for each module pattern, shape, dtype and role."""
+    def alike(self, group: ManifestGroup) -> Iterator[_Alike]:
+        """A group's tensors parted by how the plans see them: a layer's routed experts of one row all alike when
+        their template says so (``_experts_key``), else each read on its own."""
+        if group.experts is None:
+            yield _Alike(group, self.name(group.template), None, group.template)
+            return
+        shared = _experts_key(group.template, self.spellings, self.projections)
+        if shared is None:
+            for name in group.names():
+                yield _Alike(group, self.name(name), None, name)
+            return
+        if group.experts not in self.smallest:  # the first name in the sorted manifest: the smallest number as text
+            self.smallest[group.experts] = min(group.experts, key=str)
+        smallest = self.smallest[group.experts]
+        first = group.template.replace(EXPERT, str(smallest))
+        yield _Alike(group, shared._replace(expert=group.experts[0]), group.experts, first)
+
+    def in_order(self, groups: Iterable[ManifestGroup]) -> list[_Alike]:
+        """The groups' tensors parted by how the plans see them (``alike``), in the order the sorted manifest meets
+        them: a module pattern is described by its first tensor's rule (``rule``)."""
+        found = [alike for group in groups for alike in self.alike(group)]
+        found.sort(key=lambda alike: alike.first)
+        return found
+
+    def rule(self, group: ManifestGroup, name: _Name) -> _Rule:
+        """The rule of a group's tensors named ``name``, decided once for each module pattern, shape, dtype and
+        role."""
         mixer = self.mixers.get(name.layer) if name.layer is not None else None
-        memo = (name.key, name.leaf, tensor.shape, tensor.role, tensor.node, name.expert is not None, mixer)
+        memo = (name.key, name.leaf, group.shape, group.role, group.node, name.expert is not None, mixer)
         found = self.memo.get(memo)
         if found is None:
-            found, said = self._rule(tensor, name, mixer)
+            found, said = self._rule(group, name, mixer)
             self.memo[memo] = found
             self.described.setdefault(name.key, said)
         return found
 
-    def _rule(self, tensor: ManifestTensor, name: _Name, mixer: str | None) -> tuple[_Rule, str]:
-        key, shape = name.key, tensor.shape
+    def _rule(self, group: ManifestGroup, name: _Name, mixer: str | None) -> tuple[_Rule, str]:
+        key, shape = name.key, group.shape
         is_bias = name.leaf == "bias" or len(shape) == 1
         expert = name.expert is not None
         ep_style = self.ep_plan.get(f"{key}.{name.leaf}") or self.ep_plan.get(key)
@@ -684,12 +757,12 @@ class _Planner:
             if key in ("model.embed_tokens", "lm_head") and len(shape) == 2:
                 return _Rule(Split.ROWS, dim=0, pad_to=VOCAB_PADDING), "vocabulary-parallel, padded to 64 (engine)"
             if ".self_attn." in key and mixer in _SOFTMAX_MIXERS and short in _ENGINE_ATTENTION:
-                return self._engine_attention(tensor, short, is_bias)
+                return self._engine_attention(group, short, is_bias)
         style = self.tp_plan.get(f"{key}.{name.leaf}") or self.tp_plan.get(key)  # a parameter's entry, or its module's
         if style is None:
             return _Rule(Split.REPLICATE), "replicated (no plan entry)"
         split = SPLITS.get(style, Split.REPLICATE)
-        if tensor.role == TensorRole.SHAPE or split is Split.REPLICATE:
+        if group.role == TensorRole.SHAPE or split is Split.REPLICATE:
             return _Rule(Split.REPLICATE), f"replicated ({style})"
         if split is Split.OUTPUT:
             return _Rule(Split.OUTPUT, dim=0 if is_bias else -2), style
@@ -703,18 +776,18 @@ class _Planner:
             return _Rule(Split.COLUMNS, dim=1), style
         return _Rule(Split.REPLICATE), f"replicated ({style})"
 
-    def _engine_attention(self, tensor: ManifestTensor, short: str, is_bias: bool) -> tuple[_Rule, str]:
+    def _engine_attention(self, group: ManifestGroup, short: str, is_bias: bool) -> tuple[_Rule, str]:
         split = _ENGINE_ATTENTION[short]
-        heads = self.node_heads.get(tensor.node)
+        heads = self.node_heads.get(group.node)
         if split is Split.REPLICATE or heads is None or heads.heads == 0:
             return _Rule(Split.REPLICATE), "replicated: MLA's latent projection (engine)"
         if split is Split.INPUT:
             if is_bias:
                 return _Rule(Split.REPLICATE), "rowwise by heads (engine)"
-            width = tensor.shape[-1] // heads.heads if tensor.role == TensorRole.WEIGHT else 1
+            width = group.shape[-1] // heads.heads if group.role == TensorRole.WEIGHT else 1
             return _Rule(Split.INPUT, dim=-1, unit=max(width, 1)), "rowwise by heads (engine)"
         dim = 0 if is_bias else -2
-        rows = tensor.shape[dim]
+        rows = group.shape[dim]
         if short in ("k_proj", "v_proj") and heads.kv_heads and heads.kv_heads != heads.heads:
             width = rows // heads.kv_heads
             said = "colwise by KV heads, one per rank replicated when TP exceeds them (engine)"
@@ -919,30 +992,45 @@ _Group = tuple[int, str, tuple[int, ...], str, _Rule, int | None, bool]
 
 def _split_tensors(graph: Graph, planner: _Planner, p: Parallelism) -> tuple[Counter[_Group], int, int, dict[str, int]]:
     """Every tensor of the predicted checkpoint with its rule, added up by what decides its share (a 1 T MoE has
-    ~140,000 tensors); the main model's and the MTP layers' bytes; the main model's bytes by split."""
+    ~140,000 tensors, taken a layer's routed experts of one row at a time); the main model's and the MTP layers'
+    bytes; the main model's bytes by split."""
     experts = max((node.placement.per_layer for node in graph.nodes if _is_experts(node)), default=0)
     groups: Counter[_Group] = Counter()
     by_split: Counter[str] = Counter()
+    owners: dict[Experts, Counter[int | None]] = {}
     mtp_bytes = weight_total = 0
-    for tensor in predicted_manifest(graph):
-        size = math.prod(tensor.shape) * _itemsize(tensor.dtype)
-        if tensor.part is Part.MTP:
+    main: list[ManifestGroup] = []
+    for group in manifest_groups(graph):
+        size = math.prod(group.shape) * _itemsize(group.dtype) * group.tensor_count
+        if group.part is Part.MTP:
             mtp_bytes += size
-            continue
-        weight_total += size
-        node = planner.nodes[tensor.node]
-        name = planner.name(tensor)
-        rule = planner.rule(tensor, name)
-        owner = (
-            expert_owner(name.expert, experts, p.ep)
-            if rule.split is Split.EXPERTS and name.expert is not None
-            else None
-        )
+        else:
+            weight_total += size
+            main.append(group)
+    for alike in planner.in_order(main):
+        group, name = alike.group, alike.name
+        node = planner.nodes[group.node]
+        rule = planner.rule(group, name)
         is_expert = _is_experts(node) and name.expert is not None
-        by_split[rule.split.value] += size
+        by_split[rule.split.value] += math.prod(group.shape) * _itemsize(group.dtype) * alike.tensor_count
         position = _position(name.layer, node, graph, planner.encoders)
-        groups[(position, tensor.node, tensor.shape, tensor.dtype, rule, owner, is_expert)] += 1
+        for owner, count in _owners(alike, rule, experts, p.ep, owners).items():
+            groups[(position, group.node, group.shape, group.dtype, rule, owner, is_expert)] += count
     return groups, weight_total, mtp_bytes, dict(sorted(by_split.items()))
+
+
+def _owners(
+    alike: _Alike, rule: _Rule, experts: int, ep: int, memo: dict[Experts, Counter[int | None]]
+) -> Counter[int | None]:
+    """How many of the tensors each EP rank holds (None: each rank its share of every one); ``memo``: the counts
+    for each set of routed experts met before (every layer's are alike)."""
+    if rule.split is not Split.EXPERTS or alike.name.expert is None:
+        return Counter({None: alike.tensor_count})
+    if alike.experts is None:
+        return Counter({expert_owner(alike.name.expert, experts, ep): 1})
+    if alike.experts not in memo:
+        memo[alike.experts] = Counter(expert_owner(expert, experts, ep) for expert in alike.experts)
+    return memo[alike.experts]
 
 
 def _hold(
@@ -1058,19 +1146,18 @@ def local_shapes(
     layer_stage = {layer: at for at, layers in enumerate(stages(graph, p.pp)) for layer in layers}
     experts = max((node.placement.per_layer for node in graph.nodes if _is_experts(node)), default=0)
     found: dict[str, tuple[int, ...]] = {}
-    for tensor in predicted_manifest(graph):
-        if tensor.part is Part.MTP:
-            continue
-        name = planner.name(tensor)
-        position = _position(name.layer, planner.nodes[tensor.node], graph, planner.encoders)
+    for alike in planner.in_order(group for group in manifest_groups(graph) if group.part is not Part.MTP):
+        name = alike.name
+        position = _position(name.layer, planner.nodes[alike.group.node], graph, planner.encoders)
         if _stage_at(position, layer_stage, p.pp) != stage:
             continue
-        rule = planner.rule(tensor, name)
-        expert = name.expert
-        if rule.split is Split.EXPERTS and expert is not None and expert_owner(expert, experts, p.ep) != index:
-            continue
-        found[tensor.name] = _local_shape(tensor.shape, rule, p.tp, index, p.ep)
-    return found
+        rule = planner.rule(alike.group, name)
+        shape = _local_shape(alike.group.shape, rule, p.tp, index, p.ep)
+        for tensor, expert in alike.numbered():
+            if rule.split is Split.EXPERTS and expert is not None and expert_owner(expert, experts, p.ep) != index:
+                continue
+            found[tensor] = shape
+    return dict(sorted(found.items()))
 
 
 def _compute_dtype(graph: Graph, request: PlanRequest) -> str:

@@ -237,16 +237,35 @@ def compute_totals(graph: Graph) -> Totals:
     )
 
 
-def instance_names(node: Node, template: str) -> Iterator[str]:
-    """Every checkpoint name of a row's template: one per layer (and per expert) the node is in."""
+EXPERT = "{expert}"
+"""What stands for a routed expert's number in a row's template (``model.layers.{layer}.mlp.experts.{expert}.…``)."""
+
+Experts = range | tuple[int, ...]
+"""Routed experts' numbers: a layer's all, or some of them."""
+
+
+def layer_templates(node: Node, template: str) -> Iterator[tuple[str, range | None]]:
+    """A row's template with each layer the node is in filled in, and the routed experts its ``{expert}`` stands for
+    (None: the template names one tensor)."""
     layers = node.placement.layers or (None,)
     for layer in layers:
         name = template.replace("{layer}", str(layer)) if layer is not None else template
-        if "{expert}" in name:
-            head, tail = name.split("{expert}")
-            yield from (f"{head}{expert}{tail}" for expert in range(node.placement.per_layer))
-        else:
+        yield name, range(node.placement.per_layer) if EXPERT in name else None
+
+
+def expert_names(template: str, experts: Experts) -> Iterator[str]:
+    """The names a template with ``{expert}`` gives these routed experts."""
+    head, tail = template.split(EXPERT)
+    return (f"{head}{expert}{tail}" for expert in experts)
+
+
+def instance_names(node: Node, template: str) -> Iterator[str]:
+    """Every checkpoint name of a row's template: one per layer (and per expert) the node is in."""
+    for name, experts in layer_templates(node, template):
+        if experts is None:
             yield name
+        else:
+            yield from expert_names(name, experts)
 
 
 _STORED_ROLES = {
@@ -258,31 +277,98 @@ _STORED_ROLES = {
 }
 
 
-def predicted_manifest(graph: Graph, *, logical: bool = False) -> list[ManifestTensor]:
-    """Every tensor the checkpoint should hold, sorted by name; with ``logical``, a packed-quantized weight as the
-    unquantized ``weight`` it stands for (as a model in memory holds it) rather than the tensors stored for it."""
-    tensors: list[ManifestTensor] = []
-    add = tensors.append
+class ManifestGroup(NamedTuple):
+    """Tensors of the predicted checkpoint stored alike for one row in one layer: one tensor, or one for each of
+    some routed experts, named alike but for the expert's number. A 1 T MoE's ~140,000 tensors are ~3,000 groups."""
+
+    template: str
+    """The tensor's name; with ``experts``, ``{expert}`` standing for each expert's number."""
+    experts: Experts | None
+    """The routed experts of its tensors (at least one); None: the group is the one tensor ``template``."""
+    shape: tuple[int, ...]
+    dtype: str
+    node: str
+    role: str
+    part: Part
+    logical: int = 0
+    """Each tensor's, as ``ManifestTensor``'s fields."""
+
+    @property
+    def tensor_count(self) -> int:
+        """How many tensors it is."""
+        return 1 if self.experts is None else len(self.experts)
+
+    def names(self) -> Iterator[str]:
+        """Its tensors' names."""
+        if self.experts is None:
+            return iter((self.template,))
+        return expert_names(self.template, self.experts)
+
+    def tensors(self) -> Iterator[ManifestTensor]:
+        """Its tensors, one by one."""
+        for name in self.names():
+            yield ManifestTensor(name, self.shape, self.dtype, self.node, self.role, self.part, self.logical)
+
+
+def _quantized_apart(
+    template: str, experts: range | None, dense: frozenset[str]
+) -> Iterator[tuple[Experts | None, bool]]:
+    """A packed row's tensors in one layer (a template and the experts it stands for) parted by whether the config
+    leaves them unquantized (named in ``dense``): each part's experts (None: the template's one tensor) and whether it
+    is the unquantized part; a part with no tensor is left out."""
+    if experts is None:
+        yield None, template in dense
+        return
+    if not dense:
+        yield experts, False
+        return
+    unquantized = {
+        expert for expert, name in zip(experts, expert_names(template, experts), strict=True) if name in dense
+    }
+    if not unquantized:
+        yield experts, False
+        return
+    yield tuple(expert for expert in experts if expert in unquantized), True
+    if len(unquantized) < len(experts):
+        yield tuple(expert for expert in experts if expert not in unquantized), False
+
+
+def manifest_groups(graph: Graph, *, logical: bool = False) -> Iterator[ManifestGroup]:
+    """Every tensor the checkpoint should hold, in groups: what ``predicted_manifest`` lists one by one (``logical``
+    as there), not in its order."""
     for node in graph.nodes:
         for row in node.parameters:
             scale = (scale_shape(row), "F32", node.id, TensorRole.SCALE, node.part) if row.scale_block else None
             packed = None if logical or row.packed is None else row.packed
             dense = frozenset(packed.dense) if packed is not None else frozenset()
-            for name in instance_names(node, row.tensor):
-                if packed is not None and name not in dense:
-                    module = name.removesuffix("weight")
-                    for item in packed.stored:
+            for template, experts in layer_templates(node, row.tensor):
+                if experts is not None and not experts:
+                    continue  # a bank of no experts
+                parts = _quantized_apart(template, experts, dense) if packed is not None else [(experts, True)]
+                for instances, unquantized in parts:
+                    if unquantized:
+                        yield ManifestGroup(
+                            template, instances, row.shape, row.dtype, node.id, TensorRole.WEIGHT, node.part
+                        )
+                        if scale is not None:
+                            yield ManifestGroup(scale_name(template), instances, *scale)
+                        continue
+                    module = template.removesuffix("weight")
+                    for item in packed.stored if packed is not None else ():
                         role = _STORED_ROLES[item.role]
                         held = row.elements if role == TensorRole.PACKED else 0
-                        add(
-                            ManifestTensor(module + item.suffix, item.shape, item.dtype, node.id, role, node.part, held)
+                        yield ManifestGroup(
+                            module + item.suffix, instances, item.shape, item.dtype, node.id, role, node.part, held
                         )
-                    continue
-                add(ManifestTensor(name, row.shape, row.dtype, node.id, TensorRole.WEIGHT, node.part))
-                if scale is not None:
-                    add(ManifestTensor(scale_name(name), *scale))
         for row in node.buffers:
-            for name in instance_names(node, row.tensor):
-                add(ManifestTensor(name, row.shape, row.dtype, node.id, TensorRole.BUFFER, node.part))
+            for template, experts in layer_templates(node, row.tensor):
+                if experts is None or experts:
+                    yield ManifestGroup(template, experts, row.shape, row.dtype, node.id, TensorRole.BUFFER, node.part)
+
+
+def predicted_manifest(graph: Graph, *, logical: bool = False) -> list[ManifestTensor]:
+    """Every tensor the checkpoint should hold, sorted by name; with ``logical``, a packed-quantized weight as the
+    unquantized ``weight`` it stands for (as a model in memory holds it) rather than the tensors stored for it."""
+    tensors = [tensor for group in manifest_groups(graph, logical=logical) for tensor in group.tensors()]
     tensors.sort(key=lambda tensor: tensor.name)
     return tensors
