@@ -1,13 +1,16 @@
-"""Shared test fixtures: golden files and small config factories."""
+"""Shared test fixtures: golden files, small config factories and sites of the bundled models rendered once."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 GOLDENS = Path(__file__).parent / "goldens"
 
@@ -99,3 +102,57 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
         return folder
 
     return write
+
+
+BundledSite = Callable[..., Path]
+"""``bundled_site(*names, compare=None) -> Path``: the site ``write_site`` writes for those bundled models."""
+
+
+def _tree_digest(root: Path) -> str:
+    """Every file's path, size and modification time under ``root``: what a test writing into the site changes."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        stat = path.lstat()
+        digest.update(f"{path.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="session")
+def bundled_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BundledSite]:
+    """Sites of bundled models, each rendered once per test run and shared by every test file and xdist worker that
+    asks for the same one: ``write_site([describe_model(name) for name in names], out, compare=compare)``, the very
+    call the files made for themselves. Only identical calls share a site: the key is the names in order and the
+    pairs. The inputs are archviz's own bundled configs, so every caller would render the same bytes.
+
+    Read-only: a test that changes a site copies it first (``shutil.copytree``). The teardown fails the run if a shared
+    site was changed. Under xdist the sites are in the run's common temporary folder (the parent of each worker's),
+    rendered by the first worker to ask, under a file lock (pytest-xdist's documented pattern); in one process they
+    are in the run's own temporary folder."""
+    from archviz.inputs.resolve import BUNDLED
+    from archviz.pipeline import describe_model
+    from archviz.site import write_site
+
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "bundled-sites"
+    root.mkdir(parents=True, exist_ok=True)
+    used: dict[Path, str] = {}
+
+    def site(*names: str, compare: Sequence[tuple[str, str]] | None = None) -> Path:
+        assert names and all(name in BUNDLED for name in names), names
+        key = "+".join(names) + ("" if compare is None else "~" + ",".join(f"{a}:{b}" for a, b in compare))
+        folder = root / hashlib.sha256(key.encode()).hexdigest()[:16]
+        out = folder / "site"
+        if out in used:
+            return out
+        with FileLock(f"{folder}.lock"):
+            done = folder / "rendered"
+            if not done.is_file():
+                write_site([describe_model(name) for name in names], out, compare=compare)
+                done.write_text(key + "\n", encoding="utf-8")
+            assert done.read_text(encoding="utf-8") == key + "\n", (key, folder)
+        used[out] = _tree_digest(out)
+        return out
+
+    yield site
+    changed = sorted(str(out) for out, digest in used.items() if _tree_digest(out) != digest)
+    assert not changed, f"a test wrote into a shared site (copy it first): {changed}"

@@ -16,6 +16,7 @@ import pytest
 
 from archviz.pipeline import describe_model
 from archviz.site import write_site
+from tests.conftest import BundledSite
 from tests.test_families import PUBLISHED
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -66,10 +67,9 @@ class Watch:
 
 
 @pytest.fixture(scope="module")
-def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def sites(tmp_path_factory: pytest.TempPathFactory, bundled_site: BundledSite) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("browser")
-    k2 = root / "k2-site"
-    write_site([describe_model(K2)], k2)
+    k2 = bundled_site(K2)
     config = json.loads((REPO / "archviz" / "bundled" / K2 / "config.json").read_text(encoding="utf-8"))
     config.update(HOSTILE)
     (root / "hostile").mkdir()

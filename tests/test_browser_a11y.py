@@ -14,6 +14,7 @@ import pytest
 from archviz.inputs.resolve import BUNDLED
 from archviz.pipeline import describe_model
 from archviz.site import write_site
+from tests.conftest import BundledSite
 
 # The browser fixture is test_browser's, used here by name (hence the noqa on the tests that take it).
 from tests.test_browser import REPO, artifacts, browser  # noqa: F401
@@ -66,11 +67,9 @@ _LAYOUT = """() => {
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def site(bundled_site: BundledSite) -> Path:
     """The site ``archviz render`` writes by default: every bundled model and the compare pages of each family."""
-    out = tmp_path_factory.mktemp("a11y") / "site"
-    write_site([describe_model(name) for name in sorted(BUNDLED)], out)
-    return out
+    return bundled_site(*sorted(BUNDLED))
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 
 from archviz.pipeline import describe_model
 from archviz.site import write_site
+from tests.conftest import BundledSite
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
 from tests.test_browser import HOSTILE, PHONE, WIDE, artifacts, browser, open_page, wait_until  # noqa: F401
@@ -143,11 +144,9 @@ PHONE_HEIGHT = 11_000
 
 
 @pytest.fixture(scope="module")
-def kimi_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def kimi_page(bundled_site: BundledSite) -> Path:
     """The longest compare page: K2 beside K2.5, whose configs differ in 66 keys, most of them defaults."""
-    out = tmp_path_factory.mktemp("compare-kimi") / "site"
-    write_site([describe_model(K2), describe_model(K25)], out, compare=[(K2, K25)])
-    return out / "compare" / K2 / f"{K25}.html"
+    return bundled_site(K2, K25, compare=[(K2, K25)]) / "compare" / K2 / f"{K25}.html"
 
 
 SCROLL_STATE = """boxes => boxes.map(box => ({

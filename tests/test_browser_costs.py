@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from archviz.pipeline import describe_model
-from archviz.site import write_site
+from tests.conftest import BundledSite
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
 from tests.test_browser import DIAGRAM_WIDTHS, _inside, _overlap, artifacts, browser, open_page  # noqa: F401
@@ -45,10 +44,8 @@ _GEOMETRY = """() => {
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("costs-browser") / "site"
-    write_site([describe_model(name) for name in (K2, KIMI_LINEAR)], out)
-    return out
+def site(bundled_site: BundledSite) -> Path:
+    return bundled_site(K2, KIMI_LINEAR)
 
 
 def _apart(boxes: list[list[float]], what: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 from archviz.graph.nodes import Graph
 from archviz.graph.totals import node_parameters
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.site import write_site
+from tests.conftest import BundledSite
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
 from tests.test_browser import DIAGRAM_WIDTHS, _inside, artifacts, browser, open_page, wait_until  # noqa: F401
@@ -32,10 +32,8 @@ def models() -> dict[str, ModelDocs]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory, models: dict[str, ModelDocs]) -> Path:
-    out = tmp_path_factory.mktemp("explorer-browser") / "site"
-    write_site(list(models.values()), out)
-    return out
+def site(bundled_site: BundledSite) -> Path:
+    return bundled_site(K2, K25)
 
 
 def rect(page: Any, selector: str) -> list[float]:

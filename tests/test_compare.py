@@ -18,6 +18,7 @@ from archviz.site import write_site
 from archviz.site.compare import FEW, compare_pairs
 from archviz.site.index import PARTIAL_SUFFIX, ModelContext, ModelIndex, model_slugs
 from archviz.site.table import build_model_table
+from tests.conftest import BundledSite
 from tests.test_families import PUBLISHED
 from tests.test_site import ATTRIBUTE, CLOSE_SCRIPT, PWNED, SCRIPT, parse, read_tree, squash, unresolved_links
 
@@ -331,11 +332,9 @@ K25 = "kimi-k2.5"
 
 
 @pytest.fixture(scope="module")
-def kimi_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def kimi_site(bundled_site: BundledSite) -> Path:
     """Kimi-K2 beside Kimi-K2.5 (its text model is K2's, stored INT4 by compressed-tensors)."""
-    out = tmp_path_factory.mktemp("kimi") / "site"
-    write_site([describe_model(K2), describe_model(K25)], out, compare=[(K2, K25)])
-    return out
+    return bundled_site(K2, K25, compare=[(K2, K25)])
 
 
 def class_default(config: Any, key: str) -> tuple[bool, Any]:

@@ -26,6 +26,7 @@ from archviz.common.errors import InputError
 from archviz.families.kimi_k25 import SCATTER
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.provenance.sources import coverage
+from tests.conftest import BundledSite
 
 runner = CliRunner()
 RELEASED = Path(__file__).parent / "data" / "released" / "kimi-k2.5"
@@ -300,13 +301,12 @@ def test_int4_experts_are_stored_packed_and_priced_as_stored() -> None:
     assert cost.weight_bytes < docs.totals.parameters  # under a byte a parameter: not BF16 bytes of the logical weight
 
 
-def test_the_site_compares_it_with_kimi_k2(tmp_path: Path) -> None:
-    from archviz.site import write_site
-
-    write_site([k2(), describe_model("kimi-k2.5")], tmp_path / "site", compare=None)
-    pages = sorted(str(p.relative_to(tmp_path / "site")) for p in (tmp_path / "site" / "compare").rglob("*.html"))
+def test_the_site_compares_it_with_kimi_k2(bundled_site: BundledSite) -> None:
+    # write_site([describe_model(K2), describe_model(K2.5)], out, compare=None), shared with test_browser_explorer.
+    site = bundled_site("kimi-k2-instruct", "kimi-k2.5", compare=None)
+    pages = sorted(str(p.relative_to(site)) for p in (site / "compare").rglob("*.html"))
     assert "compare/kimi-k2-instruct/kimi-k2.5.html" in pages
-    text = (tmp_path / "site" / "compare" / "kimi-k2-instruct" / "kimi-k2.5.html").read_text(encoding="utf-8")
+    text = (site / "compare" / "kimi-k2-instruct" / "kimi-k2.5.html").read_text(encoding="utf-8")
     assert f"text model {K2_TEXT:,} in both" in text
     assert f"vision tower +{VISION:,}" in text and f"multimodal projector +{PROJECTOR:,}" in text
     assert "int4, groups of 32, symmetric" in text

@@ -18,16 +18,15 @@ from archviz.common.versions import installed_versions, version_line
 from archviz.pipeline import describe_model
 from archviz.site import write_site
 from archviz.site.index import SITE_ENTRIES
+from tests.conftest import BundledSite
 
 MODELS = ("kimi-k2-instruct", "kimi-linear-48b-a3b-instruct")
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("llms") / "site"
-    write_site([describe_model(name) for name in MODELS], out)
-    return out
+def site(bundled_site: BundledSite) -> Path:
+    return bundled_site(*MODELS)
 
 
 def test_llms_txt_links_each_model_json(site: Path) -> None:
