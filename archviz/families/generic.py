@@ -41,8 +41,6 @@ from archviz.code.modeltree import (
     EXPERT_COUNT_ATTRIBUTES,
     TOP_K_ATTRIBUTES,
     CallKind,
-    CodeReader,
-    CodeRequest,
     ModuleRecord,
     ModuleTree,
     ShapeTrace,
@@ -92,7 +90,7 @@ from archviz.graph.nodes import (
     Shape,
     TensorRow,
 )
-from archviz.inputs.recipe import transformers_recipe
+from archviz.inputs.recipe import CodeReader, CodeRequest, transformers_recipe
 from archviz.inputs.settings import LAYER_COUNT_KEYS, Settings
 
 NAME = GENERIC

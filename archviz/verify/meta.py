@@ -35,9 +35,7 @@ from archviz.code.modeltree import (
     EXPERT_COUNT_ATTRIBUTES,
     TOP_K_ATTRIBUTES,
     BuildRecord,
-    CodeRequest,
     ModelCode,
-    ModelRecipe,
     ModuleRecord,
     ModuleTree,
     Shape,
@@ -47,6 +45,7 @@ from archviz.code.pins import content_hash
 from archviz.common.dtypes import safetensors_dtype
 from archviz.common.errors import InputError, raised_in_archviz
 from archviz.common.versions import installed_versions
+from archviz.inputs.recipe import CodeRequest, ModelRecipe
 from archviz.verify import transformers_internals as internals
 from archviz.verify.tracing import first_line, trace_shapes
 
