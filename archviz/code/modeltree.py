@@ -115,6 +115,9 @@ class ShapeTrace:
     be computed from the stand-in's made-up zeros, so its shape is not evidence."""
     decode_skipped: str | None = None
     """Why there is no decode pass (an encoder takes no cache), when that is by design rather than an error."""
+    repeats: Mapping[str, str] = field(default_factory=dict)
+    """Path of each item of a module list that an earlier item of the same structure stood for (``skip_repeats``) ->
+    that item's path: what ran in the one ran in the other (``model.layers.7`` -> ``model.layers.1``)."""
     calls: tuple[TracedCall, ...] = ()
     """The prefill pass's data flow: every module call, parameter use and model input in the order they began,
     each naming the calls its tensor inputs derive from (``archviz.verify.flowtrace``). Empty when the pass failed or
