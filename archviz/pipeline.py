@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from archviz.code.finder import ensure_python
-from archviz.code.modeltree import CodeRequest, ModelCode, ModelRecipe
 from archviz.code.pins import SourceFile
 from archviz.common.errors import InputError
 from archviz.families import build_graph, family_settings, find_family
@@ -15,9 +15,12 @@ from archviz.families.registry import Family
 from archviz.graph.nodes import Assumption, Graph
 from archviz.graph.totals import Totals, compute_totals
 from archviz.inputs.config import ConfigDocument, load_config
-from archviz.inputs.recipe import transformers_recipe
+from archviz.inputs.recipe import CodeRequest, ModelRecipe, transformers_recipe
 from archviz.inputs.resolve import ModelSource, resolve_model
 from archviz.provenance.sources import GraphSources, ModelingSource, choose_source_file, locate_sources
+
+if TYPE_CHECKING:
+    from archviz.code.modeltree import ModelCode
 
 
 @dataclass(frozen=True, kw_only=True)

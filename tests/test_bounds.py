@@ -348,18 +348,38 @@ def test_a_config_of_400000_lines_gives_a_page_of_bounded_size(tmp_path: Path) -
 # 8. Model folder names collided with the site's own files.
 
 
+CASE_VARIANTS = ("INDEX.HTML", "Search-Index.js")
+"""Site files' names in another case: the same folder on a case-insensitive file system."""
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted({*SITE_ENTRIES, "INDEX.HTML", "Search-Index.js"} - {".archviz-site"}))
-def test_a_model_named_as_a_site_file_gets_a_folder_of_its_own(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "names",
+    [sorted(SITE_ENTRIES - {".archviz-site"}), list(CASE_VARIANTS)],
+    ids=["site-files", "case-variants"],
+)
+def test_models_named_as_site_files_get_folders_of_their_own(names: list[str], tmp_path: Path) -> None:
+    """One render of Kimi-K2 beside a model named as each file the site writes (with a compare page of K2 and the
+    model named ``compare``): every model gets a folder of its own, and beside them the render writes exactly the
+    site's entries."""
     k2 = model_folder(tmp_path / "models" / "kimi-k2", TINY_K2)
-    named = model_folder(tmp_path / "models" / name, {**TINY_K2, "hidden_size": 128})
+    named = [
+        model_folder(tmp_path / "models" / name, {**TINY_K2, "hidden_size": 64 * (i + 2)})
+        for i, name in enumerate(names)
+    ]
     out = tmp_path / "site"
-    run = archviz("render", str(k2), str(named), "--no-verify", "--out", str(out), cwd=tmp_path)
+    pairs = ["--compare", "kimi-k2:model-compare"] if "compare" in names else []
+    run = archviz("render", str(k2), *map(str, named), *pairs, "--no-verify", "--out", str(out), cwd=tmp_path)
     assert run.code == 0, run
     assert (out / "index.html").read_text().startswith("<!DOCTYPE html>")
     assert "window.ARCHVIZ_SEARCH_INDEX = " in (out / "search-index.js").read_text()
     assert (out / "assets" / "archviz.css").is_file()
-    assert (out / f"model-{name.lower()}" / "index.html").is_file() and (out / "kimi-k2" / "index.html").is_file()
+    folders = {"kimi-k2", *(f"model-{name.lower()}" for name in names)}
+    for folder in folders:
+        assert (out / folder / "index.html").is_file(), folder
+    if "compare" in names:
+        assert {path.name for path in out.iterdir()} - folders == SITE_ENTRIES
+        assert (out / "compare" / "kimi-k2" / "model-compare.html").is_file()
 
 
 @pytest.mark.slow
@@ -376,15 +396,6 @@ def test_models_named_compare_nodes_and_logits_leave_the_compare_page_alone(tmp_
     compare_page = (out / "compare" / "nodes" / "logits.html").read_text()
     assert "compare.css" in compare_page and '<th scope="col">A: ' in compare_page
     assert (out / "model-compare" / "nodes" / "logits.html").is_file()
-
-
-@pytest.mark.slow
-def test_the_site_entries_are_everything_a_render_writes_beside_the_model_folders(tmp_path: Path) -> None:
-    k2 = model_folder(tmp_path / "models" / "a", TINY_K2)
-    other = model_folder(tmp_path / "models" / "b", {**TINY_K2, "hidden_size": 128})
-    out = tmp_path / "site"
-    assert archviz("render", str(k2), str(other), "--no-verify", "--out", str(out), cwd=tmp_path).code == 0
-    assert {path.name for path in out.iterdir()} - {"a", "b"} == SITE_ENTRIES
 
 
 # 9. Checkpoint symlinks were followed out of the model folder.

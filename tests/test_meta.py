@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from archviz.code.modeltree import CodeRequest, ModelRecipe, ModuleTree
+from archviz.code.modeltree import ModuleTree
 from archviz.common.errors import InputError
+from archviz.inputs.recipe import CodeRequest, ModelRecipe
 from archviz.verify.meta import MetaModel, build_meta_model, read_model_code, read_module_tree
 from archviz.verify.tracing import trace_shapes
 

@@ -841,3 +841,21 @@ def test_pinning_and_provenance_import_neither_torch_nor_transformers() -> None:
         timeout=120,
     )
     assert completed.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("source", ["deepseek_v3", "kimi_linear", "llama", "qwen3_next", "release"])
+def test_the_finders_walk_is_ast_walk(source: str) -> None:
+    """The finder's own walk of a syntax tree, written for speed, visits what ``ast.walk`` visits in its order, and
+    its parent map is the one built from ``ast.walk`` and ``ast.iter_child_nodes``: on Kimi-K2's release file and
+    on transformers' files of the hand-written families."""
+    import ast
+
+    from archviz.code import finder
+
+    text = K2_RELEASE.read_text(encoding="utf-8") if source == "release" else transformers_source_file(source).text
+    tree = ast.parse(text)
+    walked = list(ast.walk(tree))
+    assert len(walked) > 1000 and list(finder._walk(tree)) == walked
+    expected = {child: node for node in walked for child in ast.iter_child_nodes(node)}
+    assert list(finder._parent_map(tree).items()) == list(expected.items())
+    assert all(finder._children(node) == list(ast.iter_child_nodes(node)) for node in walked)

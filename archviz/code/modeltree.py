@@ -8,10 +8,9 @@ of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 Shape = tuple[int, ...]
 """A tensor shape, e.g. ``(2048, 7168)``."""
@@ -116,6 +115,9 @@ class ShapeTrace:
     be computed from the stand-in's made-up zeros, so its shape is not evidence."""
     decode_skipped: str | None = None
     """Why there is no decode pass (an encoder takes no cache), when that is by design rather than an error."""
+    repeats: Mapping[str, str] = field(default_factory=dict)
+    """Path of each item of a module list that an earlier item of the same structure stood for (``skip_repeats``) ->
+    that item's path: what ran in the one ran in the other (``model.layers.7`` -> ``model.layers.1``)."""
     calls: tuple[TracedCall, ...] = ()
     """The prefill pass's data flow: every module call, parameter use and model input in the order they began,
     each naming the calls its tensor inputs derive from (``archviz.verify.flowtrace``). Empty when the pass failed or
@@ -216,32 +218,6 @@ class ModuleTree:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ModelRecipe:
-    """What transformers is asked to build from a config, as ``AutoConfig.from_pretrained`` would read it.
-
-    Made by ``archviz.inputs.recipe.transformers_recipe`` (no torch needed) and followed by ``archviz.verify.meta``;
-    every change archviz makes to the document on the way is one of :attr:`normalisations`.
-    """
-
-    config: Mapping[str, Any]
-    """The document transformers' config class reads: the whole config.json (sub-configs included), or its
-    ``text_config`` when the file has no top-level ``model_type``; assumed values filled in where the graph's
-    settings live."""
-    model_type: str
-    """The ``CONFIG_MAPPING`` key whose class reads :attr:`config` (``qwen3_5_moe``, ``deepseek_v3``)."""
-    architecture: str | None
-    """The config's first ``architectures`` entry, built when transformers exports a class of that name."""
-    dtype: str | None
-    """The dtype the graph is built in (the config's, else the one assumed, ``Settings.declared_dtype``), built in;
-    None builds in transformers' default (float32)."""
-    normalisations: tuple[str, ...]
-    """Each change archviz makes before transformers sees the document, in one sentence (``model_type 'kimi_k2'
-    is read as 'deepseek_v3' …``); the graph is built with the same reading."""
-    config_path: str
-    """The config file, for errors."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class BuildRecord:
     """Which class the meta stage built, from which file, and how it chose it."""
 
@@ -271,20 +247,6 @@ class BuildRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CodeRequest:
-    """Which model a code-reading family wants built on the meta device, and how to trace it."""
-
-    recipe: ModelRecipe
-    """What to build, as transformers reads the config."""
-    batch: int
-    """Sequences in the traced passes."""
-    prefill: int
-    """Tokens in the traced prefill pass."""
-    past: int
-    """Cached positions before the traced decode step."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCode:
     """A model's code as the meta stage read it: its module tree and its shape trace."""
 
@@ -292,8 +254,3 @@ class ModelCode:
     """What every module holds."""
     trace: ShapeTrace
     """What every module output in the traced passes."""
-
-
-CodeReader = Callable[[CodeRequest], ModelCode]
-"""Builds the requested model on the meta device and reads it (``archviz.verify.meta.read_model_code``); handed to a
-code-reading family by the pipeline, so that the family imports neither torch nor ``archviz.verify.meta``."""

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
-import importlib.metadata
 import importlib.util
 import os
 import re
@@ -24,6 +22,7 @@ from urllib.parse import quote
 
 from archviz.common.errors import InputError
 from archviz.common.files import MAX_SOURCE_FILE_BYTES, read_bounded
+from archviz.common.versions import installed_version
 
 _GIT_TIMEOUT_SECONDS = 10
 _CONTENT_HASH_HEX_CHARS = 40
@@ -88,6 +87,8 @@ def load_source_file(path: Path, *, display_name: str | None = None) -> SourceFi
 
 def content_hash(data: bytes) -> str:
     """The content-hash revision of a file's bytes: the first 40 hex digits of their sha256."""
+    import hashlib  # here: a file pinned by its package's version or its git commit is not hashed
+
     return hashlib.sha256(data).hexdigest()[:_CONTENT_HASH_HEX_CHARS]
 
 
@@ -126,22 +127,21 @@ def transformers_source_file(model_type: str) -> SourceFile:
     The file is the one that defines the model_type's classes: ``models/<module>/modeling_<module>.py``, where
     ``<module>`` is transformers' own ``model_type_to_module_name`` (a wrapper's sub-config, ``qwen3_5_moe_text``,
     lives in its parent's ``qwen3_5_moe``), else the folder's ``modeling_<model_type>.py`` (``data2vec-text``).
-    transformers is located through its package metadata and its tables are read with ``ast``: nothing of it is
-    imported or run.
+    transformers is located through its package metadata and import path, and its tables are read with ``ast``:
+    nothing of it is imported or run.
     """
     if _MODEL_TYPE.fullmatch(model_type) is None:
         raise InputError(f"not a model_type: {model_type!r}", path=f"modeling_{model_type.replace('-', '_')}.py")
     installed = _installed_transformers()
     if installed is None:
         raise InputError("transformers is not installed", path=f"modeling_{model_type.replace('-', '_')}.py")
-    distribution, module_names = installed
-    version = distribution.version
-    module = module_names.get(model_type, model_type.replace("-", "_"))
+    version = installed.version
+    module = installed.module_names.get(model_type, model_type.replace("-", "_"))
     found = None
     for name in dict.fromkeys((module, model_type.replace("-", "_"))):
         display_name = f"modeling_{name}.py"
         relative = f"models/{module}/{display_name}"
-        found = _transformers_file(distribution, relative)
+        found = _transformers_file(installed, relative)
         if found is not None:
             break
     if found is None:
@@ -167,12 +167,12 @@ _MODULE_NAME_TABLE = "SPECIAL_MODEL_TYPE_TO_MODULE_NAME"
 _MODULE_NAME_FILES = ("models/auto/auto_mappings.py", "models/auto/configuration_auto.py")
 
 
-def _module_names(distribution: importlib.metadata.Distribution) -> dict[str, str]:
+def _module_names(folders: tuple[Path, ...]) -> dict[str, str]:
     """transformers' ``SPECIAL_MODEL_TYPE_TO_MODULE_NAME``, read off its source with ``ast`` (importing
     ``configuration_auto`` would import torch)."""
     names: dict[str, str] = {}
     for relative in _MODULE_NAME_FILES:
-        path = _transformers_file(distribution, relative)
+        path = _file_in(folders, relative)
         if path is None:
             continue
         for node in _statements_naming(_decode(_read_bytes(path), relative), _MODULE_NAME_TABLE):
@@ -227,19 +227,17 @@ def transformers_package_text(relative: str) -> str | None:
     installed = _installed_transformers()
     if installed is None:
         return None
-    path = _transformers_file(installed[0], relative)
+    path = _transformers_file(installed, relative)
     return None if path is None else _decode(_read_bytes(path), relative)
 
 
-def _transformers_file(distribution: importlib.metadata.Distribution, relative: str) -> Path | None:
+def _transformers_file(installed: _Installed, relative: str) -> Path | None:
     """Where the installed transformers keeps ``relative`` (a path under its package folder)."""
-    candidates = [Path(str(distribution.locate_file(f"transformers/{relative}")))]
-    # An editable install keeps the package outside site-packages; find_spec on a top-level name only
-    # searches the path (it imports parents of dotted names, and this name has none).
-    spec = importlib.util.find_spec("transformers")
-    if spec is not None and spec.submodule_search_locations is not None:
-        candidates.extend(Path(folder) / relative for folder in spec.submodule_search_locations)
-    return next((candidate for candidate in candidates if candidate.is_file()), None)
+    return _file_in(installed.folders, relative)
+
+
+def _file_in(folders: tuple[Path, ...], relative: str) -> Path | None:
+    return next((folder / relative for folder in folders if (folder / relative).is_file()), None)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -303,9 +301,8 @@ def transformers_attribute_map(model_type: str) -> Mapping[str, str]:
     found = _installed_transformers()
     if found is None:
         return {}
-    distribution, module_names = found
-    module = module_names.get(model_type, model_type.replace("-", "_"))
-    path = _transformers_file(distribution, f"models/{module}/configuration_{module}.py")
+    module = found.module_names.get(model_type, model_type.replace("-", "_"))
+    path = _transformers_file(found, f"models/{module}/configuration_{module}.py")
     if path is None:
         return {}
     tables: dict[str | None, dict[str, str]] = {}
@@ -320,15 +317,27 @@ def transformers_attribute_map(model_type: str) -> Mapping[str, str]:
     return tables.get(model_type, tables.get(None, {}))
 
 
+@dataclass(frozen=True, slots=True)
+class _Installed:
+    """The installed transformers: its version, its package folders and its model_type -> module table."""
+
+    version: str
+    folders: tuple[Path, ...]
+    module_names: dict[str, str]
+
+
 @functools.cache
-def _installed_transformers() -> tuple[importlib.metadata.Distribution, dict[str, str]] | None:
-    """The installed transformers and its model_type -> module table, found once per process; None when it is not
-    installed."""
-    try:
-        distribution = importlib.metadata.distribution("transformers")
-    except importlib.metadata.PackageNotFoundError:
+def _installed_transformers() -> _Installed | None:
+    """The installed transformers, found once per process; None when it is not installed (no metadata, or no
+    package to import)."""
+    version = installed_version("transformers")
+    # find_spec on a top-level name only searches the path (it imports parents of dotted names, and this name has
+    # none); an editable install's folder is outside site-packages, and found too.
+    spec = importlib.util.find_spec("transformers")
+    if version is None or spec is None or not spec.submodule_search_locations:
         return None
-    return distribution, _module_names(distribution)
+    folders = tuple(Path(folder) for folder in spec.submodule_search_locations)
+    return _Installed(version=version, folders=folders, module_names=_module_names(folders))
 
 
 _MODEL_TYPE_FIELD = re.compile(r"""^    model_type(?:\s*:[^=\n]*)?\s*=\s*["']([^"']+)["']""", re.MULTILINE)

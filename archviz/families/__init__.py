@@ -15,9 +15,8 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from archviz.code.modeltree import CodeReader
 from archviz.common.errors import InputError
 from archviz.families import compressed, fbgemm, gptq, mxfp4
 from archviz.families.blocks.builder import scale_format
@@ -26,6 +25,9 @@ from archviz.families.registry import GENERIC, Family
 from archviz.graph.nodes import Assumption, Graph, ModelInfo
 from archviz.inputs.config import ConfigDocument
 from archviz.inputs.settings import Settings
+
+if TYPE_CHECKING:
+    from archviz.inputs.recipe import CodeReader
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,8 +41,6 @@ from archviz.code.modeltree import (
     EXPERT_COUNT_ATTRIBUTES,
     TOP_K_ATTRIBUTES,
     CallKind,
-    CodeReader,
-    CodeRequest,
     ModuleRecord,
     ModuleTree,
     ShapeTrace,
@@ -92,7 +90,7 @@ from archviz.graph.nodes import (
     Shape,
     TensorRow,
 )
-from archviz.inputs.recipe import transformers_recipe
+from archviz.inputs.recipe import CodeReader, CodeRequest, transformers_recipe
 from archviz.inputs.settings import LAYER_COUNT_KEYS, Settings
 
 NAME = GENERIC
@@ -475,11 +473,23 @@ class CodeGraph:
             self.unattributed = missing
         return instances
 
+    def _ran(self, path: str) -> bool:
+        """Whether the traced forward ran the module at ``path``, or its counterpart in the earlier item of the same
+        structure that stood for the item holding it (``ShapeTrace.repeats``: that item's modules were not run)."""
+        if path in self.trace_order:
+            return True
+        parts = path.split(".")
+        for end in range(1, len(parts)):
+            first = self.trace.repeats.get(".".join(parts[:end]))
+            if first is not None:
+                return ".".join((first, *parts[end:])) in self.trace_order
+        return False
+
     def _is_activation(self, path: str, module: ModuleRecord) -> bool:
         """Whether a module is an activation function an MLP calls between its projections (``act_fn``): a torch
         activation layer or transformers' ``…Activation`` class, holding nothing, that the traced forward ran, in a
         module that is not itself a node (an experts bank applies its own inside its kernel)."""
-        if "." not in path or path not in self.trace_order or module.children:
+        if "." not in path or not self._ran(path) or module.children:
             return False
         activation = module.nn_class in ACTIVATION_LAYERS or module.class_name.endswith("Activation")
         parent = self.modules[path.rsplit(".", 1)[0]]

@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from archviz.code.modeltree import CodeReader
 from archviz.graph.nodes import Graph, ModelInfo
 from archviz.inputs.settings import KeyLike, Settings
 
@@ -18,6 +17,7 @@ if TYPE_CHECKING:
     from archviz.code.locators import Locator
     from archviz.code.pins import SourceFile
     from archviz.families.blocks.moe import MoeNaming
+    from archviz.inputs.recipe import CodeReader
 
 Locators = Callable[["Graph", "SourceFile"], tuple[Mapping[str, "Locator"], Mapping[str, "Locator"]]]
 """Locators made per graph from the cited file: by node id and by group id."""

@@ -16,16 +16,64 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from archviz.code.modeltree import ModelRecipe
 from archviz.graph.nodes import ModelInfo
 from archviz.inputs.settings import Settings
+
+if TYPE_CHECKING:
+    from archviz.code.modeltree import ModelCode
 
 LEFT_OUT_KEYS = ("auto_map", "quantization_config", "compression_config")
 """Top-level keys the meta stage drops before transformers reads the document (``archviz.verify.meta``), each because it
 would make transformers build something other than the plain architecture: ``auto_map`` names the model folder's
 own code, and a quantization config makes a loader swap ``nn.Linear`` for quantized layers."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRecipe:
+    """What transformers is asked to build from a config, as ``AutoConfig.from_pretrained`` would read it.
+
+    Made by ``archviz.inputs.recipe.transformers_recipe`` (no torch needed) and followed by ``archviz.verify.meta``;
+    every change archviz makes to the document on the way is one of :attr:`normalisations`.
+    """
+
+    config: Mapping[str, Any]
+    """The document transformers' config class reads: the whole config.json (sub-configs included), or its
+    ``text_config`` when the file has no top-level ``model_type``; assumed values filled in where the graph's
+    settings live."""
+    model_type: str
+    """The ``CONFIG_MAPPING`` key whose class reads :attr:`config` (``qwen3_5_moe``, ``deepseek_v3``)."""
+    architecture: str | None
+    """The config's first ``architectures`` entry, built when transformers exports a class of that name."""
+    dtype: str | None
+    """The dtype the graph is built in (the config's, else the one assumed, ``Settings.declared_dtype``), built in;
+    None builds in transformers' default (float32)."""
+    normalisations: tuple[str, ...]
+    """Each change archviz makes before transformers sees the document, in one sentence (``model_type 'kimi_k2'
+    is read as 'deepseek_v3' …``); the graph is built with the same reading."""
+    config_path: str
+    """The config file, for errors."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodeRequest:
+    """Which model a code-reading family wants built on the meta device, and how to trace it."""
+
+    recipe: ModelRecipe
+    """What to build, as transformers reads the config."""
+    batch: int
+    """Sequences in the traced passes."""
+    prefill: int
+    """Tokens in the traced prefill pass."""
+    past: int
+    """Cached positions before the traced decode step."""
+
+
+CodeReader = Callable[[CodeRequest], "ModelCode"]
+"""Builds the requested model on the meta device and reads it (``archviz.verify.meta.read_model_code``); handed to a
+code-reading family by the pipeline, so that the family imports neither torch nor ``archviz.verify.meta``."""
 
 
 def transformers_recipe(

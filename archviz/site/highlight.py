@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache, lru_cache
 from pathlib import PurePosixPath
 
 from pygments.lexer import Lexer  # type: ignore[import-untyped]  # Pygments ships no type information
@@ -30,6 +31,7 @@ _TOKEN_CLASSES: tuple[tuple[object, str], ...] = (
 )
 
 
+@cache  # a handful of token types, looked up for every token of every excerpt
 def _token_class(token_type: object) -> str:
     for parent, css in _TOKEN_CLASSES:
         if token_type in parent:  # type: ignore[operator]
@@ -37,9 +39,8 @@ def _token_class(token_type: object) -> str:
     return ""
 
 
-def _lexer(file: str) -> Lexer:
+def _lexer(suffix: str) -> Lexer:
     options = {"stripnl": False, "stripall": False, "ensurenl": False, "tabsize": 0}
-    suffix = PurePosixPath(file).suffix.lower()
     if suffix == ".py":
         return PythonLexer(**options)
     if suffix == ".json":
@@ -49,8 +50,13 @@ def _lexer(file: str) -> Lexer:
 
 def highlight(lines: Sequence[str], file: str) -> tuple[tuple[CodeToken, ...], ...]:
     """Highlight consecutive lines of a file; one tuple of tokens per line."""
+    return _highlighted(tuple(lines), PurePosixPath(file).suffix.lower())
+
+
+@lru_cache(maxsize=8192)  # the same lines are cited on many cards, and by every model of a family in a site
+def _highlighted(lines: tuple[str, ...], suffix: str) -> tuple[tuple[CodeToken, ...], ...]:
     result: list[list[CodeToken]] = [[]]
-    for token_type, value in _lexer(file).get_tokens("\n".join(lines) + "\n"):
+    for token_type, value in _lexer(suffix).get_tokens("\n".join(lines) + "\n"):
         css = _token_class(token_type)
         for index, piece in enumerate(str(value).split("\n")):
             if index:

@@ -35,9 +35,7 @@ from archviz.code.modeltree import (
     EXPERT_COUNT_ATTRIBUTES,
     TOP_K_ATTRIBUTES,
     BuildRecord,
-    CodeRequest,
     ModelCode,
-    ModelRecipe,
     ModuleRecord,
     ModuleTree,
     Shape,
@@ -47,6 +45,7 @@ from archviz.code.pins import content_hash
 from archviz.common.dtypes import safetensors_dtype
 from archviz.common.errors import InputError, raised_in_archviz
 from archviz.common.versions import installed_versions
+from archviz.inputs.recipe import CodeRequest, ModelRecipe
 from archviz.verify import transformers_internals as internals
 from archviz.verify.tracing import first_line, trace_shapes
 
@@ -225,8 +224,11 @@ def read_module_tree(meta: MetaModel) -> ModuleTree:
     paths = {id(module): path for path, module in modules.items()}
     lists = {path for path, module in modules.items() if _is_module_list(module)}
     reverted = _RepeatedReversal(root, lists)
+    below = _Below()
     with _one_conversion_mapping(root):
-        records = [_module_record(path, module, aliases, saved_names, reverted) for path, module in modules.items()]
+        records = [
+            _module_record(path, module, aliases, saved_names, reverted, below) for path, module in modules.items()
+        ]
     records = [
         dataclasses.replace(record, layer_types=_config_layer_types(modules, record.path))
         if record.path in lists
@@ -311,12 +313,34 @@ def _renumber(name: str, old: int, new: int) -> str | None:
     return ".".join(segments)
 
 
+class _Below:
+    """What each module's subtree holds, worked out once per module from its children's (a tree walked from every
+    module would be walked again below each of its ancestors)."""
+
+    def __init__(self) -> None:
+        self.done: dict[int, tuple[frozenset[str], bool]] = {}
+
+    def __call__(self, module: nn.Module) -> tuple[frozenset[str], bool]:
+        """The class names in ``module``'s subtree (``module.modules()``'s), and whether the subtree holds a
+        parameter."""
+        found = self.done.get(id(module))
+        if found is None:
+            children = [self(child) for child in module.children()]
+            found = (
+                frozenset({type(module).__name__}).union(*(names for names, _ in children)),
+                any(True for _ in module.parameters(recurse=False)) or any(holds for _, holds in children),
+            )
+            self.done[id(module)] = found
+        return found
+
+
 def _module_record(
     path: str,
     module: nn.Module,
     aliases: Mapping[str, str],
     saved_names: set[str],
     reverted: _RepeatedReversal,
+    below: _Below,
 ) -> ModuleRecord:
     """One module as a plain record: its own tensors, and them as ``save_pretrained`` writes them."""
     prefix = f"{path}." if path else ""
@@ -331,9 +355,9 @@ def _module_record(
         parameters=tuple(_tensor_record(n, p) for n, p in parameters.items()),
         buffers=tuple(_tensor_record(n, b) for n, b in buffers.items()),
         checkpoint=reverted(path, state) if state else {},
-        children_own_parameters=any(any(True for _ in child.parameters()) for child in module.children()),
+        children_own_parameters=any(below(child)[1] for child in module.children()),
         children={name: type(child).__name__ for name, child in module.named_children()},
-        classes_below=frozenset(type(sub).__name__ for sub in module.modules()),
+        classes_below=below(module)[0],
         epsilon=_epsilon(module),
         padding_index=_padding_index(module),
         weight_shape=_weight_shape(module),

@@ -16,11 +16,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from archviz.code.modeltree import ModelRecipe, ShapeTrace
+from archviz.code.modeltree import ShapeTrace
 from archviz.families.registry import Family
 from archviz.graph.naming import NO_RENAMES, NamingMap
 from archviz.graph.nodes import Dim, Graph, Node, NodeKind, Part, Shape
 from archviz.graph.totals import node_parts
+from archviz.inputs.recipe import ModelRecipe
 from archviz.verify import legs
 from archviz.verify.legs import Finding, Leg, LegStatus
 

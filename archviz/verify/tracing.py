@@ -81,6 +81,7 @@ def trace_shapes(
         errors=tuple(tracer.errors),
         downstream=tracer.downstream,
         decode_skipped=tracer.decode_skipped,
+        repeats={tracer.paths[item]: tracer.paths[first] for item, first in tracer.repeats.items()},
         calls=tuple(tracer.flow.calls) if tracer.flow is not None and not tracer.errors_in("prefill") else (),
     )
 
@@ -137,6 +138,10 @@ class _Tracer:
         """Items of a module list -> the earlier item of the same structure that stands for them."""
         self.returned: dict[str, Shape | None] = {}
         """Module path -> the shape of the one tensor it last returned (None when it returned something else)."""
+        self.returned_tuples: dict[str, tuple[tuple[Shape, Any, Any] | None, ...] | None] = {}
+        """Path of each representative -> what it last returned when that was a tuple of tensors and Nones led by a
+        tensor: each tensor's shape, dtype and device, or None (None when it returned anything else)."""
+        self.representatives = {id(representative) for representative in self.repeats.values()}
         self.paths = {sub: name for name, sub in root.named_modules()}
         self.phase = "prefill"
         self.recording = True
@@ -180,7 +185,7 @@ class _Tracer:
         return hook
 
     def _leave(self, path: str) -> Callable[..., None]:
-        def hook(_module: nn.Module, _args: Any, output: Any) -> None:
+        def hook(module: nn.Module, _args: Any, output: Any) -> None:
             # Truncate back to this module even if an inner module raised and something caught it.
             if path in self.stack:
                 del self.stack[len(self.stack) - 1 - self.stack[::-1].index(path) :]
@@ -188,6 +193,8 @@ class _Tracer:
                 self.flow.leave(path, output)
             shapes = tuple(_output_shapes(output))
             self.returned[path] = shapes[0] if len(shapes) == 1 and _is_tensor(output) else None
+            if id(module) in self.representatives:
+                self.returned_tuples[path] = _tuple_of_tensors(output)
             if self.recording and path not in self.shapes[self.phase]:
                 self.shapes[self.phase][path] = shapes
                 if self.stand_in_ran is not None:
@@ -287,15 +294,28 @@ class _Tracer:
 
     def _pass_through(self, item: nn.Module, representative: str) -> Callable[..., Any]:
         """``item``'s forward, or its input hidden state unchanged when its representative returned one tensor shaped
-        like that input (it is shape-preserving: what ``item`` computes has the same shape)."""
+        like that input (it is shape-preserving: what ``item`` computes has the same shape). A representative that
+        returned a tuple led by such a tensor (MistralLarge4's decoder layer returns its hidden state and the top-k
+        indices the next layer reads) is passed through likewise: the input, then new tensors shaped as the
+        representative's others (this item's own outputs, not the representative's) and its Nones."""
         import torch
 
         forward = item.forward
 
         def skipped(*args: Any, **kwargs: Any) -> Any:
             first = next((v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)), None)
-            if first is not None and self.returned.get(representative) == tuple(first.shape):
+            if first is None:
+                return forward(*args, **kwargs)
+            shape = tuple(first.shape)
+            if self.returned.get(representative) == shape:
                 return first
+            returned = self.returned_tuples.get(representative)
+            if returned is not None and returned[0] is not None and returned[0][0] == shape:
+                rest = (
+                    None if held is None else torch.empty(held[0], dtype=held[1], device=held[2])
+                    for held in returned[1:]
+                )
+                return (first, *rest)
             return forward(*args, **kwargs)
 
         return skipped
@@ -346,6 +366,18 @@ def _repeats(root: nn.Module) -> dict[nn.Module, nn.Module]:
 
 def _shape(tensor: torch.Tensor) -> Shape:
     return tuple(int(size) for size in tensor.shape)
+
+
+def _tuple_of_tensors(output: Any) -> tuple[tuple[Shape, Any, Any] | None, ...] | None:
+    """``output``'s tensors (shape, dtype, device) and Nones when it is a plain tuple of them led by a tensor, else
+    None."""
+    import torch
+
+    if type(output) is not tuple or not output or not isinstance(output[0], torch.Tensor):
+        return None
+    if not all(value is None or isinstance(value, torch.Tensor) for value in output):
+        return None
+    return tuple(None if value is None else (_shape(value), value.dtype, value.device) for value in output)
 
 
 def _is_tensor(value: Any) -> bool:
