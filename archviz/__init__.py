@@ -27,8 +27,8 @@ __all__ = ["Cost", "Diff", "InputError", "Model", "ModelNode", "Verdict", "descr
 
 def __getattr__(name: str) -> Any:
     """The API's names and ``__version__``, on first use: the command line, which starts by importing this package,
-    does without them (reading the version means importing ``importlib.metadata`` and scanning the installed
-    packages, which ``archviz --help`` need not pay for)."""
+    does without them (reading the version means scanning the installed packages' metadata, which ``archviz --help``
+    need not pay for)."""
     if name == "__version__":
         from archviz.common.versions import installed_versions
 
