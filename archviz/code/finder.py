@@ -670,28 +670,19 @@ def _parent_map(root: ast.AST) -> dict[ast.AST, ast.AST]:
     todo = deque([root])
     while todo:
         node = todo.popleft()
-        for name in node._fields:
-            value = getattr(node, name, None)
-            items = [value] if isinstance(value, ast.AST) else value if isinstance(value, list) else ()
-            for item in items:
-                if isinstance(item, ast.AST):
-                    parents[item] = node
-                    todo.append(item)
+        children = _children(node)
+        parents.update(dict.fromkeys(children, node))
+        todo.extend(children)
     return parents
 
 
 def _walk(root: ast.AST) -> Iterator[ast.AST]:
-    """``ast.walk``: every node below ``root`` and itself, in the same (breadth-first) order, at about twice its
-    speed (a locator's first look into a file walks every method of it)."""
+    """``ast.walk``: every node below ``root`` and itself, in the same (breadth-first) order, faster (a locator's
+    first look into a file walks every method of it)."""
     todo = deque([root])
     while todo:
         node = todo.popleft()
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if isinstance(value, ast.AST):
-                todo.append(value)
-            elif isinstance(value, list):
-                todo.extend(item for item in value if isinstance(item, ast.AST))
+        todo.extend(_children(node))
         yield node
 
 
