@@ -649,7 +649,7 @@ class _Alike(NamedTuple):
         if self.experts is None:
             yield self.first, self.name.expert
         else:
-            yield from zip(expert_names(self.group.template, self.experts), self.experts, strict=True)
+            yield from zip(expert_names(self.group.tensor.name, self.experts), self.experts, strict=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -711,9 +711,9 @@ class _Planner:
         """A group's tensors parted by how the plans see them: a layer's routed experts of one row all alike when
         their template says so (``_experts_key``), else each read on its own."""
         if group.experts is None:
-            yield _Alike(group, self.name(group.template), None, group.template)
+            yield _Alike(group, self.name(group.tensor.name), None, group.tensor.name)
             return
-        shared = _experts_key(group.template, self.spellings, self.projections)
+        shared = _experts_key(group.tensor.name, self.spellings, self.projections)
         if shared is None:
             for name in group.names():
                 yield _Alike(group, self.name(name), None, name)
@@ -721,7 +721,7 @@ class _Planner:
         if group.experts not in self.smallest:  # the first name in the sorted manifest: the smallest number as text
             self.smallest[group.experts] = min(group.experts, key=str)
         smallest = self.smallest[group.experts]
-        first = group.template.replace(EXPERT, str(smallest))
+        first = group.tensor.name.replace(EXPERT, str(smallest))
         yield _Alike(group, shared._replace(expert=group.experts[0]), group.experts, first)
 
     def in_order(self, groups: Iterable[ManifestGroup]) -> list[_Alike]:
@@ -735,7 +735,15 @@ class _Planner:
         """The rule of a group's tensors named ``name``, decided once for each module pattern, shape, dtype and
         role."""
         mixer = self.mixers.get(name.layer) if name.layer is not None else None
-        memo = (name.key, name.leaf, group.shape, group.role, group.node, name.expert is not None, mixer)
+        memo = (
+            name.key,
+            name.leaf,
+            group.tensor.shape,
+            group.tensor.role,
+            group.tensor.node,
+            name.expert is not None,
+            mixer,
+        )
         found = self.memo.get(memo)
         if found is None:
             found, said = self._rule(group, name, mixer)
@@ -744,7 +752,7 @@ class _Planner:
         return found
 
     def _rule(self, group: ManifestGroup, name: _Name, mixer: str | None) -> tuple[_Rule, str]:
-        key, shape = name.key, group.shape
+        key, shape = name.key, group.tensor.shape
         is_bias = name.leaf == "bias" or len(shape) == 1
         expert = name.expert is not None
         ep_style = self.ep_plan.get(f"{key}.{name.leaf}") or self.ep_plan.get(key)
@@ -762,7 +770,7 @@ class _Planner:
         if style is None:
             return _Rule(Split.REPLICATE), "replicated (no plan entry)"
         split = SPLITS.get(style, Split.REPLICATE)
-        if group.role == TensorRole.SHAPE or split is Split.REPLICATE:
+        if group.tensor.role == TensorRole.SHAPE or split is Split.REPLICATE:
             return _Rule(Split.REPLICATE), f"replicated ({style})"
         if split is Split.OUTPUT:
             return _Rule(Split.OUTPUT, dim=0 if is_bias else -2), style
@@ -778,16 +786,16 @@ class _Planner:
 
     def _engine_attention(self, group: ManifestGroup, short: str, is_bias: bool) -> tuple[_Rule, str]:
         split = _ENGINE_ATTENTION[short]
-        heads = self.node_heads.get(group.node)
+        heads = self.node_heads.get(group.tensor.node)
         if split is Split.REPLICATE or heads is None or heads.heads == 0:
             return _Rule(Split.REPLICATE), "replicated: MLA's latent projection (engine)"
         if split is Split.INPUT:
             if is_bias:
                 return _Rule(Split.REPLICATE), "rowwise by heads (engine)"
-            width = group.shape[-1] // heads.heads if group.role == TensorRole.WEIGHT else 1
+            width = group.tensor.shape[-1] // heads.heads if group.tensor.role == TensorRole.WEIGHT else 1
             return _Rule(Split.INPUT, dim=-1, unit=max(width, 1)), "rowwise by heads (engine)"
         dim = 0 if is_bias else -2
-        rows = group.shape[dim]
+        rows = group.tensor.shape[dim]
         if short in ("k_proj", "v_proj") and heads.kv_heads and heads.kv_heads != heads.heads:
             width = rows // heads.kv_heads
             said = "colwise by KV heads, one per rank replicated when TP exceeds them (engine)"
@@ -1001,21 +1009,23 @@ def _split_tensors(graph: Graph, planner: _Planner, p: Parallelism) -> tuple[Cou
     mtp_bytes = weight_total = 0
     main: list[ManifestGroup] = []
     for group in manifest_groups(graph):
-        size = math.prod(group.shape) * _itemsize(group.dtype) * group.tensor_count
-        if group.part is Part.MTP:
+        size = math.prod(group.tensor.shape) * _itemsize(group.tensor.dtype) * group.tensor_count
+        if group.tensor.part is Part.MTP:
             mtp_bytes += size
         else:
             weight_total += size
             main.append(group)
     for alike in planner.in_order(main):
         group, name = alike.group, alike.name
-        node = planner.nodes[group.node]
+        node = planner.nodes[group.tensor.node]
         rule = planner.rule(group, name)
         is_expert = _is_experts(node) and name.expert is not None
-        by_split[rule.split.value] += math.prod(group.shape) * _itemsize(group.dtype) * alike.tensor_count
+        by_split[rule.split.value] += math.prod(group.tensor.shape) * _itemsize(group.tensor.dtype) * alike.tensor_count
         position = _position(name.layer, node, graph, planner.encoders)
         for owner, count in _owners(alike, rule, experts, p.ep, owners).items():
-            groups[(position, group.node, group.shape, group.dtype, rule, owner, is_expert)] += count
+            groups[(position, group.tensor.node, group.tensor.shape, group.tensor.dtype, rule, owner, is_expert)] += (
+                count
+            )
     return groups, weight_total, mtp_bytes, dict(sorted(by_split.items()))
 
 
@@ -1146,13 +1156,13 @@ def local_shapes(
     layer_stage = {layer: at for at, layers in enumerate(stages(graph, p.pp)) for layer in layers}
     experts = max((node.placement.per_layer for node in graph.nodes if _is_experts(node)), default=0)
     found: dict[str, tuple[int, ...]] = {}
-    for alike in planner.in_order(group for group in manifest_groups(graph) if group.part is not Part.MTP):
+    for alike in planner.in_order(group for group in manifest_groups(graph) if group.tensor.part is not Part.MTP):
         name = alike.name
-        position = _position(name.layer, planner.nodes[alike.group.node], graph, planner.encoders)
+        position = _position(name.layer, planner.nodes[alike.group.tensor.node], graph, planner.encoders)
         if _stage_at(position, layer_stage, p.pp) != stage:
             continue
         rule = planner.rule(alike.group, name)
-        shape = _local_shape(alike.group.shape, rule, p.tp, index, p.ep)
+        shape = _local_shape(alike.group.tensor.shape, rule, p.tp, index, p.ep)
         for tensor, expert in alike.numbered():
             if rule.split is Split.EXPERTS and expert is not None and expert_owner(expert, experts, p.ep) != index:
                 continue

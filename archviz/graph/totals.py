@@ -281,17 +281,11 @@ class ManifestGroup(NamedTuple):
     """Tensors of the predicted checkpoint stored alike for one row in one layer: one tensor, or one for each of
     some routed experts, named alike but for the expert's number. A 1 T MoE's ~140,000 tensors are ~3,000 groups."""
 
-    template: str
-    """The tensor's name; with ``experts``, ``{expert}`` standing for each expert's number."""
+    tensor: ManifestTensor
+    """Each of its tensors, named by the template: with ``experts``, ``{expert}`` standing for each expert's
+    number."""
     experts: Experts | None
-    """The routed experts of its tensors (at least one); None: the group is the one tensor ``template``."""
-    shape: tuple[int, ...]
-    dtype: str
-    node: str
-    role: str
-    part: Part
-    logical: int = 0
-    """Each tensor's, as ``ManifestTensor``'s fields."""
+    """The routed experts of its tensors (at least one); None: the group is the one tensor ``tensor``."""
 
     @property
     def tensor_count(self) -> int:
@@ -301,13 +295,13 @@ class ManifestGroup(NamedTuple):
     def names(self) -> Iterator[str]:
         """Its tensors' names."""
         if self.experts is None:
-            return iter((self.template,))
-        return expert_names(self.template, self.experts)
+            return iter((self.tensor.name,))
+        return expert_names(self.tensor.name, self.experts)
 
     def tensors(self) -> Iterator[ManifestTensor]:
         """Its tensors, one by one."""
         for name in self.names():
-            yield ManifestTensor(name, self.shape, self.dtype, self.node, self.role, self.part, self.logical)
+            yield self.tensor._replace(name=name)
 
 
 def _quantized_apart(
@@ -347,23 +341,24 @@ def manifest_groups(graph: Graph, *, logical: bool = False) -> Iterator[Manifest
                 parts = _quantized_apart(template, experts, dense) if packed is not None else [(experts, True)]
                 for instances, unquantized in parts:
                     if unquantized:
-                        yield ManifestGroup(
-                            template, instances, row.shape, row.dtype, node.id, TensorRole.WEIGHT, node.part
-                        )
+                        weight = ManifestTensor(template, row.shape, row.dtype, node.id, TensorRole.WEIGHT, node.part)
+                        yield ManifestGroup(weight, instances)
                         if scale is not None:
-                            yield ManifestGroup(scale_name(template), instances, *scale)
+                            yield ManifestGroup(ManifestTensor(scale_name(template), *scale), instances)
                         continue
                     module = template.removesuffix("weight")
                     for item in packed.stored if packed is not None else ():
                         role = _STORED_ROLES[item.role]
                         held = row.elements if role == TensorRole.PACKED else 0
-                        yield ManifestGroup(
-                            module + item.suffix, instances, item.shape, item.dtype, node.id, role, node.part, held
+                        stored = ManifestTensor(
+                            module + item.suffix, item.shape, item.dtype, node.id, role, node.part, held
                         )
+                        yield ManifestGroup(stored, instances)
         for row in node.buffers:
             for template, experts in layer_templates(node, row.tensor):
                 if experts is None or experts:
-                    yield ManifestGroup(template, experts, row.shape, row.dtype, node.id, TensorRole.BUFFER, node.part)
+                    buffer = ManifestTensor(template, row.shape, row.dtype, node.id, TensorRole.BUFFER, node.part)
+                    yield ManifestGroup(buffer, experts)
 
 
 def predicted_manifest(graph: Graph, *, logical: bool = False) -> list[ManifestTensor]:
