@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from archviz.code.modeltree import Shape, ShapeTrace, TraceNote
 from archviz.common.errors import raised_in_archviz
@@ -136,11 +136,9 @@ class _Tracer:
         self.root = root
         self.repeats = _repeats(root) if skip_repeats else {}
         """Items of a module list -> the earlier item of the same structure that stands for them."""
-        self.returned: dict[str, Shape | None] = {}
-        """Module path -> the shape of the one tensor it last returned (None when it returned something else)."""
-        self.returned_tuples: dict[str, tuple[tuple[Shape, Any, Any] | None, ...] | None] = {}
-        """Path of each representative -> what it last returned when that was a tuple of tensors and Nones led by a
-        tensor: each tensor's shape, dtype and device, or None (None when it returned anything else)."""
+        self.returned: dict[str, _Returned | None] = {}
+        """Path of each representative -> what it last returned, when an item it stands for can be passed through
+        (``_passable``)."""
         self.representatives = {id(representative) for representative in self.repeats.values()}
         self.paths = {sub: name for name, sub in root.named_modules()}
         self.phase = "prefill"
@@ -192,9 +190,8 @@ class _Tracer:
             if self.flow is not None and self._recording_flow():
                 self.flow.leave(path, output)
             shapes = tuple(_output_shapes(output))
-            self.returned[path] = shapes[0] if len(shapes) == 1 and _is_tensor(output) else None
             if id(module) in self.representatives:
-                self.returned_tuples[path] = _tuple_of_tensors(output)
+                self.returned[path] = _passable(output)
             if self.recording and path not in self.shapes[self.phase]:
                 self.shapes[self.phase][path] = shapes
                 if self.stand_in_ran is not None:
@@ -306,17 +303,18 @@ class _Tracer:
             first = next((v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)), None)
             if first is None:
                 return forward(*args, **kwargs)
-            shape = tuple(first.shape)
-            if self.returned.get(representative) == shape:
+            returned = self.returned.get(representative)
+            if returned is None or returned.shape != tuple(first.shape):
+                return forward(*args, **kwargs)
+            if returned.others is None:
                 return first
-            returned = self.returned_tuples.get(representative)
-            if returned is not None and returned[0] is not None and returned[0][0] == shape:
-                rest = (
+            return (
+                first,
+                *(
                     None if held is None else torch.empty(held[0], dtype=held[1], device=held[2])
-                    for held in returned[1:]
-                )
-                return (first, *rest)
-            return forward(*args, **kwargs)
+                    for held in returned.others
+                ),
+            )
 
         return skipped
 
@@ -368,22 +366,28 @@ def _shape(tensor: torch.Tensor) -> Shape:
     return tuple(int(size) for size in tensor.shape)
 
 
-def _tuple_of_tensors(output: Any) -> tuple[tuple[Shape, Any, Any] | None, ...] | None:
-    """``output``'s tensors (shape, dtype, device) and Nones when it is a plain tuple of them led by a tensor, else
-    None."""
+class _Returned(NamedTuple):
+    """What a representative returned, as far as passing an item of its structure through needs it."""
+
+    shape: Shape
+    """The shape of the tensor it returned, or of the first of the tuple it returned."""
+    others: tuple[tuple[Shape, Any, Any] | None, ...] | None
+    """The rest of that tuple, each tensor's shape, dtype and device, or None; None when it returned one tensor."""
+
+
+def _passable(output: Any) -> _Returned | None:
+    """``output`` as ``_Returned`` when it is one tensor, or a plain tuple of tensors and Nones led by a tensor; else
+    None (the item is run)."""
     import torch
 
+    if isinstance(output, torch.Tensor):
+        return _Returned(_shape(output), None)
     if type(output) is not tuple or not output or not isinstance(output[0], torch.Tensor):
         return None
     if not all(value is None or isinstance(value, torch.Tensor) for value in output):
         return None
-    return tuple(None if value is None else (_shape(value), value.dtype, value.device) for value in output)
-
-
-def _is_tensor(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
+    others = tuple(None if value is None else (_shape(value), value.dtype, value.device) for value in output[1:])
+    return _Returned(_shape(output[0]), others)
 
 
 def _cannot_run_on_meta(exc: BaseException) -> bool:
