@@ -141,7 +141,7 @@ def transformers_source_file(model_type: str) -> SourceFile:
     for name in dict.fromkeys((module, model_type.replace("-", "_"))):
         display_name = f"modeling_{name}.py"
         relative = f"models/{module}/{display_name}"
-        found = _transformers_file(installed, relative)
+        found = _file_in(installed.folders, relative)
         if found is not None:
             break
     if found is None:
@@ -227,16 +227,13 @@ def transformers_package_text(relative: str) -> str | None:
     installed = _installed_transformers()
     if installed is None:
         return None
-    path = _transformers_file(installed, relative)
+    path = _file_in(installed.folders, relative)
     return None if path is None else _decode(_read_bytes(path), relative)
 
 
-def _transformers_file(installed: _Installed, relative: str) -> Path | None:
-    """Where the installed transformers keeps ``relative`` (a path under its package folder)."""
-    return _file_in(installed.folders, relative)
-
-
 def _file_in(folders: tuple[Path, ...], relative: str) -> Path | None:
+    """Where the installed transformers (its package ``folders``) keeps ``relative``, a path under its package
+    folder."""
     return next((folder / relative for folder in folders if (folder / relative).is_file()), None)
 
 
@@ -302,7 +299,7 @@ def transformers_attribute_map(model_type: str) -> Mapping[str, str]:
     if found is None:
         return {}
     module = found.module_names.get(model_type, model_type.replace("-", "_"))
-    path = _transformers_file(found, f"models/{module}/configuration_{module}.py")
+    path = _file_in(found.folders, f"models/{module}/configuration_{module}.py")
     if path is None:
         return {}
     tables: dict[str | None, dict[str, str]] = {}
