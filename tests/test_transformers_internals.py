@@ -248,6 +248,32 @@ def test_one_conversion_mapping() -> None:
         assert getattr(model, "_weight_conversions", None) is None, "taken off afterwards"
 
 
+def test_one_conversion_mapping_of_a_model_without_one() -> None:
+    """Llama has no conversion mapping: transformers returns the state it was given, and so does the adapter, without
+    building the mapping again on each call."""
+    from transformers import conversion_mapping
+
+    model = on_meta("llama")
+    state = dict(model.state_dict())
+    assert internals.revert_weight_conversion(model, state) is state, "transformers' own quick escape"
+    calls: list[object] = []
+    original = conversion_mapping.get_model_conversion_mapping
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    with pinned("one_conversion_mapping"), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(conversion_mapping, "get_model_conversion_mapping", counting)
+        with internals.one_conversion_mapping(model):
+            for _ in range(3):
+                assert internals.revert_weight_conversion(model, state) is state
+        assert len(calls) == 1, "the mapping is built once, found empty"
+        calls.clear()
+        assert internals.revert_weight_conversion(model, state) is state
+        assert len(calls) == 1, "afterwards the model is reverted as transformers does it"
+
+
 def test_instantiate() -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM

@@ -13,6 +13,7 @@ its functions, so that importing it costs nothing.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,8 +113,14 @@ def revert_weight_conversion(model: PreTrainedModel, state: dict[str, torch.Tens
     backwards, as ``save_pretrained`` does (``core_model_loading.revert_weight_conversion``)."""
     from transformers.core_model_loading import revert_weight_conversion as revert
 
+    if model in _NOTHING_TO_REVERT:  # transformers' own quick escape, without building the mapping again
+        return state
     reverted: dict[str, torch.Tensor] = revert(model, state)
     return reverted
+
+
+_NOTHING_TO_REVERT: weakref.WeakSet[PreTrainedModel] = weakref.WeakSet()
+"""Models that :func:`one_conversion_mapping` found no transform for, while it is in force."""
 
 
 def load_time_names(model: PreTrainedModel, names: Iterable[str]) -> dict[str, str]:
@@ -134,7 +141,8 @@ def load_time_names(model: PreTrainedModel, names: Iterable[str]) -> dict[str, s
 @contextmanager
 def one_conversion_mapping(model: PreTrainedModel) -> Iterator[None]:
     """For the duration, :func:`revert_weight_conversion` reuses one conversion mapping instead of building it
-    again on every call (``get_model_conversion_mapping`` walks every module: most of a call's cost).
+    again on every call (``get_model_conversion_mapping`` walks every module: most of a call's cost), and returns the
+    state as it is, at once, for a model that has none.
 
     ``revert_weight_conversion`` uses ``model._weight_conversions`` when it is set (a model loaded with
     ``from_pretrained``), else builds ``get_model_conversion_mapping(model, add_legacy=False)`` without its
@@ -148,8 +156,12 @@ def one_conversion_mapping(model: PreTrainedModel) -> Iterator[None]:
 
     built = get_model_conversion_mapping(model, add_legacy=False)
     kept = [transform for transform in built if not isinstance(transform, PrefixChange)]
-    if not kept:  # nothing to revert: the function returns the state as it is, quickly, on its own
-        yield
+    if not kept:  # nothing to revert: transformers returns the state as it is, after building the mapping again
+        _NOTHING_TO_REVERT.add(model)
+        try:
+            yield
+        finally:
+            _NOTHING_TO_REVERT.discard(model)
         return
     setattr(model, "_weight_conversions", kept)  # noqa: B010 - nn.Module's __setattr__ is typed for modules
     try:
