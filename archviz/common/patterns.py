@@ -20,18 +20,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-PATTERN_SECONDS = 1.0
-"""CPU time one config's ``re:`` patterns may take to match, beyond ``PATTERN_SECONDS_PER_MATCH`` for each match."""
+PATTERN_SECONDS = 0.25
+"""CPU time one config's ``re:`` patterns may take to match, beyond ``PATTERN_SECONDS_PER_MATCH`` for each match.
+A pattern that does not backtrack matches a module name in microseconds, so a quarter of a second is only ever used
+up by one that does; it is what a refusal costs (up to ``CLOCK_ALLOWANCE`` times it, below)."""
 
 PATTERN_SECONDS_PER_MATCH = 50e-6
 """CPU time each match adds to the budget. Kimi-K2.5's six ignore patterns take about 9 µs per match (415,821
 matches when one of its entries makes every name be matched, not once per template: ``number_blind``), so only a
-pattern that backtracks runs out: matching takes at most ``PATTERN_SECONDS + PATTERN_SECONDS_PER_MATCH × matches``
-of CPU time."""
+pattern that backtracks runs out: the budget is ``PATTERN_SECONDS + PATTERN_SECONDS_PER_MATCH × matches`` of CPU
+time, and a match that outruns it is stopped within ``CLOCK_ALLOWANCE`` times what was left of it."""
 
 CLOCK_ALLOWANCE = 4.0
 """How much longer than the CPU budget left a single match may run on the clock before it is looked at again (a
-busy machine gives the thread a fraction of the clock)."""
+busy machine gives the thread a fraction of the clock; on an idle one the match spends that much CPU time)."""
 
 
 class PatternTimeout(Exception):
