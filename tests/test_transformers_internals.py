@@ -225,12 +225,11 @@ def test_load_time_names() -> None:
         assert renamed[names[0]].startswith("model.layers.0.mlp.experts")
 
 
-def test_one_conversion_mapping() -> None:
+@contextmanager
+def counted_mappings() -> Iterator[list[object]]:
+    """Every call of transformers' ``get_model_conversion_mapping`` while in force, as a list of their arguments."""
     from transformers import conversion_mapping
 
-    model = mixtral()
-    state = dict(model.state_dict())
-    expected = {name: tuple(t.shape) for name, t in internals.revert_weight_conversion(model, state).items()}
     calls: list[object] = []
     original = conversion_mapping.get_model_conversion_mapping
 
@@ -240,6 +239,14 @@ def test_one_conversion_mapping() -> None:
 
     with pinned("one_conversion_mapping"), pytest.MonkeyPatch.context() as patch:
         patch.setattr(conversion_mapping, "get_model_conversion_mapping", counting)
+        yield calls
+
+
+def test_one_conversion_mapping() -> None:
+    model = mixtral()
+    state = dict(model.state_dict())
+    expected = {name: tuple(t.shape) for name, t in internals.revert_weight_conversion(model, state).items()}
+    with counted_mappings() as calls:
         with internals.one_conversion_mapping(model):
             for _ in range(3):
                 reverted = internals.revert_weight_conversion(model, dict(state))
@@ -251,20 +258,10 @@ def test_one_conversion_mapping() -> None:
 def test_one_conversion_mapping_of_a_model_without_one() -> None:
     """Llama has no conversion mapping: transformers returns the state it was given, and so does the adapter, without
     building the mapping again on each call."""
-    from transformers import conversion_mapping
-
     model = on_meta("llama")
     state = dict(model.state_dict())
     assert internals.revert_weight_conversion(model, state) is state, "transformers' own quick escape"
-    calls: list[object] = []
-    original = conversion_mapping.get_model_conversion_mapping
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return original(*args, **kwargs)
-
-    with pinned("one_conversion_mapping"), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(conversion_mapping, "get_model_conversion_mapping", counting)
+    with counted_mappings() as calls:
         with internals.one_conversion_mapping(model):
             for _ in range(3):
                 assert internals.revert_weight_conversion(model, state) is state
