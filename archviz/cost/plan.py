@@ -56,6 +56,7 @@ from archviz.graph.totals import (
     EXPERT,
     Experts,
     ManifestGroup,
+    ManifestTensor,
     TensorRole,
     expert_names,
     manifest_groups,
@@ -808,6 +809,11 @@ def _itemsize(dtype: str) -> int:
     return ITEMSIZE[dtype]
 
 
+def _tensor_bytes(tensor: ManifestTensor) -> int:
+    """One stored tensor's bytes."""
+    return math.prod(tensor.shape) * _itemsize(tensor.dtype)
+
+
 def stages(graph: Graph, pp: int) -> list[tuple[int, ...]]:
     """The main model's decoder layers of each pipeline stage: ⌊L/pp⌋ each, the last taking the remainder."""
     layers = [layer.index for layer in graph.layers if layer.part is Part.MAIN]
@@ -1009,23 +1015,21 @@ def _split_tensors(graph: Graph, planner: _Planner, p: Parallelism) -> tuple[Cou
     mtp_bytes = weight_total = 0
     main: list[ManifestGroup] = []
     for group in manifest_groups(graph):
-        size = math.prod(group.tensor.shape) * _itemsize(group.tensor.dtype) * group.tensor_count
+        size = _tensor_bytes(group.tensor) * group.tensor_count
         if group.tensor.part is Part.MTP:
             mtp_bytes += size
         else:
             weight_total += size
             main.append(group)
     for alike in planner.in_order(main):
-        group, name = alike.group, alike.name
-        node = planner.nodes[group.tensor.node]
-        rule = planner.rule(group, name)
+        tensor, name = alike.group.tensor, alike.name
+        node = planner.nodes[tensor.node]
+        rule = planner.rule(alike.group, name)
         is_expert = _is_experts(node) and name.expert is not None
-        by_split[rule.split.value] += math.prod(group.tensor.shape) * _itemsize(group.tensor.dtype) * alike.tensor_count
+        by_split[rule.split.value] += _tensor_bytes(tensor) * alike.tensor_count
         position = _position(name.layer, node, graph, planner.encoders)
         for owner, count in _owners(alike, rule, experts, p.ep, owners).items():
-            groups[(position, group.tensor.node, group.tensor.shape, group.tensor.dtype, rule, owner, is_expert)] += (
-                count
-            )
+            groups[(position, tensor.node, tensor.shape, tensor.dtype, rule, owner, is_expert)] += count
     return groups, weight_total, mtp_bytes, dict(sorted(by_split.items()))
 
 
