@@ -47,7 +47,7 @@ from archviz.code.pins import (
     transformers_source_file,
 )
 from archviz.common.errors import InputError
-from archviz.families import FAMILIES, HOMES
+from archviz.families import FAMILIES
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.generic import locators as generic_locators
 from archviz.families.llama import VARIANTS, Variant
@@ -166,7 +166,7 @@ def corpus_docs() -> tuple[ModelDocs, ...]:
     from tests.test_families import TINY
     from tests.test_kimi_k25 import tiny_kimi_k25
 
-    handwritten = {model_type for home in HOMES for model_type in home.model_types}
+    handwritten = {model_type for family in FAMILIES for model_type in family.model_types}
     root = Path(tempfile.mkdtemp(prefix="archviz-locators-"))
     tiny = {name: config for name, config in TINY.items() if config["model_type"] in handwritten}
     configs = {"kimi-linear-rope": _kimi_linear_with_rope(), "kimi-k2.5": tiny_kimi_k25(), **tiny}
