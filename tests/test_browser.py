@@ -95,14 +95,55 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     shutil.rmtree(profile, ignore_errors=True)
 
 
-@pytest.fixture
-def open_page(browser: Any) -> Iterator[Callable[..., tuple[Any, Watch]]]:
-    contexts: list[Any] = []
+class Tabs:
+    """Fresh tabs in one browser context per set of context options, for one test file: a context costs Chromium
+    about twice what a tab does, and most tests open a page or two. A tab takes its screen size and colour scheme
+    itself (``set_viewport_size``, ``emulate_media``), as a context of its own would.
 
+    What tabs of one context share is the file:// origin's storage (the phase toggle keeps the reader's choice in
+    ``localStorage``): :meth:`close` clears it with the tabs it closes, so every test starts from none, as in a
+    context of its own."""
+
+    def __init__(self, browser: Any) -> None:
+        self.browser = browser
+        self.contexts: dict[tuple[tuple[str, Any], ...], Any] = {}
+        self.open: list[Any] = []
+
+    def new(self, *, viewport: dict[str, int], scheme: str, **options: Any) -> Any:
+        key = tuple(sorted(options.items()))
+        if key not in self.contexts:
+            self.contexts[key] = self.browser.new_context(**options)
+        page = self.contexts[key].new_page()
+        self.open.append(page)
+        page.set_viewport_size(viewport)
+        page.emulate_media(color_scheme=scheme)
+        return page
+
+    def close(self) -> None:
+        """Close the tabs opened since the last call, and clear the storage their pages wrote."""
+        for page in self.open:
+            if not page.is_closed() and page.url.startswith("file:"):
+                page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+            page.close()
+        self.open.clear()
+
+    def close_all(self) -> None:
+        self.close()
+        for context in self.contexts.values():
+            context.close()
+
+
+@pytest.fixture(scope="module")
+def tabs(browser: Any) -> Iterator[Tabs]:
+    shared = Tabs(browser)
+    yield shared
+    shared.close_all()
+
+
+@pytest.fixture
+def open_page(tabs: Tabs) -> Iterator[Callable[..., tuple[Any, Watch]]]:
     def open_(path: Path, *, viewport: dict[str, int] = WIDE, scheme: str = "light") -> tuple[Any, Watch]:
-        context = browser.new_context(viewport=viewport, color_scheme=scheme)
-        contexts.append(context)
-        page = context.new_page()
+        page = tabs.new(viewport=viewport, scheme=scheme)
         watch = Watch()
         page.on("console", lambda message: watch.errors.append(message.text) if message.type == "error" else None)
         page.on("pageerror", lambda error: watch.errors.append(str(error)))
@@ -113,8 +154,7 @@ def open_page(browser: Any) -> Iterator[Callable[..., tuple[Any, Watch]]]:
         return page, watch
 
     yield open_
-    for context in contexts:
-        context.close()
+    tabs.close()
 
 
 def wait_until(page: Any, predicate: str, arg: Any = None, timeout: float = 5.0) -> bool:

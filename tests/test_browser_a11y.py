@@ -17,7 +17,7 @@ from archviz.site import write_site
 from tests.conftest import BundledSite
 
 # The browser fixture is test_browser's, used here by name (hence the noqa on the tests that take it).
-from tests.test_browser import REPO, artifacts, browser  # noqa: F401
+from tests.test_browser import REPO, Tabs, artifacts, browser, tabs  # noqa: F401
 
 AXE = REPO / "tests" / "js" / "node_modules" / "axe-core" / "axe.min.js"
 # axe's WCAG 2.0 and 2.1 A and AA rules and its best practices (landmarks, headings, unique labels). Its experimental
@@ -80,16 +80,13 @@ def axe_source() -> str:
 
 
 @pytest.fixture
-def axe(browser: Any, axe_source: str) -> Iterator[Any]:  # noqa: F811
-    """``axe(path, screen) -> violations``. The pages' CSP admits only their own scripts: the context bypasses it so
-    that axe can be injected; the pages themselves run as they would anywhere."""
-    contexts: list[Any] = []
+def axe(tabs: Tabs, axe_source: str) -> Iterator[Any]:  # noqa: F811
+    """``axe(path, screen) -> violations``. The pages' CSP admits only their own scripts: the tabs' context bypasses it
+    so that axe can be injected; the pages themselves run as they would anywhere."""
 
     def run(path: Path, screen: str) -> list[dict[str, Any]]:
         viewport, scheme = AXE_SCREENS[screen]
-        context = browser.new_context(viewport=viewport, color_scheme=scheme, bypass_csp=True)
-        contexts.append(context)
-        page = context.new_page()
+        page = tabs.new(viewport=viewport, scheme=scheme, bypass_csp=True)
         page.goto(path.as_uri())
         page.wait_for_load_state("load")
         # What a reader can unfold is checked unfolded: axe skips hidden content.
@@ -103,8 +100,7 @@ def axe(browser: Any, axe_source: str) -> Iterator[Any]:  # noqa: F811
         )
 
     yield run
-    for context in contexts:
-        context.close()
+    tabs.close()
 
 
 @pytest.mark.parametrize("screen", AXE_SCREENS)

@@ -15,7 +15,7 @@ from archviz.site import write_site
 from tests.conftest import BundledSite
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import HOSTILE, PHONE, WIDE, artifacts, browser, open_page, wait_until  # noqa: F401
+from tests.test_browser import HOSTILE, PHONE, WIDE, artifacts, browser, open_page, tabs, wait_until  # noqa: F401
 from tests.test_families import PUBLISHED
 
 K2 = "kimi-k2-instruct"

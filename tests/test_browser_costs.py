@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import BundledSite
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import DIAGRAM_WIDTHS, _inside, _overlap, artifacts, browser, open_page  # noqa: F401
+from tests.test_browser import DIAGRAM_WIDTHS, _inside, _overlap, artifacts, browser, open_page, tabs  # noqa: F401
 
 K2 = "kimi-k2-instruct"
 KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"

@@ -16,7 +16,7 @@ from archviz.pipeline import ModelDocs, describe_model
 from tests.conftest import BundledSite
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import DIAGRAM_WIDTHS, _inside, artifacts, browser, open_page, wait_until  # noqa: F401
+from tests.test_browser import DIAGRAM_WIDTHS, _inside, artifacts, browser, open_page, tabs, wait_until  # noqa: F401
 
 K2 = "kimi-k2-instruct"
 K25 = "kimi-k2.5"

@@ -23,6 +23,7 @@ from tests.test_browser import (  # noqa: F401
     artifacts,
     browser,
     open_page,
+    tabs,
 )
 from tests.test_released import tiny_qwen3_5
 
