@@ -256,6 +256,22 @@ def test_the_watch_catches_what_it_looks_for(tmp_path: Path, open_page: Callable
     assert page.evaluate("window.__pwned") == 1
 
 
+def test_a_tab_starts_with_nothing_an_earlier_test_stored(sites: dict[str, Path], tabs: Tabs) -> None:
+    # A canary for the shared contexts: the phase a reader chose is kept in localStorage, which the tabs of one context
+    # share; a test's tabs must not see what an earlier test's chose.
+    card = (sites["k2"] / PAGES["token-embedding"]).as_uri()
+    page = tabs.new(viewport=WIDE, scheme="light")
+    page.goto(card)
+    page.click("button[data-set-phase=decode]")
+    page.reload()
+    assert page.get_attribute("button[data-set-phase=decode]", "aria-pressed") == "true"  # kept across loads
+    tabs.close()
+    page = tabs.new(viewport=WIDE, scheme="light")
+    page.goto(card)
+    assert page.get_attribute("button[data-set-phase=decode]", "aria-pressed") == "false"
+    tabs.close()
+
+
 @pytest.mark.parametrize(
     "page_path",
     [
