@@ -16,7 +16,7 @@ from archviz.pipeline import describe_model
 from archviz.site import write_site
 from tests.conftest import BundledSite
 
-# The browser fixture is test_browser's, used here by name (hence the noqa on the tests that take it).
+# The browser and tab fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
 from tests.test_browser import REPO, Tabs, artifacts, browser, tabs  # noqa: F401
 
 AXE = REPO / "tests" / "js" / "node_modules" / "axe-core" / "axe.min.js"
@@ -132,15 +132,14 @@ def every_page(site: Path) -> list[Path]:
 
 @pytest.mark.parametrize("screen", SCREENS)
 def test_no_page_is_wider_than_the_screen_or_repeats_an_id(
-    browser: Any,  # noqa: F811
+    tabs: Tabs,  # noqa: F811
     site: Path,
     every_page: list[Path],
     screen: str,
 ) -> None:
     viewport, scheme = SCREENS[screen]
-    context = browser.new_context(viewport=viewport, color_scheme=scheme)
     try:
-        page = context.new_page()
+        page = tabs.new(viewport=viewport, scheme=scheme)
         problems = {}
         for path in every_page:
             page.goto(path.as_uri())
@@ -149,7 +148,7 @@ def test_no_page_is_wider_than_the_screen_or_repeats_an_id(
                 problems[str(path.relative_to(site))] = layout
         assert problems == {}
     finally:
-        context.close()
+        tabs.close()
 
 
 def _loaded_files(page: Path) -> set[Path]:
@@ -186,7 +185,7 @@ def qwen_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("screen", SCREENS)
 def test_overviews_and_a_compare_page_are_screenshotted(
-    browser: Any,  # noqa: F811
+    tabs: Tabs,  # noqa: F811
     site: Path,
     qwen_site: Path,
     screen: str,
@@ -199,9 +198,8 @@ def test_overviews_and_a_compare_page_are_screenshotted(
         f"{qwen.parent.name}.overview": qwen,
         f"compare.{K2}.{K25}": site / COMPARE,
     }
-    context = browser.new_context(viewport=viewport, color_scheme=scheme)
     try:
-        page = context.new_page()
+        page = tabs.new(viewport=viewport, scheme=scheme)
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         for name, path in shots.items():
@@ -214,7 +212,7 @@ def test_overviews_and_a_compare_page_are_screenshotted(
             assert target.stat().st_size > 10_000, name
         assert errors == []
     finally:
-        context.close()
+        tabs.close()
 
 
 # Each word of each cell of the home table, with the number of lines it is drawn on: a word broken across lines is
@@ -244,13 +242,12 @@ _HOME_TABLE = """() => {
 
 
 def test_home_table_keeps_its_first_column_and_breaks_only_between_words(
-    browser: Any,  # noqa: F811
+    tabs: Tabs,  # noqa: F811
     site: Path,
 ) -> None:
     viewport, scheme = SCREENS["420-dark"]
-    context = browser.new_context(viewport=viewport, color_scheme=scheme)
     try:
-        page = context.new_page()
+        page = tabs.new(viewport=viewport, scheme=scheme)
         page.goto((site / "index.html").as_uri())
         page.wait_for_load_state("load")
         table = page.evaluate(_HOME_TABLE)
@@ -260,4 +257,4 @@ def test_home_table_keeps_its_first_column_and_breaks_only_between_words(
         assert set(table["before"]) == {table["wrap"]}
         page.screenshot(path=str(artifacts() / "home.table.420-dark.png"))
     finally:
-        context.close()
+        tabs.close()
