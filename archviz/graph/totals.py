@@ -300,7 +300,7 @@ class ManifestGroup(NamedTuple):
 
     def tensors(self) -> Iterator[ManifestTensor]:
         """Its tensors, one by one."""
-        rest = self.tensor[1:]  # all but the name (a tuple built whole: ``_replace`` costs twice as much)
+        rest = self.tensor[1:]  # all but the name: the tuple built whole is cheaper than ``_replace``
         return (ManifestTensor(name, *rest) for name in self.names())
 
 
