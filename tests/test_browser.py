@@ -96,35 +96,62 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 class Tabs:
-    """Fresh tabs in one browser context per set of context options, for one test file: a context costs Chromium
-    about twice what a tab does, and most tests open a page or two. A tab takes its screen size and colour scheme
-    itself (``set_viewport_size``, ``emulate_media``), as a context of its own would.
+    """Tabs in one browser context per set of context options, for one test file, each handed on from test to test:
+    opening a tab costs Chromium about three times what loading a page into an open one does (0.5 core-seconds
+    against 0.16, measured on a card of the site), and a context twice what a tab does. A tab takes its screen size
+    and colour scheme as it is handed out (``set_viewport_size``, ``emulate_media``), as a context of its own would.
 
-    What tabs of one context share is the file:// origin's storage (the phase toggle keeps the reader's choice in
-    ``localStorage``): :meth:`close` clears it with the tabs it closes, so every test starts from none, as in a
-    context of its own."""
+    :meth:`close` hands back the tabs a test took, each as a new one would be: the file:// origin's storage cleared
+    (the phase toggle keeps the reader's choice in ``localStorage``, which every tab of the context sees; a tab's
+    ``sessionStorage`` is its own), the listeners the test added through :meth:`on` removed, the pointer moved to the
+    corner and the page left for ``about:blank`` (its scripts and timers end with it); a tab handed out is brought to
+    the front, as a new tab is. A test that adds a listener
+    with ``page.on`` itself must close its tab (``page.close()``): a closed tab is never handed on."""
 
     def __init__(self, browser: Any) -> None:
         self.browser = browser
         self.contexts: dict[tuple[tuple[str, Any], ...], Any] = {}
-        self.open: list[Any] = []
+        self.idle: dict[tuple[tuple[str, Any], ...], list[Any]] = {}
+        self.open: list[tuple[tuple[tuple[str, Any], ...], Any]] = []
+        self.listeners: list[tuple[Any, str, Callable[..., Any]]] = []
+        self.opened = 0
+        """Tabs opened so far (a canary checks that tabs are handed on)."""
 
     def new(self, *, viewport: dict[str, int], scheme: str, **options: Any) -> Any:
         key = tuple(sorted(options.items()))
         if key not in self.contexts:
             self.contexts[key] = self.browser.new_context(**options)
-        page = self.contexts[key].new_page()
-        self.open.append(page)
+        idle = self.idle.setdefault(key, [])
+        if idle:
+            page = idle.pop()
+        else:
+            page = self.contexts[key].new_page()
+            self.opened += 1
+        self.open.append((key, page))
+        page.bring_to_front()  # the tab shown: Chromium runs no animation frames in a tab behind another
         page.set_viewport_size(viewport)
         page.emulate_media(color_scheme=scheme)
         return page
 
+    def on(self, page: Any, event: str, handler: Callable[..., Any]) -> None:
+        """``page.on(event, handler)``, removed when the tab is handed back."""
+        page.on(event, handler)
+        self.listeners.append((page, event, handler))
+
     def close(self) -> None:
-        """Close the tabs opened since the last call, and clear the storage their pages wrote."""
-        for page in self.open:
-            if not page.is_closed() and page.url.startswith("file:"):
-                page.evaluate("() => localStorage.clear()")  # the origin's, which every tab of the context sees
-            page.close()
+        """Hand back the tabs taken since the last call, as new ones (see the class)."""
+        for page, event, handler in self.listeners:
+            if not page.is_closed():
+                page.remove_listener(event, handler)
+        self.listeners.clear()
+        for key, page in self.open:
+            if page.is_closed():
+                continue
+            if page.url.startswith("file:"):
+                page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+            page.mouse.move(0, 0)
+            page.goto("about:blank")
+            self.idle[key].append(page)
         self.open.clear()
 
     def close_all(self) -> None:
@@ -145,10 +172,10 @@ def open_page(tabs: Tabs) -> Iterator[Callable[..., tuple[Any, Watch]]]:
     def open_(path: Path, *, viewport: dict[str, int] = WIDE, scheme: str = "light") -> tuple[Any, Watch]:
         page = tabs.new(viewport=viewport, scheme=scheme)
         watch = Watch()
-        page.on("console", lambda message: watch.errors.append(message.text) if message.type == "error" else None)
-        page.on("pageerror", lambda error: watch.errors.append(str(error)))
-        page.on("requestfailed", lambda request: watch.failed.append(request.url))
-        page.on("dialog", lambda dialog: (watch.dialogs.append(dialog.message), dialog.dismiss()))
+        tabs.on(page, "console", lambda message: watch.errors.append(message.text) if message.type == "error" else None)
+        tabs.on(page, "pageerror", lambda error: watch.errors.append(str(error)))
+        tabs.on(page, "requestfailed", lambda request: watch.failed.append(request.url))
+        tabs.on(page, "dialog", lambda dialog: (watch.dialogs.append(dialog.message), dialog.dismiss()))
         page.goto(path.as_uri())
         page.wait_for_load_state("load")
         return page, watch
@@ -257,18 +284,26 @@ def test_the_watch_catches_what_it_looks_for(tmp_path: Path, open_page: Callable
 
 
 def test_a_tab_starts_with_nothing_an_earlier_test_stored(sites: dict[str, Path], tabs: Tabs) -> None:
-    # A canary for the shared contexts: the phase a reader chose is kept in localStorage, which the tabs of one context
-    # share; a test's tabs must not see what an earlier test's chose.
+    # A canary for the shared tabs: the phase a reader chose is kept in localStorage, which the tabs of one context
+    # share, and the tab the next test gets is this very tab: it must not see what this test stored or hear with this
+    # test's listeners.
     card = (sites["k2"] / PAGES["token-embedding"]).as_uri()
     page = tabs.new(viewport=WIDE, scheme="light")
     page.goto(card)
     page.click("button[data-set-phase=decode]")
+    page.evaluate("() => sessionStorage.setItem('canary', 'stored')")
     page.reload()
     assert page.get_attribute("button[data-set-phase=decode]", "aria-pressed") == "true"  # kept across loads
+    heard: list[str] = []
+    tabs.on(page, "console", lambda message: heard.append(message.text))
     tabs.close()
-    page = tabs.new(viewport=WIDE, scheme="light")
-    page.goto(card)
-    assert page.get_attribute("button[data-set-phase=decode]", "aria-pressed") == "false"
+    again = tabs.new(viewport=WIDE, scheme="light")
+    assert again is page  # handed on, not opened anew: otherwise this canary would check nothing
+    again.goto(card)
+    assert again.get_attribute("button[data-set-phase=decode]", "aria-pressed") == "false"
+    assert again.evaluate("() => sessionStorage.getItem('canary')") is None
+    again.evaluate("() => console.log('after')")
+    assert heard == []
     tabs.close()
 
 

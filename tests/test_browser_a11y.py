@@ -201,7 +201,7 @@ def test_overviews_and_a_compare_page_are_screenshotted(
     try:
         page = tabs.new(viewport=viewport, scheme=scheme)
         errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
+        tabs.on(page, "pageerror", lambda error: errors.append(str(error)))
         for name, path in shots.items():
             page.goto(path.as_uri())
             page.wait_for_load_state("load")
