@@ -97,16 +97,16 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 class Tabs:
     """Tabs in one browser context per set of context options, for one test file, each handed on from test to test:
-    opening a tab costs Chromium about three times what loading a page into an open one does (0.5 core-seconds
-    against 0.16, measured on a card of the site), and a context twice what a tab does. A tab takes its screen size
-    and colour scheme as it is handed out (``set_viewport_size``, ``emulate_media``), as a context of its own would.
+    a card loaded in a new tab cost Chromium 0.5 core-seconds, in an open one 0.15-0.18 (20 cards), and a context costs
+    about twice what a tab does. A tab takes its screen size and colour scheme as it is handed out
+    (``set_viewport_size``, ``emulate_media``), as a context of its own would.
 
     :meth:`close` hands back the tabs a test took, each as a new one would be: the file:// origin's storage cleared
     (the phase toggle keeps the reader's choice in ``localStorage``, which every tab of the context sees; a tab's
     ``sessionStorage`` is its own), the listeners the test added through :meth:`on` removed, the pointer moved to the
     corner and the page left for ``about:blank`` (its scripts and timers end with it); a tab handed out is brought to
-    the front, as a new tab is. A test that adds a listener
-    with ``page.on`` itself must close its tab (``page.close()``): a closed tab is never handed on."""
+    the front, as a new tab is. A test that adds a listener with ``page.on`` itself must close its tab
+    (``page.close()``): a closed tab is never handed on."""
 
     def __init__(self, browser: Any) -> None:
         self.browser = browser
@@ -114,19 +114,13 @@ class Tabs:
         self.idle: dict[tuple[tuple[str, Any], ...], list[Any]] = {}
         self.open: list[tuple[tuple[tuple[str, Any], ...], Any]] = []
         self.listeners: list[tuple[Any, str, Callable[..., Any]]] = []
-        self.opened = 0
-        """Tabs opened so far (a canary checks that tabs are handed on)."""
 
     def new(self, *, viewport: dict[str, int], scheme: str, **options: Any) -> Any:
         key = tuple(sorted(options.items()))
         if key not in self.contexts:
             self.contexts[key] = self.browser.new_context(**options)
         idle = self.idle.setdefault(key, [])
-        if idle:
-            page = idle.pop()
-        else:
-            page = self.contexts[key].new_page()
-            self.opened += 1
+        page = idle.pop() if idle else self.contexts[key].new_page()
         self.open.append((key, page))
         page.bring_to_front()  # the tab shown: Chromium runs no animation frames in a tab behind another
         page.set_viewport_size(viewport)

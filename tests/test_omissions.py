@@ -44,8 +44,17 @@ that a fix shows."""
 
 
 LAYER_COUNTS = frozenset(
-    {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers", "depth"}
-    | {"num_encoder_layers", "num_decoder_layers"}
+    {
+        "num_hidden_layers",
+        "num_layers",
+        "n_layer",
+        "n_layers",
+        "encoder_layers",
+        "decoder_layers",
+        "num_encoder_layers",
+        "num_decoder_layers",
+        "depth",
+    }
 )
 """Keys that count a config's (or a sub-config's) layers."""
 
@@ -67,11 +76,15 @@ def fewer_layers(config: Any) -> Any:
 
 
 def describe(folder: Path, data: dict[str, Any]) -> ModelDocs:
-    """The model of ``data`` with fewer layers; when transformers refuses that, of ``data`` itself."""
-    (folder / "config.json").write_text(json.dumps(fewer_layers(data), default=str))
+    """The model of ``data`` with fewer layers; when transformers refuses that, of ``data`` itself (a config with no
+    layer count to cut is described once)."""
+    cut = fewer_layers(data)
+    (folder / "config.json").write_text(json.dumps(cut, default=str))
     try:
         return describe_model(str(folder))
     except InputError:
+        if cut == data:
+            raise
         (folder / "config.json").write_text(json.dumps(data, default=str))
         return describe_model(str(folder))
 
