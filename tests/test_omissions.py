@@ -147,10 +147,17 @@ def check(folder: Path, *options: str) -> tuple[int, dict[str, Any]]:
     return result.exit_code, json.loads(result.stdout)
 
 
+def k25_with_audio(folder: Path) -> None:
+    """Kimi-K2.5's released config, its layers cut to two (``fewer_layers``), with an audio_config beside its text
+    and vision configs, written to ``folder``."""
+    released = fewer_layers(json.loads(RELEASED_K25.read_text()))
+    (folder / "config.json").write_text(json.dumps(with_audio(released), indent=2))
+
+
 def test_an_unknown_audio_config_is_not_modelled_and_check_is_partial(tmp_path: Path) -> None:
-    """Kimi-K2.5's release with an audio_config beside its text and vision configs: listed, and the meta model
-    agreeing on the rest does not make the whole model agree."""
-    (tmp_path / "config.json").write_text(json.dumps(with_audio(json.loads(RELEASED_K25.read_text())), indent=2))
+    """Kimi-K2.5 with an audio_config beside its text and vision configs: listed, and the meta model agreeing on the
+    rest does not make the whole model agree."""
+    k25_with_audio(tmp_path)
     docs = describe_model(str(tmp_path))
     assert docs.graph.omitted == ("audio_config",)
     assert any(sentence.startswith("audio_config: not modelled") for sentence in docs.graph.not_modelled)
@@ -174,7 +181,7 @@ def test_an_audio_config_beside_a_language_model_is_not_modelled(write_config: A
 
 
 def test_junit_names_what_is_not_modelled(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps(with_audio(json.loads(RELEASED_K25.read_text())), indent=2))
+    k25_with_audio(tmp_path)
     report = tmp_path / "check.xml"
     result = runner.invoke(app, ["check", str(tmp_path), "--junit-xml", str(report)])
     assert result.exit_code == 3

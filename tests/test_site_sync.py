@@ -18,7 +18,9 @@ def files(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_committed_site_is_in_sync(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["render", "--out", str(tmp_path / "site")])
+    # Verified in this process (--jobs 1): no worker processes importing torch again, and the site is the same
+    # whatever --jobs is (test_site_render.py::test_jobs_do_not_change_a_byte).
+    result = CliRunner().invoke(app, ["render", "--jobs", "1", "--out", str(tmp_path / "site")])
     assert result.exit_code == 0, result.output
     rendered, committed = files(tmp_path / "site"), files(SITE)
     stale = sorted(name for name in rendered.keys() | committed.keys() if rendered.get(name) != committed.get(name))
