@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
+from tests.chromium import browser, tabs  # noqa: F401 - session fixtures: one Chromium per test process
+
 GOLDENS = Path(__file__).parent / "goldens"
 
 

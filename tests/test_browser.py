@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,27 +15,18 @@ import pytest
 
 from archviz.pipeline import describe_model
 from archviz.site import write_site
+from tests.chromium import Tabs, chromium_missing
 from tests.conftest import BundledSite
 from tests.test_families import PUBLISHED
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+if chromium_missing():
+    pytest.skip(str(chromium_missing()), allow_module_level=True)
 
 REPO = Path(__file__).parent.parent
 K2 = "kimi-k2-instruct"
 KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
 LLAMA = "llama-3.1-8b"
 DIAGRAM_WIDTHS = {"1400": {"width": 1400, "height": 1000}, "420": {"width": 420, "height": 900}}
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PHONE = {"width": 390, "height": 844}
 WIDE = {"width": 1280, "height": 900}
 HOSTILE = {
@@ -81,84 +71,6 @@ def sites(tmp_path_factory: pytest.TempPathFactory, bundled_site: BundledSite) -
     models = root / "models-site"
     write_site([describe_model(name) for name in (K2, KIMI_LINEAR)] + [describe_model(str(root / LLAMA))], models)
     return {"k2": k2, "hostile": hostile, "models": models}
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, env={**os.environ, "HOME": str(profile)}
-        )
-        yield chromium
-        chromium.close()
-    shutil.rmtree(profile, ignore_errors=True)
-
-
-class Tabs:
-    """Tabs in one browser context per set of context options, for one test file, each handed on from test to test:
-    a card loaded in a new tab cost Chromium 0.5 core-seconds, in an open one 0.15-0.18 (20 cards), and a context costs
-    about twice what a tab does. A tab takes its screen size and colour scheme as it is handed out
-    (``set_viewport_size``, ``emulate_media``), as a context of its own would.
-
-    :meth:`close` hands back the tabs a test took, each as a new one would be: the file:// origin's storage cleared
-    (the phase toggle keeps the reader's choice in ``localStorage``, which every tab of the context sees; a tab's
-    ``sessionStorage`` is its own), the listeners the test added through :meth:`on` removed, the pointer moved to the
-    corner and the page left for ``about:blank`` (its scripts and timers end with it); a tab handed out is brought to
-    the front, as a new tab is. A test that adds a listener with ``page.on`` itself must close its tab
-    (``page.close()``): a closed tab is never handed on."""
-
-    def __init__(self, browser: Any) -> None:
-        self.browser = browser
-        self.contexts: dict[tuple[tuple[str, Any], ...], Any] = {}
-        self.idle: dict[tuple[tuple[str, Any], ...], list[Any]] = {}
-        self.open: list[tuple[tuple[tuple[str, Any], ...], Any]] = []
-        self.listeners: list[tuple[Any, str, Callable[..., Any]]] = []
-
-    def new(self, *, viewport: dict[str, int], scheme: str, **options: Any) -> Any:
-        key = tuple(sorted(options.items()))
-        if key not in self.contexts:
-            self.contexts[key] = self.browser.new_context(**options)
-        idle = self.idle.setdefault(key, [])
-        page = idle.pop() if idle else self.contexts[key].new_page()
-        self.open.append((key, page))
-        page.bring_to_front()  # the tab shown: Chromium runs no animation frames in a tab behind another
-        page.set_viewport_size(viewport)
-        page.emulate_media(color_scheme=scheme)
-        return page
-
-    def on(self, page: Any, event: str, handler: Callable[..., Any]) -> None:
-        """``page.on(event, handler)``, removed when the tab is handed back."""
-        page.on(event, handler)
-        self.listeners.append((page, event, handler))
-
-    def close(self) -> None:
-        """Hand back the tabs taken since the last call, as new ones (see the class)."""
-        for page, event, handler in self.listeners:
-            if not page.is_closed():
-                page.remove_listener(event, handler)
-        self.listeners.clear()
-        for key, page in self.open:
-            if page.is_closed():
-                continue
-            if page.url.startswith("file:"):
-                page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
-            page.mouse.move(0, 0)
-            page.goto("about:blank")
-            self.idle[key].append(page)
-        self.open.clear()
-
-    def close_all(self) -> None:
-        self.close()
-        for context in self.contexts.values():
-            context.close()
-
-
-@pytest.fixture(scope="module")
-def tabs(browser: Any) -> Iterator[Tabs]:
-    shared = Tabs(browser)
-    yield shared
-    shared.close_all()
 
 
 @pytest.fixture

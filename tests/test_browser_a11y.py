@@ -14,10 +14,9 @@ import pytest
 from archviz.inputs.resolve import BUNDLED
 from archviz.pipeline import describe_model
 from archviz.site import write_site
+from tests.chromium import Tabs
 from tests.conftest import BundledSite
-
-# The browser and tab fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import REPO, Tabs, artifacts, browser, tabs  # noqa: F401
+from tests.test_browser import REPO, artifacts
 
 AXE = REPO / "tests" / "js" / "node_modules" / "axe-core" / "axe.min.js"
 # axe's WCAG 2.0 and 2.1 A and AA rules and its best practices (landmarks, headings, unique labels). Its experimental
@@ -52,17 +51,20 @@ AXE_SCREENS = {
 }
 PAGE_WEIGHT_LIMIT = 400 * 1024
 
-# The page's ids that occur more than once, and its elements that reach past the right edge of the window (the
-# outermost of them, by tag, class and a bit of text): what a reader on a phone would have to scroll sideways to see.
+# The page's ids that occur more than once, and, when the page is wider than the window, its elements that reach past
+# the window's right edge (the outermost of them, by tag, class and a bit of text): what a reader on a phone would
+# have to scroll sideways to see.
 _LAYOUT = """() => {
   const seen = new Map();
   for (const e of document.querySelectorAll('[id]')) seen.set(e.id, (seen.get(e.id) || 0) + 1);
   const repeated = Array.from(seen).filter(([, n]) => n > 1).map(([id]) => id);
   const width = window.innerWidth;
-  const wide = Array.from(document.body.querySelectorAll('*')).filter(e => e.getBoundingClientRect().right > width + 0.5
-    && !(e.parentElement && e.parentElement.getBoundingClientRect().right > width + 0.5))
+  const scroll = document.documentElement.scrollWidth;
+  const wide = scroll <= width ? [] : Array.from(document.body.querySelectorAll('*'))
+    .filter(e => e.getBoundingClientRect().right > width + 0.5
+      && !(e.parentElement && e.parentElement.getBoundingClientRect().right > width + 0.5))
     .slice(0, 5).map(e => `${e.tagName.toLowerCase()}.${e.className} ${(e.textContent || '').slice(0, 40)}`);
-  return {scroll: document.documentElement.scrollWidth, width, repeated, wide};
+  return {scroll, width, repeated, wide};
 }"""
 
 
@@ -80,7 +82,7 @@ def axe_source() -> str:
 
 
 @pytest.fixture
-def axe(tabs: Tabs, axe_source: str) -> Iterator[Any]:  # noqa: F811
+def axe(tabs: Tabs, axe_source: str) -> Iterator[Any]:
     """``axe(path, screen) -> violations``. The pages' CSP admits only their own scripts: the tabs' context bypasses it
     so that axe can be injected; the pages themselves run as they would anywhere."""
 
@@ -132,7 +134,7 @@ def every_page(site: Path) -> list[Path]:
 
 @pytest.mark.parametrize("screen", SCREENS)
 def test_no_page_is_wider_than_the_screen_or_repeats_an_id(
-    tabs: Tabs,  # noqa: F811
+    tabs: Tabs,
     site: Path,
     every_page: list[Path],
     screen: str,
@@ -185,7 +187,7 @@ def qwen_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("screen", SCREENS)
 def test_overviews_and_a_compare_page_are_screenshotted(
-    tabs: Tabs,  # noqa: F811
+    tabs: Tabs,
     site: Path,
     qwen_site: Path,
     screen: str,
@@ -242,7 +244,7 @@ _HOME_TABLE = """() => {
 
 
 def test_home_table_keeps_its_first_column_and_breaks_only_between_words(
-    tabs: Tabs,  # noqa: F811
+    tabs: Tabs,
     site: Path,
 ) -> None:
     viewport, scheme = SCREENS["420-dark"]

@@ -15,7 +15,7 @@ from archviz.site import write_site
 from tests.conftest import BundledSite
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import HOSTILE, PHONE, WIDE, artifacts, browser, open_page, tabs, wait_until  # noqa: F401
+from tests.test_browser import HOSTILE, PHONE, WIDE, artifacts, open_page, wait_until  # noqa: F401
 from tests.test_families import PUBLISHED
 
 K2 = "kimi-k2-instruct"
@@ -106,7 +106,7 @@ def test_home_table_sorts_by_a_row(site: Path, open_page: Callable[..., Any]) ->
     assert watch.clean(), watch
 
 
-def test_home_table_reads_without_javascript(browser: Any, site: Path) -> None:  # noqa: F811
+def test_home_table_reads_without_javascript(browser: Any, site: Path) -> None:
     context = browser.new_context(java_script_enabled=False, viewport=WIDE)
     try:
         page = context.new_page()
@@ -200,7 +200,7 @@ def test_the_two_diagrams_scroll_together(
     assert watch.clean(), watch
 
 
-def test_without_javascript_each_diagram_scrolls_alone(browser: Any, site: Path) -> None:  # noqa: F811
+def test_without_javascript_each_diagram_scrolls_alone(browser: Any, site: Path) -> None:
     """Proves the test above can fail: with no script, scrolling one box leaves the other where it was."""
     context = browser.new_context(java_script_enabled=False, viewport=DESKTOP)
     try:

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import BundledSite
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import DIAGRAM_WIDTHS, _inside, _overlap, artifacts, browser, open_page, tabs  # noqa: F401
+from tests.test_browser import DIAGRAM_WIDTHS, _inside, _overlap, artifacts, open_page  # noqa: F401
 
 K2 = "kimi-k2-instruct"
 KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
@@ -132,7 +132,7 @@ def test_card_toggle_switches_the_flop_tables(
         assert watch.clean(), watch
 
 
-def test_card_flop_tables_read_without_javascript(browser: Any, site: Path) -> None:  # noqa: F811
+def test_card_flop_tables_read_without_javascript(browser: Any, site: Path) -> None:
     context = browser.new_context(java_script_enabled=False, viewport=DIAGRAM_WIDTHS["1400"])
     try:
         page = context.new_page()

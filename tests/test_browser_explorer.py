@@ -16,7 +16,7 @@ from archviz.pipeline import ModelDocs, describe_model
 from tests.conftest import BundledSite
 
 # The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
-from tests.test_browser import DIAGRAM_WIDTHS, _inside, artifacts, browser, open_page, tabs, wait_until  # noqa: F401
+from tests.test_browser import DIAGRAM_WIDTHS, _inside, artifacts, open_page, wait_until  # noqa: F401
 
 K2 = "kimi-k2-instruct"
 K25 = "kimi-k2.5"
@@ -380,7 +380,7 @@ def test_one_layer_opens_on_its_own(site: Path, open_page: Callable[..., Any], w
     assert watch.clean(), watch
 
 
-def test_without_javascript_the_diagram_is_as_before(browser: Any, site: Path) -> None:  # noqa: F811
+def test_without_javascript_the_diagram_is_as_before(browser: Any, site: Path) -> None:
     context = browser.new_context(java_script_enabled=False, viewport=DIAGRAM_WIDTHS["420"])
     try:
         page = context.new_page()

@@ -21,9 +21,7 @@ from tests.test_browser import (  # noqa: F401
     _nearest_box,
     _reached,
     artifacts,
-    browser,
     open_page,
-    tabs,
 )
 from tests.test_released import tiny_qwen3_5
 
