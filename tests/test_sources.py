@@ -159,6 +159,13 @@ def corpus() -> tuple[Graph, ...]:
 
 
 @cache
+def _corpus_folder() -> tempfile.TemporaryDirectory[str]:
+    """Where the corpus's configs are written, once per test process; removed when the process ends (a
+    ``TemporaryDirectory`` is finalized at exit), not left in the system's temporary folder."""
+    return tempfile.TemporaryDirectory(prefix="archviz-locators-")
+
+
+@cache
 def corpus_docs() -> tuple[ModelDocs, ...]:
     """The models of ``corpus``, described by the pipeline (which cites transformers' files: none has remote code).
     Of the test configs, those a hand-written family takes (the others would go the generic path, which attaches no
@@ -167,7 +174,7 @@ def corpus_docs() -> tuple[ModelDocs, ...]:
     from tests.test_kimi_k25 import tiny_kimi_k25
 
     handwritten = {model_type for family in FAMILIES for model_type in family.model_types}
-    root = Path(tempfile.mkdtemp(prefix="archviz-locators-"))
+    root = Path(_corpus_folder().name)
     tiny = {name: config for name, config in TINY.items() if config["model_type"] in handwritten}
     configs = {"kimi-linear-rope": _kimi_linear_with_rope(), "kimi-k2.5": tiny_kimi_k25(), **tiny}
     for name, config in configs.items():
