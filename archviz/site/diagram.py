@@ -15,6 +15,7 @@ before it is returned (only drawing elements and relative links), since a page i
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import re
@@ -261,6 +262,9 @@ def _graphviz() -> WasmtimeBackend:
             self._module = wasmtime.Module.from_file(self._engine, str(self.wasm_path))
             self._session = self._create_session()
 
+    # Let go of it at exit, while wasmtime's module is still whole: freed during the interpreter's teardown instead,
+    # its finalizers find wasmtime's functions already gone and print "Exception ignored ... TypeError".
+    atexit.register(_graphviz.cache_clear)
     return Cached()
 
 
