@@ -23,7 +23,7 @@ GC_THRESHOLDS = (50_000, 20, 10)
 hundreds of thousands of objects (models on the meta device, graphs, sites) that live for one test, in processes that
 hold millions more (torch, transformers): at Python's thresholds a full collection ran every few seconds, and each
 walks them all. ``tests/test_released.py`` and ``tests/test_cost.py`` in one process spent 4.1 of 42 s in the
-collector, 0.9 with these (4 full collections, not 17); what a test checks does not depend on when cycles are freed."""
+collector, 1.0 with these (4 full collections, not 17); what a test checks does not depend on when cycles are freed."""
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -19,8 +19,9 @@ from tests.chromium import Tabs, chromium_missing
 from tests.conftest import BundledSite
 from tests.test_families import PUBLISHED
 
-if chromium_missing():
-    pytest.skip(str(chromium_missing()), allow_module_level=True)
+MISSING = chromium_missing()
+if MISSING:
+    pytest.skip(MISSING, allow_module_level=True)
 
 REPO = Path(__file__).parent.parent
 K2 = "kimi-k2-instruct"

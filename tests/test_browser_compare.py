@@ -14,7 +14,8 @@ from archviz.pipeline import describe_model
 from archviz.site import write_site
 from tests.conftest import BundledSite
 
-# The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
+# The page fixture is test_browser's, used here by name (hence the noqa on the tests that take it); the browser's
+# are tests/conftest.py's.
 from tests.test_browser import HOSTILE, PHONE, WIDE, artifacts, open_page, wait_until  # noqa: F401
 from tests.test_families import PUBLISHED
 

@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import BundledSite
 
-# The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
+# The page fixture is test_browser's, used here by name (hence the noqa on the tests that take it); the browser's
+# are tests/conftest.py's.
 from tests.test_browser import DIAGRAM_WIDTHS, _inside, _overlap, artifacts, open_page  # noqa: F401
 
 K2 = "kimi-k2-instruct"

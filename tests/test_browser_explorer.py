@@ -15,7 +15,8 @@ from archviz.graph.totals import node_parameters
 from archviz.pipeline import ModelDocs, describe_model
 from tests.conftest import BundledSite
 
-# The browser and page fixtures are test_browser's, used here by name (hence the noqa on the tests that take them).
+# The page fixture is test_browser's, used here by name (hence the noqa on the tests that take it); the browser's
+# are tests/conftest.py's.
 from tests.test_browser import DIAGRAM_WIDTHS, _inside, artifacts, open_page, wait_until  # noqa: F401
 
 K2 = "kimi-k2-instruct"
