@@ -168,16 +168,28 @@ class Model(_Shown):
         report = model_cost(self.graph, self.totals, sizes, cache_dtype=dtype)
         return Cost(model=self, report=report, cache_dtype=dtype)
 
-    def check(self, *, checkpoint: str | None = None, meta: bool = True, trust_remote_code: bool = False) -> Verdict:
+    def check(
+        self,
+        *,
+        checkpoint: str | None = None,
+        meta: bool = True,
+        trust_remote_code: bool = False,
+        context: int | None = None,
+    ) -> Verdict:
         """Verify the graph leg by leg, as ``archviz check`` does: the meta-device model (imports torch and
-        transformers; ``meta=False`` skips it), the shape trace, the FLOP count, the cache object, and the checkpoint
-        (``checkpoint``, else the Hub repo's or the model folder's, when there is one)."""
+        transformers; ``meta=False`` skips it), the shape trace, the FLOP count and the cache object (at small sizes,
+        past the model's longest window, chunk or threshold, and at ``context`` cached positions when given), and
+        the checkpoint (``checkpoint``, else the Hub repo's or the model folder's, when there is one)."""
         from archviz.verify.check import checkpoint_location, verify
         from archviz.verify.checkpoint import read_checkpoint
+        from archviz.verify.costcheck import witness_context
 
+        witness_context(context, path="context")
         location = checkpoint_location(self.docs, checkpoint)
         held = read_checkpoint(location, revision=self.revision) if location is not None else None
-        verification = verify(self.docs, checkpoint=held, run_meta=meta, trust_remote_code=trust_remote_code)
+        verification = verify(
+            self.docs, checkpoint=held, run_meta=meta, trust_remote_code=trust_remote_code, context=context
+        )
         return Verdict(model=self, verification=verification)
 
     def diff(self, other: Model | str, *, revision: str | None = None) -> Diff:

@@ -491,6 +491,15 @@ def check(
             "--junit-xml", metavar="FILE", help="Also write a JUnit XML report: a test case per leg and node."
         ),
     ] = None,
+    context: Annotated[
+        int | None,
+        typer.Option(
+            "--context",
+            min=1,
+            help="Also run the FLOP count and the cache object at this many cached positions (they always run at "
+            "small sizes and past the model's longest window, chunk or threshold).",
+        ),
+    ] = None,
     trust_remote_code: TrustOption = False,
     assume: AssumeOption = None,
     partial: PartialOption = False,
@@ -508,7 +517,9 @@ def check(
     from archviz.present.report import render_verification
     from archviz.verify.check import verify
     from archviz.verify.checkpoint import read_checkpoint
+    from archviz.verify.costcheck import witness_context
 
+    witness_context(context, path="--context")
     with doing("describing the model"):
         docs = describe_model(
             model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
@@ -517,7 +528,9 @@ def check(
         location = _checkpoint_location(docs, checkpoint)
         held = read_checkpoint(location, revision=revision) if location is not None else None
     with doing("verifying the graph"):
-        verification = verify(docs, checkpoint=held, run_meta=not no_meta, trust_remote_code=trust_remote_code)
+        verification = verify(
+            docs, checkpoint=held, run_meta=not no_meta, trust_remote_code=trust_remote_code, context=context
+        )
     if as_json:
         sys.stdout.write(json_text(verification_json(verification, strict=strict)))
     else:

@@ -546,7 +546,7 @@ def test_generic_tied_head_and_encoder(tmp_path: Path) -> None:
     decoder = by_id(docs.graph, "cls.predictions.decoder")
     assert decoder.shares_parameters_with == "bert.embeddings.word-embeddings" and not decoder.parameters
     assert by_id(docs.graph, "bert.encoder.layer.attention.self.query").placement.count == 12
-    assert any("no decode step" in note for note in docs.graph.not_modelled)
+    assert any("no decode step" in note for note in docs.graph.notes)
 
 
 def test_generic_folds_experts_stored_one_tensor_per_expert(tmp_path: Path) -> None:
@@ -641,7 +641,7 @@ def test_generic_layer_map_and_folding(tmp_path: Path) -> None:
     assert by_id(t5, "encoder.block.layer.0.selfattention.q").placement.layers == (0, 1)
     # An encoder-decoder is traced with decoder tokens too; its decode step is not traced, and it says so.
     assert by_id(t5, "decoder.block.layer.0.selfattention.q").outputs
-    assert any(note.startswith("No decode shapes: T5Model is an encoder-decoder") for note in t5.not_modelled)
+    assert any(note.startswith("No decode shapes: T5Model is an encoder-decoder") for note in t5.notes)
     assert t5.layers == ()  # an encoder and a decoder stack: no single layer map
 
 

@@ -28,15 +28,15 @@ runner = CliRunner()
 BATCH, PROMPT, CONTEXT = 1, 128, 256
 
 
-def cost_json(folder: Path, *, context: int = CONTEXT) -> dict[str, Any]:
-    arguments = ["cost", str(folder), "--prompt", str(PROMPT), "--context", str(context), "--batch", str(BATCH)]
+def cost_json(folder: Path, *, context: int = CONTEXT, prompt: int = PROMPT) -> dict[str, Any]:
+    arguments = ["cost", str(folder), "--prompt", str(prompt), "--context", str(context), "--batch", str(BATCH)]
     result = runner.invoke(app, [*arguments, "--json"])
     assert result.exit_code == 0, result.output
     document: dict[str, Any] = json.loads(result.stdout)
     return document
 
 
-def witnessed(folder: Path) -> tuple[int, int, int]:
+def witnessed(folder: Path, *, prompt: int = PROMPT, context: int = CONTEXT) -> tuple[int, int, int]:
     """Prefill FLOPs, decode FLOPs and the bytes the cache holds after the decode step, from torch and transformers."""
     import transformers
     from transformers import DynamicCache
@@ -68,9 +68,9 @@ def witnessed(folder: Path) -> tuple[int, int, int]:
         # Each pass starts from an empty cache of the model's own kind: without one, transformers checks the position
         # ids' values for packed sequences (Gemma-4 builds its masks first), values meta tensors do not have.
         with FlopCounterMode(display=False) as prefill:
-            model(input_ids=tokens(PROMPT), past_key_values=empty(), use_cache=True)
+            model(input_ids=tokens(prompt), past_key_values=empty(), use_cache=True)
         cache = empty()
-        model(input_ids=tokens(CONTEXT), past_key_values=cache, use_cache=True)
+        model(input_ids=tokens(context), past_key_values=cache, use_cache=True)
         with FlopCounterMode(display=False) as decode:
             model(input_ids=tokens(1), use_cache=True, past_key_values=cache)
     held = 0

@@ -202,7 +202,7 @@ def test_the_diagram_draws_the_traced_edges_and_leaves_unreached_nodes_unconnect
     connected = {end for edge in flow.edges for end in (edge.source, edge.target)}
     vision = [node.id for node in qwen.nodes if node.id.startswith("model.visual.")]
     assert vision and not connected.intersection(vision)
-    assert any(f"{len(vision)} nodes are reached by no tensor" in note for note in qwen.not_modelled)
+    assert any(f"{len(vision)} nodes are reached by no tensor" in note for note in qwen.notes)
 
 
 class _Toy(nn.Module):

@@ -774,7 +774,7 @@ class CodeGraph:
             model,
             input_embedding=embedding,
             layers=self._layers(folded),
-            not_modelled=self.notes,
+            notes=tuple(self.notes),
             derived_from_code=True,
             layer_keys=LAYER_KEYS,
         )
@@ -1232,7 +1232,7 @@ class CodeGraph:
     def _attention_cores(self) -> dict[str, list[_Core]]:
         """Every softmax-attention module of the text model, by the template of its output projection: one
         ``_Core`` per distinct shape of its heads and window, with the layers that have it."""
-        found: dict[tuple[str, str, str, tuple[Dim, Dim, Dim, Dim]], dict[int, int | None]] = {}
+        found: dict[tuple[str, str, str, tuple[Dim, Dim, Dim, Dim], bool], dict[int, int | None]] = {}
         for path, module in self.modules.items():
             output = self._output_projection(path, module)
             if output is None or _in_encoder(path):
@@ -1242,10 +1242,11 @@ class CodeGraph:
                 self.unpriced_modules.append(f"{module.class_name} at {path} (its head counts are not attributes)")
                 continue
             template, layer = self._template(output)
-            at = found.setdefault((template, self._template(path)[0], module.class_name, heads), {})
+            shared = self._reads_shared_keys(path, module)
+            at = found.setdefault((template, self._template(path)[0], module.class_name, heads, shared), {})
             at[-1 if layer is None else layer] = module.sliding_window
         cores: dict[str, list[_Core]] = {}
-        for (output, template, class_name, heads), windows in found.items():
+        for (output, template, class_name, heads, shared), windows in found.items():
             # One core per shape of heads: its windowed layers share one window, else one core per window.
             sizes = sorted({window for window in windows.values() if window is not None})
             if len(sizes) <= 1:
@@ -1267,6 +1268,7 @@ class CodeGraph:
                         window=window,
                         windowed=[i for i in layers if i >= 0 and windows[i] is not None],
                         layers=[i for i in layers if i >= 0],
+                        reads_shared_keys=shared,
                     )
                 )
         for variants in cores.values():
@@ -1321,7 +1323,49 @@ class CodeGraph:
             value = hidden.value // heads.value
             width = Dim(symbol="head_dim", label="head_dim", value=value, formula=f"{hidden.formula} / {heads.formula}")
         value_width = size("v_head_dim") or width
+        return self._projected_heads(path, module, (heads, kv_heads, width, value_width))
+
+    def _projected_heads(
+        self, path: str, module: ModuleRecord, named: tuple[Dim, Dim, Dim, Dim]
+    ) -> tuple[Dim, Dim, Dim, Dim]:
+        """The head counts and widths as the layer's own projections have them, where those differ from the counts
+        its attributes or config name: a layer's key/value heads (Gemma-4's global layers,
+        MiMo-V2-Flash's sliding ones) are the rows of its key projection over its head width, never a top-level
+        key alone. The named dims stand where the projections agree with them (or are fused or absent). Query heads
+        stay as named: a query projection may hold a gate beside the queries (Qwen3.5's gated attention)."""
+        heads, kv_heads, width, value_width = named
+        rows = {name: self._rows(path, module, names) for name, names in PROJECTION_NAMES.items()}
+        if not width.value:
+            return named
+
+        def counted(dim: Dim, projection: str, per: Dim, label: str) -> Dim:
+            out = rows[projection]
+            if out is None or not per.value or out % per.value or out // per.value == dim.value:
+                return dim
+            name = self._projection_name(path, module, PROJECTION_NAMES[projection])
+            return Dim(symbol=label, label=label, value=out // per.value, formula=f"{name} rows / {per.formula}")
+
+        kv_heads = counted(kv_heads, "key", width, "key/value heads")
+        value_width = counted(value_width, "value", kv_heads, "value width")
         return heads, kv_heads, width, value_width
+
+    def _rows(self, path: str, module: ModuleRecord, names: frozenset[str]) -> int | None:
+        """The output features of the module's ``Linear`` child of one of ``names`` (None if it has none)."""
+        for name in module.children:
+            child = self.modules.get(f"{path}.{name}" if path else name)
+            if name in names and child is not None and child.nn_class == "Linear" and child.weight_shape:
+                return child.weight_shape[0]
+        return None
+
+    def _projection_name(self, path: str, module: ModuleRecord, names: frozenset[str]) -> str:
+        return next(f"{module.class_name}.{name}" for name in module.children if name in names)
+
+    def _reads_shared_keys(self, path: str, module: ModuleRecord) -> bool:
+        """Whether the layer computes no keys of its own and reads another layer's: its only projections are the
+        query and the output (Gemma-4's KV-shared layers). It keeps no cache."""
+        children = {name: self.modules.get(f"{path}.{name}" if path else name) for name in module.children}
+        linears = {name for name, child in children.items() if child is not None and child.nn_class == "Linear"}
+        return bool(linears) and linears <= (QUERY_NAMES - FUSED_QKV_NAMES) | OUTPUT_NAMES
 
     def _core_nodes(self, core: _Core, group: str, place: str, taken: set[str]) -> None:
         """The attention core (scores, softmax, values) and the KV cache it reads, in the attention's group."""
@@ -1342,25 +1386,28 @@ class CodeGraph:
             else ""
         )
         prefix = f"{place} · " if place else ""
-        cache_id = self.b.node(
-            self._id(f"{core.template}.kv-cache", taken),
-            title=f"{prefix}KV cache{which}",
-            kind=NodeKind.OPERATOR,
-            code="cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)",
-            locate=Locator(
-                claim=f"{core.class_name} appends each step's keys and values to the layer's cache in its forward "
-                "pass.",
-                category=Category.ATTENTION,
-                sites=(statement((core.class_name,), ".update(key_states, value_states"),),
-            ),
-            summary=f"Append this step's keys and values to the layer's cache and return every cached position"
-            f"{window}.",
-            group=group,
-            inputs=[key, value],
-            outputs=[cached_key, cached_value],
-            placement=placement,
-            op=Op(kind=OpKind.CACHE, window=core.window, windowed_layers=windowed),
-        )
+        states: tuple[str, ...] = ()
+        if not core.reads_shared_keys:  # a layer that reads another's keys keeps none
+            cache_id = self.b.node(
+                self._id(f"{core.template}.kv-cache", taken),
+                title=f"{prefix}KV cache{which}",
+                kind=NodeKind.OPERATOR,
+                code="cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)",
+                locate=Locator(
+                    claim=f"{core.class_name} appends each step's keys and values to the layer's cache in its forward "
+                    "pass.",
+                    category=Category.ATTENTION,
+                    sites=(statement((core.class_name,), ".update(key_states, value_states"),),
+                ),
+                summary=f"Append this step's keys and values to the layer's cache and return every cached position"
+                f"{window}.",
+                group=group,
+                inputs=[key, value],
+                outputs=[cached_key, cached_value],
+                placement=placement,
+                op=Op(kind=OpKind.CACHE, window=core.window, windowed_layers=windowed),
+            )
+            states = (cache_id,)
         core_id = self.b.node(
             self._id(f"{core.template}.attention-core", taken),
             title=f"{prefix}attention core{which}",
@@ -1374,6 +1421,11 @@ class CodeGraph:
             ),
             summary=(
                 "Score each query head against the cached keys of its key/value head"
+                + (
+                    " (keys and values an earlier layer computed and cached: this layer keeps none)"
+                    if core.reads_shared_keys
+                    else ""
+                )
                 + (" within the sliding window" if core.window else "")
                 + ", softmax, and mix the values, heads joined."
             ),
@@ -1383,7 +1435,7 @@ class CodeGraph:
             placement=placement,
             op=Op(kind=OpKind.ATTENTION, window=core.window, windowed_layers=windowed),
         )
-        self.cores.append(_Site(group=group, core=core_id, states=(cache_id,)))
+        self.cores.append(_Site(group=group, core=core_id, states=states))
 
     def _unpriced(self, graph: Graph) -> tuple[str, ...]:
         """What the cost model cannot price: every text module that holds a matrix or a kernel of no kind typed here
@@ -1494,6 +1546,7 @@ class CodeGraph:
             for path, module in self.modules.items()
             if (_first(module.routing, TOP_K_ATTRIBUTES) or 0) > 0
             and (_first(module.routing, EXPERT_COUNT_ATTRIBUTES) or 0) > 1
+            and self._routes(path, module)
         ]
         if routers:
             return (
@@ -1501,6 +1554,16 @@ class CodeGraph:
                 "but no module holds its experts as one bank (an expert count and their tensors)"
             )
         return None
+
+    def _routes(self, path: str, module: ModuleRecord) -> bool:
+        """Whether a module that stores a top-k routes tokens: it sets the top-k itself, or its class is a router,
+        gate or MoE block reading it from its config (Gemma-4's router). Other modules holding the config (the model,
+        a Mamba mixer) carry its default top-k also in a dense model, and route nothing."""
+        if path in ("", self.tree.base_model):
+            return False
+        if any(name in module.sizes for name in TOP_K_ATTRIBUTES):
+            return True
+        return any(word in module.class_name.lower() for word in ROUTING_WORDS)
 
     def _trace_notes(self) -> None:
         trace = self.trace
@@ -1607,6 +1670,15 @@ LINEAR_ATTENTION_WORDS = ("linear", "lightning", "deltanet", "mamba", "recurrent
 """Words in the class name of an attention module that mixes tokens without a softmax over scores."""
 OUTPUT_NAMES = frozenset({"o_proj", "out_proj", "dense", "wo", "c_proj", "proj", "out"})
 """Names it gives the output projection."""
+ROUTING_WORDS = ("router", "gate", "moe", "expert", "sparse", "topk")
+"""Words in the class name of a module that routes tokens to experts."""
+PROJECTION_NAMES = {
+    "key": frozenset({"k_proj", "key", "wk"}),
+    "value": frozenset({"v_proj", "value", "wv"}),
+}
+"""Names transformers gives an attention module's separate key and value projections."""
+FUSED_QKV_NAMES = QUERY_NAMES - {"q_proj", "query", "wq"}
+"""Names of a fused query-key-value projection."""
 
 
 MIXER_CLASSES = {"gated delta net": GATED_DELTA_NET, "Mamba2": MAMBA2_MIXER, "lightning": LIGHTNING_ATTENTION}
@@ -1713,6 +1785,8 @@ class _Core:
     """The layers with this shape."""
     variants: int = 1
     """How many shapes the attention module has across its layers (titles say the layers when more than one)."""
+    reads_shared_keys: bool = False
+    """Whether its layers read the keys and values another layer cached and keep no cache of their own."""
 
 
 def _rerouted(edges: list[DataEdge], site: _Site, nodes: Mapping[str, Node], holders: frozenset[str]) -> list[DataEdge]:
@@ -1727,8 +1801,10 @@ def _rerouted(edges: list[DataEdge], site: _Site, nodes: Mapping[str, Node], hol
         return nodes[id].outputs[0] if nodes[id].outputs else None
 
     kept: list[DataEdge] = []
-    if site.convolution is None:  # attention: its KV cache feeds its core
-        cache = site.states[0]
+    if (
+        site.convolution is None
+    ):  # attention: its KV cache (or the keys of the layer it shares them with) feeds its core
+        cache = site.states[0] if site.states else site.core
         post = {e.target for e in edges if e.source in inside and e.target in inside and e.target not in holders}
         post -= {e.source for e in edges if e.target in post and e.source in inside}  # the output projection only
         # A projection that also feeds another module on the way to the core (q_proj into q_norm) reaches the
@@ -1742,7 +1818,8 @@ def _rerouted(edges: list[DataEdge], site: _Site, nodes: Mapping[str, Node], hol
                 kept.append(edge(e.source, cache if side and e.source not in holders else site.core, out(e.source)))
             else:
                 kept.append(e)
-        kept.append(edge(cache, site.core, out(cache)))
+        if cache != site.core:
+            kept.append(edge(cache, site.core, out(cache)))
         kept.extend(edge(site.core, target, out(site.core)) for target in sorted(post))
         return kept
     convolution, conv_state, state = site.convolution, site.states[0], site.states[1]

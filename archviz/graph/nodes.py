@@ -436,6 +436,9 @@ class Graph:
     not_modelled: tuple[str, ...] = ()
     """Parts of the model the graph does not describe, each said in one sentence (a quantization not modelled says
     ``UNQUANTIZED``)."""
+    notes: tuple[str, ...] = ()
+    """How the graph was read, one sentence each (a graph read off the code: what its nodes and sizes are, what the
+    traced pass did not reach): what a reader should know, never a part left out."""
     assumptions: tuple[Assumption, ...] = ()
     """Values the graph used that the config does not set."""
     partial: bool = False

@@ -174,6 +174,7 @@ def graph_json(graph: Graph, totals: Totals, sources: GraphSources | None = None
             for layer in graph.layers
         ],
         "not_modelled": list(graph.not_modelled),
+        "notes": list(graph.notes),
         "omitted": list(graph.omitted),
         "assumptions": [
             {"key": item.key, "value": json.loads(item.value), "source": item.source} for item in graph.assumptions

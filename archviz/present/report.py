@@ -92,6 +92,9 @@ def render_tree(graph: Graph, totals: Totals, phase: Phase = Phase.PREFILL) -> R
     if graph.not_modelled:
         parts.append("[bold yellow]Not modelled[/] (the totals cover only what is):")
         parts.extend(f"  • {escape(sentence)}" for sentence in graph.not_modelled)
+    if graph.notes:
+        parts.append("[bold]Notes[/] (how the graph was read):")
+        parts.extend(f"  • {escape(sentence)}" for sentence in graph.notes)
     if graph.assumptions:
         parts.append("[bold yellow]Assumed[/] (the config does not set these):")
         parts.extend(

@@ -46,6 +46,8 @@ class ModelFragment:
     """That the figures are derived, not verified: a model is shown as described (``Model.check`` verifies)."""
     not_modelled: tuple[str, ...]
     """What a partial graph leaves out."""
+    notes: tuple[str, ...]
+    """How the graph was read (a graph read off the code)."""
     diagram_svg: str
     """The overview's data-flow diagram, its links kept inside the fragment."""
 
@@ -103,6 +105,7 @@ def model_fragment(index: ModelIndex) -> ModelFragment:
         dtypes=dtype_rows(index.docs.totals),
         verification=verification_sentence(None),
         not_modelled=graph.not_modelled,
+        notes=graph.notes,
         diagram_svg=diagram_svg(graph, INSIDE),
     )
 

@@ -361,5 +361,6 @@ def build_overview_view(index: ModelIndex) -> OverviewView:
         legend=legend,
         groups=group_rows(index, root),
         not_modelled=graph.not_modelled,
+        notes=graph.notes,
         config=config_view(index),
     )

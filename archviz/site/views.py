@@ -639,6 +639,8 @@ class OverviewView:
     """The groups table."""
     not_modelled: tuple[str, ...]
     """Sentences naming what the graph leaves out."""
+    notes: tuple[str, ...]
+    """Sentences saying how the graph was read (a graph read off the code)."""
     config: ConfigView
     """The whole config."""
 

@@ -50,7 +50,6 @@ from archviz.verify.shapecheck import (
     NodeShape,
     ShapeCheck,
     ShapeResult,
-    layer_prefix,
     not_run,
     reduced_model,
     shape_leg,
@@ -290,13 +289,13 @@ def _meta_model(docs: ModelDocs, *, trust_remote_code: bool) -> tuple[ModuleTree
 
 
 def _forward_legs(
-    docs: ModelDocs, meta: _Reconciled, *, trace: bool, trust_remote_code: bool
+    docs: ModelDocs, meta: _Reconciled, *, trace: bool, trust_remote_code: bool, context: int | None
 ) -> tuple[ShapeResult, CostLegs]:
     """The legs that run the meta model's forward: the shape trace, then torch's FLOP counter and transformers'
     cache object on the same reduced model."""
     graph = docs.graph
     if graph.derived_from_code:
-        return _generic_forward_legs(docs, meta, trace=trace, trust_remote_code=trust_remote_code)
+        return _generic_forward_legs(docs, meta, trace=trace, trust_remote_code=trust_remote_code, context=context)
     why: str | None = None
     if meta.leg.status is not LegStatus.RAN:
         why = "the meta-device model was not built (see the meta model leg)"
@@ -305,12 +304,12 @@ def _forward_legs(
     if why is not None:
         return not_run(graph, why, independent=True), cost_not_run(why, independent=True)
     try:
-        module = reduced_model(
+        module, layers = reduced_model(
             graph, docs.recipe, docs.family, trust_remote_code=trust_remote_code, model_dir=docs.source.folder
         )
     except InputError as error:  # the full config built (the meta leg ran): the cut-down one is archviz's own
         raise ReducedConfigError(f"transformers rejects the shape trace's cut-down config: {error.message}") from error
-    shapes = shape_leg(graph, module)
+    shapes = shape_leg(graph, module, layers=layers)
     if shapes.leg.status is not LegStatus.RAN:
         return shapes, cost_not_run("the shape trace's forward pass raised (see the shape trace leg)", independent=True)
     if shapes.stand_ins:
@@ -319,11 +318,11 @@ def _forward_legs(
             "torch's counter would count the stand-in, not the model"
         )
         return shapes, cost_not_run(why, independent=True)
-    return shapes, cost_legs(graph, module, layers=layer_prefix(graph), cache_dtype=graph.dtype)
+    return shapes, cost_legs(graph, module, layers=layers, cache_dtype=graph.dtype, context=context)
 
 
 def _generic_forward_legs(
-    docs: ModelDocs, meta: _Reconciled, *, trace: bool, trust_remote_code: bool
+    docs: ModelDocs, meta: _Reconciled, *, trace: bool, trust_remote_code: bool, context: int | None
 ) -> tuple[ShapeResult, CostLegs]:
     """A graph read off the code: its shapes are the trace's own, so the shape leg cannot witness them; its costs are
     the cost model's formulas over the built modules' sizes, which torch's counter and the cache object, running the
@@ -347,12 +346,12 @@ def _generic_forward_legs(
     if why is not None:
         return shapes, cost_not_run(why, independent=True)
     try:
-        module = reduced_model(
+        module, layers = reduced_model(
             graph, docs.recipe, docs.family, trust_remote_code=trust_remote_code, model_dir=docs.source.folder
         )
     except InputError as error:
         raise ReducedConfigError(f"transformers rejects the cost witness's cut-down config: {error.message}") from error
-    return shapes, cost_legs(graph, module, layers=layer_prefix(graph), cache_dtype=graph.dtype)
+    return shapes, cost_legs(graph, module, layers=layers, cache_dtype=graph.dtype, context=context)
 
 
 class ReducedConfigError(RuntimeError):
@@ -552,28 +551,43 @@ def verify(
     run_meta: bool = True,
     trace: bool = True,
     trust_remote_code: bool = False,
+    context: int | None = None,
 ) -> Verification:
-    """Reconcile the graph with every leg that can run: the meta model, its shape trace, a checkpoint's tensors."""
+    """Reconcile the graph with every leg that can run: the meta model, its shape trace, a checkpoint's tensors; the
+    cost legs also at ``context`` cached positions when given."""
     # Hundreds of thousands of short-lived names and tuples, next to torch's large heap: the cyclic collector
     # would rescan that heap again and again for nothing (none of this makes cycles), so it waits until the end.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _verify(docs, checkpoint=checkpoint, run_meta=run_meta, trace=trace, trust_remote_code=trust_remote_code)
+        return _verify(
+            docs,
+            checkpoint=checkpoint,
+            run_meta=run_meta,
+            trace=trace,
+            trust_remote_code=trust_remote_code,
+            context=context,
+        )
     finally:
         if collecting:
             gc.enable()
 
 
 def _verify(
-    docs: ModelDocs, *, checkpoint: Checkpoint | None, run_meta: bool, trace: bool, trust_remote_code: bool
+    docs: ModelDocs,
+    *,
+    checkpoint: Checkpoint | None,
+    run_meta: bool,
+    trace: bool,
+    trust_remote_code: bool,
+    context: int | None,
 ) -> Verification:
     graph = docs.graph
     manifest = bounded_manifest(docs)
     # The meta-device model holds every weight unquantized, as the graph's logical manifest names it.
     main = {t.name: t for t in predicted_manifest(graph, logical=True) if t.part is Part.MAIN and t.role in COUNTED}
     meta = _meta_leg(docs, main, run_meta=run_meta, trust_remote_code=trust_remote_code)
-    shapes, costs = _forward_legs(docs, meta, trace=trace, trust_remote_code=trust_remote_code)
+    shapes, costs = _forward_legs(docs, meta, trace=trace, trust_remote_code=trust_remote_code, context=context)
     held = _checkpoint_leg(docs, manifest, checkpoint, meta)
     return Verification(
         legs=(_analytic_leg(docs), meta.leg, shapes.leg, costs.flops, costs.cache, held.leg),

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from archviz.common.errors import InputError
 from archviz.cost.model import NodeCost, Phase, Sizes, cache_costs, layer_cache_bytes, layer_flops, node_costs
 from archviz.graph.nodes import Graph, Node, OpKind, Part
 from archviz.verify import legs
@@ -39,8 +40,41 @@ _CORE = (
 _KEPT = (OpKind.CACHE, OpKind.STATE)
 
 WITNESS_SIZES: tuple[tuple[int, int, int], ...] = ((2, 5, 7), (1, 70, 12))
-"""(batch, prompt, context) the check's cost legs run at: two of each, the second prompt longer than a 64-position
-chunk of KDA's recurrence and than any short-convolution kernel."""
+"""(batch, prompt, context) the check's cost legs always run at: two of each, the second prompt longer than a
+64-position chunk of KDA's recurrence and than any short-convolution kernel. ``witness_sizes`` adds a size past the
+model's longest window, chunk or threshold, and the user's own context."""
+
+MAX_WITNESS_CONTEXT = 1 << 20
+"""The longest context a user may ask the cost legs to run at: on meta tensors a long context costs no memory, but a
+chunked recurrence's Python loop runs once per chunk."""
+
+
+def witness_context(context: object, *, path: str) -> None:
+    """Refuse a context the cost legs cannot run at, in one line naming where it was given."""
+    if context is None:
+        return
+    if not isinstance(context, int) or isinstance(context, bool) or not 1 <= context <= MAX_WITNESS_CONTEXT:
+        shown = repr(context)[:40] if not isinstance(context, int) or abs(context) < 10**30 else "a longer number"
+        raise InputError(
+            f"the context must be a whole number from 1 to {MAX_WITNESS_CONTEXT:,}, not {shown}", path=path
+        )
+
+
+PAST = 3
+"""Positions beyond a model's longest window, chunk or threshold that the long witness size reaches."""
+
+
+def witness_sizes(span: int, context: int | None = None) -> tuple[tuple[int, int, int], ...]:
+    """The sizes the cost legs run at: ``WITNESS_SIZES``; then, when the model's longest window, chunk or threshold
+    (``span``) is not already passed by them, one prompt and one context past it; then the user's ``context`` (with
+    the first size's prompt) when given and not already there."""
+    sizes = list(WITNESS_SIZES)
+    reached = max(max(prompt, context + 1) for _, prompt, context in sizes)
+    if span >= reached:
+        sizes.append((1, span + PAST, span + PAST))
+    if context is not None and all(size[2] != context for size in sizes):
+        sizes.append((1, WITNESS_SIZES[0][1], context))
+    return tuple(sizes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,21 +238,23 @@ def cost_not_run(reason: str, *, independent: bool) -> CostLegs:
     )
 
 
-def cost_legs(graph: Graph, module: Any, *, layers: int, cache_dtype: str) -> CostLegs:
+def cost_legs(graph: Graph, module: Any, *, layers: int, cache_dtype: str, context: int | None = None) -> CostLegs:
     """Run the cost witness on ``module`` (the graph's first ``layers`` layers on the meta device) at every size of
-    ``WITNESS_SIZES`` and compare. A pass that raises fails both legs with the error: nothing is counted around it."""
-    from archviz.verify.witness import witness_cost
+    ``witness_sizes`` — past the longest window, chunk or threshold the module has, and at the user's ``context`` —
+    and compare. A pass that raises fails both legs with the error: nothing is counted around it."""
+    from archviz.verify.witness import longest_span, witness_cost
 
     if not node_costs(graph):
         return cost_not_run(
             "the graph carries no operator kinds, so the cost model prices none of it", independent=True
         )
     checks: list[CostCheck] = []
-    for batch, prompt, context in WITNESS_SIZES:
+    sizes = witness_sizes(longest_span(module), context)
+    for batch, prompt, positions in sizes:
         try:
-            witness = witness_cost(module, batch=batch, prompt=prompt, context=context)
+            witness = witness_cost(module, batch=batch, prompt=prompt, context=positions)
         except Exception as error:  # the model's own forward raised: both legs fail with it, never skip
-            reason = f"the forward pass at B={batch}, T={prompt}, S={context} raised {type(error).__name__}: {error}"
+            reason = f"the forward pass at B={batch}, T={prompt}, S={positions} raised {type(error).__name__}: {error}"
             return CostLegs(
                 flops=_failed(legs.FLOPS, _FLOP_WITNESS, reason),
                 cache=_failed(legs.CACHE, _CACHE_WITNESS, reason),
@@ -234,7 +270,7 @@ def cost_legs(graph: Graph, module: Any, *, layers: int, cache_dtype: str) -> Co
         and any(layer < layers for layer in node.placement.layers)
     )
     flop_nodes = tuple(sorted({node for check in checks for node in check.covered}))
-    sizes = "(B, T, S) = " + " and ".join(f"({b}, {t}, {s})" for b, t, s in WITNESS_SIZES)
+    said = "(B, T, S) = " + _listed([f"({b}, {t}, {s})" for b, t, s in sizes])
     flop_rows = [(check, row) for check in checks for row in check.rows if row.phase != "cache"]
     cache_rows = [(check, row) for check in checks for row in check.rows if row.phase == "cache"]
     unclaimed = [
@@ -248,7 +284,7 @@ def cost_legs(graph: Graph, module: Any, *, layers: int, cache_dtype: str) -> Co
     ]
     flops = Leg(
         name=legs.FLOPS,
-        witness=f"{_FLOP_WITNESS}, first {layers} layers, at {sizes}",
+        witness=f"{_FLOP_WITNESS}, first {layers} layers, at {said}",
         status=LegStatus.RAN,
         compared={"nodes": len(flop_nodes), "comparisons": len(flop_rows), "sizes": len(checks)},
         findings=(*_disagreements(legs.FLOPS, "FLOPs", flop_rows), *unclaimed),
@@ -256,13 +292,18 @@ def cost_legs(graph: Graph, module: Any, *, layers: int, cache_dtype: str) -> Co
     )
     cache = Leg(
         name=legs.CACHE,
-        witness=f"{_CACHE_WITNESS}, first {layers} layers, at {sizes}",
+        witness=f"{_CACHE_WITNESS}, first {layers} layers, at {said}",
         status=LegStatus.RAN,
         compared={"nodes": len(cache_nodes), "layers": layers, "sizes": len(checks)},
         findings=tuple(_disagreements(legs.CACHE, "cache bytes", cache_rows)),
         independent_of=(legs.ANALYTIC, legs.CHECKPOINT),
     )
     return CostLegs(flops=flops, cache=cache, checks=tuple(checks), flop_nodes=flop_nodes, cache_nodes=cache_nodes)
+
+
+def _listed(items: list[str]) -> str:
+    """``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _size(check: CostCheck) -> str:

@@ -500,25 +500,7 @@ def _instantiate_on_meta(
     import torch
 
     config_path = recipe.config_path
-    # A deep copy: transformers rewrites nested values in place (rope_scaling gains rope_type, a wrapper's
-    # text_config its model_type) and the caller's parsed config.json must stay as the user wrote it.
-    settings = copy.deepcopy({key: value for key, value in recipe.config.items() if key not in _DROPPED_CONFIG_KEYS})
-    auto_map = recipe.config.get("auto_map")
-    config_class: Any = None
-    model_class: Any = None
-    if trust_remote_code and model_dir is not None and isinstance(auto_map, dict):
-        config_class, model_class = _remote_classes(auto_map, model_dir, config_path)
-    if config_class is None:
-        config_class = transformers_config_class(recipe.model_type, config_path)
-    try:
-        hf_config = config_class.from_dict(settings)
-    except Exception as exc:  # transformers validates in __init__ with many exception types
-        if raised_in_archviz(exc):
-            raise
-        raise InputError(
-            f"transformers rejects this {recipe.model_type} config: {type(exc).__name__}: {first_line(exc)}",
-            path=config_path,
-        ) from exc
+    hf_config, model_class = _read_config(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
     normalisations = list(recipe.normalisations)
     if model_class is None:
         model_class, build_config, chosen_by = _native_model_class(hf_config, recipe, normalisations)
@@ -541,6 +523,57 @@ def _instantiate_on_meta(
     built = _build_record(module, model_class, hf_config, recipe, chosen_by, normalisations, model_dir)
     read = _sub_configs_built(module, hf_config) if build_config is hf_config else ("text_config",)
     return module, dataclasses.replace(built, read_configs=read)
+
+
+def _read_config(recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None) -> tuple[Any, Any]:
+    """The recipe's config as transformers' config class (the model folder's own, under ``--trust-remote-code``)
+    reads it, and the model class the folder's code names (None for transformers' own)."""
+    config_path = recipe.config_path
+    # A deep copy: transformers rewrites nested values in place (rope_scaling gains rope_type, a wrapper's
+    # text_config its model_type) and the caller's parsed config.json must stay as the user wrote it.
+    settings = copy.deepcopy({key: value for key, value in recipe.config.items() if key not in _DROPPED_CONFIG_KEYS})
+    auto_map = recipe.config.get("auto_map")
+    config_class: Any = None
+    model_class: Any = None
+    if trust_remote_code and model_dir is not None and isinstance(auto_map, dict):
+        config_class, model_class = _remote_classes(auto_map, model_dir, config_path)
+    if config_class is None:
+        config_class = transformers_config_class(recipe.model_type, config_path)
+    try:
+        return config_class.from_dict(settings), model_class
+    except Exception as exc:  # transformers validates in __init__ with many exception types
+        if raised_in_archviz(exc):
+            raise
+        raise InputError(
+            f"transformers rejects this {recipe.model_type} config: {type(exc).__name__}: {first_line(exc)}",
+            path=config_path,
+        ) from exc
+
+
+def layer_kinds(recipe: ModelRecipe, *, trust_remote_code: bool = False, model_dir: Path | None = None) -> list[Any]:
+    """What sets each decoder layer of the recipe's model apart, as transformers' config object has it: for layer
+    ``i``, the ``i``-th entry of every per-layer list the text config holds (``layer_types``, ``mlp_layer_types``,
+    Gemma-4's ``kv_sharing_modes``, Llama-4's ``no_rope_layers``), so that a witness cut to the fewest leading layers
+    can hold one layer of every kind the model has, whatever a graph read of them."""
+    config, _ = _read_config(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
+    text = config.get_text_config()
+    depth = _attribute(text, "num_hidden_layers")
+    if not isinstance(depth, int) or depth <= 0:
+        return []
+    lists = []
+    for name in sorted({*vars(text), *PER_LAYER_PROPERTIES}):
+        value = _attribute(text, name)
+        if isinstance(value, list | tuple) and len(value) == depth and all(_hashable(item) for item in value):
+            lists.append(value)
+    return [tuple(values[i] for values in lists) for i in range(depth)]
+
+
+PER_LAYER_PROPERTIES = ("kv_sharing_modes", "layers_block_type")
+"""Per-layer lists transformers' config classes compute as properties rather than store."""
+
+
+def _hashable(value: object) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
 
 
 def _sub_configs_built(module: nn.Module, hf_config: Any) -> tuple[str, ...]:
@@ -864,8 +897,37 @@ NOT_SIZE_WORDS = ("window", "position", "theta", "key_value_groups", "chunk", "s
 
 
 def _sliding_window(module: nn.Module) -> int | None:
-    window = vars(module).get("sliding_window")
-    return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+    """The window the module's own layer attends within: its ``sliding_window`` attribute, unless the layer says it
+    does not use it (EXAONE-4 sets the window on every layer and decides with ``is_sliding``; a layer whose type is
+    ``full_attention``), else, in a layer of type ``chunked_attention``, the chunk (``attention_chunk_size``), which
+    transformers' cache keeps as a window."""
+    own = vars(module)
+    kind = _layer_type(module)
+    window = own.get("sliding_window")
+    if kind == "chunked_attention" and not _positive(window):
+        window = own.get("attention_chunk_size", _attribute(own.get("config"), "attention_chunk_size"))
+    if not _positive(window) or own.get("is_sliding") is False or kind == "full_attention":
+        return None
+    assert isinstance(window, int)
+    return window
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _layer_type(module: nn.Module) -> str | None:
+    """The kind of layer a module is in: its own ``layer_type`` (or ``attention_type``), else the ``layer_types``
+    entry of its config at its ``layer_idx``."""
+    own = vars(module)
+    for name in ("layer_type", "attention_type"):
+        if isinstance(own.get(name), str):
+            return str(own[name])
+    index, types = own.get("layer_idx"), _attribute(own.get("config"), "layer_types")
+    if isinstance(index, int) and isinstance(types, list | tuple) and 0 <= index < len(types):
+        kind = types[index]
+        return kind if isinstance(kind, str) else None
+    return None
 
 
 def _nn_class(module: nn.Module) -> str | None:

@@ -115,21 +115,46 @@ def trace_failed(graph: Graph, trace: ShapeTrace) -> ShapeResult:
 
 def reduced_model(
     graph: Graph, recipe: ModelRecipe, family: Family, *, trust_remote_code: bool, model_dir: Path | None
-) -> Any:
-    """The recipe's model cut to ``layer_prefix(graph)`` layers (as ``family`` cuts them), built on the meta device
-    (an ``nn.Module``)."""
-    from archviz.verify.meta import instantiate_meta_module
+) -> tuple[Any, int]:
+    """The recipe's model cut to its fewest leading layers that hold every kind of layer — of the graph's kinds
+    (``layer_prefix``) and of transformers' (``witness_depth``) — as ``family`` cuts them, built on the meta device
+    (an ``nn.Module``), and how many layers it has. Where transformers does not take the cut (its config derives the
+    depth from elsewhere), the model is built whole."""
+    from archviz.verify.meta import instantiate_meta_module, layer_kinds
 
-    cut = family.builds.cut_layers
-    reduced = replace(recipe, config=reduced_config(recipe.config, layer_prefix(graph), cut=cut))
-    return instantiate_meta_module(reduced, trust_remote_code=trust_remote_code, model_dir=model_dir)
+    main = sum(1 for layer in graph.layers if layer.part is Part.MAIN)
+    kinds = layer_kinds(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
+    layers = max(layer_prefix(graph), min(witness_depth(kinds), main))
+    reduced = replace(recipe, config=reduced_config(recipe.config, layers, cut=family.builds.cut_layers))
+    module = instantiate_meta_module(reduced, trust_remote_code=trust_remote_code, model_dir=model_dir)
+    if built_depth(module) in (layers, None):
+        return module, layers
+    return instantiate_meta_module(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir), main
 
 
-def shape_leg(graph: Graph, module: Any) -> ShapeResult:
-    """Trace ``module`` (``reduced_model``'s) and compare every node's output shape."""
+def witness_depth(kinds: Sequence[object]) -> int:
+    """The fewest leading layers that hold one of every kind in ``kinds`` (one entry a layer)."""
+    seen: set[object] = set()
+    depth = 0
+    for index, kind in enumerate(kinds, start=1):
+        if kind not in seen:
+            seen.add(kind)
+            depth = index
+    return depth
+
+
+def built_depth(module: Any) -> int | None:
+    """The decoder layers a built model's text config says it has."""
+    config = getattr(module, "config", None)
+    text = config.get_text_config() if config is not None else None
+    depth = getattr(text, "num_hidden_layers", None)
+    return depth if isinstance(depth, int) else None
+
+
+def shape_leg(graph: Graph, module: Any, *, layers: int) -> ShapeResult:
+    """Trace ``module`` (``reduced_model``'s, of ``layers`` layers) and compare every node's output shape."""
     from archviz.verify.tracing import trace_shapes
 
-    layers = layer_prefix(graph)
     trace = trace_shapes(module)
     checks: list[ShapeCheck] = []
     nodes: list[NodeShape] = []
@@ -329,6 +354,8 @@ def reduced_config(
         text.update(reduced_config(text, layers, cut=cut))
         return reduced
     count = reduced.get("num_hidden_layers")
+    if not isinstance(count, int):  # a depth given by a list of layer kinds (Nemotron-H's layers_block_type)
+        count = _listed_depth(reduced)
     reduced["num_hidden_layers"] = layers
     reduced["num_nextn_predict_layers"] = 0
     if cut is not None:
@@ -339,6 +366,16 @@ def reduced_config(
         if isinstance(reduced.get(key), list):
             reduced[key] = reduced[key][:layers]
     return reduced
+
+
+def _listed_depth(config: Mapping[str, Any]) -> int | None:
+    """The number of layers a config gives as a list of layer kinds (or a pattern string of one character a layer)
+    instead of ``num_hidden_layers``: the length of its first such entry."""
+    for key, value in config.items():
+        kinds = isinstance(value, list) and value and all(isinstance(kind, str) for kind in value)
+        if key.endswith(("types", "block_type", "pattern")) and (kinds or isinstance(value, str)) and value:
+            return len(value)
+    return None
 
 
 def _cut_per_layer(config: dict[str, Any], count: Any, layers: int) -> None:

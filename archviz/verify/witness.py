@@ -194,3 +194,33 @@ def _cache_tensors(cache: Any) -> Iterator[CachedTensor]:
                 shape=tuple(int(size) for size in tensor.shape),
                 dtype=safetensors_dtype(str(tensor.dtype)),
             )
+
+
+SPAN_WORDS = ("window", "chunk", "topk", "block_size")
+"""Words in the name of a model's integer setting past which its cost changes form: a sliding window, an attention
+chunk or a recurrence's chunk, a sparse-attention indexer's top-k of keys (``index_topk``), a lightning attention's
+block."""
+
+LONGEST_SPAN = 1 << 20
+"""Settings longer than this are not lengths a witness runs past (no released model has one)."""
+
+
+def longest_span(module: nn.Module) -> int:
+    """The longest window, chunk or threshold the built model has, from its modules' own attributes and the configs
+    they hold (never from a graph's reading of them): the witness runs past it. 0 when it has none."""
+    found = 0
+    seen: set[int] = set()
+    for part in module.modules():
+        for holder in (part, getattr(part, "config", None)):
+            if holder is None or id(holder) in seen:
+                continue
+            seen.add(id(holder))
+            for name, value in vars(holder).items():
+                if (
+                    isinstance(value, int)
+                    and not isinstance(value, bool)
+                    and 0 < value <= LONGEST_SPAN
+                    and any(word in name for word in SPAN_WORDS)
+                ):
+                    found = max(found, value)
+    return found
