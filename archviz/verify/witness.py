@@ -207,7 +207,9 @@ LONGEST_SPAN = 1 << 20
 
 def longest_span(module: nn.Module) -> int:
     """The longest window, chunk or threshold the built model has, from its modules' own attributes and the configs
-    they hold (never from a graph's reading of them): the witness runs past it. 0 when it has none."""
+    they hold (never from a graph's reading of them): the witness runs past it. A holder that sets both a top-k and
+    a block size (MiniMax-M3's indexer keeps its top 16 blocks of 128 keys) has a threshold of their product. 0 when
+    it has none."""
     found = 0
     seen: set[int] = set()
     for part in module.modules():
@@ -215,12 +217,16 @@ def longest_span(module: nn.Module) -> int:
             if holder is None or id(holder) in seen:
                 continue
             seen.add(id(holder))
-            for name, value in vars(holder).items():
-                if (
-                    isinstance(value, int)
-                    and not isinstance(value, bool)
-                    and 0 < value <= LONGEST_SPAN
-                    and any(word in name for word in SPAN_WORDS)
-                ):
-                    found = max(found, value)
+            spans = {
+                name: value
+                for name, value in vars(holder).items()
+                if isinstance(value, int)
+                and not isinstance(value, bool)
+                and 0 < value <= LONGEST_SPAN
+                and any(word in name for word in SPAN_WORDS)
+            }
+            kept = [value for name, value in spans.items() if "topk" in name]
+            blocks = [value for name, value in spans.items() if "block_size" in name]
+            products = [top * block for top in kept for block in blocks if top * block <= LONGEST_SPAN]
+            found = max([found, *spans.values(), *products])
     return found
