@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from archviz.code.modeltree import ShapeTrace
+from archviz.common.errors import InputError
 from archviz.families.registry import Family
 from archviz.graph.naming import NO_RENAMES, NamingMap
 from archviz.graph.nodes import Dim, Graph, Node, NodeKind, Part, Shape
@@ -118,16 +119,19 @@ def reduced_model(
 ) -> tuple[Any, int]:
     """The recipe's model cut to its fewest leading layers that hold every kind of layer — of the graph's kinds
     (``layer_prefix``) and of transformers' (``witness_depth``) — as ``family`` cuts them, built on the meta device
-    (an ``nn.Module``), and how many layers it has. Where transformers does not take the cut (its config derives the
-    depth from elsewhere), the model is built whole."""
+    (an ``nn.Module``), and how many layers it has. Where transformers refuses the cut or does not take it (its
+    config derives the depth from elsewhere), the model is built whole."""
     from archviz.verify.meta import instantiate_meta_module, layer_kinds
 
     main = sum(1 for layer in graph.layers if layer.part is Part.MAIN)
     kinds = layer_kinds(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
     layers = max(layer_prefix(graph), min(witness_depth(kinds), main))
     reduced = replace(recipe, config=reduced_config(recipe.config, layers, cut=family.builds.cut_layers))
-    module = instantiate_meta_module(reduced, trust_remote_code=trust_remote_code, model_dir=model_dir)
-    if built_depth(module) in (layers, None):
+    try:
+        module = instantiate_meta_module(reduced, trust_remote_code=trust_remote_code, model_dir=model_dir)
+    except InputError:  # transformers refuses the cut (GPT-Neo's attention_types must add up to the depth)
+        module = None
+    if module is not None and built_depth(module) in (layers, None):
         return module, layers
     return instantiate_meta_module(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir), main
 
