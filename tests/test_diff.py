@@ -44,6 +44,7 @@ TOTALS = [
     "state_bytes",
     "flops_prefill",
     "flops_decode",
+    "flops_decode_engines",
 ]
 
 
@@ -93,9 +94,12 @@ def test_k2_against_kimi_linear_json() -> None:
     assert document["totals"]["cache_bytes_per_token"] == [(512 + 64) * 2 * 61, (512 + 64) * 2 * 7]  # MLA layers
     assert document["totals"]["state_bytes"] == [0, costs[1]["cache"]["state_bytes"]]
     assert document["totals"]["flops_decode"] == [cost["flops"]["decode"] for cost in costs]
+    # As engines run it: MLA absorbed (both models have MLA layers).
+    assert document["totals"]["flops_decode_engines"] == [cost["flops"]["decode_absorbed"] for cost in costs]
     assert document["totals"]["flops_prefill"] == [cost["flops"]["prefill"] for cost in costs]
     assert (
-        "Cache bytes per token: 8,064 instead of 70,272 (×0.115); decode FLOPs per token with 131,072 cached: "
+        "Cache bytes per token: 8,064 instead of 70,272 (×0.115); "
+        "decode FLOPs per token with 131,072 cached, as engines run it: "
         in (document["summary"])
     )
     # Attention's decode: the new token's scores and values over S + 1 keys, every head, in every MLA layer; the query
@@ -155,6 +159,8 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
         "weight_bytes": grown,
         "flops_prefill": routed_b - routed_a + shared_b - shared_a,
         "flops_decode": routed_decode_b - routed_decode_a + shared_decode_b - shared_decode_a,
+        # MLA absorbed changes only attention's terms, the same on both sides: the experts' difference again.
+        "flops_decode_engines": routed_decode_b - routed_decode_a + shared_decode_b - shared_decode_a,
         "by_dtype.F8_E4M3": grown,
     }
     a_totals = {**a_inspect["totals"], **{f"by_dtype.{k}": v for k, v in a_inspect["totals"]["by_dtype"].items()}}
@@ -167,6 +173,7 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
     a_totals["cache_bytes_per_token"], a_totals["state_bytes"] = (16 + 8) * 2 * 3, 0
     a_cost = json.loads(runner.invoke(app, ["cost", str(a), "--json"]).stdout)
     a_totals["flops_prefill"], a_totals["flops_decode"] = a_cost["flops"]["prefill"], a_cost["flops"]["decode"]
+    a_totals["flops_decode_engines"] = a_cost["flops"]["decode_absorbed"]
     # FP8 block scales are the only scales: their row is the scale total, one format of it.
     a_totals["scales.fp8 blocks: weight_scale_inv"] = a_totals["scale_elements"]
     totals_names = [*TOTALS, "scales.fp8 blocks: weight_scale_inv", "by_dtype.BF16", "by_dtype.F32", "by_dtype.F8_E4M3"]
@@ -475,7 +482,7 @@ def test_a_graph_the_cost_model_does_not_price_has_no_cost_totals() -> None:
     graph = describe_model(bert).graph
     assert document["costs_unknown"] == [{"name": graph.model.name, "why": f"not priced ({unpriced_reason(graph)})"}]
     assert "no decode step" in unpriced_reason(graph)  # an encoder
-    priced = {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode"}
+    priced = {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode", "flops_decode_engines"}
     assert priced.isdisjoint(document["totals"])
     assert [name for name in TOTALS if name not in priced] == [
         name for name in document["totals"] if not name.startswith(("by_dtype.", "scales."))
@@ -492,7 +499,8 @@ def test_a_partial_graph_has_no_cost_totals_to_compare() -> None:
     assert document["costs_unknown"] == [
         {"name": "kimi-k3", "why": "modelled only in part (its costs are of the modelled part)"}
     ]
-    assert {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode"}.isdisjoint(document["totals"])
+    unknown = {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode", "flops_decode_engines"}
+    assert unknown.isdisjoint(document["totals"])
     assert "FLOPs, cache and state are not compared: kimi-k3 is modelled only in part" in document["summary"]
 
 

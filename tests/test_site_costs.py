@@ -169,12 +169,15 @@ def test_overview_figures_weights_and_flops_by_part(site: Path, costs: dict[str,
     # FLOPs by part, with the units and sizes in the column heads; the bars are each pass's shares.
     table = section.find("table", "flop-parts")
     heads = [squash(th.text()) for th in table.find("thead").find_all("th")]
-    assert "Prefill: FLOPs for the 2,048-token prompt" in heads and "Decode: FLOPs per token, 131,072 cached" in heads
+    # Decode as engines run it (both models have MLA): absorbed, said in the head.
+    decode_head = "Decode: FLOPs per token, 131,072 cached, MLA absorbed as engines run it"
+    assert "Prefill: FLOPs for the 2,048-token prompt" in heads and decode_head in heads
     parts = {
         squash(tr.find("th").text()): [number(squash(td.text()).split()[0]) for td in tr.find_all("td", "number")]
         for tr in table.find("tbody").find_all("tr")
     }
-    assert parts == {part: [v["prefill"], v["decode"]] for part, v in cost["flops"]["by_part"].items()}
+    assert parts == {part: [v["prefill"], v["decode_engines"]] for part, v in cost["flops"]["by_part"].items()}
+    assert sum(v["decode_engines"] for v in cost["flops"]["by_part"].values()) == cost["flops"]["decode_absorbed"]
     widths = [int(rect.attrs["width"]) for rect in table.find("tbody").find_all("rect")]
     assert max(widths) <= 1000 and sum(widths[1::2]) == pytest.approx(1000, abs=len(parts))
 
@@ -249,17 +252,16 @@ def test_rule_of_thumb_steps_add_up_to_the_exact_decode_flops(
         costs[model]["rule_of_thumb"]["two_times_active_parameters"],
     )
     assert rows[0][1] == 2 * totals.active_parameters_without_embedding
-    assert rows[-1] == ("Exact decode FLOPs per token, S = 131,072", costs[model]["flops"]["decode"])
+    # As engines decode (both models have MLA): absorbed, never transformers' re-expansion of the cache.
+    exact = ("Exact decode FLOPs per token, S = 131,072, MLA absorbed as engines run it", costs[model]["flops"])
+    assert rows[-1] == (exact[0], exact[1]["decode_absorbed"])
     assert sum(value for _, value in rows[:-1]) == rows[-1][1]
     labels = [label for label, _ in rows]
     attention = next(value for label, value in rows if label.startswith("Attention over the cache"))
     sdpa = next(node for node in costs[model]["nodes"] if node["id"] == "attention.sdpa")
-    assert attention == sdpa["flops_decode"]
-    # transformers' MLA re-expands its cache through kv_b_proj: what that adds over one position, said so.
-    reexpand = next(value for label, value in rows if label.startswith("KV up-projection over the 131,072"))
-    kv_b = next(node for node in costs[model]["nodes"] if node["id"] == "attention.kv-b-proj")
-    assert reexpand == kv_b["flops_decode"] * 131_072 // 131_073
-    assert "re-expands every cached latent through kv_b_proj" in squash(section.text())
+    assert attention == sdpa["flops_decode_engines"] != sdpa["flops_decode"]
+    assert not any(label.startswith("KV up-projection over the") for label in labels)
+    assert "re-expands every cached latent through kv_b_proj" not in squash(section.text())
     assert any(label.startswith("Weights that no matmul multiplies") for label in labels)
 
 
@@ -270,7 +272,9 @@ def test_intensity_and_convention(site: Path, costs: dict[str, dict[str, Any]]) 
     intensity = squash(next(p for p in section.find_all("p") if "FLOPs per byte:" in p.text()).text())
     decode = costs[K2]["decode"]
     read = decode["weight_bytes_read"] + decode["cache_bytes_read"]
-    assert intensity.startswith(f"{decode['flops_per_byte']:,.1f} FLOPs per byte: ")
+    assert intensity.startswith(f"{decode['flops_per_byte_engines']:,.1f} FLOPs per byte: ")
+    assert f"{costs[K2]['flops']['decode_absorbed']:,} FLOPs (MLA absorbed, as engines run it)" in intensity
+    assert decode["flops_per_byte_engines"] < decode["flops_per_byte"] / 50  # transformers' eager MLA: 114 times
     assert f"over {read:,} bytes read" in intensity
 
 

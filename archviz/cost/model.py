@@ -35,7 +35,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from archviz.common.dtypes import ITEMSIZE, SAFETENSORS_DTYPES
@@ -336,6 +336,12 @@ ABSORBED = (
     "latent through kv_b_proj at each step as transformers does"
 )
 """The decode convention ``absorbed_costs`` prices, said wherever its figure is shown."""
+
+ENGINE_DECODE = (
+    "decode as engines run it (vLLM, SGLang): MLA absorbed where the model has MLA, otherwise the same count as "
+    "transformers'"
+)
+"""The convention of every headline decode figure (``CostReport.engine_decode``), said where it is shown."""
 
 
 def absorbed_costs(graph: Graph, costs: Mapping[str, NodeCost]) -> dict[str, NodeCost] | None:
@@ -830,6 +836,29 @@ class CostReport:
     cache and state are unknown rather than zero."""
     decode_absorbed: int | None = None
     """Decode FLOPs with MLA absorbed as engines run it (``ABSORBED``); None for a model without MLA."""
+    absorbed_nodes: dict[str, NodeCost] | None = None
+    """FLOP terms by node id with MLA absorbed (``ABSORBED``); None for a model without MLA."""
+    part_nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The priced nodes of each part of ``by_part``."""
+
+    @property
+    def engine_nodes(self) -> dict[str, NodeCost]:
+        """FLOP terms by node id as engines decode: MLA absorbed where the model has MLA, else ``nodes``."""
+        return self.nodes if self.absorbed_nodes is None else self.absorbed_nodes
+
+    @property
+    def engine_decode(self) -> int:
+        """Decode FLOPs as engines run them (``ENGINE_DECODE``): the figure a headline states."""
+        return self.decode if self.decode_absorbed is None else self.decode_absorbed
+
+    def engine_by_part(self) -> dict[str, int]:
+        """Decode FLOPs by part of the model as engines run them (the parts of ``by_part``)."""
+        if self.absorbed_nodes is None:
+            return {part: decode for part, (_, decode) in self.by_part.items()}
+        return {
+            part: sum(self.absorbed_nodes[node].flops(self.sizes, Phase.DECODE) for node in nodes)
+            for part, nodes in self.part_nodes.items()
+        }
 
     @property
     def weight_bytes(self) -> int:
@@ -857,9 +886,15 @@ class CostReport:
 
     @property
     def decode_intensity(self) -> float:
-        """Decode FLOPs per byte of weights and cache read."""
+        """Decode FLOPs per byte of weights and cache read, transformers' count (``decode``)."""
         read = self.decode_weight_bytes + self.cache_at_context
         return self.decode / read if read else 0.0
+
+    @property
+    def engine_intensity(self) -> float:
+        """Decode FLOPs per byte of weights and cache read, as engines run the decode (``engine_decode``)."""
+        read = self.decode_weight_bytes + self.cache_at_context
+        return self.engine_decode / read if read else 0.0
 
 
 def costs_unknown(graph: Graph, report: CostReport) -> str | None:
@@ -926,9 +961,11 @@ def model_cost(graph: Graph, totals: Totals, sizes: Sizes, *, cache_dtype: str |
     whole = priced(graph)
     nodes = node_costs(graph) if whole else {}
     by_part: dict[str, tuple[int, int]] = {}
+    part_nodes: dict[str, list[str]] = defaultdict(list)
     for node in graph.nodes:
         if node.id in nodes:
             part = part_of(graph, node)
+            part_nodes[part].append(node.id)
             prefill, decode = by_part.get(part, (0, 0))
             cost = nodes[node.id]
             by_part[part] = (prefill + cost.flops(sizes, Phase.PREFILL), decode + cost.flops(sizes, Phase.DECODE))
@@ -948,6 +985,8 @@ def model_cost(graph: Graph, totals: Totals, sizes: Sizes, *, cache_dtype: str |
         decode_absorbed=None
         if absorbed is None
         else sum(cost.flops(sizes, Phase.DECODE) for cost in absorbed.values()),
+        absorbed_nodes=absorbed,
+        part_nodes={part: tuple(ids) for part, ids in part_nodes.items()},
     )
 
 

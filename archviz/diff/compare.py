@@ -389,8 +389,14 @@ TOTAL_FIELDS: tuple[TotalField, ...] = (
     ),
     TotalField(
         name="flops_decode",
-        label=f"FLOPs per decoded token, {DEFAULT_SIZES.context:,} cached",
+        label=f"FLOPs per decoded token, {DEFAULT_SIZES.context:,} cached (transformers' count)",
         read=lambda _, cost: cost.decode,
+        priced=True,
+    ),
+    TotalField(
+        name="flops_decode_engines",
+        label=f"FLOPs per decoded token, {DEFAULT_SIZES.context:,} cached, as engines run it (MLA absorbed)",
+        read=lambda _, cost: cost.engine_decode,
         priced=True,
     ),
 )

@@ -98,6 +98,7 @@ def cost_json(
                 "part": part_of(graph, node),
                 "flops_prefill": cost.flops(sizes, Phase.PREFILL),
                 "flops_decode": cost.flops(sizes, Phase.DECODE),
+                "flops_decode_engines": report.engine_nodes[node.id].flops(sizes, Phase.DECODE),
                 "prefill": [_row(*row) for row in flop_rows(cost, sizes, Phase.PREFILL)],
                 "decode": [_row(*row) for row in flop_rows(cost, sizes, Phase.DECODE)],
                 "note": cost.note or None,
@@ -136,6 +137,7 @@ def cost_json(
             "rule_of_thumb": None,
             "nodes": [],
         }
+    engines = report.engine_by_part()
     return {
         **head,
         "convention": CONVENTION,
@@ -144,7 +146,10 @@ def cost_json(
             "prefill": report.prefill,
             "decode": report.decode,
             "decode_absorbed": report.decode_absorbed,
-            "by_part": {part: {"prefill": a, "decode": b} for part, (a, b) in report.by_part.items()},
+            "by_part": {
+                part: {"prefill": a, "decode": b, "decode_engines": engines[part]}
+                for part, (a, b) in report.by_part.items()
+            },
         },
         "weights": weights,
         "cache": {
@@ -158,6 +163,7 @@ def cost_json(
             "weight_bytes_read": report.decode_weight_bytes,
             "cache_bytes_read": report.cache_at_context,
             "flops_per_byte": round(report.decode_intensity, 3),
+            "flops_per_byte_engines": round(report.engine_intensity, 3),
         },
         "rule_of_thumb": rule_of_thumb(report, totals, graph),
         "nodes": nodes,
@@ -219,10 +225,17 @@ def render_cost(
     head.add_row("state per sequence (independent of S)", bytes_text(report.state_bytes))
     head.add_row(f"cache and state at S = {sizes.context:,}, B = {sizes.batch:,}", bytes_text(report.cache_at_context))
     head.add_row(f"prefill FLOPs (B × {sizes.prompt:,} tokens)", f"{report.prefill:,}")
-    head.add_row("decode FLOPs (one token per sequence)", f"{report.decode:,}")
+    mla = report.decode_absorbed is not None
+    head.add_row(
+        "decode FLOPs (one token per sequence)" + (", transformers' eager MLA" if mla else ""), f"{report.decode:,}"
+    )
     if report.decode_absorbed is not None:
         head.add_row("decode FLOPs, MLA absorbed as engines run it", f"{report.decode_absorbed:,}")
-    head.add_row("decode FLOPs per byte of weights and cache read", f"{report.decode_intensity:,.2f}")
+        head.add_row("decode FLOPs per byte read, MLA absorbed as engines run it", f"{report.engine_intensity:,.2f}")
+    head.add_row(
+        "decode FLOPs per byte of weights and cache read" + (", transformers' eager MLA" if mla else ""),
+        f"{report.decode_intensity:,.2f}",
+    )
     thumb = rule_of_thumb(report, totals, graph)
     twice = thumb["two_times_active_parameters"]
     thumb_text = f"{twice:,}" if twice is not None else f"not known: {totals.active_unknown}"

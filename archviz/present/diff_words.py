@@ -149,7 +149,7 @@ LARGE_CHANGE = 1.25
 """A cost total the summary names: B at least this many times A, or at most its inverse (or A zero, B not)."""
 _COST_TOTALS = (
     ("cache_bytes_per_token", "cache bytes per token"),
-    ("flops_decode", f"decode FLOPs per token with {DEFAULT_SIZES.context:,} cached"),
+    ("flops_decode_engines", f"decode FLOPs per token with {DEFAULT_SIZES.context:,} cached, as engines run it"),
 )
 """The cost totals the summary names when they change by ``LARGE_CHANGE`` or more."""
 

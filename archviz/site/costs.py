@@ -18,6 +18,7 @@ from archviz.cost.model import (
     CONVENTION,
     DEFAULT_SIZES,
     CacheCost,
+    CostReport,
     FlopTerm,
     NodeCost,
     Phase,
@@ -190,8 +191,9 @@ def cost_figures(index: ModelIndex) -> tuple[Figure, ...]:
         assumed = Figure(label="Weights' dtype, assumed (the config declares none)", value=said.assumed_name, short="")
         figures.insert(1, assumed)
     if complete and index.priced():
-        intensity = f"{cost.decode_intensity:,.1f}"
-        figures.append(Figure(label="Decode arithmetic intensity", value="FLOPs per byte read", short=intensity))
+        intensity = f"{cost.engine_intensity:,.1f}"
+        label = "Decode arithmetic intensity" + _as_engines(cost)
+        figures.append(Figure(label=label, value="FLOPs per byte read", short=intensity))
     return tuple(figures)
 
 
@@ -214,9 +216,19 @@ def _bar(value: int, whole: int) -> FlopBar:
     )
 
 
-def flop_heads(sizes: Sizes) -> tuple[str, str]:
-    """The headings of the FLOPs-by-part table's two passes."""
-    return f"Prefill: FLOPs for the {sizes.prompt:,}-token prompt", f"Decode: FLOPs per token, {sizes.context:,} cached"
+def _as_engines(cost: CostReport) -> str:
+    """What a headline decode figure adds to its label: that MLA is absorbed, as engines run it (``ENGINE_DECODE``),
+    where the model has MLA; nothing where engines and transformers count the same."""
+    return ", MLA absorbed as engines run it" if cost.decode_absorbed is not None else ""
+
+
+def flop_heads(cost: CostReport) -> tuple[str, str]:
+    """The headings of the FLOPs-by-part table's two passes (the decode as engines run it)."""
+    sizes = cost.sizes
+    return (
+        f"Prefill: FLOPs for the {sizes.prompt:,}-token prompt",
+        f"Decode: FLOPs per token, {sizes.context:,} cached{_as_engines(cost)}",
+    )
 
 
 def flop_parts(index: ModelIndex) -> tuple[tuple[FlopPartRow, ...], FlopPartRow | None]:
@@ -224,11 +236,12 @@ def flop_parts(index: ModelIndex) -> tuple[tuple[FlopPartRow, ...], FlopPartRow 
     cost = index.cost
     if not cost.prefill and not cost.decode:
         return (), None
+    decode, engine = cost.engine_decode, cost.engine_by_part()
     rows = tuple(
-        FlopPartRow(label=part, prefill=_bar(prefill, cost.prefill), decode=_bar(decode, cost.decode))
-        for part, (prefill, decode) in cost.by_part.items()
+        FlopPartRow(label=part, prefill=_bar(prefill, cost.prefill), decode=_bar(engine[part], decode))
+        for part, (prefill, _) in cost.by_part.items()
     )
-    total = FlopPartRow(label="Total", prefill=_bar(cost.prefill, cost.prefill), decode=_bar(cost.decode, cost.decode))
+    total = FlopPartRow(label="Total", prefill=_bar(cost.prefill, cost.prefill), decode=_bar(decode, decode))
     return rows, total
 
 
@@ -319,7 +332,7 @@ def _decode_steps(index: ModelIndex) -> dict[str, list[tuple[Node, int]]]:
     for node in graph.nodes:
         if node.part is not Part.MAIN or node.id == graph.input_embedding or parts.get(node.id, "text") != "text":
             continue
-        node_cost = cost.nodes.get(node.id)
+        node_cost = cost.engine_nodes.get(node.id)
         weights = 2 * node_active_parameters(node) * index.cost.sizes.batch
         exact = 0 if node_cost is None else node_cost.flops(index.cost.sizes, Phase.DECODE)
         at_zero = 0 if node_cost is None else node_cost.flops(empty, Phase.DECODE)
@@ -363,7 +376,7 @@ def thumb_rows(index: ModelIndex) -> tuple[ThumbRow, ...]:
         (f"{node.title}: its weights multiplied more than once per token", "", value) for node, value in steps["more"]
     ]
     start = rule_of_thumb(cost, totals, index.graph)["two_times_active_parameters"] * batch
-    rest = cost.decode - start - sum(value for _, _, value in terms)
+    rest = cost.engine_decode - start - sum(value for _, _, value in terms)
     if rest:  # a term no step names (a tied head's shared table): shown rather than hidden
         terms.append(("Other terms", "", rest))
     return (
@@ -379,9 +392,9 @@ def thumb_rows(index: ModelIndex) -> tuple[ThumbRow, ...]:
             if value
         ),
         ThumbRow(
-            label=f"Exact decode FLOPs per token, S = {index.cost.sizes.context:,}",
+            label=f"Exact decode FLOPs per token, S = {index.cost.sizes.context:,}{_as_engines(cost)}",
             detail="",
-            value=count(cost.decode),
+            value=count(cost.engine_decode),
             total=True,
         ),
     )
@@ -398,7 +411,9 @@ def intensity_sentence(index: ModelIndex) -> str:
     cost = index.cost
     read = cost.decode_weight_bytes + cost.cache_at_context
     return (
-        f"{cost.decode_intensity:,.1f} FLOPs per byte: {count(cost.decode)} FLOPs over {count(read)} bytes read — "
+        f"{cost.engine_intensity:,.1f} FLOPs per byte: {count(cost.engine_decode)} FLOPs"
+        f"{' (MLA absorbed, as engines run it)' if cost.decode_absorbed is not None else ''} over {count(read)} "
+        "bytes read — "
         f"{short_bytes(cost.decode_weight_bytes)} of weights (every non-expert weight, the experts the batch's tokens "
         f"are routed to, one embedding row per sequence) and {short_bytes(cost.cache_at_context)} of cache and state "
         f"at S = {index.cost.sizes.context:,}."
@@ -433,7 +448,7 @@ def cost_view(index: ModelIndex) -> CostView:
         ),
         figures=cost_figures(index),
         weights=weight_rows(index),
-        flop_heads=flop_heads(index.cost.sizes),
+        flop_heads=flop_heads(index.cost),
         flops=flops,
         flop_total=flop_total,
         cache_svg=svg,
