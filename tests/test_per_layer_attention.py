@@ -121,6 +121,25 @@ def mimo_v2_flash() -> dict[str, Any]:
     }
 
 
+def llama4_chunked() -> dict[str, Any]:
+    """Llama-4's chunked attention: three layers attend within chunks of ``attention_chunk_size`` (which
+    transformers' cache keeps as a window), the fourth to every position; dense layers only (``moe_layers``
+    empty), so that the experts' convention stays out of it."""
+    return {
+        "model_type": "llama4_text",
+        "architectures": ["Llama4ForCausalLM"],
+        **TEXT,
+        "num_hidden_layers": 4,
+        "attention_chunk_size": WINDOW,
+        "intermediate_size_mlp": 16,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "moe_layers": [],
+        "no_rope_layers": [1, 1, 1, 0],
+        "layer_types": ["chunked_attention", "chunked_attention", "chunked_attention", "full_attention"],
+    }
+
+
 NEMOTRON_H: dict[str, Any] = {
     "model_type": "nemotron_h",
     "architectures": ["NemotronHForCausalLM"],
@@ -153,6 +172,7 @@ CASES = {
     "gemma4_text": gemma4_causal,
     "gemma4_multimodal": gemma4_multimodal,
     "gemma4_shared_kv": gemma4_shared_kv,
+    "llama4_chunked": llama4_chunked,
     "mimo_v2_flash": mimo_v2_flash,
     "nemotron_h_listed": nemotron_h_listed,
     "nemotron_h_counted": nemotron_h_counted,
