@@ -128,3 +128,28 @@ def test_export_json_is_the_inspect_document_and_validates() -> None:
     document = json.loads(result.stdout)
     assert document["schema"] == JSON_SCHEMA and errors(document) == []
     assert result.stdout == runner.invoke(app, ["inspect", K2, "--json"]).stdout
+
+
+DIFF_MODELS = {
+    "kimi-k2-instruct": "kimi-k2-instruct",
+    "kimi-linear-48b-a3b-instruct": "kimi-linear-48b-a3b-instruct",
+    "kimi-k2.5": "kimi-k2.5",
+    "kimi-k3": "kimi-k3",
+    "deepseek-v3": str(Path(__file__).parent / "data" / "deepseek-v3.config.json"),
+    "moonlight": str(Path(__file__).parent / "data" / "moonlight-16b-a3b.config.json"),
+}
+"""The bundled models and the test data's configs, by name."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("a", sorted(DIFF_MODELS))
+def test_every_diff_of_two_models_validates(a: str) -> None:
+    """``diff --json`` of every ordered pair (B with more layers than A: layers only B has have ``a`` null)."""
+    validator = jsonschema.Draft202012Validator(json_schema(DIFF_SCHEMA))
+    for b in sorted(DIFF_MODELS):
+        if a == b:
+            continue
+        result = runner.invoke(app, ["diff", DIFF_MODELS[a], DIFF_MODELS[b], "--json"])
+        assert result.exit_code in (0, 1), result.output
+        errors = [f"{list(error.path)}: {error.message}" for error in validator.iter_errors(json.loads(result.stdout))]
+        assert errors == [], (a, b, errors[:3])
