@@ -99,8 +99,7 @@ def test_k2_against_kimi_linear_json() -> None:
     assert document["totals"]["flops_prefill"] == [cost["flops"]["prefill"] for cost in costs]
     assert (
         "Cache bytes per token: 8,064 instead of 70,272 (×0.115); "
-        "decode FLOPs per token with 131,072 cached, as engines run it: "
-        in (document["summary"])
+        "decode FLOPs per token with 131,072 cached, as engines run it: " in (document["summary"])
     )
     # Attention's decode: the new token's scores and values over S + 1 keys, every head, in every MLA layer; the query
     # and key are 128 + 64 wide, the value 128 (Kimi Linear applies no rotary, but keeps the width).

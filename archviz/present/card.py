@@ -123,16 +123,31 @@ def _sources(document: Mapping[str, Any]) -> list[str]:
     for node in document["nodes"]:
         if node["kind"] == "tensor":  # a tensor state is defined by the operator that writes it
             continue
-        definition = next((span for span in node["source"] if span["role"] == "definition"), None)
-        link = "not located"
-        if definition is not None:
-            where = line_range(definition["start"], definition["end"])
-            text = f"{definition['file']} line{'s' if definition['end'] > definition['start'] else ''} {where}"
-            link = markdown_link(text, definition.get("url"))
         rows.append(
-            [markdown_text(node["title"]), count(node["parameters_per_instance"]), count(node["instances"]), link]
+            [
+                markdown_text(node["title"]),
+                count(node["parameters_per_instance"]),
+                count(node["instances"]),
+                _code_link(node),
+            ]
         )
-    return lines + _table(["Operator", "Parameters per instance", "Instances", "Defined at"], rows)
+    return lines + _table(["Operator", "Parameters per instance", "Instances", "In the code"], rows)
+
+
+def _code_link(node: Mapping[str, Any]) -> str:
+    """Where the node's code is, as ``inspect --json`` locates it: the class or function that defines it, else (an
+    operator written inline in a forward pass: a split, a residual add, a cache update) the lines that compute it;
+    "not located" only where neither was found."""
+    spans = [span for span in node["source"] if span["file"] != "config.json"]
+    found = next((span for span in spans if span["role"] == "definition"), None) or next(
+        (span for span in spans if span["role"] == "use"), None
+    )
+    if found is None:
+        return "not located"
+    where = line_range(found["start"], found["end"])
+    said = "defined in" if found["role"] == "definition" else "computed in"
+    text = f"{said} {found['file']} line{'s' if found['end'] > found['start'] else ''} {where}"
+    return markdown_link(text, found.get("url"))
 
 
 def model_card(docs: ModelDocs) -> str:
