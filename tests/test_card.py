@@ -305,3 +305,12 @@ def test_the_cards_code_column_is_what_inspect_locates(model: str) -> None:
     for node in operators:
         row = rows[markdown_text(node["title"])]
         assert row.startswith(("[defined in ", "[computed in ")), (node["title"], row)
+
+
+def test_a_partial_models_card_states_no_zero_costs() -> None:
+    """Kimi-K3's bundled config models the token embedding alone: its card said prefill FLOPs, decode FLOPs and cache
+    0, figures of the modelled part that read as the model's."""
+    card = runner.invoke(app, ["card", "kimi-k3", "--markdown"]).stdout
+    cost = card[card.index("### Cost") : card.index("### Data flow")]
+    assert "Only part of this model is modelled: its FLOPs, cache and state are unknown" in cost
+    assert "| 0 |" not in cost and "FLOPs of a prefill" not in cost

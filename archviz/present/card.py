@@ -90,6 +90,14 @@ def _cost(document: Mapping[str, Any]) -> list[str]:
     flops = cost.get("flops")
     if flops is None:
         return [*lines, f"Not priced: {markdown_text(cost.get('not_priced') or 'the graph prices nothing')}", ""]
+    if not cost["modelled_in_full"]:  # the modelled part's FLOPs and cache are not the model's: no zeros shown
+        weights = count(cost["weights"]["bytes"])
+        return [
+            *lines,
+            "Only part of this model is modelled: its FLOPs, cache and state are unknown (the modelled part's would "
+            f"read as the model's). Weight bytes of the modelled part: {weights}.",
+            "",
+        ]
     at_context = f"B = {batch}, S = {context}"
     rows = [
         ["FLOPs of a prefill", f"B = {batch}, T = {prompt}", count(flops["prefill"])],
