@@ -285,3 +285,14 @@ def test_the_readmes_python_example_runs() -> None:
     names: dict[str, Any] = {}
     exec(compile(code, "README.md", "exec"), names)
     assert names["model"].totals.parameters == 1026408209408  # the figure the example's comment states
+
+
+def test_the_api_is_typed_and_its_error_is_a_value_error() -> None:
+    """``InputError`` is a ``ValueError`` (it was a bare ``Exception``), and the package says it is typed
+    (``py.typed``, shipped inside the wheel beside the modules)."""
+    import archviz
+
+    assert issubclass(archviz.InputError, ValueError)
+    with pytest.raises(ValueError, match="not-a-model"):
+        archviz.describe("not-a-model")
+    assert (Path(archviz.__file__).parent / "py.typed").is_file()

@@ -34,8 +34,9 @@ class Location:
         return text
 
 
-class InputError(Exception):
-    """Bad input: reported as ``path[:line[:column]]: message`` with exit code 2."""
+class InputError(ValueError):
+    """Bad input: reported as ``path[:line[:column]]: message`` with exit code 2. A ``ValueError``, so that code
+    calling the Python API catches it as it catches any bad value."""
 
     def __init__(self, message: str, *, path: str, line: int | None = None, column: int | None = None):
         self.message = message
