@@ -89,7 +89,10 @@ class _PlainParam(RuntimeParam):
 
 
 def _coerce_plainly(param: object) -> None:
-    """Give a plain ``str``, ``bool`` or ``list[str]`` parameter ``_PlainParam`` before typer builds its own."""
+    """Give a plain ``str``, ``bool`` or ``list[str]`` parameter ``_PlainParam`` before typer builds its own; and a
+    flag no metavar (typer's help shows ``<bool>`` after a flag that takes no value)."""
+    if getattr(param, "is_flag", False) and getattr(param, "metavar", "") is None:
+        param.metavar = ""  # type: ignore[attr-defined]
     if not isinstance(param, _TyperParameter) or param._runtime_param is not None:
         return
     descriptor = param.type_descriptor
@@ -106,8 +109,9 @@ app = typer.Typer(
     cls=_Commands,
     help="Architecture documentation for Hugging Face models: typed graphs, exact parameter counts, provenance.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 ModelArgument = Annotated[
@@ -158,6 +162,7 @@ def _root(
         bool,
         typer.Option(
             "--version",
+            "-V",
             callback=_print_version,
             is_eager=True,
             help="Print archviz's version, and the transformers and torch versions the line numbers depend on.",
@@ -833,7 +838,8 @@ def main() -> None:
             from archviz.present.terminal import SafeConsole
 
             context = getattr(error, "ctx", None)
-            where = f"{context.command_path}: " if context is not None else ""
+            # The command's name where a command's option is at fault, once: ``archviz: error: check: …``.
+            where = f"{context.info_name}: " if context is not None and context.parent is not None else ""
             message = error.format_message() if hasattr(error, "format_message") else str(error)
             SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
                 printable(f"archviz: error: {where}{message}"), markup=False

@@ -189,9 +189,10 @@ def test_console_script_subprocess(write_config: Callable[..., Path]) -> None:
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["cost", "kimi-k2-instruct", "--prompt", "0"], "archviz cost: Invalid value for '--prompt'"),
-        (["check", "kimi-k2-instruct", "--no-such-option"], "archviz check: No such option: --no-such-option"),
-        (["inspect"], "archviz inspect: Missing argument 'MODEL'."),
+        (["cost", "kimi-k2-instruct", "--prompt", "0"], "cost: Invalid value for '--prompt'"),
+        (["check", "kimi-k2-instruct", "--no-such-option"], "check: No such option: --no-such-option"),
+        (["inspect"], "inspect: Missing argument 'MODEL'."),
+        (["--no-such-option"], "No such option: --no-such-option"),  # once: not "archviz: error: archviz: …"
     ],
 )
 def test_a_usage_error_is_one_line_and_exit_2(args: list[str], said: str) -> None:
@@ -199,6 +200,18 @@ def test_a_usage_error_is_one_line_and_exit_2(args: list[str], said: str) -> Non
     result = subprocess.run([executable, *args], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"archviz: error: {said}"), result.stderr
+
+
+def test_the_command_lines_conventions() -> None:
+    """-h beside --help (on every command), -V beside --version, no value shown after a flag, typer's completion."""
+    assert runner.invoke(app, ["-h"]).exit_code == 0
+    assert "Usage: archviz check" in runner.invoke(app, ["check", "-h"]).stdout
+    version = runner.invoke(app, ["-V"])
+    assert version.exit_code == 0 and version.stdout.startswith("archviz ")
+    for command in ([], ["check"], ["render"], ["inspect"]):
+        shown = runner.invoke(app, [*command, "--help"]).stdout
+        assert "Usage: archviz" in shown and "--help" in shown and "<bool>" not in shown, shown
+    assert "--show-completion" in runner.invoke(app, ["--help"]).stdout
 
 
 @pytest.mark.parametrize(
