@@ -1045,6 +1045,8 @@ class CodeGraph:
             component = template.rsplit(".", 1)[-1] if "." in template else template
             owner = template.rsplit(".", 2)[-2] if template.count(".") >= 1 else ""
             row = b.tensor(f"{owner} {component}".strip(), template, factors, dtype=dtype)
+            # The class holding it, which quantizers convert by (``archviz.families.fp8``, ``fbgemm``, ``gptq``)
+            row = replace(row, module=instance.class_name)
             (parameters if role == "parameter" else buffers).append(row)
         attr = instance.path.rsplit(".", 1)[-1] if instance.path else ""
         if instance.is_container:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archviz.common.patterns import PatternMatcher, PatternTimeout
-from archviz.graph.nodes import UNQUANTIZED, Graph, Node
+from archviz.graph.nodes import UNQUANTIZED, Graph, Node, TensorRow
 from archviz.inputs.settings import Settings
 
 
@@ -79,6 +79,14 @@ def not_to_convert(raw: Mapping[str, Any]) -> ModulePatterns | None:
     return ModulePatterns(tuple(listed))
 
 
+def fused_bank(row: TensorRow) -> bool:
+    """Whether a row is a tensor of a bank of experts that transformers' class holds fused, not as ``nn.Linear``
+    modules (a graph read off the code names the bank's class as the row's module, whether the checkpoint stores it
+    one tensor per expert or as one ``[E, …]`` tensor): quantizers that convert ``nn.Linear`` modules do not convert
+    it, while a checkpoint may store its experts quantized."""
+    return row.module not in (None, "Linear", "Embedding") and ".experts." in row.tensor
+
+
 NodePacker = Callable[[Node, ModulePatterns | None], Node]
 """A format's marking of one node's weights, given the config's ``modules_to_not_convert`` (None when unset)."""
 
@@ -100,6 +108,6 @@ def pack_graph(graph: Graph, s: Settings, method: str, pack_node: NodePacker, *,
         raise s.document.error_at((*where.split("."), *key), str(slow)) from None
     except NotModelled as reason:
         return graph, [f"{where} ({method}) is not modelled: {reason}; {UNQUANTIZED}"]
-    if not any(row.packed for node in nodes for row in node.parameters):
+    if not any(row.packed or row.scale_block for node in nodes for row in node.parameters):
         return graph, [f"{where} ({method}) is not modelled: {none}; {UNQUANTIZED}"]
     return replace(graph, nodes=nodes), []

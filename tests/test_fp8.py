@@ -1,0 +1,226 @@
+"""Fine-grained FP8 checkpoints of graphs read off transformers' code, against transformers' own FP8 quantizer.
+
+``archviz.families.fp8`` restates which modules transformers' ``FineGrainedFP8HfQuantizer`` converts and what their
+FP8 modules hold; here each tiny model is built on the meta device, converted by that quantizer as it converts a model
+it loads a pre-quantized checkpoint into, and saved by ``save_pretrained`` under the names a release uses: the
+prediction (``manifest --predicted``), the weight bytes (``cost``) and ``archviz check`` are held to what it wrote.
+MiniMax-M2 (``minimax_m2``, its experts a fused bank in transformers and one tensor per expert in the checkpoint) in
+128×128 blocks, as MiniMax-M2.x releases are; Mistral-3 (``mistral3``, a vision tower beside a ``ministral3`` text
+model) per tensor with static activation scales, as Devstral-Small-2 and Ministral-3 are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from archviz.cli import app
+from archviz.common.dtypes import ITEMSIZE
+from archviz.graph.totals import predicted_manifest
+from archviz.pipeline import describe_model
+from tests.test_compressed import check, held
+
+runner = CliRunner()
+
+MINIMAX_SKIPS = ["gate", "e_score_correction_bias", "lm_head"]
+"""MiniMax-M2's own ``modules_to_not_convert``."""
+
+
+def tiny_minimax_m2(skips: list[str] | None) -> dict[str, Any]:
+    quantization: dict[str, Any] = {
+        "quant_method": "fp8",
+        "activation_scheme": "dynamic",
+        "fmt": "e4m3",
+        "weight_block_size": [128, 128],
+    }
+    if skips is not None:
+        quantization["modules_to_not_convert"] = skips
+    return {
+        "model_type": "minimax_m2",
+        "architectures": ["MiniMaxM2ForCausalLM"],
+        "hidden_size": 256,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,  # k_proj and v_proj [64, 256]: half a block, whose scales round up
+        "head_dim": 64,
+        "rotary_dim": 32,
+        "vocab_size": 512,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "max_position_embeddings": 1024,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "torch_dtype": "bfloat16",
+        "quantization_config": quantization,
+    }
+
+
+def tiny_mistral3(activation_scheme: str) -> dict[str, Any]:
+    return {
+        "model_type": "mistral3",
+        "architectures": ["Mistral3ForConditionalGeneration"],
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "model_type": "ministral3",
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+            "vocab_size": 512,
+            "max_position_embeddings": 262144,  # the release's: 16 times its yarn's original 16,384
+        },
+        "vision_config": {
+            "model_type": "pixtral",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "head_dim": 32,
+            "image_size": 64,
+            "patch_size": 16,
+        },
+        "quantization_config": {
+            "quant_method": "fp8",
+            "activation_scheme": activation_scheme,
+            "weight_block_size": None,
+            "modules_to_not_convert": ["model.vision_tower", "model.multi_modal_projector", "lm_head"],
+        },
+    }
+
+
+def save_quantized(config: dict[str, Any], folder: Path) -> Path:
+    """The config's model converted by transformers' fine-grained FP8 quantizer (``preprocess_model`` of a
+    pre-quantized load) and saved by ``save_pretrained``.
+
+    A model loaded from a release keeps, for its save, the converters the load used (``_weight_conversions``): the
+    model's conversion mapping with the quantizer's copies that merge the per-expert scales
+    (``update_weight_conversions``). Those are set here; the quantizer's renames of other releases' scale names
+    (``.scale``, ``.qscale_weight``), which a release in this layout does not use, are left out as a load leaves them.
+    """
+    import transformers
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import PrefixChange, WeightRenaming
+    from transformers.quantizers import AutoHfQuantizer
+
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    loaded = transformers.AutoConfig.from_pretrained(folder)
+    quantization = loaded.quantization_config
+    del loaded.quantization_config
+    auto = transformers.AutoModelForImageTextToText if "vision_config" in config else transformers.AutoModelForCausalLM
+    with torch.device("meta"):
+        model = auto.from_config(loaded, dtype=torch.bfloat16)
+    quantizer = AutoHfQuantizer.from_config(quantization, pre_quantized=True)
+    quantizer.preprocess_model(model, dtype=torch.bfloat16)
+    model.to_empty(device="cpu")
+    model.tie_weights()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
+    used = get_model_conversion_mapping(model, hf_quantizer=quantizer, add_legacy=False)
+    model._weight_conversions = [
+        conversion
+        for conversion in used
+        if not isinstance(conversion, PrefixChange)
+        and not (isinstance(conversion, WeightRenaming) and "weight_scale_inv" in str(conversion.target_patterns))
+    ]
+    model.hf_quantizer = quantizer
+    model.config.quantization_config = quantizer.quantization_config
+    model.save_pretrained(folder)
+    return folder
+
+
+def predicted(folder: Path) -> dict[str, tuple[tuple[int, ...], str]]:
+    return {t.name: (t.shape, t.dtype) for t in predicted_manifest(describe_model(str(folder)).graph)}
+
+
+def stored_bytes(folder: Path) -> int:
+    return sum(math.prod(shape) * ITEMSIZE[dtype] for shape, dtype in held(folder).values())
+
+
+@pytest.fixture(scope="module")
+def minimax(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_quantized(tiny_minimax_m2(MINIMAX_SKIPS), tmp_path_factory.mktemp("minimax-m2") / "model")
+
+
+@pytest.fixture(scope="module", params=["static", "dynamic"])
+def mistral3(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_quantized(tiny_mistral3(request.param), tmp_path_factory.mktemp(f"mistral3-{request.param}") / "model")
+
+
+def test_minimax_m2_in_blocks_is_what_transformers_writes(minimax: Path) -> None:
+    tensors = held(minimax)
+    expert = "model.layers.1.block_sparse_moe.experts.3"
+    assert tensors[f"{expert}.w1.weight"] == ((128, 256), "F8_E4M3")
+    assert tensors[f"{expert}.w1.weight_scale_inv"] == ((1, 2), "F32")
+    assert tensors[f"{expert}.w2.weight_scale_inv"] == ((2, 1), "F32")
+    assert tensors["model.layers.0.self_attn.k_proj.weight_scale_inv"] == ((1, 2), "F32")
+    assert tensors["model.layers.0.block_sparse_moe.gate.weight"][1] == "BF16"  # skipped: gate
+    assert tensors["lm_head.weight"] == ((512, 256), "BF16")
+    assert predicted(minimax) == tensors
+
+
+def test_minimax_m2_weight_bytes_are_the_checkpoints(minimax: Path) -> None:
+    result = runner.invoke(app, ["cost", str(minimax), "--json"])
+    assert result.exit_code == 0, result.output
+    weights = json.loads(result.stdout)["weights"]
+    assert weights["bytes"] == stored_bytes(minimax)
+    assert weights["estimated"] == [] and not weights["what"].startswith("estimated")
+
+
+def test_minimax_m2_in_blocks_checks(minimax: Path) -> None:
+    report = check(minimax)
+    assert (report["exit_code"], report["outcome"]) == (0, "agree"), report["problems"]
+    assert report["tensors"] == [] and report["omitted"] == []
+
+
+@pytest.mark.parametrize(
+    "skips",
+    [
+        None,  # the quantizer's default skips: the output head
+        ["model.layers.1", "lm_head"],  # one layer left whole: its attention and its bank of experts stay BF16
+        ["model.layers.0.block_sparse_moe.experts", "gate", "lm_head"],  # a checkpoint's name, renamed by transformers
+        ["self_attn", "gate"],  # a suffix: every attention module; the head converted
+    ],
+)
+def test_which_modules_are_converted_is_transformers(skips: list[str] | None, tmp_path: Path) -> None:
+    folder = save_quantized(tiny_minimax_m2(skips), tmp_path / "model")
+    assert predicted(folder) == held(folder)
+
+
+def test_mistral3_per_tensor_is_what_transformers_writes(mistral3: Path) -> None:
+    tensors = held(mistral3)
+    static = json.loads((mistral3 / "config.json").read_text())["quantization_config"]["activation_scheme"] == "static"
+    proj = "language_model.model.layers.0.self_attn.q_proj"
+    assert tensors[f"{proj}.weight"] == ((256, 256), "F8_E4M3")
+    assert tensors[f"{proj}.weight_scale_inv"] == ((), "F32")
+    assert (f"{proj}.activation_scale" in tensors) is static
+    assert tensors["multi_modal_projector.linear_1.weight"][1] == "BF16"  # skipped: model.multi_modal_projector
+    assert predicted(mistral3) == tensors
+    result = runner.invoke(app, ["cost", str(mistral3), "--json"])
+    assert json.loads(result.stdout)["weights"]["bytes"] == stored_bytes(mistral3)
+
+
+def test_mistral3_per_tensor_checks(mistral3: Path) -> None:
+    report = check(mistral3)
+    assert (report["exit_code"], report["outcome"]) == (0, "agree"), report["problems"]
+    assert report["tensors"] == [] and report["omitted"] == []
+
+
+def test_a_bank_with_static_scales_is_not_modelled_not_guessed(tmp_path: Path) -> None:
+    config = tiny_minimax_m2(MINIMAX_SKIPS)
+    config["quantization_config"]["activation_scheme"] = "static"
+    tmp_path.joinpath("config.json").write_text(json.dumps(config))
+    graph = describe_model(str(tmp_path)).graph
+    said = [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config (fp8)")]
+    assert len(said) == 1 and "static scales are not predicted" in said[0], graph.not_modelled
+    assert all(row.packed is None and row.scale_block is None for node in graph.nodes for row in node.parameters)
