@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
+from archviz.families.hf_quantizers import ModulePatterns, NotModelled, fused_bank, should_convert
 from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.graph.totals import instance_names
 from archviz.inputs.settings import Settings
@@ -52,6 +52,14 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
 
 
 def _pack_node(node: Node, patterns: ModulePatterns) -> Node:
+    for row in node.parameters:
+        if fused_bank(row) and any(
+            should_convert(name.rsplit(".", 1)[0], patterns) for name in instance_names(node, row.tensor)
+        ):
+            raise NotModelled(
+                f"{row.tensor} is held by a fused bank of experts ({row.module}), not an nn.Linear, which "
+                "FbgemmFp8Linear replaces: how a checkpoint stores it is not predicted"
+            )
     converted = {
         row.tensor.removesuffix(".weight")
         for row in node.parameters

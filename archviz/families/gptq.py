@@ -38,7 +38,7 @@ from typing import Any
 
 from archviz.common.patterns import PatternMatcher
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
+from archviz.families.hf_quantizers import ModulePatterns, NotModelled, fused_bank, should_convert
 from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.graph.totals import instance_names
 from archviz.inputs.settings import Settings
@@ -241,7 +241,7 @@ def _pack_node(node: Node, scheme: Scheme, convert: Callable[[str], bool]) -> No
     rows: list[TensorRow] = []
     converted: dict[str, tuple[int, int]] = {}  # weight row tensor (module template) -> (converted, instances)
     for row in node.parameters:
-        fused = row.tensor.endswith(".weight") and len(row.shape) == 3 and row.module != "Linear"
+        fused = (row.tensor.endswith(".weight") and len(row.shape) == 3 and row.module != "Linear") or fused_bank(row)
         if fused and any(convert(name.rsplit(".", 1)[0]) for name in _names(node, row)):
             raise NotModelled(
                 f"{row.tensor} is a fused expert weight, not an nn.Linear ({scheme.method} "
