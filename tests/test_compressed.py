@@ -513,3 +513,15 @@ def test_a_library_written_checkpoint_of_a_graph_read_off_the_code_checks(generi
     report = check(generic_group)
     assert (report["exit_code"], report["outcome"]) == (0, "agree"), report["problems"]
     assert report["tensors"] == [] and report["omitted"] == []
+
+
+def test_a_fused_bank_of_experts_is_said_not_modelled(tmp_path: Path) -> None:
+    """MiniMax-M2's experts are one fused bank in transformers' class, not the nn.Linear modules a ``Linear`` target
+    names, while a checkpoint may store them quantized one linear each: not guessed."""
+    from tests.test_fp8 import tiny_minimax_m2
+
+    config = {**tiny_minimax_m2(None), "quantization_config": group_config("nvfp4", ignore=["lm_head"])}
+    tmp_path.joinpath("config.json").write_text(json.dumps(config))
+    graph = describe_model(str(tmp_path)).graph
+    said = [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config")]
+    assert len(said) == 1 and "fused bank of experts (MiniMaxM2Experts)" in said[0], graph.not_modelled
