@@ -224,3 +224,43 @@ def test_a_bank_with_static_scales_is_not_modelled_not_guessed(tmp_path: Path) -
     said = [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config (fp8)")]
     assert len(said) == 1 and "static scales are not predicted" in said[0], graph.not_modelled
     assert all(row.packed is None and row.scale_block is None for node in graph.nodes for row in node.parameters)
+
+
+def tiny_qwen3(model_type: str) -> dict[str, Any]:
+    moe = (
+        {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128} if model_type == "qwen3_moe" else {}
+    )
+    return {
+        "model_type": model_type,
+        "architectures": ["Qwen3MoeForCausalLM" if moe else "Qwen3ForCausalLM"],
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "vocab_size": 512,
+        "max_position_embeddings": 1024,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        **moe,
+        "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": None},
+    }
+
+
+def test_a_hand_written_family_per_tensor_is_what_transformers_writes(tmp_path: Path) -> None:
+    """Qwen3 (the llama family, hand-written) per tensor: once refused as bad input (``weight_block_size`` null)."""
+    folder = save_quantized(tiny_qwen3("qwen3"), tmp_path / "model")
+    graph = describe_model(str(folder)).graph
+    assert graph.model.family == "qwen3" and not graph.derived_from_code  # the llama home's Qwen3 family
+    assert held(folder)["model.layers.0.mlp.down_proj.weight_scale_inv"] == ((), "F32")
+    assert predicted(folder) == held(folder)
+    report = check(folder)
+    assert (report["exit_code"], report["outcome"]) == (0, "agree"), report["problems"]
+
+
+def test_a_bank_per_tensor_is_not_modelled_not_guessed(tmp_path: Path) -> None:
+    tmp_path.joinpath("config.json").write_text(json.dumps(tiny_qwen3("qwen3_moe")))
+    graph = describe_model(str(tmp_path)).graph
+    said = [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config (fp8)")]
+    assert len(said) == 1 and "per-tensor or static scales are not predicted" in said[0], graph.not_modelled

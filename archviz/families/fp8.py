@@ -2,8 +2,8 @@
 stored in FP8, and what beside them.
 
 The hand-written families build FP8 blocks themselves (``GraphBuilder``'s ``quantization_block``); a graph read off
-the code (``Graph.derived_from_code``) is marked here, module by module, as transformers' fine-grained FP8
-quantizer converts the model it loads such a checkpoint into (transformers 5.24):
+the code (``Graph.derived_from_code``), and a hand-written family's FP8 per tensor, are marked here, module by module,
+as transformers' fine-grained FP8 quantizer converts the model it loads such a checkpoint into (transformers 5.24):
 
 - which modules: ``FineGrainedFP8HfQuantizer._process_model_before_weight_loading`` skips every module that an entry
   of ``modules_to_not_convert`` matches (``quantizers_utils.should_convert_module``, restated in
@@ -25,9 +25,9 @@ A whole row of block-quantized weights is marked as the hand-written families ma
 so its scales are ``fp8 blocks: weight_scale_inv`` in the totals); a row some of whose instances stay unquantized,
 per-tensor scales and static activation scales are a ``Packing`` of those tensors. ``tests/test_fp8.py`` holds the
 prediction to checkpoints ``save_pretrained`` wrote from models converted by transformers' own quantizer (MiniMax-M2
-in blocks, Mistral-3 per tensor with static activations). Not modelled, and said: expert banks stored fused (3-D
-in the checkpoint), banks with biases, per-tensor or static scales of a bank, FP4 experts (``expert_dtype: fp4``),
-and a class's own ``_keep_in_fp32_modules``, which the graph does not know.
+in blocks, Mistral-3 per tensor with static and dynamic activations, Qwen3 per tensor). Not modelled, and said:
+expert banks stored fused (3-D in the checkpoint), banks with biases, per-tensor or static scales of a bank, FP4
+experts (``expert_dtype: fp4``); not known to the graph, so not modelled: a class's own ``_keep_in_fp32_modules``.
 """
 
 from __future__ import annotations
@@ -109,9 +109,9 @@ def read_scheme(raw: Mapping[str, Any]) -> Scheme:
 
 
 def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
-    """The graph (read off the code) with its FP8 weights marked, and sentences for what is not modelled; a
-    hand-written family's graph as it is (its builder marked them)."""
-    if not graph.derived_from_code:
+    """The graph with its FP8 weights marked, and sentences for what is not modelled; a graph whose builder marked
+    its FP8 blocks (a hand-written family's) as it is."""
+    if any(row.scale_block for node in graph.nodes for row in node.parameters):
         return graph, []
     found = hf_quantizers.quantization_config(s, METHOD)
     if found is None:
@@ -155,9 +155,11 @@ def _instances(node: Node, row: TensorRow, naming: NamingMap) -> list[tuple[str,
 
 
 def _pack_row(node: Node, row: TensorRow, scheme: Scheme, patterns: ModulePatterns, naming: NamingMap) -> TensorRow:
-    linear = row.module == "Linear" and row.tensor.endswith(".weight")
-    embedding = row.module == "Embedding" and row.tensor.endswith(".weight") and bool(scheme.embeddings)
-    bank = row.module not in (None, "Linear", "Embedding")
+    # A row named per expert is a bank's, whatever class holds it: transformers 5 holds every bank as one module (a
+    # hand-written family names its experts' linears, a graph read off the code the bank's class).
+    bank = EXPERT in row.tensor or row.module not in (None, "Linear", "Embedding")
+    linear = not bank and row.module == "Linear" and row.tensor.endswith(".weight")
+    embedding = not bank and row.module == "Embedding" and row.tensor.endswith(".weight") and bool(scheme.embeddings)
     if not (linear or embedding or bank):
         return row
     instances = _instances(node, row, naming)

@@ -1,10 +1,11 @@
 """What transformers' own quantizer integrations share: finding their ``quantization_config`` and matching
 ``modules_to_not_convert``.
 
-MXFP4 (``archviz.families.mxfp4``), FBGEMM FP8 (``archviz.families.fbgemm``), fine-grained FP8 on a graph read off
-the code (``archviz.families.fp8``) and AWQ (``archviz.families.gptq``) checkpoints are read by transformers' quantizers, which decide the modules they convert the same way (transformers
-5.24): every entry of ``modules_to_not_convert`` (and the class's ``_keep_in_fp32_modules``) is matched against a
-module's path by ``quantizers_utils.should_convert_module``. Restated here once, without torch.
+MXFP4 (``archviz.families.mxfp4``), FBGEMM FP8 (``archviz.families.fbgemm``), fine-grained FP8 (``archviz.families.
+fp8``) and AWQ (``archviz.families.gptq``) checkpoints are read by transformers' quantizers, which decide the modules
+they convert the same way (transformers 5.24): every entry of ``modules_to_not_convert`` (and the class's
+``_keep_in_fp32_modules``) is matched against a module's path by ``quantizers_utils.should_convert_module``. Restated
+here once, without torch.
 """
 
 from __future__ import annotations
