@@ -369,3 +369,32 @@ def test_a_fused_bank_of_experts_is_said_not_modelled(config: dict[str, Any], tm
     said = [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config")]
     assert len(said) == 1 and "is a fused expert weight" in said[0], graph.not_modelled
     assert not any(row.packed for node in graph.nodes for row in node.parameters)
+
+
+def tiny_mistral3() -> torch.nn.Module:
+    """A tiny bfloat16 Mistral-3 (a vision tower beside a ``ministral3`` language model): read off the code, its
+    checkpoint names (``language_model.model.layers``) are not its module paths (``model.language_model.layers``)."""
+    import transformers
+
+    from tests.test_fp8 import tiny_mistral3 as config
+
+    document = {key: value for key, value in config("dynamic").items() if key != "quantization_config"}
+    document["tie_word_embeddings"] = document["text_config"]["tie_word_embeddings"] = False  # state_dict lists ties
+    built = transformers.AutoConfig.for_model(**document)
+    torch.manual_seed(0)
+    return transformers.Mistral3ForConditionalGeneration(built).to(torch.bfloat16)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", [GPTQ_CONFIG, AWQ_CONFIG], ids=["gptq", "awq"])
+def test_modules_are_matched_by_their_paths_in_transformers_model(config: dict[str, Any], tmp_path: Path) -> None:
+    """Optimum's block (``model.language_model.layers``) and AWQ's skips are module paths, which a checkpoint of a
+    model read off the code may name otherwise: the prediction, in module paths, is the model transformers builds."""
+    model = integration(config, tiny_mistral3)
+    write_config(tiny_mistral3(), tmp_path, config)
+    graph = describe_model(str(tmp_path)).graph
+    assert not [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config")]
+    ours = {graph.naming.module_path(t.name): (t.shape, t.dtype) for t in predicted_manifest(graph)}
+    theirs = buffers(model)
+    assert any(name.startswith("model.language_model.layers.") and name.endswith(".qweight") for name in theirs)
+    assert ours == theirs

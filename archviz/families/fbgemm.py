@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import ModulePatterns, NotModelled, fused_bank, should_convert
+from archviz.families.hf_quantizers import ModulePatterns, NotModelled, converts, fused_bank
+from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.graph.totals import instance_names
 from archviz.inputs.settings import Settings
@@ -44,17 +45,17 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     skips = ModulePatterns(DEFAULT_SKIPS)  # one matcher for the graph, as for a config's own list
 
     def pack_node(node: Node, patterns: ModulePatterns | None) -> Node:
-        return _pack_node(node, skips if patterns is None else patterns)
+        return _pack_node(node, skips if patterns is None else patterns, graph.naming)
 
     return hf_quantizers.pack_graph(
         graph, s, METHOD, pack_node, none="the graph names no linear layer transformers converts"
     )
 
 
-def _pack_node(node: Node, patterns: ModulePatterns) -> Node:
+def _pack_node(node: Node, patterns: ModulePatterns, naming: NamingMap) -> Node:
     for row in node.parameters:
         if fused_bank(row) and any(
-            should_convert(name.rsplit(".", 1)[0], patterns) for name in instance_names(node, row.tensor)
+            converts(name.rsplit(".", 1)[0], patterns, naming) for name in instance_names(node, row.tensor)
         ):
             raise NotModelled(
                 f"{row.tensor} is held by a fused bank of experts ({row.module}), not an nn.Linear, which "
@@ -65,17 +66,17 @@ def _pack_node(node: Node, patterns: ModulePatterns) -> Node:
         for row in node.parameters
         if row.module == "Linear" and row.tensor.endswith(".weight") and len(row.shape) == 2
     }
-    rows = tuple(_pack_row(node, row, patterns) if row.module == "Linear" else row for row in node.parameters)
+    rows = tuple(_pack_row(node, row, patterns, naming) if row.module == "Linear" else row for row in node.parameters)
     if any(row.tensor.removesuffix(".bias") in converted for row in node.parameters if row.tensor.endswith(".bias")):
         raise NotModelled(f"{node.id} has a bias, which FbgemmFp8Linear keeps in float32 (not predicted)")
     return node if rows == node.parameters else replace(node, parameters=rows)
 
 
-def _pack_row(node: Node, row: TensorRow, patterns: ModulePatterns) -> TensorRow:
+def _pack_row(node: Node, row: TensorRow, patterns: ModulePatterns, naming: NamingMap) -> TensorRow:
     if not row.tensor.endswith(".weight") or len(row.shape) != 2:
         return row
     names = list(instance_names(node, row.tensor))
-    dense = tuple(name for name in names if not should_convert(name.removesuffix(".weight"), patterns))
+    dense = tuple(name for name in names if not converts(name.removesuffix(".weight"), patterns, naming))
     if len(dense) == len(names):
         return row
     return replace(row, packed=Packing(method=METHOD, scheme=SCHEME, stored=stored_tensors(row.shape), dense=dense))

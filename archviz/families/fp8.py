@@ -135,8 +135,7 @@ def _pack_node(node: Node, scheme: Scheme, patterns: ModulePatterns, naming: Nam
 
 
 def _converted(name: str, module_path: str, patterns: ModulePatterns) -> bool:
-    """Whether no skip entry matches the module, by its path or (an entry written for checkpoint names, which
-    transformers renames first) by its checkpoint name."""
+    """Whether no skip entry matches the module, by its path or by its checkpoint name (``hf_quantizers.converts``)."""
     return should_convert(module_path, patterns) and should_convert(name, patterns)
 
 

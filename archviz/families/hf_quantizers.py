@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archviz.common.patterns import PatternMatcher, PatternTimeout
+from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import UNQUANTIZED, Graph, Node, TensorRow
 from archviz.inputs.settings import Settings
 
@@ -61,6 +62,17 @@ def should_convert(path: str, patterns: ModulePatterns | Sequence[str] | None) -
         patterns.matcher.match(rf"(?:{key}){boundary}", path, shown=key) or path.endswith(key)
         for key in patterns.entries
     )
+
+
+def converts(module: str, patterns: ModulePatterns | Sequence[str] | None, naming: NamingMap) -> bool:
+    """``should_convert`` as a quantizer decides it for the module a checkpoint names ``module``: on its path in
+    transformers' model (``naming``), and on the checkpoint's name, since transformers renames an entry written for
+    checkpoint names as its conversion mapping renames them before matching (``FineGrainedFP8HfQuantizer.
+    _normalize_modules_to_not_convert``)."""
+    if patterns is None:
+        return True
+    path = naming.module_path(module)
+    return should_convert(module, patterns) and (path == module or should_convert(path, patterns))
 
 
 def not_to_convert(raw: Mapping[str, Any]) -> ModulePatterns | None:
