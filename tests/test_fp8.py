@@ -62,6 +62,18 @@ def tiny_minimax_m2(skips: list[str] | None) -> dict[str, Any]:
     }
 
 
+TEXT_SIZES: dict[str, int] = {
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 512,
+}
+"""A tiny dense language model's sizes (Mistral-3's text model, Qwen3)."""
+
+
 def tiny_mistral3(activation_scheme: str) -> dict[str, Any]:
     return {
         "model_type": "mistral3",
@@ -69,13 +81,7 @@ def tiny_mistral3(activation_scheme: str) -> dict[str, Any]:
         "torch_dtype": "bfloat16",
         "text_config": {
             "model_type": "ministral3",
-            "hidden_size": 256,
-            "intermediate_size": 512,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 64,
-            "vocab_size": 512,
+            **TEXT_SIZES,
             "max_position_embeddings": 262144,  # the release's: 16 times its yarn's original 16,384
         },
         "vision_config": {
@@ -233,13 +239,7 @@ def tiny_qwen3(model_type: str) -> dict[str, Any]:
     return {
         "model_type": model_type,
         "architectures": ["Qwen3MoeForCausalLM" if moe else "Qwen3ForCausalLM"],
-        "hidden_size": 256,
-        "intermediate_size": 512,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
-        "vocab_size": 512,
+        **TEXT_SIZES,
         "max_position_embeddings": 1024,
         "tie_word_embeddings": False,
         "torch_dtype": "bfloat16",

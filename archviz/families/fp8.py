@@ -32,6 +32,7 @@ experts (``expert_dtype: fp4``); not known to the graph, so not modelled: a clas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -72,7 +73,7 @@ class Scheme:
         """What a linear ``weight`` ``[out, in]`` is stored as (``FP8Linear``'s parameters)."""
         scale: tuple[int, ...] = ()
         if self.block is not None:
-            scale = (-(-shape[0] // self.block[0]), -(-shape[1] // self.block[1]))
+            scale = (math.ceil(shape[0] / self.block[0]), math.ceil(shape[1] / self.block[1]))
         activation = (StoredTensor(suffix="activation_scale", shape=(), dtype="F32", role="scale"),)
         return (
             StoredTensor(suffix="weight", shape=tuple(shape), dtype="F8_E4M3", role="packed"),
