@@ -264,3 +264,45 @@ def test_a_bank_per_tensor_is_not_modelled_not_guessed(tmp_path: Path) -> None:
     graph = describe_model(str(tmp_path)).graph
     said = [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config (fp8)")]
     assert len(said) == 1 and "per-tensor or static scales are not predicted" in said[0], graph.not_modelled
+
+
+def tiny_deepseek_v32() -> dict[str, Any]:
+    return {
+        "model_type": "deepseek_v32",
+        "architectures": ["DeepseekV32ForCausalLM"],
+        **TEXT_SIZES,
+        "intermediate_size": 256,
+        "moe_intermediate_size": 128,
+        "num_key_value_heads": 4,
+        "q_lora_rank": 128,
+        "kv_lora_rank": 128,
+        "qk_rope_head_dim": 32,
+        "qk_nope_head_dim": 64,
+        "v_head_dim": 64,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "n_group": 1,
+        "topk_group": 1,
+        "index_n_heads": 2,
+        "index_head_dim": 64,
+        "index_topk": 8,
+        "max_position_embeddings": 1024,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        # DeepSeek-V3.2's own: no modules_to_not_convert, so the quantizer's defaults and the class's
+        "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
+    }
+
+
+def test_the_classs_keep_in_fp32_modules_are_not_converted(tmp_path: Path) -> None:
+    """DeepSeek-V3.2's class keeps its indexer's ``weights_proj`` out of quantization (``_keep_in_fp32_modules``),
+    which the quantizer adds to the modules it does not convert: stored BF16 beside the indexer's FP8 ``wk``."""
+    folder = save_quantized(tiny_deepseek_v32(), tmp_path / "model")
+    tensors = held(folder)
+    assert tensors["model.layers.1.self_attn.indexer.weights_proj.weight"] == ((2, 256), "BF16")
+    assert tensors["model.layers.1.self_attn.indexer.wk.weight"] == ((64, 256), "F8_E4M3")
+    assert predicted(folder) == tensors

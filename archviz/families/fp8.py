@@ -27,7 +27,8 @@ per-tensor scales and static activation scales are a ``Packing`` of those tensor
 prediction to checkpoints ``save_pretrained`` wrote from models converted by transformers' own quantizer (MiniMax-M2
 in blocks, Mistral-3 per tensor with static and dynamic activations, Qwen3 per tensor). Not modelled, and said:
 expert banks stored fused (3-D in the checkpoint), banks with biases, per-tensor or static scales of a bank, FP4
-experts (``expert_dtype: fp4``); not known to the graph, so not modelled: a class's own ``_keep_in_fp32_modules``.
+experts (``expert_dtype: fp4``). The class's ``_keep_in_fp32_modules`` are skipped too where the graph knows them
+(``Graph.kept_from_quantization``: a graph read off the code; DeepSeek-V3.2's indexer ``weights_proj``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
+from archviz.families.hf_quantizers import ModulePatterns, NotConverted, NotModelled, should_convert
 from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.graph.totals import EXPERT, expert_names, layer_templates
@@ -117,13 +118,13 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     found = hf_quantizers.quantization_config(s, METHOD)
     if found is None:
         return graph, []
-    skips = ModulePatterns(DEFAULT_SKIPS)
+    skips = NotConverted(graph, DEFAULT_SKIPS)
     chosen: list[Scheme] = []
 
     def pack_node(node: Node, patterns: ModulePatterns | None) -> Node:
         if not chosen:
             chosen.append(read_scheme(found[0]))
-        return _pack_node(node, chosen[0], skips if patterns is None else patterns, graph.naming)
+        return _pack_node(node, chosen[0], skips(patterns) or ModulePatterns(()), graph.naming)
 
     return hf_quantizers.pack_graph(
         graph, s, METHOD, pack_node, none="the graph names no linear layer or bank of experts transformers converts"

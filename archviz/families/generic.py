@@ -307,6 +307,8 @@ def build(settings: Settings, model: ModelInfo, read_code: CodeReader) -> Graph:
                 f"({built.chosen_by})",
             ),
         )
+    if built is not None:
+        graph = replace(graph, kept_from_quantization=built.kept_from_quantization)
     reader = f"transformers' {built.class_name}" if built is not None else "transformers' class"
     read = built.read_configs if built is not None else ()
     return with_omissions(graph, unread_sub_configs(settings.document, read, reader=reader))

@@ -38,7 +38,7 @@ from typing import Any
 
 from archviz.common.patterns import PatternMatcher
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import ModulePatterns, NotModelled, converts, fused_bank
+from archviz.families.hf_quantizers import ModulePatterns, NotConverted, NotModelled, converts, fused_bank
 from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.graph.totals import instance_names, layer_templates
 from archviz.inputs.settings import Settings
@@ -172,7 +172,7 @@ def _node_packer(graph: Graph, raw: Mapping[str, Any], method: str) -> hf_quanti
     """Marks one node's converted linears; the scheme and the selection are read once, on the first node (inside
     ``hf_quantizers.pack_graph``, which says what is not modelled)."""
     chosen: list[tuple[Scheme, Callable[[str], bool]]] = []
-    skips = ModulePatterns(AWQ_DEFAULT_SKIPS)
+    skips = NotConverted(graph, AWQ_DEFAULT_SKIPS, add_default_skips=True)
 
     def pack_node(node: Node, patterns: ModulePatterns | None) -> Node:
         if not chosen:
@@ -180,7 +180,7 @@ def _node_packer(graph: Graph, raw: Mapping[str, Any], method: str) -> hf_quanti
             if method == GPTQ:
                 chosen.append((scheme, _gptq_selection(graph, raw)))
             else:
-                listed = skips if patterns is None else ModulePatterns((*AWQ_DEFAULT_SKIPS, *patterns.entries))
+                listed = skips(patterns)
                 chosen.append((scheme, lambda module: converts(module, listed, graph.naming)))
         return _pack_node(node, *chosen[0])
 

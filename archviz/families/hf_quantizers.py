@@ -100,6 +100,27 @@ def fused_bank(row: TensorRow) -> bool:
     return row.module not in (None, "Linear", "Embedding") and ".experts." in row.tensor
 
 
+class NotConverted:
+    """``HfQuantizer.get_modules_to_not_convert(model, listed, model._keep_in_fp32_modules)``, worked out once per
+    graph: the config's ``modules_to_not_convert`` (the quantizer's ``defaults`` when it sets none, or beside them
+    with ``add_default_skips``) and the parts the class keeps out of quantization (``Graph.kept_from_quantization``)."""
+
+    def __init__(self, graph: Graph, defaults: Sequence[str], *, add_default_skips: bool = False):
+        self.kept = graph.kept_from_quantization
+        self.defaults = tuple(defaults)
+        self.add_default_skips = add_default_skips
+        self.found: list[ModulePatterns | None] = []
+
+    def __call__(self, listed: ModulePatterns | None) -> ModulePatterns | None:
+        """The patterns for the config's list, the same every node (one matcher for the graph, as for the list)."""
+        if not self.found:
+            defaults = self.defaults if listed is None or self.add_default_skips else ()
+            entries = (*defaults, *(listed.entries if listed is not None else ()), *self.kept)
+            same = listed is not None and entries == listed.entries
+            self.found.append(listed if same else ModulePatterns(entries) if entries else None)
+        return self.found[0]
+
+
 NodePacker = Callable[[Node, ModulePatterns | None], Node]
 """A format's marking of one node's weights, given the config's ``modules_to_not_convert`` (None when unset)."""
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import ModulePatterns, NotModelled, converts
+from archviz.families.hf_quantizers import ModulePatterns, NotConverted, NotModelled, converts
 from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.graph.totals import instance_names
@@ -62,13 +62,15 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     """The graph with its MXFP4 expert weights marked packed, and sentences for what is not modelled."""
     ends = PACKED.get(graph.model.transformers_model_type)
 
+    skips = NotConverted(graph, ())
+
     def pack_node(node: Node, patterns: ModulePatterns | None) -> Node:
         if ends is None:
             raise NotModelled(
                 f"transformers quantizes only {', '.join(sorted(PACKED))} models' experts as MXFP4, not "
                 f"{graph.model.transformers_model_type}'s"
             )
-        return _pack_node(node, ends, patterns, graph.naming)
+        return _pack_node(node, ends, skips(patterns), graph.naming)
 
     return hf_quantizers.pack_graph(
         graph, s, METHOD, pack_node, none="no expert weight of the graph is one transformers stores as MXFP4"
