@@ -173,6 +173,9 @@ def test_minimax_m2_in_blocks_is_what_transformers_writes(minimax: Path) -> None
     assert tensors["model.layers.0.block_sparse_moe.gate.weight"][1] == "BF16"  # skipped: gate
     assert tensors["lm_head.weight"] == ((512, 256), "BF16")
     assert predicted(minimax) == tensors
+    result = runner.invoke(app, ["manifest", str(minimax), "--predicted", "-o", "-"])
+    listed = json.loads(result.stdout)["tensors"]
+    assert {t["name"]: (tuple(t["shape"]), t["dtype"]) for t in listed} == tensors
 
 
 def test_minimax_m2_weight_bytes_are_the_checkpoints(minimax: Path) -> None:
