@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from typer.testing import CliRunner
 from archviz.cli import app
 from archviz.common.dtypes import ITEMSIZE, safetensors_dtype
 from archviz.families.compressed import Config, read_config, scheme_for, stored_tensors
+from archviz.graph.totals import predicted_manifest
 from archviz.pipeline import describe_model
 
 runner = CliRunner()
@@ -419,13 +421,26 @@ def test_other_formats_stored_tensors_are_the_librarys(name: str) -> None:
     assert compared >= 4
 
 
-def write_group(name: str, folder: Path) -> Path:
-    """A tiny Llama quantized by compressed-tensors in one of ``GROUPS`` and saved by transformers, its
-    quantization_config written by the library."""
+def tiny_olmo2() -> torch.nn.Module:
+    """A tiny bfloat16 OLMo 2, its linears named as Llama's: a model_type no hand-written family accepts, so that its
+    graph is read off transformers' code (the generic family)."""
+    import transformers
+
+    config = transformers.Olmo2Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=128, pad_token_id=1, eos_token_id=2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return transformers.Olmo2ForCausalLM(config).to(torch.bfloat16)
+
+
+def write_group(name: str, folder: Path, make: Callable[[], torch.nn.Module] = tiny_llama) -> Path:
+    """A tiny model (``make``: a Llama unless said) quantized by compressed-tensors in one of ``GROUPS`` and saved by
+    transformers, its quantization_config written by the library."""
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import apply_quantization_config
 
-    model = tiny_llama()
+    model = make()
     apply_quantization_config(model, library_config(group_config(name, ignore=IGNORE)), show_progress=False)
     fill_all_scales(model)
     compressor = ModelCompressor.from_pretrained_model(model)
@@ -482,3 +497,31 @@ def test_a_reshaped_tensor_in_each_format_fails_naming_it(written_group: tuple[s
     report = check_changed(folder, tmp_path, target, lambda tensor: tensor.reshape(1, -1))
     assert report["exit_code"] == 1
     assert [(t["name"], t["verdict"], t["leg"]) for t in report["tensors"]] == [(target, "wrong shape", "checkpoint")]
+
+
+@pytest.fixture(scope="module", params=("nvfp4", "fp8-block", "w4a16"))
+def generic_group(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_group(request.param, tmp_path_factory.mktemp(f"olmo2-{request.param}") / "model", tiny_olmo2)
+
+
+def test_a_library_written_checkpoint_of_a_graph_read_off_the_code_checks(generic_group: Path) -> None:
+    """The formats apply to a graph read off transformers' code as to a hand-written family's: its linears are
+    matched by their class and names as the library matches them."""
+    docs = describe_model(str(generic_group))
+    assert docs.graph.derived_from_code and docs.graph.model.family == "generic"
+    assert {t.name: (t.shape, t.dtype) for t in predicted_manifest(docs.graph)} == held(generic_group)
+    report = check(generic_group)
+    assert (report["exit_code"], report["outcome"]) == (0, "agree"), report["problems"]
+    assert report["tensors"] == [] and report["omitted"] == []
+
+
+def test_a_fused_bank_of_experts_is_said_not_modelled(tmp_path: Path) -> None:
+    """MiniMax-M2's experts are one fused bank in transformers' class, not the nn.Linear modules a ``Linear`` target
+    names, while a checkpoint may store them quantized one linear each: not guessed."""
+    from tests.test_fp8 import tiny_minimax_m2
+
+    config = {**tiny_minimax_m2(None), "quantization_config": group_config("nvfp4", ignore=["lm_head"])}
+    tmp_path.joinpath("config.json").write_text(json.dumps(config))
+    graph = describe_model(str(tmp_path)).graph
+    said = [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config")]
+    assert len(said) == 1 and "fused bank of experts (MiniMaxM2Experts)" in said[0], graph.not_modelled

@@ -10,6 +10,7 @@ device with the fbgemm-gpu kernels, which the tests do not have).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from archviz.common.dtypes import safetensors_dtype
 from archviz.families.fbgemm import stored_tensors
 from archviz.graph.totals import predicted_manifest
 from archviz.pipeline import describe_model
-from tests.test_compressed import check, check_changed, held, tiny_llama
+from tests.test_compressed import check, check_changed, held, tiny_llama, tiny_olmo2
 
 QUANTIZATION: dict[str, Any] = {
     "quant_method": "fbgemm_fp8",
@@ -78,11 +79,12 @@ def test_which_linears_are_converted_is_transformers(listed: list[str] | None, t
     assert fp8 == ours
 
 
-def write_tiny(folder: Path) -> Path:
-    """A tiny bfloat16 Llama whose converted linears are transformers' FbgemmFp8Linear, saved as its state dict."""
+def write_tiny(folder: Path, make: Callable[[], torch.nn.Module] = tiny_llama) -> Path:
+    """A tiny bfloat16 Llama (or the model ``make`` builds) whose converted linears are transformers'
+    FbgemmFp8Linear, saved as its state dict."""
     from transformers.integrations.fbgemm_fp8 import FbgemmFp8Linear
 
-    model = tiny_llama()
+    model = make()
     for name in sorted(converted(model, QUANTIZATION["modules_to_not_convert"])):
         linear = model.get_submodule(name)
         fp8 = FbgemmFp8Linear(linear.in_features, linear.out_features, bias=False)
@@ -115,3 +117,29 @@ def test_a_reshaped_scale_fails_naming_it(tiny: Path, tmp_path: Path) -> None:
     report = check_changed(tiny, tmp_path, target, lambda tensor: tensor.reshape(1, -1))
     assert report["exit_code"] == 1
     assert [(t["name"], t["verdict"], t["leg"]) for t in report["tensors"]] == [(target, "wrong shape", "checkpoint")]
+
+
+def test_a_graph_read_off_the_code_is_converted_as_transformers_converts(tmp_path: Path) -> None:
+    """OLMo 2, read off transformers' code (no hand-written family): the linears transformers converts, and a
+    checkpoint of FbgemmFp8Linear modules checks."""
+    folder = write_tiny(tmp_path / "model", tiny_olmo2)
+    graph = describe_model(str(folder)).graph
+    assert graph.derived_from_code
+    manifest = predicted_manifest(graph)
+    ours = {t.name.removesuffix(".weight_scale") for t in manifest if t.name.endswith(".weight_scale")}
+    assert ours == converted(tiny_olmo2(), QUANTIZATION["modules_to_not_convert"])
+    assert {t.name: (t.shape, t.dtype) for t in manifest} == held(folder)
+    report = check(folder)
+    assert (report["exit_code"], report["outcome"]) == (0, "agree"), report["problems"]
+
+
+def test_a_fused_bank_of_experts_is_said_not_modelled(tmp_path: Path) -> None:
+    """MiniMax-M2's experts are one fused bank in transformers' class, which FbgemmFp8Linear does not replace: how a
+    checkpoint stores them is not guessed."""
+    from tests.test_fp8 import tiny_minimax_m2
+
+    config = {**tiny_minimax_m2(None), "quantization_config": QUANTIZATION}
+    tmp_path.joinpath("config.json").write_text(json.dumps(config))
+    graph = describe_model(str(tmp_path)).graph
+    said = [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config")]
+    assert len(said) == 1 and "fused bank of experts (MiniMaxM2Experts)" in said[0], graph.not_modelled

@@ -15,7 +15,7 @@ import importlib.util
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from archviz.common.dtypes import safetensors_dtype
 from archviz.families.gptq import GPTQ, Scheme, stored_tensors
 from archviz.graph.totals import predicted_manifest
 from archviz.pipeline import describe_model
-from tests.test_compressed import check, check_changed, held
+from tests.test_compressed import check, check_changed, held, tiny_olmo2
 
 runner = CliRunner()
 pytestmark = pytest.mark.skipif(
@@ -125,9 +125,9 @@ def tiny_llama(*, bias: bool = True) -> torch.nn.Module:
     return transformers.LlamaForCausalLM(config).to(torch.bfloat16)
 
 
-def integration(config: dict[str, Any]) -> torch.nn.Module:
-    """The tiny Llama as transformers' own quantizer converts it for loading a checkpoint, on the meta device."""
-    import transformers
+def integration(config: dict[str, Any], make: Callable[[], torch.nn.Module] | None = None) -> torch.nn.Module:
+    """The tiny Llama (or the model ``make`` builds) as transformers' own quantizer converts it for loading a
+    checkpoint, on the meta device."""
     from transformers import AwqConfig, GPTQConfig
     from transformers.quantizers.quantizer_awq import AwqQuantizer
     from transformers.quantizers.quantizer_gptq import GptqHfQuantizer
@@ -139,8 +139,9 @@ def integration(config: dict[str, Any]) -> torch.nn.Module:
     else:
         quantizer = AwqQuantizer(AwqConfig(**settings), pre_quantized=True)
     quantizer.validate_environment()
+    built = (make or tiny_llama)()
     with torch.device("meta"):
-        model = transformers.LlamaForCausalLM(tiny_llama().config).to(torch.bfloat16)
+        model = type(built)(built.config).to(torch.bfloat16)
     quantizer.preprocess_model(model, device_map={"": "cpu"})
     return model
 
@@ -215,13 +216,14 @@ def quantize(linear: torch.nn.Linear, bits: int, group: int) -> tuple[torch.Tens
     return scales, zeros
 
 
-def write_tiny(folder: Path, config: dict[str, Any]) -> Path:
-    """A tiny Llama whose converted linears GPT-QModel's own packer filled, saved as its state dict."""
+def write_tiny(folder: Path, config: dict[str, Any], make: Callable[[], torch.nn.Module] | None = None) -> Path:
+    """A tiny Llama (or the model ``make`` builds) whose converted linears GPT-QModel's own packer filled, saved as its
+    state dict."""
     from gptqmodel.nn_modules.qlinear.torch import TorchLinear
     from gptqmodel.nn_modules.qlinear.torch_awq import AwqTorchLinear
 
-    model = tiny_llama()
-    converted = [name for name, module in integration(config).named_modules() if hasattr(module, "qweight")]
+    model = (make or tiny_llama)()
+    converted = [name for name, module in integration(config, make).named_modules() if hasattr(module, "qweight")]
     # GPT-QModel's Python packing path: its C++ one (same layout) compiles on first use, minutes on a fresh machine
     os.environ["GPTQMODEL_DISABLE_PACK_EXT"] = "1"
     bits, group = config["bits"], config["group_size"]
@@ -335,3 +337,64 @@ def test_the_dtype_assumed_is_said_with_the_bytes(declared: str | None, assumed:
     assert (weights["assumed_dtype"] or {}).get("value") == assumed
     dense = "BF16" if declared is None else "F16"  # never F32 for want of a dtype
     assert set(weights["by_dtype"]) == {dense, "F16", "I32"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", [GPTQ_CONFIG, AWQ_CONFIG], ids=["gptq", "awq"])
+def test_a_graph_read_off_the_code_is_converted_as_transformers_converts(
+    config: dict[str, Any], tmp_path: Path
+) -> None:
+    """OLMo 2, read off transformers' code (no hand-written family): its linears are converted by their class and
+    module paths as transformers' quantizer converts them, and a checkpoint GPT-QModel's packers filled checks."""
+    model = integration(config, tiny_olmo2)
+    write_config(tiny_olmo2(), tmp_path / "config", config)
+    graph = describe_model(str(tmp_path / "config")).graph
+    assert graph.derived_from_code
+    assert not [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config")]
+    assert {t.name: (t.shape, t.dtype) for t in predicted_manifest(graph)} == buffers(model)
+    folder = write_tiny(tmp_path / "model", config, tiny_olmo2)
+    report = check(folder)
+    assert (report["exit_code"], report["outcome"]) == (0, "agree"), report["problems"]
+    assert report["tensors"] == [] and report["omitted"] == []
+
+
+@pytest.mark.parametrize("config", [GPTQ_CONFIG, AWQ_CONFIG], ids=["gptq", "awq"])
+def test_a_fused_bank_of_experts_is_said_not_modelled(config: dict[str, Any], tmp_path: Path) -> None:
+    """MiniMax-M2's experts are one fused bank in transformers' class, not nn.Linear modules the quantizer converts,
+    while a checkpoint stores them one linear each: not guessed."""
+    from tests.test_fp8 import tiny_minimax_m2
+
+    tmp_path.joinpath("config.json").write_text(json.dumps({**tiny_minimax_m2(None), "quantization_config": config}))
+    graph = describe_model(str(tmp_path)).graph
+    said = [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config")]
+    assert len(said) == 1 and "is a fused expert weight" in said[0], graph.not_modelled
+    assert not any(row.packed for node in graph.nodes for row in node.parameters)
+
+
+def tiny_mistral3() -> torch.nn.Module:
+    """A tiny bfloat16 Mistral-3 (a vision tower beside a ``ministral3`` language model): read off the code, its
+    checkpoint names (``language_model.model.layers``) are not its module paths (``model.language_model.layers``)."""
+    import transformers
+
+    from tests.test_fp8 import tiny_mistral3 as config
+
+    document = {key: value for key, value in config("dynamic").items() if key != "quantization_config"}
+    document["tie_word_embeddings"] = document["text_config"]["tie_word_embeddings"] = False  # state_dict lists ties
+    built = transformers.AutoConfig.for_model(**document)
+    torch.manual_seed(0)
+    return transformers.Mistral3ForConditionalGeneration(built).to(torch.bfloat16)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", [GPTQ_CONFIG, AWQ_CONFIG], ids=["gptq", "awq"])
+def test_modules_are_matched_by_their_paths_in_transformers_model(config: dict[str, Any], tmp_path: Path) -> None:
+    """Optimum's block (``model.language_model.layers``) and AWQ's skips are module paths, which a checkpoint of a
+    model read off the code may name otherwise: the prediction, in module paths, is the model transformers builds."""
+    model = integration(config, tiny_mistral3)
+    write_config(tiny_mistral3(), tmp_path, config)
+    graph = describe_model(str(tmp_path)).graph
+    assert not [sentence for sentence in graph.not_modelled if sentence.startswith("quantization_config")]
+    ours = {graph.naming.module_path(t.name): (t.shape, t.dtype) for t in predicted_manifest(graph)}
+    theirs = buffers(model)
+    assert any(name.startswith("model.language_model.layers.") and name.endswith(".qweight") for name in theirs)
+    assert ours == theirs

@@ -188,6 +188,7 @@ def test_transformers_mxfp4_loader_reads_the_tiny_checkpoint(tiny: Path) -> None
 
 
 def test_the_tiny_checkpoint_checks(tiny: Path) -> None:
+    assert describe_model(str(tiny)).graph.derived_from_code  # gpt-oss has no hand-written family
     tensors = held(tiny)
     assert tensors["model.layers.0.mlp.experts.gate_up_proj_blocks"] == ((4, 192, 2, 16), "U8")
     assert tensors["model.layers.0.mlp.experts.gate_up_proj_scales"] == ((4, 192, 2), "U8")

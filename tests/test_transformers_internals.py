@@ -34,6 +34,7 @@ PINNED: dict[str, str] = {
     "transformers.conversion_mapping.get_model_conversion_mapping without PrefixChange transforms",
     "keys_to_ignore_on_save": "PreTrainedModel._keys_to_ignore_on_save",
     "kept_in_float32": "PreTrainedModel._keep_in_fp32_modules_strict",
+    "kept_from_quantization": "PreTrainedModel._keep_in_fp32_modules",
     "remove_tied_weights": "transformers.modeling_utils.remove_tied_weights_from_state_dict",
     "revert_weight_conversion": "transformers.core_model_loading.revert_weight_conversion",
     "has_switchable_experts": "PreTrainedModel._can_set_experts_implementation and the experts markers "
@@ -61,6 +62,7 @@ PRIVATE_NAMES = frozenset(
         "_from_config",
         "_keys_to_ignore_on_save",
         "_keep_in_fp32_modules_strict",
+        "_keep_in_fp32_modules",
         "remove_tied_weights_from_state_dict",
         "revert_weight_conversion",
         "_can_set_experts_implementation",
@@ -320,6 +322,13 @@ def test_kept_in_float32() -> None:
         # DeepSeek-V3 keeps its router's weight and correction bias in float32 in a bfloat16 model; llama nothing.
         assert internals.kept_in_float32(on_meta("deepseek_v3")) == ("e_score_correction_bias", "gate.weight")
         assert internals.kept_in_float32(on_meta("llama")) == ()
+
+
+def test_kept_from_quantization() -> None:
+    with pinned("kept_from_quantization"):
+        # DeepSeek-V3.2 keeps its indexer's weights_proj out of FP8 (not the strict float32 parts, its router's).
+        assert internals.kept_from_quantization(on_meta("deepseek_v32")) == ("indexer.weights_proj",)
+        assert internals.kept_from_quantization(on_meta("llama")) == ()
 
 
 def test_remove_tied_weights() -> None:

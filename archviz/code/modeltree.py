@@ -241,6 +241,9 @@ class BuildRecord:
     """The recipe's normalisations, as applied."""
     kept_in_float32: tuple[str, ...] = ()
     """Name parts of the tensors transformers keeps (and saves) in float32 whatever the dtype, as the class says."""
+    kept_from_quantization: tuple[str, ...] = ()
+    """Module-name parts the class keeps in float32 under float16 (``_keep_in_fp32_modules``, its sub-models'
+    included), which transformers' quantizers add to the modules they do not convert."""
     read_configs: tuple[str, ...] = ()
     """The document's sub-configs the class was built from (``text_config``, ``vision_config``): all of its config
     class's when built from the whole document, ``text_config`` alone when built from that."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archviz.common.errors import InputError
-from archviz.families import compressed, fbgemm, gptq, mxfp4
+from archviz.families import compressed, fbgemm, fp8, gptq, mxfp4
 from archviz.families.blocks.builder import scale_format
 from archviz.families.omissions import unbuilt_mtp, unmodelled_quantization, unread_sub_configs, with_omissions
 from archviz.families.registry import GENERIC, Family
@@ -204,10 +204,11 @@ def build_graph(
         config_path="config.json",
     )
     graph, packing = compressed.pack_graph(family.builds.build(settings, model, read_code), settings)
+    graph, fp8_packing = fp8.pack_graph(graph, settings)
     graph, mxfp4_packing = mxfp4.pack_graph(graph, settings)
     graph, fbgemm_packing = fbgemm.pack_graph(graph, settings)
     graph, gptq_packing = gptq.pack_graph(graph, settings)
-    packing = [*packing, *mxfp4_packing, *fbgemm_packing, *gptq_packing]
+    packing = [*packing, *fp8_packing, *mxfp4_packing, *fbgemm_packing, *gptq_packing]
     # The generic family lists what transformers did not build from in its own build; the others are listed here.
     omissions = [] if family.name == GENERIC else _unread_parts(document, family, settings)
     graph = with_omissions(replace(graph, not_modelled=(*graph.not_modelled, *packing)), omissions)

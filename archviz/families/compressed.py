@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archviz.common.patterns import PatternMatcher, PatternTimeout, number_blind
-from archviz.families.hf_quantizers import quantization_config
+from archviz.families.hf_quantizers import fused_bank, quantization_config
 from archviz.graph.nodes import UNQUANTIZED, Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.graph.totals import instance_names
 from archviz.inputs.settings import Settings
@@ -404,6 +404,15 @@ def _row_schemes(node: Node, row: TensorRow, config: Config) -> tuple[set[Scheme
 
 
 def _pack_row(node: Node, row: TensorRow, config: Config) -> TensorRow:
+    if (
+        fused_bank(row)
+        and row.tensor.endswith(".weight")
+        and _row_schemes(node, replace(row, module="Linear"), config)[0]
+    ):
+        raise NotModelled(
+            f"{row.tensor} is held by a fused bank of experts ({row.module}), not an nn.Linear, which the library "
+            "quantizes: whether a checkpoint stores it quantized is not predicted"
+        )
     if row.module not in QUANTIZABLE or not row.tensor.endswith(".weight") or len(row.shape) != 2:
         return row
     used, dense = _row_schemes(node, row, config)

@@ -8,8 +8,8 @@ whose checkpoint tensors are ``weight`` (F8_E4M3, ``[out, in]``) and ``weight_sc
 output row); its ``input_scale_ub`` is a buffer checkpoints do not hold. The quantizer loads every other tensor in
 bfloat16 (``update_dtype``). Restated from transformers 5.24 without torch; ``tests/test_fbgemm.py`` holds it to
 ``FbgemmFp8Linear`` and to the quantizer's own list of modules not to convert, and runs ``check`` on a tiny checkpoint
-of ``FbgemmFp8Linear`` modules. A converted linear with a bias (which ``FbgemmFp8Linear`` keeps in float32) and a
-class's own ``_keep_in_fp32_modules`` (which the graph does not know) are not modelled.
+of ``FbgemmFp8Linear`` modules. A converted linear with a bias (which ``FbgemmFp8Linear`` keeps in float32) is not
+modelled; a class's own ``_keep_in_fp32_modules`` are skipped where the graph knows them (a graph read off the code).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
+from archviz.families.hf_quantizers import ModulePatterns, NotConverted, NotModelled, converts, fused_bank
+from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.graph.totals import instance_names
 from archviz.inputs.settings import Settings
@@ -41,33 +42,41 @@ def stored_tensors(shape: Sequence[int]) -> tuple[StoredTensor, ...]:
 def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     """The graph with its FP8 linear weights marked, and sentences for what is not modelled."""
 
-    skips = ModulePatterns(DEFAULT_SKIPS)  # one matcher for the graph, as for a config's own list
+    skips = NotConverted(graph, DEFAULT_SKIPS)
 
     def pack_node(node: Node, patterns: ModulePatterns | None) -> Node:
-        return _pack_node(node, skips if patterns is None else patterns)
+        return _pack_node(node, skips(patterns) or ModulePatterns(()), graph.naming)
 
     return hf_quantizers.pack_graph(
         graph, s, METHOD, pack_node, none="the graph names no linear layer transformers converts"
     )
 
 
-def _pack_node(node: Node, patterns: ModulePatterns) -> Node:
+def _pack_node(node: Node, patterns: ModulePatterns, naming: NamingMap) -> Node:
+    for row in node.parameters:
+        if fused_bank(row) and any(
+            converts(name.rsplit(".", 1)[0], patterns, naming) for name in instance_names(node, row.tensor)
+        ):
+            raise NotModelled(
+                f"{row.tensor} is held by a fused bank of experts ({row.module}), not an nn.Linear, which "
+                "FbgemmFp8Linear replaces: how a checkpoint stores it is not predicted"
+            )
     converted = {
         row.tensor.removesuffix(".weight")
         for row in node.parameters
         if row.module == "Linear" and row.tensor.endswith(".weight") and len(row.shape) == 2
     }
-    rows = tuple(_pack_row(node, row, patterns) if row.module == "Linear" else row for row in node.parameters)
+    rows = tuple(_pack_row(node, row, patterns, naming) if row.module == "Linear" else row for row in node.parameters)
     if any(row.tensor.removesuffix(".bias") in converted for row in node.parameters if row.tensor.endswith(".bias")):
         raise NotModelled(f"{node.id} has a bias, which FbgemmFp8Linear keeps in float32 (not predicted)")
     return node if rows == node.parameters else replace(node, parameters=rows)
 
 
-def _pack_row(node: Node, row: TensorRow, patterns: ModulePatterns) -> TensorRow:
+def _pack_row(node: Node, row: TensorRow, patterns: ModulePatterns, naming: NamingMap) -> TensorRow:
     if not row.tensor.endswith(".weight") or len(row.shape) != 2:
         return row
     names = list(instance_names(node, row.tensor))
-    dense = tuple(name for name in names if not should_convert(name.removesuffix(".weight"), patterns))
+    dense = tuple(name for name in names if not converts(name.removesuffix(".weight"), patterns, naming))
     if len(dense) == len(names):
         return row
     return replace(row, packed=Packing(method=METHOD, scheme=SCHEME, stored=stored_tensors(row.shape), dense=dense))

@@ -307,6 +307,8 @@ def build(settings: Settings, model: ModelInfo, read_code: CodeReader) -> Graph:
                 f"({built.chosen_by})",
             ),
         )
+    if built is not None:
+        graph = replace(graph, kept_from_quantization=built.kept_from_quantization)
     reader = f"transformers' {built.class_name}" if built is not None else "transformers' class"
     read = built.read_configs if built is not None else ()
     return with_omissions(graph, unread_sub_configs(settings.document, read, reader=reader))
@@ -1045,6 +1047,8 @@ class CodeGraph:
             component = template.rsplit(".", 1)[-1] if "." in template else template
             owner = template.rsplit(".", 2)[-2] if template.count(".") >= 1 else ""
             row = b.tensor(f"{owner} {component}".strip(), template, factors, dtype=dtype)
+            # The class holding it, which quantizers convert by (``archviz.families.fp8``, ``fbgemm``, ``gptq``)
+            row = replace(row, module=instance.class_name)
             (parameters if role == "parameter" else buffers).append(row)
         attr = instance.path.rsplit(".", 1)[-1] if instance.path else ""
         if instance.is_container:

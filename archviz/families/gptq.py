@@ -38,9 +38,9 @@ from typing import Any
 
 from archviz.common.patterns import PatternMatcher
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
+from archviz.families.hf_quantizers import ModulePatterns, NotConverted, NotModelled, converts, fused_bank
 from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
-from archviz.graph.totals import instance_names
+from archviz.graph.totals import instance_names, layer_templates
 from archviz.inputs.settings import Settings
 
 GPTQ = "gptq"
@@ -172,7 +172,7 @@ def _node_packer(graph: Graph, raw: Mapping[str, Any], method: str) -> hf_quanti
     """Marks one node's converted linears; the scheme and the selection are read once, on the first node (inside
     ``hf_quantizers.pack_graph``, which says what is not modelled)."""
     chosen: list[tuple[Scheme, Callable[[str], bool]]] = []
-    skips = ModulePatterns(AWQ_DEFAULT_SKIPS)
+    skips = NotConverted(graph, AWQ_DEFAULT_SKIPS, add_default_skips=True)
 
     def pack_node(node: Node, patterns: ModulePatterns | None) -> Node:
         if not chosen:
@@ -180,16 +180,23 @@ def _node_packer(graph: Graph, raw: Mapping[str, Any], method: str) -> hf_quanti
             if method == GPTQ:
                 chosen.append((scheme, _gptq_selection(graph, raw)))
             else:
-                listed = skips if patterns is None else ModulePatterns((*AWQ_DEFAULT_SKIPS, *patterns.entries))
-                chosen.append((scheme, lambda module: should_convert(module, listed)))
+                listed = skips(patterns)
+                chosen.append((scheme, lambda module: converts(module, listed, graph.naming)))
         return _pack_node(node, *chosen[0])
 
     return pack_node
 
 
 def _gptq_selection(graph: Graph, raw: Mapping[str, Any]) -> Callable[[str], bool]:
-    """Whether Optimum's ``convert_model`` converts a module path (and GPT-QModel quantized it)."""
-    names = [name for node in graph.nodes for row in node.parameters for name in _names(node, row)]
+    """Whether Optimum's ``convert_model`` converts the module a checkpoint name names (and GPT-QModel quantized it),
+    decided on the module's path in transformers' model (``Graph.naming``)."""
+    module_path = graph.naming.module_path
+    names = [
+        module_path(name)
+        for node in graph.nodes
+        for row in node.parameters
+        for name, _ in layer_templates(node, row.tensor)
+    ]
     block = raw.get("block_name_to_quantize")
     if block is None:
         block = next((p for p in BLOCK_PATTERNS if any(name.startswith(p) for name in names)), None)
@@ -206,7 +213,8 @@ def _gptq_selection(graph: Graph, raw: Mapping[str, Any]) -> Callable[[str], boo
     skipped = _dynamic_skips(raw.get("dynamic"))
     matcher = PatternMatcher()  # the config's patterns, matched within one time budget (``archviz.common.patterns``)
 
-    def convert(module: str) -> bool:
+    def convert(name: str) -> bool:
+        module = module_path(name)
         return (
             module.startswith(block)
             and (keep is None or any(module.endswith(name) for name in keep))
@@ -241,7 +249,7 @@ def _pack_node(node: Node, scheme: Scheme, convert: Callable[[str], bool]) -> No
     rows: list[TensorRow] = []
     converted: dict[str, tuple[int, int]] = {}  # weight row tensor (module template) -> (converted, instances)
     for row in node.parameters:
-        fused = row.tensor.endswith(".weight") and len(row.shape) == 3 and row.module != "Linear"
+        fused = (row.tensor.endswith(".weight") and len(row.shape) == 3 and row.module != "Linear") or fused_bank(row)
         if fused and any(convert(name.rsplit(".", 1)[0]) for name in _names(node, row)):
             raise NotModelled(
                 f"{row.tensor} is a fused expert weight, not an nn.Linear ({scheme.method} "

@@ -1,10 +1,11 @@
 """What transformers' own quantizer integrations share: finding their ``quantization_config`` and matching
 ``modules_to_not_convert``.
 
-MXFP4 (``archviz.families.mxfp4``), FBGEMM FP8 (``archviz.families.fbgemm``) and AWQ (``archviz.families.gptq``)
-checkpoints are read by transformers' quantizers, which decide the modules they convert the same way (transformers
-5.24): every entry of ``modules_to_not_convert`` (and the class's ``_keep_in_fp32_modules``) is matched against a
-module's path by ``quantizers_utils.should_convert_module``. Restated here once, without torch.
+MXFP4 (``archviz.families.mxfp4``), FBGEMM FP8 (``archviz.families.fbgemm``), fine-grained FP8 (``archviz.families.
+fp8``) and AWQ (``archviz.families.gptq``) checkpoints are read by transformers' quantizers, which decide the modules
+they convert the same way (transformers 5.24): every entry of ``modules_to_not_convert`` (and the class's
+``_keep_in_fp32_modules``) is matched against a module's path by ``quantizers_utils.should_convert_module``. Restated
+here once, without torch.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archviz.common.patterns import PatternMatcher, PatternTimeout
-from archviz.graph.nodes import UNQUANTIZED, Graph, Node
+from archviz.graph.naming import NamingMap
+from archviz.graph.nodes import UNQUANTIZED, Graph, Node, TensorRow
 from archviz.inputs.settings import Settings
 
 
@@ -62,6 +64,17 @@ def should_convert(path: str, patterns: ModulePatterns | Sequence[str] | None) -
     )
 
 
+def converts(module: str, patterns: ModulePatterns | Sequence[str] | None, naming: NamingMap) -> bool:
+    """``should_convert`` as a quantizer decides it for the module a checkpoint names ``module``: on its path in
+    transformers' model (``naming``), and on the checkpoint's name, since transformers renames an entry written for
+    checkpoint names as its conversion mapping renames them before matching (``FineGrainedFP8HfQuantizer.
+    _normalize_modules_to_not_convert``)."""
+    if patterns is None:
+        return True
+    path = naming.module_path(module)
+    return should_convert(module, patterns) and (path == module or should_convert(path, patterns))
+
+
 def not_to_convert(raw: Mapping[str, Any]) -> ModulePatterns | None:
     """The config's ``modules_to_not_convert``, each a regular expression; None when it sets none."""
     listed = raw.get("modules_to_not_convert")
@@ -77,6 +90,35 @@ def not_to_convert(raw: Mapping[str, Any]) -> ModulePatterns | None:
                 f"modules_to_not_convert entry {pattern!r} is not a regular expression ({error})"
             ) from None
     return ModulePatterns(tuple(listed))
+
+
+def fused_bank(row: TensorRow) -> bool:
+    """Whether a row is a tensor of a bank of experts that transformers' class holds fused, not as ``nn.Linear``
+    modules (a graph read off the code names the bank's class as the row's module, whether the checkpoint stores it
+    one tensor per expert or as one ``[E, …]`` tensor): quantizers that convert ``nn.Linear`` modules do not convert
+    it, while a checkpoint may store its experts quantized."""
+    return row.module not in (None, "Linear", "Embedding") and ".experts." in row.tensor
+
+
+class NotConverted:
+    """``HfQuantizer.get_modules_to_not_convert(model, listed, model._keep_in_fp32_modules)``, worked out once per
+    graph: the config's ``modules_to_not_convert`` (the quantizer's ``defaults`` when it sets none, or beside them
+    with ``add_default_skips``) and the parts the class keeps out of quantization (``Graph.kept_from_quantization``)."""
+
+    def __init__(self, graph: Graph, defaults: Sequence[str], *, add_default_skips: bool = False):
+        self.kept = graph.kept_from_quantization
+        self.defaults = tuple(defaults)
+        self.add_default_skips = add_default_skips
+        self.found: list[ModulePatterns | None] = []
+
+    def __call__(self, listed: ModulePatterns | None) -> ModulePatterns | None:
+        """The patterns for the config's list, the same every node (one matcher for the graph, as for the list)."""
+        if not self.found:
+            defaults = self.defaults if listed is None or self.add_default_skips else ()
+            entries = (*defaults, *(listed.entries if listed is not None else ()), *self.kept)
+            same = listed is not None and entries == listed.entries
+            self.found.append(listed if same else ModulePatterns(entries) if entries else None)
+        return self.found[0]
 
 
 NodePacker = Callable[[Node, ModulePatterns | None], Node]
@@ -100,6 +142,6 @@ def pack_graph(graph: Graph, s: Settings, method: str, pack_node: NodePacker, *,
         raise s.document.error_at((*where.split("."), *key), str(slow)) from None
     except NotModelled as reason:
         return graph, [f"{where} ({method}) is not modelled: {reason}; {UNQUANTIZED}"]
-    if not any(row.packed for node in nodes for row in node.parameters):
+    if not any(row.packed or row.scale_block for node in nodes for row in node.parameters):
         return graph, [f"{where} ({method}) is not modelled: {none}; {UNQUANTIZED}"]
     return replace(graph, nodes=nodes), []

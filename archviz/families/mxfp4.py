@@ -31,7 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from archviz.families import hf_quantizers
-from archviz.families.hf_quantizers import ModulePatterns, NotModelled, should_convert
+from archviz.families.hf_quantizers import ModulePatterns, NotConverted, NotModelled, converts
+from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
 from archviz.graph.totals import instance_names
 from archviz.inputs.settings import Settings
@@ -61,30 +62,34 @@ def pack_graph(graph: Graph, s: Settings) -> tuple[Graph, list[str]]:
     """The graph with its MXFP4 expert weights marked packed, and sentences for what is not modelled."""
     ends = PACKED.get(graph.model.transformers_model_type)
 
+    skips = NotConverted(graph, ())
+
     def pack_node(node: Node, patterns: ModulePatterns | None) -> Node:
         if ends is None:
             raise NotModelled(
                 f"transformers quantizes only {', '.join(sorted(PACKED))} models' experts as MXFP4, not "
                 f"{graph.model.transformers_model_type}'s"
             )
-        return _pack_node(node, ends, patterns)
+        return _pack_node(node, ends, skips(patterns), graph.naming)
 
     return hf_quantizers.pack_graph(
         graph, s, METHOD, pack_node, none="no expert weight of the graph is one transformers stores as MXFP4"
     )
 
 
-def _pack_node(node: Node, ends: Sequence[str], patterns: ModulePatterns | None) -> Node:
-    rows = tuple(_pack_row(node, row, ends, patterns) for row in node.parameters)
+def _pack_node(node: Node, ends: Sequence[str], patterns: ModulePatterns | None, naming: NamingMap) -> Node:
+    rows = tuple(_pack_row(node, row, ends, patterns, naming) for row in node.parameters)
     return node if rows == node.parameters else replace(node, parameters=rows)
 
 
-def _pack_row(node: Node, row: TensorRow, ends: Sequence[str], patterns: ModulePatterns | None) -> TensorRow:
+def _pack_row(
+    node: Node, row: TensorRow, ends: Sequence[str], patterns: ModulePatterns | None, naming: NamingMap
+) -> TensorRow:
     if not row.tensor.endswith(tuple(f".{end}" for end in ends)) or len(row.shape) != 3:
         return row
     names = list(instance_names(node, row.tensor))
     # the module transformers replaces is the MLP's experts: the tensor's name without its last part
-    dense = tuple(name for name in names if not should_convert(name.rsplit(".", 1)[0], patterns))
+    dense = tuple(name for name in names if not converts(name.rsplit(".", 1)[0], patterns, naming))
     if len(dense) == len(names):
         return row
     if row.shape[-2] % BLOCK:

@@ -4,9 +4,9 @@ no rule covers, multi-token-prediction layers transformers does not build.
 Every top-level ``*_config`` object of a config is a part of the model (``vision_config``, ``audio_config``) unless it
 is a quantization config: a family either builds it (the kimi_k25 family's ``vision_config``, the generic family's
 sub-configs transformers builds its class from) or it is listed, with a sentence, in ``Graph.not_modelled`` and its key
-in ``Graph.omitted``. A ``quantization_config`` the graph does not model (any method but FP8 blocks, compressed-tensors'
-pack-quantized, float-, int- and nvfp4-pack-quantized, MXFP4 and FBGEMM FP8) is listed the same way: the predicted
-checkpoint then holds unquantized weights.
+in ``Graph.omitted``. A ``quantization_config`` the graph does not model (any method but FP8 blocks, FP8 per tensor
+on a graph read off the code, compressed-tensors' pack-quantized, float-, int- and nvfp4-pack-quantized, MXFP4, FBGEMM
+FP8, GPTQ and AWQ) is listed the same way: the predicted checkpoint then holds unquantized weights.
 """
 
 from __future__ import annotations

@@ -446,6 +446,10 @@ class Graph:
     derived_from_code: bool = False
     """Whether the graph was read off the modeling code rather than built from an independent table: then the
     meta-device model is not an independent witness, and the three-way check has two independent legs."""
+    kept_from_quantization: tuple[str, ...] = ()
+    """For a graph read off the code, the module-name parts its class keeps out of quantization
+    (``BuildRecord.kept_from_quantization``), which transformers' quantizers add to ``modules_to_not_convert``; empty
+    for a hand-written family."""
     beyond_transformers: tuple[str, ...] = ()
     """Features of this config that transformers' class for the model_type does not implement; the meta-device
     model cannot witness a graph that has any."""

@@ -501,7 +501,16 @@ def _checkpoint_notes(
     manifest: Sequence[ManifestTensor], pairs: Mapping[str, str], compared: Mapping[str, object]
 ) -> list[str]:
     notes: list[str] = []
-    scales = [t for t in manifest if t.role == TensorRole.SCALE and t.name in pairs and t.name.endswith("_scale_inv")]
+    # a block-quantized weight's scales (a weight stored as a packing counts its scales in the note below)
+    weights = {t.name for t in manifest if t.role == TensorRole.WEIGHT}
+    scales = [
+        t
+        for t in manifest
+        if t.role == TensorRole.SCALE
+        and t.name in pairs
+        and t.name.endswith("_scale_inv")
+        and t.name.removesuffix("_scale_inv") in weights
+    ]
     if scales:
         notes.append(
             f"{len(scales):,} weight_scale_inv tensors ({sum(math.prod(t.shape) for t in scales):,} F32 "

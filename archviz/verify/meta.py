@@ -618,6 +618,9 @@ def _build_record(
         dtype=str(dtype).removeprefix("torch.") if dtype is not None else "unknown",
         normalisations=tuple(normalisations),
         kept_in_float32=internals.kept_in_float32(module) if isinstance(module, PreTrainedModel) else (),
+        kept_from_quantization=(
+            internals.kept_from_quantization(module) if isinstance(module, PreTrainedModel) else ()
+        ),
     )
 
 

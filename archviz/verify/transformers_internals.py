@@ -93,6 +93,12 @@ def keys_to_ignore_on_save(model: PreTrainedModel) -> tuple[str, ...]:
     return tuple(sorted(model._keys_to_ignore_on_save or ()))
 
 
+def kept_from_quantization(model: PreTrainedModel) -> tuple[str, ...]:
+    """Module-name parts transformers' quantizers (fine-grained FP8, FBGEMM FP8, MXFP4, AWQ) do not convert beside a
+    config's ``modules_to_not_convert``: ``PreTrainedModel._keep_in_fp32_modules`` as ``post_init`` gathers it."""
+    return tuple(sorted(model._keep_in_fp32_modules or ()))
+
+
 def kept_in_float32(model: PreTrainedModel) -> tuple[str, ...]:
     """Module-name parts transformers keeps in float32 whatever the model's dtype, bfloat16 included, and so saves in
     float32 (``PreTrainedModel._keep_in_fp32_modules_strict``: DeepSeek-V3's router ``gate.weight``)."""

@@ -48,7 +48,8 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 
 def checkpoint_dtypes(settings: Settings) -> tuple[str, tuple[int, int] | None]:
-    """The unquantized dtype and, for FP8 block quantization, the block size."""
+    """The unquantized dtype and, for FP8 block quantization, the block size (None for FP8 per tensor,
+    ``weight_block_size: null``, which ``archviz.families.fp8`` marks once the graph is built)."""
     name = settings.declared_dtype().name  # a known dtype: torch_dtype/dtype with transformers' precedence
     quantization = settings.mapping(QUANTIZATION.quantization_config)
     if quantization is None:
@@ -57,12 +58,16 @@ def checkpoint_dtypes(settings: Settings) -> tuple[str, tuple[int, int] | None]:
     if method != "fp8":
         return SAFETENSORS_DTYPES[name], None
     block = settings.values[QUANTIZATION.quantization_config.name].get("weight_block_size")
+    if block is None:
+        return SAFETENSORS_DTYPES[name], None
     if (
         not isinstance(block, list)
         or len(block) != 2
         or not all(isinstance(item, int) and not isinstance(item, bool) and item > 0 for item in block)
     ):
-        raise settings.fail((QUANTIZATION.quantization_config, "weight_block_size"), "expected two positive integers")
+        raise settings.fail(
+            (QUANTIZATION.quantization_config, "weight_block_size"), "expected two positive integers or null"
+        )
     return SAFETENSORS_DTYPES[name], (block[0], block[1])
 
 
