@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from archviz.code.modeltree import Shape, ShapeTrace, TraceNote
 from archviz.common.errors import raised_in_archviz
 from archviz.verify import transformers_internals as internals
-from archviz.verify.flowtrace import FlowRecorder, tensors
+from archviz.verify.flowtrace import FlowRecorder, raised_by_operation, tensors
 
 if TYPE_CHECKING:
     import torch
@@ -270,7 +270,7 @@ class _Tracer:
             except Exception as exc:  # any failure inside modeling code is reported, never raised
                 failing = self.stack[-1] if self.stack else ""
                 message = f"{type(exc).__name__}: {first_line(exc)}"
-                internal = raised_in_archviz(exc)
+                internal = raised_in_archviz(exc) and not raised_by_operation(exc)
                 if internal or not _cannot_run_on_meta(exc) or not self._stand_in_for(failing, message):
                     self.errors.append(TraceNote(phase=phase, module=failing, message=message, internal=internal))
                     return None
