@@ -29,6 +29,7 @@ import archviz
 from archviz.cli import app
 from archviz.code.pins import content_hash
 from archviz.pipeline import ModelDocs, describe_model
+from archviz.verify.check import bounded_manifest
 
 RELEASE_CODE = Path(__file__).parent / "data" / "release-code" / "kimi-k2-instruct" / "modeling_deepseek.py"
 RELEASED_CONFIG = Path(archviz.__file__).parent / "bundled" / "kimi-k2-instruct" / "config.json"
@@ -92,6 +93,61 @@ def test_what_was_lent_is_taken_back(code: ModelDocs) -> None:
     assert "transformers.modeling_attn_mask_utils" not in sys.modules
     assert not hasattr(cache_utils.DynamicCache, "from_legacy_cache")
     assert not hasattr(sys.modules["transformers.utils.import_utils"], "is_torch_fx_available")
+
+
+def test_totals_field_by_field(release: Path) -> None:
+    """``inspect --json``'s totals, read off the release's code and by the family: equal but for the two differences
+    the module docstring gives."""
+    family = _inspect(release)["totals"]
+    code = _inspect(release, "--from-code", "--trust-remote-code")["totals"]
+    bias = family["buffers"]
+    assert bias == 2 * 8  # e_score_correction_bias: one per routed expert in each MoE layer
+    expected = {
+        **family,
+        "parameters": family["parameters"] + bias,
+        "active_parameters": family["active_parameters"] + bias,
+        "active_parameters_without_embedding": family["active_parameters_without_embedding"] + bias,
+        "buffers": 0,
+        # No FP8 on the generic path: every weight in the config's BF16, the bias too.
+        "scale_elements": 0,
+        "by_dtype": {"BF16": family["parameters"] + bias},
+        "bytes_by_dtype": {"BF16": 2 * (family["parameters"] + bias)},
+    }
+    assert code == expected
+
+
+def test_predicted_checkpoint(family: ModelDocs, code: ModelDocs) -> None:
+    """Every tensor name and shape the family predicts (MLA's, the experts', the gate's bias), but its FP8 scales."""
+    predicted = {t.name: t.shape for t in bounded_manifest(family) if not t.name.endswith(SCALES)}
+    read = {t.name: t.shape for t in bounded_manifest(code)}
+    assert read == predicted
+    assert any(name.endswith(SCALES) for name in (t.name for t in bounded_manifest(family)))
+    for name in (
+        "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+        "model.layers.2.mlp.experts.7.down_proj.weight",
+        "model.layers.1.mlp.gate.e_score_correction_bias",
+    ):
+        assert name in read
+
+
+def test_each_family_node_is_one_node_of_the_code(family: ModelDocs, code: ModelDocs) -> None:
+    """Per node where comparable: the tensors of each of the family's nodes are all held by one node read off the code
+    (the code's gate node holds the router's weight and the selection's bias), but the shared expert's, which the code
+    reads as its three projections (each module holding parameters is a node there)."""
+    code_node = {t.name: t.node for t in bounded_manifest(code)}
+    by_node: dict[str, set[str]] = {}
+    for tensor in bounded_manifest(family):
+        if not tensor.name.endswith(SCALES):
+            by_node.setdefault(tensor.node, set()).add(code_node[tensor.name])
+    shared = {f"model.layers.mlp.shared-experts.{name}-proj" for name in ("gate", "up", "down")}
+    assert {node: held for node, held in by_node.items() if len(held) != 1} == {"moe.shared-expert": shared}
+    routed = {node for node, held in by_node.items() if held == {"model.layers.mlp.experts"}}
+    assert routed == {"moe.routed-expert"}
+
+
+def test_active_parameters_count_top_k_experts(code: ModelDocs) -> None:
+    experts = next(node for node in code.graph.nodes if node.id == "model.layers.mlp.experts")
+    assert (experts.placement.per_layer, experts.placement.active_per_layer) == (8, 2)
 
 
 def test_provenance_cites_the_release_file(code: ModelDocs) -> None:

@@ -464,6 +464,7 @@ class CodeGraph:
                     shares_with=shared[0].rsplit(".", 1)[0] if shared else None,
                 )
             )
+        instances = self._merged_expert_lists(instances)
         missing = [name for name in self.saved if name not in seen]
         if missing:
             self.notes.append(
@@ -472,6 +473,55 @@ class CodeGraph:
             )
             self.unattributed = missing
         return instances
+
+    def _expert_lists(self) -> dict[str, int]:
+        """Routed experts kept one module each, as transformers 4.x's code and a release's own code keep them
+        (``mlp.experts`` a ``ModuleList`` of MLPs): a list inside a repeated layer whose items are one class, as many
+        as the expert count its owner or a module beside it stores. List path -> expert count."""
+        found: dict[str, int] = {}
+        for path, module in self.modules.items():
+            if not module.is_module_list or self._template(path)[1] is None or len(set(module.children.values())) != 1:
+                continue
+            owner = path.rsplit(".", 1)[0]
+            near = [owner, *(f"{owner}.{name}" for name in self.modules[owner].children)]
+            counts = {_first(self.modules[item].routing, EXPERT_COUNT_ATTRIBUTES) for item in near if item != path}
+            if len(module.children) > 1 and len(module.children) in counts:
+                found[path] = len(module.children)
+        return found
+
+    def _merged_expert_lists(self, instances: list[_Instance]) -> list[_Instance]:
+        """Each list of experts kept one module each (``_expert_lists``) as one instance at the list's path holding
+        every expert's tensors (``experts.{j}.gate_proj.weight``), as transformers 5's fused bank is one module: its
+        rows fold per expert (``_fold_experts``) and it is a bank of routed experts (``banks``)."""
+        lists = self._expert_lists()
+        if not lists:
+            return instances
+        merged: dict[str, _Instance] = {}
+        kept: list[_Instance] = []
+        for instance in instances:
+            within = next((path for path in lists if instance.path.startswith(f"{path}.")), None)
+            if within is None:
+                kept.append(instance)
+                continue
+            if instance.path in self.activations:  # a bank applies its experts' activation inside it
+                self.activations.discard(instance.path)
+                continue
+            if within not in merged:
+                template, layer = self._template(within)
+                merged[within] = _Instance(
+                    path=within,
+                    template=template,
+                    layer=layer,
+                    class_name=next(iter(self.modules[within].children.values())),
+                    own=(),
+                    is_container=False,
+                    tensors={},
+                    shares_with=None,
+                )
+                kept.append(merged[within])
+            merged[within].tensors.update(instance.tensors)
+        self.banks.update({path: lists[path] for path in merged})
+        return kept
 
     def _ran(self, path: str) -> bool:
         """Whether the traced forward ran the module at ``path``, or its counterpart in the earlier item of the same
