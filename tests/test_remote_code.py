@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,34 @@ SCALES = ".weight_scale_inv"
 """The suffix of the FP8 block scales the family predicts from the config's quantization_config."""
 
 runner = CliRunner()
+
+
+@contextmanager
+def modules_cache(root: Path) -> Iterator[None]:
+    """transformers copies a model's own code into a modules cache under ``root`` and imports it from there, for the
+    duration: not into the user's cache, and not through a ``transformers_modules`` package an earlier test imported
+    from another cache (test_meta's, whose relative imports would then not resolve)."""
+    from transformers import dynamic_module_utils
+
+    def ours(name: str) -> bool:
+        return name == "transformers_modules" or name.startswith("transformers_modules.")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dynamic_module_utils, "HF_MODULES_CACHE", str(root))
+        patch.setattr(sys, "path", [str(root), *sys.path])
+        for name in [name for name in sys.modules if ours(name)]:
+            patch.delitem(sys.modules, name)
+        try:
+            yield
+        finally:
+            for name in [name for name in sys.modules if ours(name)]:
+                del sys.modules[name]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _modules_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with modules_cache(tmp_path_factory.mktemp("modules")):
+        yield
 
 
 @pytest.fixture(scope="module")
