@@ -281,6 +281,18 @@ def test_an_operation_failing_under_the_flow_recorder_is_the_code_s() -> None:
     assert "head" in trace.prefill
 
 
+def test_a_stood_in_module_s_children_reading_its_input_are_traced() -> None:
+    """A module that cannot run on meta tensors is stood in for, and its children whose first matrix reads vectors of
+    its input's width are run on that input (a MoE's router and shared experts beside a dispatch that needs real data):
+    their shapes and the flow into them are known."""
+    with torch.device("meta"):
+        model = _Outer()
+    trace = trace_shapes(model, record_flow=True)
+    assert trace.prefill["inner.proj"] == ((2, 5, 4),)
+    reads = {call.path: [trace.calls[read.source].path for read in call.reads] for call in trace.calls}
+    assert reads["inner.proj"] == ["embed"]
+
+
 def _trace(config: dict[str, Any]) -> ShapeTrace:
     import transformers
 

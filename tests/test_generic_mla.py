@@ -97,6 +97,22 @@ def test_the_latent_core_is_typed(release: Path) -> None:
     assert cache.placement.layers == (0, 1, 2)
 
 
+def test_the_release_code_caches_every_head(release: Path) -> None:
+    """The release's own code up-projects before it caches: its cache holds 64 heads × (192 + 128) per position and
+    layer, and its decode runs kv_b_proj on the new token only; its prefill is the family's."""
+    family = describe_model(str(release))
+    code = describe_model(str(release), from_code=True, trust_remote_code=True)
+    sizes = SIZES[0]
+    read, priced = _costs(code, sizes), _costs(family, sizes)
+    assert read["flops"]["prefill"] == priced["flops"]["prefill"]
+    assert read["cache"]["bytes_per_token"] == 3 * 64 * (192 + 128) * 2
+    assert priced["cache"]["bytes_per_token"] == 3 * (512 + 64) * 2
+    assert read["flops"]["decode_absorbed"] is None  # nothing to absorb: no cached latent is re-expanded
+    # The family re-expands the S + 1 cached latents through kv_b_proj at each step, the code the new token's alone:
+    # S more rows of kv_b_proj (64 heads × (128 + 128) by 512) in each of the 3 layers; the attention core is the same.
+    assert priced["flops"]["decode"] - read["flops"]["decode"] == 2 * sizes.context * 64 * (128 + 128) * 512 * 3
+
+
 def test_check_witnesses_the_release_code_s_costs(tmp_path: Path) -> None:
     """``archviz check --from-code --trust-remote-code`` holds the costs read off the release's code to torch's FLOP
     counter and the cache object over that very code (a dense layer: its MoE needs real data to dispatch)."""
