@@ -8,7 +8,8 @@ the import alone (``older_transformers_names``) the missing names are lent, each
 name did for the inputs archviz's meta stage gives (no padding: a causal mask), and everything is put back afterwards.
 The names the imported module bound stay its own; nothing else in the process sees them.
 
-A name transformers still has is never replaced: the shim only fills gaps. What it lent is said in the build record
+A name transformers itself still has is never replaced: the shim only fills gaps (and covers what another library
+patched into them, GPT-QModel's import does, for the duration). What it lent is said in the build record
 (``COMPATIBILITY_NOTE``). Imports torch and transformers inside functions, like ``archviz.verify.meta``.
 """
 
@@ -67,11 +68,14 @@ def _module(name: str, make: Any, lent: list[str]) -> Iterator[None]:
 
 @contextmanager
 def _attribute(module_name: str, name: str, value: Any, lent: list[str]) -> Iterator[None]:
-    """``module.name`` is ``value`` for the duration, when the module lacks it."""
+    """``module.name`` is ``value`` for the duration, when the module lacks it or holds one another library patched in
+    (GPT-QModel's import adds its own), and is as it was afterwards."""
     import importlib
 
     module = importlib.import_module(module_name)
-    if hasattr(module, name):
+    missing = object()
+    before = getattr(module, name, missing)
+    if before is not missing and _transformers_own(before):
         yield
         return
     setattr(module, name, value)
@@ -79,7 +83,16 @@ def _attribute(module_name: str, name: str, value: Any, lent: list[str]) -> Iter
     try:
         yield
     finally:
-        delattr(module, name)
+        if before is missing:
+            delattr(module, name)
+        else:
+            setattr(module, name, before)
+
+
+def _transformers_own(value: Any) -> bool:
+    """Whether a function (or a class's method) is transformers' own, not one another library patched in."""
+    function = getattr(value, "__func__", value)
+    return str(getattr(function, "__module__", "")).startswith("transformers.")
 
 
 def _false() -> bool:
@@ -93,7 +106,7 @@ def _legacy_dynamic_cache(lent: list[str]) -> Iterator[None]:
     from transformers import cache_utils
 
     original = cache_utils.DynamicCache
-    if hasattr(original, "from_legacy_cache") and hasattr(original, "get_usable_length"):
+    if all(_transformers_own(getattr(original, name, None)) for name in LEGACY_CACHE_METHODS):
         yield
         return
     cache_utils.DynamicCache = _legacy_cache_class(original)  # type: ignore[misc,assignment]
@@ -102,6 +115,11 @@ def _legacy_dynamic_cache(lent: list[str]) -> Iterator[None]:
         yield
     finally:
         cache_utils.DynamicCache = original  # type: ignore[misc]
+
+
+LEGACY_CACHE_METHODS = ("from_legacy_cache", "to_legacy_cache", "get_usable_length")
+"""The 4.x cache methods the code calls; lent as archviz's own even where another library patched its versions into
+transformers' class (GPT-QModel's ``to_legacy_cache`` returns tuples the code hands back as a cache)."""
 
 
 def _legacy_cache_class(base: type) -> type:
@@ -135,6 +153,7 @@ def _legacy_cache_class(base: type) -> type:
             "get_usable_length": get_usable_length,
             "__module__": base.__module__,
             "__doc__": base.__doc__,
+            "archviz_lent": True,
         },
     )
 
