@@ -190,6 +190,10 @@ def test_provenance_cites_the_release_file(code: ModelDocs) -> None:
     assert "self.kv_b_proj = nn.Linear(" in lines[kv_b.start - 1]
     gate = code.sources.nodes["model.layers.mlp.gate"].refs[0]
     assert "self.gate = MoEGate(config)" in lines[gate.start - 1]
+    cache = code.sources.nodes["model.layers.self-attn.kv-cache"].refs[0]
+    assert any("past_key_value.update(" in line for line in lines[cache.start - 1 : cache.end])
+    core = code.sources.nodes["model.layers.self-attn.attention-core"].refs[0]
+    assert "softmax(" in "".join(lines[core.start - 1 : core.end])
 
 
 def test_trust_remote_code_without_from_code_is_refused(release: Path) -> None:

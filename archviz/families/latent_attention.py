@@ -134,13 +134,11 @@ def latent_core_nodes(
         new = [Shape(name=item.name, dims=(BATCH, SHARED_HEAD, POSITIONS, item.dims[-1])) for item in cached]
         kept = "key/value latent and shared rotary key"
         how = ", from which every head's keys and values are re-expanded at each step"
-        site = statement((core.class_name,), ".update(kv_nope, k_rot")
     else:
         cached = [key, value]
         new = [Shape(name=item.name, dims=(BATCH, heads.heads, POSITIONS, item.dims[-1])) for item in (key, value)]
         kept = "keys and values of every head"
         how = ", up-projected by kv_b_proj before they are cached"
-        site = statement((core.class_name,), ".update(key_states, value_states")
     b.node(
         ids[0],
         title=f"{prefix}KV cache{which}",
@@ -149,7 +147,9 @@ def latent_core_nodes(
         locate=Locator(
             claim=f"{core.class_name} appends each step's {kept} to the layer's cache in its forward pass.",
             category=Category.ATTENTION,
-            sites=(site,),
+            # transformers' port: cache.update(kv_nope, k_rot, …); DeepSeek's own code spreads past_key_value.update(
+            # over lines.
+            sites=(statement((core.class_name,), ".update(kv_nope, k_rot", "past_key_value.update(", ".update("),),
         ),
         summary=f"Append this step's {kept}{how}, to the layer's cache and return every cached position.",
         group=group,
