@@ -5,7 +5,7 @@ The release's code targets transformers 4.48; archviz builds it on the meta devi
 transformers 5 dropped lent for the import (``archviz.verify.remote_compat``) and, since the release's
 ``configuration_deepseek.py`` is not vendored, transformers' DeepseekV3Config standing in for it. The config is the
 bundled one cut to 3 layers of 8 experts (top-2), so that a test builds and traces it in seconds; the full config's
-totals were measured by hand (61 layers take about 25 s on the meta device).
+totals were measured by hand (61 layers of 384 experts take a minute or more to build and read on the meta device).
 
 Where the two readings differ, the difference is the code's and is pinned here, each with its reason:
 - the release's ``MoEGate`` holds ``e_score_correction_bias`` as an ``nn.Parameter`` (transformers' port, which the
