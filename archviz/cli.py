@@ -142,6 +142,14 @@ SourceOption = Annotated[
     ),
 ]
 RevisionOption = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub repo id.")]
+FromCodeOption = Annotated[
+    bool,
+    typer.Option(
+        "--from-code",
+        help="Read the graph off the modeling code on the meta device even where a hand-written family exists: "
+        "the model's own code (its config's auto_map) with --trust-remote-code, else transformers'.",
+    ),
+]
 
 
 def _print_version(value: bool) -> None:
@@ -247,6 +255,8 @@ def inspect(
     assume: AssumeOption = None,
     partial: PartialOption = False,
     source: SourceOption = "auto",
+    from_code: FromCodeOption = False,
+    trust_remote_code: ReadTrustOption = False,
 ) -> None:
     """Show every operator and tensor state of MODEL's forward pass, with shapes and parameter counts."""
     from archviz.pipeline import describe_model
@@ -254,7 +264,13 @@ def inspect(
 
     try:
         docs = describe_model(
-            model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
+            model,
+            revision=revision,
+            assumptions=_assumptions(assume),
+            partial=partial,
+            source=_source(source),
+            from_code=from_code,
+            trust_remote_code=_trusted(from_code, trust_remote_code),
         )
     except InputError as error:
         raise _fail(error) from None
@@ -282,6 +298,8 @@ def cost(
     revision: RevisionOption = None,
     assume: AssumeOption = None,
     partial: PartialOption = False,
+    from_code: FromCodeOption = False,
+    trust_remote_code: ReadTrustOption = False,
 ) -> None:
     """What MODEL costs to run: FLOPs for a prompt and per decoded token, weight bytes, cache and state bytes."""
     from archviz.cost.model import Sizes, beyond_context, cache_dtype_name, model_cost
@@ -290,7 +308,14 @@ def cost(
     from archviz.present.jsontext import json_text
 
     try:
-        docs = describe_model(model, revision=revision, assumptions=_assumptions(assume), partial=partial)
+        docs = describe_model(
+            model,
+            revision=revision,
+            assumptions=_assumptions(assume),
+            partial=partial,
+            from_code=from_code,
+            trust_remote_code=_trusted(from_code, trust_remote_code),
+        )
         dtype = cache_dtype_name(cache_dtype) if cache_dtype is not None else None
     except InputError as error:
         raise _fail(error) from None
@@ -455,6 +480,25 @@ TrustOption = Annotated[
 ]
 
 
+ReadTrustOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-remote-code",
+        help="With --from-code, import and run the model folder's own modeling code (its config's auto_map).",
+    ),
+]
+
+
+def _trusted(from_code: bool, trust_remote_code: bool) -> bool:
+    """--trust-remote-code, refused without --from-code: these commands would run nothing with it."""
+    if trust_remote_code and not from_code:
+        raise InputError(
+            "--trust-remote-code runs the model's own code only to read the graph off it: pass --from-code too",
+            path="--trust-remote-code",
+        )
+    return trust_remote_code
+
+
 def _checkpoint_location(docs: ModelDocs, checkpoint: str | None) -> str | None:
     """--checkpoint, else the Hub repo's (HF cache first), else the model folder's own safetensors."""
     from archviz.verify.check import checkpoint_location
@@ -509,6 +553,7 @@ def check(
     assume: AssumeOption = None,
     partial: PartialOption = False,
     source: SourceOption = "auto",
+    from_code: FromCodeOption = False,
 ) -> None:
     """Verify MODEL leg by leg: analytic graph, meta-device model, shape trace, FLOP count, cache object, checkpoint.
 
@@ -527,7 +572,13 @@ def check(
     witness_context(context, path="--context")
     with doing("describing the model"):
         docs = describe_model(
-            model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
+            model,
+            revision=revision,
+            assumptions=_assumptions(assume),
+            partial=partial,
+            source=_source(source),
+            from_code=from_code,
+            trust_remote_code=from_code and trust_remote_code,
         )
     with doing("reading the checkpoint"):
         location = _checkpoint_location(docs, checkpoint)

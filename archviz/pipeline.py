@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -11,7 +11,7 @@ from archviz.code.finder import ensure_python
 from archviz.code.pins import SourceFile
 from archviz.common.errors import InputError
 from archviz.families import build_graph, family_settings, find_family
-from archviz.families.registry import Family
+from archviz.families.registry import GENERIC, Family
 from archviz.graph.nodes import Assumption, Graph
 from archviz.graph.totals import Totals, compute_totals
 from archviz.inputs.config import ConfigDocument, load_config
@@ -67,18 +67,25 @@ def describe_model(
     assumptions: Iterable[Assumption] = (),
     partial: bool = False,
     source: str = "auto",
+    from_code: bool = False,
+    trust_remote_code: bool = False,
 ) -> ModelDocs:
     """Resolve, read and build; raises ``InputError`` for anything wrong with the input.
 
     ``assumptions`` (the user's, then a bundled model's own) fill keys the config lacks; ``partial`` builds
     what an incomplete config allows instead of failing. ``source`` picks the modeling file to cite:
     ``auto`` (the model's own remote code when its folder has it, else transformers'), ``remote`` or
-    ``transformers``. Nothing is imported from the model folder: provenance reads source text only.
+    ``transformers``. ``from_code`` reads the graph off the modeling code on the meta device (the generic family) even
+    where a hand-written family accepts the config; with ``trust_remote_code`` that code is the model folder's own
+    (its config's ``auto_map``), imported and run. Otherwise nothing is imported from the model folder: provenance reads
+    source text only.
     """
     where = resolve_model(name, revision=revision)
     config = load_config(where.config_path, display_path=where.display_path)
     assumptions = _fills_only_missing_keys(list(assumptions), config, where)
     family = find_family(config, transformers_ships=_transformers_ships)
+    if from_code and family.name != GENERIC:
+        family = _code_family(family.transformers_model_type)
     settings = family_settings(
         config,
         family,
@@ -89,6 +96,8 @@ def describe_model(
     read: list[ModelCode] = []  # what the meta stage read, for a family that reads the code (kept for the check)
 
     def read_code(request: CodeRequest) -> ModelCode:
+        if trust_remote_code:  # the user's explicit trust: the folder's own code is built
+            request = replace(request, model_dir=where.folder)
         read.append(_read_code(request))
         return read[-1]
 
@@ -186,6 +195,13 @@ def _transformers_ships(model_type: str) -> bool:
     from archviz.verify.meta import transformers_ships
 
     return transformers_ships(model_type)
+
+
+def _code_family(model_type: str) -> Family:
+    """The family reading a graph off the code of ``model_type`` (asked for by ``from_code``)."""
+    from archviz.families.generic import family
+
+    return family(model_type)
 
 
 def _read_code(request: CodeRequest) -> ModelCode:

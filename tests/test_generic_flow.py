@@ -245,6 +245,54 @@ def test_views_in_place_writes_keywords_and_repeated_calls() -> None:
     ]
 
 
+class _ReadsValues(nn.Module):
+    """A module that needs real data (``.cpu()``, as DeepSeek-V3's remote ``moe_infer`` calls), inside a model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        counts = x.sum(dim=-1).cpu()  # no data on the meta device
+        return self.proj(x) * counts.numel()
+
+
+class _Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.inner = _ReadsValues()
+        self.head = nn.Linear(4, 4)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.inner(self.embed(input_ids)))
+
+
+def test_an_operation_failing_under_the_flow_recorder_is_the_code_s() -> None:
+    """Regression: ``.cpu()`` of a meta tensor, run through the flow recorder's function mode, was reported as an
+    internal error of archviz (the mode's frame is the innermost Python frame) and stopped the pass; it is the code's
+    need for real data, so the module is stood in for and the pass goes on."""
+    with torch.device("meta"):
+        model = _Outer()
+    trace = trace_shapes(model, record_flow=True)
+    assert trace.errors == ()
+    assert [note.module for note in trace.not_executed] == ["inner"]
+    assert not any(note.internal for note in trace.not_executed)
+    assert "head" in trace.prefill
+
+
+def test_a_stood_in_module_s_children_reading_its_input_are_traced() -> None:
+    """A module that cannot run on meta tensors is stood in for, and its children whose first matrix reads vectors of
+    its input's width are run on that input (a MoE's router and shared experts beside a dispatch that needs real data):
+    their shapes and the flow into them are known."""
+    with torch.device("meta"):
+        model = _Outer()
+    trace = trace_shapes(model, record_flow=True)
+    assert trace.prefill["inner.proj"] == ((2, 5, 4),)
+    reads = {call.path: [trace.calls[read.source].path for read in call.reads] for call in trace.calls}
+    assert reads["inner.proj"] == ["embed"]
+
+
 def _trace(config: dict[str, Any]) -> ShapeTrace:
     import transformers
 

@@ -69,6 +69,7 @@ from archviz.families.blocks.mixers import (
     mamba2_nodes,
 )
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
+from archviz.families.latent_attention import LatentCore, LatentHeads, caches_latent, latent_core_nodes, latent_heads
 from archviz.families.omissions import unread_sub_configs, with_omissions
 from archviz.families.registry import GENERIC, Family, FamilyBuilds, FamilySpeech
 from archviz.graph.naming import NamingMap, Rename
@@ -466,6 +467,7 @@ class CodeGraph:
                     shares_with=shared[0].rsplit(".", 1)[0] if shared else None,
                 )
             )
+        instances = self._merged_expert_lists(instances)
         missing = [name for name in self.saved if name not in seen]
         if missing:
             self.notes.append(
@@ -474,6 +476,55 @@ class CodeGraph:
             )
             self.unattributed = missing
         return instances
+
+    def _expert_lists(self) -> dict[str, int]:
+        """Routed experts kept one module each, as transformers 4.x's code and a release's own code keep them
+        (``mlp.experts`` a ``ModuleList`` of MLPs): a list inside a repeated layer whose items are one class, as many
+        as the expert count its owner or a module beside it stores. List path -> expert count."""
+        found: dict[str, int] = {}
+        for path, module in self.modules.items():
+            if not module.is_module_list or self._template(path)[1] is None or len(set(module.children.values())) != 1:
+                continue
+            owner = path.rsplit(".", 1)[0]
+            near = [owner, *(f"{owner}.{name}" for name in self.modules[owner].children)]
+            counts = {_first(self.modules[item].routing, EXPERT_COUNT_ATTRIBUTES) for item in near if item != path}
+            if len(module.children) > 1 and len(module.children) in counts:
+                found[path] = len(module.children)
+        return found
+
+    def _merged_expert_lists(self, instances: list[_Instance]) -> list[_Instance]:
+        """Each list of experts kept one module each (``_expert_lists``) as one instance at the list's path holding
+        every expert's tensors (``experts.{j}.gate_proj.weight``), as transformers 5's fused bank is one module: its
+        rows fold per expert (``_fold_experts``) and it is a bank of routed experts (``banks``)."""
+        lists = self._expert_lists()
+        if not lists:
+            return instances
+        merged: dict[str, _Instance] = {}
+        kept: list[_Instance] = []
+        for instance in instances:
+            within = next((path for path in lists if instance.path.startswith(f"{path}.")), None)
+            if within is None:
+                kept.append(instance)
+                continue
+            if instance.path in self.activations:  # a bank applies its experts' activation inside it
+                self.activations.discard(instance.path)
+                continue
+            if within not in merged:
+                template, layer = self._template(within)
+                merged[within] = _Instance(
+                    path=within,
+                    template=template,
+                    layer=layer,
+                    class_name=next(iter(self.modules[within].children.values())),
+                    own=(),
+                    is_container=False,
+                    tensors={},
+                    shares_with=None,
+                )
+                kept.append(merged[within])
+            merged[within].tensors.update(instance.tensors)
+        self.banks.update({path: lists[path] for path in merged})
+        return kept
 
     def _ran(self, path: str) -> bool:
         """Whether the traced forward ran the module at ``path``, or its counterpart in the earlier item of the same
@@ -737,12 +788,17 @@ class CodeGraph:
         titles = self._titles(folded, ids)
         mixers = self._recurrent_mixers()
         cores = self._attention_cores()
+        latent = self._latent_cores(cores)
         indexers = self._indexers()
         for entry, id in zip(folded, ids, strict=True):
             group = self._parent_group(entry.first, groups, taken)
             # A mixer's parameter-free work runs before its output projection.
             for core in cores.pop(entry.first.template, ()):
                 self._core_nodes(core, group, titles[id].rsplit(" · ", 1)[0] if " · " in titles[id] else "", taken)
+            shapes = latent.pop(entry.first.template, [])
+            for shape in shapes:
+                place = titles[id].rsplit(" · ", 1)[0] if " · " in titles[id] else ""
+                self._latent_core_nodes(shape, group, place, len(shapes), taken)
             for mixer in mixers.pop(entry.first.template, ()):
                 self._mixer_nodes(mixer, group, taken)
             self._node(entry, id, titles[id], group, node_of_path)
@@ -1279,6 +1335,50 @@ class CodeGraph:
             for core in variants:
                 core.variants = len(variants)
         return cores
+
+    def _latent_cores(self, cores: Mapping[str, list[_Core]]) -> dict[str, list[LatentCore]]:
+        """The latent attention modules (``archviz.families.latent_attention``), whose heads no ``head_dim`` sizes, by
+        the template of their output projection: one core per shape of heads and of cache, with the layers that have
+        it. An output projection ``_attention_cores`` found a core for (``cores``) is left to it."""
+        found: dict[tuple[str, str, str, LatentHeads, bool], list[int]] = {}
+        nn_classes = {path: module.nn_class for path, module in self.modules.items()}
+        for path, module in self.modules.items():
+            if _in_encoder(path) or _role(path.rsplit(".", 1)[-1], module.class_name) != "attention":
+                continue
+            heads = latent_heads(path, module, nn_classes)
+            if heads is None:
+                continue
+            output, layer = self._template(heads.output)
+            if output in cores:
+                continue
+            template, _ = self._template(path)
+            representative = self.trace.repeats.get(path.rsplit(".", 1)[0], path.rsplit(".", 1)[0])
+            latent = caches_latent(f"{representative}.{path.rsplit('.', 1)[-1]}", self.trace)
+            heads = replace(heads, output=output)
+            found.setdefault((output, template, module.class_name, heads, latent), []).extend(
+                [] if layer is None else [layer]
+            )
+        latent_cores: dict[str, list[LatentCore]] = {}
+        for (output, template, class_name, heads, latent), layers in found.items():
+            latent_cores.setdefault(output, []).append(
+                LatentCore(
+                    template=template,
+                    class_name=class_name,
+                    heads=heads,
+                    caches_latent=latent,
+                    layers=tuple(sorted(layers)),
+                )
+            )
+        return latent_cores
+
+    def _latent_core_nodes(self, core: LatentCore, group: str, place: str, variants: int, taken: set[str]) -> None:
+        """A latent attention module's cache and attention core (``latent_attention.latent_core_nodes``)."""
+        which = f" (layers {_layer_ranges(list(core.layers))})" if variants > 1 and core.layers else ""
+        cache_id = self._id(f"{core.template}.kv-cache", taken)
+        core_id = self._id(f"{core.template}.attention-core", taken)
+        prefix = f"{place} · " if place else ""
+        latent_core_nodes(self.b, core, ids=(cache_id, core_id), group=group, prefix=prefix, which=which)
+        self.cores.append(_Site(group=group, core=core_id, states=(cache_id,)))
 
     def _output_projection(self, path: str, module: ModuleRecord) -> str | None:
         """The path of an attention module's output projection: it is softmax attention when its role is attention

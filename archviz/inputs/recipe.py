@@ -17,6 +17,7 @@ import copy
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archviz.graph.nodes import ModelInfo
@@ -69,6 +70,9 @@ class CodeRequest:
     """Tokens in the traced prefill pass."""
     past: int
     """Cached positions before the traced decode step."""
+    model_dir: Path | None = None
+    """The model folder whose own code (its config's ``auto_map``) is built, with the user's trust
+    (``--trust-remote-code``); None builds transformers' class."""
 
 
 CodeReader = Callable[[CodeRequest], "ModelCode"]

@@ -263,11 +263,25 @@ class FlowRecorder:
                 kwargs: Mapping[str, Any] | None = None,
             ) -> Any:
                 kwargs = kwargs or {}
-                result = func(*args, **kwargs)
+                try:
+                    result = func(*args, **kwargs)
+                except Exception as exc:  # torch's (or the modeling code's), though this frame is innermost
+                    exc.__dict__[RAISED_BY_OPERATION] = True
+                    raise
                 recorder.operation(func, args, kwargs, result)
                 return result
 
         return Recording()
+
+
+RAISED_BY_OPERATION = "archviz_raised_by_operation"
+"""Set on an exception that a torch operation run through the recording mode raised: the mode's frame is then the
+innermost Python frame of its traceback, though the failure is the operation's (``.cpu()`` of a meta tensor)."""
+
+
+def raised_by_operation(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a torch operation the recording mode passed on (not by the recorder itself)."""
+    return bool(getattr(exc, "__dict__", {}).get(RAISED_BY_OPERATION))
 
 
 def _written(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:

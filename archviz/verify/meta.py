@@ -200,7 +200,9 @@ def read_model_code(request: CodeRequest) -> ModelCode:
     What a code-reading family (``archviz.families.generic``) builds its graph from, as plain data. The trace
     runs before the tree is read, and the module is restored after it (mode, experts kernel, forwards).
     """
-    meta = build_from_recipe(request.recipe)
+    meta = build_from_recipe(
+        request.recipe, trust_remote_code=request.model_dir is not None, model_dir=request.model_dir
+    )
     trace = trace_shapes(
         meta.module,
         batch=request.batch,
@@ -500,13 +502,15 @@ def _instantiate_on_meta(
     import torch
 
     config_path = recipe.config_path
-    hf_config, model_class = _read_config(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
+    hf_config, model_class, remote_notes = _read_config(
+        recipe, trust_remote_code=trust_remote_code, model_dir=model_dir
+    )
     normalisations = list(recipe.normalisations)
     if model_class is None:
         model_class, build_config, chosen_by = _native_model_class(hf_config, recipe, normalisations)
     else:
         build_config, chosen_by = hf_config, "auto_map names it in the model folder's own code (--trust-remote-code)"
-        normalisations = [item for item in normalisations if not item.startswith("auto_map")]
+        normalisations = [item for item in normalisations if not item.startswith("auto_map")] + remote_notes
     try:
         with torch.device("meta"), warnings.catch_warnings():
             # An empty module a config asks for (n_shared_experts: 0) is no fault of the config's: say nothing.
@@ -520,14 +524,23 @@ def _instantiate_on_meta(
             f"{whose} cannot build {model_class.__name__} from this config: {type(exc).__name__}: {first_line(exc)}",
             path=config_path,
         ) from exc
+    if not model_class.__module__.startswith("transformers."):  # the model's own code
+        from archviz.verify.remote_compat import untied_list_as_mapping
+
+        if untied_list_as_mapping(module):
+            normalisations.append(
+                "the model's own code lists its tied weights as transformers 4.x did; with tie_word_embeddings false "
+                "nothing is tied, and the built model is given transformers 5's empty mapping"
+            )
     built = _build_record(module, model_class, hf_config, recipe, chosen_by, normalisations, model_dir)
     read = _sub_configs_built(module, hf_config) if build_config is hf_config else ("text_config",)
     return module, dataclasses.replace(built, read_configs=read)
 
 
-def _read_config(recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None) -> tuple[Any, Any]:
+def _read_config(recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None) -> tuple[Any, Any, list[str]]:
     """The recipe's config as transformers' config class (the model folder's own, under ``--trust-remote-code``)
-    reads it, and the model class the folder's code names (None for transformers' own)."""
+    reads it, the model class the folder's code names (None for transformers' own), and what archviz lent that code
+    to import it (``_remote_classes``)."""
     config_path = recipe.config_path
     # A deep copy: transformers rewrites nested values in place (rope_scaling gains rope_type, a wrapper's
     # text_config its model_type) and the caller's parsed config.json must stay as the user wrote it.
@@ -535,12 +548,13 @@ def _read_config(recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Pat
     auto_map = recipe.config.get("auto_map")
     config_class: Any = None
     model_class: Any = None
+    remote_notes: list[str] = []
     if trust_remote_code and model_dir is not None and isinstance(auto_map, dict):
-        config_class, model_class = _remote_classes(auto_map, model_dir, config_path)
+        config_class, model_class = _remote_classes(auto_map, model_dir, recipe, remote_notes)
     if config_class is None:
         config_class = transformers_config_class(recipe.model_type, config_path)
     try:
-        return config_class.from_dict(settings), model_class
+        return config_class.from_dict(settings), model_class, remote_notes
     except Exception as exc:  # transformers validates in __init__ with many exception types
         if raised_in_archviz(exc):
             raise
@@ -555,7 +569,7 @@ def layer_kinds(recipe: ModelRecipe, *, trust_remote_code: bool = False, model_d
     ``i``, the ``i``-th entry of every per-layer list the text config holds (``layer_types``, ``mlp_layer_types``,
     Gemma-4's ``kv_sharing_modes``, Llama-4's ``no_rope_layers``), so that a witness cut to the fewest leading layers
     can hold one layer of every kind the model has, whatever a graph read of them."""
-    config, _ = _read_config(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
+    config, _, _ = _read_config(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
     text = config.get_text_config()
     depth = _attribute(text, "num_hidden_layers")
     if not isinstance(depth, int) or depth <= 0:
@@ -701,35 +715,106 @@ def _with_text_config(model_class: Any, hf_config: Any, auto_name: str, normalis
     return model_class, hf_config
 
 
-def _remote_classes(auto_map: dict[str, Any], model_dir: Path, config_path: str) -> tuple[Any, Any]:
+def _remote_classes(
+    auto_map: dict[str, Any], model_dir: Path, recipe: ModelRecipe, notes: list[str]
+) -> tuple[Any, Any]:
     """The config and model classes ``auto_map`` names in the model folder's own code (``None`` if not named).
 
-    Only ever called with the user's explicit trust: this imports and runs the folder's .py files.
+    Only ever called with the user's explicit trust: this imports and runs the folder's .py files, unchanged, with the
+    names older transformers releases had lent for the import (``archviz.verify.remote_compat``). A config class named
+    in a file the folder lacks (a release's ``configuration_deepseek.py`` not copied beside its modeling file) is
+    transformers' own for the model_type the config is read as, standing in under the name the code imports; each such
+    step is said in ``notes``.
     """
     from transformers import PretrainedConfig, PreTrainedModel
 
+    from archviz.verify.remote_compat import stand_in_config
+
     model_reference = next((auto_map[name] for name in _REMOTE_MODEL_AUTO_CLASSES if auto_map.get(name)), None)
-    classes: list[Any] = []
-    for reference, base in ((auto_map.get("AutoConfig"), PretrainedConfig), (model_reference, PreTrainedModel)):
-        if not isinstance(reference, str):
-            classes.append(None)
-            continue
-        try:
-            found = internals.class_from_model_code(reference, model_dir)
-        except (Exception, SystemExit) as exc:  # importing runs the model's own code: what it raises is its fault
-            raise InputError(
-                f"cannot import {reference} from the model's own code in {model_dir}: {type(exc).__name__}: "
-                f"{first_line(exc)}",
-                path=config_path,
-            ) from exc
-        if not (isinstance(found, type) and issubclass(found, base)):
-            raise InputError(
-                f"auto_map names {reference} in the model's own code, which is {_kind(found)}, not a subclass of "
-                f"transformers' {base.__name__}",
-                path=config_path,
-            )
-        classes.append(found)
-    return classes[0], classes[1]
+    config_reference = auto_map.get("AutoConfig")
+    stand_in = None
+    if isinstance(config_reference, str) and not (model_dir / _module_file(config_reference)).is_file():
+        stand_in = transformers_config_class(recipe.model_type, recipe.config_path)
+        notes.append(
+            f"auto_map names {config_reference}, whose file the model folder lacks: transformers' "
+            f"{stand_in.__name__} (model_type {recipe.model_type!r}) stands in for it, keeping every key of the config "
+            "as an attribute as the releases' own config classes do"
+        )
+    config_class, model_class = (stand_in_config(stand_in) if stand_in is not None else None), None
+    with _importable_folder(model_dir, config_reference, stand_in) as folder:
+        if stand_in is None and isinstance(config_reference, str):
+            found = _import_remote_class(config_reference, folder, model_dir, recipe.config_path, notes)
+            config_class = _subclass_of(PretrainedConfig, found, config_reference, recipe.config_path)
+        if isinstance(model_reference, str):
+            found = _import_remote_class(model_reference, folder, model_dir, recipe.config_path, notes)
+            model_class = _subclass_of(PreTrainedModel, found, model_reference, recipe.config_path)
+    return config_class, model_class
+
+
+def _subclass_of(base: type, found: Any, reference: str, config_path: str) -> Any:
+    """``found``, refused when it is not a subclass of transformers' ``base``."""
+    if not (isinstance(found, type) and issubclass(found, base)):
+        raise InputError(
+            f"auto_map names {reference} in the model's own code, which is {_kind(found)}, not a subclass of "
+            f"transformers' {base.__name__}",
+            path=config_path,
+        )
+    return found
+
+
+def _module_file(reference: str) -> str:
+    """The file an ``auto_map`` reference's module is in (``configuration_deepseek.DeepseekV3Config`` ->
+    ``configuration_deepseek.py``); a reference into another repo (``repo--module.Class``) by its module."""
+    return f"{reference.split('--')[-1].rpartition('.')[0]}.py"
+
+
+@contextmanager
+def _importable_folder(model_dir: Path, config_reference: Any, stand_in: Any) -> Iterator[Path]:
+    """The model folder, or (a config class standing in for a file it lacks) a copy of its .py files in a temporary
+    folder of the same name, beside a module of that file's name that imports transformers' class under the name the
+    code imports. The user's folder is never written to."""
+    if stand_in is None or not isinstance(config_reference, str):
+        yield model_dir
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="archviz-remote-") as scratch:
+        folder = Path(scratch) / model_dir.name
+        folder.mkdir()
+        for source in model_dir.glob("*.py"):
+            shutil.copyfile(source, folder / source.name)
+        name = config_reference.rpartition(".")[2]
+        (folder / _module_file(config_reference)).write_text(
+            f"# Written by archviz: {_module_file(config_reference)} is not in the model folder.\n"
+            "from archviz.verify.remote_compat import stand_in_config\n"
+            f"from {stand_in.__module__} import {stand_in.__name__}\n\n"
+            f"{name} = stand_in_config({stand_in.__name__})\n",
+            encoding="utf-8",
+        )
+        yield folder
+
+
+def _import_remote_class(reference: str, folder: Path, model_dir: Path, config_path: str, notes: list[str]) -> Any:
+    """Import ``reference`` from ``folder`` with older transformers' names lent; what the code raises is its fault."""
+    import transformers
+
+    from archviz.verify.remote_compat import COMPATIBILITY_NOTE, older_transformers_names
+
+    try:
+        with older_transformers_names() as lent:
+            found = internals.class_from_model_code(reference, folder)
+    except (Exception, SystemExit) as exc:  # importing runs the model's own code: what it raises is its fault
+        raise InputError(
+            f"cannot import {reference} from the model's own code in {model_dir}: {type(exc).__name__}: "
+            f"{first_line(exc)}",
+            path=config_path,
+        ) from exc
+    if lent:
+        note = COMPATIBILITY_NOTE.format(version=f"transformers {transformers.__version__}", names=", ".join(lent))
+        if note not in notes:
+            notes.append(note)
+    return found
 
 
 def _kind(value: object) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from archviz.code.modeltree import Shape, ShapeTrace, TraceNote
 from archviz.common.errors import raised_in_archviz
 from archviz.verify import transformers_internals as internals
-from archviz.verify.flowtrace import FlowRecorder, tensors
+from archviz.verify.flowtrace import FlowRecorder, raised_by_operation, tensors
 
 if TYPE_CHECKING:
     import torch
@@ -270,7 +270,7 @@ class _Tracer:
             except Exception as exc:  # any failure inside modeling code is reported, never raised
                 failing = self.stack[-1] if self.stack else ""
                 message = f"{type(exc).__name__}: {first_line(exc)}"
-                internal = raised_in_archviz(exc)
+                internal = raised_in_archviz(exc) and not raised_by_operation(exc)
                 if internal or not _cannot_run_on_meta(exc) or not self._stand_in_for(failing, message):
                     self.errors.append(TraceNote(phase=phase, module=failing, message=message, internal=internal))
                     return None
@@ -285,7 +285,7 @@ class _Tracer:
         self.stubbed_classes.add(type(failing))
         for sub, sub_path in self.paths.items():
             if type(sub) is type(failing):
-                sub.forward = self._zeros_like_input(sub_path, message)
+                sub.forward = self._zeros_like_input(sub_path, message, sub)
                 self.replaced.append(sub)
         return True
 
@@ -318,13 +318,14 @@ class _Tracer:
 
         return skipped
 
-    def _zeros_like_input(self, path: str, message: str) -> Callable[..., torch.Tensor]:
+    def _zeros_like_input(self, path: str, message: str, module: nn.Module) -> Callable[..., torch.Tensor]:
         import torch
 
         def stand_in(*args: Any, **kwargs: Any) -> torch.Tensor:
             first = next((v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)), None)
             if first is None:
                 raise RuntimeError("no tensor input to shape a stand-in output like")
+            _run_children_reading(module, first)
             if self.stand_in_ran is None:
                 self.stand_in_ran = path
             key = (self.phase, path)
@@ -337,6 +338,25 @@ class _Tracer:
             return torch.zeros_like(first)
 
         return stand_in
+
+
+def _run_children_reading(module: nn.Module, hidden: torch.Tensor) -> None:
+    """Run on ``hidden`` each child of a stood-in module whose first matrix reads vectors of its width (a MoE's router
+    and shared experts, beside experts whose dispatch needs real data), so that their shapes and the flow into them are
+    recorded. A list of modules is not run (its items take what the module routes to them); a child that fails is left
+    unrecorded, as the module's own code would have run it on other inputs."""
+    from torch import nn
+
+    for child in module.children():
+        if isinstance(child, nn.ModuleList | nn.ModuleDict):
+            continue
+        matrix = next((p for p in child.parameters() if p.dim() == 2), None)
+        if matrix is None or matrix.shape[-1] != hidden.shape[-1]:
+            continue
+        try:
+            child(hidden)
+        except Exception:  # the child takes other inputs in the module's own code: its shapes stay unknown
+            continue
 
 
 def _repeats(root: nn.Module) -> dict[nn.Module, nn.Module]:
