@@ -311,3 +311,15 @@ def test_hand_written_families_have_the_built_models_per_layer_geometry(name: st
 
 WINDOWED = ("qwen2-sliding", "gpt-oss-20b")
 """The cases above whose layers (some or all) attend within a window."""
+
+
+@pytest.mark.slow
+def test_gemma4s_own_default_config_agrees(tmp_path: Path) -> None:
+    """transformers' Gemma4TextConfig() as it saves itself: a top-level ``per_layer_config`` (its global layers' head
+    width and key/value heads, which the config class applies to each layer it builds) is no part left out."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model("gemma4_text").to_dict()
+    config["architectures"] = ["Gemma4ForCausalLM"]  # whole: its per_layer_config names layers 5 to 29
+    code, report = check_json(folder_of(json.loads(json.dumps(config, default=str)), tmp_path))
+    assert (code, report["outcome"], report["omitted"]) == (0, "agree", []), report["omitted"]

@@ -311,8 +311,15 @@ def build(settings: Settings, model: ModelInfo, read_code: CodeReader) -> Graph:
     if built is not None:
         graph = replace(graph, kept_from_quantization=built.kept_from_quantization)
     reader = f"transformers' {built.class_name}" if built is not None else "transformers' class"
+    # A per_layer_config is no part of the model but its layers' own settings, which transformers' config class
+    # applies to each layer it builds (Gemma-4's global layers): the graph, read off those layers, has them.
     read = built.read_configs if built is not None else ()
-    return with_omissions(graph, unread_sub_configs(settings.document, read, reader=reader))
+    unread = unread_sub_configs(settings.document, read, reader=reader)
+    return with_omissions(graph, [(key, said) for key, said in unread if key not in PER_LAYER_SETTINGS])
+
+
+PER_LAYER_SETTINGS = ("per_layer_config",)
+"""Top-level ``*_config`` keys that hold per-layer settings transformers applies itself, not a part of the model."""
 
 
 # -- the module tree ------------------------------------------------------------------------------
