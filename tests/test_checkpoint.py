@@ -774,7 +774,7 @@ GOOD_MANIFEST: dict[str, Any] = {
         ),
         (
             {"tensors": [{"name": "a", "shape": [-1], "dtype": "F32"}]},
-            "tensors[0] ('a'): 'shape' must be an array of non-negative integers",
+            "tensors[0] ('a'): 'shape' must be an array of non-negative integers, found [-1]",
         ),
         (
             {"tensors": [{"name": "a", "shape": [1], "dtype": "F32", "size": 4}]},
