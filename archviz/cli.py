@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -264,12 +265,31 @@ def inspect(
     _stdout().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
 
 
+MAX_POSITIONS = 2**32
+"""Most positions ``--prompt`` and ``--context`` take (4,294,967,296: a thousand times the longest context released)."""
+MAX_BATCH = 2**20
+"""Most sequences ``--batch`` takes."""
+MAX_RANKS = 2**20
+"""Most GPUs, or ranks of one kind, ``plan`` takes (``--gpus``, ``--tp``, ``--ep``, ``--pp``, ``--dp``); a plan's work
+is bounded further by ``archviz.cost.plan.MAX_RANK_GROUPS``."""
+GPU_MEMORY_RANGE = (0.001, 65_536)
+"""GiB ``--gpu-memory`` takes (the GPUs listed have 76 to 288)."""
+BANDWIDTH_RANGE = (0.001, 1_000)
+"""TB/s ``--bandwidth`` takes (the GPUs listed have 3.35 to 8)."""
+THROUGHPUT_RANGE = (0.001, 1_000_000)
+"""TFLOP/s ``--bf16``, ``--fp8`` and ``--fp4`` take (the GPUs listed have up to 10,066, FP4)."""
+
+
 @app.command()
 def cost(
     model: ModelArgument,
-    prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt length T of the prefill.")] = 2048,
-    context: Annotated[int, typer.Option("--context", min=0, help="Cached positions S when decoding.")] = 131_072,
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Sequences B.")] = 1,
+    prompt: Annotated[
+        int, typer.Option("--prompt", min=1, max=MAX_POSITIONS, help="Prompt length T of the prefill.")
+    ] = 2048,
+    context: Annotated[
+        int, typer.Option("--context", min=0, max=MAX_POSITIONS, help="Cached positions S when decoding.")
+    ] = 131_072,
+    batch: Annotated[int, typer.Option("--batch", min=1, max=MAX_BATCH, help="Sequences B.")] = 1,
     cache_dtype: Annotated[
         str | None, typer.Option("--cache-dtype", help="dtype of the cache (bfloat16, float8_e4m3fn, ...).")
     ] = None,
@@ -328,6 +348,15 @@ def _gpu(
         )
     else:
         base = gpu_named(name)
+    for option, value, (least, most) in (
+        ("--gpu-memory", memory, GPU_MEMORY_RANGE),
+        ("--bandwidth", bandwidth, BANDWIDTH_RANGE),
+        ("--bf16", bf16, THROUGHPUT_RANGE),
+        ("--fp8", fp8, THROUGHPUT_RANGE),
+        ("--fp4", fp4, THROUGHPUT_RANGE),
+    ):
+        if value is not None and not least <= value <= most:  # also refuses nan, which compares false
+            raise InputError(f"must be a number from {least:g} to {most:,}", path=f"{option} {value:g}")
     changed: dict[str, Any] = {}
     if memory is not None:
         changed["memory"] = int(memory * 2**30)
@@ -346,18 +375,25 @@ def _gpu(
 def plan(
     model: ModelArgument,
     gpu: Annotated[str | None, typer.Option("--gpu", help="h100, h200, b200, gb200, mi300x, mi325x or mi355x.")] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs in all: tp × pp × dp.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", min=1, max=MAX_RANKS, help="GPUs in all: tp × pp × dp.")] = None,
     tp: Annotated[
-        int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks (default: gpus / (pp × dp)).")
+        int | None,
+        typer.Option("--tp", min=1, max=MAX_RANKS, help="Tensor-parallel ranks (default: gpus / (pp × dp))."),
     ] = None,
-    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel ranks: 1 or tp × dp.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline stages.")] = 1,
-    dp: Annotated[int, typer.Option("--dp", min=1, help="Data-parallel replicas.")] = 1,
-    context: Annotated[int, typer.Option("--context", min=0, help="Cached positions S per sequence.")] = 131_072,
-    prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt length T of the prefill bound.")] = 2048,
+    ep: Annotated[int, typer.Option("--ep", min=1, max=MAX_RANKS, help="Expert-parallel ranks: 1 or tp × dp.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", min=1, max=MAX_RANKS, help="Pipeline stages.")] = 1,
+    dp: Annotated[int, typer.Option("--dp", min=1, max=MAX_RANKS, help="Data-parallel replicas.")] = 1,
+    context: Annotated[
+        int, typer.Option("--context", min=0, max=MAX_POSITIONS, help="Cached positions S per sequence.")
+    ] = 131_072,
+    prompt: Annotated[
+        int, typer.Option("--prompt", min=1, max=MAX_POSITIONS, help="Prompt length T of the prefill bound.")
+    ] = 2048,
     batch: Annotated[
         int | None,
-        typer.Option("--batch", min=1, help="Sequences per replica of the decode bound (default: those that fit)."),
+        typer.Option(
+            "--batch", min=1, max=MAX_BATCH, help="Sequences per replica of the decode bound (default: those that fit)."
+        ),
     ] = None,
     cache_dtype: Annotated[
         str | None, typer.Option("--cache-dtype", help="dtype of the cache (bf16, fp8, ...).")
@@ -835,6 +871,8 @@ def main() -> None:
             context = getattr(error, "ctx", None)
             where = f"{context.command_path}: " if context is not None else ""
             message = error.format_message() if hasattr(error, "format_message") else str(error)
+            # click repeats an out-of-range value whole: a number of 4,300 digits would fill the screen.
+            message = re.sub(r"\d{41,}", lambda digits: f"{digits[0][:8]}…({len(digits[0]):,} digits)", message)
             SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
                 printable(f"archviz: error: {where}{message}"), markup=False
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,66 @@ def test_export_svg_runs_under_an_address_space_limit(tmp_path: Path) -> None:
     run = archviz("export", "kimi-k2-instruct", "--format", "svg", "-o", str(tmp_path / "k2.svg"), cwd=tmp_path)
     assert run.code == 0, run
     assert "<svg" in (tmp_path / "k2.svg").read_text(encoding="utf-8")
+
+
+# 2, 5 and 11. plan's and cost's options had no upper bound, and GPU figures none at all.
+
+DIGITS = "9" * 4300
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["plan", "--gpu", "h200", "--dp", "100000000"], "'--dp': Input should be less than or equal to 1048576"),
+        (
+            ["plan", "--gpu", "h200", "--dp", "1000000"],
+            "a stage's 1,000,000 ranks (tp × dp), more than archviz adds up",
+        ),
+        (["plan", "--gpu", "h200", "--tp", "100000"], "a stage's 100,000 ranks (tp × dp), more than archviz adds up"),
+        (["plan", "--gpu", "h200", "--pp", "10000"], "more pipeline stages than the model's 61 layers"),
+        (["cost", "--prompt", DIGITS], "'--prompt': Input should be less than or equal to 4294967296"),
+        (["cost", "--context", DIGITS], "'--context': Input should be less than or equal to 4294967296"),
+        (["plan", "--gpu", "h200", "--batch", DIGITS], "'--batch': Input should be less than or equal to 1048576"),
+        (["plan", "--gpu", "h200", "--gpu-memory", "0"], "--gpu-memory 0: must be a number from 0.001 to 65,536"),
+        (["plan", "--gpu", "h200", "--gpu-memory", "-80"], "--gpu-memory -80: must be a number from 0.001 to 65,536"),
+        (["plan", "--gpu", "h200", "--gpu-memory", "inf"], "--gpu-memory inf: must be a number"),
+        (["plan", "--gpu", "h200", "--gpu-memory", "nan"], "--gpu-memory nan: must be a number"),
+        (["plan", "--gpu", "h200", "--gpu-memory", "1e308"], "--gpu-memory 1e+308: must be a number"),
+        (["plan", "--gpu", "h200", "--bandwidth", "0"], "--bandwidth 0: must be a number from 0.001 to 1,000"),
+        (["plan", "--gpu", "h200", "--bandwidth", "nan"], "--bandwidth nan: must be a number"),
+        (["plan", "--gpu", "h200", "--bandwidth", "-1"], "--bandwidth -1: must be a number"),
+        (["plan", "--gpu", "h200", "--bf16", "0"], "--bf16 0: must be a number from 0.001 to 1,000,000"),
+        (["plan", "--gpu", "h200", "--bf16", "inf"], "--bf16 inf: must be a number"),
+    ],
+    ids=lambda value: " ".join(value)[:40] if isinstance(value, list) else None,
+)
+def test_plan_and_cost_options_are_bounded(args: list[str], message: str, tmp_path: Path) -> None:
+    run = archviz(args[0], "kimi-k2-instruct", *args[1:], cwd=tmp_path)
+    one_line_error(run, message)
+    assert len(run.stderr) < 400, run  # a number of 4,300 digits is not repeated whole
+
+
+@pytest.mark.slow
+def test_the_stages_a_10000_layer_model_needs_are_found_in_seconds(tmp_path: Path) -> None:
+    """Each stage count tried was a pass over every tensor group: O(L²) for a 10,000-layer model, minutes."""
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 8192,
+        "intermediate_size": 28672,
+        "num_hidden_layers": 10_000,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "torch_dtype": "bfloat16",
+        "head_dim": 128,
+    }
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    started = time.monotonic()
+    run = archviz("plan", str(folder), "--gpu", "h200", cwd=tmp_path)
+    one_line_error(run, "needs at least 127 GPUs of this kind", "with tp 1 and dp 1, pp 147 (147 GPUs) fits")
+    assert time.monotonic() - started < 30, run
