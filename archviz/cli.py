@@ -57,17 +57,65 @@ class _Commands(TyperGroup):
         return name, command, rest
 
     def invoke(self, ctx: Context) -> Any:
+        real = sys.stdout
+        sys.stdout = _StandardOutput(real)  # a stand-in with the stream's methods
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # a full disk shows here, while it can still be reported
+            return result
         except (typer.Exit, typer.Abort, TyperException, KeyboardInterrupt):
             raise
         except InputError as error:
+            if isinstance(error, _UnwritableOutput) and real is not None:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), real.fileno())  # nothing left for the exit's flush to fail on
             raise _fail(error) from None
         except BrokenPipeError:  # the reader stopped early (``archviz inspect … | head``): nothing more to say
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(code=0) from None
         except Exception as error:  # anything else is archviz's own bug: said so, never blamed on the input
             raise _internal_error(error, debug=bool(ctx.meta.get(DEBUG))) from None
+        finally:
+            sys.stdout = real
+
+
+class _UnwritableOutput(InputError):
+    """Standard output is closed, or refused a write (a full disk, ``> /dev/full``): the caller's setup, exit 2."""
+
+
+class _StandardOutput:
+    """Standard output as the commands see it: a failed write or flush is ``_UnwritableOutput``, not an internal
+    error; a closed standard output (``>&-``, where Python's ``sys.stdout`` is ``None``) is said so at the first use.
+    A reader that stops early (``BrokenPipeError``) is left to the caller."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        if self._stream is None:
+            raise _UnwritableOutput("the stream is closed", path="standard output")
+        return getattr(self._stream, name)
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self.__getattr__("write")(text))
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise _unwritable(error) from None
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise _unwritable(error) from None
+
+
+def _unwritable(error: OSError) -> _UnwritableOutput:
+    return _UnwritableOutput(f"cannot write: {error.strerror or error}", path="standard output")
 
 
 @dataclass(frozen=True)

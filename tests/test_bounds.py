@@ -53,9 +53,11 @@ def archviz(
     *args: str, cwd: Path, env: Mapping[str, str] | None = None, fsize: int | None = None, stdout: Any = None
 ) -> Run:
     """The real command line in a process of its own, with the memory, address-space and time limits; ``stdout``
-    (a file, a descriptor) replaces the captured standard output."""
+    (a file, a descriptor) replaces the captured standard output, ``"closed"`` closes it."""
 
     def limit() -> None:
+        if stdout == "closed":
+            os.close(1)
         resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_LIMIT, MEMORY_LIMIT))
         resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
         if fsize is not None:
@@ -66,7 +68,7 @@ def archviz(
         [sys.executable, "-P", "-m", "archviz", *args],
         cwd=cwd,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
-        stdout=subprocess.PIPE if stdout is None else stdout,
+        stdout=subprocess.PIPE if stdout in (None, "closed") else stdout,
         stderr=subprocess.PIPE,
         text=True,
         timeout=TIME_LIMIT,

@@ -128,3 +128,28 @@ def test_the_stages_a_10000_layer_model_needs_are_found_in_seconds(tmp_path: Pat
     run = archviz("plan", str(folder), "--gpu", "h200", cwd=tmp_path)
     one_line_error(run, "needs at least 127 GPUs of this kind", "with tp 1 and dp 1, pp 147 (147 GPUs) fits")
     assert time.monotonic() - started < 30, run
+
+
+# 4. A full or closed standard output was an internal error.
+
+PRINTING = [
+    ["inspect", "kimi-k2-instruct", "--json"],
+    ["card", "kimi-k2-instruct"],
+    ["cost", "kimi-k2-instruct"],
+    ["check", "kimi-k2-instruct", "--no-meta"],
+    ["export", "kimi-k2-instruct", "--format", "json"],
+    ["manifest", "kimi-k2-instruct", "--predicted", "-o", "-"],
+]
+
+
+@pytest.mark.parametrize("args", PRINTING, ids=lambda args: args[0])
+def test_a_full_standard_output_is_bad_input(args: list[str], tmp_path: Path) -> None:
+    with open("/dev/full", "w") as full:
+        run = archviz(*args, cwd=tmp_path, stdout=full)
+    one_line_error(run, "standard output: cannot write: No space left on device")
+
+
+@pytest.mark.parametrize("args", PRINTING, ids=lambda args: args[0])
+def test_a_closed_standard_output_is_bad_input(args: list[str], tmp_path: Path) -> None:
+    run = archviz(*args, cwd=tmp_path, stdout="closed")
+    one_line_error(run, "standard output: the stream is closed")
