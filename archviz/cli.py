@@ -772,7 +772,7 @@ def export(
         str, typer.Option("--format", help="svg or dot (the site's diagram), mermaid, or json (the graph).")
     ],
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="The file to write (default: standard output).")
+        Path | None, typer.Option("--output", "-o", help="The file to write; - (the default) for standard output.")
     ] = None,
     revision: RevisionOption = None,
     assume: AssumeOption = None,
@@ -790,7 +790,7 @@ def export(
     )
     with doing("exporting"):
         text = export_text(docs, ExportFormat(export_format))
-    if output is None:
+    if output is None or str(output) == "-":
         sys.stdout.write(text)
     else:
         write_atomically(output, text, what="the export")

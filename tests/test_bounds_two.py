@@ -5,6 +5,7 @@ space, or end in an internal error, run through the real command line in its own
 from __future__ import annotations
 
 import json
+import os
 import struct
 import time
 from pathlib import Path
@@ -153,3 +154,46 @@ def test_a_full_standard_output_is_bad_input(args: list[str], tmp_path: Path) ->
 def test_a_closed_standard_output_is_bad_input(args: list[str], tmp_path: Path) -> None:
     run = archviz(*args, cwd=tmp_path, stdout="closed")
     one_line_error(run, "standard output: the stream is closed")
+
+
+# 3. -o renamed a temporary file over whatever was there: a FIFO, a device, a link to /proc/self/fd/1.
+
+
+def special(kind: str, tmp_path: Path) -> Path:
+    path = tmp_path / "out"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/null")  # a link to a device: refused as a link, like one to /proc/self/fd/1
+    elif kind == "stdout-link":
+        path.symlink_to("/proc/self/fd/1")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "stdout-link"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", "kimi-k2-instruct", "--format", "json", "-o"],
+        ["manifest", "kimi-k2-instruct", "--predicted", "-o"],
+        ["check", "kimi-k2-instruct", "--no-meta", "--allow-unverified", "--json", "--junit-xml"],
+    ],
+    ids=["export", "manifest", "junit"],
+)
+def test_an_output_that_is_not_a_regular_file_is_refused_and_left_alone(
+    args: list[str], kind: str, tmp_path: Path
+) -> None:
+    path = special(kind, tmp_path)
+    before = os.lstat(path)
+    run = archviz(*args, str(path), cwd=tmp_path)
+    assert run.code == 2, run
+    assert run.stderr.count("\n") == 1 and "archviz replaces only a regular file" in run.stderr, run
+    after = os.lstat(path)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+
+
+def test_export_dash_o_dash_is_standard_output(tmp_path: Path) -> None:
+    run = archviz("export", "kimi-k2-instruct", "--format", "json", "-o", "-", cwd=tmp_path)
+    assert run.code == 0, run
+    assert json.loads(run.stdout)["model"]
+    assert not (tmp_path / "-").exists()

@@ -96,8 +96,32 @@ def check_inside(path: Path, folder: Path, *, what: str, shown: str | None = Non
 
 
 def write_atomically(path: Path, text: str, *, what: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file beside it and a rename: never half a file."""
+    """Write ``text`` to ``path`` through a temporary file beside it and a rename: never half a file.
+
+    Only a regular file is replaced: a FIFO, a device, a socket, a folder or a symbolic link at ``path`` is refused
+    (renamed over, a FIFO or ``/dev/stdout``'s link became a plain file); standard output is ``-``, not its device.
+    """
     folder = path.parent
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise InputError(f"cannot write {what}: {error.strerror or error}", path=str(path)) from None
+    else:
+        if stat.S_ISLNK(found.st_mode):
+            raise InputError(
+                f"cannot write {what}: the path is a symbolic link; archviz replaces only a regular file "
+                "(- for standard output)",
+                path=str(path),
+            )
+        if not stat.S_ISREG(found.st_mode) and not stat.S_ISDIR(found.st_mode):  # a folder: "Is a directory"
+            kind = _KINDS.get(stat.S_IFMT(found.st_mode), "not a regular file")
+            raise InputError(
+                f"cannot write {what}: the path is {kind}; archviz replaces only a regular file "
+                "(- for standard output)",
+                path=str(path),
+            )
     try:
         descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     except OSError as error:
