@@ -197,3 +197,41 @@ def test_export_dash_o_dash_is_standard_output(tmp_path: Path) -> None:
     assert run.code == 0, run
     assert json.loads(run.stdout)["model"]
     assert not (tmp_path / "-").exists()
+
+
+# 6. A compressed-tensors block_structure of [0, 0] was an internal error; [-128, -128] predicted [0, 0] scales.
+
+K25 = Path(__file__).resolve().parent / "data" / "released" / "kimi-k2.5" / "config.json"
+
+
+def fp8_blocks(folder: Path, block: object) -> Path:
+    config = json.loads(K25.read_text(encoding="utf-8"))
+    quantization = config["text_config"]["quantization_config"]
+    quantization["format"] = "float-quantized"
+    quantization["config_groups"]["group_0"]["weights"] = {
+        "num_bits": 8,
+        "type": "float",
+        "symmetric": True,
+        "strategy": "block",
+        "block_structure": block,
+    }
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("block", [[0, 0], [-128, -128], [128, 1.5], [128, 2**40]], ids=str)
+@pytest.mark.parametrize("command", [["inspect"], ["cost"], ["check", "--no-meta"], ["diff", "kimi-k2.5"]])
+def test_a_block_structure_that_is_not_two_positive_whole_numbers_is_refused(
+    block: list[object], command: list[str], tmp_path: Path
+) -> None:
+    folder = fp8_blocks(tmp_path / "model", block)
+    run = archviz(command[0], str(folder), *command[1:], cwd=tmp_path)
+    line = next(
+        n for n, row in enumerate((folder / "config.json").read_text().splitlines(), 1) if "block_structure" in row
+    )
+    one_line_error(
+        run,
+        f"config.json:{line}: text_config.quantization_config.config_groups.group_0.weights.block_structure: "
+        "must be two whole numbers from 1 to 2,147,483,648",
+    )
