@@ -21,6 +21,7 @@ from typer.exceptions import TyperException
 from archviz.common.errors import InputError, doing, printable, step_of
 from archviz.common.files import write_atomically
 from archviz.common.words import plural
+from archviz.cost import MAX_BATCH, MAX_POSITIONS
 from archviz.graph.nodes import Assumption
 from archviz.inputs.config import MAX_CONFIG_DEPTH, nesting_depth
 
@@ -313,10 +314,6 @@ def inspect(
     _stdout().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
 
 
-MAX_POSITIONS = 2**32
-"""Most positions ``--prompt`` and ``--context`` take (4,294,967,296: a thousand times the longest context released)."""
-MAX_BATCH = 2**20
-"""Most sequences ``--batch`` takes."""
 MAX_RANKS = 2**20
 """Most GPUs, or ranks of one kind, ``plan`` takes (``--gpus``, ``--tp``, ``--ep``, ``--pp``, ``--dp``); a plan's work
 is bounded further by ``archviz.cost.plan.MAX_RANK_GROUPS``."""

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.test_bounds import archviz, one_line_error
+from tests.test_bounds import ADDRESS_SPACE_LIMIT, MEMORY_LIMIT, TIME_LIMIT, TINY_K2, archviz, one_line_error
 
 # 1. Huge integers in a checkpoint header or manifest were multiplied before they were checked.
 
@@ -235,3 +238,77 @@ def test_a_block_structure_that_is_not_two_positive_whole_numbers_is_refused(
         f"config.json:{line}: text_config.quantization_config.config_groups.group_0.weights.block_structure: "
         "must be two whole numbers from 1 to 2,147,483,648",
     )
+
+
+# 9 and 10. The API printed a config's terminal escapes raw, and leaked AttributeError and TypeError on wrong types.
+
+
+def api(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` run against the installed API in a process of its own, under test_bounds' limits."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_LIMIT, MEMORY_LIMIT))
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+
+    return subprocess.run(
+        [sys.executable, "-P", "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIME_LIMIT,
+        preexec_fn=limit,
+        check=False,
+    )
+
+
+def test_the_api_prints_no_terminal_escape_of_a_config(tmp_path: Path) -> None:
+    config = {**TINY_K2, "architectures": ["\x1b]0;owned\x07\x1b[2J"]}
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    script = (
+        "import archviz\n"
+        f"model = archviz.describe({str(folder)!r})\n"
+        "print(model)\n"
+        "print(model._repr_mimebundle_()['text/plain'])\n"
+        "print(model.cost())\n"
+    )
+    run = api(script, tmp_path)
+    assert run.returncode == 0, run
+    assert "\\x1b]0;owned" in run.stdout
+    assert "\x1b" not in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ("archviz.describe(pathlib.Path('model')).name", None),
+        ("archviz.describe('model', revision=7)", "revision: must be a str or None, not int"),
+        ("archviz.describe('model', assume=['a'])", "assume: must be a mapping of keys to values, or None, not list"),
+        ("archviz.describe('model', assume={1: 2})", "a key of assume: must be a str, not int"),
+        ("archviz.describe('model', partial='no')", "partial: must be a bool (True or False), not str"),
+        ("archviz.describe(7)", "model: must be a str, not int"),
+        ("archviz.describe('model').cost(cache_dtype=8)", "cache_dtype: must be a str or None, not int"),
+        ("archviz.describe('model').cost(prompt=10**4299)", "prompt=a longer number: prompt must be an integer"),
+        ("archviz.describe('model').diff(7)", "other: must be a str, not int"),
+        ("archviz.describe('model').diff('model', revision=[1])", "revision: must be a str or None, not list"),
+        ("archviz.describe('model').check(checkpoint=7)", "checkpoint: must be a str or None, not int"),
+        ("archviz.describe('model').check(meta='no')", "meta: must be a bool (True or False), not str"),
+    ],
+)
+def test_the_api_refuses_wrong_types_as_bad_input(call: str, message: str | None, tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_K2), encoding="utf-8")
+    script = (
+        "import pathlib, archviz\n"
+        "from archviz.common.errors import InputError\n"
+        f"try:\n    print(repr({call}))\n"
+        "except InputError as error:\n    print('InputError:', error)\n"
+    )
+    run = api(script, tmp_path)
+    assert run.returncode == 0 and not run.stderr, run
+    if message is None:
+        assert run.stdout == "'model'\n", run
+    else:
+        assert run.stdout.startswith("InputError: ") and message in run.stdout, run
