@@ -312,3 +312,23 @@ def test_the_api_refuses_wrong_types_as_bad_input(call: str, message: str | None
         assert run.stdout == "'model'\n", run
     else:
         assert run.stdout.startswith("InputError: ") and message in run.stdout, run
+
+
+# 14. The leftover cleanup globbed on the user's folder name: `s*` matched another site's staging folders.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["s*", "s?", "[s]1", "s1.old-x"])
+def test_a_render_cleans_up_only_its_own_leftovers(name: str, tmp_path: Path) -> None:
+    """A render of ``s1`` killed between the two renames of its swap left its old site in ``.s1.old-<random>``; a
+    render into a folder whose name matches that by glob (or by prefix) used to move it in as its own, or delete it."""
+    kept = tmp_path / ".s1.old-abcd1234" / "site"
+    kept.mkdir(parents=True)
+    (kept / "index.html").write_text("s1's site", encoding="utf-8")
+    staging = tmp_path / ".s1.new-abcd1234"
+    staging.mkdir()
+    run = archviz("render", "kimi-k3", "--no-verify", "--jobs", "1", "--out", str(tmp_path / name), cwd=tmp_path)
+    assert run.code == 0, run
+    assert (kept / "index.html").read_text(encoding="utf-8") == "s1's site"
+    assert staging.is_dir()
+    assert (tmp_path / name / "index.html").read_text(encoding="utf-8") != "s1's site"
