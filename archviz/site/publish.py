@@ -207,11 +207,11 @@ def _recover_interrupted(out: Path) -> None:
 
 
 def _leftovers(out: Path, kind: str) -> list[Path]:
-    """The folders ``tempfile.mkdtemp(prefix=f".{out.name}.{kind}-")`` made beside ``out``: that prefix and its eight
-    random characters exactly. Never a glob: ``*``, ``?`` or ``[`` in the user's folder name would match other
-    folders (a site named ``s*`` deleted the staging folder of a site named ``s1``), as would a prefix alone (the
+    """The folders ``tempfile.mkdtemp(prefix=f".{out.name}.{kind}-")`` made beside ``out``: that prefix exactly, then
+    only the characters tempfile draws from. Never a glob: ``*``, ``?`` or ``[`` in the user's folder name would match
+    other folders (a site named ``s*`` deleted the staging folder of a site named ``s1``), as would a prefix alone (the
     staging folders of a site named ``OUT.old-x`` begin with ``.OUT.old-``)."""
-    made = re.compile(re.escape(f".{out.name}.{kind}-") + "[a-z0-9_]{8}")
+    made = re.compile(re.escape(f".{out.name}.{kind}-") + "[a-z0-9_]+")
     try:
         names = os.listdir(out.parent)
     except OSError:
