@@ -332,3 +332,33 @@ def test_a_render_cleans_up_only_its_own_leftovers(name: str, tmp_path: Path) ->
     assert (kept / "index.html").read_text(encoding="utf-8") == "s1's site"
     assert staging.is_dir()
     assert (tmp_path / name / "index.html").read_text(encoding="utf-8") != "s1's site"
+
+
+# 13. The right exit with the wrong words.
+
+
+def test_a_fifo_config_is_named_as_a_fifo_not_as_missing(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    os.mkfifo(folder / "config.json")
+    one_line_error(archviz("inspect", str(folder), cwd=tmp_path), "model: config.json is a FIFO, not a regular file")
+
+
+def test_an_existing_folder_whose_name_holds_an_escape_is_read(tmp_path: Path) -> None:
+    folder = tmp_path / "odd\x1bname"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_K2), encoding="utf-8")
+    run = archviz("inspect", str(folder), "--json", cwd=tmp_path)
+    assert run.code == 0, run
+    assert json.loads(run.stdout)["totals"]["parameters"] > 0
+    one_line_error(archviz("inspect", "absent\x1bname", cwd=tmp_path), "'absent\\x1bname': not a model name")
+
+
+def test_a_bad_assumed_value_is_blamed_on_the_assumption(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    config = {key: value for key, value in TINY_K2.items() if key != "rms_norm_eps"}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    run = archviz("inspect", str(folder), "--assume", 'rms_norm_eps="abc"', cwd=tmp_path)
+    one_line_error(run, "archviz: error: --assume on the command line: rms_norm_eps: expected a number")
+    assert "config.json" not in run.stderr

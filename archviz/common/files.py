@@ -35,6 +35,15 @@ _KINDS = {
 }
 
 
+def file_kind(path: Path) -> str:
+    """What is at ``path`` (following links), for a message: ``a FIFO``, ``a folder``, ``a regular file``..."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        return f"not readable ({error.strerror or error})"
+    return "a regular file" if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
 def read_bounded(path: Path, *, limit: int, what: str, shown: str | None = None, within: Path | None = None) -> bytes:
     """The bytes of the regular file at ``path``, at most ``limit`` of them.
 
