@@ -362,3 +362,42 @@ def test_a_bad_assumed_value_is_blamed_on_the_assumption(tmp_path: Path) -> None
     run = archviz("inspect", str(folder), "--assume", 'rms_norm_eps="abc"', cwd=tmp_path)
     one_line_error(run, "archviz: error: --assume on the command line: rms_norm_eps: expected a number")
     assert "config.json" not in run.stderr
+
+
+# 12. Two legal 255-byte folder names could not be rendered together: "File name too long", no file named.
+
+
+@pytest.mark.slow
+def test_two_255_byte_model_names_render_together(tmp_path: Path) -> None:
+    folders = []
+    for letter in ("A", "a"):
+        folder = tmp_path / (letter * 255)
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(TINY_K2), encoding="utf-8")
+        folders.append(str(folder))
+    run = archviz("render", *folders, "--no-verify", "--jobs", "1", "--out", str(tmp_path / "site"), cwd=tmp_path)
+    assert run.code == 0, run
+    slugs = sorted(path.name for path in (tmp_path / "site").iterdir() if path.name.startswith("aaa"))
+    assert slugs == ["a" * 200, "a" * 200 + "-2"]
+
+
+# 7. Inside the caps, still minutes: a 99 MB config of 4.9 million keys.
+
+
+def test_a_config_of_a_million_keys_is_refused_by_its_count(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    keys = ",".join(f'"k{index}":0' for index in range(1_000_000))
+    (folder / "config.json").write_text(json.dumps(TINY_K2)[:-1] + ',"junk":{' + keys + "}}", encoding="utf-8")
+    started = time.monotonic()
+    run = archviz("inspect", str(folder), cwd=tmp_path)
+    one_line_error(run, "model/config.json:1: the config holds more than 500,000 keys and array items")
+    assert time.monotonic() - started < 30, run
+
+
+def test_a_config_over_16_mib_is_refused_by_its_size(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**TINY_K2, "junk": "x" * 16 * 2**20}), encoding="utf-8")
+    run = archviz("inspect", str(folder), cwd=tmp_path)
+    one_line_error(run, "more than the limit of 16,777,216")

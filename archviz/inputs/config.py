@@ -24,8 +24,9 @@ from archviz.common.files import read_bounded
 KeyPath = tuple[str, ...]
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
-# Far beyond any config (a few kilobytes); a stranger's multi-gigabyte file is refused before it is read.
-MAX_CONFIG_BYTES = 100_000_000
+# Far beyond any config (a few kilobytes); a stranger's multi-gigabyte file is refused before it is read. 100 MB
+# of keys took minutes and 2 GB to read: 16 MiB of them parse in seconds, and MAX_CONFIG_ENTRIES bounds the walk.
+MAX_CONFIG_BYTES = 16 * 2**20
 _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
 
 
@@ -145,6 +146,12 @@ def parse_config(text: str, *, display_path: str) -> ConfigDocument:
             path=display_path,
             line=error.line,
         ) from None
+    except _TooMany as error:
+        raise InputError(
+            f"the config holds more than {MAX_CONFIG_ENTRIES:,} keys and array items",
+            path=display_path,
+            line=error.line,
+        ) from None
     root: KeyPath = ()
     if "text_config" in data:
         if not isinstance(data["text_config"], dict):
@@ -188,6 +195,20 @@ def nesting_depth(value: object) -> int:
     return deepest
 
 
+MAX_CONFIG_ENTRIES = 500_000
+"""Most keys and array items (together) a config may hold: each is walked for its line span, tens of microseconds
+apiece, and copied by later stages; 4.9 million took minutes. Released configs hold a few hundred (a quantization
+config's module list, a few thousand)."""
+
+
+class _TooMany(Exception):
+    """More than ``MAX_CONFIG_ENTRIES`` keys and array items; the one past the limit at ``line``."""
+
+    def __init__(self, line: int):
+        super().__init__(line)
+        self.line = line
+
+
 class _TooDeep(Exception):
     """A value nested deeper than ``MAX_CONFIG_DEPTH``, at ``line``."""
 
@@ -198,9 +219,10 @@ class _TooDeep(Exception):
 
 def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
     """Line spans of every object key in text that ``json.loads`` has already accepted (``_TooDeep`` past
-    ``MAX_CONFIG_DEPTH``)."""
+    ``MAX_CONFIG_DEPTH``, ``_TooMany`` past ``MAX_CONFIG_ENTRIES``)."""
     line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
     spans: dict[KeyPath, LineSpan] = {}
+    entries = 0
 
     def line_of(offset: int) -> int:
         return bisect.bisect_right(line_starts, offset)
@@ -224,6 +246,10 @@ def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
             if text[index] == closer:
                 return index + 1
             while True:
+                nonlocal entries
+                entries += 1
+                if entries > MAX_CONFIG_ENTRIES:
+                    raise _TooMany(line_of(index))
                 if opener == "{":
                     key_start = index
                     key, index = scanstring(text, index + 1)
