@@ -401,3 +401,15 @@ def test_a_config_over_16_mib_is_refused_by_its_size(tmp_path: Path) -> None:
     (folder / "config.json").write_text(json.dumps({**TINY_K2, "junk": "x" * 16 * 2**20}), encoding="utf-8")
     run = archviz("inspect", str(folder), cwd=tmp_path)
     one_line_error(run, "more than the limit of 16,777,216")
+
+
+# 7. A 16.6 MB modeling file took 3.4 GB of memory to parse, read even by a plain inspect.
+
+
+def test_a_modeling_file_over_512_kib_is_refused_by_its_size(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_K2), encoding="utf-8")
+    (folder / "modeling_deepseek.py").write_text("a\n" * 300_000, encoding="utf-8")
+    run = archviz("inspect", str(folder), cwd=tmp_path)
+    one_line_error(run, "modeling_deepseek.py: the file is 600,000 bytes, more than the limit of 524,288")

@@ -22,9 +22,10 @@ from archviz.common.errors import InputError
 MAX_JSON_FILE_BYTES = 64 * 2**20
 """Largest safetensors index or manifest read (64 MiB; Kimi-K2's predicted manifest of 139,583 tensors is 18.1 MB)."""
 
-MAX_SOURCE_FILE_BYTES = 16 * 2**20
-"""Largest modeling source file read (16 MiB; transformers 5.24's largest modeling file, Qwen3-Omni-MoE's, is
-195,699 bytes)."""
+MAX_SOURCE_FILE_BYTES = 512 * 2**10
+"""Largest modeling source file read (512 KiB; transformers 5.24's largest modeling file, Qwen3-Omni-MoE's, is
+195,699 bytes). Parsed, a file of short statements takes about 900 bytes of memory per byte (2 MiB of ``a`` lines,
+1.85 GB; 16 MiB took 3.4 GB): 512 KiB keeps the worst within half a GiB."""
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
