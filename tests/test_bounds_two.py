@@ -413,3 +413,13 @@ def test_a_modeling_file_over_512_kib_is_refused_by_its_size(tmp_path: Path) -> 
     (folder / "modeling_deepseek.py").write_text("a\n" * 300_000, encoding="utf-8")
     run = archviz("inspect", str(folder), cwd=tmp_path)
     one_line_error(run, "modeling_deepseek.py: the file is 600,000 bytes, more than the limit of 524,288")
+
+
+# 7. A 99 MB header of 1.4 million tensors took 73 s and 1.5 GB.
+
+
+def test_a_header_over_32_mib_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(struct.pack("<Q", 32 * 2**20 + 1) + b"{" + b" " * (32 * 2**20))
+    run = archviz("manifest", "kimi-k2-instruct", "--checkpoint", str(path), "-o", "-", cwd=tmp_path)
+    one_line_error(run, "x.safetensors: header length 33554433 bytes exceeds the limit of 33554432 bytes")

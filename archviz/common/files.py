@@ -22,6 +22,11 @@ from archviz.common.errors import InputError
 MAX_JSON_FILE_BYTES = 64 * 2**20
 """Largest safetensors index or manifest read (64 MiB; Kimi-K2's predicted manifest of 139,583 tensors is 18.1 MB)."""
 
+MAX_HEADER_BYTES = 32 * 2**20
+"""Largest safetensors header read (32 MiB, about 380,000 tensors; the safetensors library allows 100,000,000 bytes).
+A header is parsed whole: 97 MB of 1.15 million tensors took 31 s and 1.4 GB; a real shard's header is a few hundred
+kilobytes, and a whole Kimi-K2 of 139,583 tensors in one file would be about 17 MB."""
+
 MAX_SOURCE_FILE_BYTES = 512 * 2**10
 """Largest modeling source file read (512 KiB; transformers 5.24's largest modeling file, Qwen3-Omni-MoE's, is
 195,699 bytes). Parsed, a file of short statements takes about 900 bytes of memory per byte (2 MiB of ``a`` lines,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archviz.common.errors import InputError
-from archviz.common.files import file_kind
+from archviz.common.files import MAX_HEADER_BYTES, file_kind
 from archviz.graph.nodes import Assumption
 
 
@@ -358,7 +358,7 @@ def weights_dtype(folder: Path) -> WeightsDtype | None:
     try:
         with path.open("rb") as stream:
             length = int.from_bytes(stream.read(8), "little")
-            header = json.loads(stream.read(min(length, 100_000_000)).decode("utf-8"))
+            header = json.loads(stream.read(min(length, MAX_HEADER_BYTES)).decode("utf-8"))
     except (OSError, ValueError) as error:
         raise InputError(f"cannot read the safetensors header: {error}", path=str(path)) from None
     if not isinstance(header, dict):

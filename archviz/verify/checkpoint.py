@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archviz.common.errors import InputError
-from archviz.common.files import MAX_JSON_FILE_BYTES, open_regular, read_bounded
+from archviz.common.files import MAX_HEADER_BYTES, MAX_JSON_FILE_BYTES, open_regular, read_bounded
 from archviz.inputs.resolve import check_repo_id, check_revision
 
 SAFETENSORS_DTYPE_BITS: Mapping[str, int] = {
@@ -68,8 +68,6 @@ MAX_DIMENSIONS = 64
 """Dimensions a tensor's shape may have (real checkpoints hold at most a handful)."""
 MAX_ELEMENTS = 2**64
 """Elements a tensor may have: a safetensors offset is an unsigned 64-bit integer."""
-MAX_HEADER_BYTES = 100_000_000
-"""Largest header accepted, the same limit the safetensors library enforces."""
 
 MANIFEST_FORMAT = "archviz-manifest"
 """Value of the ``"format"`` key that marks a JSON file as a manifest written by ``write_manifest``."""
