@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -916,8 +915,6 @@ def main() -> None:
             context = getattr(error, "ctx", None)
             where = f"{context.command_path}: " if context is not None else ""
             message = error.format_message() if hasattr(error, "format_message") else str(error)
-            # click repeats an out-of-range value whole: a number of 4,300 digits would fill the screen.
-            message = re.sub(r"\d{41,}", lambda digits: f"{digits[0][:8]}…({len(digits[0]):,} digits)", message)
             SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
                 printable(f"archviz: error: {where}{message}"), markup=False
             )
