@@ -140,18 +140,8 @@ def parse_config(text: str, *, display_path: str) -> ConfigDocument:
         raise InputError(f"the config must be a JSON object, not a {_json_type(kind)}", path=display_path, line=1)
     try:
         spans = _key_spans(text)
-    except _TooDeep as error:
-        raise InputError(
-            f"the config nests objects and arrays more than {MAX_CONFIG_DEPTH} levels deep",
-            path=display_path,
-            line=error.line,
-        ) from None
-    except _TooMany as error:
-        raise InputError(
-            f"the config holds more than {MAX_CONFIG_ENTRIES:,} keys and array items",
-            path=display_path,
-            line=error.line,
-        ) from None
+    except _TooLarge as error:
+        raise InputError(error.problem, path=display_path, line=error.line) from None
     root: KeyPath = ()
     if "text_config" in data:
         if not isinstance(data["text_config"], dict):
@@ -201,25 +191,19 @@ apiece, and copied by later stages; 4.9 million took minutes. Released configs h
 config's module list, a few thousand)."""
 
 
-class _TooMany(Exception):
-    """More than ``MAX_CONFIG_ENTRIES`` keys and array items; the one past the limit at ``line``."""
+class _TooLarge(Exception):
+    """The config nests deeper than ``MAX_CONFIG_DEPTH`` or holds more than ``MAX_CONFIG_ENTRIES``: ``problem``, at
+    ``line``."""
 
-    def __init__(self, line: int):
-        super().__init__(line)
-        self.line = line
-
-
-class _TooDeep(Exception):
-    """A value nested deeper than ``MAX_CONFIG_DEPTH``, at ``line``."""
-
-    def __init__(self, line: int):
-        super().__init__(line)
+    def __init__(self, problem: str, line: int):
+        super().__init__(problem)
+        self.problem = problem
         self.line = line
 
 
 def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
-    """Line spans of every object key in text that ``json.loads`` has already accepted (``_TooDeep`` past
-    ``MAX_CONFIG_DEPTH``, ``_TooMany`` past ``MAX_CONFIG_ENTRIES``)."""
+    """Line spans of every object key in text that ``json.loads`` has already accepted (``_TooLarge`` past
+    ``MAX_CONFIG_DEPTH`` or ``MAX_CONFIG_ENTRIES``)."""
     line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
     spans: dict[KeyPath, LineSpan] = {}
     entries = 0
@@ -240,7 +224,9 @@ def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
             return int(scanstring(text, index + 1)[1])
         if opener in "{[":
             if depth >= MAX_CONFIG_DEPTH:
-                raise _TooDeep(line_of(index))
+                raise _TooLarge(
+                    f"the config nests objects and arrays more than {MAX_CONFIG_DEPTH} levels deep", line_of(index)
+                )
             closer = "}" if opener == "{" else "]"
             index = skip(index + 1)
             if text[index] == closer:
@@ -249,7 +235,9 @@ def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
                 nonlocal entries
                 entries += 1
                 if entries > MAX_CONFIG_ENTRIES:
-                    raise _TooMany(line_of(index))
+                    raise _TooLarge(
+                        f"the config holds more than {MAX_CONFIG_ENTRIES:,} keys and array items", line_of(index)
+                    )
                 if opener == "{":
                     key_start = index
                     key, index = scanstring(text, index + 1)
