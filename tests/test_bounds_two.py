@@ -17,6 +17,10 @@ import pytest
 
 from tests.test_bounds import ADDRESS_SPACE_LIMIT, MEMORY_LIMIT, TIME_LIMIT, TINY_K2, archviz, one_line_error
 
+# Each case starts archviz in a process of its own (a second or more): all of them run in the whole suite, not the
+# everyday run (pytest -m "not slow and not browser"), as test_bounds' cases do by tests/slow_cases.txt.
+pytestmark = pytest.mark.slow
+
 # 1. Huge integers in a checkpoint header or manifest were multiplied before they were checked.
 
 HUGE = "9" * 4300
@@ -64,7 +68,6 @@ def test_huge_manifest_dimensions_are_refused(tmp_path: Path) -> None:
 # 8. Under an address-space limit the WebAssembly Graphviz failed to reserve its 4 GiB.
 
 
-@pytest.mark.slow
 def test_export_svg_runs_under_an_address_space_limit(tmp_path: Path) -> None:
     run = archviz("export", "kimi-k2-instruct", "--format", "svg", "-o", str(tmp_path / "k2.svg"), cwd=tmp_path)
     assert run.code == 0, run
@@ -108,7 +111,6 @@ def test_plan_and_cost_options_are_bounded(args: list[str], message: str, tmp_pa
     assert len(run.stderr) < 400, run  # a number of 4,300 digits is not repeated whole
 
 
-@pytest.mark.slow
 def test_the_stages_a_10000_layer_model_needs_are_found_in_seconds(tmp_path: Path) -> None:
     """Each stage count tried was a pass over every tensor group: O(L²) for a 10,000-layer model, minutes."""
     config = {
@@ -317,7 +319,6 @@ def test_the_api_refuses_wrong_types_as_bad_input(call: str, message: str | None
 # 14. The leftover cleanup globbed on the user's folder name: `s*` matched another site's staging folders.
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["s*", "s?", "[s]1", "s1.old-x"])
 def test_a_render_cleans_up_only_its_own_leftovers(name: str, tmp_path: Path) -> None:
     """A render of ``s1`` killed between the two renames of its swap left its old site in ``.s1.old-<random>``; a
@@ -367,7 +368,6 @@ def test_a_bad_assumed_value_is_blamed_on_the_assumption(tmp_path: Path) -> None
 # 12. Two legal 255-byte folder names could not be rendered together: "File name too long", no file named.
 
 
-@pytest.mark.slow
 def test_two_255_byte_model_names_render_together(tmp_path: Path) -> None:
     folders = []
     for letter in ("A", "a"):
