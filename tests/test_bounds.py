@@ -1,9 +1,9 @@
 """Bounded on any input: one regression test per way a hostile or careless input used to hang archviz, exhaust its
 memory, blame itself for the input's fault, or spoof a CI log.
 
-Every case runs the real command line as a separate process under a memory limit (``RLIMIT_DATA``) and a time limit,
-so that a regression fails the test instead of hanging CI or taking the machine down. ``python -P`` keeps the
-test's folder off the import path.
+Every case runs the real command line as a separate process under a memory limit (``RLIMIT_DATA``), an address-space
+limit (``RLIMIT_AS``) and a time limit, so that a regression fails the test instead of hanging CI or taking the
+machine down. ``python -P`` keeps the test's folder off the import path.
 """
 
 from __future__ import annotations
