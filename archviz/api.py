@@ -11,18 +11,21 @@ Bad input (an unknown model, a node the graph lacks) raises ``InputError`` with 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from archviz.common.errors import InputError
+from archviz.cost import MAX_BATCH, MAX_POSITIONS
 from archviz.cost.model import DEFAULT_SIZES, CostReport, Sizes, cache_dtype_name, model_cost
 from archviz.graph.nodes import Assumption, Graph
 from archviz.graph.nodes import Node as GraphNode
 from archviz.graph.totals import Totals
 from archviz.inputs.config import ConfigDocument
 from archviz.pipeline import ModelDocs, describe_model
+from archviz.present.jsontext import inert
 from archviz.provenance.sources import PREFERENCES, GraphSources
 from archviz.verify.legs import Leg, Outcome
 
@@ -58,10 +61,12 @@ class _Shown:
         return self._markdown()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> _Bundle:
-        return {"text/html": self._html(), "text/markdown": self._markdown(), "text/plain": self._text()}
+        return {"text/html": self._html(), "text/markdown": self._markdown(), "text/plain": str(self)}
 
     def __str__(self) -> str:
-        return self._text()
+        # The text reaches a terminal: a config's `architectures` or a tensor name may hold an ESC or OSC sequence,
+        # written as its escape here as the command line's consoles write it.
+        return inert(self._text())
 
     def _html(self) -> str:
         raise NotImplementedError
@@ -74,7 +79,7 @@ class _Shown:
 
 
 def describe(
-    model: str,
+    model: str | os.PathLike[str],
     revision: str | None = None,
     *,
     assume: Mapping[str, object] | None = None,
@@ -88,14 +93,42 @@ def describe(
     assumptions); ``partial`` builds what an incomplete config allows; ``source`` picks the modeling file to cite
     (``auto``, ``remote`` or ``transformers``). Raises ``InputError`` for anything wrong with the input.
     """
+    if isinstance(model, os.PathLike):
+        model = os.fspath(model)
+    _argument("model", model, str)
+    _argument("revision", revision, str | None)
+    _argument("assume", assume, Mapping | None)
+    _argument("partial", partial, bool)
+    _argument("source", source, str)
     if source not in PREFERENCES:
-        raise InputError(f"source must be one of {', '.join(PREFERENCES)}", path=f"source={source}")
+        raise InputError(f"source must be one of {', '.join(PREFERENCES)}", path=f"source={source!r}")
+    for key in assume or {}:
+        _argument("a key of assume", key, str)
     assumptions = [
         Assumption(key=key, value=_json_value(key, value), source="assume= in archviz.describe")
         for key, value in (assume or {}).items()
     ]
     docs = describe_model(model, revision=revision, assumptions=assumptions, partial=partial, source=source)
     return Model(name=model, revision=revision, docs=docs)
+
+
+def _argument(name: str, value: object, kind: Any) -> None:
+    """``InputError`` when an argument is not of its type (``partial="no"`` would be true; a number as ``revision``
+    an ``AttributeError`` deep inside)."""
+    if isinstance(value, bool) and kind in (int, int | None):
+        raise InputError(f"must be {_KINDS[kind]}, not a bool", path=name)
+    if not isinstance(value, kind):
+        raise InputError(f"must be {_KINDS[kind]}, not {type(value).__name__}", path=name)
+
+
+_KINDS: dict[Any, str] = {
+    str: "a str",
+    str | None: "a str or None",
+    bool: "a bool (True or False)",
+    Mapping | None: "a mapping of keys to values, or None",
+    int: "an int",
+    int | None: "an int or None",
+}
 
 
 def _json_value(key: str, value: object) -> str:
@@ -160,9 +193,17 @@ class Model(_Shown):
     ) -> Cost:
         """What the model costs at these sizes, as ``archviz cost`` computes it: FLOPs of a prefill of ``prompt``
         tokens and of a token decoded with ``context`` cached, weight bytes, cache and state bytes."""
-        for what, value, least in (("prompt", prompt, 1), ("context", context, 0), ("batch", batch, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise InputError(f"{what} must be an integer of at least {least}", path=f"{what}={value!r}")
+        for what, value, least, most in (
+            ("prompt", prompt, 1, MAX_POSITIONS),
+            ("context", context, 0, MAX_POSITIONS),
+            ("batch", batch, 1, MAX_BATCH),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+                shown = (
+                    repr(value)[:40] if not isinstance(value, int) or value.bit_length() < 100 else "a longer number"
+                )
+                raise InputError(f"{what} must be an integer from {least} to {most:,}", path=f"{what}={shown}")
+        _argument("cache_dtype", cache_dtype, str | None)
         dtype = cache_dtype_name(cache_dtype) if cache_dtype is not None else None
         sizes = Sizes(batch=batch, prompt=prompt, context=context)
         report = model_cost(self.graph, self.totals, sizes, cache_dtype=dtype)
@@ -171,7 +212,7 @@ class Model(_Shown):
     def check(
         self,
         *,
-        checkpoint: str | None = None,
+        checkpoint: str | os.PathLike[str] | None = None,
         meta: bool = True,
         trust_remote_code: bool = False,
         context: int | None = None,
@@ -184,6 +225,11 @@ class Model(_Shown):
         from archviz.verify.checkpoint import read_checkpoint
         from archviz.verify.costcheck import witness_context
 
+        if isinstance(checkpoint, os.PathLike):
+            checkpoint = os.fspath(checkpoint)
+        _argument("checkpoint", checkpoint, str | None)
+        _argument("meta", meta, bool)
+        _argument("trust_remote_code", trust_remote_code, bool)
         witness_context(context, path="context")
         location = checkpoint_location(self.docs, checkpoint)
         held = read_checkpoint(location, revision=self.revision) if location is not None else None
@@ -192,11 +238,16 @@ class Model(_Shown):
         )
         return Verdict(model=self, verification=verification)
 
-    def diff(self, other: Model | str, *, revision: str | None = None) -> Diff:
+    def diff(self, other: Model | str | os.PathLike[str], *, revision: str | None = None) -> Diff:
         """What changes from this model to ``other`` (a ``Model``, or a name ``describe`` reads at ``revision``), as
         ``archviz diff`` reads it: config keys, nodes, layer map, totals, in words."""
         from archviz.diff.compare import diff_models
 
+        if isinstance(other, os.PathLike):
+            other = os.fspath(other)
+        if not isinstance(other, Model):
+            _argument("other", other, str)
+        _argument("revision", revision, str | None)
         theirs = other if isinstance(other, Model) else describe(other, revision)
         return Diff(a=self, b=theirs, diff=diff_models(self.docs, theirs.docs))
 

@@ -20,6 +20,7 @@ from typer.exceptions import TyperException
 from archviz.common.errors import InputError, doing, printable, step_of
 from archviz.common.files import write_atomically
 from archviz.common.words import plural
+from archviz.cost import MAX_BATCH, MAX_POSITIONS
 from archviz.graph.nodes import Assumption
 from archviz.inputs.config import MAX_CONFIG_DEPTH, nesting_depth
 
@@ -56,17 +57,65 @@ class _Commands(TyperGroup):
         return name, command, rest
 
     def invoke(self, ctx: Context) -> Any:
+        real = sys.stdout
+        sys.stdout = _StandardOutput(real)  # a stand-in with the stream's methods
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # a full disk shows here, while it can still be reported
+            return result
         except (typer.Exit, typer.Abort, TyperException, KeyboardInterrupt):
             raise
         except InputError as error:
+            if isinstance(error, _UnwritableOutput) and real is not None:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), real.fileno())  # nothing left for the exit's flush to fail on
             raise _fail(error) from None
         except BrokenPipeError:  # the reader stopped early (``archviz inspect … | head``): nothing more to say
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(code=0) from None
         except Exception as error:  # anything else is archviz's own bug: said so, never blamed on the input
             raise _internal_error(error, debug=bool(ctx.meta.get(DEBUG))) from None
+        finally:
+            sys.stdout = real
+
+
+class _UnwritableOutput(InputError):
+    """Standard output is closed, or refused a write (a full disk, ``> /dev/full``): the caller's setup, exit 2."""
+
+
+class _StandardOutput:
+    """Standard output as the commands see it: a failed write or flush is ``_UnwritableOutput``, not an internal
+    error; a closed standard output (``>&-``, where Python's ``sys.stdout`` is ``None``) is said so at the first use.
+    A reader that stops early (``BrokenPipeError``) is left to the caller."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        if self._stream is None:
+            raise _UnwritableOutput("the stream is closed", path="standard output")
+        return getattr(self._stream, name)
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self.__getattr__("write")(text))
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise _unwritable(error) from None
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise _unwritable(error) from None
+
+
+def _unwritable(error: OSError) -> _UnwritableOutput:
+    return _UnwritableOutput(f"cannot write: {error.strerror or error}", path="standard output")
 
 
 @dataclass(frozen=True)
@@ -285,12 +334,27 @@ def inspect(
     _stdout().print(render_tree(docs.graph, docs.totals, Phase.DECODE if decode else Phase.PREFILL))
 
 
+MAX_RANKS = 2**20
+"""Most GPUs, or ranks of one kind, ``plan`` takes (``--gpus``, ``--tp``, ``--ep``, ``--pp``, ``--dp``); a plan's work
+is bounded further by ``archviz.cost.plan.MAX_RANK_GROUPS``."""
+GPU_MEMORY_RANGE = (0.001, 65_536)
+"""GiB ``--gpu-memory`` takes (the GPUs listed have 76 to 288)."""
+BANDWIDTH_RANGE = (0.001, 1_000)
+"""TB/s ``--bandwidth`` takes (the GPUs listed have 3.35 to 8)."""
+THROUGHPUT_RANGE = (0.001, 1_000_000)
+"""TFLOP/s ``--bf16``, ``--fp8`` and ``--fp4`` take (the GPUs listed have up to 10,066, FP4)."""
+
+
 @app.command()
 def cost(
     model: ModelArgument,
-    prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt length T of the prefill.")] = 2048,
-    context: Annotated[int, typer.Option("--context", min=0, help="Cached positions S when decoding.")] = 131_072,
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Sequences B.")] = 1,
+    prompt: Annotated[
+        int, typer.Option("--prompt", min=1, max=MAX_POSITIONS, help="Prompt length T of the prefill.")
+    ] = 2048,
+    context: Annotated[
+        int, typer.Option("--context", min=0, max=MAX_POSITIONS, help="Cached positions S when decoding.")
+    ] = 131_072,
+    batch: Annotated[int, typer.Option("--batch", min=1, max=MAX_BATCH, help="Sequences B.")] = 1,
     cache_dtype: Annotated[
         str | None, typer.Option("--cache-dtype", help="dtype of the cache (bfloat16, float8_e4m3fn, ...).")
     ] = None,
@@ -358,6 +422,15 @@ def _gpu(
         )
     else:
         base = gpu_named(name)
+    for option, value, (least, most) in (
+        ("--gpu-memory", memory, GPU_MEMORY_RANGE),
+        ("--bandwidth", bandwidth, BANDWIDTH_RANGE),
+        ("--bf16", bf16, THROUGHPUT_RANGE),
+        ("--fp8", fp8, THROUGHPUT_RANGE),
+        ("--fp4", fp4, THROUGHPUT_RANGE),
+    ):
+        if value is not None and not least <= value <= most:  # also refuses nan, which compares false
+            raise InputError(f"must be a number from {least:g} to {most:,}", path=f"{option} {value:g}")
     changed: dict[str, Any] = {}
     if memory is not None:
         changed["memory"] = int(memory * 2**30)
@@ -376,18 +449,25 @@ def _gpu(
 def plan(
     model: ModelArgument,
     gpu: Annotated[str | None, typer.Option("--gpu", help="h100, h200, b200, gb200, mi300x, mi325x or mi355x.")] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs in all: tp × pp × dp.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", min=1, max=MAX_RANKS, help="GPUs in all: tp × pp × dp.")] = None,
     tp: Annotated[
-        int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks (default: gpus / (pp × dp)).")
+        int | None,
+        typer.Option("--tp", min=1, max=MAX_RANKS, help="Tensor-parallel ranks (default: gpus / (pp × dp))."),
     ] = None,
-    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel ranks: 1 or tp × dp.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline stages.")] = 1,
-    dp: Annotated[int, typer.Option("--dp", min=1, help="Data-parallel replicas.")] = 1,
-    context: Annotated[int, typer.Option("--context", min=0, help="Cached positions S per sequence.")] = 131_072,
-    prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt length T of the prefill bound.")] = 2048,
+    ep: Annotated[int, typer.Option("--ep", min=1, max=MAX_RANKS, help="Expert-parallel ranks: 1 or tp × dp.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", min=1, max=MAX_RANKS, help="Pipeline stages.")] = 1,
+    dp: Annotated[int, typer.Option("--dp", min=1, max=MAX_RANKS, help="Data-parallel replicas.")] = 1,
+    context: Annotated[
+        int, typer.Option("--context", min=0, max=MAX_POSITIONS, help="Cached positions S per sequence.")
+    ] = 131_072,
+    prompt: Annotated[
+        int, typer.Option("--prompt", min=1, max=MAX_POSITIONS, help="Prompt length T of the prefill bound.")
+    ] = 2048,
     batch: Annotated[
         int | None,
-        typer.Option("--batch", min=1, help="Sequences per replica of the decode bound (default: those that fit)."),
+        typer.Option(
+            "--batch", min=1, max=MAX_BATCH, help="Sequences per replica of the decode bound (default: those that fit)."
+        ),
     ] = None,
     cache_dtype: Annotated[
         str | None, typer.Option("--cache-dtype", help="dtype of the cache (bf16, fp8, ...).")
@@ -744,7 +824,7 @@ def export(
         str, typer.Option("--format", help="svg or dot (the site's diagram), mermaid, or json (the graph).")
     ],
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="The file to write (default: standard output).")
+        Path | None, typer.Option("--output", "-o", help="The file to write; - (the default) for standard output.")
     ] = None,
     revision: RevisionOption = None,
     assume: AssumeOption = None,
@@ -762,7 +842,7 @@ def export(
     )
     with doing("exporting"):
         text = export_text(docs, ExportFormat(export_format))
-    if output is None:
+    if output is None or str(output) == "-":
         sys.stdout.write(text)
     else:
         write_atomically(output, text, what="the export")

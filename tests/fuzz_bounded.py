@@ -1,9 +1,11 @@
 """Fuzzing every file archviz reads, run as one process under a memory limit (see ``test_bounds.py``).
 
-Configs (values and JSON structure), safetensors headers, safetensors indexes and manifests, drawn by hypothesis and
-fed to the real command line (typer's runner, in this process). Every case must end with exit code 0, 1, 2 or 3,
-a single ``archviz: error:`` line for 2, within ``DEADLINE_MS``; the process as a whole runs under the memory limit
-its parent sets. The ``@example`` cases are the inputs of defects found so far: the corpus grows with each one.
+Configs (values and JSON structure, quantization block structures), safetensors headers (their integers too),
+safetensors indexes and manifests, and the options of ``plan`` and ``cost`` (counts, GPU figures), drawn by
+hypothesis and fed to the real command line (typer's runner, in this process). Every case must end with exit code
+0, 1, 2 or 3, a single ``archviz: error:`` line for 2, within ``DEADLINE_MS``; the process as a whole runs under the
+memory limit its parent sets. The ``@example`` cases are the inputs of defects found so far: the corpus grows with
+each one.
 
 Run: ``python -P tests/fuzz_bounded.py EXAMPLES``; exit 0 when every case held, else the failing case is printed.
 """
@@ -70,7 +72,30 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
             "config_groups": {"g": {"targets": draw(st.lists(scalars, max_size=3)), "weights": draw(values)}},
             "ignore": draw(st.lists(scalars, max_size=3)),
         }
+    elif draw(st.integers(0, 4)) == 0:  # FP8 blocks: the block structure drawn
+        document["quantization_config"] = {
+            "quant_method": "compressed-tensors",
+            "format": "float-quantized",
+            "config_groups": {
+                "g": {
+                    "targets": ["Linear"],
+                    "weights": {
+                        "num_bits": 8,
+                        "type": "float",
+                        "strategy": "block",
+                        "block_structure": draw(st.lists(block_sides, max_size=3) | values),
+                    },
+                }
+            },
+        }
     return document
+
+
+block_sides = st.one_of(
+    st.sampled_from([0, -128, 1, 128, 2**31, 2**31 + 1, 10**4299, 1.5, True, "128"]), st.integers(-(2**70), 2**70)
+)
+dimensions = st.one_of(st.integers(0, 5), st.sampled_from([2**32, 2**63, 2**64, 2**64 + 1, 10**4299]))
+"""A header's shape dimensions: small ones mostly, and the integers that once hung or broke the arithmetic."""
 
 
 @st.composite
@@ -79,7 +104,7 @@ def headers(draw: st.DrawFn) -> bytes:
     tensors: dict[str, Any] = {}
     offset = 0
     for name in draw(st.lists(st.text(min_size=1, max_size=40), max_size=5, unique=True)):
-        shape = draw(st.lists(st.integers(0, 5), max_size=3))
+        shape = draw(st.lists(dimensions, max_size=3) | st.lists(st.sampled_from([2, 10**4299]), max_size=200))
         size = draw(st.integers(0, 64))
         tensors[name] = draw(
             st.sampled_from(
@@ -128,7 +153,27 @@ def manifests(draw: st.DrawFn) -> Any:
     return draw(st.sampled_from([document, draw(values)]))
 
 
+COUNTS = ["--tp", "--ep", "--pp", "--dp", "--gpus", "--batch", "--prompt", "--context"]
+FIGURES = ["--gpu-memory", "--bandwidth", "--bf16", "--fp8", "--fp4"]
+count_values = st.sampled_from(["0", "1", "-1", "2", "7", "8", "64", "1000000", "100000000", "9" * 4300, "1.5", "x"])
+figure_values = st.sampled_from(["0", "-80", "inf", "nan", "1e308", "1e-300", "80", "0.5", "4.8", "9" * 400])
+
+
+@st.composite
+def plan_options(draw: st.DrawFn) -> list[str]:
+    """``plan`` (sometimes ``cost``) with a few of its counts and GPU figures drawn."""
+    command = draw(st.sampled_from(["plan", "plan", "cost"]))
+    options: list[str] = ["--gpu", "h200"] if command == "plan" and draw(st.booleans()) else []
+    for option in draw(st.lists(st.sampled_from(COUNTS if command == "plan" else COUNTS[5:]), max_size=3)):
+        options += [option, draw(count_values)]
+    if command == "plan":
+        for option in draw(st.lists(st.sampled_from(FIGURES), max_size=3)):
+            options += [option, draw(figure_values)]
+    return [command, *options]
+
+
 cases = st.one_of(
+    st.tuples(st.just("options"), plan_options()),
     st.tuples(st.just("config"), configs()),
     st.tuples(st.just("header"), headers()),
     st.tuples(st.just("index"), indexes()),
@@ -163,11 +208,31 @@ def run_case(kind: str, data: Any) -> None:
             except (ValueError, RecursionError):
                 target.write_text("[", encoding="utf-8")
             args = ["check", str(model), "--no-meta", "--checkpoint", str(target)]
+        if kind == "options":
+            args = [data[0], "kimi-k2-instruct", *data[1:]]
         result = runner.invoke(app, args)
         detail = (kind, args[0], result.exit_code, result.stderr[-400:], repr(result.exception))
         assert result.exit_code in (0, 1, 2, 3), detail
-        if result.exit_code == 2:
+        if result.exit_code == 2 and result.stderr.startswith("Usage: "):
+            # A usage error (an option out of range) as typer's runner shows it: the console script's main() makes it
+            # one line, which test_bounds_two runs as a real process.
+            assert "Invalid value for" in result.stderr and len(result.stderr) < 2000, detail
+        elif result.exit_code == 2:
             assert result.stderr.startswith("archviz: error: ") and result.stderr.count("\n") == 1, detail
+
+
+BLOCKS_OF_ZERO = {
+    "quant_method": "compressed-tensors",
+    "format": "float-quantized",
+    "config_groups": {
+        "g": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [0, 0]},
+        }
+    },
+}
+_HUGE_HEADER = ('{"w":{"dtype":"F32","shape":[' + ",".join(["9" * 4300] * 300) + '],"data_offsets":[0,4]}}').encode()
+HUGE_DIMENSIONS = struct.pack("<Q", len(_HUGE_HEADER)) + _HUGE_HEADER + b"\0" * 4
 
 
 def main(examples: int) -> None:
@@ -200,6 +265,11 @@ def main(examples: int) -> None:
     @example(("header", struct.pack("<Q", 3475222254926655346) + b"root:x:0"))
     @example(("deep-manifest", 5000))
     @example(("index", {"weight_map": {"a": "../../etc/passwd"}}))
+    @example(("options", ["plan", "--gpu", "h200", "--dp", "1000000"]))
+    @example(("options", ["plan", "--gpu", "h200", "--gpu-memory", "nan"]))
+    @example(("options", ["cost", "--prompt", "9" * 4300]))
+    @example(("config", {**TINY_K2, "quantization_config": BLOCKS_OF_ZERO}))
+    @example(("header", HUGE_DIMENSIONS))
     def case(drawn: tuple[str, Any]) -> None:
         run_case(*drawn)
 

@@ -231,7 +231,7 @@ def test_an_unknown_node_and_bad_sizes_are_input_errors() -> None:
     model = archviz.describe(MODEL)
     with pytest.raises(archviz.InputError, match="no node 'nope'"):
         model.node("nope")
-    with pytest.raises(archviz.InputError, match="prompt must be an integer of at least 1"):
+    with pytest.raises(archviz.InputError, match="prompt must be an integer from 1 to 4,294,967,296"):
         model.cost(prompt=0)
     with pytest.raises(archviz.InputError, match="the assumed value is not JSON"):
         archviz.describe(MODEL, assume={"x": object()})

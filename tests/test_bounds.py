@@ -1,9 +1,9 @@
 """Bounded on any input: one regression test per way a hostile or careless input used to hang archviz, exhaust its
 memory, blame itself for the input's fault, or spoof a CI log.
 
-Every case runs the real command line as a separate process under a memory limit (``RLIMIT_DATA``) and a time limit,
-so that a regression fails the test instead of hanging CI or taking the machine down. ``python -P`` keeps the
-test's folder off the import path.
+Every case runs the real command line as a separate process under a memory limit (``RLIMIT_DATA``), an address-space
+limit (``RLIMIT_AS``) and a time limit, so that a regression fails the test instead of hanging CI or taking the
+machine down. ``python -P`` keeps the test's folder off the import path.
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ K25 = REPO / "tests" / "data" / "released" / "kimi-k2.5" / "config.json"
 TINY_K2: dict[str, Any] = {key: value for key, value in HOSTILE_K2.items() if key != "quantization_config"}
 
 MEMORY_LIMIT = 1536 * 2**20
-"""Data each command may allocate (``RLIMIT_DATA``: the heap and private writable mappings; not the address space,
-which the diagrams' WebAssembly Graphviz reserves 4 GiB of without using it): importing torch and building a
-meta-device model fit well inside it."""
+"""Data each command may allocate (``RLIMIT_DATA``: the heap and private writable mappings): importing torch and
+building a meta-device model fit well inside it."""
+ADDRESS_SPACE_LIMIT = 4 * 2**30
+"""Address space each command may map (``RLIMIT_AS``, ``ulimit -v``): the diagrams' WebAssembly Graphviz, which
+reserves 4 GiB by default, reserves only what it uses under such a limit."""
 TIME_LIMIT = 60
 """Seconds each command may take; the bounded cases end in a few."""
 
@@ -47,11 +49,17 @@ class Run:
     stderr: str
 
 
-def archviz(*args: str, cwd: Path, env: Mapping[str, str] | None = None, fsize: int | None = None) -> Run:
-    """The real command line in a process of its own, with the memory and time limits."""
+def archviz(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, fsize: int | None = None, stdout: Any = None
+) -> Run:
+    """The real command line in a process of its own, with the memory, address-space and time limits; ``stdout``
+    (a file, a descriptor) replaces the captured standard output, ``"closed"`` closes it."""
 
     def limit() -> None:
+        if stdout == "closed":
+            os.close(1)
         resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_LIMIT, MEMORY_LIMIT))
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
         if fsize is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
@@ -60,13 +68,14 @@ def archviz(*args: str, cwd: Path, env: Mapping[str, str] | None = None, fsize: 
         [sys.executable, "-P", "-m", "archviz", *args],
         cwd=cwd,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
-        capture_output=True,
+        stdout=subprocess.PIPE if stdout in (None, "closed") else stdout,
+        stderr=subprocess.PIPE,
         text=True,
         timeout=TIME_LIMIT,
         preexec_fn=limit,
         check=False,
     )
-    return Run(code=result.returncode, stdout=result.stdout, stderr=result.stderr)
+    return Run(code=result.returncode, stdout=result.stdout or "", stderr=result.stderr)
 
 
 def one_line_error(run: Run, *parts: str) -> None:

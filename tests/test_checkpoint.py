@@ -224,12 +224,12 @@ BAD_HEADERS: list[tuple[str, bytes, str]] = [
     (
         "over 100 MB",
         _prefixed(100_000_001, b"{}"),
-        "header length 100000001 bytes exceeds the limit of 100000000 bytes",
+        "header length 100000001 bytes exceeds the limit of 33554432 bytes",
     ),
     (
         "length is all ones",
         b"\xff" * 8 + b"{}",
-        f"header length {2**64 - 1} bytes exceeds the limit of 100000000 bytes",
+        f"header length {2**64 - 1} bytes exceeds the limit of 33554432 bytes",
     ),
     ("not UTF-8", _prefixed(3, b'{"\xff'), "header is not UTF-8: invalid byte at file offset 10"),
     (
@@ -774,7 +774,7 @@ GOOD_MANIFEST: dict[str, Any] = {
         ),
         (
             {"tensors": [{"name": "a", "shape": [-1], "dtype": "F32"}]},
-            "tensors[0] ('a'): 'shape' must be an array of non-negative integers",
+            "tensors[0] ('a'): 'shape' must be an array of non-negative integers, found [-1]",
         ),
         (
             {"tensors": [{"name": "a", "shape": [1], "dtype": "F32", "size": 4}]},

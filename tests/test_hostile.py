@@ -451,12 +451,12 @@ CHECKPOINT_CASES: list[CheckpointCase] = [
     one_file(
         "header-over-100-MB",
         safetensors_bytes("{}", length=100_000_001),
-        "header length 100000001 bytes exceeds the limit of 100000000 bytes",
+        "header length 100000001 bytes exceeds the limit of 33554432 bytes",
     ),
     one_file(
         "length-is-all-ones",
         b"\xff" * 8 + b"{}",
-        f"header length {2**64 - 1} bytes exceeds the limit of 100000000 bytes",
+        f"header length {2**64 - 1} bytes exceeds the limit of 33554432 bytes",
     ),
     one_file(
         "truncated-inside-the-header",
@@ -1202,7 +1202,7 @@ def test_corpus_through_a_real_process(tmp_path: Path) -> None:
         ),
         (
             ["check", "kimi-k2-instruct", "--no-meta", "--checkpoint", str(tmp_path / "ckpt" / "model.safetensors")],
-            f"{tmp_path}/ckpt/model.safetensors: header length 100000001 bytes exceeds the limit of 100000000 bytes",
+            f"{tmp_path}/ckpt/model.safetensors: header length 100000001 bytes exceeds the limit of 33554432 bytes",
         ),
         (
             ["render", "kimi-k2-instruct", "--out", str(tmp_path / "thesis"), "--no-verify"],

@@ -22,9 +22,15 @@ from archviz.common.errors import InputError
 MAX_JSON_FILE_BYTES = 64 * 2**20
 """Largest safetensors index or manifest read (64 MiB; Kimi-K2's predicted manifest of 139,583 tensors is 18.1 MB)."""
 
-MAX_SOURCE_FILE_BYTES = 16 * 2**20
-"""Largest modeling source file read (16 MiB; transformers 5.24's largest modeling file, Qwen3-Omni-MoE's, is
-195,699 bytes)."""
+MAX_HEADER_BYTES = 32 * 2**20
+"""Largest safetensors header read (32 MiB, about 380,000 tensors; the safetensors library allows 100,000,000 bytes).
+A header is parsed whole: 97 MB of 1.15 million tensors took 31 s and 1.4 GB; a real shard's header is a few hundred
+kilobytes, and a whole Kimi-K2 of 139,583 tensors in one file would be about 17 MB."""
+
+MAX_SOURCE_FILE_BYTES = 512 * 2**10
+"""Largest modeling source file read (512 KiB; transformers 5.24's largest modeling file, Qwen3-Omni-MoE's, is
+195,699 bytes). Parsed, a file of short statements takes about 900 bytes of memory per byte (2 MiB of ``a`` lines,
+1.85 GB; 16 MiB took 3.4 GB): 512 KiB keeps the worst within half a GiB."""
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
@@ -33,6 +39,15 @@ _KINDS = {
     stat.S_IFSOCK: "a socket",
     stat.S_IFDIR: "a folder",
 }
+
+
+def file_kind(path: Path) -> str:
+    """What is at ``path`` (following links), for a message: ``a FIFO``, ``a folder``, ``a regular file``..."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        return f"not readable ({error.strerror or error})"
+    return "a regular file" if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
 def read_bounded(path: Path, *, limit: int, what: str, shown: str | None = None, within: Path | None = None) -> bytes:
@@ -96,8 +111,32 @@ def check_inside(path: Path, folder: Path, *, what: str, shown: str | None = Non
 
 
 def write_atomically(path: Path, text: str, *, what: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file beside it and a rename: never half a file."""
+    """Write ``text`` to ``path`` through a temporary file beside it and a rename: never half a file.
+
+    Only a regular file is replaced: a FIFO, a device, a socket, a folder or a symbolic link at ``path`` is refused
+    (renamed over, a FIFO or ``/dev/stdout``'s link became a plain file); standard output is ``-``, not its device.
+    """
     folder = path.parent
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise InputError(f"cannot write {what}: {error.strerror or error}", path=str(path)) from None
+    else:
+        if stat.S_ISLNK(found.st_mode):
+            raise InputError(
+                f"cannot write {what}: the path is a symbolic link; archviz replaces only a regular file "
+                "(- for standard output)",
+                path=str(path),
+            )
+        if not stat.S_ISREG(found.st_mode) and not stat.S_ISDIR(found.st_mode):  # a folder: "Is a directory"
+            kind = _KINDS.get(stat.S_IFMT(found.st_mode), "not a regular file")
+            raise InputError(
+                f"cannot write {what}: the path is {kind}; archviz replaces only a regular file "
+                "(- for standard output)",
+                path=str(path),
+            )
     try:
         descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     except OSError as error:

@@ -34,7 +34,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from archviz.common.dtypes import ITEMSIZE
 from archviz.common.errors import InputError
@@ -971,6 +971,9 @@ class _Held:
 
 
 _FIRST, _LAST = -1, 1 << 40
+MAX_RANK_GROUPS = 1_000_000
+"""Groups of tensors times a stage's ranks (``tp × dp``) a plan adds up: each pair is a local shape worked out, a few
+microseconds; Kimi-K2's 1,463 groups on 512 ranks are 749,056."""
 """Where a model-level tensor sits among the layers: the embedding before them all, the final norm and head after."""
 
 
@@ -1080,16 +1083,39 @@ def _hold(
     return held
 
 
-def _stage_bytes(groups: Counter[_Group], p: Parallelism, layer_stage: Mapping[int, int]) -> int:
-    """The most bytes a rank holds with these stages (weights only)."""
-    totals: Counter[tuple[int, int]] = Counter()
+def _fewest_stages(graph: Graph, groups: Counter[_Group], p: Parallelism, usable: int) -> Parallelism | None:
+    """The fewest pipeline stages past ``p.pp`` (same TP, EP and DP) with every rank's weights within ``usable``.
+
+    Each rank's bytes are added up once per layer; a stage count then costs one sum per stage and rank (prefix
+    sums), not a pass over every tensor group: trying every count of a 10,000-layer model took minutes that way.
+    """
+    import numpy as np  # only when a plan does not fit
+
+    layers = stages(graph, 1)[0]
+    row_of = {layer: row for row, layer in enumerate(layers)}
+    ranks = p.stage_ranks
+    rows = [[0] * ranks for _ in range(len(layers) + 2)]  # each layer's, then the first stage's and the last's extras
+    first, last = len(layers), len(layers) + 1
     for (position, _node, shape, dtype, rule, owner, _expert), count in groups.items():
-        stage = _stage_at(position, layer_stage, p.pp)
-        for index in range(p.stage_ranks):
+        row = rows[first if position == _FIRST else row_of.get(position, last)]
+        for index in range(ranks):
             if owner is not None and owner != (index if p.ep > 1 else 0):
                 continue
-            totals[(stage, index)] += math.prod(_local_shape(shape, rule, p.tp, index, p.ep)) * count * _itemsize(dtype)
-    return max(totals.values(), default=0)
+            row[index] += math.prod(_local_shape(shape, rule, p.tp, index, p.ep)) * count * _itemsize(dtype)
+    everything = sum(sum(row) for row in rows)
+    kind: type = np.int64 if everything < 2**62 else object  # exact either way
+    held: Any = np.array(rows, dtype=kind).reshape(len(rows), ranks)
+    prefix = np.concatenate([np.zeros((1, ranks), dtype=kind), np.cumsum(held[: len(layers)], axis=0, dtype=kind)])
+    for pp in range(p.pp + 1, len(layers) + 1):
+        base = len(layers) // pp  # as `stages` splits: ⌊L/pp⌋ each, the last the remainder
+        starts = np.arange(pp) * base
+        ends = np.append(starts[1:], len(layers))
+        per_stage = prefix[ends] - prefix[starts]
+        per_stage[0] += held[first]
+        per_stage[-1] += held[last]
+        if per_stage.max() <= usable:
+            return Parallelism(tp=p.tp, ep=p.ep, pp=pp, dp=p.dp)
+    return None
 
 
 def plan_deployment(graph: Graph, family: Family, request: PlanRequest) -> Plan:
@@ -1106,6 +1132,12 @@ def plan_deployment(graph: Graph, family: Family, request: PlanRequest) -> Plan:
     layer_lists = stages(graph, p.pp)
     layer_stage = {layer: stage for stage, layers in enumerate(layer_lists) for layer in layers}
     groups, weight_total, mtp_bytes, by_split = _split_tensors(graph, planner, p)
+    if len(groups) * p.stage_ranks > MAX_RANK_GROUPS:
+        raise InputError(
+            f"the plan adds up {len(groups):,} groups of tensors on each of a stage's {p.stage_ranks:,} ranks "
+            f"(tp × dp), more than archviz adds up ({MAX_RANK_GROUPS:,} in all)",
+            path=_plan_path(request),
+        )
     held = _hold(graph, groups, p, layer_stage)
     usable = int(request.gpu.memory * (1 - request.reserve))
     largest = max((rank.bytes for rank in held.values()), default=0)
@@ -1127,14 +1159,7 @@ def _needs(
     """The "needs at least N GPUs of this kind" message: N from the weights over one GPU's usable memory, and the
     pipeline stages that, added to the same TP and DP, make every rank's share fit."""
     p = request.parallelism
-    layers = len(stages(graph, 1)[0])
-    needed = None
-    for pp in range(p.pp + 1, layers + 1):
-        trial = Parallelism(tp=p.tp, ep=p.ep, pp=pp, dp=p.dp)
-        layer_stage = {layer: stage for stage, on in enumerate(stages(graph, pp)) for layer in on}
-        if _stage_bytes(groups, trial, layer_stage) <= usable:
-            needed = trial
-            break
+    needed = _fewest_stages(graph, groups, p, usable)
     lower = max(-(-weight_total // usable), p.gpus + 1)
     fits = (
         f"; with tp {p.tp} and dp {p.dp}, pp {needed.pp} ({needed.gpus} GPUs) fits"

@@ -211,6 +211,14 @@ class BadPattern(ValueError):
         self.key = key
 
 
+class BadBlock(BadPattern):
+    """A ``block_structure`` that is not two positive whole numbers: bad input, at the config's line."""
+
+
+MAX_BLOCK = 2**31
+"""Largest side of a ``block_structure`` taken (real ones are 128)."""
+
+
 def _scheme(name: str, weights: Any, fmt: str) -> Scheme:
     if not isinstance(weights, Mapping):
         raise NotModelled(f"config_groups.{name} quantizes no weights")
@@ -235,6 +243,16 @@ def _scheme(name: str, weights: Any, fmt: str) -> Scheme:
         raise NotModelled(f"config_groups.{name}.weights has strategy group without a group_size")
     if strategy == "block" and not (isinstance(block, list) and len(block) == 2):
         raise NotModelled(f"config_groups.{name}.weights has strategy block without a block_structure")
+    if (
+        strategy == "block"
+        and isinstance(block, list)
+        and not all(type(side) is int and 1 <= side <= MAX_BLOCK for side in block)
+    ):
+        shown = "[" + ", ".join(repr(side)[:20] for side in block) + "]"
+        raise BadBlock(
+            f"config_groups.{name}.weights.block_structure",
+            f"must be two whole numbers from 1 to {MAX_BLOCK:,}, found {shown}",
+        )
     return Scheme(
         name=name,
         bits=bits,

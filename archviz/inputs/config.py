@@ -24,8 +24,9 @@ from archviz.common.files import read_bounded
 KeyPath = tuple[str, ...]
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
-# Far beyond any config (a few kilobytes); a stranger's multi-gigabyte file is refused before it is read.
-MAX_CONFIG_BYTES = 100_000_000
+# Far beyond any config (a few kilobytes); a stranger's multi-gigabyte file is refused before it is read. 100 MB
+# of keys took minutes and 2 GB to read: 16 MiB of them parse in seconds, and MAX_CONFIG_ENTRIES bounds the walk.
+MAX_CONFIG_BYTES = 16 * 2**20
 _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
 
 
@@ -139,12 +140,8 @@ def parse_config(text: str, *, display_path: str) -> ConfigDocument:
         raise InputError(f"the config must be a JSON object, not a {_json_type(kind)}", path=display_path, line=1)
     try:
         spans = _key_spans(text)
-    except _TooDeep as error:
-        raise InputError(
-            f"the config nests objects and arrays more than {MAX_CONFIG_DEPTH} levels deep",
-            path=display_path,
-            line=error.line,
-        ) from None
+    except _TooLarge as error:
+        raise InputError(error.problem, path=display_path, line=error.line) from None
     root: KeyPath = ()
     if "text_config" in data:
         if not isinstance(data["text_config"], dict):
@@ -188,19 +185,28 @@ def nesting_depth(value: object) -> int:
     return deepest
 
 
-class _TooDeep(Exception):
-    """A value nested deeper than ``MAX_CONFIG_DEPTH``, at ``line``."""
+MAX_CONFIG_ENTRIES = 500_000
+"""Most keys and array items (together) a config may hold: each is walked for its line span, tens of microseconds
+apiece, and copied by later stages; 4.9 million took minutes. Released configs hold a few hundred (a quantization
+config's module list, a few thousand)."""
 
-    def __init__(self, line: int):
-        super().__init__(line)
+
+class _TooLarge(Exception):
+    """The config nests deeper than ``MAX_CONFIG_DEPTH`` or holds more than ``MAX_CONFIG_ENTRIES``: ``problem``, at
+    ``line``."""
+
+    def __init__(self, problem: str, line: int):
+        super().__init__(problem)
+        self.problem = problem
         self.line = line
 
 
 def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
-    """Line spans of every object key in text that ``json.loads`` has already accepted (``_TooDeep`` past
-    ``MAX_CONFIG_DEPTH``)."""
+    """Line spans of every object key in text that ``json.loads`` has already accepted (``_TooLarge`` past
+    ``MAX_CONFIG_DEPTH`` or ``MAX_CONFIG_ENTRIES``)."""
     line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
     spans: dict[KeyPath, LineSpan] = {}
+    entries = 0
 
     def line_of(offset: int) -> int:
         return bisect.bisect_right(line_starts, offset)
@@ -218,12 +224,20 @@ def _key_spans(text: str) -> dict[KeyPath, LineSpan]:
             return int(scanstring(text, index + 1)[1])
         if opener in "{[":
             if depth >= MAX_CONFIG_DEPTH:
-                raise _TooDeep(line_of(index))
+                raise _TooLarge(
+                    f"the config nests objects and arrays more than {MAX_CONFIG_DEPTH} levels deep", line_of(index)
+                )
             closer = "}" if opener == "{" else "]"
             index = skip(index + 1)
             if text[index] == closer:
                 return index + 1
             while True:
+                nonlocal entries
+                entries += 1
+                if entries > MAX_CONFIG_ENTRIES:
+                    raise _TooLarge(
+                        f"the config holds more than {MAX_CONFIG_ENTRIES:,} keys and array items", line_of(index)
+                    )
                 if opener == "{":
                     key_start = index
                     key, index = scanstring(text, index + 1)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archviz.common.errors import InputError
+from archviz.common.files import MAX_HEADER_BYTES, file_kind
 from archviz.graph.nodes import Assumption
 
 
@@ -110,7 +111,8 @@ def bundled_config(name: str) -> Path:
 
 def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
     """Find the config for MODEL as the CLI accepts it."""
-    if not name.isprintable() or not name.strip():  # NUL, line breaks, other control characters
+    # NUL, line breaks, other control characters: no model name or repo id holds one, but a folder's name may.
+    if "\x00" in name or not name.strip() or (not name.isprintable() and not os.path.lexists(name)):
         raise InputError("not a model name, folder or repo id", path=repr(name))
     if revision is not None:
         check_revision(revision, path=name)
@@ -135,6 +137,9 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
     if is_dir:
         config = path / "config.json"
         if not config.is_file():
+            if config.exists():  # a FIFO, a device, a socket, a folder: refused as such, not as missing
+                kind = file_kind(config)
+                raise InputError(f"config.json is {kind}, not a regular file", path=name)
             raise InputError("the folder has no config.json", path=name)
         if not within_model_folder(config, path):
             raise InputError(
@@ -353,7 +358,7 @@ def weights_dtype(folder: Path) -> WeightsDtype | None:
     try:
         with path.open("rb") as stream:
             length = int.from_bytes(stream.read(8), "little")
-            header = json.loads(stream.read(min(length, 100_000_000)).decode("utf-8"))
+            header = json.loads(stream.read(min(length, MAX_HEADER_BYTES)).decode("utf-8"))
     except (OSError, ValueError) as error:
         raise InputError(f"cannot read the safetensors header: {error}", path=str(path)) from None
     if not isinstance(header, dict):

@@ -228,8 +228,12 @@ class Settings:
         return node
 
     def fail(self, keys: tuple[KeyLike, ...], message: str) -> InputError:
-        """An error at the line that sets ``keys``."""
+        """An error at the line that sets ``keys``; where an assumption sets them, an error of the assumption's
+        (``--assume on the command line: hidden_size: ...``), not of the config, which lacks the key."""
         keys = _names(keys)
+        assumed = self.assumed.get(keys[0]) if keys else None
+        if assumed is not None:
+            return InputError(f"{'.'.join(keys)}: {message}", path=assumed.source)
         return InputError(f"{'.'.join(keys)}: {message}", path=self.document.path, line=self.line(*keys))
 
     def dim(self, *keys: KeyLike) -> int:

@@ -257,6 +257,14 @@ def _graphviz() -> WasmtimeBackend:
                 config.cache = True
             except wasmtime.WasmtimeError:
                 config = wasmtime.Config()
+            if _address_space_limited():
+                # wasmtime reserves 4 GiB of address space (plus guard pages) for the module's linear memory so
+                # that its code needs no bounds checks; under `ulimit -v` that reservation fails although Graphviz
+                # uses tens of MB. Reserve nothing up front instead: the memory grows (and may move) as used, and
+                # the compiled code checks its bounds. The SVG is the same.
+                config.memory_reservation = 0
+                config.memory_guard_size = 0
+                config.memory_reservation_for_growth = 1 << 20
             self.wasm_path = PACKAGE_WASM_PATH
             self._engine = wasmtime.Engine(config)
             self._module = wasmtime.Module.from_file(self._engine, str(self.wasm_path))
@@ -266,6 +274,14 @@ def _graphviz() -> WasmtimeBackend:
     # its finalizers find wasmtime's functions already gone and print "Exception ignored ... TypeError".
     atexit.register(_graphviz.cache_clear)
     return Cached()
+
+
+def _address_space_limited() -> bool:
+    """Whether the process runs under an address-space limit (``ulimit -v``, ``RLIMIT_AS``)."""
+    import resource  # POSIX only, like the limit
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return soft != resource.RLIM_INFINITY
 
 
 def _localname(tag: str) -> str:

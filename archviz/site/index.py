@@ -30,6 +30,8 @@ UNVERIFIED_STATUS = (
 """The overview's and the home page's verification sentence when nothing was verified."""
 
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9._-]+")
+MAX_SLUG = 200
+"""Longest model folder name a site gives (file systems allow 255 bytes; the slug is ASCII)."""
 
 SITE_MARKER = ".archviz-site"
 """File at the root of every site ``write_site`` writes; its presence allows replacing the folder."""
@@ -182,7 +184,8 @@ def model_slugs(models: Sequence[ModelDocs]) -> tuple[str, ...]:
     """A folder name per model, URL-safe and unique (a repeated name gets ``-2``, ``-3`` …)."""
     slugs: list[str] = []
     for docs in models:
-        slug = _SLUG_UNSAFE.sub("-", _slug_base(docs).lower()).strip("-.") or "model"
+        # A folder name may be 255 bytes, the slug ASCII: cut to leave room for `-2` and a compare page's `.html`.
+        slug = _SLUG_UNSAFE.sub("-", _slug_base(docs).lower())[:MAX_SLUG].strip("-.") or "model"
         if slug in SITE_ENTRIES:  # a model called `compare` or `index.html` would overwrite the site's own files
             slug = f"model-{slug}"
         slugs.append(first_free(slug, slugs))

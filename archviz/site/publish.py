@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -195,14 +196,27 @@ def _check_destination(out: Path, force: bool, shown: str) -> None:
 def _recover_interrupted(out: Path) -> None:
     """Clean up after a render that was killed: put back a site caught between the two renames of the swap, and
     delete staging folders whose render is no longer running."""
-    for leftover in sorted(out.parent.glob(f".{out.name}.old-*")):
+    for leftover in _leftovers(out, "old"):
         if not out.exists() and (leftover / "site").is_dir():
             os.rename(leftover / "site", out)
         if not _owned_by_live_process(leftover):
             shutil.rmtree(leftover, ignore_errors=True)
-    for leftover in sorted(out.parent.glob(f".{out.name}.new-*")):
+    for leftover in _leftovers(out, "new"):
         if not _owned_by_live_process(leftover):
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _leftovers(out: Path, kind: str) -> list[Path]:
+    """The folders ``tempfile.mkdtemp(prefix=f".{out.name}.{kind}-")`` made beside ``out``: that prefix exactly, then
+    only the characters tempfile draws from. Never a glob: ``*``, ``?`` or ``[`` in the user's folder name would match
+    other folders (a site named ``s*`` deleted the staging folder of a site named ``s1``), as would a prefix alone (the
+    staging folders of a site named ``OUT.old-x`` begin with ``.OUT.old-``)."""
+    made = re.compile(re.escape(f".{out.name}.{kind}-") + "[a-z0-9_]+")
+    try:
+        names = os.listdir(out.parent)
+    except OSError:
+        return []
+    return [out.parent / name for name in sorted(names) if made.fullmatch(name)]
 
 
 def _owned_by_live_process(folder: Path) -> bool:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archviz.common.errors import InputError
-from archviz.common.files import MAX_JSON_FILE_BYTES, open_regular, read_bounded
+from archviz.common.files import MAX_HEADER_BYTES, MAX_JSON_FILE_BYTES, open_regular, read_bounded
 from archviz.inputs.resolve import check_repo_id, check_revision
 
 SAFETENSORS_DTYPE_BITS: Mapping[str, int] = {
@@ -64,8 +64,10 @@ times bits must come to whole bytes. ``tests/test_checkpoint.py`` checks every e
 library's own header validation.
 """
 
-MAX_HEADER_BYTES = 100_000_000
-"""Largest header accepted, the same limit the safetensors library enforces."""
+MAX_DIMENSIONS = 64
+"""Dimensions a tensor's shape may have (real checkpoints hold at most a handful)."""
+MAX_ELEMENTS = 2**64
+"""Elements a tensor may have: a safetensors offset is an unsigned 64-bit integer."""
 
 MANIFEST_FORMAT = "archviz-manifest"
 """Value of the ``"format"`` key that marks a JSON file as a manifest written by ``write_manifest``."""
@@ -228,13 +230,10 @@ def _tensor_from_entry(name: str, entry: object, *, file_name: str, where: str) 
         if key not in entry:
             raise InputError(f"tensor '{name}': missing '{key}'", path=where)
     dtype = _checked_dtype(entry["dtype"], f"tensor '{name}'", where)
-    shape = _non_negative_ints(entry["shape"])
-    if shape is None:
-        raise InputError(
-            f"tensor '{name}': 'shape' must be an array of non-negative integers, found {_show(entry['shape'])}",
-            path=where,
-        )
+    shape = _checked_shape(entry["shape"], f"tensor '{name}'", where)
     offsets = _non_negative_ints(entry["data_offsets"])
+    if offsets is not None and any(offset.bit_length() > 64 for offset in offsets):
+        raise InputError(f"tensor '{name}': 'data_offsets' hold an offset past 2**64 bytes", path=where)
     if offsets is None or len(offsets) != 2 or offsets[0] > offsets[1]:
         raise InputError(
             f"tensor '{name}': 'data_offsets' must be [begin, end] with 0 <= begin <= end, "
@@ -263,6 +262,33 @@ def _checked_dtype(raw: object, subject: str, where: str) -> str:
     if raw not in SAFETENSORS_DTYPE_BITS:
         raise InputError(f"{subject}: unknown safetensors dtype {_show(raw)}", path=where)
     return raw
+
+
+def _checked_shape(raw: object, subject: str, where: str) -> tuple[int, ...]:
+    """A tensor's shape, refused before any arithmetic on it: at most ``MAX_DIMENSIONS`` dimensions, each below
+    2**64, and at most 2**64 elements in all (JSON integers run to 4,300 digits; multiplied unchecked, a thousand of
+    them took minutes)."""
+    if isinstance(raw, list) and len(raw) > MAX_DIMENSIONS:
+        raise InputError(f"{subject}: 'shape' has {len(raw):,} dimensions, more than {MAX_DIMENSIONS}", path=where)
+    shape = _non_negative_ints(raw)
+    if shape is None:
+        raise InputError(
+            f"{subject}: 'shape' must be an array of non-negative integers, found {_show(raw)}", path=where
+        )
+    elements = 0 if 0 in shape else 1
+    for dimension in shape:
+        if dimension.bit_length() > 64:
+            digits = len(str(dimension)) if dimension.bit_length() <= 14_300 else "thousands of"
+            raise InputError(
+                f"{subject}: 'shape' holds a dimension of {digits} digits, more than a checkpoint can hold",
+                path=where,
+            )
+        elements *= dimension
+        if elements > MAX_ELEMENTS:
+            raise InputError(
+                f"{subject}: 'shape' has more elements than a checkpoint can hold (more than 2**64)", path=where
+            )
+    return shape
 
 
 def _non_negative_ints(raw: object) -> tuple[int, ...] | None:
@@ -493,9 +519,7 @@ def _manifest_tensor(entry: object, position: int, *, default_file: str, where: 
     if "dtype" not in entry:
         raise InputError(f"{subject}: missing 'dtype'", path=where)
     dtype = _checked_dtype(entry["dtype"], subject, where)
-    shape = _non_negative_ints(entry.get("shape"))
-    if shape is None:
-        raise InputError(f"{subject}: 'shape' must be an array of non-negative integers", path=where)
+    shape = _checked_shape(entry.get("shape"), subject, where)
     # Manifests written by hand may leave out the shard; the tensor's record then lives in the manifest.
     file = entry.get("file", default_file)
     if not isinstance(file, str) or not file:
