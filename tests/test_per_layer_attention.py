@@ -11,6 +11,7 @@ window. Then ``archviz check`` must see a misread window, at the sizes it picks 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,19 @@ def llama4_chunked() -> dict[str, Any]:
     }
 
 
+def window_from_the_config(model_type: str, architecture: str) -> Callable[[], dict[str, Any]]:
+    """Phi-3, StarCoder2 and Ministral-3 keep no window on their attention modules: their forward hands the config's
+    ``sliding_window`` to attention as it runs, to every layer."""
+    return lambda: {
+        "model_type": model_type,
+        "architectures": [architecture],
+        **TEXT,
+        "pad_token_id": 0,
+        "num_hidden_layers": 2,
+        "sliding_window": WINDOW,
+    }
+
+
 NEMOTRON_H: dict[str, Any] = {
     "model_type": "nemotron_h",
     "architectures": ["NemotronHForCausalLM"],
@@ -173,6 +187,9 @@ CASES = {
     "gemma4_multimodal": gemma4_multimodal,
     "gemma4_shared_kv": gemma4_shared_kv,
     "llama4_chunked": llama4_chunked,
+    "phi3": window_from_the_config("phi3", "Phi3ForCausalLM"),
+    "starcoder2": window_from_the_config("starcoder2", "Starcoder2ForCausalLM"),
+    "ministral3": window_from_the_config("ministral3", "Ministral3ForCausalLM"),
     "mimo_v2_flash": mimo_v2_flash,
     "nemotron_h_listed": nemotron_h_listed,
     "nemotron_h_counted": nemotron_h_counted,
@@ -219,9 +236,13 @@ def test_check_runs_past_the_longest_window_and_agrees(tmp_path: Path) -> None:
     assert "first 4 layers" in leg(report, "cache object")["witness"]  # the full-attention layer is the fourth
 
 
-def test_check_fails_on_a_window_misread_as_every_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("window", [WINDOW, 4096])
+def test_check_fails_on_a_window_misread_as_every_layers(
+    window: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Plant the old reading (the ``sliding_window`` attribute, whatever ``is_sliding`` says): the graph then caps
-    the fourth layer's keys at the window, and only the witness past the window can see it."""
+    the fourth layer's keys at the window, and only a decode over more keys than the window can see it (a window of
+    16 is shorter than the 70-token prompt of the small sizes, but not than their 13 decode keys)."""
     import archviz.verify.meta as meta
 
     def misread(module: Any) -> int | None:
@@ -229,10 +250,10 @@ def test_check_fails_on_a_window_misread_as_every_layers(tmp_path: Path, monkeyp
         return window if isinstance(window, int) and window > 0 else None
 
     monkeypatch.setattr(meta, "_sliding_window", misread)
-    code, report = check_json(folder_of({**exaone4(), "sliding_window": 4096}, tmp_path))
+    code, report = check_json(folder_of({**exaone4(), "sliding_window": window}, tmp_path))
     assert (code, report["outcome"]) == (1, "disagree")
     findings = [finding["message"] for item in report["legs"] for finding in item["findings"]]
-    assert findings and all("S=4099" in message for message in findings), findings
+    assert findings and all(f"S={window + 3}" in message for message in findings), findings
     assert any("cache bytes of cache of layer 3" in message for message in findings)
     assert any("attention-core (layer 3) (decode)" in message for message in findings)
 
@@ -282,20 +303,28 @@ def test_a_model_read_off_the_code_is_modelled_in_full(name: str, tmp_path: Path
 @pytest.mark.parametrize("name", ["mistral-7b-v0.3", "qwen2-sliding", "gpt-oss-20b", "mixtral-8x7b", "qwen3-8b"])
 def test_hand_written_families_have_the_built_models_per_layer_geometry(name: str, tmp_path: Path) -> None:
     """A hand-written family reads its schema, not the built modules; each layer's key/value heads and window must
-    still be what the built model's layer has: the key projection's rows over its head width, and the window the
-    layer attends within, read as the code-read path reads them (``archviz.verify.meta._sliding_window``)."""
+    still be what the built model's layer has: the key projection's rows over its head width, and the window
+    transformers' cache object keeps for the layer."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+
     from archviz.graph.nodes import OpKind
     from archviz.pipeline import describe_model
-    from archviz.verify.meta import _sliding_window
     from tests.test_families import TINY, meta_of, write
 
     config = TINY[name]
     docs = describe_model(str(write(tmp_path, config)))
+    model = meta_of(docs, config).module
+    # The window as transformers' own cache object keeps it for each layer (a sliding-window layer keeps window - 1
+    # positions), the key/value heads as each layer's key projection holds them: nothing of archviz's reading.
+    kept = DynamicCache(config=model.config).layers
     built: dict[int, tuple[int, int | None]] = {}
-    for _, module in meta_of(docs, config).module.named_modules():
+    for _, module in model.named_modules():
         key, index = getattr(module, "k_proj", None), getattr(module, "layer_idx", None)
         if key is not None and isinstance(index, int):
-            built[index] = (key.out_features // module.head_dim, _sliding_window(module))
+            layer = kept[index]
+            window = layer.sliding_window if isinstance(layer, DynamicSlidingWindowLayer) else None
+            built[index] = (key.out_features // module.head_dim, window)
     graph: dict[int, tuple[int, int | None]] = {}
     for node in docs.graph.nodes:
         if node.op is None or node.op.kind is not OpKind.CACHE:

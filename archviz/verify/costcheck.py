@@ -65,12 +65,12 @@ PAST = 3
 
 
 def witness_sizes(span: int, context: int | None = None) -> tuple[tuple[int, int, int], ...]:
-    """The sizes the cost legs run at: ``WITNESS_SIZES``; then, when the model's longest window, chunk or threshold
-    (``span``) is not already passed by them, one prompt and one context past it; then the user's ``context`` (with
-    the first size's prompt) when given and not already there."""
+    """The sizes the cost legs run at: ``WITNESS_SIZES``; then, unless one of them already has both its prompt and
+    its decode's keys past the model's longest window, chunk or threshold (``span``), one prompt and one context past
+    it; then the user's ``context`` (with the first size's prompt) when given and not already there."""
     sizes = list(WITNESS_SIZES)
-    reached = max(max(prompt, context + 1) for _, prompt, context in sizes)
-    if span >= reached:
+    # Past it in both passes at one size: a prompt longer than a chunk and a decode over more keys than a window.
+    if not any(prompt > span and context + 1 > span for _, prompt, context in sizes):
         sizes.append((1, span + PAST, span + PAST))
     if context is not None and all(size[2] != context for size in sizes):
         sizes.append((1, WITNESS_SIZES[0][1], context))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import inspect
 import json
 import math
@@ -987,17 +988,40 @@ NOT_SIZE_WORDS = ("window", "position", "theta", "key_value_groups", "chunk", "s
 def _sliding_window(module: nn.Module) -> int | None:
     """The window the module's own layer attends within: its ``sliding_window`` attribute, unless the layer says it
     does not use it (EXAONE-4 sets the window on every layer and decides with ``is_sliding``; a layer whose type is
-    ``full_attention``), else, in a layer of type ``chunked_attention``, the chunk (``attention_chunk_size``), which
+    ``full_attention``), or the config's where the module's class passes that to attention as it runs (Phi-3,
+    StarCoder2, Ministral-3), else, in a layer of type ``chunked_attention``, the chunk (``attention_chunk_size``), which
     transformers' cache keeps as a window."""
     own = vars(module)
     kind = _layer_type(module)
     window = own.get("sliding_window")
+    kind_of_module: type = type(module)
+    if "sliding_window" not in own and _passes_config_window(kind_of_module):  # Phi-3, StarCoder2, Ministral-3
+        window = _attribute(own.get("config"), "sliding_window")
     if kind == "chunked_attention" and not _positive(window):
         window = own.get("attention_chunk_size", _attribute(own.get("config"), "attention_chunk_size"))
     if not _positive(window) or own.get("is_sliding") is False or kind == "full_attention":
         return None
     assert isinstance(window, int)
     return window
+
+
+@functools.cache
+def _passes_config_window(kind: type) -> bool:
+    """Whether a module class's ``forward`` hands its config's ``sliding_window`` to attention when it runs
+    (``sliding_window=getattr(self.config, "sliding_window", None)``) rather than keeping one of its own: read off the
+    method's source, as the class defines it (never run)."""
+    forward = getattr(kind, "forward", None)
+    try:
+        source = inspect.getsource(forward) if forward is not None else ""
+    except (OSError, TypeError):  # no source to read (a compiled or dynamically made method)
+        return False
+    return bool(CONFIG_WINDOW.search(source))
+
+
+CONFIG_WINDOW = re.compile(
+    r"sliding_window\s*=\s*(getattr\(\s*self\.config\s*,\s*[\"']sliding_window[\"']|self\.config\.sliding_window)"
+)
+"""A keyword argument that passes the config's window at call time."""
 
 
 def _positive(value: object) -> bool:
