@@ -136,6 +136,33 @@ def test_the_stages_a_10000_layer_model_needs_are_found_in_seconds(tmp_path: Pat
     assert time.monotonic() - started < 30, run
 
 
+# 7. A LLaVA config with a 10,000-layer vision tower took 54-84 s and over 1 GiB to read off the code.
+
+
+def test_the_layers_read_off_the_code_are_bounded_in_all_parts_together(tmp_path: Path) -> None:
+    """Every part's layer count counts (the vision tower's too), refused at the largest one's line before anything is
+    built: seconds, not a minute."""
+    config = {
+        "model_type": "llava",
+        "architectures": ["LlavaForConditionalGeneration"],
+        "text_config": {"model_type": "llama", "num_hidden_layers": 2},
+        "vision_config": {
+            "model_type": "clip_vision_model",
+            "num_hidden_layers": 10_000,
+            "hidden_size": 64,
+            "intermediate_size": 64,
+            "num_attention_heads": 2,
+        },
+    }
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    started = time.monotonic()
+    run = archviz("inspect", str(folder), cwd=tmp_path)
+    one_line_error(run, "config.json:12: vision_config.num_hidden_layers: 10,000 layers", "(2,048)")
+    assert time.monotonic() - started < 30, run
+
+
 # 4. A full or closed standard output was an internal error.
 
 PRINTING = [

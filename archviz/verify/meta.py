@@ -989,8 +989,8 @@ def _sliding_window(module: nn.Module) -> int | None:
     """The window the module's own layer attends within: its ``sliding_window`` attribute, unless the layer says it
     does not use it (EXAONE-4 sets the window on every layer and decides with ``is_sliding``; a layer whose type is
     ``full_attention``), or the config's where the module's class passes that to attention as it runs (Phi-3,
-    StarCoder2, Ministral-3), else, in a layer of type ``chunked_attention``, the chunk (``attention_chunk_size``), which
-    transformers' cache keeps as a window."""
+    StarCoder2, Ministral-3), else, in a layer of type ``chunked_attention``, the chunk (``attention_chunk_size``),
+    which transformers' cache keeps as a window."""
     own = vars(module)
     kind = _layer_type(module)
     window = own.get("sliding_window")
