@@ -415,7 +415,7 @@ def _gpu(
             memory=0,
             bandwidth=0,
             bf16=0,
-            fp8=0,
+            fp8=None,  # unknown unless --fp8 gives it: never a zero to divide by
             fp4=None,
             interconnect=None,
             source="the command line",

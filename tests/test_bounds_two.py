@@ -163,6 +163,18 @@ def test_the_layers_read_off_the_code_are_bounded_in_all_parts_together(tmp_path
     assert time.monotonic() - started < 30, run
 
 
+# 5 (and issue 42). A custom GPU given the flags the error asks for crashed on an FP8 checkpoint (ZeroDivisionError,
+# exit 4): its FP8 throughput was a zero, not unknown.
+
+
+def test_a_custom_gpu_without_an_fp8_figure_asks_for_it(tmp_path: Path) -> None:
+    custom = ("--gpu-memory", "141", "--bandwidth", "4.8", "--bf16", "989", "--gpus", "16")
+    run = archviz("plan", "kimi-k2-instruct", *custom, cwd=tmp_path)
+    one_line_error(run, "--compute fp8: your GPU has no dense fp8 throughput: give it with --fp8")
+    assert archviz("plan", "kimi-k2-instruct", *custom, "--fp8", "1979", cwd=tmp_path).code == 0
+    assert archviz("plan", "kimi-k2-instruct", *custom, "--compute", "bf16", cwd=tmp_path).code == 0
+
+
 # 4. A full or closed standard output was an internal error.
 
 PRINTING = [

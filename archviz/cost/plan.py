@@ -260,8 +260,8 @@ class Gpu:
     """HBM bandwidth, bytes per second."""
     bf16: int
     """Dense BF16 tensor throughput, FLOP/s (no structured sparsity)."""
-    fp8: int
-    """Dense FP8 tensor throughput, FLOP/s."""
+    fp8: int | None
+    """Dense FP8 tensor throughput, FLOP/s; None when it is not known (a custom GPU given no ``--fp8``)."""
     fp4: int | None
     """Dense FP4 tensor throughput, FLOP/s; None when the GPU has none."""
     interconnect: int | None
@@ -506,7 +506,9 @@ class Plan:
         value = {"bf16": self.gpu.bf16, "fp8": self.gpu.fp8, "fp4": self.gpu.fp4}[self.compute]
         if value is None:
             raise InputError(
-                f"{self.gpu.title} has no dense {self.compute} throughput", path=f"--compute {self.compute}"
+                f"{self.gpu.title} has no dense {self.compute} throughput: give it with --{self.compute}, or choose "
+                "another --compute",
+                path=f"--compute {self.compute}",
             )
         return value
 
