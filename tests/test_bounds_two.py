@@ -382,6 +382,10 @@ def test_a_fifo_config_is_named_as_a_fifo_not_as_missing(tmp_path: Path) -> None
     folder.mkdir()
     os.mkfifo(folder / "config.json")
     one_line_error(archviz("inspect", str(folder), cwd=tmp_path), "model: config.json is a FIFO, not a regular file")
+    # Named itself (it was "not in the HF cache and the Hub cannot be reached"), and a device ("no such file").
+    fifo = str(folder / "config.json")
+    one_line_error(archviz("inspect", fifo, cwd=tmp_path), f"{fifo}: the config is a FIFO, not a regular file")
+    one_line_error(archviz("inspect", "/dev/zero", cwd=tmp_path), "the config is a character device, not a regular")
 
 
 def test_an_existing_folder_whose_name_holds_an_escape_is_read(tmp_path: Path) -> None:

@@ -156,6 +156,8 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
             revision=revision,
             bundled=False,
         )
+    if not is_file and path.exists():  # a FIFO, a device or a socket named itself: refused as such, never read
+        raise InputError(f"the config is {file_kind(path)}, not a regular file", path=name)
     if is_file:
         return ModelSource(
             name=name,
