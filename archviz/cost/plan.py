@@ -1170,8 +1170,8 @@ def _needs(
     )
     return (
         f"needs at least {lower} GPUs of this kind: the weights are {weight_total / GIB:,.1f} GiB and one rank of this "
-        f"plan holds {largest / GIB:,.1f} GiB, more than the {usable / GIB:,.1f} GiB a {request.gpu.title} leaves "
-        f"after a {request.reserve:.0%} reserve{fits}"
+        f"plan holds {largest / GIB:,.1f} GiB, more than the {usable / GIB:,.1f} GiB one GPU ({request.gpu.title}) "
+        f"leaves after a {request.reserve:.0%} reserve{fits}"
     )
 
 
