@@ -11,7 +11,6 @@ cache are what torch's FLOP counter and transformers' cache object measure on th
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,32 +22,19 @@ from archviz.cli import app
 from archviz.cost.model import Sizes, model_cost
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.present.costs_report import cost_json
-from tests.test_remote_code import REDUCED, RELEASE_CODE, RELEASED_CONFIG, modules_cache
+from tests.test_remote_code import REDUCED, modules_cache, release_folder
 
 SIZES = (
     Sizes(batch=1, prompt=128, context=256),
     Sizes(batch=4, prompt=2048, context=8192),
     Sizes(batch=2, prompt=7, context=1),
 )
-COMPARED = ("prompt", "context", "batch", "convention", "flops", "cache", "rule_of_thumb")
-"""The cost document's fields compared, and ``decode``'s cache bytes read; ``weights``, ``modelled_in_full`` and the
-weight bytes a decode step reads differ by the FP8 weights and scales the generic path does not model (it reads the
-config's BF16), and ``nodes`` by the two graphs' node ids."""
+COMPARED = ("prompt", "context", "batch", "modelled_in_full", "convention", "flops", "cache", "rule_of_thumb")
+"""The cost document's fields compared, and ``decode``'s cache bytes read. ``weights`` and the weight bytes a decode
+step reads differ by the routers' ``gate.weight``, which transformers' port keeps (and saves) in float32
+(``_keep_in_fp32_modules_strict``) where the family predicts the release's BF16; ``nodes`` by the node ids."""
 
 runner = CliRunner()
-
-
-def _folder(root: Path, config: dict[str, Any]) -> Path:
-    folder = root / "kimi-k2-instruct"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    shutil.copyfile(RELEASE_CODE, folder / "modeling_deepseek.py")
-    return folder
-
-
-def _config(**changes: Any) -> dict[str, Any]:
-    config: dict[str, Any] = json.loads(RELEASED_CONFIG.read_text(encoding="utf-8"))
-    return {**config, **changes}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -59,7 +45,7 @@ def _modules_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _folder(tmp_path_factory.mktemp("mla"), _config(**REDUCED))
+    return release_folder(tmp_path_factory.mktemp("mla"), **REDUCED)
 
 
 def _costs(docs: ModelDocs, sizes: Sizes) -> dict[str, Any]:
@@ -116,7 +102,7 @@ def test_the_release_code_caches_every_head(release: Path) -> None:
 def test_check_witnesses_the_release_code_s_costs(tmp_path: Path) -> None:
     """``archviz check --from-code --trust-remote-code`` holds the costs read off the release's code to torch's FLOP
     counter and the cache object over that very code (a dense layer: its MoE needs real data to dispatch)."""
-    folder = _folder(tmp_path, _config(num_hidden_layers=1, first_k_dense_replace=1))
+    folder = release_folder(tmp_path, num_hidden_layers=1, first_k_dense_replace=1)
     result = runner.invoke(app, ["check", str(folder), "--from-code", "--trust-remote-code", "--json"])
     document = json.loads(result.stdout)
     legs = {leg["name"]: leg for leg in document["legs"]}

@@ -75,10 +75,14 @@ def _modules_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model folder as a release ships it, cut down: its config.json (auto_map and all) and its modeling file."""
-    folder = tmp_path_factory.mktemp("release") / "kimi-k2-instruct"
+    return release_folder(tmp_path_factory.mktemp("release"), **REDUCED)
+
+
+def release_folder(root: Path, **changes: Any) -> Path:
+    """``root/kimi-k2-instruct``: the released config with ``changes`` and the released modeling file beside it."""
+    folder = root / "kimi-k2-instruct"
     folder.mkdir()
-    config = json.loads(RELEASED_CONFIG.read_text(encoding="utf-8"))
-    config.update(REDUCED)
+    config = {**json.loads(RELEASED_CONFIG.read_text(encoding="utf-8")), **changes}
     (folder / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     shutil.copyfile(RELEASE_CODE, folder / "modeling_deepseek.py")
     return folder
