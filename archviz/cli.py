@@ -19,6 +19,7 @@ from typer.exceptions import TyperException
 
 from archviz.common.errors import InputError, doing, printable, step_of
 from archviz.common.files import write_atomically
+from archviz.common.process import collect_less
 from archviz.common.words import plural
 from archviz.cost import MAX_BATCH, MAX_POSITIONS
 from archviz.graph.nodes import Assumption
@@ -958,6 +959,7 @@ def _command_name(info: typer.models.CommandInfo) -> str | None:
 def main() -> None:
     """Console-script entry point: a usage error (an option out of range, an unknown option) is one line on stderr
     and exit code 2, like every other bad input."""
+    collect_less()
     try:
         code = _app_for(sys.argv[1:])(standalone_mode=False)
     except typer.Abort:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -13,21 +12,17 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
+from archviz.common.process import collect_less
 from tests.chromium import browser, tabs  # noqa: F401 - session fixtures: one Chromium per test process
 
 GOLDENS = Path(__file__).parent / "goldens"
 
 
-GC_THRESHOLDS = (50_000, 20, 10)
-"""The cyclic garbage collector's thresholds in each test process (Python's are 700, 10, 10). The tests build
-hundreds of thousands of objects (models on the meta device, graphs, sites) that live for one test, in processes that
-hold millions more (torch, transformers): at Python's thresholds a full collection ran every few seconds, and each
-walks them all. ``tests/test_released.py`` and ``tests/test_cost.py`` in one process spent 4.1 of 42 s in the
-collector, 1.0 with these (4 full collections, not 17); what a test checks does not depend on when cycles are freed."""
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    gc.set_threshold(*GC_THRESHOLDS)
+    # The tests build what archviz's commands build, in processes that hold torch and transformers: they collect
+    # cycles at the command line's thresholds (``tests/test_released.py`` and ``tests/test_cost.py`` in one process
+    # spent 4.1 of 42 s in the collector at Python's, 1.0 at these: 4 full collections, not 17).
+    collect_less()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -264,8 +264,20 @@ def fp8_blocks(folder: Path, block: object) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("block", [[0, 0], [-128, -128], [128, 1.5], [128, 2**40]], ids=str)
-@pytest.mark.parametrize("command", [["inspect"], ["cost"], ["check", "--no-meta"], ["diff", "kimi-k2.5"]])
+BAD_BLOCKS = [[0, 0], [-128, -128], [128, 1.5], [128, 2**40]]
+
+
+# Every bad block through inspect; the commands that read the config the same way with one of them each.
+@pytest.mark.parametrize(
+    ("block", "command"),
+    [
+        *((block, ["inspect"]) for block in BAD_BLOCKS),
+        (BAD_BLOCKS[0], ["cost"]),
+        (BAD_BLOCKS[1], ["check", "--no-meta"]),
+        (BAD_BLOCKS[2], ["diff", "kimi-k2.5"]),
+    ],
+    ids=lambda value: " ".join(map(str, value)),
+)
 def test_a_block_structure_that_is_not_two_positive_whole_numbers_is_refused(
     block: list[object], command: list[str], tmp_path: Path
 ) -> None:

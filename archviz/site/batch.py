@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from archviz.common.errors import InputError
+from archviz.common.process import collect_less
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site.index import ModelContext, model_context
 from archviz.site.publish import write_site
@@ -122,7 +123,7 @@ def _verify_all(
     work = functools.partial(_worker, source=request.source, trust_remote_code=request.trust_remote_code, locate=locate)
     context = multiprocessing.get_context("spawn")
     workers = min(request.jobs, len(described))
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=collect_less) as pool:
         futures = [pool.submit(work, name) for name in request.names]
         for docs in described:
             reporter.stage(docs.graph.model.name, "verify")
