@@ -201,6 +201,30 @@ def test_the_two_diagrams_scroll_together(
     assert watch.clean(), watch
 
 
+def test_a_scroll_right_after_a_follow_is_followed(site: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
+    """A reader who scrolls the second box in the same moment it was moved to follow the first: the browser sends one
+    scroll event for both moves, and the first box must follow the reader's. (Ignoring a followed box's next event,
+    as the page once did, dropped it: the boxes stayed apart until the reader scrolled again.)"""
+    page, watch = open_page(site / COMPARE_PAGES["same-family"], viewport=DESKTOP)
+    assert all(box["range"][1] > 0 for box in scroll_state(page))
+    page.evaluate(
+        """() => {
+          const [first, second] = document.querySelectorAll('.compare-diagrams .dfg-scroll');
+          const at = (box, y) => (box.scrollHeight - box.clientHeight) * y;
+          // Registered after the page's own listener, so it runs once the second box has been moved to follow.
+          first.addEventListener('scroll', () => second.scrollTo(second.scrollLeft, at(second, 0.2)), {once: true});
+          first.scrollTo(first.scrollLeft, at(first, 0.5));
+        }"""
+    )
+    assert wait_until(
+        page,
+        "() => { const box = document.querySelectorAll('.compare-diagrams .dfg-scroll')[0];"
+        " return Math.abs(box.scrollTop / (box.scrollHeight - box.clientHeight) - 0.2) < 0.01; }",
+        timeout=5,
+    ), scroll_state(page)
+    assert watch.clean(), watch
+
+
 def test_without_javascript_each_diagram_scrolls_alone(browser: Any, site: Path) -> None:
     """Proves the test above can fail: with no script, scrolling one box leaves the other where it was."""
     context = browser.new_context(java_script_enabled=False, viewport=DESKTOP)

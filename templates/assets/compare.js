@@ -60,20 +60,25 @@
 
   function scrollTogether(group) {
     var boxes = Array.prototype.slice.call(group.querySelectorAll(".dfg-scroll"));
-    var following = null; // the box being moved to follow another: its own scroll event is not passed on
-    boxes.forEach(function (source) {
+    // Where each box was moved to follow another (null: nowhere): a scroll event of a box that is still there is that
+    // move's own and is not passed on. A position, not a flag: a move that changes nothing fires no event, and a
+    // reader's scroll that follows quickly may arrive as one event with it.
+    var placed = boxes.map(function () { return null; });
+    boxes.forEach(function (source, from) {
       source.addEventListener("scroll", function () {
-        if (following === source) { following = null; return; }
+        var was = placed[from];
+        placed[from] = null;
+        if (was && Math.abs(was[0] - source.scrollLeft) < 1 && Math.abs(was[1] - source.scrollTop) < 1) return;
         var across = fraction(source.scrollLeft, source.scrollWidth - source.clientWidth);
         var down = fraction(source.scrollTop, source.scrollHeight - source.clientHeight);
-        boxes.forEach(function (target) {
+        boxes.forEach(function (target, to) {
           if (target === source) return;
           var left = Math.round(across * (target.scrollWidth - target.clientWidth));
           var top = Math.round(down * (target.scrollHeight - target.clientHeight));
           if (left === target.scrollLeft && top === target.scrollTop) return;
-          following = target;
           target.scrollLeft = left;
           target.scrollTop = top;
+          placed[to] = [target.scrollLeft, target.scrollTop];
         });
       }, { passive: true });
     });
