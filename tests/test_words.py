@@ -19,10 +19,17 @@ from archviz.pipeline import describe_model
 REPO = Path(__file__).resolve().parent.parent
 FAMILIES = REPO / "archviz" / "families"
 DATA = Path(__file__).parent / "data"
-# The hand-written families and the shared blocks (generic.py writes its words from transformers' modules).
+# The hand-written families (a module, or a folder of them) and the shared blocks (generic writes its words from
+# transformers' modules).
+HAND_WRITTEN = ("deepseek_v3", "kimi_linear", "kimi_k25", "llama")
 BUILDERS = sorted(
     [
-        *(FAMILIES / name for name in ("deepseek_v3.py", "kimi_linear.py", "kimi_k25.py", "llama.py")),
+        *(
+            path
+            for name in HAND_WRITTEN
+            for path in [FAMILIES / f"{name}.py", *(FAMILIES / name).glob("*.py")]
+            if path.is_file()
+        ),
         *(FAMILIES / "blocks").glob("*.py"),
     ]
 )
@@ -51,7 +58,7 @@ def _literal_words(path: Path) -> Iterator[str]:
                 yield f"{path.relative_to(REPO)}:{keyword.lineno} {keyword.arg}="
 
 
-@pytest.mark.parametrize("path", BUILDERS, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", BUILDERS, ids=lambda path: str(path.relative_to(FAMILIES)))
 def test_no_builder_call_writes_its_words(path: Path) -> None:
     assert list(_literal_words(path)) == []
 
