@@ -23,25 +23,33 @@ from archviz.families.blocks.schema import SchemaAliases, schema_keys, with_alia
 from archviz.inputs.settings import Key
 
 TOP = Path(__file__).resolve().parent.parent
+FAMILIES = TOP / "archviz" / "families"
 FAMILY_MODULES = tuple(
     path.stem
-    for path in sorted((TOP / "archviz" / "families").glob("*.py"))
+    for path in sorted(FAMILIES.glob("*.py"))
     if path.stem != "generic" and "Family(" in path.read_text(encoding="utf-8")
 )
 """Every module of ``archviz/families/`` that defines a family, but the generic one (which reads the keys it finds in
 transformers' code): a new family's module is checked without being listed."""
+FAMILY_FOLDERS = tuple(
+    path.parent
+    for path in sorted(FAMILIES.glob("*/__init__.py"))
+    if path.parent.name != "generic" and "Family(" in path.read_text(encoding="utf-8")
+)
+"""Every family that is a folder (its ``Family`` in ``__init__.py``): every module of it but its ``schema.py``."""
 CHECKED = (
-    *(TOP / "archviz" / "families" / f"{name}.py" for name in FAMILY_MODULES),
-    *sorted(path for path in (TOP / "archviz" / "families" / "blocks").glob("*.py") if path.name != "schema.py"),
+    *(FAMILIES / f"{name}.py" for name in FAMILY_MODULES),
+    *(path for folder in FAMILY_FOLDERS for path in sorted(folder.glob("*.py")) if path.name != "schema.py"),
+    *sorted(path for path in (FAMILIES / "blocks").glob("*.py") if path.name != "schema.py"),
     TOP / "archviz" / "provenance" / "claims.py",
 )
 
 SCHEMAS: dict[str, object] = {
     "deepseek_v3": deepseek_v3.K,
-    "kimi_linear": kimi_linear.K,
-    "kimi_linear.linear_attn_config": kimi_linear.KDA_KEYS,
-    "kimi_k25": kimi_k25.K,
-    "kimi_k25.vision_config": kimi_k25.V,
+    "kimi_linear": kimi_linear.schema.K,
+    "kimi_linear.linear_attn_config": kimi_linear.schema.KDA_KEYS,
+    "kimi_k25": kimi_k25.schema.K,
+    "kimi_k25.vision_config": kimi_k25.schema.V,
     **{variant.name: variant.keys for variant in llama.VARIANTS},
     "blocks.decoder": schema.DECODER,
     "blocks.rope": schema.ROPE,

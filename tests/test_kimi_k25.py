@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from archviz.cli import app
 from archviz.common.errors import InputError
-from archviz.families.kimi_k25 import SCATTER
+from archviz.families.kimi_k25.naming import SCATTER
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.provenance.sources import coverage
 from tests.conftest import BundledSite
