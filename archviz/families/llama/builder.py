@@ -1,28 +1,8 @@
-"""The llama-style decoders: Llama, Mistral, Qwen2 and Qwen3, and their mixture-of-experts cousins Mixtral and
-Qwen3-MoE.
-
-Every one is the same pre-norm decoder: token embedding; per block input RMSNorm, grouped-query attention with
-rotary position on whole heads, residual add, post-attention RMSNorm, a SwiGLU MLP (or a softmax-routed mixture
-of SwiGLU experts), residual add; final RMSNorm and output head. What differs is data, one ``Variant`` per
-model_type below: which projections carry a bias, whether queries and keys get a per-head RMSNorm, which layers
-use a sliding window, transformers' defaults for keys a config may leave out, the MoE's key and checkpoint
-names, and the class-name prefix of its modeling file.
-
-Sources (names, shapes and defaults below follow them, at transformers 5.24):
-- ``models/llama/modeling_llama.py`` (LlamaModel, LlamaDecoderLayer, LlamaAttention, LlamaMLP,
-  LlamaRotaryEmbedding, LlamaForCausalLM) and ``configuration_llama.py``;
-- ``models/mistral``, ``models/qwen2``, ``models/qwen3`` (Qwen3Attention's ``q_norm``/``k_norm``),
-  ``models/mixtral`` (MixtralTopKRouter, MixtralExperts) and ``models/qwen3_moe`` (Qwen3MoeTopKRouter,
-  Qwen3MoeDecoderLayer's sparse-layer rule), each with its ``configuration_*.py``;
-- ``modeling_rope_utils.py`` for the rotary scaling types;
-- transformers' checkpoint conversion mapping (``conversion_mapping.py``) for the expert tensors as checkpoints
-  store them: Mixtral's ``block_sparse_moe.experts.{j}.w1``/``w3``/``w2``, Qwen3-MoE's
-  ``mlp.experts.{j}.gate_proj``/``up_proj``/``down_proj``.
-"""
+"""A llama-style decoder's graph, and ``Variant``: what one model_type changes in it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from archviz.families.blocks.builder import (
@@ -33,9 +13,6 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.code import DecoderCode, prefixed
 from archviz.families.blocks.decoder import (
-    BLOCK_CLAIM,
-    LAYER,
-    MODEL_CLAIM,
     decoder_block,
     dense_swiglu_mlp,
     model_group,
@@ -46,85 +23,12 @@ from archviz.families.blocks.decoder import (
 )
 from archviz.families.blocks.gqa import AttentionBias, GqaDims, GqaOptions, GroupedQueryAttention
 from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
-from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.rotary import WHOLE_HEAD_WORDS, rope_settings, rotary_embedding, rotary_locator
-from archviz.families.blocks.routing import SoftmaxRouting
-from archviz.families.blocks.schema import (
-    DecoderKeys,
-    GqaKeys,
-    QuantizationKeys,
-    RopeKeys,
-    SchemaAliases,
-    with_defaults,
-)
-from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
+from archviz.families.llama.schema import LAYER_KEYS, K, LlamaSchema
+from archviz.families.llama.words import NODE_WORDS
 from archviz.graph.naming import NamingMap, conversion_renames
 from archviz.graph.nodes import Dim, Ffn, Graph, Layer, Mixer, ModelInfo, Setting
 from archviz.inputs.settings import Key, Settings
-
-
-@dataclass(frozen=True, kw_only=True, eq=False)
-class LlamaSchema(DecoderKeys, RopeKeys, GqaKeys, QuantizationKeys):
-    """The keys a llama-style decoder reads (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config); a variant's
-    defaults for them are its ``Variant`` fields."""
-
-    use_sliding_window: Key = Key("use_sliding_window", default=False)
-    """Whether the sliding window applies (Qwen2, Qwen3)."""
-    max_window_layers: Key = Key("max_window_layers", default=28)
-    """The first layer of the sliding-window layers when ``layer_types`` is unset (Qwen2, Qwen3)."""
-    layer_types: Key = Key("layer_types")
-    """Each layer's attention: ``full_attention`` or ``sliding_attention``."""
-
-
-@dataclass(frozen=True, kw_only=True, eq=False)
-class MixtralSchema(LlamaSchema):
-    """Mixtral's keys: the llama-style decoder's and its MoE's (MixtralConfig)."""
-
-    num_local_experts: Key = Key("num_local_experts")
-    """Routed experts per layer."""
-    num_experts_per_tok: Key = Key("num_experts_per_tok")
-    """Experts each token is routed to."""
-    router_jitter_noise: Key = Key("router_jitter_noise")
-    """Noise on the router logits in training."""
-
-
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Qwen3MoeSchema(LlamaSchema):
-    """Qwen3-MoE's keys: the llama-style decoder's and its MoE's (Qwen3MoeConfig)."""
-
-    num_experts: Key = Key("num_experts")
-    """Routed experts per MoE layer."""
-    num_experts_per_tok: Key = Key("num_experts_per_tok")
-    """Experts each token is routed to."""
-    moe_intermediate_size: Key = Key("moe_intermediate_size")
-    """One expert's hidden width."""
-    norm_topk_prob: Key = Key("norm_topk_prob", default=False)
-    """Whether the top-k routing weights are renormalized."""
-    decoder_sparse_step: Key = Key("decoder_sparse_step", default=1)
-    """The MoE-layer period: layer ``i`` is MoE when ``(i+1) % step == 0``."""
-    mlp_only_layers: Key = Key("mlp_only_layers")
-    """Layers that keep the dense MLP."""
-
-
-K = LlamaSchema()
-"""The keys every llama-style variant reads alike."""
-MIXTRAL_KEYS = with_defaults(
-    MixtralSchema(), num_key_value_heads=8, rope_theta=1_000_000.0, rms_norm_eps=1e-5, sliding_window=None
-)
-"""Mixtral's keys, with MixtralConfig's defaults."""
-QWEN3_MOE_KEYS = with_defaults(
-    Qwen3MoeSchema(), num_key_value_heads=4, head_dim=None, rope_theta=10_000.0, rms_norm_eps=1e-6, sliding_window=4096
-)
-"""Qwen3-MoE's keys, with Qwen3MoeConfig's defaults."""
-
-LAYER_KEYS = (
-    K.num_hidden_layers.name,
-    K.layer_types.name,
-    QWEN3_MOE_KEYS.mlp_only_layers.name,
-    QWEN3_MOE_KEYS.decoder_sparse_step.name,
-)
-"""The keys that place the layers: their count, the sliding-window and full-attention layers, the dense ones among
-MoE layers (``Graph.layer_keys``)."""
 
 EXPERTS_CALL = "self.experts(hidden_states, top_k_index, top_k_weights)"
 """How the llama-style MoE blocks call their experts."""
@@ -199,100 +103,6 @@ class Variant:
         if missing and settings.partial:
             return partial_graph(settings, model, missing, self.code)
         return LlamaBuilder(settings, self).build(model)
-
-
-# Defaults: each model's configuration_*.py at transformers 5.24 (class fields and __post_init__); each variant
-# is written as what it changes from the one its transformers file is modelled on.
-LLAMA = Variant(
-    name="llama",
-    keys=with_defaults(K, num_key_value_heads=None, head_dim=None, rope_theta=10_000.0, rms_norm_eps=1e-6),
-    class_prefix="Llama",
-    title="Llama",
-    attention_bias=AttentionBias.CONFIG,
-    mlp_bias=True,
-    qk_norm=False,
-    sliding_window=SlidingWindow.NONE,
-    sliding_window_gate=None,
-)
-
-MISTRAL = replace(
-    LLAMA,
-    name="mistral",
-    keys=with_defaults(LLAMA.keys, num_key_value_heads=8, sliding_window=4096),
-    class_prefix="Mistral",
-    title="Mistral",
-    attention_bias=AttentionBias.NONE,
-    mlp_bias=False,
-    sliding_window=SlidingWindow.ALL,
-    window_attribute=False,
-)
-
-QWEN2 = replace(
-    LLAMA,
-    name="qwen2",
-    keys=with_defaults(LLAMA.keys, num_key_value_heads=32, sliding_window=4096),
-    class_prefix="Qwen2",
-    title="Qwen2",
-    attention_bias=AttentionBias.QKV,
-    mlp_bias=False,
-    sliding_window=SlidingWindow.LAYER_TYPES,
-    sliding_window_gate=K.use_sliding_window,
-)
-
-QWEN3 = replace(
-    QWEN2,
-    name="qwen3",
-    keys=with_defaults(QWEN2.keys, head_dim=128),
-    class_prefix="Qwen3",
-    title="Qwen3",
-    attention_bias=AttentionBias.CONFIG,
-    qk_norm=True,
-)
-
-MIXTRAL = replace(
-    MISTRAL,
-    name="mixtral",
-    keys=MIXTRAL_KEYS,
-    class_prefix="Mixtral",
-    title="Mixtral",
-    moe=MoeNaming(
-        routing=SoftmaxRouting(softmax_code="torch.nn.functional.softmax(router_logits.float(), dim=-1)"),
-        experts_call=EXPERTS_CALL,
-        experts=MIXTRAL_KEYS.num_local_experts,
-        top_k=MIXTRAL_KEYS.num_experts_per_tok,
-        width=MIXTRAL_KEYS.intermediate_size,
-        prefix=f"{LAYER}.block_sparse_moe",
-        projections=("w1", "w3", "w2"),
-        normalize=None,
-        sparse_step=None,
-        dense_layers=None,
-    ),
-)
-
-QWEN3_MOE = replace(
-    QWEN3,
-    name="qwen3_moe",
-    class_prefix="Qwen3Moe",
-    keys=QWEN3_MOE_KEYS,
-    title="Qwen3-MoE",
-    sliding_window=SlidingWindow.ALL,
-    moe=MoeNaming(
-        routing=SoftmaxRouting(
-            softmax_code="torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)", cast_weights=True
-        ),
-        experts_call=EXPERTS_CALL,
-        experts=QWEN3_MOE_KEYS.num_experts,
-        top_k=QWEN3_MOE_KEYS.num_experts_per_tok,
-        width=QWEN3_MOE_KEYS.moe_intermediate_size,
-        prefix=f"{LAYER}.mlp",
-        projections=("gate_proj", "up_proj", "down_proj"),
-        normalize=QWEN3_MOE_KEYS.norm_topk_prob,
-        sparse_step=QWEN3_MOE_KEYS.decoder_sparse_step,
-        dense_layers=QWEN3_MOE_KEYS.mlp_only_layers,
-    ),
-)
-
-VARIANTS: tuple[Variant, ...] = (LLAMA, MISTRAL, QWEN2, QWEN3, MIXTRAL, QWEN3_MOE)
 
 
 class LlamaBuilder:
@@ -569,39 +379,3 @@ class LlamaBuilder:
             MoeBlock(
                 self.b, self.s, self.v.moe, self.moe_dims, d=self.d, code=self.code, activation=self.activation()
             ).build("", sorted(moe), parent=block)
-
-
-def _family(variant: Variant) -> Family:
-    def build(settings: Settings, model: ModelInfo, _code: object) -> Graph:
-        return variant.build(settings, model)
-
-    return Family(
-        name=variant.name,
-        model_types=(variant.name,),
-        architectures=(variant.architecture,),
-        transformers_model_type=variant.name,
-        builds=FamilyBuilds(build=build, aliases=SchemaAliases(variant.keys, variant.name)),
-        speaks=FamilySpeech(moe=variant.moe),
-    )
-
-
-FAMILIES: tuple[Family, ...] = tuple(_family(variant) for variant in VARIANTS)
-"""One family per variant."""
-
-
-NODE_WORDS = WordsTable(
-    {
-        "model": Words(
-            title="{architecture}",
-            summary="Embeds the tokens, runs every decoder block, normalizes and projects to vocabulary logits.",
-            claim=MODEL_CLAIM,
-        ),
-        "block": Words(
-            title="Decoder block",
-            summary="A block applies input RMSNorm, {attention} and a residual addition, then post-attention RMSNorm, "
-            "{ffn} and a second residual addition.",
-            claim=BLOCK_CLAIM,
-        ),
-    }
-)
-"""The words of the family's model group and decoder blocks."""
