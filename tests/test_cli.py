@@ -112,7 +112,7 @@ def test_plain_coercion_is_typers() -> None:
     from typer._click import Context
     from typer._coercion import build_runtime_param
 
-    from archviz.cli import _coerce_plainly, _PlainParam
+    from archviz.cli.app import _coerce_plainly, _PlainParam
 
     group = typer.main.get_command(app)
     samples = {str: ["kimi-k2-instruct", "", "--x", "7"], bool: [True, False], list[str]: [(), ("a=1", "b=[2]")]}
@@ -249,7 +249,7 @@ def test_wheel_installs_the_package_only(tmp_path: Path) -> None:
     top_level = {name.split("/", 1)[0] for name in names}
     assert {entry for entry in top_level if not entry.endswith(".dist-info")} == {"archviz"}
     assert "cli.py" not in names and not any(name.startswith("cli/") for name in names)
-    assert {"archviz/cli.py", "archviz/__main__.py"} <= set(names)
+    assert {"archviz/cli/__init__.py", "archviz/cli/app.py", "archviz/__main__.py"} <= set(names)
     assert {"archviz/templates/card.html", "archviz/templates/assets/archviz.css"} <= set(names)
     assert {f"archviz/schemas/{name}.json" for name in ("inspect", "check", "cost", "diff", "plan")} <= set(names)
     assert "archviz = archviz.cli:main" in entry_points

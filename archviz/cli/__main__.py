@@ -1,0 +1,7 @@
+"""``python -m archviz.cli ARGS`` is ``archviz ARGS``."""
+
+from __future__ import annotations
+
+from archviz.cli import main
+
+main()

@@ -1,0 +1,239 @@
+"""``cost`` and ``plan``: what a model costs to run, and whether it fits on GPUs."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from archviz.cli.app import (
+    AssumeOption,
+    FromCodeOption,
+    ModelArgument,
+    PartialOption,
+    ReadTrustOption,
+    RevisionOption,
+    _assumptions,
+    _config_heads,
+    _fail,
+    _stdout,
+    _trusted,
+)
+from archviz.common.errors import InputError, doing
+from archviz.cost import MAX_BATCH, MAX_POSITIONS
+
+if TYPE_CHECKING:  # the pipeline and rich are imported by the commands that use them, not by `archviz --help`
+    pass
+
+
+MAX_RANKS = 2**20
+"""Most GPUs, or ranks of one kind, ``plan`` takes (``--gpus``, ``--tp``, ``--ep``, ``--pp``, ``--dp``); a plan's work
+is bounded further by ``archviz.cost.plan.MAX_RANK_GROUPS``."""
+GPU_MEMORY_RANGE = (0.001, 65_536)
+"""GiB ``--gpu-memory`` takes (the GPUs listed have 76 to 288)."""
+BANDWIDTH_RANGE = (0.001, 1_000)
+"""TB/s ``--bandwidth`` takes (the GPUs listed have 3.35 to 8)."""
+THROUGHPUT_RANGE = (0.001, 1_000_000)
+"""TFLOP/s ``--bf16``, ``--fp8`` and ``--fp4`` take (the GPUs listed have up to 10,066, FP4)."""
+
+
+def cost(
+    model: ModelArgument,
+    prompt: Annotated[
+        int, typer.Option("--prompt", min=1, max=MAX_POSITIONS, help="Prompt length T of the prefill.")
+    ] = 2048,
+    context: Annotated[
+        int, typer.Option("--context", min=0, max=MAX_POSITIONS, help="Cached positions S when decoding.")
+    ] = 131_072,
+    batch: Annotated[int, typer.Option("--batch", min=1, max=MAX_BATCH, help="Sequences B.")] = 1,
+    cache_dtype: Annotated[
+        str | None, typer.Option("--cache-dtype", help="dtype of the cache (bfloat16, float8_e4m3fn, ...).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the costs as JSON (schema in the README).")] = False,
+    revision: RevisionOption = None,
+    assume: AssumeOption = None,
+    partial: PartialOption = False,
+    from_code: FromCodeOption = False,
+    trust_remote_code: ReadTrustOption = False,
+) -> None:
+    """What MODEL costs to run: FLOPs for a prompt and per decoded token, weight bytes, cache and state bytes."""
+    from archviz.cost.model import Sizes, beyond_context, cache_dtype_name, model_cost
+    from archviz.pipeline import describe_model
+    from archviz.present.costs_report import cost_json, render_cost
+    from archviz.present.jsontext import json_text
+
+    try:
+        docs = describe_model(
+            model,
+            revision=revision,
+            assumptions=_assumptions(assume),
+            partial=partial,
+            from_code=from_code,
+            trust_remote_code=_trusted(from_code, trust_remote_code),
+        )
+        dtype = cache_dtype_name(cache_dtype) if cache_dtype is not None else None
+    except InputError as error:
+        raise _fail(error) from None
+    sizes = Sizes(batch=batch, prompt=prompt, context=context)
+    report = model_cost(docs.graph, docs.totals, sizes, cache_dtype=dtype)
+    beyond = beyond_context(sizes, docs.config) if report.priced else ()  # weights alone do not depend on T or S
+    if as_json:
+        document = cost_json(report, docs.graph, docs.totals, beyond=beyond)
+        sys.stdout.write(json_text(document))
+        return
+    _stdout().print(render_cost(model, report, docs.graph, docs.totals, beyond=beyond))
+
+
+def _gpu(
+    name: str | None,
+    memory: float | None,
+    bandwidth: float | None,
+    bf16: float | None,
+    fp8: float | None,
+    fp4: float | None,
+) -> Any:
+    """The table's GPU with the user's figures over it, or a GPU of the user's figures alone."""
+    from dataclasses import replace
+
+    from archviz.cost.plan import Gpu, gpu_named
+
+    if name is None:
+        if memory is None or bandwidth is None or bf16 is None:
+            raise InputError("name a GPU (--gpu h200) or give --gpu-memory, --bandwidth and --bf16", path="--gpu")
+        base = Gpu(
+            key="custom",
+            title="your GPU",
+            memory=0,
+            bandwidth=0,
+            bf16=0,
+            fp8=None,  # unknown unless --fp8 gives it: never a zero to divide by
+            fp4=None,
+            interconnect=None,
+            source="the command line",
+        )
+    else:
+        base = gpu_named(name)
+    for option, value, (least, most) in (
+        ("--gpu-memory", memory, GPU_MEMORY_RANGE),
+        ("--bandwidth", bandwidth, BANDWIDTH_RANGE),
+        ("--bf16", bf16, THROUGHPUT_RANGE),
+        ("--fp8", fp8, THROUGHPUT_RANGE),
+        ("--fp4", fp4, THROUGHPUT_RANGE),
+    ):
+        if value is not None and not least <= value <= most:  # also refuses nan, which compares false
+            raise InputError(f"must be a number from {least:g} to {most:,}", path=f"{option} {value:g}")
+    changed: dict[str, Any] = {}
+    if memory is not None:
+        changed["memory"] = int(memory * 2**30)
+        changed["memory_note"] = f"{memory:g} GiB, --gpu-memory"
+    if bandwidth is not None:
+        changed["bandwidth"] = int(bandwidth * 10**12)
+    for key, value in (("bf16", bf16), ("fp8", fp8), ("fp4", fp4)):
+        if value is not None:
+            changed[key] = int(value * 10**12)
+    if changed:
+        changed["source"] = f"{base.source}; the command line for {', '.join(sorted(changed))}"
+    return replace(base, **changed)
+
+
+def plan(
+    model: ModelArgument,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="h100, h200, b200, gb200, mi300x, mi325x or mi355x.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", min=1, max=MAX_RANKS, help="GPUs in all: tp × pp × dp.")] = None,
+    tp: Annotated[
+        int | None,
+        typer.Option("--tp", min=1, max=MAX_RANKS, help="Tensor-parallel ranks (default: gpus / (pp × dp))."),
+    ] = None,
+    ep: Annotated[int, typer.Option("--ep", min=1, max=MAX_RANKS, help="Expert-parallel ranks: 1 or tp × dp.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", min=1, max=MAX_RANKS, help="Pipeline stages.")] = 1,
+    dp: Annotated[int, typer.Option("--dp", min=1, max=MAX_RANKS, help="Data-parallel replicas.")] = 1,
+    context: Annotated[
+        int, typer.Option("--context", min=0, max=MAX_POSITIONS, help="Cached positions S per sequence.")
+    ] = 131_072,
+    prompt: Annotated[
+        int, typer.Option("--prompt", min=1, max=MAX_POSITIONS, help="Prompt length T of the prefill bound.")
+    ] = 2048,
+    batch: Annotated[
+        int | None,
+        typer.Option(
+            "--batch", min=1, max=MAX_BATCH, help="Sequences per replica of the decode bound (default: those that fit)."
+        ),
+    ] = None,
+    cache_dtype: Annotated[
+        str | None, typer.Option("--cache-dtype", help="dtype of the cache (bf16, fp8, ...).")
+    ] = None,
+    compute: Annotated[
+        str | None,
+        typer.Option("--compute", help="Throughput of the bounds: bf16, fp8 or fp4 (default: the weights')."),
+    ] = None,
+    reserve: Annotated[
+        float,
+        typer.Option(
+            "--reserve",
+            min=0.0,
+            max=0.99,
+            help="Share of each GPU's memory kept for activations, runtime, fragmentation.",
+        ),
+    ] = 0.10,
+    convention: Annotated[
+        str, typer.Option("--convention", help="transformers (its own TP/EP plans) or engine (vLLM/SGLang attention).")
+    ] = "transformers",
+    gpu_memory: Annotated[float | None, typer.Option("--gpu-memory", help="Memory per GPU, GiB.")] = None,
+    bandwidth: Annotated[float | None, typer.Option("--bandwidth", help="HBM bandwidth per GPU, TB/s.")] = None,
+    bf16: Annotated[float | None, typer.Option("--bf16", help="Dense BF16 TFLOP/s per GPU.")] = None,
+    fp8: Annotated[float | None, typer.Option("--fp8", help="Dense FP8 TFLOP/s per GPU.")] = None,
+    fp4: Annotated[float | None, typer.Option("--fp4", help="Dense FP4 TFLOP/s per GPU.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the plan as JSON (archviz.plan/1, in the README).")
+    ] = False,
+    revision: RevisionOption = None,
+    assume: AssumeOption = None,
+) -> None:
+    """Will MODEL fit: each GPU's weights under TP, EP and PP, the sequences that fit at a context, and lower bounds
+    on a decode step and a prefill. Exit 2 for a plan the model cannot run or whose weights do not fit; weights
+    that fit with no room for a sequence at the context are reported (0 sequences), not refused."""
+    from archviz.cost.model import cache_dtype_name
+    from archviz.cost.plan import Convention, Parallelism, PlanRequest, plan_deployment, restated_plans
+    from archviz.pipeline import describe_model
+    from archviz.present.jsontext import json_text
+    from archviz.present.plan_report import plan_json, render_plan
+
+    device = _gpu(gpu, gpu_memory, bandwidth, bf16, fp8, fp4)
+    if convention not in tuple(Convention):
+        raise InputError(f"--convention must be one of {', '.join(Convention)}", path=f"--convention {convention}")
+    if compute is not None and compute not in ("bf16", "fp8", "fp4"):
+        raise InputError("--compute must be bf16, fp8 or fp4", path=f"--compute {compute}")
+    if tp is None:
+        total = gpus if gpus is not None else pp * dp
+        if total % (pp * dp):
+            raise InputError(f"--gpus {total} is not a multiple of pp × dp = {pp * dp}", path=f"--gpus {total}")
+        tp = total // (pp * dp)
+    if gpus is not None and gpus != tp * pp * dp:
+        raise InputError(f"--gpus {gpus} is not tp × pp × dp = {tp * pp * dp}", path=f"--gpus {gpus}")
+    docs = describe_model(model, revision=revision, assumptions=_assumptions(assume))
+    plans = None
+    if restated_plans(docs.graph, docs.family) is None:  # read off transformers' classes
+        from archviz.verify.meta import parallel_plans
+
+        with doing("reading transformers' parallel plans"):
+            plans = parallel_plans(docs.graph.model.transformers_model_type)
+    request = PlanRequest(
+        gpu=device,
+        parallelism=Parallelism(tp=tp, ep=ep, pp=pp, dp=dp),
+        convention=Convention(convention),
+        context=context,
+        prompt=prompt,
+        batch=batch,
+        cache_dtype=cache_dtype_name(cache_dtype) if cache_dtype is not None else None,
+        compute=compute,
+        reserve=reserve,
+        plans=plans,
+        config_heads=_config_heads(docs) if docs.graph.derived_from_code else None,
+    )
+    with doing("planning the deployment"):
+        planned = plan_deployment(docs.graph, docs.family, request)
+    if as_json:
+        sys.stdout.write(json_text(plan_json(model, planned)))
+        return
+    _stdout().print(render_plan(model, planned))
