@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from archviz.site.compare import CompareView
     from archviz.site.index import ModelIndex
     from archviz.site.notebook import ModelFragment, VerdictFragment
-    from archviz.site.views import CardView, CostView
+    from archviz.site.overview_views import CostView
+    from archviz.site.views import CardView
     from archviz.verify.check import Verification
 
 __all__ = ["Cost", "Diff", "InputError", "Model", "ModelNode", "Verdict", "describe"]

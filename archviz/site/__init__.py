@@ -36,6 +36,7 @@ from archviz.site.formatting import script_json
 from archviz.site.home import build_home_view, build_search_index
 from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slugs
 from archviz.site.overview import build_overview_view
+from archviz.site.overview_views import OverviewView
 from archviz.site.publish import write_site
 from archviz.site.render import (
     ASSETS,
@@ -47,7 +48,7 @@ from archviz.site.render import (
     render_overview,
     site_files,
 )
-from archviz.site.views import CardView, HomeView, OverviewView
+from archviz.site.views import CardView, HomeView
 
 __all__ = [
     "ASSETS",

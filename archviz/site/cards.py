@@ -39,8 +39,8 @@ from archviz.site.index import (
     repeat_label,
     symbol_legend,
 )
+from archviz.site.overview_views import BriefCard
 from archviz.site.views import (
-    BriefCard,
     CalculationRow,
     CardView,
     EvidenceView,

@@ -34,18 +34,8 @@ from archviz.present.costs_report import MLA_NOTE, rule_of_thumb
 from archviz.present.numbers import count, decimal_and_binary, format_difference, percent, short_bytes, short_flops
 from archviz.site.charts import Series, context_label, line_chart
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
-from archviz.site.views import (
-    CacheRow,
-    CostView,
-    Figure,
-    FlopBar,
-    FlopPartRow,
-    FlopPass,
-    FlopRow,
-    FlopsView,
-    ThumbRow,
-    WeightRow,
-)
+from archviz.site.overview_views import CacheRow, CostView, FlopBar, FlopPartRow, ThumbRow, WeightRow
+from archviz.site.views import Figure, FlopPass, FlopRow, FlopsView
 
 SIZES = DEFAULT_SIZES
 """The sizes the pages evaluate costs at."""

@@ -27,7 +27,7 @@ from archviz.present.numbers import count, short_bytes
 from archviz.site.charts import Series, line_chart
 from archviz.site.costs import plot_context
 from archviz.site.index import ModelIndex
-from archviz.site.views import DeployRow, DeployView
+from archviz.site.overview_views import DeployRow, DeployView
 
 GPUS_PER_NODE = 8
 """The GPUs the section splits the model over: one 8-GPU node, tensor parallel 8."""

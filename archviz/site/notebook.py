@@ -22,8 +22,9 @@ from archviz.site.costs import cost_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
 from archviz.site.index import ModelContext, ModelIndex, model_description, model_slugs
 from archviz.site.overview import dtype_rows, headline_figures
+from archviz.site.overview_views import CostView, DtypeRow
 from archviz.site.render import RenderContext
-from archviz.site.views import CardView, CostView, DtypeRow, Figure
+from archviz.site.views import CardView, Figure
 from archviz.verify.check import Verification
 from archviz.verify.legs import Leg
 

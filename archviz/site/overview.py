@@ -32,19 +32,8 @@ from archviz.site.index import (
     revision_links,
     symbol_legend,
 )
-from archviz.site.views import (
-    CodeLine,
-    ConfigView,
-    DtypeRow,
-    Figure,
-    GroupRow,
-    LayerCell,
-    LegendEntry,
-    Link,
-    OverviewView,
-    Page,
-    ShareRow,
-)
+from archviz.site.overview_views import ConfigView, DtypeRow, GroupRow, LayerCell, LegendEntry, OverviewView, ShareRow
+from archviz.site.views import CodeLine, Figure, Link, Page
 
 _LEGEND_COLOURS = 6
 """Layer kinds beyond this many reuse the colours from the first (``archviz.css`` defines ``lk0`` to ``lk5``)."""

@@ -22,7 +22,8 @@ from archviz.site.home import build_home_view, build_search_index
 from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slugs
 from archviz.site.llms import LLMS_TXT, llms_txt, model_json, model_json_path
 from archviz.site.overview import build_overview_view
-from archviz.site.views import CardView, HomeView, Link, OverviewView
+from archviz.site.overview_views import OverviewView
+from archviz.site.views import CardView, HomeView, Link
 
 SITE_MARKER_TEXT = "archviz documentation site\n"
 """What the marker file says."""
