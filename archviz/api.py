@@ -30,7 +30,7 @@ from archviz.provenance.sources import PREFERENCES, GraphSources
 from archviz.verify.legs import Leg, Outcome
 
 if TYPE_CHECKING:
-    from archviz.diff.compare import ModelDiff
+    from archviz.diff.records import ModelDiff
     from archviz.site.compare import CompareView
     from archviz.site.index import ModelIndex
     from archviz.site.notebook import ModelFragment, VerdictFragment

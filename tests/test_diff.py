@@ -383,7 +383,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
 
 
 def test_config_values_compare_as_json() -> None:
-    from archviz.diff.compare import same_json
+    from archviz.diff.configs import same_json
 
     assert same_json(1, 1.0) and not same_json(1, True) and not same_json("1", 1)
     assert same_json(float("nan"), float("nan")) and same_json({"a": [1, 2]}, {"a": [1.0, 2]})

@@ -17,220 +17,38 @@ role (``archviz.graph.roles``), and the summary in words says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING
 
 from archviz.cost.model import DEFAULT_SIZES, CostReport, NodeCost, costs_unknown, model_cost
 from archviz.cost.model import Phase as Pass
+from archviz.diff.configs import config_changes, config_same, config_side, same_json
+from archviz.diff.records import (
+    FieldChange,
+    Json,
+    LayerChange,
+    LayerKind,
+    LayerMapDiff,
+    ModelDiff,
+    ModelSide,
+    NodeChange,
+    RoleMatch,
+    TotalChange,
+)
 from archviz.graph.nodes import Graph, Layer, Node, Part, Shape
 from archviz.graph.roles import RoleName, node_roles, role_form
 from archviz.graph.shapes import Phase, format_shape
 from archviz.graph.totals import Totals, node_active_parameters, node_buffers, node_parameters
-from archviz.inputs.config import ConfigDocument, KeyPath
 from archviz.pipeline import ModelDocs
 from archviz.present.numbers import setting_text
 from archviz.verify.checkpoint import SAFETENSORS_DTYPE_BITS
 
-if TYPE_CHECKING:
-    from archviz.verify.meta import ConfigDefaults
-
-Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
-
-
-class ChangeKind(StrEnum):
-    """How a config key differs."""
-
-    ADDED = "added"
-    """Only B sets it."""
-    REMOVED = "removed"
-    """Only A sets it."""
-    CHANGED = "changed"
-    """Both set it, to different values."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelSide:
-    """Which model one side of a comparison is."""
-
-    name: str
-    """How the user named it."""
-    model_type: str
-    """``model_type`` as its config says it."""
-    family: str
-    """The graph family that built it."""
-    revision: str | None
-    """The revision of its config, when known."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConfigChange:
-    """A config key whose value differs, by its path (``rope_scaling.factor``)."""
-
-    key: str
-    """The key's path in the document, parts joined by dots."""
-    kind: ChangeKind
-    """Added, removed or changed."""
-    a: Json
-    """A's value; None when A does not set it (then ``a_line`` is None too)."""
-    b: Json
-    """B's value; None when B does not set it."""
-    a_line: int | None
-    """The line of A's config where the key starts; None when A does not set it."""
-    b_line: int | None
-    """The line of B's config where the key starts."""
-    defaults: bool = False
-    """Whether both sides leave it at transformers' default: each either leaves it out or sets it to the value its
-    config class holds when given no arguments (``archviz.verify.meta.config_defaults``)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConfigSame:
-    """A config key both set to the same value."""
-
-    key: str
-    """The key's path in the document, parts joined by dots."""
-    value: Json
-    """The value both set."""
-    a_line: int | None
-    """The line of A's config where the key starts (None for a document without spans)."""
-    b_line: int | None
-    """The line of B's."""
-    defaults: bool
-    """Whether the value is both config classes' default (then the key says nothing about either model)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FieldChange:
-    """One named field of a node, a role or the totals, on both sides."""
-
-    name: str
-    """The field's name in the JSON document (``parameters_per_instance``, ``settings.top-k``)."""
-    label: str
-    """The field as a page shows it (``parameters per instance``, ``top-k``)."""
-    a: Json
-    """A's value; None when A's node does not have the field."""
-    b: Json
-    """B's value."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NodeChange:
-    """A node present in both graphs whose fields differ."""
-
-    id: str
-    """The node's id, the same in both graphs."""
-    title: str
-    """B's title for it."""
-    fields: tuple[FieldChange, ...]
-    """Only the fields that differ, in ``NODE_FIELDS`` order, settings last."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RoleMatch:
-    """One role (token embedding, attention, FFN, output head) compared as a whole across two families."""
-
-    role: str
-    """The role's name."""
-    a: tuple[str, ...]
-    """Ids of A's main-model nodes that play it, in forward order."""
-    b: tuple[str, ...]
-    """Ids of B's."""
-    fields: tuple[FieldChange, ...]
-    """Every role field on both sides, whether it differs or not."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LayerKind:
-    """A decoder layer and what it is made of."""
-
-    index: int
-    """Checkpoint layer index."""
-    kind: str
-    """``MLA + MoE``; ``MTP: MLA + MoE`` for a multi-token-prediction layer."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LayerChange:
-    """A layer whose kind differs, or that only one side has."""
-
-    index: int
-    """Checkpoint layer index."""
-    a: str | None
-    """A's kind; None when A has no such layer."""
-    b: str | None
-    """B's kind."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LayerMapDiff:
-    """Both layer maps and the layers that differ."""
-
-    a: tuple[LayerKind, ...]
-    """A's layers in order."""
-    b: tuple[LayerKind, ...]
-    """B's layers in order."""
-    changed: tuple[LayerChange, ...]
-    """Layers whose kind differs or that one side lacks, in index order."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TotalChange:
-    """One total on both sides, with its difference and ratio."""
-
-    name: str
-    """Its name in the JSON document (``active_parameters``, ``by_dtype.BF16``)."""
-    label: str
-    """As a page shows it."""
-    a: int
-    """A's value."""
-    b: int
-    """B's value."""
-    difference: int
-    """``b - a``."""
-    ratio: float | None
-    """``b / a``; None when ``a`` is 0."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelDiff:
-    """Everything that differs between two models, and how much stayed the same."""
-
-    a: ModelSide
-    """The first model."""
-    b: ModelSide
-    """The second model."""
-    config: tuple[ConfigChange, ...]
-    """Config keys that differ, in A's document order, then keys only B has in B's order."""
-    config_same: tuple[ConfigSame, ...]
-    """Config keys both set to the same value, in A's document order."""
-    defaults_witness: tuple[str, ...]
-    """What judged a value a default: each side's config class (``transformers 5.24.0's DeepseekV3Config()``), once
-    when both are the same; empty when no defaults were asked for."""
-    added: tuple[str, ...]
-    """Ids of nodes only B has, in B's forward order."""
-    removed: tuple[str, ...]
-    """Ids of nodes only A has, in A's forward order."""
-    changed: tuple[NodeChange, ...]
-    """Nodes in both whose fields differ, in B's forward order."""
-    same: int
-    """How many nodes are in both with every field the same."""
-    roles: tuple[RoleMatch, ...]
-    """When the families differ, each role compared as a whole; empty for one family."""
-    layer_map: LayerMapDiff
-    """Both layer maps and the layers that changed kind."""
-    totals: tuple[TotalChange, ...]
-    """Every total, whether it differs or not."""
-    costs_unknown: tuple[tuple[str, str], ...]
-    """(name, why) of each side whose FLOPs, cache and state are unknown: a graph the cost model does not price
-    (``archviz.cost.model.UNPRICED``) or one that models only part of the model. Then those totals are not compared."""
-    differs: bool
-    """Whether the architectures differ: the family, a node, the layer map or a total (config keys alone do not)."""
-
-
 # ---------------------------------------------------------------------------------------------------
 # The fields compared
+
+if TYPE_CHECKING:
+    from archviz.verify.meta import ConfigDefaults
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -448,147 +266,6 @@ def total_changes(
         )
         for name, label, left, right in rows
     )
-
-
-# ---------------------------------------------------------------------------------------------------
-# Config keys
-
-
-def same_json(a: Any, b: Any) -> bool:
-    """JSON equality: ``1`` equals ``1.0`` but not ``true``, and NaN equals NaN (a config may hold it)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_json(a[key], b[key]) for key in a)
-    return type(a) is type(b) and bool(a == b)
-
-
-def _config_walk(
-    left: Mapping[str, Any], right: Mapping[str, Any], path: KeyPath
-) -> Iterator[tuple[KeyPath, ChangeKind]]:
-    for key in [*left, *(key for key in right if key not in left)]:
-        here = (*path, key)
-        if key not in right:
-            yield here, ChangeKind.REMOVED
-        elif key not in left:
-            yield here, ChangeKind.ADDED
-        elif isinstance(left[key], dict) and isinstance(right[key], dict):
-            yield from _config_walk(left[key], right[key], here)
-        elif not same_json(left[key], right[key]):
-            yield here, ChangeKind.CHANGED
-
-
-def _value_at(data: Mapping[str, Any], path: KeyPath) -> Json:
-    node: Any = data
-    for key in path:
-        node = node[key]
-    return node  # type: ignore[no-any-return]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConfigSide:
-    """One side's config as compared: its document, and what transformers' config class holds without arguments."""
-
-    document: ConfigDocument
-    """The config with line spans."""
-    defaults: ConfigDefaults | None
-    """Its config class's defaults; None when not asked for (then no key is judged a default)."""
-    at: KeyPath
-    """Where in the document the class reads from: ``()`` when it reads the whole file (sub-configs included),
-    the settings' root (``text_config``) when it reads only those."""
-
-    def default(self, path: KeyPath) -> tuple[bool, Json]:
-        """(whether the class holds a value at the document path ``path``, that value)."""
-        if self.defaults is None or path[: len(self.at)] != self.at:
-            return False, None
-        node: Any = self.defaults.values
-        for key in path[len(self.at) :]:
-            if not isinstance(node, Mapping) or key not in node:
-                return False, None
-            node = node[key]
-        return True, node
-
-    def leaves_at_default(self, path: KeyPath, present: bool, value: Json) -> bool:
-        """Whether the key at ``path`` is at its class's default: left out (transformers fills it in) or set to it."""
-        known, default = self.default(path)
-        return known and (not present or same_json(value, default))
-
-
-def config_side(docs: ModelDocs, defaults: ConfigDefaults | None) -> ConfigSide:
-    """A model's config and the defaults of the transformers config class its recipe is read by."""
-    root = docs.config.root
-    whole = not root or root[0] in docs.recipe.config  # the recipe is the whole file, or the settings alone
-    return ConfigSide(document=docs.config, defaults=defaults, at=() if whole else root)
-
-
-def _compared(a: ConfigDocument, b: ConfigDocument) -> tuple[Mapping[str, Any], Mapping[str, Any], KeyPath, KeyPath]:
-    """The two documents compared and where each sits in its file: two configs that keep the model's settings in
-    the same place are compared whole; when one wraps them (``text_config``) and the other does not, their settings
-    are compared, keys named from there."""
-    if a.root == b.root:
-        return a.data, b.data, (), ()
-    return a.settings, b.settings, a.root, b.root
-
-
-def config_changes(a: ConfigSide, b: ConfigSide) -> tuple[ConfigChange, ...]:
-    """Keys whose values differ, nested keys by path; a key only one side has is one change, whatever it holds;
-    each marked when both sides leave it at their config class's default."""
-    left, right, a_root, b_root = _compared(a.document, b.document)
-    changes = []
-    for path, kind in _config_walk(left, right, ()):
-        in_a, in_b = kind is not ChangeKind.ADDED, kind is not ChangeKind.REMOVED
-        a_span = a.document.spans.get((*a_root, *path)) if in_a else None
-        b_span = b.document.spans.get((*b_root, *path)) if in_b else None
-        a_value = _value_at(left, path) if in_a else None
-        b_value = _value_at(right, path) if in_b else None
-        changes.append(
-            ConfigChange(
-                key=".".join(path),
-                kind=kind,
-                a=a_value,
-                b=b_value,
-                a_line=a_span.start if a_span else None,
-                b_line=b_span.start if b_span else None,
-                defaults=a.leaves_at_default((*a_root, *path), in_a, a_value)
-                and b.leaves_at_default((*b_root, *path), in_b, b_value),
-            )
-        )
-    return tuple(changes)
-
-
-def _same_walk(left: Mapping[str, Any], right: Mapping[str, Any], path: KeyPath) -> Iterator[KeyPath]:
-    for key in left:
-        if key not in right:
-            continue
-        here = (*path, key)
-        if isinstance(left[key], dict) and isinstance(right[key], dict):
-            yield from _same_walk(left[key], right[key], here)
-        elif same_json(left[key], right[key]):
-            yield here
-
-
-def config_same(a: ConfigSide, b: ConfigSide) -> tuple[ConfigSame, ...]:
-    """Keys both configs set to the same value, nested keys by path, each marked when it is both classes' default."""
-    left, right, a_root, b_root = _compared(a.document, b.document)
-    found = []
-    for path in _same_walk(left, right, ()):
-        value = _value_at(left, path)
-        a_span, b_span = a.document.spans.get((*a_root, *path)), b.document.spans.get((*b_root, *path))
-        found.append(
-            ConfigSame(
-                key=".".join(path),
-                value=value,
-                a_line=a_span.start if a_span else None,
-                b_line=b_span.start if b_span else None,
-                defaults=a.leaves_at_default((*a_root, *path), True, value)
-                and b.leaves_at_default((*b_root, *path), True, value),
-            )
-        )
-    return tuple(found)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from rich.console import Group as RichGroup
 from rich.table import Table
 from rich.text import Text
 
-from archviz.diff.compare import FieldChange, LayerChange, ModelDiff
+from archviz.diff.records import FieldChange, LayerChange, ModelDiff
 from archviz.present.numbers import ABSENT, format_config_value, format_difference, format_ratio, format_value
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from archviz.common.words import plural, plural_noun
 from archviz.cost.model import DEFAULT_SIZES
-from archviz.diff.compare import SETTING_PREFIX, Json, ModelDiff, NodeChange
+from archviz.diff.compare import SETTING_PREFIX
+from archviz.diff.records import Json, ModelDiff, NodeChange
 from archviz.graph.nodes import Graph, Node, Part
 from archviz.graph.totals import node_parameters
 from archviz.inputs.config import ConfigDocument

@@ -20,7 +20,7 @@ from archviz.provenance.sources import FileSummary, GraphSources, NodeSources, c
 
 if TYPE_CHECKING:  # the check's and the diff's documents import their stages when written: inspect --json does not
     from archviz.code.modeltree import BuildRecord
-    from archviz.diff.compare import FieldChange, Json, ModelDiff, ModelSide
+    from archviz.diff.records import FieldChange, Json, ModelDiff, ModelSide
     from archviz.verify.check import Verification
     from archviz.verify.legs import Leg
     from archviz.verify.reconcile import LegTotals

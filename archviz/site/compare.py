@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from archviz.common.errors import InputError
 from archviz.common.words import join, plural
-from archviz.diff.compare import ConfigChange, ConfigSame, FieldChange, LayerChange, ModelDiff, diff_models
+from archviz.diff.compare import diff_models
+from archviz.diff.records import ConfigChange, ConfigSame, FieldChange, LayerChange, ModelDiff
 from archviz.pipeline import ModelDocs
 from archviz.present.diff_report import layer_runs, run_label
 from archviz.present.diff_words import summarise
