@@ -24,9 +24,9 @@ from archviz.pipeline import ModelDocs, describe_model
 from archviz.verify import legs
 from archviz.verify.check import predicted_checkpoint
 from archviz.verify.costcheck import WITNESS_SIZES, compare_cost, cost_legs
-from archviz.verify.meta import instantiate_meta_module
+from archviz.transformers.meta import instantiate_meta_module
 from archviz.verify.shapecheck import layer_prefix, reduced_model
-from archviz.verify.witness import witness_cost
+from archviz.transformers.witness import witness_cost
 from tests.test_families import TINY, tiny
 from tests.test_hostile import TINY_K2
 from tests.test_meta import FAMILY_CASES

@@ -24,8 +24,8 @@ from archviz.cost.model import Phase, Sizes, cache_costs, layer_flops, node_cost
 from archviz.graph.nodes import Node, OpKind
 from archviz.pipeline import ModelDocs
 from archviz.verify.costcheck import compare_cost
-from archviz.verify.meta import instantiate_meta_module
-from archviz.verify.witness import CostWitness, witness_cost
+from archviz.transformers.meta import instantiate_meta_module
+from archviz.transformers.witness import CostWitness, witness_cost
 from tests.test_cost import describe
 from tests.test_released import CORPUS, tiny_minimax_m3
 

@@ -243,7 +243,7 @@ def test_check_fails_on_a_window_misread_as_every_layers(
     """Plant the old reading (the ``sliding_window`` attribute, whatever ``is_sliding`` says): the graph then caps
     the fourth layer's keys at the window, and only a decode over more keys than the window can see it (a window of
     16 is shorter than the 70-token prompt of the small sizes, but not than their 13 decode keys)."""
-    import archviz.verify.meta as meta
+    import archviz.transformers.meta as meta
 
     def misread(module: Any) -> int | None:
         window = vars(module).get("sliding_window")

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-import archviz.verify.meta as meta
+import archviz.transformers.meta as meta
 from archviz.pipeline import describe_model
 from archviz.present.documents import inspect_document
-from archviz.verify import transformers_internals as internals
+from archviz.transformers import internals
 
 LAYERS = 8
 RELEASED_QWEN = Path(__file__).parent / "data" / "released" / "qwen3.5-35b-a3b" / "config.json"

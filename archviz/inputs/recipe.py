@@ -2,7 +2,7 @@
 
 transformers reads a config.json whole: the top-level ``model_type`` picks the config class, which reads every key,
 sub-configs included (``text_config``, ``vision_config``), and the top-level ``architectures`` names the class to
-build. The meta stage (``archviz.verify.meta``) follows a ``ModelRecipe`` made here, so that the meta-device model is
+build. The meta stage (``archviz.transformers.meta``) follows a ``ModelRecipe`` made here, so that the meta-device model is
 the model transformers builds from the same file, never a look-alike. Every change archviz makes on the way — a
 ``model_type`` transformers does not know read as the family's, assumed values filled in, keys left out, a dtype
 assumed — is one sentence of ``normalisations``, shown in the check report; the graph is built with the same
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from archviz.code.modeltree import ModelCode
 
 LEFT_OUT_KEYS = ("auto_map", "quantization_config", "compression_config")
-"""Top-level keys the meta stage drops before transformers reads the document (``archviz.verify.meta``), each because it
+"""Top-level keys the meta stage drops before transformers reads the document (``archviz.transformers.meta``), each because it
 would make transformers build something other than the plain architecture: ``auto_map`` names the model folder's
 own code, and a quantization config makes a loader swap ``nn.Linear`` for quantized layers."""
 
@@ -36,7 +36,7 @@ own code, and a quantization config makes a loader swap ``nn.Linear`` for quanti
 class ModelRecipe:
     """What transformers is asked to build from a config, as ``AutoConfig.from_pretrained`` would read it.
 
-    Made by ``archviz.inputs.recipe.transformers_recipe`` (no torch needed) and followed by ``archviz.verify.meta``;
+    Made by ``archviz.inputs.recipe.transformers_recipe`` (no torch needed) and followed by ``archviz.transformers.meta``;
     every change archviz makes to the document on the way is one of :attr:`normalisations`.
     """
 
@@ -76,8 +76,8 @@ class CodeRequest:
 
 
 CodeReader = Callable[[CodeRequest], "ModelCode"]
-"""Builds the requested model on the meta device and reads it (``archviz.verify.meta.read_model_code``); handed to a
-code-reading family by the pipeline, so that the family imports neither torch nor ``archviz.verify.meta``."""
+"""Builds the requested model on the meta device and reads it (``archviz.transformers.meta.read_model_code``); handed to a
+code-reading family by the pipeline, so that the family imports neither torch nor ``archviz.transformers.meta``."""
 
 
 def transformers_recipe(

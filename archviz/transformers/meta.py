@@ -11,9 +11,9 @@ names and shapes reported here are put back into checkpoint layout with transfor
 (``remove_tied_weights_from_state_dict`` then ``revert_weight_conversion``, exactly what
 ``save_pretrained`` runs), so no second table of expert names exists in archviz.
 
-It is one of the modules that may import torch and transformers (``archviz.verify.TORCH_MODULES`` lists them all); it
-reaches every private or unstable transformers API through ``archviz.verify.transformers_internals`` and imports them
-inside functions: importing ``archviz.verify.meta`` for its dataclasses costs nothing.
+It is one of the modules that may import torch and transformers (``archviz.transformers.TORCH_MODULES`` lists them all); it
+reaches every private or unstable transformers API through ``archviz.transformers.internals`` and imports them
+inside functions: importing ``archviz.transformers.meta`` for its dataclasses costs nothing.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from archviz.common.dtypes import safetensors_dtype
 from archviz.common.errors import InputError, raised_in_archviz
 from archviz.common.versions import installed_versions
 from archviz.inputs.recipe import CodeRequest, ModelRecipe
-from archviz.verify import transformers_internals as internals
-from archviz.verify.tracing import first_line, trace_shapes
+from archviz.transformers import internals
+from archviz.transformers.tracing import first_line, trace_shapes
 
 if TYPE_CHECKING:
     import torch
@@ -526,7 +526,7 @@ def _instantiate_on_meta(
             path=config_path,
         ) from exc
     if not model_class.__module__.startswith("transformers."):  # the model's own code
-        from archviz.verify.remote_compat import untied_list_as_mapping
+        from archviz.transformers.remote_compat import untied_list_as_mapping
 
         if untied_list_as_mapping(module):
             normalisations.append(
@@ -722,14 +722,14 @@ def _remote_classes(
     """The config and model classes ``auto_map`` names in the model folder's own code (``None`` if not named).
 
     Only ever called with the user's explicit trust: this imports and runs the folder's .py files, unchanged, with the
-    names older transformers releases had lent for the import (``archviz.verify.remote_compat``). A config class named
+    names older transformers releases had lent for the import (``archviz.transformers.remote_compat``). A config class named
     in a file the folder lacks (a release's ``configuration_deepseek.py`` not copied beside its modeling file) is
     transformers' own for the model_type the config is read as, standing in under the name the code imports; each such
     step is said in ``notes``.
     """
     from transformers import PretrainedConfig, PreTrainedModel
 
-    from archviz.verify.remote_compat import stand_in_config
+    from archviz.transformers.remote_compat import stand_in_config
 
     model_reference = next((auto_map[name] for name in _REMOTE_MODEL_AUTO_CLASSES if auto_map.get(name)), None)
     config_reference = auto_map.get("AutoConfig")
@@ -788,7 +788,7 @@ def _importable_folder(model_dir: Path, config_reference: Any, stand_in: Any) ->
         name = config_reference.rpartition(".")[2]
         (folder / _module_file(config_reference)).write_text(
             f"# Written by archviz: {_module_file(config_reference)} is not in the model folder.\n"
-            "from archviz.verify.remote_compat import stand_in_config\n"
+            "from archviz.transformers.remote_compat import stand_in_config\n"
             f"from {stand_in.__module__} import {stand_in.__name__}\n\n"
             f"{name} = stand_in_config({stand_in.__name__})\n",
             encoding="utf-8",
@@ -800,7 +800,7 @@ def _import_remote_class(reference: str, folder: Path, model_dir: Path, config_p
     """Import ``reference`` from ``folder`` with older transformers' names lent; what the code raises is its fault."""
     import transformers
 
-    from archviz.verify.remote_compat import COMPATIBILITY_NOTE, older_transformers_names
+    from archviz.transformers.remote_compat import COMPATIBILITY_NOTE, older_transformers_names
 
     try:
         with older_transformers_names() as lent:
