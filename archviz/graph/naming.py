@@ -45,8 +45,8 @@ class Rename:
 Respell = Callable[[Iterable[str]], Mapping[str, str]]
 """Checkpoint names -> the names transformers loads them as: its whole conversion mapping (converters and patterns
 ``NamingMap`` cannot hold as literal renames included) run by the model the meta stage built
-(``archviz.transformers.meta.load_time_names``). Part of the map once a model is built (``NamingMap.load_time``): a
-reconciliation tries it on the names the literal renames leave unpaired, so it witnesses them rather than replacing
+(``archviz.transformers.conversion.load_time_names``). Part of the map once a model is built (``NamingMap.load_time``):
+a reconciliation tries it on the names the literal renames leave unpaired, so it witnesses them rather than replacing
 them."""
 
 

@@ -1,22 +1,30 @@
-"""The transformers adapter: the one place that imports torch and transformers, or reads transformers' facts.
+"""The transformers adapter: the one place that imports torch and transformers, or asks transformers for a fact.
 
-transformers' model built on the meta device and what it holds, with its config class's facts (defaults, parallel
-plans) and the module tree a code-reading family builds from (``meta``); the shape trace (``tracing``, with the data
-flow it records in ``flowtrace``); torch's FLOP counter and transformers' cache object (``witness``); the names older
-transformers had, lent to a model's own code while it is imported (``remote_compat``); every private or unstable
-transformers API behind one small function each (``internals``).
+transformers' config classes and what they hold: whether a model_type ships, its defaults, its tensor- and
+expert-parallel plans (``configs``); which class is built from a recipe's config, on the meta device (``build``), the
+model folder's own classes under ``--trust-remote-code`` (``remote``) and the names older transformers had, lent to
+that code while it is imported (``remote_compat``); the built model and what it holds (``meta``), its tensors in
+checkpoint naming and a checkpoint's names as transformers loads them, from its conversion mapping (``conversion``);
+the module tree a code-reading family builds from (``module_tree``); the shape trace (``tracing``, with the data flow
+it records in ``flowtrace``); torch's FLOP counter and transformers' cache object (``witness``); every private or
+unstable transformers API behind one small function each (``internals``).
 
 May import the stages before it up to the cost model. Its modules import torch and transformers inside functions, so
-that importing one costs nothing; the modules that may import them are listed in ``TORCH_MODULES``, and no other
-module of archviz imports them. Inside this package ``import transformers`` is the library itself (absolute imports).
+that importing one costs nothing; they are listed in ``TORCH_MODULES``, and no other module of archviz imports torch or
+transformers. Inside this package ``import transformers`` is the library itself (absolute imports only).
 """
 
 TORCH_MODULES: tuple[str, ...] = (
+    "archviz.transformers.configs",
+    "archviz.transformers.build",
+    "archviz.transformers.remote",
+    "archviz.transformers.remote_compat",
     "archviz.transformers.meta",
+    "archviz.transformers.conversion",
+    "archviz.transformers.module_tree",
     "archviz.transformers.tracing",
     "archviz.transformers.flowtrace",
     "archviz.transformers.witness",
     "archviz.transformers.internals",
-    "archviz.transformers.remote_compat",
 )
 """The modules that may import torch or transformers (``tests/test_layering.py`` holds every other module to it)."""

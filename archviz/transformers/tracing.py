@@ -1,10 +1,10 @@
 """The shape trace: a prefill and a decode forward pass of a model on meta tensors, every module's output recorded.
 
-What the meta stage (``archviz.transformers.meta``) and the shape leg (``archviz.verify.shapecheck``) read shapes from. Hooks
-record each module's output shapes, and in the prefill pass which earlier module outputs each module read
-(``archviz.transformers.flowtrace``); a module whose code cannot run on meta tensors (an operator with no meta kernel, a value
-read off a tensor) is replaced by a stand-in returning zeros shaped like its input, and everything recorded after it is
-marked as downstream of it; any other exception stops the pass and is reported with the innermost module running.
+What the meta stage (``archviz.transformers.module_tree``) and the shape leg (``archviz.verify.shapecheck``) read shapes
+from. Hooks record each module's output shapes, and in the prefill pass which earlier module outputs each module read
+(``archviz.transformers.flowtrace``); a module whose code cannot run on meta tensors (an operator with no meta kernel, a
+value read off a tensor) is replaced by a stand-in returning zeros shaped like its input, and everything recorded after
+it is marked as downstream of it; any other exception stops the pass and is reported with the innermost module running.
 Imports torch and transformers inside functions only, like ``archviz.transformers.meta``.
 """
 
@@ -52,8 +52,8 @@ def trace_shapes(
     of layer is traced once, at its first occurrence, and a 60-layer model costs a few layers. Only the first
     instance of each repeated module is then recorded.
 
-    ``record_flow`` also records the prefill pass's data flow (``ShapeTrace.calls``, ``archviz.transformers.flowtrace``): what
-    a graph read off the code draws its edges from.
+    ``record_flow`` also records the prefill pass's data flow (``ShapeTrace.calls``,
+    ``archviz.transformers.flowtrace``): what a graph read off the code draws its edges from.
     """
     for name, value, least in (("batch", batch, 1), ("prefill", prefill, 1), ("past", past, 1)):
         if value < least:

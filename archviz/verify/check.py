@@ -278,7 +278,9 @@ def _meta_model(docs: ModelDocs, *, trust_remote_code: bool) -> tuple[ModuleTree
     has); else a build of the recipe."""
     if docs.code is not None and not trust_remote_code:
         return docs.code.tree, None
-    from archviz.transformers.meta import build_from_recipe, load_time_names, model_record
+    from archviz.transformers.conversion import load_time_names
+    from archviz.transformers.meta import build_from_recipe
+    from archviz.transformers.module_tree import model_record
 
     meta = build_from_recipe(docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
 
