@@ -1,8 +1,9 @@
 """Imports flow one way, stage by stage: a module never imports a module of a later stage.
 
 The folders are the stages: common → code → graph → inputs → families → provenance → pipeline → cost → transformers →
-verify → diff → present and site → cli/api. Every package is in ``BANDS`` (a new package must be placed), and torch and
-transformers are imported only by the modules ``archviz.transformers.TORCH_MODULES`` lists.
+verify → diff → present and site → cli/api; the transformers adapter's readers of its source text (``package``,
+``renames``) come before the families, which read them. Every package is in ``BANDS`` (a new package must be placed),
+and torch and transformers are imported only by the modules ``archviz.transformers.TORCH_MODULES`` lists.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ BANDS: list[tuple[str, ...]] = [
     # How a typed value reads (numbers and units, part titles): presentation's, used by every stage's sentences.
     ("present.numbers", "present.labels"),
     ("inputs",),  # where the model is and what its config says
+    # transformers' source read as text, never imported (the adapter's modules that need no torch): its modeling files,
+    # config classes' attribute maps and conversion renames, which the families and provenance read.
+    ("transformers.package", "transformers.renames"),
     ("families",),  # the family graphs and their shared blocks
     ("provenance",),  # the lines each node cites, and the sentences
     ("pipeline",),  # describe_model: the stages above in turn
     ("cost",),  # the cost model and deployment sizing, read off the graph
-    ("transformers",),  # the transformers adapter: the meta-device model, the trace, the witnesses torch runs
+    ("transformers",),  # the rest of the transformers adapter: the meta-device model, the trace, the witnesses
     ("verify",),  # the witnesses and the verdict
     ("diff",),  # two models compared
     # Presentation: terminal, JSON and Markdown views of typed values, and the documentation site, which shares its
