@@ -40,6 +40,7 @@ _DROPPED_CONFIG_KEYS = frozenset({"auto_map", "quantization_config", "compressio
 def instantiate_on_meta(
     recipe: ModelRecipe, *, trust_remote_code: bool, model_dir: Path | None
 ) -> tuple[nn.Module, BuildRecord]:
+    """The recipe's model instantiated on the meta device, and the record of what was built and why."""
     import torch
 
     config_path = recipe.config_path

@@ -36,6 +36,7 @@ def load_time_names(module: nn.Module, names: Iterable[str]) -> dict[str, str]:
 
 @contextmanager
 def one_conversion_mapping(module: nn.Module) -> Iterator[None]:
+    """For the duration, a ``PreTrainedModel``'s reversals reuse one conversion mapping (``internals``'s)."""
     from transformers import PreTrainedModel
 
     if not isinstance(module, PreTrainedModel):
@@ -148,4 +149,5 @@ def tied_pairs(module: nn.Module, saved_state: Mapping[str, Any]) -> tuple[tuple
 
 
 def tensor_shape(tensor: torch.Tensor) -> Shape:
+    """A tensor's shape as plain integers."""
     return tuple(int(size) for size in tensor.shape)
