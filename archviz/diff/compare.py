@@ -34,7 +34,7 @@ from archviz.present.numbers import setting_text
 from archviz.verify.checkpoint import SAFETENSORS_DTYPE_BITS
 
 if TYPE_CHECKING:
-    from archviz.verify.meta import ConfigDefaults
+    from archviz.transformers.configs import ConfigDefaults
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
 
@@ -82,7 +82,7 @@ class ConfigChange:
     """The line of B's config where the key starts."""
     defaults: bool = False
     """Whether both sides leave it at transformers' default: each either leaves it out or sets it to the value its
-    config class holds when given no arguments (``archviz.verify.meta.config_defaults``)."""
+    config class holds when given no arguments (``archviz.transformers.configs.config_defaults``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -669,9 +669,9 @@ def _side(docs: ModelDocs) -> ModelSide:
 def diff_models(
     a: ModelDocs, b: ModelDocs, *, defaults: tuple[ConfigDefaults, ConfigDefaults] | None = None
 ) -> ModelDiff:
-    """Compare two described models; B is read as the change from A (``ratio`` is ``b / a``). With ``defaults``,
-    each side's config class's (``archviz.verify.meta.config_defaults``, which imports transformers), the config keys
-    both leave at transformers' defaults are marked as such."""
+    """Compare two described models; B is read as the change from A (``ratio`` is ``b / a``). With ``defaults``, each
+    side's config class's (``archviz.transformers.configs.config_defaults``, which imports transformers), the config
+    keys both leave at transformers' defaults are marked as such."""
     a_nodes = {node.id: node for node in a.graph.nodes}
     b_ids = {node.id for node in b.graph.nodes}
     a_cost, b_cost = model_cost(a.graph, a.totals, DEFAULT_SIZES), model_cost(b.graph, b.totals, DEFAULT_SIZES)

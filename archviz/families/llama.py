@@ -58,9 +58,10 @@ from archviz.families.blocks.schema import (
     with_defaults,
 )
 from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
-from archviz.graph.naming import NamingMap, conversion_renames
+from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import Dim, Ffn, Graph, Layer, Mixer, ModelInfo, Setting
 from archviz.inputs.settings import Key, Settings
+from archviz.transformers.renames import conversion_renames
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
