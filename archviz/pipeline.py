@@ -188,11 +188,11 @@ def _modeling_files(
 
 
 # The meta stage, for a model_type without a hand-written family only: these are the sole reasons reading a
-# config can import torch and transformers (through archviz.verify.meta), and only then.
+# config can import torch and transformers (through the transformers adapter, archviz.transformers), and only then.
 
 
 def _transformers_ships(model_type: str) -> bool:
-    from archviz.verify.meta import transformers_ships
+    from archviz.transformers.configs import transformers_ships
 
     return transformers_ships(model_type)
 
@@ -205,6 +205,6 @@ def _code_family(model_type: str) -> Family:
 
 
 def _read_code(request: CodeRequest) -> ModelCode:
-    from archviz.verify.meta import read_model_code
+    from archviz.transformers.module_tree import read_model_code
 
     return read_model_code(request)

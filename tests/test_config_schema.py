@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from archviz.code.pins import transformers_attribute_map
 from archviz.families import deepseek_v3, kimi_k25, kimi_linear, llama
 from archviz.families.blocks import schema
 from archviz.families.blocks.schema import SchemaAliases, schema_keys, with_aliases
 from archviz.inputs.settings import Key
+from archviz.transformers.package import transformers_attribute_map
 
 TOP = Path(__file__).resolve().parent.parent
 FAMILIES = TOP / "archviz" / "families"
@@ -202,7 +202,7 @@ def test_importing_the_families_reads_no_attribute_map() -> None:
     config class of the family it builds)."""
     code = (
         "import archviz.families\n"
-        "from archviz.code.pins import transformers_attribute_map\n"
+        "from archviz.transformers.package import transformers_attribute_map\n"
         "assert transformers_attribute_map.cache_info().currsize == 0\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=TOP)

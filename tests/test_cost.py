@@ -21,12 +21,12 @@ from archviz.cost.model import Phase, Sizes, flop_rows, layer_cache_bytes, model
 from archviz.graph.nodes import Graph, OpKind
 from archviz.inputs.resolve import bundled_config
 from archviz.pipeline import ModelDocs, describe_model
+from archviz.transformers.meta import instantiate_meta_module
+from archviz.transformers.witness import witness_cost
 from archviz.verify import legs
 from archviz.verify.check import predicted_checkpoint
 from archviz.verify.costcheck import WITNESS_SIZES, compare_cost, cost_legs
-from archviz.verify.meta import instantiate_meta_module
 from archviz.verify.shapecheck import layer_prefix, reduced_model
-from archviz.verify.witness import witness_cost
 from tests.test_families import TINY, tiny
 from tests.test_hostile import TINY_K2
 from tests.test_meta import FAMILY_CASES

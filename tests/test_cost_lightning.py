@@ -22,9 +22,9 @@ from archviz.code.pins import RevisionKind, SourceFile
 from archviz.cost.model import Phase, Sizes, cache_costs, layer_flops, node_costs
 from archviz.graph.nodes import Node, OpKind
 from archviz.pipeline import ModelDocs
+from archviz.transformers.meta import instantiate_meta_module
+from archviz.transformers.witness import CostWitness, witness_cost
 from archviz.verify.costcheck import compare_cost
-from archviz.verify.meta import instantiate_meta_module
-from archviz.verify.witness import CostWitness, witness_cost
 from tests.test_cost import describe
 from tests.test_generic_moe import tiny_minimax
 

@@ -26,9 +26,10 @@ from archviz.families.blocks.mixers import MixerNodes, gated_delta_nodes, mamba2
 from archviz.graph.nodes import Graph, GroupKind, ModelInfo, OpKind
 from archviz.inputs.config import parse_config
 from archviz.inputs.settings import Settings
+from archviz.transformers.meta import MetaModel, build_meta_model, instantiate_meta_module
+from archviz.transformers.module_tree import read_module_tree
+from archviz.transformers.witness import CostWitness, witness_cost
 from archviz.verify.costcheck import compare_cost
-from archviz.verify.meta import MetaModel, build_meta_model, instantiate_meta_module, read_module_tree
-from archviz.verify.witness import CostWitness, witness_cost
 from tests.test_cost import CONFIGS as COST_CONFIGS
 from tests.test_cost import describe
 from tests.test_generic_moe import tiny_nemotron_h, tiny_qwen3_next

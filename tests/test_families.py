@@ -28,7 +28,8 @@ from archviz.inputs.config import parse_config
 from archviz.inputs.settings import Settings
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.present.numbers import setting_text, setting_value_text
-from archviz.verify.meta import MetaModel, build_meta_model, read_model_code
+from archviz.transformers.meta import MetaModel, build_meta_model
+from archviz.transformers.module_tree import read_model_code
 
 _LLAMA_3_1_ROPE = {
     "factor": 8.0,

@@ -21,7 +21,7 @@ from archviz.code.modeltree import CallKind, ShapeTrace
 from archviz.graph.nodes import DataEdge, Graph
 from archviz.pipeline import describe_model
 from archviz.site.dataflow import read_flow
-from archviz.verify.tracing import trace_shapes
+from archviz.transformers.tracing import trace_shapes
 from tests.test_generic_moe import tiny_gpt_oss
 from tests.test_released import tiny_qwen3_5
 

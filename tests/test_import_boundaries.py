@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-HEAVY = ("torch", "transformers", "archviz.verify.meta", "archviz.verify.transformers_internals")
+HEAVY = ("torch", "transformers", "archviz.transformers.meta", "archviz.transformers.internals")
 
 # Runs ``python -m archviz ARGS`` in this interpreter and, at exit, prints which of HEAVY it loaded to stderr.
 RUN_AND_REPORT = """

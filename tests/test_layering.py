@@ -1,8 +1,9 @@
 """Imports flow one way, stage by stage: a module never imports a module of a later stage.
 
-The folders are the stages: common → code → graph → inputs → families → provenance → pipeline → cost → verify → diff →
-present and site → cli/api. Every package is in ``BANDS`` (a new package must be placed), and torch and transformers
-are imported only by the modules ``archviz.verify.TORCH_MODULES`` lists.
+The folders are the stages: common → code → graph → inputs → families → provenance → pipeline → cost → transformers →
+verify → diff → present and site → cli/api; the transformers adapter's readers of its source text (``package``,
+``renames``) come before the families, which read them. Every package is in ``BANDS`` (a new package must be placed),
+and torch and transformers are imported only by the modules ``archviz.transformers.TORCH_MODULES`` lists.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from archviz.verify import TORCH_MODULES
+from archviz.transformers import TORCH_MODULES
 
 PACKAGE = Path(__file__).resolve().parent.parent / "archviz"
 
@@ -28,10 +29,14 @@ BANDS: list[tuple[str, ...]] = [
     # How a typed value reads (numbers and units, part titles): presentation's, used by every stage's sentences.
     ("present.numbers", "present.labels"),
     ("inputs",),  # where the model is and what its config says
+    # transformers' source read as text, never imported (the adapter's modules that need no torch): its modeling files,
+    # config classes' attribute maps and conversion renames, which the families and provenance read.
+    ("transformers.package", "transformers.renames"),
     ("families",),  # the family graphs and their shared blocks
     ("provenance",),  # the lines each node cites, and the sentences
     ("pipeline",),  # describe_model: the stages above in turn
     ("cost",),  # the cost model and deployment sizing, read off the graph
+    ("transformers",),  # the rest of the transformers adapter: the meta-device model, the trace, the witnesses
     ("verify",),  # the witnesses and the verdict
     ("diff",),  # two models compared
     # Presentation: terminal, JSON and Markdown views of typed values, and the documentation site, which shares its
@@ -42,7 +47,7 @@ BANDS: list[tuple[str, ...]] = [
 
 # The one sanctioned import of a later stage: the pipeline asks the meta stage, inside functions and only for a
 # model_type without a hand-written family, whether transformers ships it and what its modeling code holds.
-LATER_ALLOWED = {("pipeline", "verify.meta")}
+LATER_ALLOWED = {("pipeline", "transformers.configs"), ("pipeline", "transformers.module_tree")}
 
 # The only modules that may import torch or transformers: the one list, kept beside them.
 HEAVY_ALLOWED = {name.removeprefix("archviz.") for name in TORCH_MODULES}

@@ -14,8 +14,9 @@ import pytest
 from archviz.code.modeltree import ModuleTree
 from archviz.common.errors import InputError
 from archviz.inputs.recipe import CodeRequest, ModelRecipe
-from archviz.verify.meta import MetaModel, build_meta_model, read_model_code, read_module_tree
-from archviz.verify.tracing import trace_shapes
+from archviz.transformers.meta import MetaModel, build_meta_model
+from archviz.transformers.module_tree import read_model_code, read_module_tree
+from archviz.transformers.tracing import trace_shapes
 
 K2_CONFIG = Path(__file__).parent.parent / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
 
@@ -523,7 +524,13 @@ def test_remote_code_is_imported_with_trust(tmp_path: Path, monkeypatch: pytest.
     assert meta.total_parameters == _build_tiny("llama-tied").total_parameters
 
 
-def test_importing_meta_does_not_import_torch() -> None:
-    # Other stages import archviz.verify.meta for its dataclasses; torch and transformers load only on use.
-    code = "import sys, archviz.verify.meta; assert not {'torch', 'transformers'} & set(sys.modules), sys.modules"
+def test_importing_the_adapter_does_not_import_torch() -> None:
+    # Other stages import the adapter's modules for their dataclasses; torch and transformers load only on use.
+    code = (
+        "import importlib, sys\n"
+        "from archviz.transformers import TORCH_MODULES\n"
+        "for name in TORCH_MODULES:\n"
+        "    importlib.import_module(name)\n"
+        "assert not {'torch', 'transformers'} & set(sys.modules), sys.modules\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)

@@ -10,8 +10,9 @@ import re
 
 import pytest
 
-from archviz.graph.naming import NamingMap, Rename, conversion_renames
+from archviz.graph.naming import NamingMap, Rename
 from archviz.pipeline import describe_model
+from archviz.transformers.renames import conversion_renames
 
 # model_types whose conversion mapping the hand-written families read, and two that rename nothing or a prefix.
 MODEL_TYPES = ("kimi_linear", "mixtral", "kimi_k25", "deepseek_v3", "qwen3_moe", "llama", "nemotron_h")

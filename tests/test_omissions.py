@@ -22,7 +22,7 @@ from archviz.cli import app
 from archviz.common.errors import InputError
 from archviz.families import find_family
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.verify import transformers_internals as internals
+from archviz.transformers import internals
 
 runner = CliRunner()
 RELEASED_K25 = Path(__file__).parent / "data" / "released" / "kimi-k2.5" / "config.json"

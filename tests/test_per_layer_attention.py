@@ -243,13 +243,13 @@ def test_check_fails_on_a_window_misread_as_every_layers(
     """Plant the old reading (the ``sliding_window`` attribute, whatever ``is_sliding`` says): the graph then caps
     the fourth layer's keys at the window, and only a decode over more keys than the window can see it (a window of
     16 is shorter than the 70-token prompt of the small sizes, but not than their 13 decode keys)."""
-    import archviz.verify.meta as meta
+    import archviz.transformers.module_tree as module_tree
 
     def misread(module: Any) -> int | None:
         window = vars(module).get("sliding_window")
         return window if isinstance(window, int) and window > 0 else None
 
-    monkeypatch.setattr(meta, "_sliding_window", misread)
+    monkeypatch.setattr(module_tree, "_sliding_window", misread)
     code, report = check_json(folder_of({**exaone4(), "sliding_window": window}, tmp_path))
     assert (code, report["outcome"]) == (1, "disagree")
     findings = [finding["message"] for item in report["legs"] for finding in item["findings"]]

@@ -343,7 +343,7 @@ def test_the_readmes_numbers(k2: Any) -> None:
 
 
 def test_fused_experts_read_off_the_code_are_cut_along_their_experts(tmp_path: Path) -> None:
-    from archviz.verify.meta import parallel_plans
+    from archviz.transformers.configs import parallel_plans
     from tests.test_meta import FAMILY_CASES
 
     docs = describe_model(_folder(tmp_path, {"model_type": "gpt_oss", **FAMILY_CASES["gpt_oss"][2]}))

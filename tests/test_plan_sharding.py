@@ -38,7 +38,8 @@ from archviz.families.registry import Family  # noqa: E402
 from archviz.graph.nodes import Graph  # noqa: E402
 from archviz.graph.totals import predicted_manifest  # noqa: E402
 from archviz.pipeline import describe_model  # noqa: E402
-from archviz.verify.meta import instantiate_meta_module, parallel_plans  # noqa: E402
+from archviz.transformers.configs import parallel_plans  # noqa: E402
+from archviz.transformers.meta import instantiate_meta_module  # noqa: E402
 from tests.test_meta import FAMILY_CASES  # noqa: E402
 
 _TINY_DECODER = {

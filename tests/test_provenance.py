@@ -50,9 +50,9 @@ from archviz.code.pins import (
     hub_source_file,
     hub_url_template,
     load_source_file,
-    transformers_source_file,
 )
 from archviz.common.errors import InputError
+from archviz.transformers.package import transformers_source_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRANSFORMERS_VERSION = importlib.metadata.version("transformers")
@@ -826,8 +826,9 @@ def test_a_planted_source_file_is_only_read(tmp_path: Path, monkeypatch: pytest.
 def test_pinning_and_provenance_import_neither_torch_nor_transformers() -> None:
     script = (
         "import sys\n"
-        "from archviz.code import finder as provenance, pins\n"
-        "src = pins.transformers_source_file('deepseek_v3')\n"
+        "from archviz.code import finder as provenance\n"
+        "from archviz.transformers import package\n"
+        "src = package.transformers_source_file('deepseek_v3')\n"
         "assert provenance.find_class(src, 'Model') is not None\n"
         "print(sorted(name for name in sys.modules if name.split('.')[0] in {'torch', 'transformers'}))\n"
     )

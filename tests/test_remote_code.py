@@ -2,7 +2,7 @@
 to the hand-written deepseek_v3 family (issue 39, item 5).
 
 The release's code targets transformers 4.48; archviz builds it on the meta device unchanged, with the names
-transformers 5 dropped lent for the import (``archviz.verify.remote_compat``) and, since the release's
+transformers 5 dropped lent for the import (``archviz.transformers.remote_compat``) and, since the release's
 ``configuration_deepseek.py`` is not vendored, transformers' DeepseekV3Config standing in for it. The config is the
 bundled one cut to 3 layers of 8 experts (top-2), so that a test builds and traces it in seconds; the full config's
 totals were measured by hand (61 layers of 384 experts take a minute or more to build and read on the meta device).
@@ -128,7 +128,7 @@ def test_what_was_lent_is_taken_back(code: ModelDocs) -> None:
     assert "transformers.modeling_attn_mask_utils" not in sys.modules
     assert not getattr(cache_utils.DynamicCache, "archviz_lent", False)
     fx = getattr(sys.modules["transformers.utils.import_utils"], "is_torch_fx_available", None)
-    assert fx is None or fx.__module__ != "archviz.verify.remote_compat"  # absent, or another library's
+    assert fx is None or fx.__module__ != "archviz.transformers.remote_compat"  # absent, or another library's
 
 
 def test_totals_field_by_field(release: Path) -> None:

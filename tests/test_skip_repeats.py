@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-import archviz.verify.meta as meta
+import archviz.transformers.module_tree as module_tree
 from archviz.pipeline import describe_model
 from archviz.present.documents import inspect_document
-from archviz.verify import transformers_internals as internals
+from archviz.transformers import internals
 
 LAYERS = 8
 RELEASED_QWEN = Path(__file__).parent / "data" / "released" / "qwen3.5-35b-a3b" / "config.json"
@@ -42,9 +42,11 @@ CONFIGS = {"qwen3.5-moe": _qwen3_5, "mistral-large4": _mistral_large4}
 
 
 def _document(folder: Path, monkeypatch: pytest.MonkeyPatch, *, skip: bool) -> tuple[str, Any]:
-    traced = meta.trace_shapes
+    traced = module_tree.trace_shapes
     with monkeypatch.context() as patch:
-        patch.setattr(meta, "trace_shapes", lambda *args, **kwargs: traced(*args, **{**kwargs, "skip_repeats": skip}))
+        patch.setattr(
+            module_tree, "trace_shapes", lambda *args, **kwargs: traced(*args, **{**kwargs, "skip_repeats": skip})
+        )
         docs = describe_model(str(folder))
     assert docs.code is not None
     return json.dumps(inspect_document(docs), sort_keys=True), docs

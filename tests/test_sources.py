@@ -44,7 +44,6 @@ from archviz.code.pins import (
     SourceFile,
     content_hash,
     load_source_file,
-    transformers_source_file,
 )
 from archviz.common.errors import InputError
 from archviz.families import FAMILIES
@@ -65,6 +64,7 @@ from archviz.provenance.sources import (
     remote_code_file,
     source_entries,
 )
+from archviz.transformers.package import transformers_source_file
 from tests.test_families import PUBLISHED, tiny
 from tests.test_provenance import K2_CARD_EMBEDDING_EXCERPT
 

@@ -1,4 +1,4 @@
-"""The private and unstable transformers APIs archviz relies on (``archviz.verify.transformers_internals``), pinned.
+"""The private and unstable transformers APIs archviz relies on (``archviz.transformers.internals``), pinned.
 
 Each entry point is exercised on a tiny real model that transformers builds on the meta device. A transformers
 upgrade that removes, renames or changes one of them fails here with the name of the API, not somewhere deep in
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from archviz.verify import transformers_internals as internals
+from archviz.transformers import internals
 
 # Entry point of the adapter -> the transformers API it wraps (what a failure names).
 PINNED: dict[str, str] = {
@@ -98,7 +98,7 @@ def pinned(entry_point: str) -> Iterator[None]:
 
         pytest.fail(
             f"transformers {transformers.__version__} changed {PINNED[entry_point]} "
-            f"(archviz.verify.transformers_internals.{entry_point}): {type(exc).__name__}: {exc}",
+            f"(archviz.transformers.internals.{entry_point}): {type(exc).__name__}: {exc}",
             pytrace=False,
         )
 
@@ -147,7 +147,7 @@ def test_no_other_module_reaches_past_the_adapter() -> None:
                 uses += [f"{where}: imports {alias.name}" for alias in node.names if alias.name in PRIVATE_NAMES]
             elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_NAMES and not _is_adapter(node.value):
                 uses.append(f"{where}: .{node.attr}")
-    assert uses == [], "use archviz.verify.transformers_internals instead"
+    assert uses == [], "use archviz.transformers.internals instead"
 
 
 def test_config_class() -> None:

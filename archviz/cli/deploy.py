@@ -214,7 +214,7 @@ def plan(
     docs = describe_model(model, revision=revision, assumptions=_assumptions(assume))
     plans = None
     if restated_plans(docs.graph, docs.family) is None:  # read off transformers' classes
-        from archviz.verify.meta import parallel_plans
+        from archviz.transformers.configs import parallel_plans
 
         with doing("reading transformers' parallel plans"):
             plans = parallel_plans(docs.graph.model.transformers_model_type)

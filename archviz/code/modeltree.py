@@ -1,9 +1,9 @@
 """What the meta stage reads off transformers' modeling code, as plain data: the module tree and the shape trace.
 
-``archviz.verify.meta`` builds the real model on torch's meta device and fills these records; the generic family
-(``archviz.families.generic``) builds its graph from them alone. Data flows one way, and this module imports
-neither torch, transformers nor ``archviz.verify.meta``: a graph builder can take these records without loading any
-of them.
+The transformers adapter (``archviz.transformers.module_tree``) builds the real model on torch's meta device and
+fills these records; the generic family (``archviz.families.generic``) builds its graph from them alone. Data flows one
+way, and this module imports neither torch, transformers nor the adapter: a graph builder can take these records
+without loading any of them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ EXPERT_COUNT_ATTRIBUTES = ("num_experts", "num_local_experts", "n_routed_experts
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TraceNote:
-    """Something ``archviz.verify.meta.trace_shapes`` has to report about one module in one pass."""
+    """Something ``archviz.transformers.tracing.trace_shapes`` has to report about one module in one pass."""
 
     phase: str
     """``"prefill"`` or ``"decode"``."""
@@ -120,8 +120,8 @@ class ShapeTrace:
     that item's path: what ran in the one ran in the other (``model.layers.7`` -> ``model.layers.1``)."""
     calls: tuple[TracedCall, ...] = ()
     """The prefill pass's data flow: every module call, parameter use and model input in the order they began,
-    each naming the calls its tensor inputs derive from (``archviz.verify.flowtrace``). Empty when the pass failed or
-    the flow was not asked for (the shape leg does not need it)."""
+    each naming the calls its tensor inputs derive from (``archviz.transformers.flowtrace``). Empty when the pass
+    failed or the flow was not asked for (the shape leg does not need it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

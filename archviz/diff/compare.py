@@ -48,7 +48,7 @@ from archviz.verify.checkpoint import SAFETENSORS_DTYPE_BITS
 # The fields compared
 
 if TYPE_CHECKING:
-    from archviz.verify.meta import ConfigDefaults
+    from archviz.transformers.configs import ConfigDefaults
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,7 +15,7 @@ from archviz.pipeline import ModelDocs
 # Config keys
 
 if TYPE_CHECKING:
-    from archviz.verify.meta import ConfigDefaults
+    from archviz.transformers.configs import ConfigDefaults
 
 
 def same_json(a: Any, b: Any) -> bool:

@@ -5,7 +5,8 @@ with a vision tower and projector), ``kimi_linear`` (Kimi Linear, Kimi-K3's text
 decoders and their MoE cousins) and ``generic`` (any other model_type transformers ships, read off its modeling
 code). Each home holds the family's settings, builder, checkpoint
 naming and the locators of the nodes it builds; the shared building blocks are in ``archviz.families.blocks``.
-Choosing a hand-written family imports neither torch nor transformers.
+Choosing a hand-written family imports neither torch nor transformers: the transformers facts a family reads (attribute
+maps, conversion renames) come from the adapter's source-text readers (``archviz.transformers.package``, ``renames``).
 """
 
 from __future__ import annotations

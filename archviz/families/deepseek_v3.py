@@ -48,9 +48,10 @@ from archviz.families.blocks.schema import (
     SchemaAliases,
 )
 from archviz.families.registry import ConfigWords, Family, FamilyBuilds, FamilySpeech
-from archviz.graph.naming import NamingMap, conversion_renames
+from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
 from archviz.inputs.settings import Key, Settings
+from archviz.transformers.renames import conversion_renames
 
 NAME = "deepseek_v3"
 

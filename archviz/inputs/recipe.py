@@ -2,8 +2,8 @@
 
 transformers reads a config.json whole: the top-level ``model_type`` picks the config class, which reads every key,
 sub-configs included (``text_config``, ``vision_config``), and the top-level ``architectures`` names the class to
-build. The meta stage (``archviz.verify.meta``) follows a ``ModelRecipe`` made here, so that the meta-device model is
-the model transformers builds from the same file, never a look-alike. Every change archviz makes on the way — a
+build. The meta stage (``archviz.transformers.build``) follows a ``ModelRecipe`` made here, so that the meta-device
+model is the model transformers builds from the same file, never a look-alike. Every change archviz makes on the way — a
 ``model_type`` transformers does not know read as the family's, assumed values filled in, keys left out, a dtype
 assumed — is one sentence of ``normalisations``, shown in the check report; the graph is built with the same
 reading (the family, the same assumptions, the same dtype).
@@ -27,17 +27,18 @@ if TYPE_CHECKING:
     from archviz.code.modeltree import ModelCode
 
 LEFT_OUT_KEYS = ("auto_map", "quantization_config", "compression_config")
-"""Top-level keys the meta stage drops before transformers reads the document (``archviz.verify.meta``), each because it
-would make transformers build something other than the plain architecture: ``auto_map`` names the model folder's
-own code, and a quantization config makes a loader swap ``nn.Linear`` for quantized layers."""
+"""Top-level keys the meta stage drops before transformers reads the document (``archviz.transformers.build``), each
+because it would make transformers build something other than the plain architecture: ``auto_map`` names the model
+folder's own code, and a quantization config makes a loader swap ``nn.Linear`` for quantized layers."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRecipe:
     """What transformers is asked to build from a config, as ``AutoConfig.from_pretrained`` would read it.
 
-    Made by ``archviz.inputs.recipe.transformers_recipe`` (no torch needed) and followed by ``archviz.verify.meta``;
-    every change archviz makes to the document on the way is one of :attr:`normalisations`.
+    Made by ``archviz.inputs.recipe.transformers_recipe`` (no torch needed) and followed by
+    ``archviz.transformers.build``; every change archviz makes to the document on the way is one of
+    :attr:`normalisations`.
     """
 
     config: Mapping[str, Any]
@@ -76,8 +77,9 @@ class CodeRequest:
 
 
 CodeReader = Callable[[CodeRequest], "ModelCode"]
-"""Builds the requested model on the meta device and reads it (``archviz.verify.meta.read_model_code``); handed to a
-code-reading family by the pipeline, so that the family imports neither torch nor ``archviz.verify.meta``."""
+"""Builds the requested model on the meta device and reads it (``archviz.transformers.module_tree.read_model_code``);
+handed to a code-reading family by the pipeline, so that the family imports neither torch nor the transformers
+adapter."""
 
 
 def transformers_recipe(

@@ -45,7 +45,6 @@ from archviz.code.pins import (
     content_hash,
     hub_source_file,
     load_source_file,
-    transformers_source_file,
 )
 from archviz.common.errors import InputError
 from archviz.common.words import join
@@ -55,6 +54,7 @@ from archviz.inputs.config import ConfigDocument
 from archviz.inputs.resolve import within_model_folder
 from archviz.present.numbers import config_value_text
 from archviz.provenance.claims import block_claim, configuration_claim, model_claim, value_at
+from archviz.transformers.package import transformers_source_file
 
 TRANSFORMERS_REPO = "huggingface/transformers"
 """The repository cited for transformers' own modeling files."""

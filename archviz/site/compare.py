@@ -27,7 +27,7 @@ from archviz.site.index import ModelIndex, model_description, node_href, partial
 from archviz.site.views import Link, Page, PartialBadge
 
 if TYPE_CHECKING:
-    from archviz.verify.meta import ConfigDefaults
+    from archviz.transformers.configs import ConfigDefaults
 
 COMPARE_FOLDER = "compare"
 """The folder of the compare pages, under the site root."""
@@ -364,7 +364,7 @@ def _side(label: str, index: ModelIndex) -> CompareSide:
 
 def transformers_defaults(a: ModelIndex, b: ModelIndex) -> tuple[ConfigDefaults, ConfigDefaults]:
     """Both sides' config classes' defaults, asked of transformers (imported by the meta stage, here only)."""
-    from archviz.verify.meta import config_defaults
+    from archviz.transformers.configs import config_defaults
 
     return config_defaults(a.docs.recipe.model_type), config_defaults(b.docs.recipe.model_type)
 

@@ -1,7 +1,7 @@
 """Verification: the analytic graph against independent witnesses, leg by leg.
 
 The graph comes from the config alone; the meta model from transformers' own classes built as transformers reads the
-same config (``archviz.verify.meta``); the checkpoint from safetensors headers; the
+same config (``archviz.transformers.meta``); the checkpoint from safetensors headers; the
 shape trace from a forward pass on meta tensors (``archviz.verify.shapecheck``). Each is a leg (``archviz.verify.legs``)
 that ran, was skipped or failed; they are reconciled tensor by tensor (missing, unexpected, wrong shape, wrong dtype),
 node by node and in total, and the verdict is ``agree`` only when a leg independent of the graph ran and everything that
@@ -278,7 +278,9 @@ def _meta_model(docs: ModelDocs, *, trust_remote_code: bool) -> tuple[ModuleTree
     has); else a build of the recipe."""
     if docs.code is not None and not trust_remote_code:
         return docs.code.tree, None
-    from archviz.verify.meta import build_from_recipe, load_time_names, model_record
+    from archviz.transformers.conversion import load_time_names
+    from archviz.transformers.meta import build_from_recipe
+    from archviz.transformers.module_tree import model_record
 
     meta = build_from_recipe(docs.recipe, trust_remote_code=trust_remote_code, model_dir=docs.source.folder)
 

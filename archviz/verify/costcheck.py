@@ -9,7 +9,7 @@ layers that hold every kind of layer, so the nodes of those layers are what it c
 
 ``cost_legs`` makes two legs of ``archviz check`` of it — the FLOP count and the cache object — at two sizes
 (``WITNESS_SIZES``), on the reduced meta model the shape trace ran. The comparison itself needs no torch; the
-witness (``archviz.verify.witness``) is imported only when the legs run.
+witness (``archviz.transformers.witness``) is imported only when the legs run.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from archviz.verify import legs
 from archviz.verify.legs import Finding, Leg, LegStatus
 
 if TYPE_CHECKING:
-    from archviz.verify.witness import CostWitness
+    from archviz.transformers.witness import CostWitness
 
 _CORE = (
     OpKind.ATTENTION,
@@ -242,7 +242,7 @@ def cost_legs(graph: Graph, module: Any, *, layers: int, cache_dtype: str, conte
     """Run the cost witness on ``module`` (the graph's first ``layers`` layers on the meta device) at every size of
     ``witness_sizes`` — past the longest window, chunk or threshold the module has, and at the user's ``context`` —
     and compare. A pass that raises fails both legs with the error: nothing is counted around it."""
-    from archviz.verify.witness import longest_span, witness_cost
+    from archviz.transformers.witness import longest_span, witness_cost
 
     if not node_costs(graph):
         return cost_not_run(

@@ -1,10 +1,10 @@
 """The shape-trace leg: the graph's symbolic shapes against a forward pass of the real modeling code on meta tensors.
 
-A prefill and a decode pass run (``archviz.verify.meta.trace_shapes``) on the fewest leading layers that hold every kind
-of layer. Every node of the graph is then reported, none dropped: checked (its module's output has the graph's shape
-in both passes), failed (a different shape, or its module raised), or not checked with the reason — no module
-outputs it alone, its layer was not traced, the pass stopped before it, or its module ran after a stand-in for code
-that cannot run on meta tensors (whose zeros make every later shape partly made up).
+A prefill and a decode pass run (``archviz.transformers.tracing.trace_shapes``) on the fewest leading layers that hold
+every kind of layer. Every node of the graph is then reported, none dropped: checked (its module's output has the
+graph's shape in both passes), failed (a different shape, or its module raised), or not checked with the reason — no
+module outputs it alone, its layer was not traced, the pass stopped before it, or its module ran after a stand-in for
+code that cannot run on meta tensors (whose zeros make every later shape partly made up).
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ def reduced_model(
     (``layer_prefix``) and of transformers' (``witness_depth``) — as ``family`` cuts them, built on the meta device
     (an ``nn.Module``), and how many layers it has. Where transformers refuses the cut or does not take it (its
     config derives the depth from elsewhere), the model is built whole."""
-    from archviz.verify.meta import instantiate_meta_module, layer_kinds
+    from archviz.transformers.build import layer_kinds
+    from archviz.transformers.meta import instantiate_meta_module
 
     main = sum(1 for layer in graph.layers if layer.part is Part.MAIN)
     kinds = layer_kinds(recipe, trust_remote_code=trust_remote_code, model_dir=model_dir)
@@ -157,7 +158,7 @@ def built_depth(module: Any) -> int | None:
 
 def shape_leg(graph: Graph, module: Any, *, layers: int) -> ShapeResult:
     """Trace ``module`` (``reduced_model``'s, of ``layers`` layers) and compare every node's output shape."""
-    from archviz.verify.tracing import trace_shapes
+    from archviz.transformers.tracing import trace_shapes
 
     trace = trace_shapes(module)
     checks: list[ShapeCheck] = []

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
-from archviz.code.pins import transformers_attribute_map
 from archviz.inputs.settings import Key
+from archviz.transformers.package import transformers_attribute_map
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -26,9 +26,10 @@ from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
 from archviz.families.blocks.rotary import WHOLE_HEAD_WORDS, rope_settings, rotary_embedding, rotary_locator
 from archviz.families.llama.schema import LAYER_KEYS, K, LlamaSchema
 from archviz.families.llama.words import NODE_WORDS
-from archviz.graph.naming import NamingMap, conversion_renames
+from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import Dim, Ffn, Graph, Layer, Mixer, ModelInfo, Setting
 from archviz.inputs.settings import Key, Settings
+from archviz.transformers.renames import conversion_renames
 
 EXPERTS_CALL = "self.experts(hidden_states, top_k_index, top_k_weights)"
 """How the llama-style MoE blocks call their experts."""

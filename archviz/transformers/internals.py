@@ -7,8 +7,8 @@ any release. Going through this module alone means an upgrade has one place to l
 ``tests/test_transformers_internals.py`` pins each entry point on a tiny real model, failing with the name
 of the API that changed.
 
-The meta stage's modules call it. It imports torch and transformers (it is in ``archviz.verify.TORCH_MODULES``) inside
-its functions, so that importing it costs nothing.
+The meta stage's modules call it. It imports torch and transformers (it is in ``archviz.transformers.TORCH_MODULES``)
+inside its functions, so that importing it costs nothing.
 """
 
 from __future__ import annotations

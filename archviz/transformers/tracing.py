@@ -1,11 +1,11 @@
 """The shape trace: a prefill and a decode forward pass of a model on meta tensors, every module's output recorded.
 
-What the meta stage (``archviz.verify.meta``) and the shape leg (``archviz.verify.shapecheck``) read shapes from. Hooks
-record each module's output shapes, and in the prefill pass which earlier module outputs each module read
-(``archviz.verify.flowtrace``); a module whose code cannot run on meta tensors (an operator with no meta kernel, a value
-read off a tensor) is replaced by a stand-in returning zeros shaped like its input, and everything recorded after it is
-marked as downstream of it; any other exception stops the pass and is reported with the innermost module running.
-Imports torch and transformers inside functions only, like ``archviz.verify.meta``.
+What the meta stage (``archviz.transformers.module_tree``) and the shape leg (``archviz.verify.shapecheck``) read shapes
+from. Hooks record each module's output shapes, and in the prefill pass which earlier module outputs each module read
+(``archviz.transformers.flowtrace``); a module whose code cannot run on meta tensors (an operator with no meta kernel, a
+value read off a tensor) is replaced by a stand-in returning zeros shaped like its input, and everything recorded after
+it is marked as downstream of it; any other exception stops the pass and is reported with the innermost module running.
+Imports torch and transformers inside functions only, like ``archviz.transformers.meta``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from archviz.code.modeltree import Shape, ShapeTrace, TraceNote
 from archviz.common.errors import raised_in_archviz
-from archviz.verify import transformers_internals as internals
-from archviz.verify.flowtrace import FlowRecorder, raised_by_operation, tensors
+from archviz.transformers import internals
+from archviz.transformers.flowtrace import FlowRecorder, raised_by_operation, tensors
 
 if TYPE_CHECKING:
     import torch
@@ -52,8 +52,8 @@ def trace_shapes(
     of layer is traced once, at its first occurrence, and a 60-layer model costs a few layers. Only the first
     instance of each repeated module is then recorded.
 
-    ``record_flow`` also records the prefill pass's data flow (``ShapeTrace.calls``, ``archviz.verify.flowtrace``): what
-    a graph read off the code draws its edges from.
+    ``record_flow`` also records the prefill pass's data flow (``ShapeTrace.calls``,
+    ``archviz.transformers.flowtrace``): what a graph read off the code draws its edges from.
     """
     for name, value, least in (("batch", batch, 1), ("prefill", prefill, 1), ("past", past, 1)):
         if value < least:

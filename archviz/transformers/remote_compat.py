@@ -10,7 +10,7 @@ The names the imported module bound stay its own; nothing else in the process se
 
 A name transformers itself still has is never replaced: the shim only fills gaps (and covers what another library
 patched into them, GPT-QModel's import does, for the duration). What it lent is said in the build record
-(``COMPATIBILITY_NOTE``). Imports torch and transformers inside functions, like ``archviz.verify.meta``.
+(``COMPATIBILITY_NOTE``). Imports torch and transformers inside functions, like ``archviz.transformers.meta``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 COMPATIBILITY_NOTE = (
     "the model's own code was imported with names transformers 4.x had and {version} lacks lent to it "
-    "(archviz.verify.remote_compat: {names}); the file itself is unchanged"
+    "(archviz.transformers.remote_compat: {names}); the file itself is unchanged"
 )
 """The sentence the build record carries when the shim lent anything (``{names}``: what was lent)."""
 

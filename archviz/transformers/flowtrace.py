@@ -11,7 +11,7 @@ tensor argument, ``hidden_states``) and whose other does not is the residual con
 are marked residual. Tensors are keyed weakly by identity, so memory is what the pass keeps alive anyway, and the
 record is cleared with each retried pass.
 
-Imports torch inside functions only, like ``archviz.verify.tracing``, which runs it.
+Imports torch inside functions only, like ``archviz.transformers.tracing``, which runs it.
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 device, and the cache object transformers returns after a decode step.
 
 Part of the meta stage, and one of the modules that may import torch and transformers
-(``archviz.verify.TORCH_MODULES``). A prefill of ``prompt`` tokens runs into an empty cache; then the cache is filled
-with ``context`` positions (not counted) and one token is decoded against it under the counter, after which every
+(``archviz.transformers.TORCH_MODULES``). A prefill of ``prompt`` tokens runs into an empty cache; then the cache is
+filled with ``context`` positions (not counted) and one token is decoded against it under the counter, after which every
 tensor the cache holds is read. Only passes that ran cleanly are counted: a module that raises leaves
-``FlopCounterMode``'s module stack charging later work to it, so a failure is raised, never counted around.
-Experts run with transformers' ``batched_mm`` kernel, which runs on meta tensors and counts each token's top-k
-experts exactly (the default ``grouped_mm`` has no FLOP formula in torch, and its eager loop cannot run on meta).
+``FlopCounterMode``'s module stack charging later work to it, so a failure is raised, never counted around. Experts run
+with transformers' ``batched_mm`` kernel, which runs on meta tensors and counts each token's top-k experts exactly (the
+default ``grouped_mm`` has no FLOP formula in torch, and its eager loop cannot run on meta).
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ def witness_cost(module: nn.Module, *, batch: int, prompt: int, context: int) ->
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from archviz.verify import transformers_internals as internals
-    from archviz.verify.tracing import eval_mode, experts_kernel
+    from archviz.transformers import internals
+    from archviz.transformers.tracing import eval_mode, experts_kernel
 
     device = next((p.device for p in module.parameters()), torch.device("meta"))
 
