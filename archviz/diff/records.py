@@ -53,7 +53,7 @@ class ConfigChange:
     """The line of B's config where the key starts."""
     defaults: bool = False
     """Whether both sides leave it at transformers' default: each either leaves it out or sets it to the value its
-    config class holds when given no arguments (``archviz.verify.meta.config_defaults``)."""
+    config class holds when given no arguments (``archviz.transformers.configs.config_defaults``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
