@@ -19,7 +19,7 @@ from archviz.pipeline import describe_model
 REPO = Path(__file__).resolve().parent.parent
 FAMILIES = REPO / "archviz" / "families"
 DATA = Path(__file__).parent / "data"
-# The hand-written families and the shared blocks (generic.py writes its words from transformers' modules).
+# The hand-written families and the shared blocks (the generic package writes its words from transformers' modules).
 BUILDERS = sorted(
     [
         *(FAMILIES / name for name in ("deepseek_v3.py", "kimi_linear.py", "kimi_k25.py", "llama.py")),
