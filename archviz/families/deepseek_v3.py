@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from archviz.families.blocks.builder import GraphBuilder, TextPart, checkpoint_dtypes, fixed, layer_placement
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.config_words import ConfigWords
 from archviz.families.blocks.decoder import (
     BLOCK_CLAIM,
     MODEL_CLAIM,
@@ -30,7 +31,8 @@ from archviz.families.blocks.decoder import (
     token_embedding,
 )
 from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_layers
-from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
+from archviz.families.blocks.moe import MoeBlock, moe_dims
+from archviz.families.blocks.moe_naming import MoeNaming
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.rotary import (
     DECOUPLED_WORDS,
@@ -47,7 +49,7 @@ from archviz.families.blocks.schema import (
     RopeKeys,
     SchemaAliases,
 )
-from archviz.families.registry import ConfigWords, Family, FamilyBuilds, FamilySpeech
+from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
 from archviz.graph.naming import NamingMap, conversion_renames
 from archviz.graph.nodes import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
 from archviz.inputs.settings import Key, Settings

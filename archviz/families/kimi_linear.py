@@ -41,6 +41,7 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.config_words import Getter
 from archviz.families.blocks.decoder import ACTIVATION_CLAIM, rms_norm
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.schema import (
@@ -53,7 +54,7 @@ from archviz.families.blocks.schema import (
 from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
-from archviz.families.registry import Family, FamilyBuilds, FamilySpeech, Getter
+from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
 from archviz.graph.nodes import Dim, GroupKind, Mixer, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
 from archviz.inputs.settings import Key, Settings
 

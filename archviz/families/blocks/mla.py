@@ -44,11 +44,11 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.config_words import Getter
 from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.rotary import yarn_softmax_scale
 from archviz.families.blocks.schema import DECODER, MLA
-from archviz.families.registry import Getter
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.inputs.settings import Settings
 
