@@ -44,11 +44,11 @@ from archviz.families.blocks.builder import (
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
-from archviz.families.blocks.config_words import Getter
+from archviz.families.blocks.config_words import ConfigWords, Getter
 from archviz.families.blocks.decoder import MTP_ABSENT, hidden, norm_sites
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.rotary import yarn_softmax_scale
-from archviz.families.blocks.schema import DECODER, MLA
+from archviz.families.blocks.schema import DECODER, DENSE_FIRST, MLA
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.inputs.settings import Settings
 
@@ -636,6 +636,12 @@ def mla_words(get: Getter) -> str | None:
         return None
     ranks = f"query rank {q_rank:,}, " if isinstance(q_rank, int) else "no query compression, "
     return f"MLA with {ranks}KV rank {kv_rank:,}, head widths {nope} + {rope} rotary and values {v}"
+
+
+MLA_DECODER_WORDS = ConfigWords(layers=(DENSE_FIRST.first_k_dense_replace.name,), attention=mla_words)
+"""What a decoder of MLA layers whose first layers are dense adds to the sentence describing a released
+configuration: the dense layers' key and MLA's shape. DeepSeek-V3's family speaks with it, and so does the family that
+reads a model off its code, since DeepSeek-V2 and its kin (their dense layers, MLA's shape) are read that way."""
 
 
 NODE_WORDS = WordsTable(

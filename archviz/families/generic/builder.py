@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from archviz.families.blocks.builder import factor
+from archviz.families.blocks.mla import MLA_DECODER_WORDS
 from archviz.families.generic.attention import (
     add_core_nodes,
     add_latent_core_nodes,
@@ -23,7 +24,7 @@ from archviz.families.generic.notes import add_trace_notes, trace_failures, unpr
 from archviz.families.generic.reading import CodeReading
 from archviz.families.generic.sizes import TRACE_BATCH, TRACE_PAST, TRACE_PREFILL
 from archviz.families.generic.tree import fold, module_instances, module_renames
-from archviz.families.generic.words import WORDS, node_id, node_titles
+from archviz.families.generic.words import node_id, node_titles
 from archviz.families.omissions import unread_sub_configs, with_omissions
 from archviz.families.registry import GENERIC, Family, FamilyBuilds, FamilySpeech
 from archviz.graph.naming import NamingMap
@@ -42,7 +43,7 @@ def family(model_type: str) -> Family:
         architectures=(),
         transformers_model_type=model_type,
         builds=FamilyBuilds(build=build, locators=locators),
-        speaks=FamilySpeech(words=WORDS),
+        speaks=FamilySpeech(words=MLA_DECODER_WORDS),
     )
 
 

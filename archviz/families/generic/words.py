@@ -1,5 +1,4 @@
-"""The words of a graph read off the code: node ids, titles by place and role, summaries by class, and what its config
-keys add to the sentence describing a released configuration."""
+"""The words of a graph read off the code: node ids, titles by place and role, and summaries by class."""
 
 from __future__ import annotations
 
@@ -8,16 +7,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from archviz.common.words import first_free
-from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.generic.reading import CodeReading
 from archviz.families.generic.roles import module_role
 from archviz.families.generic.sizes import weight_shape
 from archviz.families.generic.tree import Folded
-
-WORDS = DEEPSEEK_V3_WORDS
-"""What the sentence describing a released configuration reads beyond the common keys: DeepSeek-V3's words, since
-DeepSeek-V2 and its kin (their dense layers, MLA's shape) are read off the code."""
-
 
 ID_UNSAFE = re.compile(r"[^a-z0-9.-]+")
 
