@@ -29,9 +29,10 @@ from archviz.families.blocks.decoder import (
     swiglu,
     token_embedding,
 )
-from archviz.families.blocks.mla import MLA_DECODER_WORDS, MlaAttention, mla_dims, mtp_layers
+from archviz.families.blocks.mla import MLA_DECODER_WORDS, MlaAttention, mla_dims
 from archviz.families.blocks.moe import MoeBlock, moe_dims
 from archviz.families.blocks.moe_naming import MoeNaming
+from archviz.families.blocks.mtp import mtp_layers
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.rotary import (
     DECOUPLED_WORDS,
