@@ -55,6 +55,7 @@ SCHEMAS: dict[str, object] = {
     "blocks.rope": schema.ROPE,
     "blocks.gqa": schema.GQA,
     "blocks.mla": schema.MLA,
+    "blocks.dense_first": schema.DENSE_FIRST,
     "blocks.moe": schema.MOE,
     "blocks.quantization": schema.QUANTIZATION,
 }

@@ -1,4 +1,4 @@
-"""Multi-head latent attention on the graph read off the code (``archviz.families.latent_attention``).
+"""Multi-head latent attention on the graph read off the code (``archviz.families.generic.latent_attention``).
 
 Kimi-K2's released config, cut to 3 layers of 8 experts, read off transformers' DeepseekV3 port with ``--from-code``:
 its attention core and cache are typed from the built module, and ``archviz cost`` then gives the hand-written

@@ -317,7 +317,7 @@ def test_gemma4_trace_runs(tmp_path: Path) -> None:
     assert document["trace_failures"] == []
     text = [node for node in document["nodes"] if node["id"].startswith("model.language-model")]
     # All but the two modules named after tensors of their own (the router's scales, the layer's scalar): a
-    # container's output is its whole computation's, not given (generic.CodeGraph._node).
+    # container's output is its whole computation's, not given (generic.nodes.add_module_node).
     assert len(text) > 10 and sum(1 for node in text if not node["outputs"]) <= 2
     experts = next(node for node in text if node["id"].endswith(".experts"))
     assert experts["placement"]["active_share"] == [2, 8]  # the checkpoint keeps Gemma-4's experts fused

@@ -19,8 +19,8 @@ from archviz.pipeline import describe_model
 REPO = Path(__file__).resolve().parent.parent
 FAMILIES = REPO / "archviz" / "families"
 DATA = Path(__file__).parent / "data"
-# The hand-written families (a module, or a folder of them) and the shared blocks (generic writes its words from
-# transformers' modules).
+# The hand-written families (a module, or a folder of them) and the shared blocks (the generic package writes its
+# words from transformers' modules).
 HAND_WRITTEN = ("deepseek_v3", "kimi_linear", "kimi_k25", "llama")
 BUILDERS = sorted(
     [

@@ -347,8 +347,8 @@ def diff_models(
     a: ModelDocs, b: ModelDocs, *, defaults: tuple[ConfigDefaults, ConfigDefaults] | None = None
 ) -> ModelDiff:
     """Compare two described models; B is read as the change from A (``ratio`` is ``b / a``). With ``defaults``,
-    each side's config class's (``archviz.transformers.configs.config_defaults``, which imports transformers), the config keys
-    both leave at transformers' defaults are marked as such."""
+    each side's config class's (``archviz.transformers.configs.config_defaults``, which imports transformers), the
+    config keys both leave at transformers' defaults are marked as such."""
     a_nodes = {node.id: node for node in a.graph.nodes}
     b_ids = {node.id for node in b.graph.nodes}
     a_cost, b_cost = model_cost(a.graph, a.totals, DEFAULT_SIZES), model_cost(b.graph, b.totals, DEFAULT_SIZES)

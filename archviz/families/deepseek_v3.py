@@ -29,8 +29,10 @@ from archviz.families.blocks.decoder import (
     swiglu,
     token_embedding,
 )
-from archviz.families.blocks.mla import MlaAttention, mla_dims, mla_words, mtp_layers
-from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
+from archviz.families.blocks.mla import MLA_DECODER_WORDS, MlaAttention, mla_dims
+from archviz.families.blocks.moe import MoeBlock, moe_dims
+from archviz.families.blocks.moe_naming import MoeNaming
+from archviz.families.blocks.mtp import mtp_layers
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.rotary import (
     DECOUPLED_WORDS,
@@ -40,6 +42,7 @@ from archviz.families.blocks.rotary import (
 )
 from archviz.families.blocks.routing import SigmoidRouting
 from archviz.families.blocks.schema import (
+    DENSE_FIRST,
     DecoderKeys,
     MlaKeys,
     MoeKeys,
@@ -47,7 +50,7 @@ from archviz.families.blocks.schema import (
     RopeKeys,
     SchemaAliases,
 )
-from archviz.families.registry import ConfigWords, Family, FamilyBuilds, FamilySpeech
+from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
 from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
 from archviz.inputs.settings import Key, Settings
@@ -86,7 +89,7 @@ class DeepseekV3Schema(DecoderKeys, RopeKeys, MlaKeys, MoeKeys, QuantizationKeys
     """Whether the top-k routing weights are renormalized."""
     routed_scaling_factor: Key = Key("routed_scaling_factor", default=2.5)
     """The factor on the routing weights."""
-    first_k_dense_replace: Key = Key("first_k_dense_replace")
+    first_k_dense_replace: Key = DENSE_FIRST.first_k_dense_replace
     """The first layers, which keep the dense MLP."""
     moe_layer_freq: Key = Key("moe_layer_freq", default=1)
     """The MoE-layer period after the dense layers (DeepSeek's remote code)."""
@@ -359,9 +362,9 @@ def build_family(s: Settings, model: ModelInfo, builder: type[DeepseekV3Builder]
     return builder(s).build(model)
 
 
-WORDS = ConfigWords(layers=(K.first_k_dense_replace.name,), attention=mla_words)
+WORDS = MLA_DECODER_WORDS
 """What DeepSeek-V3's own keys add to the sentence describing a released configuration: the dense layers' key and
-MLA's shape."""
+MLA's shape (the shared table, which the family reading a model off its code speaks with too)."""
 
 FAMILY = Family(
     name=NAME,

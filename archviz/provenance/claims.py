@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from archviz.common.words import join
+from archviz.families.blocks.config_words import ConfigWords
 from archviz.families.blocks.moe import moe_words
 from archviz.families.blocks.schema import DECODER, ROPE
-from archviz.families.registry import ConfigWords, Family
+from archviz.families.registry import Family
 from archviz.graph.nodes import Ffn, Graph, Mixer, Part
 from archviz.inputs.config import ConfigDocument
 from archviz.inputs.settings import KeyLike, key_name

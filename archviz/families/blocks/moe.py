@@ -15,7 +15,7 @@ store (``experts.{j}.w1``/``w3``/``w2`` or ``gate_proj``/``up_proj``/``down_proj
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from archviz.code.locators import Category, Locator, attribute, method, remote_only, statement, transformers_only
 from archviz.common.words import plural
@@ -29,61 +29,13 @@ from archviz.families.blocks.builder import (
     swiglu_rows,
 )
 from archviz.families.blocks.code import DecoderCode
+from archviz.families.blocks.config_words import Getter
 from archviz.families.blocks.decoder import hidden
+from archviz.families.blocks.moe_naming import MoeDims, MoeNaming, RoutingInputs
 from archviz.families.blocks.node_words import Fill, Words, WordsTable
-from archviz.families.blocks.routing import Routing, RoutingInputs, group_fill
-from archviz.families.blocks.schema import MOE
-from archviz.families.registry import Getter
+from archviz.families.blocks.routing import group_fill
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.inputs.settings import Key, Settings
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MoeNaming:
-    """How one family names its MoE config keys and checkpoint tensors, and how its router routes."""
-
-    routing: Routing
-    """The routing scheme (``SigmoidRouting``, ``SoftmaxRouting``)."""
-    experts: Key
-    """Config key of the routed-expert count (``n_routed_experts``, ``num_local_experts``)."""
-    top_k: Key
-    """Config key of the experts per token (``num_experts_per_tok``)."""
-    width: Key
-    """Config key of one expert's hidden width (``moe_intermediate_size``, ``intermediate_size``)."""
-    prefix: str
-    """Checkpoint prefix of a layer's MoE (``model.layers.{layer}.mlp``, ``….block_sparse_moe``)."""
-    projections: tuple[str, str, str]
-    """Checkpoint names of an expert's gate, up and down projections (``w1``, ``w3``, ``w2``)."""
-    normalize: Key | None
-    """Config key that switches renormalizing the top-k weights, with its default; None when they always are
-    (Mixtral)."""
-    experts_call: str
-    """How the MoE calls its experts in the modeling code (``self.experts(hidden_states, topk_indices, …)``)."""
-    shared: Key | None = None
-    """Config key of the shared-expert count (``n_shared_experts``), with its default; None when the family has
-    none."""
-    groups: Key | None = None
-    """Config key of the expert-group count (``n_group``) for group-limited selection, with its default."""
-    groups_kept: Key = MOE.topk_group
-    """Config key of the expert groups kept per token (``topk_group``), with its default."""
-    scaling: Key = MOE.routed_scaling_factor
-    """Config key of the routing weights' factor (``routed_scaling_factor``), with its default."""
-    scoring_key: Key | None = None
-    """Config key naming the score function (``scoring_func``)."""
-    sparse_step: Key | None = None
-    """Config key of the MoE-layer period (``decoder_sparse_step``): layer ``i`` is MoE when ``(i+1) % step == 0``."""
-    dense_layers: Key | None = None
-    """Config key listing layers that keep the dense MLP (``mlp_only_layers``)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MoeDims:
-    """The MoE's dimensions for one config."""
-
-    experts: Dim
-    top_k: Dim
-    expert_ffn: Dim
-    shared_ffn: Dim | None
+from archviz.inputs.settings import Settings
 
 
 def moe_dims(s: Settings, n: MoeNaming) -> MoeDims:

@@ -18,61 +18,19 @@ schemes are in use, named after what they compute:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
 from archviz.code.locators import Category, Locator, Site, attribute, defined, method, statement
 from archviz.families.blocks.builder import TOKENS, Scope, factor, shape
 from archviz.families.blocks.decoder import hidden
+from archviz.families.blocks.moe_naming import RoutingInputs
 from archviz.families.blocks.node_words import Fill, Words, WordsTable
 from archviz.families.blocks.schema import DECODER, MOE
-from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Setting, Shape
-from archviz.inputs.settings import Settings
-
-if TYPE_CHECKING:
-    from archviz.families.blocks.code import DecoderCode
-    from archviz.families.blocks.moe import MoeDims, MoeNaming
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RoutingInputs:
-    """What a routing scheme reads when it builds the routing of one config's MoE."""
-
-    s: Settings
-    """The config's settings."""
-    naming: MoeNaming
-    """The family's MoE key and checkpoint names."""
-    dims: MoeDims
-    """The MoE's dimensions."""
-    d: Dim
-    """The model width."""
-    code: DecoderCode
-    """The family's modeling classes."""
-    normalize: bool
-    """Whether the chosen experts' weights are renormalized to sum to one."""
+from archviz.graph.nodes import NodeKind, Op, OpKind, Setting, Shape
 
 
 def group_fill(at: RoutingInputs) -> Fill:
     """What the MoE group's words are filled with: the expert counts and whether the weights are renormalized."""
     return {"experts": at.dims.experts.value or 0, "top_k": at.dims.top_k.value or 0, "normalize": at.normalize}
-
-
-class Routing(Protocol):
-    """A routing scheme: the routing nodes, the MoE group's sites, and the words of the MoE group (``moe``), of the
-    routing nodes and of the routed experts' sum (``combine``)."""
-
-    @property
-    def words(self) -> WordsTable:
-        """The words of the MoE group and the nodes whose sentences depend on the scheme."""
-        ...
-
-    def group_locate(self, at: RoutingInputs, claim: str) -> Locator:
-        """The MoE group's locator, with the claim its words make."""
-        ...
-
-    def route(self, step: Scope, at: RoutingInputs) -> Shape:
-        """Adds the router gate, its logits, the scores, the selection and the routing weights; returns the routing
-        weights' shape."""
-        ...
 
 
 # -- what both schemes build ------------------------------------------------------------------------------

@@ -96,6 +96,14 @@ class MlaKeys:
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class DenseFirstKeys:
+    """The key of DeepSeek's layer layout: the first layers keep the dense MLP, the rest are MoE."""
+
+    first_k_dense_replace: Key = Key("first_k_dense_replace")
+    """The first layers, which keep the dense MLP."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class MoeKeys:
     """A mixture of experts' keys in DeepSeek-V3's spelling, with the defaults the MoE block assumes for a family
     whose config class has none (a family's schema restates a field to give its config class's default)."""
@@ -140,6 +148,8 @@ GQA = GqaKeys()
 """Grouped-query attention's keys."""
 MLA = MlaKeys()
 """MLA's keys."""
+DENSE_FIRST = DenseFirstKeys()
+"""The dense-first layout's key."""
 MOE = MoeKeys()
 """The MoE keys every family spells alike (``topk_method``, ``router_jitter_noise``)."""
 QUANTIZATION = QuantizationKeys()

@@ -22,7 +22,8 @@ from archviz.families.blocks.decoder import (
     token_embedding,
 )
 from archviz.families.blocks.gqa import AttentionBias, GqaDims, GqaOptions, GroupedQueryAttention
-from archviz.families.blocks.moe import MoeBlock, MoeNaming, moe_dims
+from archviz.families.blocks.moe import MoeBlock, moe_dims
+from archviz.families.blocks.moe_naming import MoeNaming
 from archviz.families.blocks.rotary import WHOLE_HEAD_WORDS, rope_settings, rotary_embedding, rotary_locator
 from archviz.families.llama.schema import LAYER_KEYS, K, LlamaSchema
 from archviz.families.llama.words import NODE_WORDS

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from archviz.families.blocks.decoder import LAYER
 from archviz.families.blocks.gqa import AttentionBias
-from archviz.families.blocks.moe import MoeNaming
+from archviz.families.blocks.moe_naming import MoeNaming
 from archviz.families.blocks.routing import SoftmaxRouting
 from archviz.families.blocks.schema import with_defaults
 from archviz.families.llama.builder import EXPERTS_CALL, SlidingWindow, Variant

@@ -20,14 +20,7 @@ from dataclasses import dataclass
 
 from archviz.code.locators import Category, Locator, statement
 from archviz.code.modeltree import ModuleRecord, ShapeTrace
-from archviz.families.blocks.builder import (
-    BATCH,
-    KEY_POSITIONS,
-    MODEL_LEVEL,
-    POSITIONS,
-    GraphBuilder,
-    layer_placement,
-)
+from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, MODEL_LEVEL, POSITIONS, GraphBuilder, layer_placement
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Shape
 
 LATENT_PROJECTIONS = frozenset({"kv_a_proj_with_mqa", "kv_b_proj"})
