@@ -6,7 +6,7 @@
 stage sits after the pipeline and before presentation, and imports neither torch nor transformers.
 
 What is compared is a table of named fields: ``NODE_FIELDS`` for a node present in both graphs, ``TOTAL_FIELDS`` for
-the totals. A field reads one side's node (or totals) with that side's cost at ``archviz.cost.model.DEFAULT_SIZES``, so
+the totals. A field reads one side's node (or totals) with that side's cost at ``archviz.cost.terms.DEFAULT_SIZES``, so
 the cost model's numbers (FLOPs per node and per token, weight, cache and state bytes) are rows like the others.
 
 When the two models are of different families, node ids say little (a llama-style attention has ``q-proj`` where
@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from archviz.cost.model import DEFAULT_SIZES, CostReport, NodeCost, costs_unknown, model_cost
-from archviz.cost.model import Phase as Pass
+from archviz.cost.report import CostReport, costs_unknown, model_cost
+from archviz.cost.terms import DEFAULT_SIZES, NodeCost
+from archviz.cost.terms import Phase as Pass
 from archviz.graph.nodes import Graph, Layer, Node, Part, Shape
 from archviz.graph.roles import RoleName, node_roles, role_form
 from archviz.graph.shapes import Phase, format_shape
@@ -224,7 +225,8 @@ class ModelDiff:
     """Every total, whether it differs or not."""
     costs_unknown: tuple[tuple[str, str], ...]
     """(name, why) of each side whose FLOPs, cache and state are unknown: a graph the cost model does not price
-    (``archviz.cost.model.UNPRICED``) or one that models only part of the model. Then those totals are not compared."""
+    (``archviz.cost.pricers.UNPRICED``) or one that models only part of the model. Then those totals are not
+    compared."""
     differs: bool
     """Whether the architectures differ: the family, a node, the layer map or a total (config keys alone do not)."""
 

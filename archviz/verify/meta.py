@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from torch import nn
     from transformers import PreTrainedModel
 
-    from archviz.cost.plan import ParallelPlans
+    from archviz.cost.parallel_plans import ParallelPlans
 
 # config.json keys dropped before transformers sees them. Each would make transformers build something
 # other than the plain architecture, or reach outside transformers:
@@ -468,7 +468,7 @@ def parallel_plans(model_type: str) -> ParallelPlans | None:
     """transformers' tensor- and expert-parallel plans for ``model_type``: its config class's
     ``base_model_tp_plan`` and ``base_model_ep_plan``, and its causal LM's ``_tp_plan``; None when the config class has
     no tensor-parallel plan."""
-    from archviz.cost.plan import ParallelPlans
+    from archviz.cost.parallel_plans import ParallelPlans
 
     found = internals.config_class(model_type)
     if found is None:
