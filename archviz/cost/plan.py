@@ -32,8 +32,8 @@ from archviz.cost.sharding import (
     TensorGroup,
     attention_heads,
     expert_owner,
+    experts_per_layer,
     hold,
-    is_experts,
     local_shape,
     split_tensors,
     stage_at,
@@ -217,14 +217,7 @@ def check_parallelism(
 def expert_count(graph: Graph) -> int:
     """Routed experts per MoE layer: the experts node's instances, or (a graph read off the code, whose experts are
     fused tensors) the first dimension of an ``experts`` module's 3-D weight; 0 for a dense model."""
-    found = max(
-        (
-            node.placement.active_share[1] if node.placement.active_share else node.placement.per_layer
-            for node in graph.nodes
-            if is_experts(node)
-        ),
-        default=0,
-    )
+    found = experts_per_layer(graph)
     if found:
         return found
     fused = (
@@ -379,7 +372,7 @@ def local_shapes(
     check_parallelism(graph, p, request.convention, plans, request.config_heads)
     planner = Planner(graph, family, request.convention, p, plans)
     layer_stage = {layer: at for at, layers in enumerate(stages(graph, p.pp)) for layer in layers}
-    experts = max((node.placement.per_layer for node in graph.nodes if is_experts(node)), default=0)
+    experts = experts_per_layer(graph)
     found: dict[str, tuple[int, ...]] = {}
     for alike in planner.in_order(group for group in manifest_groups(graph) if group.tensor.part is not Part.MTP):
         name = alike.name

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from archviz.cost.experts import routed_experts
 from archviz.cost.terms import BATCH, KEYS, TOKENS, FlopTerm, NodeCost, Sym
 from archviz.graph.nodes import Dim, Factor, Graph, Node, OpKind, Part, Shape, TensorRow
 
@@ -208,19 +209,19 @@ def _experts(node: Node) -> tuple[FlopTerm, ...]:
     """Each token through its top-k experts: 2 × B × T × top-k × out × in per weight, per MoE layer. A bank kept as
     fused ``[E, …]`` tensors (``Placement.active_share``) counts each 3-D weight's matrix of one expert; its 2-D
     biases are additions, not counted."""
-    assert node.op is not None
-    share = node.placement.active_share
-    top_k = Factor(name=node.op.top_k or "top-k", value=share[0] if share else node.placement.active_per_layer)
+    routed = routed_experts(node)
+    assert node.op is not None and routed is not None
+    top_k = Factor(name=node.op.top_k or "top-k", value=routed.top_k)
     return tuple(
         FlopTerm(
             component=row.component,
             coefficient=2,
             symbols=(BATCH, TOKENS),
-            factors=(top_k, *(row.factors[1:] if share else row.factors)),
+            factors=(top_k, *(row.factors[1:] if routed.fused else row.factors)),
             layers=node.placement.layers,
         )
         for row in node.parameters
-        if len(row.shape) == (3 if share else 2)
+        if len(row.shape) == (3 if routed.fused else 2)
     )
 
 

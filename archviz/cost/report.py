@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from archviz.cost.cache import CacheCost, cache_bytes_at, cache_costs
 from archviz.cost.pricers import absorbed_costs, node_costs, priced, unpriced_reason
 from archviz.cost.terms import NodeCost, Phase, Sizes
-from archviz.cost.weights import decode_weight_bytes_of, weight_bytes
+from archviz.cost.weights import model_decode_weight_bytes, weight_bytes
 from archviz.graph.nodes import Graph, GroupKind, Node
 from archviz.graph.totals import Totals
 from archviz.inputs.config import ConfigDocument
@@ -210,7 +210,7 @@ def model_cost(graph: Graph, totals: Totals, sizes: Sizes, *, cache_dtype: str |
         weights=weight_bytes(totals),
         cache_dtype=dtype,
         cache=cache_costs(graph, dtype) if whole else [],
-        decode_weight_bytes=decode_weight_bytes_of(graph, sizes.batch),
+        decode_weight_bytes=model_decode_weight_bytes(graph, sizes.batch),
         priced=whole,
         decode_absorbed=None
         if absorbed is None

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from archviz.cost.cache import CacheCost, cache_bytes_at
+from archviz.cost.experts import model_experts
 from archviz.cost.parallel_plans import SPLITS, Convention, Split
-from archviz.cost.sharding import Heads, Held, Planner, chunk, is_experts
+from archviz.cost.sharding import Heads, Held, Planner, chunk
 from archviz.cost.terms import NodeCost, Phase, Sizes
+from archviz.cost.weights import RoutedBytes, decode_weight_bytes
 from archviz.graph.nodes import Graph, Mixer, Node
 
 if TYPE_CHECKING:
@@ -137,7 +139,7 @@ def rank_list(
                 per_sequence = cache_bytes_at(local, request.context)
                 sequences = max(free, 0) // per_sequence if per_sequence else None
                 if batch is not None:
-                    decode_bytes = _decode_bytes(graph, rank_held, batch) + batch * per_sequence
+                    decode_bytes = rank_decode_weight_bytes(graph, rank_held, batch) + batch * per_sequence
                     share = node_shares(graph, rank_held, whole, nodes, node_group, layers, stage, p.pp)
                     decode_flops = prefill_flops = 0
                     sizes = Sizes(batch=batch, prompt=request.prompt, context=request.context)
@@ -223,15 +225,19 @@ def instances_on(node: Node, on: set[int], stage: int, pp: int, graph: Graph) ->
     return 1 if stage == holder else 0
 
 
-def _decode_bytes(graph: Graph, rank_held: Held, batch: int) -> int:
-    """Weight bytes a decode step of ``batch`` sequences reads on a rank: every weight but the routed experts and the
-    embedding; of a layer's experts on the rank at most ``batch × top-k``; one embedding row per sequence."""
-    top_k = max((node.placement.active_per_layer for node in graph.nodes if is_experts(node)), default=0)
-    total = rank_held.bytes - sum(rank_held.expert_bytes.values()) - rank_held.embedding_bytes
-    for layer, size in rank_held.expert_bytes.items():
-        count = rank_held.experts.get(layer, 0)
-        if count:
-            total += size * min(count, batch * top_k) // count
-    if rank_held.embedding_rows:
-        total += rank_held.embedding_bytes * min(batch, rank_held.embedding_rows) // rank_held.embedding_rows
-    return total
+def rank_decode_weight_bytes(graph: Graph, rank_held: Held, batch: int) -> int:
+    """Weight bytes a decode step of ``batch`` sequences reads on a rank (``decode_weight_bytes``): of a layer's
+    experts on the rank at most ``batch × top-k``; one embedding row per sequence."""
+    experts = model_experts(graph)
+    top_k = experts.top_k if experts is not None else 0
+    routed = (
+        RoutedBytes(bytes=size, experts=rank_held.experts.get(layer, 0), top_k=top_k)
+        for layer, size in rank_held.expert_bytes.items()
+    )
+    return decode_weight_bytes(
+        rank_held.bytes,
+        routed=routed,
+        embedding=rank_held.embedding_bytes,
+        embedding_rows=rank_held.embedding_rows,
+        batch=batch,
+    )

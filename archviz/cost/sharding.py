@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from archviz.cost.experts import model_experts, routed_experts
 from archviz.cost.parallel_plans import (
     ENGINE_ATTENTION,
     SOFTMAX_MIXERS,
@@ -303,8 +304,10 @@ def local_experts(experts: int, ep: int, ep_rank: int) -> int:
     return experts - base * (ep - 1) if ep_rank == ep - 1 else base
 
 
-def is_experts(node: Node) -> bool:
-    return node.op is not None and node.op.kind is OpKind.EXPERTS
+def experts_per_layer(graph: Graph) -> int:
+    """Routed experts in each MoE layer (``model_experts``); 0 for a graph without them."""
+    experts = model_experts(graph)
+    return experts.experts if experts is not None else 0
 
 
 @dataclass(slots=True)
@@ -354,7 +357,7 @@ def split_tensors(
     """Every tensor of the predicted checkpoint with its rule, added up by what decides its share (a 1 T MoE has
     ~140,000 tensors, taken a layer's routed experts of one row at a time); the main model's and the MTP layers'
     bytes; the main model's bytes by split."""
-    experts = max((node.placement.per_layer for node in graph.nodes if is_experts(node)), default=0)
+    experts = experts_per_layer(graph)
     groups: Counter[TensorGroup] = Counter()
     by_split: Counter[str] = Counter()
     owners: dict[Experts, Counter[int | None]] = {}
@@ -371,7 +374,8 @@ def split_tensors(
         tensor, name = alike.group.tensor, alike.name
         node = planner.nodes[tensor.node]
         rule = planner.rule(alike.group, name)
-        is_expert = is_experts(node) and name.expert is not None
+        routed = routed_experts(node)  # a routed expert's tensor, or a layer's fused bank of them
+        is_expert = routed is not None and (name.expert is not None or routed.fused)
         by_split[rule.split.value] += tensor_bytes(tensor) * alike.tensor_count
         position = tensor_position(name.layer, node, graph, planner.encoders)
         for owner, count in _owners(alike, rule, experts, p.ep, owners).items():
@@ -397,7 +401,7 @@ def hold(
     graph: Graph, groups: Counter[TensorGroup], p: Parallelism, layer_stage: Mapping[int, int]
 ) -> dict[tuple[int, int], Held]:
     """Each rank's tensors, added up, by (stage, rank in the stage)."""
-    experts = max((node.placement.per_layer for node in graph.nodes if is_experts(node)), default=0)
+    experts = experts_per_layer(graph)
     held: dict[tuple[int, int], Held] = defaultdict(Held)
     moe_layers: set[tuple[int, int]] = set()
     for (position, node_id, shape, dtype, rule, owner, is_expert), count in groups.items():

@@ -10,11 +10,12 @@ This module must not import torch or transformers.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from archviz.common.dtypes import ITEMSIZE
-from archviz.graph.nodes import UNQUANTIZED, Assumption, Graph, OpKind, Part, TensorRow
+from archviz.cost.experts import routed_experts
+from archviz.graph.nodes import UNQUANTIZED, Assumption, Graph, Part, TensorRow
 from archviz.graph.totals import Totals, stored_bytes
 
 
@@ -100,22 +101,53 @@ def tied_tables(graph: Graph) -> frozenset[str]:
     )
 
 
-def decode_weight_bytes_of(graph: Graph, batch: int) -> int:
-    total = 0
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoutedBytes:
+    """Routed experts' weights held together (a layer's on a rank, or an experts node's in one layer)."""
+
+    bytes: int
+    """Their bytes."""
+    experts: int
+    """The routed experts those bytes hold, whole or a slice of each."""
+    top_k: int
+    """Experts a token runs through in the layer."""
+
+
+def decode_weight_bytes(
+    held: int, *, routed: Iterable[RoutedBytes], embedding: int, embedding_rows: int, batch: int
+) -> int:
+    """Weight bytes a decode step of ``batch`` sequences reads of ``held`` bytes of weights, the one rule of
+    ``archviz cost`` (the whole model) and ``archviz plan`` (one rank's share): every weight but the routed experts and
+    the embedding; of each ``routed`` set at most ``batch × top-k`` of its experts; of the ``embedding`` bytes (a table
+    of ``embedding_rows`` rows, whose lookups are the only reads of it: 0 when a tied head reads the whole table) one
+    row per sequence, at most the table."""
+    routed = list(routed)
+    total = held - sum(item.bytes for item in routed) - embedding
+    for item in routed:
+        if item.experts:
+            total += item.bytes * min(item.experts, batch * item.top_k) // item.experts
+    if embedding_rows:
+        total += embedding * min(batch, embedding_rows) // embedding_rows
+    return total
+
+
+def model_decode_weight_bytes(graph: Graph, batch: int) -> int:
+    """Weight bytes a decode step of ``batch`` sequences reads of the main model (``decode_weight_bytes``): each
+    node's parameters at their stored bytes; a layer's routed experts, one per instance or a fused bank's share; the
+    input embedding's rows, unless a tied head reads the whole table."""
+    held = embedding = embedding_rows = 0
+    routed: list[RoutedBytes] = []
     read_whole = tied_tables(graph)  # a tied head reads the whole table every step, the lookup's rows among them
     for node in graph.nodes:
         if node.part is not Part.MAIN or not node.parameters:
             continue
         instance = sum(_row_bytes(row, node.placement.count) for row in node.parameters)
+        held += instance * node.placement.count
+        experts = routed_experts(node)
         if node.id == graph.input_embedding and node.id not in read_whole:  # a lookup reads one row per sequence
-            total += batch * instance // max(node.parameters[0].shape[0], 1)
-        elif node.op is not None and node.op.kind is OpKind.EXPERTS and node.placement.active_share:
-            top_k, experts = node.placement.active_share  # one fused [E, …] bank: the experts' share of it
-            used = min(experts, batch * top_k)
-            total += instance * used // experts * max(len(node.placement.layers), 1)
-        elif node.op is not None and node.op.kind is OpKind.EXPERTS:
-            used = min(node.placement.per_layer, batch * node.placement.active_per_layer)
-            total += instance * used * max(len(node.placement.layers), 1)
-        else:
-            total += instance * node.placement.count
-    return total
+            embedding, embedding_rows = instance * node.placement.count, node.parameters[0].shape[0]
+        elif experts is not None:  # one fused [E, …] bank per layer, or an instance per expert
+            size = instance if experts.fused else instance * experts.experts
+            per_layer = RoutedBytes(bytes=size, experts=experts.experts, top_k=experts.top_k)
+            routed.extend([per_layer] * max(len(node.placement.layers), 1))
+    return decode_weight_bytes(held, routed=routed, embedding=embedding, embedding_rows=embedding_rows, batch=batch)

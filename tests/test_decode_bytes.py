@@ -1,0 +1,72 @@
+"""The weight bytes a decode step reads, computed both ways: by ``archviz cost`` off the graph's nodes and by
+``archviz plan`` off one rank's share of the predicted checkpoint (one rank holding the whole model), over every
+bundled model and every released config the tests carry. The two are one function fed two ways, so they agree.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from archviz.cost.parallel_plans import Convention
+from archviz.cost.roofline import rank_decode_weight_bytes
+from archviz.cost.sharding import Parallelism, Planner, hold, split_tensors, stages
+from archviz.cost.weights import model_decode_weight_bytes
+from archviz.graph.nodes import Part
+from archviz.graph.totals import stored_bytes
+from archviz.inputs.resolve import BUNDLED
+from archviz.pipeline import ModelDocs, describe_model
+
+DATA = Path(__file__).parent / "data"
+RELEASED = sorted(path.name for path in (DATA / "released").iterdir() if path.is_dir())
+CONFIGS = {
+    **{f"bundled {name}": name for name in sorted(BUNDLED)},
+    **{f"released {name}": str(DATA / "released" / name / "config.json") for name in RELEASED},
+    "deepseek-v3": str(DATA / "deepseek-v3.config.json"),
+    "moonlight-16b-a3b": str(DATA / "moonlight-16b-a3b.config.json"),
+}
+READ_OFF_THE_CODE = {"minimax-m3", "qwen3.5-35b-a3b", "gpt-oss-20b", "gpt-oss-120b", "nemotron-3-nano-30b-a3b"}
+"""The released models no hand-written family builds: their graph is read off transformers' code (slow)."""
+
+BATCHES = (1, 3, 64, 2**20)
+"""One sequence; a few, fewer than every expert; more sequences than experts; more than any vocabulary has rows."""
+
+
+def _describe(config: str, folder: Path) -> ModelDocs:
+    if not config.endswith(".json"):
+        return describe_model(config)
+    folder.mkdir(parents=True)
+    shutil.copyfile(config, folder / "config.json")
+    return describe_model(str(folder))
+
+
+def _one_rank(docs: ModelDocs, batch: int) -> int:
+    """``archviz plan``'s decode weight bytes on the one rank of a plan on one GPU."""
+    graph, whole = docs.graph, Parallelism()
+    planner = Planner(graph, docs.family, Convention.TRANSFORMERS, whole, None)
+    groups, _, _, _ = split_tensors(graph, planner, whole)
+    layer_stage = {layer: 0 for layer in stages(graph, 1)[0]}
+    return rank_decode_weight_bytes(graph, hold(graph, groups, whole, layer_stage)[(0, 0)], batch)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.slow) if name.removeprefix("released ") in READ_OFF_THE_CODE else name
+        for name in CONFIGS
+    ],
+)
+def test_cost_and_plan_read_the_same_weight_bytes_per_decode_step(name: str, tmp_path: Path) -> None:
+    """Bug: ``archviz cost`` leaves out the persistent buffers the checkpoint stores (DeepSeek-V3's router
+    ``e_score_correction_bias``), which ``archviz plan`` reads with the weights."""
+    docs = _describe(CONFIGS[name], tmp_path / "model")
+    buffers = sum(
+        stored_bytes(row, node.placement.count)
+        for node in docs.graph.nodes
+        if node.part is Part.MAIN
+        for row in node.buffers
+    )
+    for batch in BATCHES:
+        assert model_decode_weight_bytes(docs.graph, batch) + buffers == _one_rank(docs, batch), (name, batch)
