@@ -14,8 +14,6 @@ from archviz.cost.parallel_plans import Convention
 from archviz.cost.roofline import rank_decode_weight_bytes
 from archviz.cost.sharding import Parallelism, Planner, hold, split_tensors, stages
 from archviz.cost.weights import model_decode_weight_bytes
-from archviz.graph.nodes import Part
-from archviz.graph.totals import stored_bytes
 from archviz.inputs.resolve import BUNDLED
 from archviz.pipeline import ModelDocs, describe_model
 
@@ -59,14 +57,8 @@ def _one_rank(docs: ModelDocs, batch: int) -> int:
     ],
 )
 def test_cost_and_plan_read_the_same_weight_bytes_per_decode_step(name: str, tmp_path: Path) -> None:
-    """Bug: ``archviz cost`` leaves out the persistent buffers the checkpoint stores (DeepSeek-V3's router
-    ``e_score_correction_bias``), which ``archviz plan`` reads with the weights."""
+    """Regression: ``archviz cost`` left out the persistent buffers the checkpoint stores (DeepSeek-V3's router
+    ``e_score_correction_bias``, 92,160 bytes of Kimi-K2), which ``archviz plan`` reads with the weights."""
     docs = _describe(CONFIGS[name], tmp_path / "model")
-    buffers = sum(
-        stored_bytes(row, node.placement.count)
-        for node in docs.graph.nodes
-        if node.part is Part.MAIN
-        for row in node.buffers
-    )
     for batch in BATCHES:
-        assert model_decode_weight_bytes(docs.graph, batch) + buffers == _one_rank(docs, batch), (name, batch)
+        assert model_decode_weight_bytes(docs.graph, batch) == _one_rank(docs, batch), (name, batch)

@@ -94,9 +94,9 @@ class CostReport:
     cache: list[CacheCost]
     """What each cache and state node keeps per sequence."""
     decode_weight_bytes: int
-    """Weight bytes one decode step reads: every non-expert weight, the routed experts the batch's tokens use
-    (at most B × top-k per MoE layer), one embedding row per sequence (the whole table when the output head is tied
-    to it: the head multiplies by all of it)."""
+    """Weight bytes one decode step reads: every non-expert weight and persistent buffer the checkpoint stores, the
+    routed experts the batch's tokens use (at most B × top-k per MoE layer), one embedding row per sequence (the whole
+    table when the output head is tied to it: the head multiplies by all of it)."""
     priced: bool
     """Whether the cost model prices the graph: not a generic graph read off the code (``UNPRICED``), whose FLOPs,
     cache and state are unknown rather than zero."""

@@ -133,15 +133,16 @@ def decode_weight_bytes(
 
 def model_decode_weight_bytes(graph: Graph, batch: int) -> int:
     """Weight bytes a decode step of ``batch`` sequences reads of the main model (``decode_weight_bytes``): each
-    node's parameters at their stored bytes; a layer's routed experts, one per instance or a fused bank's share; the
-    input embedding's rows, unless a tied head reads the whole table."""
+    node's parameters and persistent buffers at their stored bytes; a layer's routed experts, one per instance or a
+    fused bank's share; the input embedding's rows, unless a tied head reads the whole table."""
     held = embedding = embedding_rows = 0
     routed: list[RoutedBytes] = []
     read_whole = tied_tables(graph)  # a tied head reads the whole table every step, the lookup's rows among them
     for node in graph.nodes:
-        if node.part is not Part.MAIN or not node.parameters:
+        if node.part is not Part.MAIN or not (node.parameters or node.buffers):
             continue
-        instance = sum(_row_bytes(row, node.placement.count) for row in node.parameters)
+        # the persistent buffers the checkpoint stores (a router's e_score_correction_bias) are read with the weights
+        instance = sum(_row_bytes(row, node.placement.count) for row in (*node.parameters, *node.buffers))
         held += instance * node.placement.count
         experts = routed_experts(node)
         if node.id == graph.input_embedding and node.id not in read_whole:  # a lookup reads one row per sequence
