@@ -16,6 +16,8 @@ from archviz.cost.sharding import Parallelism, Planner, hold, split_tensors, sta
 from archviz.cost.weights import model_decode_weight_bytes
 from archviz.inputs.resolve import BUNDLED
 from archviz.pipeline import ModelDocs, describe_model
+from tests.test_cost import describe
+from tests.test_hostile import TINY_K2
 
 DATA = Path(__file__).parent / "data"
 RELEASED = sorted(path.name for path in (DATA / "released").iterdir() if path.is_dir())
@@ -25,9 +27,6 @@ CONFIGS = {
     "deepseek-v3": str(DATA / "deepseek-v3.config.json"),
     "moonlight-16b-a3b": str(DATA / "moonlight-16b-a3b.config.json"),
 }
-READ_OFF_THE_CODE = {"minimax-m3", "qwen3.5-35b-a3b", "gpt-oss-20b", "gpt-oss-120b", "nemotron-3-nano-30b-a3b"}
-"""The released models no hand-written family builds: their graph is read off transformers' code (slow)."""
-
 BATCHES = (1, 3, 64, 2**20)
 """One sequence; a few, fewer than every expert; more sequences than experts; more than any vocabulary has rows."""
 
@@ -49,16 +48,20 @@ def _one_rank(docs: ModelDocs, batch: int) -> int:
     return rank_decode_weight_bytes(graph, hold(graph, groups, whole, layer_stage)[(0, 0)], batch)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.slow) if name.removeprefix("released ") in READ_OFF_THE_CODE else name
-        for name in CONFIGS
-    ],
-)
-def test_cost_and_plan_read_the_same_weight_bytes_per_decode_step(name: str, tmp_path: Path) -> None:
-    """Regression: ``archviz cost`` left out the persistent buffers the checkpoint stores (DeepSeek-V3's router
-    ``e_score_correction_bias``, 92,160 bytes of Kimi-K2), which ``archviz plan`` reads with the weights."""
-    docs = _describe(CONFIGS[name], tmp_path / "model")
+def _same_both_ways(docs: ModelDocs, name: str) -> None:
     for batch in BATCHES:
         assert model_decode_weight_bytes(docs.graph, batch) == _one_rank(docs, batch), (name, batch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_cost_and_plan_read_the_same_weight_bytes_per_decode_step(name: str, tmp_path: Path) -> None:
+    """Regression: ``archviz cost`` left out the persistent buffers the checkpoint stores (DeepSeek-V3's router
+    ``e_score_correction_bias``, 92,160 bytes of Kimi-K2), which ``archviz plan`` reads with the weights; and the
+    plan read a fused expert bank (gpt-oss's ``[E, …]`` tensors) whole at every step."""
+    _same_both_ways(_describe(CONFIGS[name], tmp_path / "model"), name)
+
+
+def test_cost_and_plan_read_the_same_weight_bytes_of_a_tiny_kimi_k2(tmp_path: Path) -> None:
+    """The everyday run's case: routed experts, a dense layer, FP8 scales and the routers' stored buffers."""
+    _same_both_ways(describe(TINY_K2, tmp_path / "model"), "tiny Kimi-K2")
