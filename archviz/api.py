@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from archviz.common.errors import InputError
 from archviz.cost import MAX_BATCH, MAX_POSITIONS
-from archviz.cost.model import DEFAULT_SIZES, CostReport, Sizes, cache_dtype_name, model_cost
+from archviz.cost.cache import cache_dtype_name
+from archviz.cost.report import CostReport, model_cost
+from archviz.cost.terms import DEFAULT_SIZES, Sizes
 from archviz.graph.nodes import Assumption, Graph
 from archviz.graph.nodes import Node as GraphNode
 from archviz.graph.totals import Totals
@@ -341,7 +343,7 @@ class Cost(_Shown):
 
     def json(self) -> dict[str, Any]:
         """The ``archviz cost --json`` document at these sizes."""
-        from archviz.cost.model import beyond_context
+        from archviz.cost.report import beyond_context
         from archviz.present.costs_report import cost_json
 
         docs = self.model.docs

@@ -252,6 +252,7 @@ def test_wheel_installs_the_package_only(tmp_path: Path) -> None:
     assert {"archviz/cli/__init__.py", "archviz/cli/app.py", "archviz/__main__.py"} <= set(names)
     assert {"archviz/templates/card.html", "archviz/templates/assets/archviz.css"} <= set(names)
     assert {f"archviz/schemas/{name}.json" for name in ("inspect", "check", "cost", "diff", "plan")} <= set(names)
+    assert "archviz/cost/gpus.toml" in names  # the GPU table `archviz plan` reads
     assert "archviz = archviz.cli:main" in entry_points
 
 

@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 
 import archviz.verify.costcheck
 from archviz.cli import app
-from archviz.cost.model import Phase, Sizes, flop_rows, layer_cache_bytes, model_cost
+from archviz.cost.cache import layer_cache_bytes
+from archviz.cost.report import model_cost
+from archviz.cost.terms import Phase, Sizes, flop_rows
 from archviz.graph.nodes import Graph, OpKind
 from archviz.inputs.resolve import bundled_config
 from archviz.pipeline import ModelDocs, describe_model
@@ -299,17 +301,18 @@ def test_a_model_that_differs_from_the_graph_fails_the_cost_leg_naming_what(
 def test_the_cache_leg_witnesses_the_cache_bytes_cost_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cache-object leg compares the numbers ``archviz cost`` prints (``cost.cache_costs``), not a second
     computation: a cost model that keeps one extra position per layer fails it, layer by layer."""
-    import archviz.cost.model
+    import archviz.cost.cache
+    import archviz.cost.report
 
     docs = describe(TINY["llama-3.1-8b"], tmp_path / "model")
     module, layers = reduced_model(docs.graph, docs.recipe, docs.family, trust_remote_code=False, model_dir=None)
     assert not cost_legs(docs.graph, module, layers=layers, cache_dtype=docs.graph.dtype).cache.fails()
-    real = archviz.cost.model.cache_costs
+    real = archviz.cost.cache.cache_costs
 
-    def one_more_position(graph: Graph, cache_dtype: str) -> list[archviz.cost.model.CacheCost]:
+    def one_more_position(graph: Graph, cache_dtype: str) -> list[archviz.cost.cache.CacheCost]:
         return [dataclasses.replace(cost, state=cost.state + cost.per_token) for cost in real(graph, cache_dtype)]
 
-    monkeypatch.setattr(archviz.cost.model, "cache_costs", one_more_position)
+    monkeypatch.setattr(archviz.cost.report, "cache_costs", one_more_position)
     monkeypatch.setattr(archviz.verify.costcheck, "cache_costs", one_more_position)
     report = model_cost(docs.graph, docs.totals, Sizes(batch=1, prompt=5, context=7))
     assert report.state_bytes > 0  # what archviz cost would print
@@ -436,7 +439,8 @@ def absorbed_mla_decode_flops(
 def test_absorbed_mla_decode_flops_are_an_absorbed_forwards_count(tmp_path: Path) -> None:
     """The engines' form of MLA decode (``cost.absorbed_costs``), held to FlopCounterMode over an absorbed MLA layer
     written in the test; the eager form stays transformers' (held by the FLOP count leg)."""
-    from archviz.cost.model import absorbed_costs, node_costs, part_of
+    from archviz.cost.pricers import absorbed_costs, node_costs
+    from archviz.cost.report import part_of
 
     config = {key: value for key, value in TINY_K2.items() if key != "quantization_config"}
     (tmp_path / "config.json").write_text(json.dumps(config))

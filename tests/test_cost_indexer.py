@@ -20,7 +20,9 @@ import pytest
 
 from archviz.code.finder import find_site
 from archviz.code.pins import RevisionKind, SourceFile
-from archviz.cost.model import Phase, Sizes, cache_costs, layer_flops, node_costs
+from archviz.cost.cache import cache_costs
+from archviz.cost.pricers import node_costs
+from archviz.cost.terms import Phase, Sizes, layer_flops
 from archviz.graph.nodes import Node, OpKind
 from archviz.pipeline import ModelDocs
 from archviz.transformers.meta import instantiate_meta_module

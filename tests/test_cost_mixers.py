@@ -20,7 +20,9 @@ import pytest
 from archviz.code.finder import find_site
 from archviz.code.modeltree import ModuleRecord
 from archviz.code.pins import RevisionKind, SourceFile
-from archviz.cost.model import Phase, Sizes, cache_costs, layer_cache_bytes, layer_flops, node_costs
+from archviz.cost.cache import cache_costs, layer_cache_bytes
+from archviz.cost.pricers import node_costs
+from archviz.cost.terms import Phase, Sizes, layer_flops
 from archviz.families.blocks.builder import GraphBuilder, checkpoint_dtypes, layer_placement
 from archviz.families.blocks.mixers import MixerNodes, gated_delta_nodes, mamba2_nodes
 from archviz.graph.nodes import Graph, GroupKind, ModelInfo, OpKind

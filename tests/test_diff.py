@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from archviz.cli import app
 from archviz.common.versions import version_fields
-from archviz.cost.model import unpriced_reason
+from archviz.cost.pricers import unpriced_reason
 from archviz.graph.nodes import Part
 from archviz.graph.roles import RoleName, node_roles
 from archviz.graph.totals import node_parameters

@@ -19,7 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.cost.model import Sizes, model_cost
+from archviz.cost.report import model_cost
+from archviz.cost.terms import Sizes
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.present.costs_report import cost_json
 from tests.test_remote_code import REDUCED, modules_cache, release_folder

@@ -288,7 +288,8 @@ def test_the_bundled_model_checks_against_the_meta_model_alone() -> None:
 def test_int4_experts_are_stored_packed_and_priced_as_stored() -> None:
     """The routed experts alone are packed (the ignore list keeps attention, shared experts, dense MLPs, lm_head and
     the vision side in BF16); stored bytes are what the cost model reads."""
-    from archviz.cost.model import DEFAULT_SIZES, model_cost
+    from archviz.cost.report import model_cost
+    from archviz.cost.terms import DEFAULT_SIZES
 
     docs = released()
     packed = {node.id for node in docs.graph.nodes for row in node.parameters if row.packed is not None}

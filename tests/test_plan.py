@@ -15,23 +15,12 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.cost.model import DEFAULT_SIZES, model_cost
-from archviz.cost.plan import (
-    EP_PLANS,
-    GPUS,
-    HEAD_PLAN,
-    SPLITS,
-    TP_PLANS,
-    Convention,
-    Parallelism,
-    PlanRequest,
-    chunk,
-    expert_owner,
-    local_experts,
-    local_shapes,
-    plan_deployment,
-    stages,
-)
+from archviz.cost.gpus import GPU_FILE, GPUS
+from archviz.cost.parallel_plans import EP_PLANS, HEAD_PLAN, SPLITS, TP_PLANS, Convention
+from archviz.cost.plan import PlanRequest, local_shapes, plan_deployment
+from archviz.cost.report import model_cost
+from archviz.cost.sharding import Parallelism, chunk, expert_owner, local_experts, stages
+from archviz.cost.terms import DEFAULT_SIZES
 from archviz.families import FAMILIES
 from archviz.pipeline import describe_model
 
@@ -296,6 +285,21 @@ def test_the_gpu_table_cites_every_figure_and_the_user_can_override_it(tmp_path:
     assert math.isclose(gpu["bf16_flops"], 100e12)
 
 
+def test_the_gpu_table_is_read_from_its_data_file() -> None:
+    """Every table of ``gpus.toml`` is one GPU, in the file's order, each figure times its unit and each with the
+    datasheet it comes from."""
+    import tomllib
+
+    with GPU_FILE.open("rb") as file:
+        data = tomllib.load(file)
+    assert list(GPUS) == list(data)
+    for entry in data.values():
+        assert {"title", "source", "memory_note", "bandwidth_gb_per_s", "bf16_tflops"} <= entry.keys()
+    assert GPUS["h200"].memory == 143_771 * 2**20 == 150_754_820_096  # the figure docs/cost-and-plan.md works with
+    assert GPUS["gb200"].memory == 186 * 10**9 and GPUS["h200"].bandwidth == 4_800 * 10**9
+    assert GPUS["h100"].fp4 is None and GPUS["b200"].fp4 == 9_000 * 10**12
+
+
 def test_plan_imports_neither_torch_nor_transformers() -> None:
     import subprocess
     import sys
@@ -303,7 +307,9 @@ def test_plan_imports_neither_torch_nor_transformers() -> None:
     script = (
         "import sys\n"
         "from archviz.pipeline import describe_model\n"
-        "from archviz.cost.plan import GPUS, Parallelism, PlanRequest, plan_deployment\n"
+        "from archviz.cost.gpus import GPUS\n"
+        "from archviz.cost.plan import PlanRequest, plan_deployment\n"
+        "from archviz.cost.sharding import Parallelism\n"
         "docs = describe_model('kimi-linear-48b-a3b-instruct')\n"
         "plan_deployment(docs.graph, docs.family, PlanRequest(gpu=GPUS['h100'], parallelism=Parallelism(tp=2)))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'transformers'}))\n"

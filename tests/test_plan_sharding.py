@@ -33,7 +33,10 @@ from transformers.distributed import DistributedConfig  # noqa: E402
 from transformers.distributed.expert_parallel import apply_expert_parallelism  # noqa: E402
 from transformers.distributed.tensor_parallel import apply_tensor_parallelism  # noqa: E402
 
-from archviz.cost.plan import GPUS, Parallelism, PlanRequest, local_shapes, restated_plans  # noqa: E402
+from archviz.cost.gpus import GPUS  # noqa: E402
+from archviz.cost.parallel_plans import restated_plans  # noqa: E402
+from archviz.cost.plan import PlanRequest, local_shapes  # noqa: E402
+from archviz.cost.sharding import Parallelism  # noqa: E402
 from archviz.families.registry import Family  # noqa: E402
 from archviz.graph.nodes import Graph  # noqa: E402
 from archviz.graph.totals import predicted_manifest  # noqa: E402

@@ -15,7 +15,8 @@ from safetensors import safe_open
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.cost.model import CONVENTION, DEFAULT_SIZES, Phase, flop_rows, node_costs, unpriced_reason
+from archviz.cost.pricers import node_costs, unpriced_reason
+from archviz.cost.terms import CONVENTION, DEFAULT_SIZES, Phase, flop_rows
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
 from archviz.site.charts import Series, context_label, line_chart, nice_ticks

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from archviz.cost.plan import GPUS, Parallelism, PlanRequest, plan_deployment, sequences_at
+from archviz.cost.gpus import GPUS
+from archviz.cost.plan import PlanRequest, plan_deployment, sequences_at
+from archviz.cost.sharding import Parallelism
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
 from tests.test_site import Element, parse, squash

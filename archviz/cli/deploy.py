@@ -58,7 +58,9 @@ def cost(
     trust_remote_code: ReadTrustOption = False,
 ) -> None:
     """What MODEL costs to run: FLOPs for a prompt and per decoded token, weight bytes, cache and state bytes."""
-    from archviz.cost.model import Sizes, beyond_context, cache_dtype_name, model_cost
+    from archviz.cost.cache import cache_dtype_name
+    from archviz.cost.report import beyond_context, model_cost
+    from archviz.cost.terms import Sizes
     from archviz.pipeline import describe_model
     from archviz.present.costs_report import cost_json, render_cost
     from archviz.present.jsontext import json_text
@@ -96,7 +98,7 @@ def _gpu(
     """The table's GPU with the user's figures over it, or a GPU of the user's figures alone."""
     from dataclasses import replace
 
-    from archviz.cost.plan import Gpu, gpu_named
+    from archviz.cost.gpus import Gpu, gpu_named
 
     if name is None:
         if memory is None or bandwidth is None or bf16 is None:
@@ -193,8 +195,10 @@ def plan(
     """Will MODEL fit: each GPU's weights under TP, EP and PP, the sequences that fit at a context, and lower bounds
     on a decode step and a prefill. Exit 2 for a plan the model cannot run or whose weights do not fit; weights
     that fit with no room for a sequence at the context are reported (0 sequences), not refused."""
-    from archviz.cost.model import cache_dtype_name
-    from archviz.cost.plan import Convention, Parallelism, PlanRequest, plan_deployment, restated_plans
+    from archviz.cost.cache import cache_dtype_name
+    from archviz.cost.parallel_plans import Convention, restated_plans
+    from archviz.cost.plan import PlanRequest, plan_deployment
+    from archviz.cost.sharding import Parallelism
     from archviz.pipeline import describe_model
     from archviz.present.jsontext import json_text
     from archviz.present.plan_report import plan_json, render_plan

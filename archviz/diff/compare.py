@@ -6,7 +6,7 @@
 stage sits after the pipeline and before presentation, and imports neither torch nor transformers.
 
 What is compared is a table of named fields: ``NODE_FIELDS`` for a node present in both graphs, ``TOTAL_FIELDS`` for
-the totals. A field reads one side's node (or totals) with that side's cost at ``archviz.cost.model.DEFAULT_SIZES``, so
+the totals. A field reads one side's node (or totals) with that side's cost at ``archviz.cost.terms.DEFAULT_SIZES``, so
 the cost model's numbers (FLOPs per node and per token, weight, cache and state bytes) are rows like the others.
 
 When the two models are of different families, node ids say little (a llama-style attention has ``q-proj`` where
@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from archviz.cost.model import DEFAULT_SIZES, CostReport, NodeCost, costs_unknown, model_cost
-from archviz.cost.model import Phase as Pass
+from archviz.cost.report import CostReport, costs_unknown, model_cost
+from archviz.cost.terms import DEFAULT_SIZES, NodeCost
+from archviz.cost.terms import Phase as Pass
 from archviz.diff.configs import config_changes, config_same, config_side, same_json
 from archviz.diff.records import (
     FieldChange,

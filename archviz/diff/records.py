@@ -195,6 +195,7 @@ class ModelDiff:
     """Every total, whether it differs or not."""
     costs_unknown: tuple[tuple[str, str], ...]
     """(name, why) of each side whose FLOPs, cache and state are unknown: a graph the cost model does not price
-    (``archviz.cost.model.UNPRICED``) or one that models only part of the model. Then those totals are not compared."""
+    (``archviz.cost.pricers.UNPRICED``) or one that models only part of the model. Then those totals are not
+    compared."""
     differs: bool
     """Whether the architectures differ: the family, a node, the layer map or a total (config keys alone do not)."""

@@ -9,20 +9,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from archviz.common.versions import version_fields
-from archviz.cost.model import (
-    ABSORBED,
-    CONVENTION,
-    BeyondContext,
-    CostReport,
-    Phase,
-    WeightBytes,
-    flop_rows,
-    modelled_in_full,
-    part_of,
-    tied_tables,
-    unpriced_reason,
-    weight_bytes_said,
-)
+from archviz.cost.pricers import ABSORBED, unpriced_reason
+from archviz.cost.report import BeyondContext, CostReport, modelled_in_full, part_of
+from archviz.cost.terms import CONVENTION, Phase, flop_rows
+from archviz.cost.weights import WeightBytes, tied_tables, weight_bytes_said
 from archviz.graph.nodes import Graph, Mixer
 from archviz.graph.totals import Totals, node_parameters
 from archviz.present.numbers import bytes_in_both_units, bytes_text

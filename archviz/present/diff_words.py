@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from archviz.common.words import plural, plural_noun
-from archviz.cost.model import DEFAULT_SIZES
+from archviz.cost.terms import DEFAULT_SIZES
 from archviz.diff.compare import SETTING_PREFIX
 from archviz.diff.records import Json, ModelDiff, NodeChange
 from archviz.graph.nodes import Graph, Node, Part

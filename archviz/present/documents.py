@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from archviz.cost.model import DEFAULT_SIZES, model_cost
+from archviz.cost.report import model_cost
+from archviz.cost.terms import DEFAULT_SIZES
 from archviz.pipeline import ModelDocs
 from archviz.present.costs_report import cost_json
 from archviz.present.json_documents import graph_json

@@ -12,7 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from archviz.common.versions import version_fields
-from archviz.cost.plan import GIB, PLAN_SCHEMA, Gpu, Plan, Rank
+from archviz.cost.gpus import Gpu
+from archviz.cost.plan import GIB, PLAN_SCHEMA, Plan
+from archviz.cost.roofline import Rank
 from archviz.present.numbers import at_least_ms, gib_text
 
 SUMS = {

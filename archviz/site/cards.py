@@ -18,7 +18,7 @@ from archviz.code.excerpts import (
     omission_label,
 )
 from archviz.common.words import join, plural
-from archviz.cost.model import Phase as CostPhase
+from archviz.cost.terms import Phase as CostPhase
 from archviz.graph.nodes import Group, GroupKind, Node, NodeKind, Part, Shape, TensorRow
 from archviz.graph.shapes import Phase, format_shape
 from archviz.graph.totals import node_parameters, scale_name, scale_shape

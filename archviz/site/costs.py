@@ -1,6 +1,6 @@
 """What a model costs, on its pages: the FLOPs section of a card and the cost section of the overview.
 
-Every number is the cost model's (``archviz.cost.model``) at the sizes its ``ModelIndex`` was costed at: on the site the
+Every number is the cost model's (``archviz.cost``) at the sizes its ``ModelIndex`` was costed at: on the site the
 defaults (``DEFAULT_SIZES``: one sequence, a 2,048-token prompt, 131,072 cached tokens), which every page showing one
 states, with the counting convention; in a notebook, the sizes asked for. A graph that models only part of its model
 (Kimi-K3) shows the costs of that part, said so, and nothing that would read as the whole model's: no FLOPs or cache
@@ -14,20 +14,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from archviz.common.words import noun_for
-from archviz.cost.model import (
-    CONVENTION,
-    DEFAULT_SIZES,
-    CacheCost,
-    CostReport,
-    FlopTerm,
-    NodeCost,
-    Phase,
-    Sizes,
-    cache_bytes_at,
-    flop_rows,
-    unpriced_reason,
-    weight_bytes_said,
-)
+from archviz.cost.cache import CacheCost, cache_bytes_at
+from archviz.cost.pricers import unpriced_reason
+from archviz.cost.report import CostReport
+from archviz.cost.terms import CONVENTION, DEFAULT_SIZES, FlopTerm, NodeCost, Phase, Sizes, flop_rows
+from archviz.cost.weights import weight_bytes_said
 from archviz.graph.nodes import Mixer, Node, OpKind, Part
 from archviz.graph.totals import node_active_parameters, node_parts
 from archviz.present.costs_report import MLA_NOTE, rule_of_thumb

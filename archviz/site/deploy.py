@@ -9,20 +9,11 @@ gets a sentence saying why instead of the plot.
 from __future__ import annotations
 
 from archviz.common.errors import InputError
-from archviz.cost.model import modelled_in_full
-from archviz.cost.plan import (
-    DEFAULT_RESERVE,
-    GIB,
-    GPUS,
-    Convention,
-    Gpu,
-    Parallelism,
-    Plan,
-    PlanRequest,
-    plan_deployment,
-    restated_plans,
-    sequences_at,
-)
+from archviz.cost.gpus import GPUS, Gpu
+from archviz.cost.parallel_plans import Convention, restated_plans
+from archviz.cost.plan import DEFAULT_RESERVE, GIB, Plan, PlanRequest, plan_deployment, sequences_at
+from archviz.cost.report import modelled_in_full
+from archviz.cost.sharding import Parallelism
 from archviz.present.numbers import count, short_bytes
 from archviz.site.charts import Series, line_chart
 from archviz.site.costs import plot_context

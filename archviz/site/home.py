@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from archviz.cost.model import Phase
+from archviz.cost.terms import Phase
 from archviz.graph.nodes import Node, TensorRow
 from archviz.present.numbers import setting_text
 from archviz.site.formatting import script_json

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from archviz.code.pins import RevisionKind
 from archviz.common.words import first_free, join, noun_for, plural
-from archviz.cost.model import DEFAULT_SIZES, CostReport, Sizes, model_cost, modelled_in_full
+from archviz.cost.report import CostReport, model_cost, modelled_in_full
+from archviz.cost.terms import DEFAULT_SIZES, Sizes
 from archviz.graph.nodes import Graph, Group, GroupKind, Node
 from archviz.pipeline import ModelDocs
 from archviz.present.check_words import verification_sentence

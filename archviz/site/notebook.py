@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from archviz.cost.model import Sizes
+from archviz.cost.terms import Sizes
 from archviz.pipeline import ModelDocs
 from archviz.present.check_words import verification_sentence
 from archviz.site.cards import build_card_view

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from archviz.common.words import plural
-from archviz.cost.model import modelled_in_full
+from archviz.cost.report import modelled_in_full
 from archviz.graph.nodes import Graph, Group, GroupKind, Node, Part
 from archviz.graph.totals import Totals, node_active_parameters, node_parameters, node_parts
 from archviz.inputs.config import ConfigDocument

@@ -13,7 +13,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from archviz.cost.model import DEFAULT_SIZES, costs_unknown
+from archviz.cost.report import costs_unknown
+from archviz.cost.terms import DEFAULT_SIZES
 from archviz.diff.compare import checkpoint_bytes, layer_label
 from archviz.graph.nodes import Graph, GroupKind, Part
 from archviz.present.numbers import count, short_bytes, short_count, short_flops

@@ -17,7 +17,7 @@ from archviz.common.versions import installed_versions
 from archviz.transformers import internals
 
 if TYPE_CHECKING:
-    from archviz.cost.plan import ParallelPlans
+    from archviz.cost.parallel_plans import ParallelPlans
 
 
 def transformers_ships(model_type: str) -> bool:
@@ -80,7 +80,7 @@ def parallel_plans(model_type: str) -> ParallelPlans | None:
     """transformers' tensor- and expert-parallel plans for ``model_type``: its config class's
     ``base_model_tp_plan`` and ``base_model_ep_plan``, and its causal LM's ``_tp_plan``; None when the config class has
     no tensor-parallel plan."""
-    from archviz.cost.plan import ParallelPlans
+    from archviz.cost.parallel_plans import ParallelPlans
 
     found = internals.config_class(model_type)
     if found is None:

@@ -22,8 +22,8 @@ from pathlib import Path
 from archviz.code.modeltree import BuildRecord, ModuleTree
 from archviz.common.errors import InputError
 from archviz.common.words import plural
-from archviz.cost.model import priced as cost_priced
-from archviz.cost.model import unpriced_reason
+from archviz.cost.pricers import priced as cost_priced
+from archviz.cost.pricers import unpriced_reason
 from archviz.families.omissions import quantization_modelled
 from archviz.graph.naming import NamingMap, Respell
 from archviz.graph.nodes import Graph, Part, TensorRow

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from archviz.common.errors import InputError
-from archviz.cost.model import NodeCost, Phase, Sizes, cache_costs, layer_cache_bytes, layer_flops, node_costs
+from archviz.cost.cache import cache_costs, layer_cache_bytes
+from archviz.cost.pricers import node_costs
+from archviz.cost.terms import NodeCost, Phase, Sizes, layer_flops
 from archviz.graph.nodes import Graph, Node, OpKind, Part
 from archviz.verify import legs
 from archviz.verify.legs import Finding, Leg, LegStatus

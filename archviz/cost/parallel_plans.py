@@ -1,0 +1,205 @@
+"""How a model's tensors are split: transformers' tensor- and expert-parallel plans restated for the hand-written
+families, what each plan style does to a weight, and the two conventions (transformers' plans as they are, or as
+the serving engines split attention and the embedding).
+
+This module must not import torch or transformers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from archviz.graph.nodes import Graph, Mixer
+
+if TYPE_CHECKING:
+    from archviz.families.registry import Family
+
+
+VOCAB_PADDING = 64
+"""The engine convention pads the vocabulary to a multiple of this before splitting it (vLLM's
+``DEFAULT_VOCAB_PADDING_SIZE``)."""
+
+
+class Convention(StrEnum):
+    """How the attention and the embedding are split."""
+
+    TRANSFORMERS = "transformers"
+    """transformers' own plans, as they are."""
+    ENGINE = "engine"
+    """Attention split by heads, MLA's latent replicated, vocabulary-parallel embedding and head (vLLM, SGLang)."""
+
+
+# -- transformers' plans, restated --------------------------------------------------------------------------------
+
+_LLAMA_TP = {
+    "layers.*.self_attn.q_proj": "colwise",
+    "layers.*.self_attn.k_proj": "colwise",
+    "layers.*.self_attn.v_proj": "colwise",
+    "layers.*.self_attn.o_proj": "rowwise",
+    "layers.*.mlp.gate_proj": "colwise",
+    "layers.*.mlp.up_proj": "colwise",
+    "layers.*.mlp.down_proj": "rowwise",
+}
+
+
+_QK_NORM = {
+    "layers.*.self_attn.q_norm": "replicated_with_grad_allreduce",
+    "layers.*.self_attn.k_norm": "replicated_with_grad_allreduce",
+}
+
+
+_EXPERTS_TP = {
+    "layers.*.mlp.experts.gate_up_proj": "packed_colwise",
+    "layers.*.mlp.experts.down_proj": "rowwise",
+    "layers.*.mlp.experts": "moe_tp_experts",
+}
+
+
+_SHARED_EXPERTS_TP = {
+    "layers.*.mlp.shared_experts.gate_proj": "colwise",
+    "layers.*.mlp.shared_experts.up_proj": "colwise",
+    "layers.*.mlp.shared_experts.down_proj": "rowwise",
+}
+
+
+_DENSE_MLP_TP = {key: value for key, value in _LLAMA_TP.items() if ".mlp." in key}
+
+
+_ATTENTION_TP = {key: value for key, value in _LLAMA_TP.items() if ".self_attn." in key}
+
+
+_DEEPSEEK_TP = {**_EXPERTS_TP, **_SHARED_EXPERTS_TP, **_DENSE_MLP_TP}
+
+
+TP_PLANS: dict[str, dict[str, str]] = {
+    "deepseek_v3": _DEEPSEEK_TP,
+    "kimi_linear": _DEEPSEEK_TP,
+    "llama": _LLAMA_TP,
+    "mistral": _LLAMA_TP,
+    "qwen2": _LLAMA_TP,
+    "qwen3": {**_ATTENTION_TP, **_QK_NORM, **_DENSE_MLP_TP},
+    "mixtral": {**_ATTENTION_TP, **_EXPERTS_TP},
+    "qwen3_moe": {**_ATTENTION_TP, **_QK_NORM, **_EXPERTS_TP, **_DENSE_MLP_TP},
+}
+"""``base_model_tp_plan`` of transformers' config class (5.24) for the model_types of the hand-written families, keyed
+relative to the base model (``model.``). Kimi-K2 and K2.5's text model are ``deepseek_v3``; Kimi-K3's is
+``kimi_linear``."""
+
+
+_EXPERTS_EP = {
+    "layers.*.mlp.experts.gate_up_proj": "grouped_gemm",
+    "layers.*.mlp.experts.down_proj": "grouped_gemm",
+    "layers.*.mlp.experts": "ep_dispatch_experts",
+}
+
+
+EP_PLANS: dict[str, dict[str, str] | None] = {
+    "deepseek_v3": _EXPERTS_EP,
+    "kimi_linear": _EXPERTS_EP,
+    "llama": None,
+    "mistral": None,
+    "qwen2": None,
+    "qwen3": None,
+    "mixtral": _EXPERTS_EP,
+    "qwen3_moe": _EXPERTS_EP,
+}
+"""``base_model_ep_plan`` of the same config classes (None: the model has no experts to place)."""
+
+
+HEAD_PLAN = {"lm_head": "colwise_gather_output"}
+"""The causal LM's own ``_tp_plan`` (every family here): the head split by vocabulary, its logits gathered."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParallelPlans:
+    """A model's tensor- and expert-parallel plans, as transformers' classes carry them."""
+
+    tp: Mapping[str, str]
+    """``base_model_tp_plan``: module (or parameter) pattern relative to the base model -> style."""
+    ep: Mapping[str, str] | None
+    """``base_model_ep_plan``; None when the class has none."""
+    head: Mapping[str, str]
+    """The task model's own ``_tp_plan`` (``lm_head``)."""
+    source: str
+    """Where they were read (``transformers' DeepseekV3Config``, or archviz's restatement)."""
+
+
+def text_model_type(graph: Graph, family: Family) -> str:
+    """The model_type whose plans split the language model: a wrapper's text part's (Kimi-K2.5's ``deepseek_v3``),
+    else the graph's own (``family``: the one that built it)."""
+    part = family.builds.code_parts.get("text")
+    return part.transformers_model_type if part is not None else graph.model.transformers_model_type
+
+
+def restated_plans(graph: Graph, family: Family) -> ParallelPlans | None:
+    """The restatement of transformers' plans for a hand-written family's language model; None for another."""
+    model_type = text_model_type(graph, family)
+    if model_type not in TP_PLANS:
+        return None
+    return ParallelPlans(
+        tp=TP_PLANS[model_type],
+        ep=EP_PLANS.get(model_type),
+        head=HEAD_PLAN,
+        source=f"transformers' plans for {model_type}, restated in archviz.cost.plan (held to transformers by a test)",
+    )
+
+
+class Split(StrEnum):
+    """What a plan style does to the weight of the module it names."""
+
+    OUTPUT = "output"
+    """Cut the output dimension (dim −2 of a weight, dim 0 of a bias): colwise."""
+    INPUT = "input"
+    """Cut the input dimension (dim −1 of a weight); the bias replicated: rowwise."""
+    ROWS = "rows"
+    """Cut dim 0 of an embedding table (vocabulary-parallel)."""
+    COLUMNS = "columns"
+    """Cut dim 1 of an embedding table."""
+    REPLICATE = "replicate"
+    """Every rank holds the whole tensor."""
+    EXPERTS = "experts"
+    """Whole experts placed on the ranks (expert parallelism)."""
+
+
+SPLITS: dict[str, Split] = {
+    "colwise": Split.OUTPUT,
+    "colwise_rep": Split.OUTPUT,
+    "colwise_gather_output": Split.OUTPUT,
+    "packed_colwise": Split.OUTPUT,  # gate and up each cut on their output dimension: the same per expert
+    "rowwise": Split.INPUT,
+    "rowwise_rep": Split.INPUT,
+    "rowwise_split_input": Split.INPUT,
+    "packed_rowwise": Split.INPUT,
+    "embedding_rowwise": Split.ROWS,
+    "embedding_colwise": Split.COLUMNS,
+    "replicated_with_grad_allreduce": Split.REPLICATE,
+    "replicate": Split.REPLICATE,
+    "all_reduce": Split.REPLICATE,
+    "sequence_parallel": Split.REPLICATE,
+    "mla_kv_a_proj": Split.REPLICATE,
+    "moe_tp_experts": Split.REPLICATE,  # the experts module's forward; its parameters have entries of their own
+    "moe_identity_expert": Split.REPLICATE,
+    "local_params": Split.REPLICATE,
+    "grouped_gemm": Split.EXPERTS,
+    "ep_dispatch_experts": Split.EXPERTS,
+}
+"""transformers' parallel styles (``ALL_PARALLEL_STYLES``) by what they do to a parameter's storage."""
+
+
+ENGINE_ATTENTION = {
+    "q_proj": Split.OUTPUT,
+    "k_proj": Split.OUTPUT,
+    "v_proj": Split.OUTPUT,
+    "q_b_proj": Split.OUTPUT,
+    "kv_b_proj": Split.OUTPUT,
+    "o_proj": Split.INPUT,
+    "q_a_proj": Split.REPLICATE,
+    "kv_a_proj_with_mqa": Split.REPLICATE,
+}
+"""The engine convention's attention projections (a softmax-attention or MLA layer's ``self_attn.*``)."""
+
+
+SOFTMAX_MIXERS = {Mixer.MLA, Mixer.ATTENTION, Mixer.SLIDING_WINDOW}
