@@ -37,16 +37,8 @@ from safetensors import safe_open
 from safetensors.numpy import save_file as save_numpy
 
 from archviz.common.errors import InputError
-from archviz.verify.checkpoint import (
-    SAFETENSORS_DTYPE_BITS,
-    Checkpoint,
-    CheckpointTensor,
-    elements_by_dtype,
-    read_checkpoint,
-    read_manifest,
-    read_safetensors_header,
-    write_manifest,
-)
+from archviz.verify.checkpoint import elements_by_dtype, read_checkpoint, read_manifest, write_manifest
+from archviz.verify.headers import SAFETENSORS_DTYPE_BITS, Checkpoint, CheckpointTensor, read_safetensors_header
 
 SHA_MAIN = "0123456789abcdef0123456789abcdef01234567"
 SHA_OLD = "fedcba9876543210fedcba9876543210fedcba98"

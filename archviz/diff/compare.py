@@ -43,7 +43,7 @@ from archviz.graph.shapes import Phase, format_shape
 from archviz.graph.totals import Totals, node_active_parameters, node_buffers, node_parameters
 from archviz.pipeline import ModelDocs
 from archviz.present.numbers import setting_text
-from archviz.verify.checkpoint import SAFETENSORS_DTYPE_BITS
+from archviz.verify.headers import SAFETENSORS_DTYPE_BITS
 
 # ---------------------------------------------------------------------------------------------------
 # The fields compared

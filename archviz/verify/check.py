@@ -31,8 +31,8 @@ from archviz.graph.totals import ManifestTensor, TensorRole, node_buffers, node_
 from archviz.pipeline import ModelDocs
 from archviz.provenance.sources import cited_file
 from archviz.verify import legs
-from archviz.verify.checkpoint import Checkpoint
 from archviz.verify.costcheck import CostLegs, cost_legs, cost_not_run
+from archviz.verify.headers import Checkpoint
 from archviz.verify.legs import Finding, Leg, LegStatus, Outcome
 from archviz.verify.reconcile import (
     COUNTED,
@@ -711,7 +711,7 @@ def predicted_checkpoint(docs: ModelDocs) -> Checkpoint:
     """The graph's predicted checkpoint, as a manifest can hold it; its metadata names every value the graph
     assumed (``archviz.assumed.dtype``: the dtype and where it comes from), since the dtypes and shapes depend on
     them."""
-    from archviz.verify.checkpoint import PREDICTED_PREFIX, CheckpointTensor
+    from archviz.verify.headers import PREDICTED_PREFIX, CheckpointTensor
 
     tensors = tuple(
         CheckpointTensor(name=tensor.name, shape=tensor.shape, dtype=tensor.dtype, file="predicted")
