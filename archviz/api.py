@@ -224,9 +224,10 @@ class Model(_Shown):
         transformers; ``meta=False`` skips it), the shape trace, the FLOP count and the cache object (at small sizes,
         past the model's longest window, chunk or threshold, and at ``context`` cached positions when given), and
         the checkpoint (``checkpoint``, else the Hub repo's or the model folder's, when there is one)."""
-        from archviz.verify.check import checkpoint_location, verify
+        from archviz.verify.check import verify
         from archviz.verify.checkpoint import read_checkpoint
         from archviz.verify.costcheck import witness_context
+        from archviz.verify.predicted import checkpoint_location
 
         if isinstance(checkpoint, os.PathLike):
             checkpoint = os.fspath(checkpoint)

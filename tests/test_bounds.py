@@ -99,7 +99,7 @@ def line_of(path: Path, text: str) -> int:
 def predicted_checkpoint(folder: Path, extra: Mapping[str, torch.Tensor] | None = None) -> Path:
     """``model.safetensors`` holding zeros of every tensor the graph predicts, plus ``extra``."""
     from archviz.pipeline import describe_model
-    from archviz.verify.check import predicted_checkpoint as predict
+    from archviz.verify.predicted import predicted_checkpoint as predict
 
     dtypes = {"BF16": torch.bfloat16, "F32": torch.float32}
     tensors = {

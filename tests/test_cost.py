@@ -26,8 +26,8 @@ from archviz.pipeline import ModelDocs, describe_model
 from archviz.transformers.meta import instantiate_meta_module
 from archviz.transformers.witness import witness_cost
 from archviz.verify import legs
-from archviz.verify.check import predicted_checkpoint
 from archviz.verify.costcheck import WITNESS_SIZES, compare_cost, cost_legs
+from archviz.verify.predicted import predicted_checkpoint
 from archviz.verify.shapecheck import layer_prefix, reduced_model
 from tests.test_families import TINY, tiny
 from tests.test_hostile import TINY_K2

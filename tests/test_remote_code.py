@@ -32,7 +32,7 @@ import archviz
 from archviz.cli import app
 from archviz.code.pins import content_hash
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.verify.check import bounded_manifest
+from archviz.verify.predicted import bounded_manifest
 
 RELEASE_CODE = Path(__file__).parent / "data" / "release-code" / "kimi-k2-instruct" / "modeling_deepseek.py"
 RELEASED_CONFIG = Path(archviz.__file__).parent / "bundled" / "kimi-k2-instruct" / "config.json"

@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 
 from archviz.cli import app
 from archviz.pipeline import describe_model
-from archviz.verify.check import predicted_checkpoint
 from archviz.verify.checkpoint import read_manifest
+from archviz.verify.predicted import predicted_checkpoint
 
 RELEASED = Path(__file__).parent / "data" / "released"
 

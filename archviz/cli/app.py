@@ -323,7 +323,7 @@ def _trusted(from_code: bool, trust_remote_code: bool) -> bool:
 
 def _checkpoint_location(docs: ModelDocs, checkpoint: str | None) -> str | None:
     """--checkpoint, else the Hub repo's (HF cache first), else the model folder's own safetensors."""
-    from archviz.verify.check import checkpoint_location
+    from archviz.verify.predicted import checkpoint_location
 
     return checkpoint_location(docs, checkpoint)
 

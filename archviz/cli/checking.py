@@ -172,8 +172,8 @@ def manifest(
     """Write the tensor names, shapes and dtypes of MODEL's checkpoint (or, --predicted, of the graph's)."""
     from archviz.pipeline import describe_model
     from archviz.present.terminal import SafeConsole
-    from archviz.verify.check import predicted_checkpoint
     from archviz.verify.checkpoint import read_checkpoint, write_manifest
+    from archviz.verify.predicted import predicted_checkpoint
 
     try:
         docs = describe_model(model, revision=revision)
