@@ -17,8 +17,10 @@ from archviz.cli.site import diff, render
 from archviz.common.errors import printable
 from archviz.common.process import collect_less
 
-for command in (inspect, cost, plan, check, manifest, diff, card, export, render):
-    app.command()(command)
+COMMANDS = (inspect, cost, plan, check, manifest, diff, card, export, render)
+"""The commands, in the order ``archviz --help`` lists them (the order they are registered in)."""
+for _command in COMMANDS:
+    app.command()(_command)
 
 
 def _app_for(arguments: list[str]) -> typer.Typer:
