@@ -12,7 +12,7 @@ after: on a busy machine the wall time says little without it.
 
 The machine's busy seconds (``/proc/stat``, all cores; "-" where there is none) count what the process's own figure
 misses: Chromium's renderer and GPU processes are not reaped by pytest, so their CPU never reaches its children's
-usage (`tests/test_browser_a11y.py` alone, in one process: 39 CPU s by that count, 117 by the machine's). On an
+usage (`tests/browser/test_browser_a11y.py` alone, in one process: 39 CPU s by that count, 117 by the machine's). On an
 otherwise idle machine it is the run's whole cost; any other work on the machine is in it too.
 """
 

@@ -6,7 +6,7 @@ be compared byte for byte (``diff -r``): a refactoring that changes none of it k
 
 Each command's standard output goes to ``<model>.<command>.<json|txt>`` and its exit code to ``exit-codes.txt``;
 models are named as the user names them (bundled names, or paths relative to the checkout), so two checkouts in
-different folders print the same. ``render`` is compared by ``tests/test_site_sync.py``.
+different folders print the same. ``render`` is compared by ``tests/site/test_site_sync.py``.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ GOLDENS = Path(__file__).parent / "goldens"
 
 def pytest_configure(config: pytest.Config) -> None:
     # The tests build what archviz's commands build, in processes that hold torch and transformers: they collect
-    # cycles at the command line's thresholds (``tests/test_released.py`` and ``tests/test_cost.py`` in one process
-    # spent 4.1 of 42 s in the collector at Python's, 1.0 at these: 4 full collections, not 17).
+    # cycles at the command line's thresholds (``tests/generic/test_released.py`` and ``tests/cost/test_cost.py`` in
+    # one process spent 4.1 of 42 s in the collector at Python's, 1.0 at these: 4 full collections, not 17).
     collect_less()
 
 
@@ -29,8 +29,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-goldens", action="store_true", help="rewrite tests/goldens/ from the current output")
 
 
-BROWSER_FILES = "test_browser"
-"""Every test of a file whose name starts so drives Chromium: marked ``browser`` here, once, not file by file."""
+BROWSER_TESTS = "browser"
+"""Every test in the folder ``tests/browser/`` drives Chromium: marked ``browser`` here, once, not file by file."""
 
 
 SLOW_CASES = Path(__file__).parent / "slow_cases.txt"
@@ -46,7 +46,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow = _slow_cases()
     top = f"{config.rootpath}/"
     for item in items:
-        if item.path.name.startswith(BROWSER_FILES):
+        if item.path.parent.name == BROWSER_TESTS:
             item.add_marker(pytest.mark.browser)
         if item.nodeid.replace(top, "") in slow:  # an id holding a path of the checkout is listed relative to it
             item.add_marker(pytest.mark.slow)

@@ -1,0 +1,84 @@
+"""The overview's "Will it fit" section: the sequences that fit on 8 of each GPU against the context, as archviz plan
+computes them, and a sentence instead where the plans cannot split the model or the cost model does not price it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from archviz.cost.gpus import GPUS
+from archviz.cost.plan import PlanRequest, plan_deployment, sequences_at
+from archviz.cost.sharding import Parallelism
+from archviz.pipeline import ModelDocs, describe_model
+from archviz.site import write_site
+from tests.site.test_site import Element, parse, squash
+
+K2 = "kimi-k2-instruct"
+K3 = "kimi-k3"  # its bundled config publishes only part of the model
+GENERIC = "olmo2-tiny"
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelDocs]:
+    folder = tmp_path_factory.mktemp("models") / GENERIC
+    folder.mkdir()
+    config = {
+        "model_type": "olmo2",
+        "vocab_size": 256,
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 128,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 0,
+    }
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return {K2: describe_model(K2), K3: describe_model(K3), GENERIC: describe_model(str(folder))}
+
+
+@pytest.fixture(scope="module")
+def site(docs: dict[str, ModelDocs], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("deploy") / "site"
+    write_site(list(docs.values()), out)
+    return out
+
+
+def section(site: Path, model: str) -> Element:
+    page = parse((site / model / "index.html").read_text(encoding="utf-8"))
+    return next(item for item in page.find_all("section") if "deploy" in item.classes)
+
+
+def test_k2s_rows_are_archviz_plans_arithmetic(site: Path, docs: dict[str, ModelDocs]) -> None:
+    found = section(site, K2)
+    rows = found.find("tbody").find_all("tr")
+    assert [squash(row.find("th").text()) for row in rows] == [gpu.title for gpu in GPUS.values()]
+    plan = plan_deployment(
+        docs[K2].graph, docs[K2].family, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8))
+    )
+    for row, gpu in zip(rows, GPUS.values(), strict=True):
+        said = squash(row.find_all("td")[2].text())
+        expected = sequences_at(plan, gpu.memory, 131_072)
+        if plan.ranks[0].weight_bytes > int(gpu.memory * 0.9):
+            assert said.startswith("weights do not fit") and not row.classes, gpu.key
+        else:
+            assert said == f"{expected:,}", gpu.key
+            assert row.find_all("span", "line-swatch"), gpu.key
+    # One line per GPU whose weights fit: the H100's (80 GB) do not.
+    assert len(found.find_all("polyline")) == len(GPUS) - 1
+    assert "134,336,225,184 bytes" in squash(found.text())
+
+
+def test_a_partly_modelled_model_gets_a_sentence_not_a_table(site: Path) -> None:
+    found = section(site, K3)
+    assert "Only part of this model is modelled" in squash(found.text()) and not found.find_all("table")
+
+
+def test_a_graph_read_off_the_code_gets_a_sentence_not_a_plot(site: Path) -> None:
+    found = section(site, GENERIC)
+    assert "does not price a graph read off the code" in squash(found.text())
+    assert not found.find_all("svg")
