@@ -31,7 +31,7 @@ def load_time_names(module: nn.Module, names: Iterable[str]) -> dict[str, str]:
 
     if not isinstance(module, PreTrainedModel):
         return {name: name for name in names}
-    return internals.load_time_names(module, names)
+    return internals.renamed_source_keys(module, names)
 
 
 @contextmanager

@@ -129,7 +129,7 @@ _NOTHING_TO_REVERT: weakref.WeakSet[PreTrainedModel] = weakref.WeakSet()
 """Models that :func:`one_conversion_mapping` found no transform for, while it is in force."""
 
 
-def load_time_names(model: PreTrainedModel, names: Iterable[str]) -> dict[str, str]:
+def renamed_source_keys(model: PreTrainedModel, names: Iterable[str]) -> dict[str, str]:
     """Each checkpoint name as ``from_pretrained`` renames it for ``model`` before loading: every renaming of the
     family's conversion mapping, then the base-model prefix added or removed (``core_model_loading.rename_source_key``
     with the ``WeightRenaming``s of ``conversion_mapping.get_model_conversion_mapping``; converters, which merge or

@@ -27,7 +27,7 @@ PINNED: dict[str, str] = {
     "generation_defaults": "GenerationConfig._get_default_generation_params",
     "text_config_class": "PretrainedConfig.sub_configs",
     "sub_config_keys": "PretrainedConfig.sub_configs",
-    "load_time_names": "transformers.core_model_loading.rename_source_key with the WeightRenamings of "
+    "renamed_source_keys": "transformers.core_model_loading.rename_source_key with the WeightRenamings of "
     "transformers.conversion_mapping.get_model_conversion_mapping",
     "instantiate": "PreTrainedModel._from_config (and its dtype argument)",
     "one_conversion_mapping": "revert_weight_conversion reading PreTrainedModel._weight_conversions, and "
@@ -214,14 +214,14 @@ def test_sub_config_keys() -> None:
         assert internals.sub_config_keys(LlamaConfig) == ()
 
 
-def test_load_time_names() -> None:
+def test_renamed_source_keys() -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    with pinned("load_time_names"), torch.device("meta"):
+    with pinned("renamed_source_keys"), torch.device("meta"):
         model = AutoModelForCausalLM.from_config(AutoConfig.for_model("mixtral", **TINY, num_local_experts=4))
         names = ["model.layers.0.block_sparse_moe.experts.1.w1.weight", "model.norm.weight"]
-        renamed = internals.load_time_names(model, names)
+        renamed = internals.renamed_source_keys(model, names)
         # Mixtral's conversion mapping renames block_sparse_moe to mlp on load; a plain name is left as it is.
         assert renamed["model.norm.weight"] == "model.norm.weight"
         assert renamed[names[0]].startswith("model.layers.0.mlp.experts")
