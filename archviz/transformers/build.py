@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from archviz.code.modeltree import BuildRecord
 from archviz.code.pins import content_hash
 from archviz.common.errors import InputError, raised_in_archviz
-from archviz.inputs.recipe import ModelRecipe
+from archviz.inputs.recipe import LEFT_OUT_KEYS, ModelRecipe
 from archviz.transformers import internals
 from archviz.transformers.configs import attribute, transformers_config_class
 from archviz.transformers.remote import remote_classes
@@ -28,13 +28,11 @@ if TYPE_CHECKING:
     from torch import nn
 
 
-# config.json keys dropped before transformers sees them. Each would make transformers build something
-# other than the plain architecture, or reach outside transformers:
-# - auto_map names classes in the model folder's own .py files (remote code);
-# - quantization_config / compression_config would make a loader swap nn.Linear for quantized linears;
-# - model_type is the caller's choice, passed separately (Kimi-K2 says "kimi_k2" but is built as
-#   "deepseek_v3"); left in, it would be stored on the config and hide the family's conversion mapping.
-_DROPPED_CONFIG_KEYS = frozenset({"auto_map", "quantization_config", "compression_config", "model_type"})
+_DROPPED_CONFIG_KEYS = frozenset({*LEFT_OUT_KEYS, "model_type"})
+"""config.json keys dropped before transformers sees them: the recipe's ``LEFT_OUT_KEYS`` (each would make transformers
+build something other than the plain architecture, or reach outside it), and ``model_type``, the caller's choice,
+passed separately (Kimi-K2 says "kimi_k2" but is built as "deepseek_v3"; left in, it would be stored on the config and
+hide the family's conversion mapping)."""
 
 
 def instantiate_on_meta(
