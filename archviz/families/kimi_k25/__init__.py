@@ -18,10 +18,10 @@ left over (``vision_tower.encoder.blocks.{i}.wqkv``, ``mm_projector.proj.0``, ``
 from __future__ import annotations
 
 from archviz.families.blocks.schema import SchemaAliases
-from archviz.families.deepseek_v3 import NAME as TEXT_MODEL_TYPE
-from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
-from archviz.families.deepseek_v3 import DeepseekV3Builder
-from archviz.families.deepseek_v3 import K as TEXT
+from archviz.families.deepseek_v3.builder import DeepseekV3Builder
+from archviz.families.deepseek_v3.schema import NAME as TEXT_MODEL_TYPE
+from archviz.families.deepseek_v3.schema import K as TEXT
+from archviz.families.deepseek_v3.words import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.kimi_k25.builder import build
 from archviz.families.kimi_k25.schema import NAME, K, adapt_config
 from archviz.families.registry import CodePart, Family, FamilyBuilds, FamilySpeech

@@ -16,7 +16,7 @@ public release and not checked here against a copy of that file; public descript
 from __future__ import annotations
 
 from archviz.families.blocks.schema import SchemaAliases
-from archviz.families.deepseek_v3 import build_family
+from archviz.families.deepseek_v3.builder import build_family
 from archviz.families.kimi_linear.builder import KimiLinearBuilder
 from archviz.families.kimi_linear.naming import NAMING
 from archviz.families.kimi_linear.schema import LINEAR, NAME, K, cut_layers
