@@ -1,7 +1,7 @@
 """What the registry knows of a family: the configs it accepts and how it builds their graphs.
 
-Each family home (``archviz.families.deepseek_v3``, ``kimi_k25``, ``kimi_linear``, ``llama``, ``generic``) declares its
-``Family`` entries; ``archviz.families`` chooses among them.
+Each family home (``archviz.families.deepseek_v3``, ``kimi_k25``, ``kimi_linear``, ``llama``: in its ``family`` module;
+``generic``) declares its ``Family`` entries; ``archviz.families`` chooses among them.
 """
 
 from __future__ import annotations

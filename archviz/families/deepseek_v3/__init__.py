@@ -11,24 +11,3 @@ DeepSeek-V3's remote ``modeling_deepseek.py`` (also shipped by Kimi-K2 and Moonl
 DeepseekV3YarnRotaryEmbedding, DeepseekV3MoE.moe_infer, ``logits = logits.float()``) for the layer rule with
 ``moe_layer_freq`` and the float32 logits; the released checkpoints' names.
 """
-
-from __future__ import annotations
-
-from archviz.families.blocks.schema import SchemaAliases
-from archviz.families.deepseek_v3.builder import DeepseekV3Builder, build_family
-from archviz.families.deepseek_v3.naming import NAMING
-from archviz.families.deepseek_v3.schema import NAME, K
-from archviz.families.deepseek_v3.words import WORDS
-from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
-
-FAMILY = Family(
-    name=NAME,
-    model_types=("deepseek_v3", "kimi_k2"),
-    architectures=("DeepseekV3ForCausalLM",),
-    transformers_model_type="deepseek_v3",
-    builds=FamilyBuilds(
-        build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder),
-        aliases=SchemaAliases(K, NAME),
-    ),
-    speaks=FamilySpeech(moe=NAMING, words=WORDS),
-)
