@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from archviz.common.errors import InputError
 from archviz.families import compressed, fbgemm, fp8, gptq, mxfp4
 from archviz.families.blocks.builder import scale_format
+from archviz.families.blocks.plans import RestatedPlans
 from archviz.families.omissions import unbuilt_mtp, unmodelled_quantization, unread_sub_configs, with_omissions
 from archviz.families.registry import GENERIC, Family
 from archviz.graph.nodes import Assumption, Graph, ModelInfo
@@ -79,6 +80,19 @@ def __getattr__(name: str) -> Any:
     if name == "FAMILIES":
         return tuple(family for home in HOMES for family in home.families())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def plans_for(model_type: str) -> RestatedPlans | None:
+    """The restatement of transformers' plans for ``model_type``: the plans of the hand-written family whose
+    transformers classes it names (imported now), None when no hand-written family restates them. Kimi-K2.5's
+    language model is ``deepseek_v3``'s; a model read off the code of a model_type a family restates takes that
+    family's."""
+    for home in HOMES:
+        if model_type in home.model_types:
+            for family in home.families():
+                if family.transformers_model_type == model_type:
+                    return family.plans
+    return None
 
 
 def _generic_family(model_type: str) -> Family:

@@ -6,6 +6,7 @@ from archviz.families.blocks.schema import SchemaAliases
 from archviz.families.deepseek_v3.builder import DeepseekV3Builder, build_family
 from archviz.families.deepseek_v3.home import ARCHITECTURES, MODEL_TYPES
 from archviz.families.deepseek_v3.naming import NAMING
+from archviz.families.deepseek_v3.plans import PLANS
 from archviz.families.deepseek_v3.schema import NAME, K
 from archviz.families.deepseek_v3.words import WORDS
 from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
@@ -20,4 +21,5 @@ FAMILY = Family(
         aliases=SchemaAliases(K, NAME),
     ),
     speaks=FamilySpeech(moe=NAMING, words=WORDS),
+    plans=PLANS,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from archviz.families.blocks.schema import SchemaAliases
 from archviz.families.deepseek_v3.builder import build_family
+from archviz.families.deepseek_v3.plans import PLANS as DEEPSEEK_V3_PLANS
 from archviz.families.kimi_linear.builder import KimiLinearBuilder
 from archviz.families.kimi_linear.home import ARCHITECTURES, MODEL_TYPES
 from archviz.families.kimi_linear.naming import NAMING
@@ -22,4 +23,5 @@ FAMILY = Family(
         cut_layers=cut_layers,
     ),
     speaks=FamilySpeech(moe=NAMING, words=WORDS),
+    plans=DEEPSEEK_V3_PLANS,  # KimiLinearConfig's plans are DeepseekV3Config's
 )

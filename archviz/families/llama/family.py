@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from archviz.families.blocks.schema import SchemaAliases
 from archviz.families.llama.builder import Variant
+from archviz.families.llama.plans import PLANS
 from archviz.families.llama.variants import VARIANTS
 from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
 from archviz.graph.nodes import Graph, ModelInfo
@@ -21,6 +22,7 @@ def _family(variant: Variant) -> Family:
         transformers_model_type=variant.name,
         builds=FamilyBuilds(build=build, aliases=SchemaAliases(variant.keys, variant.name)),
         speaks=FamilySpeech(moe=variant.moe),
+        plans=PLANS[variant.name],
     )
 
 
