@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archviz.families.blocks.schema import (
-    DENSE_FIRST,
-    DecoderKeys,
-    MlaKeys,
-    MoeKeys,
-    QuantizationKeys,
-    RopeKeys,
-)
+from archviz.families.blocks.schema import DENSE_FIRST, DecoderKeys, MlaKeys, MoeKeys, QuantizationKeys, RopeKeys
 from archviz.inputs.settings import Key
 
 NAME = "deepseek_v3"
