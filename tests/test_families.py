@@ -422,6 +422,10 @@ def test_the_index_of_homes_is_what_each_family_declares() -> None:
 def test_the_homes_are_the_hand_written_folders_in_the_order_they_are_tried() -> None:
     """``HOMES`` is read from the folders with a ``home.py``: the generic family and the shared blocks have none."""
     assert [home.module for home in HOMES] == ["deepseek_v3", "kimi_k25", "kimi_linear", "llama"]
+    model_types = [t for home in HOMES for t in home.model_types]
+    architectures = [a for home in HOMES for a in home.architectures]
+    for accepted in (model_types, architectures):
+        assert len(accepted) == len(set(accepted)), "two homes accept the same config: their order would decide"
 
 
 def test_choosing_a_family_imports_no_other_family() -> None:

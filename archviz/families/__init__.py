@@ -76,7 +76,7 @@ model_type or architecture)."""
 
 
 def __getattr__(name: str) -> Any:
-    """``FAMILIES``: every hand-written family, in the order they are tried (importing every home)."""
+    """``FAMILIES``: every hand-written family, in the order they are tried (importing every family)."""
     if name == "FAMILIES":
         return tuple(family for home in HOMES for family in home.families())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
