@@ -3,10 +3,11 @@
 The cost model: FLOP terms and the sizes they are evaluated at (``terms``), the pricers that write each operator kind's
 terms (``pricers``), routed experts as one value (``experts``), the weights' bytes stored and read by a decode step
 (``weights``), cache and state bytes (``cache``), the whole model's report (``report``). Deployment sizing: the GPU
-table (``gpus``, its figures in ``gpus.toml``), transformers' parallel plans restated and what each style splits
-(``parallel_plans``), checkpoint names as the plans see them (``tensor_names``), each tensor's split and each rank's
-tensors (``sharding``), each rank's cache and roofline figures (``roofline``), the plan's notes (``notes``), the plan
-itself (``plan``).
+table (``gpus``, its figures in ``gpus.toml``), a model's parallel plans and what each style splits
+(``parallel_plans``; transformers' plans restated for a hand-written family are in its folder, ``plans.py``),
+checkpoint names as the plans see them (``tensor_names``), each tensor's split and each rank's tensors
+(``sharding``), each rank's cache and roofline figures (``roofline``), the plan's notes (``notes``), the plan itself
+(``plan``).
 
 May import the stages before it up to the pipeline; never torch or transformers.
 """

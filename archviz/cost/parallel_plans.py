@@ -1,6 +1,6 @@
-"""How a model's tensors are split: transformers' tensor- and expert-parallel plans restated for the hand-written
-families, what each plan style does to a weight, and the two conventions (transformers' plans as they are, or as
-the serving engines split attention and the embedding).
+"""How a model's tensors are split: a model's tensor- and expert-parallel plans (for a hand-written family's language
+model, transformers' restated in the family's folder, ``plans.py``), what each plan style does to a weight, and the two
+conventions (transformers' plans as they are, or as the serving engines split attention and the embedding).
 
 This module must not import torch or transformers.
 """
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from archviz.families import plans_for
 from archviz.graph.nodes import Graph, Mixer
 
 if TYPE_CHECKING:
@@ -30,87 +31,6 @@ class Convention(StrEnum):
     """transformers' own plans, as they are."""
     ENGINE = "engine"
     """Attention split by heads, MLA's latent replicated, vocabulary-parallel embedding and head (vLLM, SGLang)."""
-
-
-# -- transformers' plans, restated --------------------------------------------------------------------------------
-
-_LLAMA_TP = {
-    "layers.*.self_attn.q_proj": "colwise",
-    "layers.*.self_attn.k_proj": "colwise",
-    "layers.*.self_attn.v_proj": "colwise",
-    "layers.*.self_attn.o_proj": "rowwise",
-    "layers.*.mlp.gate_proj": "colwise",
-    "layers.*.mlp.up_proj": "colwise",
-    "layers.*.mlp.down_proj": "rowwise",
-}
-
-
-_QK_NORM = {
-    "layers.*.self_attn.q_norm": "replicated_with_grad_allreduce",
-    "layers.*.self_attn.k_norm": "replicated_with_grad_allreduce",
-}
-
-
-_EXPERTS_TP = {
-    "layers.*.mlp.experts.gate_up_proj": "packed_colwise",
-    "layers.*.mlp.experts.down_proj": "rowwise",
-    "layers.*.mlp.experts": "moe_tp_experts",
-}
-
-
-_SHARED_EXPERTS_TP = {
-    "layers.*.mlp.shared_experts.gate_proj": "colwise",
-    "layers.*.mlp.shared_experts.up_proj": "colwise",
-    "layers.*.mlp.shared_experts.down_proj": "rowwise",
-}
-
-
-_DENSE_MLP_TP = {key: value for key, value in _LLAMA_TP.items() if ".mlp." in key}
-
-
-_ATTENTION_TP = {key: value for key, value in _LLAMA_TP.items() if ".self_attn." in key}
-
-
-_DEEPSEEK_TP = {**_EXPERTS_TP, **_SHARED_EXPERTS_TP, **_DENSE_MLP_TP}
-
-
-TP_PLANS: dict[str, dict[str, str]] = {
-    "deepseek_v3": _DEEPSEEK_TP,
-    "kimi_linear": _DEEPSEEK_TP,
-    "llama": _LLAMA_TP,
-    "mistral": _LLAMA_TP,
-    "qwen2": _LLAMA_TP,
-    "qwen3": {**_ATTENTION_TP, **_QK_NORM, **_DENSE_MLP_TP},
-    "mixtral": {**_ATTENTION_TP, **_EXPERTS_TP},
-    "qwen3_moe": {**_ATTENTION_TP, **_QK_NORM, **_EXPERTS_TP, **_DENSE_MLP_TP},
-}
-"""``base_model_tp_plan`` of transformers' config class (5.24) for the model_types of the hand-written families, keyed
-relative to the base model (``model.``). Kimi-K2 and K2.5's text model are ``deepseek_v3``; Kimi-K3's is
-``kimi_linear``."""
-
-
-_EXPERTS_EP = {
-    "layers.*.mlp.experts.gate_up_proj": "grouped_gemm",
-    "layers.*.mlp.experts.down_proj": "grouped_gemm",
-    "layers.*.mlp.experts": "ep_dispatch_experts",
-}
-
-
-EP_PLANS: dict[str, dict[str, str] | None] = {
-    "deepseek_v3": _EXPERTS_EP,
-    "kimi_linear": _EXPERTS_EP,
-    "llama": None,
-    "mistral": None,
-    "qwen2": None,
-    "qwen3": None,
-    "mixtral": _EXPERTS_EP,
-    "qwen3_moe": _EXPERTS_EP,
-}
-"""``base_model_ep_plan`` of the same config classes (None: the model has no experts to place)."""
-
-
-HEAD_PLAN = {"lm_head": "colwise_gather_output"}
-"""The causal LM's own ``_tp_plan`` (every family here): the head split by vocabulary, its logits gathered."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,14 +55,16 @@ def text_model_type(graph: Graph, family: Family) -> str:
 
 
 def restated_plans(graph: Graph, family: Family) -> ParallelPlans | None:
-    """The restatement of transformers' plans for a hand-written family's language model; None for another."""
+    """The restatement of transformers' plans for a hand-written family's language model (``Family.plans``, found by
+    its model_type); None for another."""
     model_type = text_model_type(graph, family)
-    if model_type not in TP_PLANS:
+    plans = plans_for(model_type)
+    if plans is None:
         return None
     return ParallelPlans(
-        tp=TP_PLANS[model_type],
-        ep=EP_PLANS.get(model_type),
-        head=HEAD_PLAN,
+        tp=plans.tp,
+        ep=plans.ep,
+        head=plans.head,
         source=f"transformers' plans for {model_type}, restated in archviz.cost.plan (held to transformers by a test)",
     )
 

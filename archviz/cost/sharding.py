@@ -3,8 +3,9 @@ the engine's), what a rank holds of it, and each rank's tensors added up.
 
 Weights are split tensor by tensor from the predicted checkpoint. The split follows the model's own tensor-parallel
 and expert-parallel plans as transformers ships them (``base_model_tp_plan``, ``base_model_ep_plan`` of the config
-class, and the causal LM's ``_tp_plan`` for ``lm_head``), restated in ``parallel_plans``' ``TP_PLANS`` and
-``EP_PLANS`` (a test holds each restatement to transformers' attribute); a plan entry's style name decides the split
+class, and the causal LM's ``_tp_plan`` for ``lm_head``), restated for a hand-written family in its folder's
+``plans.py`` (``Family.plans``; a test holds each restatement to transformers' attribute); a plan entry's style name
+decides the split
 (``SPLITS``). Two conventions:
 
 - ``transformers``: the plans as they are, with the input embedding vocabulary-parallel (``embedding_rowwise``) as

@@ -4,7 +4,8 @@ A family is one home: ``deepseek_v3`` (DeepSeek-V3, Kimi-K2, Moonlight), ``kimi_
 with a vision tower and projector), ``kimi_linear`` (Kimi Linear, Kimi-K3's text model), ``llama`` (the llama-style
 decoders and their MoE cousins) and ``generic`` (any other model_type transformers ships, read off its modeling
 code). Each home holds the family's settings, builder, checkpoint
-naming and the locators of the nodes it builds; the shared building blocks are in ``archviz.families.blocks``.
+naming and the locators of the nodes it builds, and a ``home`` module naming the configs that choose it (``HOMES``, read
+from the folders); the shared building blocks are in ``archviz.families.blocks``.
 Choosing a hand-written family imports neither torch nor transformers: the transformers facts a family reads (attribute
 maps, conversion renames) come from the adapter's source-text readers (``archviz.transformers.package``, ``renames``).
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from archviz.common.errors import InputError
 from archviz.families import compressed, fbgemm, fp8, gptq, mxfp4
 from archviz.families.blocks.builder import scale_format
+from archviz.families.blocks.plans import RestatedPlans
 from archviz.families.omissions import unbuilt_mtp, unmodelled_quantization, unread_sub_configs, with_omissions
 from archviz.families.registry import GENERIC, Family
 from archviz.graph.nodes import Assumption, Graph, ModelInfo
@@ -33,48 +37,62 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class FamilyHome:
-    """Where hand-written families live and the configs they accept, so that choosing one imports its module alone
-    (as transformers' ``CONFIG_MAPPING_NAMES`` names a model_type's class without importing it). Each family declares
-    its own ``model_types`` and ``architectures``; ``tests/test_families.py`` holds this index to those declarations."""
+    """Where a hand-written family lives and the configs it accepts, so that choosing one imports its module alone
+    (as transformers' ``CONFIG_MAPPING_NAMES`` names a model_type's class without importing it). Each family folder
+    declares them in its ``home.py``, which imports nothing; ``tests/test_families.py`` holds each home to its
+    families' declarations."""
 
     module: str
-    """The module under ``archviz.families`` holding ``FAMILY`` (or ``FAMILIES``, one per variant)."""
+    """The folder under ``archviz.families`` whose ``family`` module holds ``FAMILY`` (or ``FAMILIES``, one per
+    variant)."""
     model_types: tuple[str, ...]
     """Every ``model_type`` its families accept."""
     architectures: tuple[str, ...]
     """Every ``architectures`` entry its families accept."""
 
     def families(self) -> tuple[Family, ...]:
-        """The module's families (imported now)."""
-        module = importlib.import_module(f"archviz.families.{self.module}")
+        """The folder's families (imported now)."""
+        module = importlib.import_module(f"archviz.families.{self.module}.family")
         return tuple(getattr(module, "FAMILIES", None) or (module.FAMILY,))
 
 
-HOMES: tuple[FamilyHome, ...] = (
-    FamilyHome("deepseek_v3", ("deepseek_v3", "kimi_k2"), ("DeepseekV3ForCausalLM",)),
-    FamilyHome("kimi_k25", ("kimi_k25",), ("KimiK25ForConditionalGeneration", "Kimi_K25ForConditionalGeneration")),
-    FamilyHome("kimi_linear", ("kimi_linear",), ("KimiLinearForCausalLM",)),
-    FamilyHome(
-        "llama",
-        ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"),
-        (
-            "LlamaForCausalLM",
-            "MistralForCausalLM",
-            "Qwen2ForCausalLM",
-            "Qwen3ForCausalLM",
-            "MixtralForCausalLM",
-            "Qwen3MoeForCausalLM",
-        ),
-    ),
-)
-"""The homes of the hand-written families, in the order they are tried."""
+def _homes() -> tuple[FamilyHome, ...]:
+    """The homes of the folders under ``archviz.families`` that have a ``home`` module, by folder name. Only the
+    folder's ``__init__`` (its docstring) and its home are imported; a folder without a home (the generic family, the
+    shared blocks) is not imported at all."""
+    homes = []
+    for root in __path__:
+        for folder in pkgutil.iter_modules([root]):
+            inside = pkgutil.iter_modules([os.path.join(root, folder.name)]) if folder.ispkg else ()
+            if any(module.name == "home" for module in inside):
+                home = importlib.import_module(f"{__name__}.{folder.name}.home")
+                homes.append(FamilyHome(folder.name, home.MODEL_TYPES, home.ARCHITECTURES))
+    return tuple(sorted(homes, key=lambda home: home.module))
+
+
+HOMES: tuple[FamilyHome, ...] = _homes()
+"""The homes of the hand-written families, in the order they are tried (by folder name; no two accept the same
+model_type or architecture)."""
 
 
 def __getattr__(name: str) -> Any:
-    """``FAMILIES``: every hand-written family, in the order they are tried (importing every home)."""
+    """``FAMILIES``: every hand-written family, in the order they are tried (importing every family)."""
     if name == "FAMILIES":
         return tuple(family for home in HOMES for family in home.families())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def plans_for(model_type: str) -> RestatedPlans | None:
+    """The restatement of transformers' plans for ``model_type``: the plans of the hand-written family whose
+    transformers classes it names (imported now), None when no hand-written family restates them. Kimi-K2.5's
+    language model is ``deepseek_v3``'s; a model read off the code of a model_type a family restates takes that
+    family's."""
+    for home in HOMES:
+        if model_type in home.model_types:
+            for family in home.families():
+                if family.transformers_model_type == model_type:
+                    return family.plans
+    return None
 
 
 def _generic_family(model_type: str) -> Family:

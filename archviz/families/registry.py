@@ -1,7 +1,7 @@
 """What the registry knows of a family: the configs it accepts and how it builds their graphs.
 
-Each family home (``archviz.families.deepseek_v3``, ``kimi_k25``, ``kimi_linear``, ``llama``, ``generic``) declares its
-``Family`` entries; ``archviz.families`` chooses among them.
+Each family home (``archviz.families.deepseek_v3``, ``kimi_k25``, ``kimi_linear``, ``llama``: in its ``family`` module;
+``generic``) declares its ``Family`` entries; ``archviz.families`` chooses among them.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from archviz.families.blocks.config_words import ConfigWords
 from archviz.families.blocks.moe_naming import MoeNaming
+from archviz.families.blocks.plans import RestatedPlans
 from archviz.graph.nodes import Graph, ModelInfo
 from archviz.inputs.settings import Settings
 
@@ -95,3 +96,7 @@ class Family:
     """Config to graph."""
     speaks: FamilySpeech = FamilySpeech()
     """Words for its sentences."""
+    plans: RestatedPlans | None = None
+    """transformers' tensor- and expert-parallel plans for its ``transformers_model_type``, restated (its folder's
+    ``plans.py``, held to transformers by a test); None when they are not (the plan stage reads transformers' classes,
+    and a wrapper's language model takes its text family's)."""

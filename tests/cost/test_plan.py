@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 
 from archviz.cli import app
 from archviz.cost.gpus import GPU_FILE, GPUS
-from archviz.cost.parallel_plans import EP_PLANS, HEAD_PLAN, SPLITS, TP_PLANS, Convention
+from archviz.cost.parallel_plans import SPLITS, Convention
 from archviz.cost.plan import PlanRequest, local_shapes, plan_deployment
 from archviz.cost.report import model_cost
 from archviz.cost.sharding import Parallelism, chunk, expert_owner, local_experts, stages
 from archviz.cost.terms import DEFAULT_SIZES
-from archviz.families import FAMILIES
+from archviz.families import FAMILIES, plans_for
 from archviz.pipeline import describe_model
 
 runner = CliRunner()
@@ -62,30 +62,35 @@ def k2() -> Any:
 # -- the restatement of transformers' plans -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model_type", sorted(TP_PLANS))
+RESTATED = {family.transformers_model_type: family.plans for family in FAMILIES if family.plans is not None}
+"""Every hand-written family's restatement of transformers' plans, by the model_type whose classes carry them."""
+
+
+@pytest.mark.parametrize("model_type", sorted(RESTATED))
 def test_restated_plans_are_transformers_own(model_type: str) -> None:
     from transformers import CONFIG_MAPPING
     from transformers.models.auto import modeling_auto
 
+    plans = RESTATED[model_type]
     config_class = CONFIG_MAPPING[model_type]
-    assert TP_PLANS[model_type] == config_class.base_model_tp_plan
-    assert EP_PLANS[model_type] == config_class.base_model_ep_plan
+    assert plans.tp == config_class.base_model_tp_plan
+    assert plans.ep == config_class.base_model_ep_plan
     causal_lm = modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING[config_class]
-    assert causal_lm._tp_plan == HEAD_PLAN
+    assert causal_lm._tp_plan == plans.head
 
 
 def test_every_hand_written_familys_language_model_has_a_restated_plan() -> None:
     for family in FAMILIES:
         text = family.builds.code_parts.get("text")
         model_type = text.transformers_model_type if text is not None else family.transformers_model_type
-        assert model_type in TP_PLANS, family.name
+        assert plans_for(model_type) is not None, family.name
 
 
 def test_every_style_the_plans_use_is_known_and_is_transformers_style() -> None:
     from transformers.distributed.tensor_parallel import ALL_PARALLEL_STYLES
 
-    used = {style for plan in TP_PLANS.values() for style in plan.values()}
-    used |= {style for plan in EP_PLANS.values() if plan for style in plan.values()}
+    used = {style for plans in RESTATED.values() for style in plans.tp.values()}
+    used |= {style for plans in RESTATED.values() if plans.ep for style in plans.ep.values()}
     assert used <= set(SPLITS)
     ep_styles = {"grouped_gemm", "ep_dispatch_experts"}
     assert set(SPLITS) - ep_styles <= set(ALL_PARALLEL_STYLES.keys())

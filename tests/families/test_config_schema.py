@@ -16,29 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from archviz.families import deepseek_v3, kimi_k25, kimi_linear, llama
+from archviz.families import FAMILIES as HAND_WRITTEN
 from archviz.families.blocks import schema
 from archviz.families.blocks.schema import SchemaAliases, schema_keys, with_aliases
+from archviz.families.deepseek_v3 import schema as deepseek_v3
+from archviz.families.kimi_k25 import schema as kimi_k25
+from archviz.families.kimi_linear import schema as kimi_linear
+from archviz.families.llama.variants import VARIANTS as LLAMA_VARIANTS
 from archviz.inputs.settings import Key
 from archviz.transformers.package import transformers_attribute_map
 
 TOP = Path(__file__).resolve().parents[2]
 FAMILIES = TOP / "archviz" / "families"
-FAMILY_MODULES = tuple(
-    path.stem
-    for path in sorted(FAMILIES.glob("*.py"))
-    if path.stem != "generic" and "Family(" in path.read_text(encoding="utf-8")
-)
-"""Every module of ``archviz/families/`` that defines a family, but the generic one (which reads the keys it finds in
-transformers' code): a new family's module is checked without being listed."""
-FAMILY_FOLDERS = tuple(
-    path.parent
-    for path in sorted(FAMILIES.glob("*/__init__.py"))
-    if path.parent.name != "generic" and "Family(" in path.read_text(encoding="utf-8")
-)
-"""Every family that is a folder (its ``Family`` in ``__init__.py``): every module of it but its ``schema.py``."""
+FAMILY_FOLDERS = tuple(path.parent for path in sorted(FAMILIES.glob("*/home.py")))
+"""Every hand-written family's folder (the ones with a ``home.py``; not the generic family, which reads the keys it
+finds in transformers' code): every module of it but its ``schema.py``, a new family's checked without being listed."""
 CHECKED = (
-    *(FAMILIES / f"{name}.py" for name in FAMILY_MODULES),
     *(path for folder in FAMILY_FOLDERS for path in sorted(folder.glob("*.py")) if path.name != "schema.py"),
     *sorted(path for path in (FAMILIES / "blocks").glob("*.py") if path.name != "schema.py"),
     TOP / "archviz" / "provenance" / "claims.py",
@@ -46,11 +39,11 @@ CHECKED = (
 
 SCHEMAS: dict[str, object] = {
     "deepseek_v3": deepseek_v3.K,
-    "kimi_linear": kimi_linear.schema.K,
-    "kimi_linear.linear_attn_config": kimi_linear.schema.KDA_KEYS,
-    "kimi_k25": kimi_k25.schema.K,
-    "kimi_k25.vision_config": kimi_k25.schema.V,
-    **{variant.name: variant.keys for variant in llama.VARIANTS},
+    "kimi_linear": kimi_linear.K,
+    "kimi_linear.linear_attn_config": kimi_linear.KDA_KEYS,
+    "kimi_k25": kimi_k25.K,
+    "kimi_k25.vision_config": kimi_k25.V,
+    **{variant.name: variant.keys for variant in LLAMA_VARIANTS},
     "blocks.decoder": schema.DECODER,
     "blocks.rope": schema.ROPE,
     "blocks.gqa": schema.GQA,
@@ -162,9 +155,7 @@ def test_the_check_sees_a_key_spelled_as_a_string(tmp_path: Path) -> None:
     assert found == ["module.py:3: 'hidden_size'"]
 
 
-FAMILIES = {
-    family.name: family for family in (deepseek_v3.FAMILY, kimi_linear.FAMILY, kimi_k25.FAMILY, *llama.FAMILIES)
-}
+FAMILIES = {family.name: family for family in HAND_WRITTEN}
 """The hand-written families, whose keys are their transformers config class's."""
 
 
@@ -220,7 +211,7 @@ def test_attribute_maps_are_read() -> None:
 
 def test_kimi_linear_reads_the_release_and_transformers_spellings() -> None:
     """Kimi Linear's aliases are what its config class maps (formerly restated by hand)."""
-    aliases = kimi_linear.FAMILY.builds.aliases
+    aliases = FAMILIES["kimi_linear"].builds.aliases
     assert aliases["num_experts"] == ("num_local_experts",)
     assert aliases["num_experts_per_token"] == ("num_experts_per_tok",)
     assert aliases["num_shared_experts"] == ("n_shared_experts",)

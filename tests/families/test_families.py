@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 from archviz.cli import app
 from archviz.common.errors import InputError
 from archviz.families import FAMILIES, HOMES, generic
-from archviz.families.llama import VARIANTS, Variant
+from archviz.families.llama.builder import Variant
+from archviz.families.llama.variants import VARIANTS
 from archviz.graph.nodes import Graph, ModelInfo, Node, NodeKind
 from archviz.graph.totals import compute_totals, node_parameters, predicted_manifest
 from archviz.inputs.config import parse_config
@@ -418,12 +419,26 @@ def test_the_index_of_homes_is_what_each_family_declares() -> None:
     assert [family.name for family in FAMILIES] == [family.name for home in HOMES for family in home.families()]
 
 
-def test_choosing_a_family_imports_its_home_alone() -> None:
+def test_the_homes_are_the_hand_written_folders_in_the_order_they_are_tried() -> None:
+    """``HOMES`` is read from the folders with a ``home.py``: the generic family and the shared blocks have none."""
+    assert [home.module for home in HOMES] == ["deepseek_v3", "kimi_k25", "kimi_linear", "llama"]
+    model_types = [t for home in HOMES for t in home.model_types]
+    architectures = [a for home in HOMES for a in home.architectures]
+    for accepted in (model_types, architectures):
+        assert len(accepted) == len(set(accepted)), "two homes accept the same config: their order would decide"
+
+
+def test_choosing_a_family_imports_no_other_family() -> None:
+    """Choosing K2's family reads every folder's home, and imports nothing else of the other families (nor the generic
+    family, which a hand-written model never needs)."""
     code = (
         "import sys\n"
         "from archviz.pipeline import describe_model\n"
         "describe_model('kimi-k2-instruct')\n"
-        "print(sorted(m for m in ('kimi_k25', 'kimi_linear', 'llama') if f'archviz.families.{m}' in sys.modules))\n"
+        "others = ('generic', 'kimi_k25', 'kimi_linear', 'llama')\n"
+        "homes = {f'archviz.families.{m}{home}' for m in others[1:] for home in ('', '.home')}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[1:3] in [['families', o] for o in others]"
+        " and m not in homes))\n"
     )
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "[]"

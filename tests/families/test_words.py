@@ -157,7 +157,7 @@ def test_every_node_of_a_hand_written_family_has_its_words_from_a_table(graphs: 
 
 def test_kimi_linear_selection_names_its_group_key() -> None:
     # issue 20: the sentence said n_group, DeepSeek-V3's key; Kimi Linear's is num_expert_group (MoeNaming.groups).
-    from archviz.families.kimi_linear import NAMING
+    from archviz.families.kimi_linear.naming import NAMING
 
     graph = describe_model("kimi-linear-48b-a3b-instruct").graph
     selection = next(node for node in graph.nodes if node.id == "moe.selection")

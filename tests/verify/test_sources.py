@@ -49,7 +49,8 @@ from archviz.common.errors import InputError
 from archviz.families import FAMILIES
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.generic import locators as generic_locators
-from archviz.families.llama import VARIANTS, Variant
+from archviz.families.llama.builder import Variant
+from archviz.families.llama.variants import VARIANTS
 from archviz.graph.nodes import Graph, NodeKind
 from archviz.inputs.resolve import bundled_config
 from archviz.pipeline import ModelDocs, describe_model

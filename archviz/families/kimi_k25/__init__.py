@@ -14,29 +14,3 @@ spelled as Moonshot's own code reads them (``vt_hidden_size``, ``init_pos_emb_he
 checkpoint names are the release's, which transformers' ``kimi_k25`` conversion mapping loads with no key missing or
 left over (``vision_tower.encoder.blocks.{i}.wqkv``, ``mm_projector.proj.0``, ``language_model.model.layers.{i}``).
 """
-
-from __future__ import annotations
-
-from archviz.families.blocks.schema import SchemaAliases
-from archviz.families.deepseek_v3 import NAME as TEXT_MODEL_TYPE
-from archviz.families.deepseek_v3 import WORDS as DEEPSEEK_V3_WORDS
-from archviz.families.deepseek_v3 import DeepseekV3Builder
-from archviz.families.deepseek_v3 import K as TEXT
-from archviz.families.kimi_k25.builder import build
-from archviz.families.kimi_k25.schema import NAME, K, adapt_config
-from archviz.families.registry import CodePart, Family, FamilyBuilds, FamilySpeech
-
-FAMILY = Family(
-    name=NAME,
-    model_types=("kimi_k25",),
-    architectures=("KimiK25ForConditionalGeneration", "Kimi_K25ForConditionalGeneration"),
-    transformers_model_type="kimi_k25",
-    builds=FamilyBuilds(
-        build=lambda settings, model, _code: build(settings, model),
-        code_parts={"text": CodePart(transformers_model_type="deepseek_v3", config_key=K.text_config.name)},
-        modelled_configs=(K.text_config.name, K.vision_config.name),
-        adapt_config=adapt_config,
-        aliases=SchemaAliases(TEXT, TEXT_MODEL_TYPE),
-    ),
-    speaks=FamilySpeech(moe=DeepseekV3Builder.naming, words=DEEPSEEK_V3_WORDS, text_family="deepseek_v3"),
-)

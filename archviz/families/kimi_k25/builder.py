@@ -6,7 +6,7 @@ from archviz.common.errors import InputError
 from archviz.families.blocks.builder import TextPart
 from archviz.families.blocks.decoder import MODEL_CLAIM
 from archviz.families.blocks.node_words import Words
-from archviz.families.deepseek_v3 import DeepseekV3Builder, build_family
+from archviz.families.deepseek_v3.builder import DeepseekV3Builder, build_family
 from archviz.families.kimi_k25.dims import vision_dims
 from archviz.families.kimi_k25.projector import image_scatter, projector
 from archviz.families.kimi_k25.schema import TIE_DEFAULT, K

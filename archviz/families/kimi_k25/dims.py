@@ -8,7 +8,7 @@ from typing import Any
 
 from archviz.common.errors import InputError
 from archviz.families.blocks.builder import fixed
-from archviz.families.deepseek_v3 import K as TEXT
+from archviz.families.deepseek_v3.schema import K as TEXT
 from archviz.families.kimi_k25.schema import NAME, PROJECTION_HIDDEN_DEFAULT, VISION_KEYS, K, V
 from archviz.graph.nodes import Dim, Setting
 from archviz.inputs.config import ConfigDocument

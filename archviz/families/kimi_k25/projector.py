@@ -5,7 +5,7 @@ from __future__ import annotations
 from archviz.code.locators import Category, Locator, attribute, method, statement
 from archviz.families.blocks.builder import BATCH, GraphBuilder, Scope, fixed, linear_rows, shape
 from archviz.families.blocks.builder import POSITIONS as TEXT_POSITIONS
-from archviz.families.deepseek_v3 import K as TEXT
+from archviz.families.deepseek_v3.schema import K as TEXT
 from archviz.families.kimi_k25.dims import VisionDims
 from archviz.families.kimi_k25.naming import PROJECTOR, SCATTER, WRAPPER
 from archviz.families.kimi_k25.schema import IMAGE_TOKENS

@@ -12,26 +12,3 @@ mapping (``q_conv1d``/``k_conv1d``/``v_conv1d``, ``f_a_proj``/``f_b_proj``/``A_l
 KimiDeltaAttention, KimiSparseMoeBlock, KimiBlockSparseMLP, KimiMoEGate, ``block_sparse_moe``), written from its
 public release and not checked here against a copy of that file; public descriptions of Kimi-K3 for its extensions.
 """
-
-from __future__ import annotations
-
-from archviz.families.blocks.schema import SchemaAliases
-from archviz.families.deepseek_v3 import build_family
-from archviz.families.kimi_linear.builder import KimiLinearBuilder
-from archviz.families.kimi_linear.naming import NAMING
-from archviz.families.kimi_linear.schema import LINEAR, NAME, K, cut_layers
-from archviz.families.kimi_linear.words import WORDS
-from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
-
-FAMILY = Family(
-    name=NAME,
-    model_types=("kimi_linear",),
-    architectures=("KimiLinearForCausalLM",),
-    transformers_model_type="kimi_linear",
-    builds=FamilyBuilds(
-        build=lambda settings, model, _code: build_family(settings, model, KimiLinearBuilder, (LINEAR,)),
-        aliases=SchemaAliases(K, NAME),
-        cut_layers=cut_layers,
-    ),
-    speaks=FamilySpeech(moe=NAMING, words=WORDS),
-)

@@ -25,7 +25,7 @@ from archviz.families.blocks.builder import (
 )
 from archviz.families.blocks.decoder import rms_norm
 from archviz.families.blocks.node_words import Words
-from archviz.families.deepseek_v3 import DeepseekV3Builder
+from archviz.families.deepseek_v3.builder import DeepseekV3Builder
 from archviz.families.kimi_linear.naming import ATTN, CODE, DELTA_ATTENTION, FORGET_GATE, GATED_NORM, NAMING
 from archviz.families.kimi_linear.schema import KDA_KEYS, LINEAR, K
 from archviz.families.kimi_linear.words import ATTN_RES_WORDS, NODE_WORDS, SITU_WORDS

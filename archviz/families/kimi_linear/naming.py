@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from archviz.families.blocks.code import DecoderCode
-from archviz.families.deepseek_v3 import NAMING as DEEPSEEK_V3_NAMING
+from archviz.families.deepseek_v3.naming import NAMING as DEEPSEEK_V3_NAMING
 from archviz.families.kimi_linear.schema import K
 
 CODE = DecoderCode(

@@ -1,25 +1,9 @@
-"""The deepseek_v3 family: DeepSeek-V3, Kimi-K2 and Moonlight — and the MLA + MoE decoder Kimi Linear extends.
-
-Every layer has multi-head latent attention with YaRN rotary; the first ``first_k_dense_replace`` layers a dense
-SwiGLU MLP, the rest a sigmoid-routed mixture of experts with shared experts; optional multi-token-prediction
-(MTP) layers follow the main stack; checkpoints may be FP8 block-quantized (``weight_scale_inv`` beside each
-quantized linear weight). ``DeepseekV3Builder`` builds it; ``archviz.families.kimi_linear`` subclasses it.
-
-Sources: transformers ``models/deepseek_v3/modeling_deepseek_v3.py`` (DeepseekV3Model, DeepseekV3DecoderLayer,
-DeepseekV3Attention, DeepseekV3MoE, DeepseekV3TopkRouter, DeepseekV3MLP) and ``configuration_deepseek_v3.py``;
-DeepSeek-V3's remote ``modeling_deepseek.py`` (also shipped by Kimi-K2 and Moonlight: MoEGate,
-DeepseekV3YarnRotaryEmbedding, DeepseekV3MoE.moe_infer, ``logits = logits.float()``) for the layer rule with
-``moe_layer_freq`` and the float32 logits; the released checkpoints' names.
-"""
+"""DeepSeek-V3's graph: MLA in every layer, dense MLP then MoE layers, and the MTP layers after the main stack."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from archviz.families.blocks.builder import GraphBuilder, TextPart, checkpoint_dtypes, fixed, layer_placement
-from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.decoder import (
-    BLOCK_CLAIM,
     MODEL_CLAIM,
     decoder_block,
     dense_swiglu_mlp,
@@ -29,94 +13,24 @@ from archviz.families.blocks.decoder import (
     swiglu,
     token_embedding,
 )
-from archviz.families.blocks.mla import MLA_DECODER_WORDS, MlaAttention, mla_dims
+from archviz.families.blocks.mla import MlaAttention, mla_dims
 from archviz.families.blocks.moe import MoeBlock, moe_dims
 from archviz.families.blocks.moe_naming import MoeNaming
 from archviz.families.blocks.mtp import mtp_layers
-from archviz.families.blocks.node_words import Words, WordsTable
+from archviz.families.blocks.node_words import Words
 from archviz.families.blocks.rotary import (
     DECOUPLED_WORDS,
     decoupled_rope_settings,
     rotary_embedding,
     yarn_rotary_locator,
 )
-from archviz.families.blocks.routing import SigmoidRouting
-from archviz.families.blocks.schema import (
-    DENSE_FIRST,
-    DecoderKeys,
-    MlaKeys,
-    MoeKeys,
-    QuantizationKeys,
-    RopeKeys,
-    SchemaAliases,
-)
-from archviz.families.registry import Family, FamilyBuilds, FamilySpeech
+from archviz.families.deepseek_v3.naming import CODE, NAMING
+from archviz.families.deepseek_v3.schema import K
+from archviz.families.deepseek_v3.words import MTP_WORDS, NODE_WORDS
 from archviz.graph.naming import NamingMap
 from archviz.graph.nodes import Ffn, Graph, Layer, Mixer, ModelInfo, Part, Placement, Setting
 from archviz.inputs.settings import Key, Settings
 from archviz.transformers.renames import conversion_renames
-
-NAME = "deepseek_v3"
-
-# The class-name patterns hold in transformers' port and in DeepSeek's remote code alike (transformers'
-# ``DeepseekV3TopkRouter`` is the remote code's ``MoEGate``).
-CODE = DecoderCode(
-    model=("Model",),
-    causal_lm=("ForCausalLM",),
-    layer=("DecoderLayer",),
-    attention=("Attention",),
-    mlp=("MLP",),
-    moe=("MoE",),
-    router=("TopkRouter", "MoEGate"),
-    experts=("Experts",),
-    rotary=("YarnRotaryEmbedding", "RotaryEmbedding"),
-    norm=("RMSNorm",),
-)
-
-
-@dataclass(frozen=True, kw_only=True, eq=False)
-class DeepseekV3Schema(DecoderKeys, RopeKeys, MlaKeys, MoeKeys, QuantizationKeys):
-    """The keys the deepseek_v3 family reads: transformers' DeepseekV3Config, with its defaults
-    (configuration_deepseek_v3.py, transformers 5.24) for the MoE keys a config may omit."""
-
-    n_shared_experts: Key = Key("n_shared_experts", default=1)
-    """Always-on shared experts."""
-    n_group: Key = Key("n_group", default=8)
-    """Expert groups for group-limited selection."""
-    topk_group: Key = Key("topk_group", default=4)
-    """Expert groups kept per token."""
-    norm_topk_prob: Key = Key("norm_topk_prob", default=True)
-    """Whether the top-k routing weights are renormalized."""
-    routed_scaling_factor: Key = Key("routed_scaling_factor", default=2.5)
-    """The factor on the routing weights."""
-    first_k_dense_replace: Key = DENSE_FIRST.first_k_dense_replace
-    """The first layers, which keep the dense MLP."""
-    moe_layer_freq: Key = Key("moe_layer_freq", default=1)
-    """The MoE-layer period after the dense layers (DeepSeek's remote code)."""
-    num_nextn_predict_layers: Key = Key("num_nextn_predict_layers", default=0)
-    """Multi-token-prediction layers after the main stack."""
-
-
-K = DeepseekV3Schema()
-"""The deepseek_v3 family's keys (their other spellings, from DeepseekV3Config's ``attribute_map``, are
-``FAMILY.builds.aliases``)."""
-
-# Checkpoint names: DeepSeek-V3's and Kimi-K2's safetensors index.
-NAMING = MoeNaming(
-    routing=SigmoidRouting(),
-    experts=K.n_routed_experts,
-    top_k=K.num_experts_per_tok,
-    width=K.moe_intermediate_size,
-    prefix="model.layers.{layer}.mlp",
-    projections=("gate_proj", "up_proj", "down_proj"),
-    normalize=K.norm_topk_prob,
-    experts_call="self.experts(hidden_states, topk_indices, topk_weights)",
-    shared=K.n_shared_experts,
-    groups=K.n_group,
-    groups_kept=K.topk_group,
-    scaling=K.routed_scaling_factor,
-    scoring_key=K.scoring_func,
-)
 
 
 def required(n: MoeNaming) -> tuple[Key, ...]:
@@ -360,32 +274,3 @@ def build_family(s: Settings, model: ModelInfo, builder: type[DeepseekV3Builder]
     if missing and s.partial:
         return partial_graph(s, model, missing, builder.code, text=builder.text_part, naming=builder.naming_map())
     return builder(s).build(model)
-
-
-WORDS = MLA_DECODER_WORDS
-"""What DeepSeek-V3's own keys add to the sentence describing a released configuration: the dense layers' key and
-MLA's shape (the shared table, which the family reading a model off its code speaks with too)."""
-
-FAMILY = Family(
-    name=NAME,
-    model_types=("deepseek_v3", "kimi_k2"),
-    architectures=("DeepseekV3ForCausalLM",),
-    transformers_model_type="deepseek_v3",
-    builds=FamilyBuilds(
-        build=lambda settings, model, _code: build_family(settings, model, DeepseekV3Builder),
-        aliases=SchemaAliases(K, NAME),
-    ),
-    speaks=FamilySpeech(moe=NAMING, words=WORDS),
-)
-
-
-_BLOCK_SUMMARY = (
-    "A block applies input RMSNorm, attention and a residual addition, then post-attention RMSNorm, the FFN and a "
-    f"second residual addition; the first {K.first_k_dense_replace} blocks use the dense MLP, the rest the MoE."
-)
-
-NODE_WORDS = WordsTable({"block": Words(title="Decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM)})
-"""The words of the family's decoder blocks (the model group's are the builder's ``model_words``)."""
-
-MTP_WORDS = WordsTable({"block": Words(title="MTP decoder block", summary=_BLOCK_SUMMARY, claim=BLOCK_CLAIM)})
-"""The words of the multi-token-prediction layers' decoder block."""
