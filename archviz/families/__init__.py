@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 class FamilyHome:
     """Where a hand-written family lives and the configs it accepts, so that choosing one imports its module alone
     (as transformers' ``CONFIG_MAPPING_NAMES`` names a model_type's class without importing it). Each family folder
-    declares them in its ``home.py``, which imports nothing; ``tests/test_families.py`` holds each home to its
+    declares them in its ``home.py``, which imports nothing; ``tests/families/test_families.py`` holds each home to its
     families' declarations."""
 
     module: str

@@ -17,7 +17,7 @@ What it owns:
   (``export``).
 
 What it may import: ``numbers`` and ``labels`` only the graph's plain data and ``archviz.common``, so that every stage
-that words a sentence (a claim, a setting, a check's finding) says a number the same way (``tests/test_layering.py``
+that words a sentence (a claim, a setting, a check's finding) says a number the same way (``tests/cli/test_layering.py``
 places them just after the graph); the rest read every stage before presentation, and share the site's data flow and
 formatting (``archviz.site`` is presentation's other half). Never torch or transformers.
 """

@@ -30,7 +30,7 @@ MLA_NOTE = (
     "transformers' MLA re-expands every cached latent through kv_b_proj at each step, so its decode FLOPs grow "
     "with the context; inference engines that absorb kv_b_proj into the query and output projections do less: the "
     f"absorbed row prices that form ({ABSORBED}; held to torch's FlopCounterMode over an absorbed MLA layer by "
-    "tests/test_cost.py)."
+    "archviz's tests)."
 )
 
 

@@ -39,7 +39,7 @@ SITE_MARKER = ".archviz-site"
 
 SITE_ENTRIES = frozenset({"assets", "compare", "index.html", "llms.txt", "search-index.js", SITE_MARKER})
 """The site's own entries at its top level, beside the model folders: no model folder may take one of these names
-(``tests/test_hostile.py`` holds this to what a render writes)."""
+(``tests/bounds/test_hostile.py`` holds this to what a render writes)."""
 
 
 NOT_RUN = "no checkpoint or meta model was checked in this run"

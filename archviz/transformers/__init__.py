@@ -32,4 +32,4 @@ TORCH_MODULES: tuple[str, ...] = (
     "archviz.transformers.witness",
     "archviz.transformers.internals",
 )
-"""The modules that may import torch or transformers (``tests/test_layering.py`` holds every other module to it)."""
+"""The modules that may import torch or transformers (``tests/cli/test_layering.py`` holds every other module to it)."""

@@ -4,7 +4,7 @@ archviz reads transformers' modeling code on the meta device with parts of trans
 documented, stable surface: underscore methods and attributes, module-level helpers of its save and load
 paths, registries inside ``models.auto``, the experts-kernel switch new in transformers 5. They can change in
 any release. Going through this module alone means an upgrade has one place to look, and
-``tests/test_transformers_internals.py`` pins each entry point on a tiny real model, failing with the name
+``tests/generic/test_transformers_internals.py`` pins each entry point on a tiny real model, failing with the name
 of the API that changed.
 
 The meta stage's modules call it. It imports torch and transformers (it is in ``archviz.transformers.TORCH_MODULES``)

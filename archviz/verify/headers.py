@@ -44,7 +44,7 @@ SAFETENSORS_DTYPE_BITS: Mapping[str, int] = {
 
 From the ``Dtype`` enum and ``Dtype::bitsize`` of the safetensors Rust crate (safetensors 0.8, 22 variants).
 A tensor's bytes are ``numel × bits / 8``; sub-byte dtypes (F4, F6_*) pack elements, so their element count
-times bits must come to whole bytes. ``tests/test_checkpoint.py`` checks every entry against the real
+times bits must come to whole bytes. ``tests/verify/test_checkpoint.py`` checks every entry against the real
 library's own header validation.
 """
 

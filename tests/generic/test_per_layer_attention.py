@@ -4,7 +4,7 @@ A window set on every layer but used by some (EXAONE-4 decides with ``is_sliding
 from layer to layer (Gemma-4's global layers, MiMo-V2-Flash's sliding ones), layers that read another layer's keys
 (Gemma-4's KV sharing), a depth given by a list of layer kinds (Nemotron-H's ``layers_block_type``): each tiny config
 is priced by ``archviz cost`` and held to torch's ``FlopCounterMode`` and transformers' cache object
-(``tests/test_generic_costs.witnessed``, which goes through none of archviz) at a context below and one above its
+(``tests/cost/test_generic_costs.witnessed``, which goes through none of archviz) at a context below and one above its
 window. Then ``archviz check`` must see a misread window, at the sizes it picks itself and at ``--context``.
 """
 
