@@ -321,6 +321,31 @@ def _trusted(from_code: bool, trust_remote_code: bool) -> bool:
     return trust_remote_code
 
 
+def _describe(
+    model: str,
+    *,
+    revision: str | None,
+    assume: list[str] | None,
+    partial: bool,
+    source: str = "auto",
+    from_code: bool,
+    trust_remote_code: bool,
+) -> ModelDocs:
+    """MODEL described with the reading options its command took (--trust-remote-code refused without --from-code,
+    ``_trusted``)."""
+    from archviz.pipeline import describe_model
+
+    return describe_model(
+        model,
+        revision=revision,
+        assumptions=_assumptions(assume),
+        partial=partial,
+        source=_source(source),
+        from_code=from_code,
+        trust_remote_code=_trusted(from_code, trust_remote_code),
+    )
+
+
 def _checkpoint_location(docs: ModelDocs, checkpoint: str | None) -> str | None:
     """--checkpoint, else the Hub repo's (HF cache first), else the model folder's own safetensors."""
     from archviz.verify.predicted import checkpoint_location
