@@ -44,6 +44,9 @@ KEY_POSITIONS = Dim(symbol="S", label="key positions", formula="cached positions
 TOKENS = Dim(symbol="N", label="tokens", formula="B × T")
 ROUTED_TOKENS = Dim(symbol="N_e", label="routed tokens", formula="tokens routed to this expert")
 
+LAYER = "model.layers.{layer}"
+"""Checkpoint prefix of a decoder layer."""
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 
@@ -104,6 +107,11 @@ def fixed(label: str, value: int, formula: KeyLike, symbol: str | None = None) -
 def shape(name: str, *dims: Dim, dtype: str | None = None) -> Shape:
     """A named tensor shape."""
     return Shape(name=name, dims=dims, dtype=dtype)
+
+
+def hidden(d: Dim) -> Shape:
+    """The residual stream's shape, ``(B, T, d)``."""
+    return shape("hidden_states", BATCH, POSITIONS, d)
 
 
 def factor(name: KeyLike, value: int) -> Factor:

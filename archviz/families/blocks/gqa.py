@@ -22,9 +22,9 @@ from archviz.families.blocks.attention import (
     cache_update,
     output_projection,
 )
-from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, POSITIONS, linear_rows, shape
-from archviz.families.blocks.decoder import LAYER, hidden, norm_locator, rms_norm
+from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, LAYER, POSITIONS, hidden, linear_rows, shape
 from archviz.families.blocks.node_words import Fill, Words, WordsTable
+from archviz.families.blocks.norm import norm_locator, rms_norm
 from archviz.families.blocks.schema import DECODER, GQA
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Placement, Setting, Shape
 

@@ -42,14 +42,15 @@ from archviz.families.blocks.builder import (
     Scope,
     factor,
     fixed,
+    hidden,
     joined,
     linear_rows,
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.config_words import ConfigWords, Getter
-from archviz.families.blocks.decoder import hidden, norm_sites
 from archviz.families.blocks.node_words import Words, WordsTable
+from archviz.families.blocks.norm import norm_sites
 from archviz.families.blocks.rotary import yarn_softmax_scale
 from archviz.families.blocks.schema import DECODER, DENSE_FIRST, MLA
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
