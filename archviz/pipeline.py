@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from archviz.code.finder import ensure_python
 from archviz.code.pins import SourceFile
+from archviz.code.syntax import ensure_python
 from archviz.common.errors import InputError
 from archviz.families import build_graph, family_settings, find_family
 from archviz.families.registry import GENERIC, Family

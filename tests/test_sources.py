@@ -32,12 +32,7 @@ from archviz.code.excerpts import (
     covering_range,
     format_excerpt,
 )
-from archviz.code.finder import (
-    SiteMatch,
-    SourceSpan,
-    find_site,
-    split_lines,
-)
+from archviz.code.finder import SiteMatch, find_site
 from archviz.code.locators import Category, Locator, Role, Site, SiteKind, SourceOrigin
 from archviz.code.pins import (
     RevisionKind,
@@ -45,6 +40,7 @@ from archviz.code.pins import (
     content_hash,
     load_source_file,
 )
+from archviz.code.syntax import SourceSpan, split_lines
 from archviz.common.errors import InputError
 from archviz.families import FAMILIES
 from archviz.families.blocks.code import DecoderCode

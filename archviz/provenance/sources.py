@@ -32,12 +32,7 @@ from archviz.code.excerpts import (
     excerpt,
     link,
 )
-from archviz.code.finder import (
-    SiteMatch,
-    SourceSpan,
-    ensure_python,
-    find_site,
-)
+from archviz.code.finder import SiteMatch, find_site
 from archviz.code.locators import Category, Locator, Role, Site, SourceOrigin
 from archviz.code.pins import (
     RevisionKind,
@@ -46,6 +41,7 @@ from archviz.code.pins import (
     hub_source_file,
     load_source_file,
 )
+from archviz.code.syntax import SourceSpan, ensure_python
 from archviz.common.errors import InputError
 from archviz.common.words import join
 from archviz.families.registry import Family
