@@ -49,17 +49,9 @@ from archviz.families.llama import VARIANTS, Variant
 from archviz.graph.nodes import Graph, NodeKind
 from archviz.inputs.resolve import bundled_config
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.provenance.sources import (
-    MAX_EXCERPT_LINES,
-    Coverage,
-    GraphSources,
-    ModelingSource,
-    choose_source_file,
-    coverage,
-    locate_sources,
-    remote_code_file,
-    source_entries,
-)
+from archviz.provenance.evidence import MAX_EXCERPT_LINES
+from archviz.provenance.modeling_file import ModelingSource, choose_source_file, remote_code_file
+from archviz.provenance.sources import Coverage, GraphSources, coverage, locate_sources, source_entries
 from archviz.transformers.package import transformers_source_file
 from tests.test_families import PUBLISHED, tiny
 from tests.test_provenance import K2_CARD_EMBEDDING_EXCERPT
@@ -840,7 +832,8 @@ def test_sources_imports_neither_torch_nor_transformers() -> None:
     script = (
         "import sys\n"
         "from archviz.pipeline import describe_model\n"
-        "from archviz.provenance.sources import choose_source_file, coverage, locate_sources\n"
+        "from archviz.provenance.modeling_file import choose_source_file\n"
+        "from archviz.provenance.sources import coverage, locate_sources\n"
         "docs = describe_model('kimi-k2-instruct')\n"
         "source = choose_source_file(family_transformers_model_type='deepseek_v3', model_folder=None,\n"
         "    config_data=docs.config.data, repo=None, revision=None)\n"

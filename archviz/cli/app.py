@@ -247,7 +247,7 @@ def _assumptions(items: list[str] | None) -> list[Assumption]:
 
 
 def _source(choice: str) -> str:
-    from archviz.provenance.sources import PREFERENCES
+    from archviz.provenance.modeling_file import PREFERENCES
 
     if choice not in PREFERENCES:
         raise InputError(f"--source must be one of {', '.join(PREFERENCES)}", path=f"--source {choice}")
