@@ -30,6 +30,7 @@ from archviz.code.locators import (
 )
 from archviz.families.blocks.builder import (
     BATCH,
+    MODEL_LEVEL,
     POSITIONS,
     GraphBuilder,
     Scope,
@@ -102,13 +103,11 @@ def model_group(b: GraphBuilder, *, words: Words, code: DecoderCode) -> str:
 
 def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, group: str = "model") -> None:
     """``token-embedding`` and the ``embedded-state`` it produces."""
-    words = NODE_WORDS.words("token-embedding")
-    b.node(
+    embedding = Scope(b=b, group=group, placement=MODEL_LEVEL, category=Category.EMBEDDING, words=NODE_WORDS)
+    embedding.node(
         "token-embedding",
-        words=words,
         kind=NodeKind.LEARNED,
         code="self.embed_tokens(input_ids)",
-        group=group,
         inputs=[shape("input_ids", BATCH, POSITIONS)],
         outputs=[shape("inputs_embeds", BATCH, POSITIONS, d)],
         parameters=[
@@ -122,32 +121,21 @@ def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, g
             )
         ],
         extra_keys=[DECODER.pad_token_id.name],
-        locate=Locator(
-            claim=words.claim,
-            category=Category.EMBEDDING,
-            sites=attribute(code.model, "embed_tokens"),
-        ),
+        sites=attribute(code.model, "embed_tokens"),
     )
-    words = NODE_WORDS.words("embedded-state")
-    b.state(
+    embedding.state(
         "embedded-state",
-        words=words,
         code="inputs_embeds",
-        group=group,
         value=shape("inputs_embeds", BATCH, POSITIONS, d),
         traced_module="model.embed_tokens",
-        locate=Locator(
-            claim=words.claim,
-            category=Category.EMBEDDING,
-            sites=(
-                # Llama's forward annotates the assignment (``inputs_embeds: torch.Tensor = …``).
-                statement(
-                    code.model, "inputs_embeds = self.embed_tokens(", "inputs_embeds: torch.Tensor = self.embed_tokens("
-                ),
-                statement(code.model, "hidden_states = inputs_embeds"),
+        sites=(
+            # Llama's forward annotates the assignment (``inputs_embeds: torch.Tensor = …``).
+            statement(
+                code.model, "inputs_embeds = self.embed_tokens(", "inputs_embeds: torch.Tensor = self.embed_tokens("
             ),
-            context=("block",),
+            statement(code.model, "hidden_states = inputs_embeds"),
         ),
+        context=("block",),
     )
 
 

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from archviz.code.locators import (
-    Category,
-    Locator,
-    attribute,
-    statement,
-)
+from archviz.code.locators import Category, attribute, statement
 from archviz.families.blocks.builder import (
     BATCH,
+    MODEL_LEVEL,
     POSITIONS,
     GraphBuilder,
+    Scope,
     factor,
     hidden,
     shape,
@@ -67,101 +64,68 @@ def output_head(
         at=Placement(),
         locate=norm_locator(words.claim, code.model, "norm", code),
     )
-    words = NODE_WORDS.words("final-hidden-state")
-    b.state(
+    head = Scope(b=b, group=group, placement=MODEL_LEVEL, category=Category.HEAD, words=NODE_WORDS)
+    head.state(
         "final-hidden-state",
-        words=words,
         code="outputs.last_hidden_state",
-        group=group,
         value=value,
         traced_module="model.norm",
-        locate=Locator(
-            claim=words.claim,
-            category=Category.TRANSFORMER,
-            sites=(statement(code.causal_lm, "outputs.last_hidden_state", "hidden_states = outputs[0]"),),
-        ),
+        category=Category.TRANSFORMER,
+        sites=(statement(code.causal_lm, "outputs.last_hidden_state", "hidden_states = outputs[0]"),),
     )
-    logits = _lm_head(b, d=d, vocab=vocab, tied=tied, float_logits=float_logits, code=code, group=group)
+    logits = _lm_head(head, d=d, vocab=vocab, tied=tied, float_logits=float_logits, code=code)
     if float_logits:
-        _float_logits(b, logits=logits, vocab=vocab, group=group, code=code)
+        _float_logits(head, logits=logits, vocab=vocab, code=code)
 
 
-def _lm_head(
-    b: GraphBuilder, *, d: Dim, vocab: Dim, tied: bool, float_logits: bool, code: DecoderCode, group: str
-) -> Shape:
+def _lm_head(head: Scope, *, d: Dim, vocab: Dim, tied: bool, float_logits: bool, code: DecoderCode) -> Shape:
     """The output head and the logits it produces; returns the logits' shape."""
     logits = shape("logits", BATCH, POSITIONS, vocab)
     table = [factor(DECODER.vocab_size.name, vocab.value or 0), factor(DECODER.hidden_size.name, d.value or 0)]
-    words = NODE_WORDS.words("lm-head", {"tied": tied})
-    b.node(
+    head.node(
         "lm-head",
-        words=words,
+        fill={"tied": tied},
         kind=NodeKind.LEARNED,
         code="self.lm_head(hidden_states)",
-        group=group,
         inputs=[hidden(d)],
         outputs=[logits],
-        parameters=[] if tied else [replace(b.tensor("Output head", "lm_head.weight", table), module="Linear")],
+        parameters=[] if tied else [replace(head.b.tensor("Output head", "lm_head.weight", table), module="Linear")],
         extra_keys=[DECODER.tie_word_embeddings.name],
         shares_parameters_with="token-embedding" if tied else None,
-        locate=Locator(
-            claim=words.claim,
-            category=Category.HEAD,
-            sites=attribute(code.causal_lm, "lm_head"),
-        ),
+        sites=attribute(code.causal_lm, "lm_head"),
         op=Op(kind=OpKind.LINEAR),
     )
-    words = NODE_WORDS.words("logits", {"float_logits": float_logits})
-    b.state(
+    head.state(
         "logits",
-        words=words,
+        fill={"float_logits": float_logits},
         code="logits",
-        group=group,
         value=logits,
         traced_module="lm_head",
-        locate=Locator(
-            claim=words.claim,
-            category=Category.HEAD,
-            sites=(statement(code.causal_lm, "logits = self.lm_head("),),
-        ),
+        sites=(statement(code.causal_lm, "logits = self.lm_head("),),
     )
     return logits
 
 
-def _float_logits(b: GraphBuilder, *, logits: Shape, vocab: Dim, group: str, code: DecoderCode) -> None:
+def _float_logits(head: Scope, *, logits: Shape, vocab: Dim, code: DecoderCode) -> None:
     """The float32 cast of the logits and the float32 logits (cited where each implementation upcasts)."""
     as_float = shape("logits", BATCH, POSITIONS, vocab, dtype="float32")
     cast = (statement(code.causal_lm, "logits = logits.float()", "loss = self.loss_function("),)
-    words = NODE_WORDS.words("logits-float")
-    b.node(
+    head.node(
         "logits-float",
-        words=words,
         kind=NodeKind.OPERATOR,
         code="logits.float()",
-        group=group,
         inputs=[logits],
         outputs=[as_float],
-        locate=Locator(
-            claim=words.claim,
-            category=Category.HEAD,
-            sites=cast,
-            absent=_LOGITS_FLOAT_ABSENT,
-        ),
+        sites=cast,
+        absent=_LOGITS_FLOAT_ABSENT,
     )
-    words = NODE_WORDS.words("logits-float32")
-    b.state(
+    head.state(
         "logits-float32",
-        words=words,
         code="logits",
-        group=group,
         value=as_float,
         traced_module="lm_head",
-        locate=Locator(
-            claim=words.claim,
-            category=Category.HEAD,
-            sites=cast,
-            absent=_LOGITS_FLOAT_ABSENT,
-        ),
+        sites=cast,
+        absent=_LOGITS_FLOAT_ABSENT,
     )
 
 
