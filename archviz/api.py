@@ -28,7 +28,8 @@ from archviz.graph.totals import Totals
 from archviz.inputs.config import ConfigDocument
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.present.jsontext import inert
-from archviz.provenance.sources import PREFERENCES, GraphSources
+from archviz.provenance.modeling_file import PREFERENCES
+from archviz.provenance.sources import GraphSources
 from archviz.verify.legs import Leg, Outcome
 
 if TYPE_CHECKING:

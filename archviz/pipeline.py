@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from archviz.code.finder import ensure_python
 from archviz.code.pins import SourceFile
+from archviz.code.syntax import ensure_python
 from archviz.common.errors import InputError
 from archviz.families import build_graph, family_settings, find_family
 from archviz.families.registry import GENERIC, Family
@@ -17,7 +17,8 @@ from archviz.graph.totals import Totals, compute_totals
 from archviz.inputs.config import ConfigDocument, load_config
 from archviz.inputs.recipe import CodeRequest, ModelRecipe, transformers_recipe
 from archviz.inputs.resolve import ModelSource, resolve_model
-from archviz.provenance.sources import GraphSources, ModelingSource, choose_source_file, locate_sources
+from archviz.provenance.modeling_file import ModelingSource, choose_source_file
+from archviz.provenance.sources import GraphSources, locate_sources
 
 if TYPE_CHECKING:
     from archviz.code.modeltree import ModelCode

@@ -247,7 +247,7 @@ def _assumptions(items: list[str] | None) -> list[Assumption]:
 
 
 def _source(choice: str) -> str:
-    from archviz.provenance.sources import PREFERENCES
+    from archviz.provenance.modeling_file import PREFERENCES
 
     if choice not in PREFERENCES:
         raise InputError(f"--source must be one of {', '.join(PREFERENCES)}", path=f"--source {choice}")
@@ -319,6 +319,31 @@ def _trusted(from_code: bool, trust_remote_code: bool) -> bool:
             path="--trust-remote-code",
         )
     return trust_remote_code
+
+
+def _describe(
+    model: str,
+    *,
+    revision: str | None,
+    assume: list[str] | None,
+    partial: bool,
+    source: str = "auto",
+    from_code: bool,
+    trust_remote_code: bool,
+) -> ModelDocs:
+    """MODEL described with the reading options its command took (--trust-remote-code refused without --from-code,
+    ``_trusted``)."""
+    from archviz.pipeline import describe_model
+
+    return describe_model(
+        model,
+        revision=revision,
+        assumptions=_assumptions(assume),
+        partial=partial,
+        source=_source(source),
+        from_code=from_code,
+        trust_remote_code=_trusted(from_code, trust_remote_code),
+    )
 
 
 def _checkpoint_location(docs: ModelDocs, checkpoint: str | None) -> str | None:

@@ -17,10 +17,9 @@ from archviz.cli.app import (
     RevisionOption,
     SourceOption,
     TrustOption,
-    _assumptions,
     _checkpoint_location,
+    _describe,
     _fail,
-    _source,
     _stdout,
 )
 from archviz.common.errors import InputError, doing, printable
@@ -85,7 +84,6 @@ def check(
     input, 3 unverified (nothing independent ran) or partial (what ran agrees, but the graph leaves parts of the
     config out; both 0 with --allow-unverified), 4 internal error (a bug in archviz).
     """
-    from archviz.pipeline import describe_model
     from archviz.present.json_documents import verification_json
     from archviz.present.jsontext import json_text
     from archviz.present.report import render_verification
@@ -95,13 +93,14 @@ def check(
 
     witness_context(context, path="--context")
     with doing("describing the model"):
-        docs = describe_model(
+        docs = _describe(
             model,
             revision=revision,
-            assumptions=_assumptions(assume),
+            assume=assume,
             partial=partial,
-            source=_source(source),
+            source=source,
             from_code=from_code,
+            # check's flag is the meta leg's too: reading uses it only with --from-code, and does not refuse it without
             trust_remote_code=from_code and trust_remote_code,
         )
     with doing("reading the checkpoint"):

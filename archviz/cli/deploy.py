@@ -16,9 +16,9 @@ from archviz.cli.app import (
     RevisionOption,
     _assumptions,
     _config_heads,
+    _describe,
     _fail,
     _stdout,
-    _trusted,
 )
 from archviz.common.errors import InputError, doing
 from archviz.cost import MAX_BATCH, MAX_POSITIONS
@@ -61,18 +61,17 @@ def cost(
     from archviz.cost.cache import cache_dtype_name
     from archviz.cost.report import beyond_context, model_cost
     from archviz.cost.terms import Sizes
-    from archviz.pipeline import describe_model
     from archviz.present.costs_report import cost_json, render_cost
     from archviz.present.jsontext import json_text
 
     try:
-        docs = describe_model(
+        docs = _describe(
             model,
             revision=revision,
-            assumptions=_assumptions(assume),
+            assume=assume,
             partial=partial,
             from_code=from_code,
-            trust_remote_code=_trusted(from_code, trust_remote_code),
+            trust_remote_code=trust_remote_code,
         )
         dtype = cache_dtype_name(cache_dtype) if cache_dtype is not None else None
     except InputError as error:

@@ -17,10 +17,10 @@ from archviz.cli.app import (
     RevisionOption,
     SourceOption,
     _assumptions,
+    _describe,
     _fail,
     _source,
     _stdout,
-    _trusted,
 )
 from archviz.common.errors import InputError, doing
 from archviz.common.files import write_atomically
@@ -41,18 +41,17 @@ def inspect(
     trust_remote_code: ReadTrustOption = False,
 ) -> None:
     """Show every operator and tensor state of MODEL's forward pass, with shapes and parameter counts."""
-    from archviz.pipeline import describe_model
     from archviz.present.jsontext import json_text
 
     try:
-        docs = describe_model(
+        docs = _describe(
             model,
             revision=revision,
-            assumptions=_assumptions(assume),
+            assume=assume,
             partial=partial,
-            source=_source(source),
+            source=source,
             from_code=from_code,
-            trust_remote_code=_trusted(from_code, trust_remote_code),
+            trust_remote_code=trust_remote_code,
         )
     except InputError as error:
         raise _fail(error) from None

@@ -8,8 +8,8 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from archviz.code.finder import SourceSpan, file_lines
 from archviz.code.pins import SourceFile
+from archviz.code.syntax import SourceSpan, file_lines
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

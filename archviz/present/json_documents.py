@@ -16,7 +16,8 @@ from archviz.graph.nodes import Graph, Group, Node, TensorRow
 from archviz.graph.shapes import Phase, format_shape
 from archviz.graph.totals import Totals, node_buffers, node_parameters, scale_name, scale_shape
 from archviz.present.numbers import format_placement, group_placement, setting_text
-from archviz.provenance.sources import FileSummary, GraphSources, NodeSources, coverage, source_entries
+from archviz.provenance.evidence import FileSummary
+from archviz.provenance.sources import GraphSources, NodeSources, coverage, source_entries
 
 if TYPE_CHECKING:  # the check's and the diff's documents import their stages when written: inspect --json does not
     from archviz.code.modeltree import BuildRecord

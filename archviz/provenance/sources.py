@@ -1,11 +1,12 @@
 """Where every node of a graph lives: the modeling lines that define and use it, and its config lines.
 
-This is the provenance stage. ``choose_source_file`` picks the modeling file to cite: the model's own remote code
-(the ``modeling_*.py`` its config's ``auto_map`` names) when the model folder holds it, else the file the installed
-transformers ships for the family. ``locate_sources`` then runs, for every node and group, the locator its family's
-builder attached to it (``Node.locate``; the generic family makes its locators per graph and file) through the AST
-locators of ``archviz.code.finder``, finds the config.json lines of every key the node uses, and turns both into
-citations (``SourceRef``) and evidence (``Evidence``) — the one evidence model the site shows. The sentences that
+This is the provenance stage. ``choose_source_file`` (``archviz.provenance.modeling_file``) picks the modeling file to
+cite: the model's own remote code (the ``modeling_*.py`` its config's ``auto_map`` names) when the model folder holds
+it, else the file the installed transformers ships for the family. ``locate_sources`` then runs, for every node and
+group, the locator its family's builder attached to it (``Node.locate``; the generic family makes its locators per
+graph and file) through the AST locators of ``archviz.code.finder``, finds the config.json lines of every key the node
+uses, and turns both into citations (``SourceRef``) and evidence (``Evidence``, both in
+``archviz.provenance.evidence``) — the one evidence model the site shows. The sentences that
 compose a claim from the config are in ``archviz.provenance.claims``. Line numbers are never stored, only computed from
 the file at its pinned revision. A node whose code the file does not have is reported as not located, with the reason.
 
@@ -15,149 +16,43 @@ must not import torch or transformers.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any, NamedTuple
-from urllib.parse import quote
 
-from archviz.code.excerpts import (
-    ExcerptLines,
-    ExcerptPart,
-    covering_range,
-    excerpt,
-    link,
-)
-from archviz.code.finder import (
-    SiteMatch,
-    SourceSpan,
-    ensure_python,
-    find_site,
-)
-from archviz.code.locators import Category, Locator, Role, Site, SourceOrigin
-from archviz.code.pins import (
-    RevisionKind,
-    SourceFile,
-    content_hash,
-    hub_source_file,
-    load_source_file,
-)
+from archviz.code.finder import SiteMatch, find_site
+from archviz.code.locators import Locator, Site, SourceOrigin
+from archviz.code.pins import SourceFile
+from archviz.code.syntax import SourceSpan, ensure_python
 from archviz.common.errors import InputError
-from archviz.common.words import join
 from archviz.families.registry import Family
 from archviz.graph.nodes import Graph, GroupKind, Node, NodeKind
 from archviz.inputs.config import ConfigDocument
-from archviz.inputs.resolve import within_model_folder
-from archviz.present.numbers import config_value_text
-from archviz.provenance.claims import block_claim, configuration_claim, model_claim, value_at
-from archviz.transformers.package import transformers_source_file
+from archviz.provenance.evidence import (
+    Evidence,
+    FileSummary,
+    SourceRef,
+    _code_evidence,
+    _code_refs,
+    _config_refs,
+    _configuration_evidence,
+    _Context,
+    _file_summary,
+    _group_claim,
+    _key_evidence,
+    _pins,
+)
 
-TRANSFORMERS_REPO = "huggingface/transformers"
-"""The repository cited for transformers' own modeling files."""
 MODEL_GROUP_TITLE = "Transformer blocks"
 """What the model group is called where people read it (its own title is the config's architecture class)."""
 MTP_PREFIX = "mtp."
 """Node and group ids of the multi-token-prediction layers start with this; the rest is a main-model id."""
-MAX_SPAN_LINES = 40
-"""An excerpt shows at most this many lines of one span (its head and tail), so cards stay small."""
-MAX_EXCERPT_LINES = 80
-"""An excerpt shows at most about this many lines in all; longer ones are cut span by span."""
-
-PREFERENCES: tuple[str, ...] = ("auto", "remote", "transformers")
-"""The ``prefer`` values of ``choose_source_file`` (the CLI's ``--source``): the model's own code when there
-is one, only the model's own code, or transformers' file."""
-# auto_map entries naming the model's modeling module, in the order transformers' Auto classes prefer them.
-_AUTO_MAP_KEYS = ("AutoModelForCausalLM", "AutoModel")
-_MODULE_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_HUB_SHA = re.compile(r"[0-9a-f]{40}")
-_HUB_CACHE_REPO = re.compile(r"models--(.+)--(.+)")
 
 
 # ---------------------------------------------------------------------------------------------------
 # Results: plain data
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelingSource(SourceFile):
-    """A modeling file chosen for a model: a ``SourceFile`` that also says whose code it is and why."""
-
-    origin: SourceOrigin
-    """The model's own remote code or transformers' port."""
-    repo: str | None
-    """Where the file lives (``moonshotai/Kimi-K2-Instruct``, ``huggingface/transformers``), when known."""
-    fallback_reason: str | None = None
-    """Why transformers' file stands in although the config names remote code; None when the file is what
-    was asked for (the remote code was found, none is named, or transformers' file was requested)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FileSummary:
-    """A cited file and what pins it."""
-
-    path: str
-    """Display name (``modeling_deepseek_v3.py``, ``config.json``)."""
-    revision: str
-    """Commit sha, content hash or ``v<version>``."""
-    revision_kind: RevisionKind
-    """How the revision was obtained."""
-    repo: str | None
-    """Repository holding the file, when known."""
-    url: str | None
-    """Web address of the whole file at the revision; None for a local file."""
-    origin: SourceOrigin | None
-    """Whose modeling code it is; None for the config."""
-    fallback_reason: str | None
-    """Why transformers' file stands in for the model's own code, if it does."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SourceRef:
-    """One cited range of lines: a JSON ``source`` entry."""
-
-    file: str
-    """The file's display name."""
-    revision: str
-    """The pinned revision."""
-    start: int
-    """First line, 1-based."""
-    end: int
-    """Last line, inclusive."""
-    role: Role
-    """Whether the lines define or use the node, or set its numbers in the config."""
-    url: str | None
-    """Web address of the lines at the revision; None for a local file."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Evidence:
-    """One item of a card's Sources section: a claim and the lines that support it."""
-
-    direct: bool
-    """True for the node's own lines; False for context from a related node or an enclosing group."""
-    from_node: str | None
-    """For context, the id of the node or group it comes from (``token-embedding``, ``block``)."""
-    from_title: str | None
-    """For context, that node's or group's title (``Token embedding``)."""
-    claim: str
-    """What the lines show, in one sentence."""
-    category: Category
-    """The tag (``embedding``, ``config``, ``block`` …)."""
-    repo: str | None
-    """Repository holding the file, when known."""
-    file: str
-    """The file's display name."""
-    revision: str
-    """The pinned revision."""
-    url: str | None
-    """Web address of the lines from the first to the last cited one; None for a local file."""
-    spans: tuple[SourceSpan, ...]
-    """The cited ranges, sorted."""
-    excerpt: tuple[ExcerptPart, ...]
-    """The shown lines with omission markers, bounded by ``MAX_SPAN_LINES`` and ``MAX_EXCERPT_LINES``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,128 +103,6 @@ class Coverage(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Choosing the file
-
-
-def choose_source_file(
-    *,
-    family_transformers_model_type: str,
-    model_folder: Path | None,
-    config_data: Mapping[str, Any],
-    repo: str | None,
-    revision: str | None,
-    prefer: str = "auto",
-    built_file: str | None = None,
-) -> ModelingSource:
-    """The modeling file to cite for a model.
-
-    ``auto``: the model's remote code (the module ``auto_map`` names for ``AutoModelForCausalLM``, else
-    ``AutoModel``) when ``model_folder`` holds it, else transformers' file for the family with
-    ``fallback_reason`` saying why. ``remote``: only the remote code (``InputError`` without it).
-    ``transformers``: transformers' file. The remote file is read as text, never imported. Its revision is
-    the Hub commit of an HF-cache snapshot folder (``…/snapshots/<sha>/``), else HEAD of a clean git
-    checkout holding it, else a content hash. ``revision`` is not trusted to pin a local file; it is
-    accepted for symmetry with the rest of the pipeline and used only to say what was asked for.
-    ``built_file`` is transformers' file that defines the class the meta stage built (a generic graph's): cited when
-    transformers ships no file for the model_type itself (``exaone`` configs built as ``LlamaForCausalLM``).
-    """
-    if prefer not in PREFERENCES:
-        raise ValueError(f"prefer must be one of {', '.join(PREFERENCES)}, got {prefer!r}")
-    problem = None
-    if prefer != "transformers":
-        relative, problem = remote_code_file(config_data)
-        if relative is not None:
-            found = _remote_source(relative, model_folder=model_folder, repo=repo)
-            if found is not None:
-                return found
-            named = f"the config's auto_map names {relative}" + (f" (revision {revision})" if revision else "")
-            if model_folder is None:
-                problem = f"{named}, but there is no model folder to read it from (a bundled config)"
-            else:
-                problem = f"{named}, which is not in the model folder {model_folder}"
-    if prefer == "remote":
-        said = problem or "the config's auto_map names no modeling module for AutoModelForCausalLM or AutoModel"
-        raise InputError(f"no remote modeling code to read: {said}", path=str(model_folder or repo or "config.json"))
-    try:
-        return _transformers_source(family_transformers_model_type, fallback_reason=problem)
-    except InputError as missing:
-        defining = built_file.removeprefix("modeling_").removesuffix(".py") if built_file else None
-        if defining and defining != family_transformers_model_type:
-            reason = f"{missing.message}; the class transformers built is defined in {built_file}"
-            with contextlib.suppress(InputError):  # not a model_type's file after all: nothing cited, as below
-                return _transformers_source(defining, fallback_reason=f"{problem}; {reason}" if problem else reason)
-        # No file to cite is a gap in the provenance, not bad input: every node says "source not located" and why.
-        empty = SourceFile(
-            path=missing.location.path,
-            text="",
-            revision="not located",
-            revision_kind=RevisionKind.PACKAGE_VERSION,
-            url_template=None,
-        )
-        reason = f"{missing.message}; no code is cited" + (f" ({problem})" if problem else "")
-        return _with_origin(empty, SourceOrigin.TRANSFORMERS, repo=TRANSFORMERS_REPO, fallback_reason=reason)
-
-
-def remote_code_file(config_data: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The modeling file the config's ``auto_map`` names (``modeling_deepseek.py``), relative to the model
-    folder, or None and why the entry cannot be used (None, None when there is no entry)."""
-    for document in (config_data, config_data.get("text_config")):
-        auto_map = document.get("auto_map") if isinstance(document, Mapping) else None
-        if not isinstance(auto_map, Mapping):
-            continue
-        for key in _AUTO_MAP_KEYS:
-            if key in auto_map:
-                return _module_file(key, auto_map[key])
-    return None, None
-
-
-def _module_file(key: str, value: object) -> tuple[str | None, str | None]:
-    entry = value[0] if isinstance(value, list) and value else value
-    if not isinstance(entry, str):
-        return None, f"the config's auto_map entry {key} is not a string"
-    if "--" in entry:
-        other, _, _ = entry.partition("--")
-        return None, f"the config's auto_map entry {key} names code in another repository ({other}), which is not read"
-    module, dot, _ = entry.rpartition(".")
-    if not dot or _MODULE_PATH.fullmatch(module) is None:
-        return None, f"the config's auto_map entry {key} ({entry!r}) does not name a module"
-    return module.replace(".", "/") + ".py", None
-
-
-def _remote_source(relative: str, *, model_folder: Path | None, repo: str | None) -> ModelingSource | None:
-    if model_folder is None:
-        return None
-    path = model_folder / relative
-    if not path.is_file() or not within_model_folder(path, model_folder):
-        return None  # a link out of the folder is not the model's code: transformers' file stands in
-    parts = PurePosixPath(relative).parts
-    snapshot = Path(*path.parts[: len(path.parts) - len(parts)])
-    if snapshot.parent.name == "snapshots" and _HUB_SHA.fullmatch(snapshot.name):
-        cached = _HUB_CACHE_REPO.fullmatch(snapshot.parent.parent.name)
-        hub_repo = repo or (f"{cached.group(1)}/{cached.group(2)}" if cached else None)
-        if hub_repo is not None:
-            pinned = hub_source_file(path, repo_id=hub_repo, revision=snapshot.name, filename=relative)
-            return _with_origin(pinned, SourceOrigin.REMOTE, repo=hub_repo, fallback_reason=None)
-    return _with_origin(
-        load_source_file(path, display_name=relative), SourceOrigin.REMOTE, repo=repo, fallback_reason=None
-    )
-
-
-def _transformers_source(model_type: str, *, fallback_reason: str | None) -> ModelingSource:
-    source = transformers_source_file(model_type)
-    if fallback_reason is not None:
-        fallback_reason = f"{fallback_reason}; transformers' {source.path} ({source.revision}) stands in"
-    return _with_origin(source, SourceOrigin.TRANSFORMERS, repo=TRANSFORMERS_REPO, fallback_reason=fallback_reason)
-
-
-def _with_origin(
-    source: SourceFile, origin: SourceOrigin, *, repo: str | None, fallback_reason: str | None
-) -> ModelingSource:
-    fields = {item.name: getattr(source, item.name) for item in dataclasses.fields(SourceFile)}
-    return ModelingSource(**fields, origin=origin, repo=repo, fallback_reason=fallback_reason)
-
-
-# ---------------------------------------------------------------------------------------------------
 # Locating a whole graph
 
 
@@ -341,12 +114,6 @@ class _Found:
     problems: tuple[str, ...]
     missed: tuple[Site, ...]
     """The sites that target the file's kind and found nothing (a site that does not target it may find nothing)."""
-
-
-class _Pins(NamedTuple):
-    modeling: FileSummary
-    config: FileSummary
-    config_url_template: str | None
 
 
 def locate_sources(
@@ -579,209 +346,3 @@ def _same_lines(item: Evidence, other: Evidence) -> bool:
 
 def _line_set(spans: Sequence[SourceSpan]) -> set[int]:
     return {number for span in spans for number in range(span.start, span.end + 1)}
-
-
-# ---------------------------------------------------------------------------------------------------
-# Evidence and citations
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Context:
-    graph: Graph
-    config: ConfigDocument
-    source: SourceFile
-    pins: _Pins
-    parts: Mapping[str, SourceFile]
-    family: Family
-
-    def file(self, locator: Locator) -> SourceFile:
-        """The file a locator's code is in: its part's, else the graph's own."""
-        return self.parts.get(locator.file, self.source) if locator.file is not None else self.source
-
-
-def _file_summary(source: SourceFile, graph: Graph) -> FileSummary:
-    """A modeling file and what pins it."""
-    if isinstance(source, ModelingSource):
-        origin, repo, fallback = source.origin, source.repo, source.fallback_reason
-    elif source.revision_kind is RevisionKind.PACKAGE_VERSION:
-        origin, repo, fallback = SourceOrigin.TRANSFORMERS, TRANSFORMERS_REPO, None
-    else:
-        origin, repo, fallback = SourceOrigin.REMOTE, graph.model.repo, None
-    template = source.url_template
-    return FileSummary(
-        path=source.path,
-        revision=source.revision,
-        revision_kind=source.revision_kind,
-        repo=repo,
-        url=template.split("#", 1)[0] if template else None,
-        origin=origin,
-        fallback_reason=fallback,
-    )
-
-
-def _pins(graph: Graph, config: ConfigDocument, source: SourceFile) -> _Pins:
-    modeling = _file_summary(source, graph)
-    name = graph.model.config_path
-    if graph.model.revision:
-        revision, kind = graph.model.revision, RevisionKind.HUB
-    else:
-        revision, kind = content_hash(config.text.encode("utf-8")), RevisionKind.CONTENT_HASH
-    config_template = None
-    if graph.model.repo and graph.model.revision:
-        config_template = (
-            f"https://huggingface.co/{quote(graph.model.repo, safe='/')}/blob/{quote(graph.model.revision, safe='')}/"
-            f"{quote(name, safe='/')}#L{{start}}-L{{end}}"
-        )
-    config_file = FileSummary(
-        path=name,
-        revision=revision,
-        revision_kind=kind,
-        repo=graph.model.repo,
-        url=config_template.split("#", 1)[0] if config_template else None,
-        origin=None,
-        fallback_reason=None,
-    )
-    return _Pins(modeling=modeling, config=config_file, config_url_template=config_template)
-
-
-def _code_refs(source: SourceFile, matches: Sequence[SiteMatch]) -> list[SourceRef]:
-    refs: dict[tuple[Role, int, int], SourceRef] = {}
-    for match in sorted(matches, key=lambda item: (item.site.role is not Role.DEFINITION, item.span.start)):
-        key = (match.site.role, match.span.start, match.span.end)
-        refs.setdefault(
-            key,
-            SourceRef(
-                file=source.path,
-                revision=source.revision,
-                start=match.span.start,
-                end=match.span.end,
-                role=match.site.role,
-                url=link(source, match.span),
-            ),
-        )
-    return list(refs.values())
-
-
-def _code_evidence(context: _Context, locator: Locator, claim: str, matches: Sequence[SiteMatch]) -> Evidence:
-    source = context.file(locator)
-    category = locator.category
-    spans = tuple(sorted({match.span for match in matches}, key=lambda span: (span.start, span.end)))
-    start, end = covering_range(spans)
-    return Evidence(
-        direct=True,
-        from_node=None,
-        from_title=None,
-        claim=claim,
-        category=category,
-        repo=_file_summary(source, context.graph).repo,
-        file=source.path,
-        revision=source.revision,
-        url=link(source, SourceSpan(path=source.path, start=start, end=end)),
-        spans=spans,
-        excerpt=bounded_excerpt(source.text, spans),
-    )
-
-
-def bounded_excerpt(text: str, spans: Sequence[SourceSpan]) -> tuple[ExcerptPart, ...]:
-    """``provenance.excerpt`` of the spans, cutting long spans harder until about ``MAX_EXCERPT_LINES`` show."""
-    parts: list[ExcerptPart] = []
-    for limit in (MAX_SPAN_LINES, 20, 12, 6, 2):
-        parts = excerpt(text, spans, max_span_lines=limit)
-        if sum(len(part.lines) for part in parts if isinstance(part, ExcerptLines)) <= MAX_EXCERPT_LINES:
-            break
-    return tuple(parts)
-
-
-def _key_spans(config: ConfigDocument, name: str, keys: Sequence[str]) -> list[tuple[str, SourceSpan]]:
-    """The config keys that are set, each with its lines (a dotted key is a nested path under the root)."""
-    found: list[tuple[str, SourceSpan]] = []
-    for key in dict.fromkeys(keys):
-        line_span = config.key_span(key)
-        if line_span is not None:
-            found.append((key, SourceSpan(path=name, start=line_span.start, end=line_span.end)))
-    return found
-
-
-def _config_refs(context: _Context, keys: Sequence[str]) -> list[SourceRef]:
-    pins = context.pins
-    return [
-        SourceRef(
-            file=pins.config.path,
-            revision=pins.config.revision,
-            start=span.start,
-            end=span.end,
-            role=Role.CONFIG,
-            url=_config_url(pins, span.start, span.end),
-        )
-        for _, span in _key_spans(context.config, pins.config.path, keys)
-    ]
-
-
-def _config_url(pins: _Pins, start: int, end: int) -> str | None:
-    template = pins.config_url_template
-    return None if template is None else template.replace("{start}", str(start)).replace("{end}", str(end))
-
-
-def _config_evidence(context: _Context, claim: str, keys: Sequence[str]) -> Evidence | None:
-    config, pins = context.config, context.pins
-    found = _key_spans(config, pins.config.path, keys)
-    if not found:
-        return None
-    spans = {span for _, span in found}
-    # The sub-configs whose "text_config": { (or "vision_config": {) line is shown above the keys under it.
-    parts = {*config.root[:1], *context.family.builds.modelled_configs}
-    for key, _ in found:
-        path = config.key_path(key)
-        parent = config.spans.get(path[:1]) if path is not None and len(path) > 1 and path[0] in parts else None
-        if parent is not None:
-            spans.add(SourceSpan(path=pins.config.path, start=parent.start, end=parent.start))
-    ordered = tuple(sorted(spans, key=lambda span: (span.start, span.end)))
-    start, end = covering_range(ordered)
-    return Evidence(
-        direct=True,
-        from_node=None,
-        from_title=None,
-        claim=claim,
-        category=Category.CONFIG,
-        repo=pins.config.repo,
-        file=pins.config.path,
-        revision=pins.config.revision,
-        url=_config_url(pins, start, end),
-        spans=ordered,
-        excerpt=bounded_excerpt(config.text, ordered),
-    )
-
-
-def _key_evidence(context: _Context, keys: Sequence[str]) -> Evidence | None:
-    """Config evidence for a node's own keys: ``The configuration sets hidden_size = 7,168 and …``."""
-    config = context.config
-    found = [key for key, _ in _key_spans(config, context.pins.config.path, keys)]
-    if not found:
-        return None
-    settings = [f"{key} = {config_value_text(value_at(config, key))}" for key in found]
-    # A wrapper's node may cite keys beside its text_config (vision_config.patch_size): then it is the whole file's.
-    relative = all(config.span(*key.split(".")) is not None for key in found)
-    which = "text configuration" if config.root and relative else "configuration"
-    return _config_evidence(context, f"The {which} sets {join(settings)}.", found)
-
-
-# -- composed claims ------------------------------------------------------------------------------------
-
-
-def _configuration_evidence(context: _Context) -> Evidence | None:
-    """The released configuration in one sentence, citing the keys it mentions."""
-    claim, keys = configuration_claim(context.graph, context.config, context.family)
-    return None if not keys else _config_evidence(context, claim, keys)
-
-
-def _group_claim(context: _Context, locator: Locator, matches: Sequence[SiteMatch]) -> str | None:
-    """The group's claim; the model's and a block's are composed from the config and the graph. None for those
-    two when the graph is partial: they would describe blocks and a head the graph does not have."""
-    if locator.composed in ("model", "block") and context.graph.partial:
-        return None
-    if locator.composed == "model":
-        upcast = any(match.needle == "logits = logits.float()" for match in matches)
-        return model_claim(context.config, upcast=upcast)
-    if locator.composed == "block":
-        return block_claim(context.graph)
-    return locator.claim

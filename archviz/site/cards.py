@@ -23,7 +23,7 @@ from archviz.graph.nodes import Group, GroupKind, Node, NodeKind, Part, Shape, T
 from archviz.graph.shapes import Phase, format_shape
 from archviz.graph.totals import node_parameters, scale_name, scale_shape
 from archviz.present.numbers import count, format_placement, line_range, setting_text
-from archviz.provenance.sources import Evidence
+from archviz.provenance.evidence import Evidence
 from archviz.site.costs import flops_view
 from archviz.site.dataflow import input_roles
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id, group_graph, group_label, mark_current

@@ -20,9 +20,9 @@ from archviz.site.cards import build_card_view
 from archviz.site.compare import CompareView, build_compare_view
 from archviz.site.costs import cost_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
-from archviz.site.index import ModelContext, ModelIndex, model_description, model_slugs
-from archviz.site.overview import dtype_rows, headline_figures
-from archviz.site.overview_views import CostView, DtypeRow
+from archviz.site.index import ModelContext, ModelIndex, model_slugs
+from archviz.site.overview import model_head
+from archviz.site.overview_views import CostView, ModelHead
 from archviz.site.render import RenderContext
 from archviz.site.views import CardView, Figure
 from archviz.verify.check import Verification
@@ -33,18 +33,9 @@ from archviz.verify.legs import Leg
 class ModelFragment:
     """What a model shows in a notebook: the overview's head, headline figures and diagram."""
 
-    name: str
-    """The model as named."""
-    architecture: str
-    """transformers' class, or empty."""
-    description: str
-    """The overview's one-line description (model type, family, layers)."""
-    figures: tuple[Figure, ...]
-    """The overview's headline figures."""
-    dtypes: tuple[DtypeRow, ...]
-    """The predicted checkpoint's elements by dtype."""
-    verification: str
-    """That the figures are derived, not verified: a model is shown as described (``Model.check`` verifies)."""
+    head: ModelHead
+    """The overview's head; its verification says that the figures are derived, not verified: a model is shown as
+    described (``Model.check`` verifies)."""
     not_modelled: tuple[str, ...]
     """What a partial graph leaves out."""
     notes: tuple[str, ...]
@@ -99,12 +90,7 @@ def model_fragment(index: ModelIndex) -> ModelFragment:
     """A model's notebook view."""
     graph = index.graph
     return ModelFragment(
-        name=index.title(),
-        architecture=graph.model.architecture or "",
-        description=model_description(graph),
-        figures=headline_figures(index.docs.totals, graph),
-        dtypes=dtype_rows(index.docs.totals),
-        verification=verification_sentence(None),
+        head=model_head(index, verification_sentence(None)),
         not_modelled=graph.not_modelled,
         notes=graph.notes,
         diagram_svg=diagram_svg(graph, INSIDE),
@@ -175,14 +161,16 @@ def _figure_lines(figures: Iterable[Figure]) -> list[str]:
 
 def model_text(view: ModelFragment) -> str:
     """A model's plain-text view: name, description, headline figures."""
-    head = f"{view.name} ({view.architecture})" if view.architecture else view.name
-    return "\n".join([head, view.description, *(f"  {line}" for line in _figure_lines(view.figures))])
+    model = view.head
+    head = f"{model.name} ({model.architecture})" if model.architecture else model.name
+    return "\n".join([head, model.description, *(f"  {line}" for line in _figure_lines(model.figures))])
 
 
 def model_markdown(view: ModelFragment) -> str:
     """A model's Markdown view: the heading and the headline figures as a list."""
-    lines = [f"### {markdown_text(view.name)}", "", markdown_text(view.description), ""]
-    lines += [f"- {markdown_text(line)}" for line in _figure_lines(view.figures)]
+    model = view.head
+    lines = [f"### {markdown_text(model.name)}", "", markdown_text(model.description), ""]
+    lines += [f"- {markdown_text(line)}" for line in _figure_lines(model.figures)]
     return "\n".join(lines) + "\n"
 
 

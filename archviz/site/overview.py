@@ -32,7 +32,16 @@ from archviz.site.index import (
     revision_links,
     symbol_legend,
 )
-from archviz.site.overview_views import ConfigView, DtypeRow, GroupRow, LayerCell, LegendEntry, OverviewView, ShareRow
+from archviz.site.overview_views import (
+    ConfigView,
+    DtypeRow,
+    GroupRow,
+    LayerCell,
+    LegendEntry,
+    ModelHead,
+    OverviewView,
+    ShareRow,
+)
 from archviz.site.views import CodeLine, Figure, Link, Page
 
 _LEGEND_COLOURS = 6
@@ -313,6 +322,19 @@ def config_view(index: ModelIndex) -> ConfigView:
     )
 
 
+def model_head(index: ModelIndex, verification: str) -> ModelHead:
+    """The head of a model's overview, with ``verification`` said under its figures."""
+    graph = index.graph
+    return ModelHead(
+        name=index.title(),
+        architecture=graph.model.architecture or "",
+        description=model_description(graph),
+        figures=headline_figures(index.docs.totals, graph),
+        dtypes=dtype_rows(index.docs.totals),
+        verification=verification,
+    )
+
+
 def build_overview_view(index: ModelIndex) -> OverviewView:
     """The overview page of one model."""
     root = "../"
@@ -327,12 +349,7 @@ def build_overview_view(index: ModelIndex) -> OverviewView:
             phase_toggle=True,
             partial=partial_badge(graph, overview=""),
         ),
-        name=index.title(),
-        architecture=graph.model.architecture or "",
-        description=model_description(graph),
-        figures=headline_figures(index.docs.totals, graph),
-        dtypes=dtype_rows(index.docs.totals),
-        verification=index.context.verification or UNVERIFIED_STATUS,
+        head=model_head(index, index.context.verification or UNVERIFIED_STATUS),
         assumptions=tuple(f"{item.key} = {item.value} ({item.source})" for item in graph.assumptions),
         revisions=revision_links(index.docs),
         diagram_svg=model_diagram(index, root),

@@ -280,11 +280,9 @@ class BriefCard:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OverviewView:
-    """Everything a model's overview page shows."""
+class ModelHead:
+    """The head of a model's overview, which a notebook shows too: its name, description and headline figures."""
 
-    page: Page
-    """The page frame."""
     name: str
     """The model's name."""
     architecture: str
@@ -296,7 +294,17 @@ class OverviewView:
     dtypes: tuple[DtypeRow, ...]
     """The predicted checkpoint's elements by dtype."""
     verification: str
-    """What was verified, or that nothing was."""
+    """What was verified, or that nothing was (in a notebook: that the figures are derived, not verified)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OverviewView:
+    """Everything a model's overview page shows."""
+
+    page: Page
+    """The page frame."""
+    head: ModelHead
+    """The model's name, description, headline figures and what was verified."""
     assumptions: tuple[str, ...]
     """Values the graph used that the config does not set, each with where it comes from."""
     revisions: tuple[Link, ...]

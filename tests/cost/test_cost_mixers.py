@@ -23,7 +23,7 @@ from archviz.code.pins import RevisionKind, SourceFile
 from archviz.cost.cache import cache_costs, layer_cache_bytes
 from archviz.cost.pricers import node_costs
 from archviz.cost.terms import Phase, Sizes, layer_flops
-from archviz.families.blocks.builder import GraphBuilder, checkpoint_dtypes, layer_placement
+from archviz.families.blocks.builder import GraphBuilder, Scope, checkpoint_dtypes, layer_placement
 from archviz.families.blocks.mixers import MixerNodes, gated_delta_nodes, mamba2_nodes
 from archviz.graph.nodes import Graph, GroupKind, ModelInfo, OpKind
 from archviz.inputs.config import parse_config
@@ -47,10 +47,7 @@ def gated_delta(b: GraphBuilder, group: str, layers: list[int], module: ModuleRe
     """The gated delta net's nodes, sized as the built ``…GatedDeltaNet`` is (its attribute -> the config key)."""
     sizes = module.sizes
     return gated_delta_nodes(
-        b,
-        "linear-attention.",
-        group=group,
-        placement=layer_placement(layers),
+        Scope(b=b, group=group, placement=layer_placement(layers), prefix="linear-attention."),
         key_heads=(sizes["num_k_heads"], "linear_num_key_heads"),
         value_heads=(sizes["num_v_heads"], "linear_num_value_heads"),
         key_head_dim=(sizes["head_k_dim"], "linear_key_head_dim"),
@@ -63,10 +60,7 @@ def mamba2(b: GraphBuilder, group: str, layers: list[int], module: ModuleRecord)
     """Mamba2's nodes, sized as the built ``…Mamba2Mixer`` is (its chunk from the config it holds)."""
     sizes = module.sizes
     return mamba2_nodes(
-        b,
-        "mamba.",
-        group=group,
-        placement=layer_placement(layers),
+        Scope(b=b, group=group, placement=layer_placement(layers), prefix="mamba."),
         heads=(sizes["num_heads"], "mamba_num_heads"),
         head_dim=(sizes["head_dim"], "mamba_head_dim"),
         groups=(sizes["n_groups"], "n_groups"),

@@ -330,7 +330,7 @@ def test_a_sub_config_model_type_without_a_modeling_file_of_its_own(tmp_path: Pa
 
 
 def test_a_missing_modeling_file_is_not_located_not_bad_input() -> None:
-    from archviz.provenance.sources import choose_source_file
+    from archviz.provenance.modeling_file import choose_source_file
 
     source = choose_source_file(
         family_transformers_model_type="no_such_model_type",

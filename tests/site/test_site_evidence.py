@@ -20,7 +20,7 @@ from archviz.code.excerpts import (
     ExcerptLines,
 )
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.provenance.sources import Evidence
+from archviz.provenance.evidence import Evidence
 from tests.families.test_families import PUBLISHED
 
 REPO = Path(__file__).parents[2]

@@ -32,7 +32,6 @@ from archviz.code.excerpts import (
     omission_label,
 )
 from archviz.code.finder import (
-    SourceSpan,
     find_attribute_definition,
     find_attribute_use,
     find_attribute_uses,
@@ -41,7 +40,6 @@ from archviz.code.finder import (
     find_method,
     find_statement,
     resolve_class_name,
-    split_lines,
 )
 from archviz.code.pins import (
     RevisionKind,
@@ -51,6 +49,7 @@ from archviz.code.pins import (
     hub_url_template,
     load_source_file,
 )
+from archviz.code.syntax import SourceSpan, split_lines
 from archviz.common.errors import InputError
 from archviz.transformers.package import transformers_source_file
 
@@ -851,12 +850,12 @@ def test_the_finders_walk_is_ast_walk(source: str) -> None:
     on transformers' files of the hand-written families."""
     import ast
 
-    from archviz.code import finder
+    from archviz.code import syntax
 
     text = K2_RELEASE.read_text(encoding="utf-8") if source == "release" else transformers_source_file(source).text
     tree = ast.parse(text)
     walked = list(ast.walk(tree))
-    assert len(walked) > 1000 and list(finder._walk(tree)) == walked
+    assert len(walked) > 1000 and list(syntax._walk(tree)) == walked
     expected = {child: node for node in walked for child in ast.iter_child_nodes(node)}
-    assert list(finder._parent_map(tree).items()) == list(expected.items())
-    assert all(finder._children(node) == list(ast.iter_child_nodes(node)) for node in walked)
+    assert list(syntax._parent_map(tree).items()) == list(expected.items())
+    assert all(syntax._children(node) == list(ast.iter_child_nodes(node)) for node in walked)

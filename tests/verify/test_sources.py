@@ -32,12 +32,7 @@ from archviz.code.excerpts import (
     covering_range,
     format_excerpt,
 )
-from archviz.code.finder import (
-    SiteMatch,
-    SourceSpan,
-    find_site,
-    split_lines,
-)
+from archviz.code.finder import SiteMatch, find_site
 from archviz.code.locators import Category, Locator, Role, Site, SiteKind, SourceOrigin
 from archviz.code.pins import (
     RevisionKind,
@@ -45,6 +40,7 @@ from archviz.code.pins import (
     content_hash,
     load_source_file,
 )
+from archviz.code.syntax import SourceSpan, split_lines
 from archviz.common.errors import InputError
 from archviz.families import FAMILIES
 from archviz.families.blocks.code import DecoderCode
@@ -54,17 +50,9 @@ from archviz.families.llama.variants import VARIANTS
 from archviz.graph.nodes import Graph, NodeKind
 from archviz.inputs.resolve import bundled_config
 from archviz.pipeline import ModelDocs, describe_model
-from archviz.provenance.sources import (
-    MAX_EXCERPT_LINES,
-    Coverage,
-    GraphSources,
-    ModelingSource,
-    choose_source_file,
-    coverage,
-    locate_sources,
-    remote_code_file,
-    source_entries,
-)
+from archviz.provenance.evidence import MAX_EXCERPT_LINES
+from archviz.provenance.modeling_file import ModelingSource, choose_source_file, remote_code_file
+from archviz.provenance.sources import Coverage, GraphSources, coverage, locate_sources, source_entries
 from archviz.transformers.package import transformers_source_file
 from tests.families.test_families import PUBLISHED, tiny
 from tests.verify.test_provenance import K2_CARD_EMBEDDING_EXCERPT
@@ -845,7 +833,8 @@ def test_sources_imports_neither_torch_nor_transformers() -> None:
     script = (
         "import sys\n"
         "from archviz.pipeline import describe_model\n"
-        "from archviz.provenance.sources import choose_source_file, coverage, locate_sources\n"
+        "from archviz.provenance.modeling_file import choose_source_file\n"
+        "from archviz.provenance.sources import coverage, locate_sources\n"
         "docs = describe_model('kimi-k2-instruct')\n"
         "source = choose_source_file(family_transformers_model_type='deepseek_v3', model_folder=None,\n"
         "    config_data=docs.config.data, repo=None, revision=None)\n"

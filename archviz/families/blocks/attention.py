@@ -1,4 +1,5 @@
-"""What every attention does after its core: the cache update's locator, the output projection and the output.
+"""What every attention shares: its group and the scope of its nodes, and what it does after its core: the cache
+update's locator, the output projection and the output.
 
 Multi-head latent attention (``archviz.families.blocks.mla``) and grouped-query attention
 (``archviz.families.llama``) both end with ``self.o_proj(attn_output)`` and hand the result to the block's first
@@ -9,11 +10,36 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from archviz.code.locators import Category, Site, attribute, statement
-from archviz.families.blocks.builder import BATCH, POSITIONS, Scope, shape
+from archviz.code.locators import Category, Locator, Site, attribute, method, statement
+from archviz.families.blocks.builder import BATCH, POSITIONS, GraphBuilder, Scope, shape
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.node_words import Fill, Words, WordsTable
-from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Shape, TensorRow
+from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Shape, TensorRow
+
+
+def attention_scope(
+    b: GraphBuilder,
+    id: str,
+    *,
+    words: Words,
+    table: WordsTable,
+    classes: tuple[str, ...],
+    parent: str,
+    at: Placement,
+    part: Part = Part.MAIN,
+    category: Category = Category.ATTENTION,
+) -> Scope:
+    """Open the attention group ``id`` inside ``parent``, with ``words`` and located at the ``forward`` of
+    ``classes``, and return the scope its nodes go in: ids ``id.`` + the step's, their words from ``table``."""
+    group = b.group(
+        id,
+        words=words,
+        kind=GroupKind.ATTENTION,
+        parent=parent,
+        placement=at,
+        locate=Locator(claim=words.claim, category=category, sites=(method(classes, "forward"),)),
+    )
+    return Scope(b=b, group=group, placement=at, part=part, prefix=f"{id}.", category=category, words=table)
 
 
 def cache_sites(code: DecoderCode) -> tuple[Site, ...]:

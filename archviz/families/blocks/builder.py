@@ -44,6 +44,9 @@ KEY_POSITIONS = Dim(symbol="S", label="key positions", formula="cached positions
 TOKENS = Dim(symbol="N", label="tokens", formula="B × T")
 ROUTED_TOKENS = Dim(symbol="N_e", label="routed tokens", formula="tokens routed to this expert")
 
+LAYER = "model.layers.{layer}"
+"""Checkpoint prefix of a decoder layer."""
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 
@@ -104,6 +107,11 @@ def fixed(label: str, value: int, formula: KeyLike, symbol: str | None = None) -
 def shape(name: str, *dims: Dim, dtype: str | None = None) -> Shape:
     """A named tensor shape."""
     return Shape(name=name, dims=dims, dtype=dtype)
+
+
+def hidden(d: Dim) -> Shape:
+    """The residual stream's shape, ``(B, T, d)``."""
+    return shape("hidden_states", BATCH, POSITIONS, d)
 
 
 def factor(name: KeyLike, value: int) -> Factor:
@@ -170,6 +178,30 @@ class StateHead(TypedDict):
     """How to find its code."""
     traced_module: NotRequired[str | None]
     """The module whose first output it is (``Node.traced_module``)."""
+
+
+class ScopedHead(TypedDict):
+    """What a scope's tensor state has besides its id and value: its code, where that is found, and its words
+    (``Scope.node``'s arguments of the same names)."""
+
+    code: str
+    """The expression that holds it in the modeling code."""
+    sites: tuple[Site, ...]
+    """Where its producing code is found."""
+    fill: NotRequired[Fill | None]
+    """The values its table words are filled with."""
+    title: NotRequired[str | None]
+    """Its title, when its words are given rather than the table's (with ``summary`` and ``claim``)."""
+    summary: NotRequired[str | None]
+    """Its summary, likewise."""
+    claim: NotRequired[str | None]
+    """Its claim, likewise."""
+    category: NotRequired[Category | None]
+    """Its evidence tag, when not the scope's."""
+    absent: NotRequired[str | None]
+    """Why its code may be missing from a file (``Locator.absent``)."""
+    context: NotRequired[tuple[str, ...]]
+    """Node or group ids whose evidence is contextual here (``Locator.context``)."""
 
 
 def _title_summary(words: Words | None, title: str | None, summary: str | None) -> tuple[str, str]:
@@ -464,6 +496,7 @@ class Scope:
         claim: str | None = None,
         category: Category | None = None,
         absent: str | None = None,
+        context: tuple[str, ...] = (),
         placement: Placement | None = None,
         **fields: Unpack[NodeFields],
     ) -> str:
@@ -477,42 +510,16 @@ class Scope:
             group=self.group,
             placement=self.placement if placement is None else placement,
             part=self.part,
-            locate=Locator(claim=words.claim, category=category or self.category, sites=sites, absent=absent),
-            **fields,
-        )
-
-    def state(
-        self,
-        id: str,
-        *,
-        code: str,
-        value: Shape,
-        sites: tuple[Site, ...],
-        fill: Fill | None = None,
-        title: str | None = None,
-        summary: str | None = None,
-        claim: str | None = None,
-        category: Category | None = None,
-        absent: str | None = None,
-        context: tuple[str, ...] = (),
-        traced_module: str | None = None,
-    ) -> str:
-        """Add a tensor state whose producing code ``sites`` find (and ``traced_module`` outputs, when one does); its
-        words are the table's for ``id``, filled with ``fill``."""
-        words = self._words(id, fill, title, summary, claim)
-        return self.b.state(
-            self.prefix + id,
-            words=words,
-            code=code,
-            group=self.group,
-            value=value,
-            placement=self.placement,
-            part=self.part,
             locate=Locator(
                 claim=words.claim, category=category or self.category, sites=sites, absent=absent, context=context
             ),
-            traced_module=traced_module,
+            **fields,
         )
+
+    def state(self, id: str, *, value: Shape, traced_module: str | None = None, **head: Unpack[ScopedHead]) -> str:
+        """Add a tensor state whose producing code ``sites`` find (and ``traced_module`` outputs, when one does); its
+        words are the table's for ``id``, filled with ``fill``."""
+        return self.node(id, kind=NodeKind.TENSOR, outputs=(value,), traced_module=traced_module, **head)
 
 
 def joined(*parts: tuple[str, int]) -> tuple[str, int]:

@@ -1,5 +1,7 @@
-"""The parts every pre-norm decoder shares: the model group, token embedding, the residual block, RMSNorm, the
-dense SwiGLU MLP, and the final norm, output head and logits — each node with the locator that finds it.
+"""The parts every pre-norm decoder shares: the model group, the token embedding and the residual block, each node
+with the locator that finds it, and the graph of an incomplete config. Its RMSNorm (``norm.py``), dense SwiGLU MLP
+(``mlp.py``) and final norm, output head and logits (``output_head.py``) are modules of their own beside it; a family
+imports them from here too.
 
 Each function adds nodes to a ``GraphBuilder`` in forward order and takes the dimensions it draws as ``Dim``s,
 so that a family passes its own config formulas, and the family's ``DecoderCode``, so that the locators name
@@ -22,14 +24,13 @@ from archviz.code.locators import (
     Site,
     attribute,
     defined,
-    method,
     remote_only,
     statement,
     used,
-    whole_class,
 )
 from archviz.families.blocks.builder import (
     BATCH,
+    MODEL_LEVEL,
     POSITIONS,
     GraphBuilder,
     Scope,
@@ -37,19 +38,23 @@ from archviz.families.blocks.builder import (
     checkpoint_dtypes,
     factor,
     fixed,
+    hidden,
     layer_placement,
-    linear_rows,
     shape,
 )
+from archviz.families.blocks.builder import LAYER as LAYER
 from archviz.families.blocks.code import DecoderCode
-from archviz.families.blocks.node_words import Fill, Words, WordsTable
+from archviz.families.blocks.mlp import ACTIVATION_CLAIM as ACTIVATION_CLAIM
+from archviz.families.blocks.mlp import dense_swiglu_mlp as dense_swiglu_mlp
+from archviz.families.blocks.mlp import swiglu as swiglu
+from archviz.families.blocks.node_words import Words, WordsTable
+from archviz.families.blocks.norm import norm_locator
+from archviz.families.blocks.norm import rms_norm as rms_norm
+from archviz.families.blocks.output_head import output_head as output_head
 from archviz.families.blocks.schema import DECODER
 from archviz.graph.naming import NO_RENAMES, NamingMap
-from archviz.graph.nodes import Dim, Graph, GroupKind, ModelInfo, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
-from archviz.inputs.settings import KeyLike, Settings
-
-LAYER = "model.layers.{layer}"
-"""Checkpoint prefix of a decoder layer."""
+from archviz.graph.nodes import Dim, Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting, Shape
+from archviz.inputs.settings import Settings
 
 MTP_ABSENT = (
     "The multi-token-prediction layer has no code in the modeling file: neither transformers' port nor "
@@ -57,55 +62,6 @@ MTP_ABSENT = (
     "tensor names."
 )
 """Why the multi-token-prediction layers are found in no modeling file."""
-
-
-def hidden(d: Dim) -> Shape:
-    """The residual stream's shape, ``(B, T, d)``."""
-    return shape("hidden_states", BATCH, POSITIONS, d)
-
-
-def norm_sites(owner: tuple[str, ...], name: str, code: DecoderCode) -> tuple[Site, ...]:
-    """An RMSNorm attribute of ``owner``: where it is built and called, and the norm's own ``forward``."""
-    return (*attribute(owner, name), method(code.norm, "forward"))
-
-
-def norm_locator(claim: str, owner: tuple[str, ...], name: str, code: DecoderCode) -> Locator:
-    """The locator of an RMSNorm attribute of ``owner`` (``norm_sites``)."""
-    return Locator(claim=claim, category=Category.NORM, sites=norm_sites(owner, name, code))
-
-
-def rms_norm(
-    b: GraphBuilder,
-    id: str,
-    *,
-    words: Words,
-    code: str,
-    group: str,
-    tensor: str,
-    width_name: str,
-    value: Shape,
-    width: int,
-    eps: Setting,
-    at: Placement,
-    locate: Locator | None,
-    part: Part = Part.MAIN,
-) -> str:
-    """An RMSNorm: ``weight * x / sqrt(mean(x²) + eps)`` over the last dimension, one learned scale per channel
-    (``locate``: None for a norm no modeling file has; ``words``: from a words table)."""
-    return b.node(
-        id,
-        words=words,
-        kind=NodeKind.LEARNED,
-        code=code,
-        group=group,
-        inputs=[value],
-        outputs=[value],
-        placement=at,
-        part=part,
-        settings=[eps],
-        parameters=[b.tensor("RMSNorm scale", tensor, [factor(width_name, width)])],
-        locate=locate,
-    )
 
 
 # -- the model level ----------------------------------------------------------------------------------
@@ -147,13 +103,11 @@ def model_group(b: GraphBuilder, *, words: Words, code: DecoderCode) -> str:
 
 def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, group: str = "model") -> None:
     """``token-embedding`` and the ``embedded-state`` it produces."""
-    words = NODE_WORDS.words("token-embedding")
-    b.node(
+    embedding = Scope(b=b, group=group, placement=MODEL_LEVEL, category=Category.EMBEDDING, words=NODE_WORDS)
+    embedding.node(
         "token-embedding",
-        words=words,
         kind=NodeKind.LEARNED,
         code="self.embed_tokens(input_ids)",
-        group=group,
         inputs=[shape("input_ids", BATCH, POSITIONS)],
         outputs=[shape("inputs_embeds", BATCH, POSITIONS, d)],
         parameters=[
@@ -167,32 +121,21 @@ def token_embedding(b: GraphBuilder, *, d: Dim, vocab: Dim, code: DecoderCode, g
             )
         ],
         extra_keys=[DECODER.pad_token_id.name],
-        locate=Locator(
-            claim=words.claim,
-            category=Category.EMBEDDING,
-            sites=attribute(code.model, "embed_tokens"),
-        ),
+        sites=attribute(code.model, "embed_tokens"),
     )
-    words = NODE_WORDS.words("embedded-state")
-    b.state(
+    embedding.state(
         "embedded-state",
-        words=words,
         code="inputs_embeds",
-        group=group,
         value=shape("inputs_embeds", BATCH, POSITIONS, d),
         traced_module="model.embed_tokens",
-        locate=Locator(
-            claim=words.claim,
-            category=Category.EMBEDDING,
-            sites=(
-                # Llama's forward annotates the assignment (``inputs_embeds: torch.Tensor = …``).
-                statement(
-                    code.model, "inputs_embeds = self.embed_tokens(", "inputs_embeds: torch.Tensor = self.embed_tokens("
-                ),
-                statement(code.model, "hidden_states = inputs_embeds"),
+        sites=(
+            # Llama's forward annotates the assignment (``inputs_embeds: torch.Tensor = …``).
+            statement(
+                code.model, "inputs_embeds = self.embed_tokens(", "inputs_embeds: torch.Tensor = self.embed_tokens("
             ),
-            context=("block",),
+            statement(code.model, "hidden_states = inputs_embeds"),
         ),
+        context=("block",),
     )
 
 
@@ -339,227 +282,6 @@ def decoder_block(
     return group
 
 
-# -- the dense MLP ------------------------------------------------------------------------------------
-
-# The dense MLP's projections: id and attribute.
-_MLP_PROJECTIONS = (("gate-proj", "gate_proj"), ("up-proj", "up_proj"), ("down-proj", "down_proj"))
-
-
-def _mlp_group(b: GraphBuilder, prefix: str, at: Placement, *, parent: str, code: DecoderCode) -> str:
-    words = NODE_WORDS.words("mlp")
-    return b.group(
-        f"{prefix}mlp",
-        words=words,
-        kind=GroupKind.MLP,
-        parent=parent,
-        placement=at,
-        locate=Locator(
-            claim=words.claim,
-            category=Category.MLP,
-            sites=(whole_class(code.mlp),),
-        ),
-    )
-
-
-def dense_swiglu_mlp(
-    b: GraphBuilder,
-    prefix: str,
-    at: Placement,
-    *,
-    parent: str,
-    d: Dim,
-    ffn: Dim,
-    width_key: KeyLike,
-    activation: tuple[Words, list[Setting]],
-    code: DecoderCode,
-    bias: bool = False,
-    tensor: str = f"{LAYER}.mlp",
-    part: Part = Part.MAIN,
-) -> None:
-    """The dense MLP ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` as gate, up, activation and down nodes.
-
-    ``activation`` is the gated activation's (words, settings): SwiGLU's (``swiglu``) or a family's own (Kimi-K3's
-    SiTU), its words from a words table."""
-    group = _mlp_group(b, prefix, at, parent=parent, code=code)
-    mlp = Scope(
-        b=b, group=group, placement=at, part=part, prefix=f"{prefix}mlp.", category=Category.MLP, words=NODE_WORDS
-    )
-    keys = [DECODER.mlp_bias.name] if bias else []
-    width, model = (width_key, ffn.value or 0), (DECODER.hidden_size, d.value or 0)
-    inner = shape("x", BATCH, POSITIONS, ffn)
-    for id, name in _MLP_PROJECTIONS:
-        down = name == "down_proj"
-        if down:
-            act_words, act_settings = activation
-            replace(mlp, words=mlp.words | WordsTable({"act": act_words})).node(
-                "act",
-                kind=NodeKind.OPERATOR,
-                code="self.act_fn(self.gate_proj(x)) * self.up_proj(x)",
-                sites=attribute(code.mlp, "act_fn"),
-                inputs=[inner, inner],
-                outputs=[inner],
-                settings=act_settings,
-            )
-        mlp.node(
-            id,
-            kind=NodeKind.LEARNED,
-            code="self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))" if down else f"self.{name}(x)",
-            sites=attribute(code.mlp, name),
-            extra_keys=keys,
-            op=Op(kind=OpKind.LINEAR),
-            inputs=[inner] if down else [hidden(d)],
-            outputs=[hidden(d)] if down else [inner],
-            parameters=linear_rows(
-                b, name, f"{tensor}.{name}", model if down else width, width if down else model, bias=bias
-            ),
-        )
-
-
-def swiglu(s: Settings, activation_key: KeyLike = DECODER.hidden_act) -> tuple[Words, list[Setting]]:
-    """Words and settings of the SwiGLU activation, named by ``hidden_act``."""
-    act = s.text(activation_key, default="silu")
-    keys = s.keys_set(activation_key)
-    words = NODE_WORDS.words("act", {"function": "SiLU" if act == "silu" else act})
-    return words, [Setting(name="activation", value=act, config_keys=keys)]
-
-
-# -- the output head ----------------------------------------------------------------------------------
-
-# The models' own remote code upcasts in forward (`logits = logits.float()`); transformers' port returns the
-# model's dtype and upcasts inside the loss it computes (and in generate() before sampling).
-_LOGITS_FLOAT_ABSENT = (
-    "This file returns the logits in the model's dtype: transformers' port does not upcast them unless it "
-    "computes a loss; DeepSeek's remote modeling code has `logits = logits.float()`."
-)
-
-
-def output_head(
-    b: GraphBuilder,
-    *,
-    d: Dim,
-    vocab: Dim,
-    tied: bool,
-    eps: Setting,
-    float_logits: bool,
-    code: DecoderCode,
-    group: str = "model",
-) -> None:
-    """Final RMSNorm, final hidden state, output head (sharing the embedding's table when tied), logits, and,
-    when the modeling code upcasts them, the float32 logits."""
-    value = hidden(d)
-    words = NODE_WORDS.words("final-norm")
-    rms_norm(
-        b,
-        "final-norm",
-        words=words,
-        code="self.norm(hidden_states)",
-        group=group,
-        tensor="model.norm.weight",
-        width_name=DECODER.hidden_size.name,
-        width=d.value or 0,
-        value=value,
-        eps=eps,
-        at=Placement(),
-        locate=norm_locator(words.claim, code.model, "norm", code),
-    )
-    words = NODE_WORDS.words("final-hidden-state")
-    b.state(
-        "final-hidden-state",
-        words=words,
-        code="outputs.last_hidden_state",
-        group=group,
-        value=value,
-        traced_module="model.norm",
-        locate=Locator(
-            claim=words.claim,
-            category=Category.TRANSFORMER,
-            sites=(statement(code.causal_lm, "outputs.last_hidden_state", "hidden_states = outputs[0]"),),
-        ),
-    )
-    logits = _lm_head(b, d=d, vocab=vocab, tied=tied, float_logits=float_logits, code=code, group=group)
-    if float_logits:
-        _float_logits(b, logits=logits, vocab=vocab, group=group, code=code)
-
-
-def _lm_head(
-    b: GraphBuilder, *, d: Dim, vocab: Dim, tied: bool, float_logits: bool, code: DecoderCode, group: str
-) -> Shape:
-    """The output head and the logits it produces; returns the logits' shape."""
-    logits = shape("logits", BATCH, POSITIONS, vocab)
-    table = [factor(DECODER.vocab_size.name, vocab.value or 0), factor(DECODER.hidden_size.name, d.value or 0)]
-    words = NODE_WORDS.words("lm-head", {"tied": tied})
-    b.node(
-        "lm-head",
-        words=words,
-        kind=NodeKind.LEARNED,
-        code="self.lm_head(hidden_states)",
-        group=group,
-        inputs=[hidden(d)],
-        outputs=[logits],
-        parameters=[] if tied else [replace(b.tensor("Output head", "lm_head.weight", table), module="Linear")],
-        extra_keys=[DECODER.tie_word_embeddings.name],
-        shares_parameters_with="token-embedding" if tied else None,
-        locate=Locator(
-            claim=words.claim,
-            category=Category.HEAD,
-            sites=attribute(code.causal_lm, "lm_head"),
-        ),
-        op=Op(kind=OpKind.LINEAR),
-    )
-    words = NODE_WORDS.words("logits", {"float_logits": float_logits})
-    b.state(
-        "logits",
-        words=words,
-        code="logits",
-        group=group,
-        value=logits,
-        traced_module="lm_head",
-        locate=Locator(
-            claim=words.claim,
-            category=Category.HEAD,
-            sites=(statement(code.causal_lm, "logits = self.lm_head("),),
-        ),
-    )
-    return logits
-
-
-def _float_logits(b: GraphBuilder, *, logits: Shape, vocab: Dim, group: str, code: DecoderCode) -> None:
-    """The float32 cast of the logits and the float32 logits (cited where each implementation upcasts)."""
-    as_float = shape("logits", BATCH, POSITIONS, vocab, dtype="float32")
-    cast = (statement(code.causal_lm, "logits = logits.float()", "loss = self.loss_function("),)
-    words = NODE_WORDS.words("logits-float")
-    b.node(
-        "logits-float",
-        words=words,
-        kind=NodeKind.OPERATOR,
-        code="logits.float()",
-        group=group,
-        inputs=[logits],
-        outputs=[as_float],
-        locate=Locator(
-            claim=words.claim,
-            category=Category.HEAD,
-            sites=cast,
-            absent=_LOGITS_FLOAT_ABSENT,
-        ),
-    )
-    words = NODE_WORDS.words("logits-float32")
-    b.state(
-        "logits-float32",
-        words=words,
-        code="logits",
-        group=group,
-        value=as_float,
-        traced_module="lm_head",
-        locate=Locator(
-            claim=words.claim,
-            category=Category.HEAD,
-            sites=cast,
-            absent=_LOGITS_FLOAT_ABSENT,
-        ),
-    )
-
-
 # -- an incomplete config -------------------------------------------------------------------------------
 
 
@@ -593,30 +315,8 @@ def partial_graph(
     )
 
 
-ACTIVATION_CLAIM = "The SwiGLU activation multiplies the activated gate projection by the up projection."
-"""What the gated activation's locator claims (it cites the MLP's ``act_fn``, whichever function it is)."""
-
 MODEL_CLAIM = "The model embeds the tokens, applies every block, normalizes and projects to vocabulary logits."
 """What the ``model`` group's locator claims, for every family."""
-
-
-def _lm_head_words(fill: Fill) -> Words:
-    how = ", reusing the token embedding's table." if fill["tied"] else " with an untied matrix."
-    return Words(
-        title="Output head",
-        summary=f"Project each position's hidden state to one score per vocabulary entry{how}",
-        claim="The output head is a linear map from the model width to one score per vocabulary entry.",
-    )
-
-
-def _logits_words(fill: Fill) -> Words:
-    return Words(
-        title="Logits",
-        summary="Unnormalized next-token scores in the model's dtype."
-        if fill["float_logits"]
-        else "The next-token scores the model returns, unnormalized and in the model's dtype.",
-        claim="The logits are the output head's scores for every vocabulary entry at every position.",
-    )
 
 
 NODE_WORDS = WordsTable(
@@ -656,34 +356,6 @@ NODE_WORDS = WordsTable(
             summary="Add the FFN output to the residual stream; the sum is the block's output.",
             claim="The second residual addition adds the FFN output to the stream; the sum is the block's output.",
         ),
-        "gate-proj": Words(
-            title="MLP gate projection",
-            summary="Project to the FFN width; its SiLU gates the up projection.",
-            claim="The gate projection maps each position to the FFN width; its activation gates the up projection.",
-        ),
-        "up-proj": Words(
-            title="MLP up projection",
-            summary="Project to the FFN width; the values the gate lets through.",
-            claim="The up projection maps each position to the FFN width: the values the gate lets through.",
-        ),
-        "down-proj": Words(
-            title="MLP down projection",
-            summary="Project the gated activations back to the model width.",
-            claim="The down projection maps the gated activations back to the model width.",
-        ),
-        "act": Words(
-            title="SwiGLU activation",
-            summary="Multiply the {function} of the gate projection by the up projection, element by element.",
-            claim=ACTIVATION_CLAIM,
-        ),
-        "final-norm": Words(
-            title="Final RMSNorm",
-            summary="Normalize the last block's output to unit root-mean-square and rescale it.",
-            claim="The final RMSNorm normalizes the last block's output to unit root-mean-square and rescales it by "
-            "a learned vector.",
-        ),
-        "lm-head": _lm_head_words,
-        "logits": _logits_words,
         "token-embedding": Words(
             title="Token embedding",
             summary="Look up a learned feature vector for each token ID.",
@@ -693,36 +365,6 @@ NODE_WORDS = WordsTable(
             title="Embedded state",
             summary="Learned token vectors entering the first block.",
             claim="The embedded state is the looked-up token vectors, the hidden state entering the first block.",
-        ),
-        "mlp": Words(
-            title="Dense SwiGLU MLP",
-            summary="A gated feed-forward network: SiLU(gate) × up, projected back down.",
-            claim=(
-                "The dense MLP is a gated feed-forward network: activated gate projection times up projection, "
-                "projected back down."
-            ),
-        ),
-        "final-hidden-state": Words(
-            title="Final hidden state",
-            summary="The normalized output of the last block, one vector per position.",
-            claim="The final hidden state is the normalized output of the last block, which the output head reads.",
-        ),
-        "logits-float": Words(
-            title="Logits cast to float32",
-            summary="Upcast the logits to float32 before sampling or the loss.",
-            claim=(
-                "The logits are upcast to float32: the model's own code does it before returning them (`logits = "
-                "logits.float()`); transformers' port does it inside the loss function called here, and "
-                "generate() before sampling, returning the model's dtype otherwise."
-            ),
-        ),
-        "logits-float32": Words(
-            title="Float32 logits",
-            summary="The next-token scores the model returns, in float32.",
-            claim=(
-                "The float32 logits are what the model's own code returns and what transformers' port computes "
-                "its loss from."
-            ),
         ),
     }
 )

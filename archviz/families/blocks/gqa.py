@@ -13,21 +13,20 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from archviz.code.locators import Category, Locator, attribute, defined, function, method, statement
+from archviz.code.locators import Category, attribute, defined, function, statement
 from archviz.families.blocks.attention import NODE_WORDS as ATTENTION_WORDS
-from archviz.families.blocks.attention import attention_output, cache_sites, cache_update, output_projection
-from archviz.families.blocks.builder import (
-    BATCH,
-    KEY_POSITIONS,
-    POSITIONS,
-    Scope,
-    linear_rows,
-    shape,
+from archviz.families.blocks.attention import (
+    attention_output,
+    attention_scope,
+    cache_sites,
+    cache_update,
+    output_projection,
 )
-from archviz.families.blocks.decoder import LAYER, hidden, norm_locator, rms_norm
+from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, LAYER, POSITIONS, hidden, linear_rows, shape
 from archviz.families.blocks.node_words import Fill, Words, WordsTable
+from archviz.families.blocks.norm import norm_locator, rms_norm
 from archviz.families.blocks.schema import DECODER, GQA
-from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Placement, Setting, Shape
+from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Placement, Setting, Shape
 
 if TYPE_CHECKING:
     from archviz.families.blocks.builder import GraphBuilder
@@ -124,27 +123,16 @@ class GroupedQueryAttention:
 
     def build(self, block: str) -> None:
         dims, options, a = self.dims, self.options, self.code.attention
-        words = NODE_WORDS.words("attention", {"grouped": self.grouped, "qk_norm": options.qk_norm})
-        self.group = self.b.group(
+        self.scope = attention_scope(
+            self.b,
             "attention",
-            words=words,
-            kind=GroupKind.ATTENTION,
+            words=NODE_WORDS.words("attention", {"grouped": self.grouped, "qk_norm": options.qk_norm}),
+            table=ATTENTION_WORDS | NODE_WORDS,
+            classes=a,
             parent=block,
-            placement=self.at,
-            locate=Locator(
-                claim=words.claim,
-                category=Category.ATTENTION,
-                sites=(method(a, "forward"),),
-            ),
+            at=self.at,
         )
-        self.scope = Scope(
-            b=self.b,
-            group=self.group,
-            placement=self.at,
-            prefix="attention.",
-            category=Category.ATTENTION,
-            words=ATTENTION_WORDS | NODE_WORDS,
-        )
+        self.group = self.scope.group
         self._projections()
         query, key, value = self._heads()
         self._rotary(query, key)

@@ -15,13 +15,13 @@ Source: transformers ``models/minimax_m3_vl`` (``MiniMaxM3VLIndexer.forward``, `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from archviz.code.locators import Category, statement
-from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, POSITIONS, GraphBuilder, Scope, shape
+from archviz.families.blocks.builder import BATCH, KEY_POSITIONS, POSITIONS, Scope, shape
 from archviz.families.blocks.mixers import Size, keyed
 from archviz.families.blocks.node_words import Words, WordsTable
-from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Part, Placement, Setting
+from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Setting
 
 LIGHTNING_INDEXER = ("M3VLIndexer",)
 """The lightning indexer's class (``MiniMaxM3VLIndexer``)."""
@@ -38,23 +38,17 @@ class IndexerNodes:
 
 
 def indexer_nodes(
-    b: GraphBuilder,
-    prefix: str,
+    at: Scope,
     *,
-    group: str,
-    placement: Placement,
     heads: Size,
     head_dim: Size,
     block_size: Size,
     topk_blocks: Size,
     local_blocks: Size,
-    part: Part = Part.MAIN,
 ) -> IndexerNodes:
     """The index key cache ``(B, 1, S, index width)`` and the index scores of ``heads`` index heads, added to
-    ``group`` with ids ``prefix + index-key-cache`` and ``prefix + index-scores``."""
-    scope = Scope(
-        b=b, group=group, placement=placement, part=part, prefix=prefix, category=Category.ATTENTION, words=NODE_WORDS
-    )
+    ``at``'s group with ids ``at.prefix + index-key-cache`` and ``at.prefix + index-scores``."""
+    scope = replace(at, category=Category.ATTENTION, words=NODE_WORDS)
     classes = LIGHTNING_INDEXER
     h, d = keyed(heads), keyed(head_dim)
     one = Dim(symbol="1", label="dim", value=1)  # the one key head, a plain number

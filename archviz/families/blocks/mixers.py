@@ -3,10 +3,11 @@
 MiniMax's lightning attention (``MiniMaxLightningAttention``, ``lightning_nodes``: no convolution, a state in the
 model's dtype).
 
-Each adds, into a group the caller opened, the nodes the cost model prices and the states the cache keeps: the short
-causal convolution (a parameter-free node over the ``conv1d`` weight that another node holds: the forward lends the
-weight to a function, so torch's counter charges the convolution to the mixer, never to ``conv1d``), its cached
-last positions, the chunked recurrence or scan, and its recurrent state, which transformers keeps in float32 (the
+Each adds, into the scope the caller opened (its group, placement, part and id prefix; the helper sets the evidence
+category and the words), the nodes the cost model prices and the states the cache keeps: the short causal
+convolution (a parameter-free node over the ``conv1d`` weight that another node holds: the forward lends the weight
+to a function, so torch's counter charges the convolution to the mixer, never to ``conv1d``), its cached last
+positions, the chunked recurrence or scan, and its recurrent state, which transformers keeps in float32 (the
 recurrence computes in float32 and the cache stores what it returns, whatever ``mamba_ssm_cache_dtype`` says).
 The learned projections, norms and ``conv1d`` itself are the caller's.
 
@@ -19,12 +20,12 @@ and name them after the key its config sets. Sources: transformers ``models/qwen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from archviz.code.locators import Category, Site, function, statement
-from archviz.families.blocks.builder import BATCH, POSITIONS, GraphBuilder, Scope, fixed, shape
+from archviz.code.locators import Category, function, statement
+from archviz.families.blocks.builder import BATCH, POSITIONS, Scope, fixed, shape
 from archviz.families.blocks.node_words import Words, WordsTable
-from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
+from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Setting, Shape
 
 Size = tuple[int, str]
 """A size and the config key it is read from: ``(32, "linear_num_value_heads")``."""
@@ -87,42 +88,30 @@ def _convolution_nodes(
     return convolution, conv_state
 
 
-def _recurrent_state(scope: Scope, *, state: Shape, sites: tuple[Site, ...]) -> str:
+def _recurrent_state(scope: Scope, *, classes: tuple[str, ...], state: Shape) -> str:
     return scope.node(
         "recurrent-state",
         kind=NodeKind.TENSOR,
         code="cache.get_recurrent_state(self.layer_idx, state_idx=0)",
         outputs=[state],
-        sites=sites,
+        sites=(statement(classes, "cache.get_recurrent_state("), statement(classes, "cache.update_recurrent_state(")),
         op=Op(kind=OpKind.STATE),
     )
 
 
 def gated_delta_nodes(
-    b: GraphBuilder,
-    prefix: str,
+    at: Scope,
     *,
-    group: str,
-    placement: Placement,
     key_heads: Size,
     value_heads: Size,
     key_head_dim: Size,
     value_head_dim: Size,
     conv_kernel: Size,
-    part: Part = Part.MAIN,
 ) -> MixerNodes:
     """The gated delta net's convolution over queries, keys and values (2 × key heads × key width + value heads ×
     value width channels), its state, the chunked gated delta rule and its float32 state ``(B, value heads, key
-    width, value width)``, added to ``group`` with ids ``prefix + short-conv`` and so on."""
-    scope = Scope(
-        b=b,
-        group=group,
-        placement=placement,
-        part=part,
-        prefix=prefix,
-        category=Category.LINEAR_ATTENTION,
-        words=GATED_DELTA_WORDS,
-    )
+    width, value width)``, added to ``at``'s group with ids ``at.prefix + short-conv`` and so on."""
+    scope = replace(at, category=Category.LINEAR_ATTENTION, words=GATED_DELTA_WORDS)
     classes = GATED_DELTA_NET
     k_heads, v_heads = keyed(key_heads), keyed(value_heads)
     k_width, v_width = keyed(key_head_dim), keyed(value_head_dim)
@@ -159,40 +148,24 @@ def gated_delta_nodes(
         ),
         op=Op(kind=OpKind.GATED_DELTA_RULE, chunk=DELTA_RULE_CHUNK),
     )
-    recurrent = _recurrent_state(
-        scope,
-        state=state,
-        sites=(statement(classes, "cache.get_recurrent_state("), statement(classes, "cache.update_recurrent_state(")),
-    )
+    recurrent = _recurrent_state(scope, classes=classes, state=state)
     return MixerNodes(convolution=convolution, conv_state=conv_state, core=core, state=recurrent)
 
 
 def mamba2_nodes(
-    b: GraphBuilder,
-    prefix: str,
+    at: Scope,
     *,
-    group: str,
-    placement: Placement,
     heads: Size,
     head_dim: Size,
     groups: Size,
     state_size: Size,
     conv_kernel: Size,
     chunk: Size,
-    part: Part = Part.MAIN,
 ) -> MixerNodes:
     """Mamba2's convolution over x, B and C (heads × head width + 2 × groups × state size channels), its state, the
-    chunked scan and its float32 state ``(B, heads, head width, state size)``, added to ``group`` with ids
-    ``prefix + short-conv`` and so on."""
-    scope = Scope(
-        b=b,
-        group=group,
-        placement=placement,
-        part=part,
-        prefix=prefix,
-        category=Category.LINEAR_ATTENTION,
-        words=MAMBA2_WORDS,
-    )
+    chunked scan and its float32 state ``(B, heads, head width, state size)``, added to ``at``'s group with ids
+    ``at.prefix + short-conv`` and so on."""
+    scope = replace(at, category=Category.LINEAR_ATTENTION, words=MAMBA2_WORDS)
     classes = MAMBA2_MIXER
     h, p = keyed(heads), keyed(head_dim)
     g, n = keyed(groups), keyed(state_size)
@@ -228,11 +201,7 @@ def mamba2_nodes(
         ),
         op=Op(kind=OpKind.SCAN, chunk=chunk[0]),
     )
-    recurrent = _recurrent_state(
-        scope,
-        state=state,
-        sites=(statement(classes, "cache.get_recurrent_state("), statement(classes, "cache.update_recurrent_state(")),
-    )
+    recurrent = _recurrent_state(scope, classes=classes, state=state)
     return MixerNodes(convolution=convolution, conv_state=conv_state, core=core, state=recurrent)
 
 
@@ -247,30 +216,18 @@ class LightningNodes:
 
 
 def lightning_nodes(
-    b: GraphBuilder,
-    prefix: str,
+    at: Scope,
     *,
-    group: str,
-    placement: Placement,
     heads: Size,
     head_dim: Size,
     block_size: Size,
-    part: Part = Part.MAIN,
 ) -> LightningNodes:
     """MiniMax's lightning attention over ``heads`` heads of ``head_dim`` (queries, keys and values split from
     ``qkv_proj``), in blocks of ``block_size`` for a prompt and one token at a time against its state in decode, and
     the state ``(B, heads, head width, head width)`` the cache keeps (``MiniMaxCache.linear_cache``), added to
-    ``group`` with ids ``prefix + lightning-attention`` and ``prefix + recurrent-state``. It has no convolution. Source:
-    transformers ``models/minimax`` (``MiniMaxLightningAttention``, ``MiniMaxCache``)."""
-    scope = Scope(
-        b=b,
-        group=group,
-        placement=placement,
-        part=part,
-        prefix=prefix,
-        category=Category.LINEAR_ATTENTION,
-        words=LIGHTNING_WORDS,
-    )
+    ``at``'s group with ids ``at.prefix + lightning-attention`` and ``at.prefix + recurrent-state``. It has no
+    convolution. Source: transformers ``models/minimax`` (``MiniMaxLightningAttention``, ``MiniMaxCache``)."""
+    scope = replace(at, category=Category.LINEAR_ATTENTION, words=LIGHTNING_WORDS)
     classes = LIGHTNING_ATTENTION
     h, d = keyed(heads), keyed(head_dim)
     state = shape("attn_weights_inter", BATCH, h, d, d)

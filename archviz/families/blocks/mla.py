@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from archviz.code.locators import (
     Category,
-    Locator,
     Site,
     attribute,
     defined,
@@ -28,7 +27,13 @@ from archviz.code.locators import (
     transformers_only,
 )
 from archviz.families.blocks.attention import NODE_WORDS as ATTENTION_WORDS
-from archviz.families.blocks.attention import attention_output, cache_sites, cache_update, output_projection
+from archviz.families.blocks.attention import (
+    attention_output,
+    attention_scope,
+    cache_sites,
+    cache_update,
+    output_projection,
+)
 from archviz.families.blocks.builder import (
     BATCH,
     KEY_POSITIONS,
@@ -37,17 +42,18 @@ from archviz.families.blocks.builder import (
     Scope,
     factor,
     fixed,
+    hidden,
     joined,
     linear_rows,
     shape,
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.config_words import ConfigWords, Getter
-from archviz.families.blocks.decoder import hidden, norm_sites
 from archviz.families.blocks.node_words import Words, WordsTable
+from archviz.families.blocks.norm import norm_sites
 from archviz.families.blocks.rotary import yarn_softmax_scale
 from archviz.families.blocks.schema import DECODER, DENSE_FIRST, MLA
-from archviz.graph.nodes import Dim, GroupKind, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
+from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Part, Placement, Setting, Shape
 from archviz.inputs.settings import Settings
 
 ATTN = "model.layers.{layer}.self_attn"
@@ -123,27 +129,15 @@ class MlaAttention:
 
     def build(self, prefix: str, at: Placement, *, parent: str, part: Part, after_core: AfterCore | None) -> None:
         """The whole attention: queries, the compressed keys and values, the core, the output projection."""
-        words = NODE_WORDS.words("attention")
-        group = self.b.group(
+        step = attention_scope(
+            self.b,
             f"{prefix}attention",
-            words=words,
-            kind=GroupKind.ATTENTION,
+            words=NODE_WORDS.words("attention"),
+            table=ATTENTION_WORDS | NODE_WORDS,
+            classes=self.code.attention,
             parent=parent,
-            placement=at,
-            locate=Locator(
-                claim=words.claim,
-                category=Category.ATTENTION,
-                sites=(method(self.code.attention, "forward"),),
-            ),
-        )
-        step = Scope(
-            b=self.b,
-            group=group,
-            placement=at,
+            at=at,
             part=part,
-            prefix=f"{prefix}attention.",
-            category=Category.ATTENTION,
-            words=ATTENTION_WORDS | NODE_WORDS,
         )
         self._queries(step)
         self._compressed_kv(step)
@@ -151,7 +145,7 @@ class MlaAttention:
         self._expanded_kv(step)
         self._core(step)
         if after_core is not None:
-            after_core(prefix, at, group, part)
+            after_core(prefix, at, step.group, part)
         attention_output(
             step,
             d=self.dims.d,

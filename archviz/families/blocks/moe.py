@@ -24,13 +24,13 @@ from archviz.families.blocks.builder import (
     GraphBuilder,
     Scope,
     fixed,
+    hidden,
     layer_placement,
     shape,
     swiglu_rows,
 )
 from archviz.families.blocks.code import DecoderCode
 from archviz.families.blocks.config_words import Getter
-from archviz.families.blocks.decoder import hidden
 from archviz.families.blocks.moe_naming import MoeDims, MoeNaming, RoutingInputs
 from archviz.families.blocks.node_words import Fill, Words, WordsTable
 from archviz.families.blocks.routing import group_fill

@@ -20,10 +20,11 @@ from archviz.families.blocks.builder import (
     Scope,
     factor,
     fixed,
+    hidden,
     layer_placement,
     shape,
 )
-from archviz.families.blocks.decoder import MTP_ABSENT, hidden
+from archviz.families.blocks.decoder import MTP_ABSENT
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.blocks.schema import DECODER
 from archviz.graph.nodes import Dim, GroupKind, NodeKind, Part, Setting, Shape

@@ -20,8 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from archviz.code.locators import Category, Locator, Site, attribute, defined, method, statement
-from archviz.families.blocks.builder import TOKENS, Scope, factor, shape
-from archviz.families.blocks.decoder import hidden
+from archviz.families.blocks.builder import TOKENS, Scope, factor, hidden, shape
 from archviz.families.blocks.moe_naming import RoutingInputs
 from archviz.families.blocks.node_words import Fill, Words, WordsTable
 from archviz.families.blocks.schema import DECODER, MOE

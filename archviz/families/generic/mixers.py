@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from archviz.code.modeltree import ModuleRecord
-from archviz.families.blocks.builder import MODEL_LEVEL, layer_placement
+from archviz.families.blocks.builder import MODEL_LEVEL, Scope, layer_placement
 from archviz.families.blocks.indexer import LIGHTNING_INDEXER, indexer_nodes
 from archviz.families.blocks.mixers import (
     GATED_DELTA_NET,
@@ -141,17 +141,19 @@ def next_call(ctx: CodeReading, template: str, module: ModuleRecord) -> str:
     return "out_proj"
 
 
+def sizes_scope(ctx: CodeReading, sizes: MixerSizes, group: str) -> Scope:
+    """Where the nodes of a mixer's (or an indexer's) set of sizes go: its own group, named inside it, placed on the
+    layers that have these sizes."""
+    layers = sorted(sizes.layers)
+    return Scope(b=ctx.b, group=group, placement=layer_placement(layers) if layers else MODEL_LEVEL, prefix=f"{group}.")
+
+
 def add_mixer_nodes(ctx: CodeReading, mixer: MixerSizes, group: str, taken: set[str]) -> None:
-    layers = sorted(mixer.layers)
-    placement = layer_placement(layers) if layers else MODEL_LEVEL
-    prefix = f"{group}."  # the mixer's own group: its nodes are named inside it
+    at = sizes_scope(ctx, mixer, group)
     z = mixer.sizes
     if mixer.kind == "lightning":
         lightning = lightning_nodes(
-            ctx.b,
-            prefix,
-            group=group,
-            placement=placement,
+            at,
             heads=z["heads"],
             head_dim=z["head_dim"],
             block_size=z["block_size"],
@@ -160,10 +162,7 @@ def add_mixer_nodes(ctx: CodeReading, mixer: MixerSizes, group: str, taken: set[
         return
     if mixer.kind == "gated delta net":
         added = gated_delta_nodes(
-            ctx.b,
-            prefix,
-            group=group,
-            placement=placement,
+            at,
             key_heads=z["key_heads"],
             value_heads=z["value_heads"],
             key_head_dim=z["key_head_dim"],
@@ -172,10 +171,7 @@ def add_mixer_nodes(ctx: CodeReading, mixer: MixerSizes, group: str, taken: set[
         )
     else:
         added = mamba2_nodes(
-            ctx.b,
-            prefix,
-            group=group,
-            placement=placement,
+            at,
             heads=z["heads"],
             head_dim=z["head_dim"],
             groups=z["groups"],
@@ -214,13 +210,9 @@ def find_indexers(ctx: CodeReading) -> dict[str, list[MixerSizes]]:
 
 def add_indexer_nodes(ctx: CodeReading, indexer: MixerSizes, group: str, taken: set[str]) -> None:
     """The indexer's cached index keys and its scores, in the indexer's group."""
-    layers = sorted(indexer.layers)
     z = indexer.sizes
     added = indexer_nodes(
-        ctx.b,
-        f"{group}.",
-        group=group,
-        placement=layer_placement(layers) if layers else MODEL_LEVEL,
+        sizes_scope(ctx, indexer, group),
         heads=z["heads"],
         head_dim=z["head_dim"],
         block_size=z["block_size"],

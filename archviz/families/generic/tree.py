@@ -77,6 +77,30 @@ def layer_template(ctx: CodeReading, path: str) -> tuple[str, int | None]:
     return path, None
 
 
+def _instance(
+    ctx: CodeReading,
+    path: str,
+    module: ModuleRecord,
+    *,
+    own: tuple[str, ...],
+    is_container: bool,
+    tensors: dict[str, tuple[tuple[int, ...], str, str]],
+    shares_with: str | None,
+) -> ModuleInstance:
+    """``module`` at ``path`` as an instance, with its layer template and index."""
+    template, layer = layer_template(ctx, path)
+    return ModuleInstance(
+        path=path,
+        template=template,
+        layer=layer,
+        class_name=module.class_name,
+        own=own,
+        is_container=is_container,
+        tensors=tensors,
+        shares_with=shares_with,
+    )
+
+
 def module_instances(ctx: CodeReading) -> list[ModuleInstance]:
     aliases = dict(ctx.tree.tied)
     instances: list[ModuleInstance] = []
@@ -89,19 +113,7 @@ def module_instances(ctx: CodeReading) -> list[ModuleInstance]:
         if not state and not shared:
             if is_activation(ctx, path, module):  # a parameter-free operator of an MLP: a node of its own
                 ctx.activations.add(path)
-                template, layer = layer_template(ctx, path)
-                instances.append(
-                    ModuleInstance(
-                        path=path,
-                        template=template,
-                        layer=layer,
-                        class_name=module.class_name,
-                        own=(),
-                        is_container=False,
-                        tensors={},
-                        shares_with=None,
-                    )
-                )
+                instances.append(_instance(ctx, path, module, own=(), is_container=False, tensors={}, shares_with=None))
             continue
         dtypes = {name: tensor.dtype for name, tensor in state.items()}
         fallback = next(iter(dtypes.values()), ctx.b.dtype)
@@ -115,13 +127,11 @@ def module_instances(ctx: CodeReading) -> list[ModuleInstance]:
                 seen.add(name)
         if not tensors and not shared:
             continue  # everything it holds is left out of checkpoints
-        template, layer = layer_template(ctx, path)
         instances.append(
-            ModuleInstance(
-                path=path,
-                template=template,
-                layer=layer,
-                class_name=module.class_name,
+            _instance(
+                ctx,
+                path,
+                module,
                 own=tuple(p.name for p in module.parameters),
                 is_container=module.children_own_parameters,
                 tensors=tensors,

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from archviz.code.locators import (
-    Category,
-    Locator,
-    attribute,
-    defined,
-    function,
-    method,
-    remote_only,
-    statement,
-    used,
-)
+from archviz.code.locators import Category, attribute, defined, function, method, remote_only, statement, used
+from archviz.families.blocks.attention import attention_scope
 from archviz.families.blocks.builder import (
     BATCH,
     POSITIONS,
-    Scope,
     factor,
     fixed,
     layer_placement,
@@ -29,7 +19,7 @@ from archviz.families.deepseek_v3.builder import DeepseekV3Builder
 from archviz.families.kimi_linear.naming import ATTN, CODE, DELTA_ATTENTION, FORGET_GATE, GATED_NORM, NAMING
 from archviz.families.kimi_linear.schema import KDA_KEYS, LINEAR, K
 from archviz.families.kimi_linear.words import ATTN_RES_WORDS, NODE_WORDS, SITU_WORDS
-from archviz.graph.nodes import Dim, GroupKind, Mixer, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
+from archviz.graph.nodes import Dim, Mixer, NodeKind, Op, OpKind, Part, Placement, Setting, Shape, TensorRow
 from archviz.inputs.settings import Settings
 
 ATTN_RES_SOURCES = Dim(
@@ -284,27 +274,16 @@ class KimiDeltaAttention:
         self.width = f"{LINEAR}.{KDA_KEYS.num_heads} × {LINEAR}.{KDA_KEYS.head_dim}"
 
     def build(self, prefix: str, at: Placement, *, parent: str, part: Part) -> None:
-        words = NODE_WORDS.words("kda")
-        group = self.b.group(
+        self.scope = attention_scope(
+            self.b,
             f"{prefix}kda",
-            words=words,
-            kind=GroupKind.ATTENTION,
+            words=NODE_WORDS.words("kda"),
+            table=NODE_WORDS,
+            classes=DELTA_ATTENTION,
             parent=parent,
-            placement=at,
-            locate=Locator(
-                claim=words.claim,
-                category=Category.LINEAR_ATTENTION,
-                sites=(method(DELTA_ATTENTION, "forward"),),
-            ),
-        )
-        self.scope = Scope(
-            b=self.b,
-            group=group,
-            placement=at,
+            at=at,
             part=part,
-            prefix=f"{prefix}kda.",
             category=Category.LINEAR_ATTENTION,
-            words=NODE_WORDS,
         )
         self._projections()
         self._convolution()
