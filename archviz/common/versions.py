@@ -5,8 +5,8 @@ Read from the installed packages' metadata, so that stating torch's version neve
 verification must work without it): the ``Version`` field of the package's ``.dist-info/METADATA`` (``PKG-INFO`` of an
 ``.egg-info``), found on ``sys.path`` as ``importlib.metadata`` finds it. ``importlib.metadata`` itself is not used
 here: importing it (with the e-mail parser it reads metadata with) costs ~20 ms, most of what separated
-``archviz inspect`` from its time target; ``tests/cli/test_versions.py`` holds this reader to ``importlib.metadata.version``
-for every distribution installed.
+``archviz inspect`` from its time target; ``tests/cli/test_versions.py`` holds this reader to
+``importlib.metadata.version`` for every distribution installed.
 """
 
 from __future__ import annotations

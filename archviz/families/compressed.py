@@ -35,13 +35,13 @@ The rules restated, each from compressed-tensors 0.20.1, are:
   ``scale_dtype``, the global scales kept) and ``initialize_qparams``' scale shapes and dtype (``stored_tensors``,
   ``_scale_shape``, ``_input_scale``).
 
-``tests/quantization/test_compressed.py`` holds each to the library: ``stored_tensors`` to ``compress_module``'s output for five
-shapes, two dtypes and 24 pack-quantized schemes (2, 3, 4 and 8 bits; group, channel and tensor; symmetric and not) and
-thirteen of the other formats (FP8 per tensor, channel and block, static and dynamic activations; INT8 W8A8, static and
-weights only; NVFP4 with and without activations; W4A16), ``scheme_for`` to ``apply_quantization_config`` on a tiny
-model for five target/ignore lists, and ``archviz check`` to checkpoints the library wrote (pack-quantized symmetric and
-not, FP8 per tensor, per channel with static activation scales and in blocks, NVFP4, W4A16). A scheme or format these
-rules do not cover is said to be not modelled, never guessed.
+``tests/quantization/test_compressed.py`` holds each to the library: ``stored_tensors`` to ``compress_module``'s output
+for five shapes, two dtypes and 24 pack-quantized schemes (2, 3, 4 and 8 bits; group, channel and tensor; symmetric and
+not) and thirteen of the other formats (FP8 per tensor, channel and block, static and dynamic activations; INT8 W8A8,
+static and weights only; NVFP4 with and without activations; W4A16), ``scheme_for`` to ``apply_quantization_config`` on
+a tiny model for five target/ignore lists, and ``archviz check`` to checkpoints the library wrote (pack-quantized
+symmetric and not, FP8 per tensor, per channel with static activation scales and in blocks, NVFP4, W4A16). A scheme or
+format these rules do not cover is said to be not modelled, never guessed.
 """
 
 from __future__ import annotations

@@ -6,10 +6,11 @@ transformers' FBGEMM FP8 integration (``replace_with_fbgemm_fp8_linear``) replac
 default skips, ``get_keys_to_not_convert``: the output head, which is the last module) with ``FbgemmFp8Linear``,
 whose checkpoint tensors are ``weight`` (F8_E4M3, ``[out, in]``) and ``weight_scale`` (F32 ``[out, 1]``, one per
 output row); its ``input_scale_ub`` is a buffer checkpoints do not hold. The quantizer loads every other tensor in
-bfloat16 (``update_dtype``). Restated from transformers 5.24 without torch; ``tests/quantization/test_fbgemm.py`` holds it to
-``FbgemmFp8Linear`` and to the quantizer's own list of modules not to convert, and runs ``check`` on a tiny checkpoint
-of ``FbgemmFp8Linear`` modules. A converted linear with a bias (which ``FbgemmFp8Linear`` keeps in float32) is not
-modelled; a class's own ``_keep_in_fp32_modules`` are skipped where the graph knows them (a graph read off the code).
+bfloat16 (``update_dtype``). Restated from transformers 5.24 without torch; ``tests/quantization/test_fbgemm.py`` holds
+it to ``FbgemmFp8Linear`` and to the quantizer's own list of modules not to convert, and runs ``check`` on a tiny
+checkpoint of ``FbgemmFp8Linear`` modules. A converted linear with a bias (which ``FbgemmFp8Linear`` keeps in float32)
+is not modelled; a class's own ``_keep_in_fp32_modules`` are skipped where the graph knows them (a graph read off the
+code).
 """
 
 from __future__ import annotations

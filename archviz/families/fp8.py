@@ -23,10 +23,10 @@ as transformers' fine-grained FP8 quantizer converts the model it loads such a c
 
 A whole row of block-quantized weights is marked as the hand-written families mark theirs (``TensorRow.scale_block``,
 so its scales are ``fp8 blocks: weight_scale_inv`` in the totals); a row some of whose instances stay unquantized,
-per-tensor scales and static activation scales are a ``Packing`` of those tensors. ``tests/quantization/test_fp8.py`` holds the
-prediction to checkpoints ``save_pretrained`` wrote from models converted by transformers' own quantizer (MiniMax-M2
-in blocks, Mistral-3 per tensor with static and dynamic activations, Qwen3 per tensor). Not modelled, and said:
-expert banks stored fused (3-D in the checkpoint), banks with biases, per-tensor or static scales of a bank, FP4
+per-tensor scales and static activation scales are a ``Packing`` of those tensors. ``tests/quantization/test_fp8.py``
+holds the prediction to checkpoints ``save_pretrained`` wrote from models converted by transformers' own quantizer
+(MiniMax-M2 in blocks, Mistral-3 per tensor with static and dynamic activations, Qwen3 per tensor). Not modelled, and
+said: expert banks stored fused (3-D in the checkpoint), banks with biases, per-tensor or static scales of a bank, FP4
 experts (``expert_dtype: fp4``). The class's ``_keep_in_fp32_modules`` are skipped too where the graph knows them
 (``Graph.kept_from_quantization``: a graph read off the code; DeepSeek-V3.2's indexer ``weights_proj``).
 """

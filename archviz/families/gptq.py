@@ -22,10 +22,10 @@ Both are written by GPT-QModel (``gptqmodel``; AutoAWQ's GEMM layout for AWQ) an
   (``hf_quantizers.should_convert``).
 
 Restated, not called: GPT-QModel imports torch (and much more) when imported, and building a graph must not.
-``tests/quantization/test_gptq.py`` holds the shapes and dtypes to GPT-QModel 7.6.0's own modules and packers and runs ``check``
-on tiny checkpoints of them. What these rules do not cover (other ``checkpoint_format``\\ s and AWQ layouts, other
-pack dtypes, ``dynamic`` per-module overrides, fused expert weights that are not ``nn.Linear``, a bias whose linear
-is converted in some layers only) is said to be not modelled, never guessed.
+``tests/quantization/test_gptq.py`` holds the shapes and dtypes to GPT-QModel 7.6.0's own modules and packers and runs
+``check`` on tiny checkpoints of them. What these rules do not cover (other ``checkpoint_format``\\ s and AWQ layouts,
+other pack dtypes, ``dynamic`` per-module overrides, fused expert weights that are not ``nn.Linear``, a bias whose
+linear is converted in some layers only) is said to be not modelled, never guessed.
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ The rules, each from transformers 5.24:
   in / 32]``), ``Mxfp4GptOssExperts`` (``in / 2`` bytes per row) and ``_convert_moe_packed_tensors`` (the blocks'
   last axis is 16 bytes, 32 values; the dequantized weight is transposed back to ``[E, in, out]``).
 
-``tests/quantization/test_mxfp4.py`` holds the shapes to ``Mxfp4GptOssExperts`` built on the meta device and to transformers'
-MXFP4 loader reading a tiny checkpoint written in the release's layout, and the whole prediction to gpt-oss-20b's
-released index (``total_size``).
+``tests/quantization/test_mxfp4.py`` holds the shapes to ``Mxfp4GptOssExperts`` built on the meta device and to
+transformers' MXFP4 loader reading a tiny checkpoint written in the release's layout, and the whole prediction to
+gpt-oss-20b's released index (``total_size``).
 """
 
 from __future__ import annotations

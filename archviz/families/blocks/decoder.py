@@ -1,7 +1,7 @@
 """The parts every pre-norm decoder shares: the model group, the token embedding and the residual block, each node
 with the locator that finds it, and the graph of an incomplete config. Its RMSNorm (``norm.py``), dense SwiGLU MLP
-(``mlp.py``) and final norm, output head and logits (``output_head.py``) are modules of their own beside it; a family
-imports them from here too.
+(``mlp.py``) and final norm, output head and logits (``output_head.py``) are modules of their own beside it, which a
+family imports from there.
 
 Each function adds nodes to a ``GraphBuilder`` in forward order and takes the dimensions it draws as ``Dim``s,
 so that a family passes its own config formulas, and the family's ``DecoderCode``, so that the locators name
@@ -30,6 +30,7 @@ from archviz.code.locators import (
 )
 from archviz.families.blocks.builder import (
     BATCH,
+    LAYER,
     MODEL_LEVEL,
     POSITIONS,
     GraphBuilder,
@@ -42,15 +43,9 @@ from archviz.families.blocks.builder import (
     layer_placement,
     shape,
 )
-from archviz.families.blocks.builder import LAYER as LAYER
 from archviz.families.blocks.code import DecoderCode
-from archviz.families.blocks.mlp import ACTIVATION_CLAIM as ACTIVATION_CLAIM
-from archviz.families.blocks.mlp import dense_swiglu_mlp as dense_swiglu_mlp
-from archviz.families.blocks.mlp import swiglu as swiglu
 from archviz.families.blocks.node_words import Words, WordsTable
-from archviz.families.blocks.norm import norm_locator
-from archviz.families.blocks.norm import rms_norm as rms_norm
-from archviz.families.blocks.output_head import output_head as output_head
+from archviz.families.blocks.norm import norm_locator, rms_norm
 from archviz.families.blocks.schema import DECODER
 from archviz.graph.naming import NO_RENAMES, NamingMap
 from archviz.graph.nodes import Dim, Graph, GroupKind, ModelInfo, NodeKind, Part, Placement, Setting, Shape

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 from archviz.families.blocks.builder import GraphBuilder, TextPart, checkpoint_dtypes, fixed, layer_placement
-from archviz.families.blocks.decoder import (
-    MODEL_CLAIM,
-    decoder_block,
-    dense_swiglu_mlp,
-    model_group,
-    output_head,
-    partial_graph,
-    swiglu,
-    token_embedding,
-)
+from archviz.families.blocks.decoder import MODEL_CLAIM, decoder_block, model_group, partial_graph, token_embedding
 from archviz.families.blocks.mla import MlaAttention, mla_dims
+from archviz.families.blocks.mlp import dense_swiglu_mlp, swiglu
 from archviz.families.blocks.moe import MoeBlock, moe_dims
 from archviz.families.blocks.moe_naming import MoeNaming
 from archviz.families.blocks.mtp import mtp_layers
 from archviz.families.blocks.node_words import Words
+from archviz.families.blocks.output_head import output_head
 from archviz.families.blocks.rotary import (
     DECOUPLED_WORDS,
     decoupled_rope_settings,

@@ -13,8 +13,8 @@ from archviz.families.blocks.builder import (
     linear_rows,
     shape,
 )
-from archviz.families.blocks.decoder import rms_norm
 from archviz.families.blocks.node_words import Words
+from archviz.families.blocks.norm import rms_norm
 from archviz.families.deepseek_v3.builder import DeepseekV3Builder
 from archviz.families.kimi_linear.naming import ATTN, CODE, DELTA_ATTENTION, FORGET_GATE, GATED_NORM, NAMING
 from archviz.families.kimi_linear.schema import KDA_KEYS, LINEAR, K

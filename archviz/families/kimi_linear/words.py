@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from archviz.families.blocks.config_words import Getter
-from archviz.families.blocks.decoder import ACTIVATION_CLAIM
+from archviz.families.blocks.mlp import ACTIVATION_CLAIM
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.families.deepseek_v3.words import WORDS as DEEPSEEK_V3_WORDS
 from archviz.families.kimi_linear.schema import KDA_KEYS, K

@@ -12,18 +12,12 @@ from archviz.families.blocks.builder import (
     layer_placement,
 )
 from archviz.families.blocks.code import DecoderCode, prefixed
-from archviz.families.blocks.decoder import (
-    decoder_block,
-    dense_swiglu_mlp,
-    model_group,
-    output_head,
-    partial_graph,
-    swiglu,
-    token_embedding,
-)
+from archviz.families.blocks.decoder import decoder_block, model_group, partial_graph, token_embedding
 from archviz.families.blocks.gqa import AttentionBias, GqaDims, GqaOptions, GroupedQueryAttention
+from archviz.families.blocks.mlp import dense_swiglu_mlp, swiglu
 from archviz.families.blocks.moe import MoeBlock, moe_dims
 from archviz.families.blocks.moe_naming import MoeNaming
+from archviz.families.blocks.output_head import output_head
 from archviz.families.blocks.rotary import WHOLE_HEAD_WORDS, rope_settings, rotary_embedding, rotary_locator
 from archviz.families.llama.schema import LAYER_KEYS, K, LlamaSchema
 from archviz.families.llama.words import NODE_WORDS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from archviz.families.blocks.decoder import LAYER
+from archviz.families.blocks.builder import LAYER
 from archviz.families.blocks.gqa import AttentionBias
 from archviz.families.blocks.moe_naming import MoeNaming
 from archviz.families.blocks.routing import SoftmaxRouting
