@@ -47,10 +47,11 @@ from archviz.cost.parallel_plans import (
     ParallelPlans,
     Split,
 )
-from archviz.cost.tensor_names import Alike, PlanName, experts_key, module_key
+from archviz.cost.tensor_names import Alike
 from archviz.cost.weights import itemsize
+from archviz.graph.naming import EXPERT, NamingMap, PlanName
 from archviz.graph.nodes import Graph, Node, OpKind, Part
-from archviz.graph.totals import EXPERT, Experts, ManifestGroup, ManifestTensor, TensorRole, manifest_groups, node_parts
+from archviz.graph.totals import Experts, ManifestGroup, ManifestTensor, TensorRole, manifest_groups, node_parts
 
 if TYPE_CHECKING:
     from archviz.families.registry import Family
@@ -169,20 +170,20 @@ class Planner:
         self.nodes = nodes
         self.described: dict[str, str] = {}
         self.encoders = frozenset(node for node, part in node_parts(graph).items() if part != "text")
-        self.spellings = graph.naming.segment_renames()
+        self.naming: NamingMap = graph.naming
         self.memo: dict[tuple[object, ...], Rule] = {}
         self.smallest: dict[Experts, int] = {}
 
     def name(self, checkpoint_name: str) -> PlanName:
-        return module_key(checkpoint_name, self.spellings, self.projections)
+        return self.naming.plan_name(checkpoint_name, self.projections)
 
     def alike(self, group: ManifestGroup) -> Iterator[Alike]:
         """A group's tensors parted by how the plans see them: a layer's routed experts of one row all alike when
-        their template says so (``experts_key``), else each read on its own."""
+        their template says so (``NamingMap.experts_plan_name``), else each read on its own."""
         if group.experts is None:
             yield Alike(group, self.name(group.tensor.name), None, group.tensor.name)
             return
-        shared = experts_key(group.tensor.name, self.spellings, self.projections)
+        shared = self.naming.experts_plan_name(group.tensor.name, self.projections)
         if shared is None:
             for name in group.names():
                 yield Alike(group, self.name(name), None, name)

@@ -40,9 +40,9 @@ from typing import Any
 
 from archviz.families import hf_quantizers
 from archviz.families.hf_quantizers import ModulePatterns, NotConverted, NotModelled, should_convert
-from archviz.graph.naming import NamingMap
+from archviz.graph.naming import EXPERT, NamingMap
 from archviz.graph.nodes import Graph, Node, Packing, StoredTensor, TensorRow
-from archviz.graph.totals import EXPERT, expert_names, layer_templates
+from archviz.graph.totals import expert_names, layer_templates
 from archviz.inputs.settings import Settings
 
 METHOD = "fp8"

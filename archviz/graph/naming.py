@@ -7,7 +7,8 @@ its checkpoint conversion mapping renames them at load time (Kimi Linear's ``blo
 ``model.language_model``). ``NamingMap`` holds those renames as plain data, one ``Rename`` each, and every leg that
 looks a graph name up in transformers' model goes through it: the meta and checkpoint legs pair names with
 ``NamingMap.canonical``, the shape trace, the FLOP count and the deployment plan find modules with
-``NamingMap.module_path``. A node's names are its tensors' and its ``traced_module``: the map says what each is
+``NamingMap.module_path``, and the deployment plan reads a name as transformers' parallel plans key it with
+``NamingMap.plan_name``. A node's names are its tensors' and its ``traced_module``: the map says what each is
 called in transformers' model. Where a model was built, the rest of transformers' renaming (``Respell``) pairs what the
 map leaves: built into the same map (``NamingMap.loaded_by``), so that every leg reads one map.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +39,24 @@ class Rename:
     renamed wherever they stand in a name, as transformers' renaming is."""
     source: str = "transformers' conversion mapping"
     """Where the rename was read: transformers' conversion mapping for a model_type, or the built modules."""
+
+
+EXPERT = "{expert}"
+"""What stands for a routed expert's number in a row's template (``model.layers.{layer}.mlp.experts.{expert}.…``)."""
+
+
+class PlanName(NamedTuple):
+    """A checkpoint tensor's name as transformers' parallel plans see it."""
+
+    key: str
+    """Its module path with the layer as ``*`` (``model.layers.*.self_attn.q_proj``); a routed expert's projections
+    as the fused ``gate_up_proj`` and ``down_proj`` transformers loads them into."""
+    layer: int | None
+    """Its decoder layer."""
+    leaf: str
+    """Its last part (``weight``, ``bias``, ``weight_scale_inv``)."""
+    expert: int | None
+    """Its routed expert."""
 
 
 Respell = Callable[[Iterable[str]], Mapping[str, str]]
@@ -96,6 +116,47 @@ class NamingMap:
             for rename in self.renames
             if not rename.anchored and "." not in rename.checkpoint and "." not in rename.module
         }
+
+    def plan_name(self, name: str, projections: tuple[str, str, str]) -> PlanName:
+        """A checkpoint name as transformers' parallel plans key it: each segment a whole-segment rename spells
+        otherwise as its module's, a wrapper's language model read as the text model, the layer as ``*``, and a routed
+        expert's projection (``projections``: the experts' gate, up and down names) as the fused one it is loaded
+        into."""
+        spellings = self.segment_renames()
+        module, _, leaf = name.rpartition(".")
+        parts = [spellings.get(part, part) for part in module.split(".")]
+        # A wrapper's language model (Kimi-K2.5's language_model.model., Qwen3.5's model.language_model.): its plans
+        # are the text model's, whose paths start at model.
+        if parts[0] == "language_model":
+            parts = parts[1:]
+        elif len(parts) > 1 and parts[1] == "language_model":
+            parts = [parts[0], *parts[2:]]
+        layer = expert = None
+        if len(parts) > 2 and parts[0] == "model" and parts[1] == "layers" and parts[2].isdigit():
+            layer = int(parts[2])
+            parts[2] = "*"
+        if "experts" in parts:
+            at = parts.index("experts")
+            if at + 2 < len(parts) and parts[at + 1].isdigit():
+                expert = int(parts[at + 1])
+                fused = "down_proj" if parts[at + 2] == projections[2] else "gate_up_proj"
+                parts = [*parts[: at + 1], fused]
+        return PlanName(".".join(parts), layer, leaf, expert)
+
+    def experts_plan_name(self, template: str, projections: tuple[str, str, str]) -> PlanName | None:
+        """What every tensor of a routed expert's template (``…experts.{expert}.gate_proj.weight``) is named as the
+        plans see it, its ``expert`` aside (None); None when they may not all be alike, and each is to be read on its
+        own.
+
+        They are alike when ``{expert}`` is a segment of its own that no spelling renames (no spelling renames a
+        number): ``plan_name`` then reads each expert's number the same way, as the expert (two numbers read as two
+        experts and otherwise alike), as the layer or as part of the key (read as two names: not alike)."""
+        if EXPERT not in template.split(".") or any(segment.isdigit() for segment in self.segment_renames()):
+            return None
+        zero, one = (self.plan_name(template.replace(EXPERT, number), projections) for number in ("0", "1"))
+        if zero.expert != 0 or one != zero._replace(expert=1):
+            return None
+        return zero._replace(expert=None)
 
 
 NO_RENAMES = NamingMap()

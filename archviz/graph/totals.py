@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from archviz.common.dtypes import ITEMSIZE
+from archviz.graph.naming import EXPERT
 from archviz.graph.nodes import Graph, GroupKind, Node, Part, TensorRow
 
 
@@ -236,9 +237,6 @@ def compute_totals(graph: Graph) -> Totals:
         parts={part: by_part[part] for part in ("text", "vision", "projector") if part in by_part},
     )
 
-
-EXPERT = "{expert}"
-"""What stands for a routed expert's number in a row's template (``model.layers.{layer}.mlp.experts.{expert}.…``)."""
 
 Experts = range | tuple[int, ...]
 """Routed experts' numbers: a layer's all, or some of them."""
