@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from archviz.common.errors import InputError
 from archviz.cost.cache import cache_bytes_at, cache_costs
 from archviz.cost.gpus import Gpu
-from archviz.cost.notes import plan_notes
 from archviz.cost.parallel_plans import SPLITS, Convention, ParallelPlans, Split, restated_plans
 from archviz.cost.pricers import absorbed_costs, node_costs
 from archviz.cost.pricers import priced as cost_priced
@@ -90,8 +89,18 @@ class Plan:
     """Bytes of the multi-token-prediction layers, left out."""
     priced: bool
     """Whether the cost model prices the graph (cache, FLOPs); a generic graph's are unknown."""
-    notes: tuple[str, ...] = ()
-    """What the convention is and what the bounds leave out, one sentence each."""
+    model_type: str = ""
+    """The transformers model_type the graph is of (the one a missing plan is named by)."""
+    plans_source: str | None = None
+    """Where the tensor- and expert-parallel plans were read; None when no plan is known (every tensor replicated)."""
+    mixers: frozenset[str] = frozenset()
+    """The kinds of token mixer the graph's layers use (``Mixer``: MLA's and KDA's splits are noted)."""
+    modelled_in_full: bool = True
+    """Whether the graph models the whole config (else the figures are the modelled part's)."""
+    keeps_no_cache: bool = False
+    """Whether the graph is priced and its layers keep no cache or state (no sequence count is bounded by it)."""
+    nothing_fits: bool = False
+    """Whether no sequence of the context fits beside the weights (no batch given: the bounds are at batch 1)."""
     splits: dict[str, str] = field(default_factory=dict)
     """Each checkpoint module pattern (``model.layers.*.self_attn.q_proj``) and how it was split, for the report."""
     checkpoint_bytes_by_split: dict[str, int] = field(default_factory=dict)
@@ -429,20 +438,6 @@ def _finish(
         ranks = rank_list(
             graph, request, layer_lists, held, costs, heads, node_group, kv_split, base_costs, usable, batch=batch
         )
-    notes = list(plan_notes(graph, request, planner, priced))
-    if priced and not counts:
-        notes.insert(0, "The modelled layers keep no cache or state: no number of sequences is bounded by it.")
-    if not modelled_in_full(graph):
-        notes.insert(
-            0,
-            "Only part of this model is modelled: the weights, cache and bounds are of the modelled part alone.",
-        )
-    if priced and sequences == 0 and request.batch is None:
-        notes.insert(
-            0,
-            f"No sequence of {request.context:,} positions fits beside the weights: the bounds are at batch 1, which "
-            "would not fit (a shorter --context, a smaller --reserve or more GPUs).",
-        )
     return Plan(
         gpu=request.gpu,
         parallelism=p,
@@ -457,7 +452,12 @@ def _finish(
         weight_bytes=weight_total,
         mtp_bytes=mtp_bytes,
         priced=priced,
-        notes=tuple(notes),
+        model_type=graph.model.transformers_model_type,
+        plans_source=planner.plans.source if planner.plans is not None else None,
+        mixers=frozenset(layer.mixer for layer in graph.layers),
+        modelled_in_full=modelled_in_full(graph),
+        keeps_no_cache=priced and not counts,
+        nothing_fits=priced and sequences == 0 and request.batch is None,
         splits=dict(sorted(planner.described.items())),
     )
 

@@ -16,6 +16,7 @@ from archviz.cost.gpus import Gpu
 from archviz.cost.plan import GIB, PLAN_SCHEMA, Plan
 from archviz.cost.roofline import Rank
 from archviz.present.numbers import at_least_ms, gib_text
+from archviz.present.plan_words import plan_notes
 
 SUMS = {
     "weight_bytes": "per rank: Σ over the predicted checkpoint's tensors (inspect --json: each node's parameters, "
@@ -122,7 +123,7 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
         },
         "ranks": [_rank_json(plan, rank) for rank in plan.ranks],
         "sums": SUMS,
-        "notes": list(plan.notes),
+        "notes": plan_notes(plan),
     }
 
 
@@ -167,5 +168,5 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
             "unknown" if rank.decode_bytes is None else f"{rank.decode_bytes:,}",
         )
     source = f"[dim]GPU figures: {escape(gpu.source)}[/]"
-    notes = [f"[dim]{escape(note)}[/]" for note in plan.notes]
+    notes = [f"[dim]{escape(note)}[/]" for note in plan_notes(plan)]
     return RichGroup(head, ranks, source, *notes)

@@ -24,6 +24,7 @@ from archviz.cost.sharding import Parallelism, chunk, expert_owner, local_expert
 from archviz.cost.terms import DEFAULT_SIZES
 from archviz.families import FAMILIES, plans_for
 from archviz.pipeline import describe_model
+from archviz.present.plan_words import plan_notes
 
 runner = CliRunner()
 
@@ -388,9 +389,9 @@ def test_plan_runs_as_a_real_command() -> None:
 def test_a_partly_modelled_model_says_so_and_bounds_no_sequences_without_a_cache() -> None:
     docs = describe_model("kimi-k3")  # its bundled config publishes only part of the model
     plan = plan_deployment(docs.graph, docs.family, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8)))
-    assert plan.notes[0].startswith("Only part of this model is modelled")
+    assert plan_notes(plan)[0].startswith("Only part of this model is modelled")
     if all(rank.cache_per_sequence == 0 for rank in plan.ranks):
-        assert plan.sequences is None and not any("No sequence" in note for note in plan.notes)
+        assert plan.sequences is None and not any("No sequence" in note for note in plan_notes(plan))
 
 
 # The KV-cache sizes per token DeepSeek's V2 paper and its serving write-ups quote, at BF16: MLA's latent and rotary key

@@ -1,24 +1,29 @@
-"""A plan's notes: what its convention is, where its plans come from and what its bounds leave out, one sentence each.
-
-This module must not import torch or transformers.
-"""
+"""A plan's notes, worded: what its convention is, where its plans come from and what its bounds leave out, one
+sentence each, from the facts ``archviz.cost.plan.Plan`` holds (the terminal and the JSON say the same sentences)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from archviz.cost.parallel_plans import Convention
+from archviz.cost.plan import Plan
 from archviz.cost.pricers import ABSORBED
-from archviz.cost.sharding import Planner
-from archviz.graph.nodes import Graph, Mixer
-
-if TYPE_CHECKING:
-    from archviz.cost.plan import PlanRequest
+from archviz.graph.nodes import Mixer
 
 
-def plan_notes(graph: Graph, request: PlanRequest, planner: Planner, priced: bool) -> list[str]:
+def plan_notes(plan: Plan) -> list[str]:
+    """The plan's notes, in the order a reader needs them: what does not fit or is not modelled first."""
     notes = []
-    if request.convention is Convention.TRANSFORMERS:
+    if plan.nothing_fits:
+        notes.append(
+            f"No sequence of {plan.context:,} positions fits beside the weights: the bounds are at batch 1, which "
+            "would not fit (a shorter --context, a smaller --reserve or more GPUs)."
+        )
+    if not plan.modelled_in_full:
+        notes.append(
+            "Only part of this model is modelled: the weights, cache and bounds are of the modelled part alone."
+        )
+    if plan.keeps_no_cache:
+        notes.append("The modelled layers keep no cache or state: no number of sequences is bounded by it.")
+    if plan.convention is Convention.TRANSFORMERS:
         notes.append(
             "Convention transformers: the config class's base_model_tp_plan and base_model_ep_plan and the causal LM's "
             "_tp_plan, as transformers ships them; a module no entry names is replicated on every rank."
@@ -29,14 +34,12 @@ def plan_notes(graph: Graph, request: PlanRequest, planner: Planner, priced: boo
             "MLA's latent projections and latent cache replicated, embedding and head vocabulary-parallel (padded to "
             "a multiple of 64); MLPs, experts and KDA as transformers' plans."
         )
-    if planner.plans is None:
-        notes.append(
-            f"No tensor-parallel plan is known for {graph.model.transformers_model_type}: every tensor is replicated."
-        )
+    if plan.plans_source is None:
+        notes.append(f"No tensor-parallel plan is known for {plan.model_type}: every tensor is replicated.")
     else:
-        notes.append(f"Plans: {planner.plans.source}.")
-    if any(layer.mixer == Mixer.MLA for layer in graph.layers):
-        if request.convention is Convention.ENGINE:
+        notes.append(f"Plans: {plan.plans_source}.")
+    if Mixer.MLA in plan.mixers:
+        if plan.convention is Convention.ENGINE:
             notes.append(f"MLA's latent cache is whole on every TP rank. Decode FLOPs: {ABSORBED}.")
         else:
             notes.append(
@@ -44,9 +47,9 @@ def plan_notes(graph: Graph, request: PlanRequest, planner: Planner, priced: boo
                 "re-expands every cached latent through kv_b_proj at each step); --convention engine prices MLA "
                 "absorbed, as engines run it. The bytes bound does not depend on it."
             )
-    if any(layer.mixer == Mixer.KDA for layer in graph.layers):
+    if Mixer.KDA in plan.mixers:
         notes.append("KDA layers: no plan entry names their projections, so their weights and state are replicated.")
-    if not priced:
+    if not plan.priced:
         notes.append("The cost model does not price this graph (read off the code): cache, FLOPs and bounds unknown.")
     notes.append(
         "Bounds are lower bounds, never latencies: decode reads each rank's weights (routed experts: at most "
