@@ -1,5 +1,6 @@
-"""Write ``tests/slow_cases.txt``: the everyday run's cases that took ``--threshold`` seconds or more (call or
-setup), read off a pytest ``--durations=0`` report, so that ``tests/conftest.py`` marks them ``slow``.
+"""Write ``tests/slow_cases.txt``: the everyday run's cases whose call took ``--threshold`` seconds or more, read off a
+pytest ``--durations=0`` report, so that ``tests/conftest.py`` marks them ``slow``. A fixture's setup is not counted:
+marking the first case that sets it up would only move it to the next.
 
     .venv/bin/python -m pytest -m "not slow and not browser" --durations=0 -q > durations.txt
     .venv/bin/python bench/slow_cases.py durations.txt            # adds to the list; --threshold 0.4 by default
@@ -18,11 +19,11 @@ from pathlib import Path
 TOP = Path(__file__).resolve().parent.parent
 LIST = TOP / "tests" / "slow_cases.txt"
 HEADER = (
-    "# Cases of the everyday run that took 0.4 s or more (call or setup) on a 2-core machine, marked slow by\n"
+    "# Cases of the everyday run whose call took 0.4 s or more on a 2-core machine, marked slow by\n"
     '# tests/conftest.py: they run in the whole suite, not in pytest -m "not slow and not browser".\n'
     "# Written by bench/slow_cases.py from a --durations=0 report; one pytest id per line.\n"
 )
-_ROW = re.compile(r"\s*([\d.]+)s (?:call|setup|teardown)\s+(\S.*)$")
+_ROW = re.compile(r"\s*([\d.]+)s call\s+(\S.*)$")
 
 
 def main() -> None:

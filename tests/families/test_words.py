@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from archviz.families import HOMES
 from archviz.families.blocks.node_words import Words, WordsTable
 from archviz.graph.nodes import Graph
 from archviz.inputs.resolve import BUNDLED
@@ -19,9 +20,9 @@ from archviz.pipeline import describe_model
 REPO = Path(__file__).resolve().parents[2]
 FAMILIES = REPO / "archviz" / "families"
 DATA = Path(__file__).parents[1] / "data"
-# The hand-written families (a module, or a folder of them) and the shared blocks (the generic package writes its
-# words from transformers' modules).
-HAND_WRITTEN = ("deepseek_v3", "kimi_linear", "kimi_k25", "llama")
+# The hand-written families (each a folder with a home, as the registry finds them) and the shared blocks (the generic
+# package writes its words from transformers' modules).
+HAND_WRITTEN = tuple(home.module for home in HOMES)
 BUILDERS = sorted(
     [
         *(
