@@ -3,7 +3,8 @@
 Every string constant in the hand-written families, the shared blocks and the configuration sentence that equals a
 config key (a ``Key.name`` or alias of any family's schema) fails the first test, named by file and line; only the
 schema definitions (a class named ``…Schema`` or ``…Keys``, a ``Key(...)`` call) may spell a key. The second holds each
-schema's aliases to transformers' config class's ``attribute_map``.
+schema's aliases to transformers' config class's ``attribute_map``; the last, each default to the value the config class
+holds when a config leaves the key out.
 """
 
 from __future__ import annotations
@@ -217,3 +218,71 @@ def test_kimi_linear_reads_the_release_and_transformers_spellings() -> None:
     assert aliases["num_shared_experts"] == ("n_shared_experts",)
     assert aliases["moe_renormalize"] == ("norm_topk_prob",)
     assert aliases["num_expert_group"] == ("n_group",)
+
+
+# -- defaults ----------------------------------------------------------------------------------------------------
+
+DEFAULT_CASES: dict[str, object] = {
+    "deepseek_v3": deepseek_v3.K,
+    "kimi_linear": kimi_linear.K,
+    **{variant.name: variant.keys for variant in LLAMA_VARIANTS},
+}
+"""Each hand-written schema by the model_type whose config class its defaults restate."""
+
+DEFAULT_DIFFERENCES = {
+    ("deepseek_v3", "num_nextn_predict_layers"): "DeepseekV3Config defaults to 1 multi-token-prediction layer; the "
+    "schema assumes 0 for a config that leaves the key out",
+    **{
+        (model_type, "sliding_window"): f"{model_type}'s config class defaults to no window (None); the schema's "
+        "4,096 applies when a config turns the window on and names none"
+        for model_type in ("qwen2", "qwen3", "qwen3_moe")
+    },
+}
+"""Defaults that differ from the config class's, each a known difference to settle (strict: one that agrees fails)."""
+
+
+def _class_default(model_type: str, name: str) -> object:
+    """What transformers' config class for ``model_type``, built from its defaults, holds for ``name`` (a rope key in
+    its ``rope_parameters``); ``_MISSING`` when it holds nothing of that name."""
+    from archviz.transformers import internals
+
+    config_class = internals.config_class(model_type)
+    assert config_class is not None, model_type
+    config = config_class()
+    value = getattr(config, name, _MISSING)
+    if value is _MISSING and isinstance(getattr(config, "rope_parameters", None), dict):
+        value = config.rope_parameters.get(name, _MISSING)
+    return value
+
+
+_MISSING = object()
+
+
+def _default_cases() -> list[object]:
+    """Every defaulted key of each schema that its config class holds too (a key read from a release's own code, such
+    as DeepSeek's ``moe_layer_freq``, has no class default to hold it to)."""
+    cases = []
+    for model_type, keys in DEFAULT_CASES.items():
+        for key in schema_keys(keys):
+            if key.default is None or _class_default(model_type, key.name) is _MISSING:
+                continue
+            why = DEFAULT_DIFFERENCES.get((model_type, key.name))
+            marks = [pytest.mark.xfail(reason=why, strict=True)] if why else []
+            cases.append(pytest.param(model_type, key, marks=marks, id=f"{model_type}-{key.name}"))
+    return cases
+
+
+def test_the_defaults_are_held_for_every_family() -> None:
+    # The corpus below must not be vacuous: every family's schema has defaults its config class holds.
+    held = {case.values[0] for case in _default_cases()}  # type: ignore[attr-defined]
+    assert held == set(DEFAULT_CASES), set(DEFAULT_CASES) - held
+
+
+@pytest.mark.parametrize(("model_type", "key"), _default_cases())
+def test_a_schema_default_is_the_config_classs(model_type: str, key: Key) -> None:
+    """A key a config may leave out reads as transformers' config class reads it: the class built from its defaults
+    holds the same value."""
+    value = _class_default(model_type, key.name)
+    assert value == key.default, (
+        f"{model_type}'s config class holds {key.name}={value!r}; the schema says {key.default!r}"
+    )
