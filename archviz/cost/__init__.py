@@ -5,9 +5,9 @@ terms (``pricers``), routed experts as one value (``experts``), the weights' byt
 (``weights``), cache and state bytes (``cache``), the whole model's report (``report``). Deployment sizing: the GPU
 table (``gpus``, its figures in ``gpus.toml``), a model's parallel plans and what each style splits
 (``parallel_plans``; transformers' plans restated for a hand-written family are in its folder, ``plans.py``),
-checkpoint names as the plans see them (``tensor_names``), each tensor's split and each rank's tensors
-(``sharding``), each rank's cache and roofline figures (``roofline``), the plan's notes (``notes``), the plan itself
-(``plan``).
+a manifest's tensors grouped as the plans see them (``tensor_names``; each name read by the graph's naming map), each
+tensor's split and each rank's tensors (``sharding``), each rank's cache and roofline figures (``roofline``), the plan
+itself (``plan``: facts, which ``archviz.present.plan_words`` words).
 
 May import the stages before it up to the pipeline; never torch or transformers.
 """
