@@ -12,23 +12,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from archviz.code.finder import find_site
-from archviz.code.pins import RevisionKind, SourceFile
 from archviz.cost.cache import cache_costs
 from archviz.cost.pricers import node_costs
 from archviz.cost.terms import Phase, Sizes, layer_flops
-from archviz.graph.nodes import Node, OpKind
-from archviz.pipeline import ModelDocs
-from archviz.transformers.meta import instantiate_meta_module
-from archviz.transformers.witness import CostWitness, witness_cost
+from archviz.graph.nodes import OpKind
+from archviz.transformers.witness import CostWitness
 from archviz.verify.costcheck import compare_cost
 from tests.cost.test_cost import describe
+from tests.cost.witnessed import Built, missing_sites, modeling_source, one, witnessed
 from tests.generic.test_released import CORPUS, tiny_minimax_m3
 
 # (batch, prompt, context): short; past a 64-position chunk; past the tiny's 2 × 8 selected keys many times over;
@@ -60,23 +56,9 @@ def released_cut() -> dict[str, Any]:
 CASES: dict[str, Callable[[], dict[str, Any]]] = {"tiny": tiny, "released": released_cut}
 
 
-@dataclass(frozen=True)
-class Built:
-    docs: ModelDocs
-    witnesses: dict[tuple[int, int, int], CostWitness]
-
-
 @pytest.fixture(scope="module", params=sorted(CASES))
 def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    docs = describe(CASES[request.param](), tmp_path_factory.mktemp(request.param) / "model")
-    module = instantiate_meta_module(docs.recipe)
-    witnesses = {sizes: witness_cost(module, batch=sizes[0], prompt=sizes[1], context=sizes[2]) for sizes in SIZES}
-    return Built(docs=docs, witnesses=witnesses)
-
-
-def one(docs: ModelDocs, kind: OpKind, end: str = "") -> Node:
-    (node,) = [n for n in docs.graph.nodes if n.op is not None and n.op.kind is kind and n.id.endswith(end)]
-    return node
+    return witnessed(CASES[request.param](), tmp_path_factory.mktemp(request.param) / "model", SIZES)
 
 
 def attention_path(witness: CostWitness, layer: int) -> str:
@@ -134,23 +116,11 @@ def test_the_whole_graph_agrees_with_the_witness(built: Built, sizes: tuple[int,
 
 
 def test_every_site_of_the_indexer_nodes_is_in_the_modeling_file(tmp_path: Path) -> None:
-    import transformers
-
-    folder = "minimax_m3_vl"
-    path = Path(transformers.__file__).parent / "models" / folder / f"modeling_{folder}.py"
-    source = SourceFile(
-        path=path.name,
-        text=path.read_text(encoding="utf-8"),
-        revision="x",
-        revision_kind=RevisionKind.CONTENT_HASH,
-        url_template=None,
-    )
+    source = modeling_source("minimax_m3_vl")
     docs = describe(tiny(), tmp_path / "model")
     located = [n for n in docs.graph.nodes if n.op is not None and n.op.kind in (OpKind.INDEX_SCORES, OpKind.CACHE)]
     located = [n for n in located if n.locate is not None]
     # The indexer's two nodes, and the attention's own KV cache, which carries its locator too.
     assert {n.id.rsplit(".", 1)[-1] for n in located} == {"index-key-cache", "index-scores", "kv-cache"}
     for node in located:
-        assert node.locate is not None
-        missing = [site for site in node.locate.sites if not find_site(site, source)]
-        assert missing == [], (node.id, missing)
+        assert missing_sites(node, source) == [], node.id

@@ -11,23 +11,18 @@ is the witness's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from archviz.code.finder import find_site
-from archviz.code.pins import RevisionKind, SourceFile
 from archviz.cost.cache import cache_costs
 from archviz.cost.pricers import node_costs
 from archviz.cost.terms import Phase, Sizes, layer_flops
-from archviz.graph.nodes import Node, OpKind
-from archviz.pipeline import ModelDocs
-from archviz.transformers.meta import instantiate_meta_module
-from archviz.transformers.witness import CostWitness, witness_cost
+from archviz.graph.nodes import OpKind
 from archviz.verify.costcheck import compare_cost
 from tests.cost.test_cost import describe
+from tests.cost.witnessed import Built, missing_sites, modeling_source, one, witnessed
 from tests.generic.test_generic_moe import tiny_minimax
 
 # (batch, prompt, context): a prompt within one block, one a block long, one past four blocks, one past eighteen.
@@ -46,23 +41,9 @@ def blocks_of_7() -> dict[str, Any]:
 CASES: dict[str, Callable[[], dict[str, Any]]] = {"blocks-of-16": blocks_of_16, "blocks-of-7": blocks_of_7}
 
 
-@dataclass(frozen=True)
-class Built:
-    docs: ModelDocs
-    witnesses: dict[tuple[int, int, int], CostWitness]
-
-
 @pytest.fixture(scope="module", params=sorted(CASES))
 def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    docs = describe(CASES[request.param](), tmp_path_factory.mktemp(request.param) / "model")
-    module = instantiate_meta_module(docs.recipe)
-    witnesses = {sizes: witness_cost(module, batch=sizes[0], prompt=sizes[1], context=sizes[2]) for sizes in SIZES}
-    return Built(docs=docs, witnesses=witnesses)
-
-
-def one(docs: ModelDocs, kind: OpKind, end: str = "") -> Node:
-    (node,) = [n for n in docs.graph.nodes if n.op is not None and n.op.kind is kind and n.id.endswith(end)]
-    return node
+    return witnessed(CASES[request.param](), tmp_path_factory.mktemp(request.param) / "model", SIZES)
 
 
 @pytest.mark.parametrize("sizes", SIZES, ids=lambda item: "B{}-T{}-S{}".format(*item))
@@ -102,19 +83,8 @@ def test_the_whole_graph_agrees_with_the_witness(built: Built, sizes: tuple[int,
 
 
 def test_every_site_of_the_lightning_nodes_is_in_the_modeling_file(tmp_path: Path) -> None:
-    import transformers
-
-    path = Path(transformers.__file__).parent / "models" / "minimax" / "modeling_minimax.py"
-    source = SourceFile(
-        path=path.name,
-        text=path.read_text(encoding="utf-8"),
-        revision="x",
-        revision_kind=RevisionKind.CONTENT_HASH,
-        url_template=None,
-    )
+    source = modeling_source("minimax")
     docs = describe(blocks_of_16(), tmp_path / "model")
     located = [one(docs, OpKind.LIGHTNING), one(docs, OpKind.STATE, "recurrent-state")]
     for node in located:
-        assert node.locate is not None
-        missing = [site for site in node.locate.sites if not find_site(site, source)]
-        assert missing == [], (node.id, missing)
+        assert missing_sites(node, source) == [], node.id
