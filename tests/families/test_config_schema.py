@@ -10,10 +10,12 @@ holds when a config leaves the key out.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -244,11 +246,7 @@ DEFAULT_DIFFERENCES = {
 def _class_default(model_type: str, name: str) -> object:
     """What transformers' config class for ``model_type``, built from its defaults, holds for ``name`` (a rope key in
     its ``rope_parameters``); ``_MISSING`` when it holds nothing of that name."""
-    from archviz.transformers import internals
-
-    config_class = internals.config_class(model_type)
-    assert config_class is not None, model_type
-    config = config_class()
+    config = _default_config(model_type)
     value = getattr(config, name, _MISSING)
     if value is _MISSING and isinstance(getattr(config, "rope_parameters", None), dict):
         value = config.rope_parameters.get(name, _MISSING)
@@ -256,6 +254,16 @@ def _class_default(model_type: str, name: str) -> object:
 
 
 _MISSING = object()
+
+
+@functools.cache
+def _default_config(model_type: str) -> Any:
+    """transformers' config class for ``model_type``, built from its defaults once."""
+    from archviz.transformers import internals
+
+    config_class = internals.config_class(model_type)
+    assert config_class is not None, model_type
+    return config_class()
 
 
 def _default_cases() -> list[object]:
