@@ -321,28 +321,30 @@ def _trusted(from_code: bool, trust_remote_code: bool) -> bool:
     return trust_remote_code
 
 
-def _describe(
-    model: str,
-    *,
-    revision: str | None,
-    assume: list[str] | None,
-    partial: bool,
-    source: str = "auto",
-    from_code: bool,
-    trust_remote_code: bool,
-) -> ModelDocs:
+@dataclass(frozen=True)
+class Reading:
+    """How a command reads MODEL: the reading options it took."""
+
+    revision: str | None
+    assume: list[str] | None
+    partial: bool
+    from_code: bool
+    trust_remote_code: bool
+
+
+def _describe(model: str, reading: Reading, *, source: str = "auto") -> ModelDocs:
     """MODEL described with the reading options its command took (--trust-remote-code refused without --from-code,
     ``_trusted``)."""
     from archviz.pipeline import describe_model
 
     return describe_model(
         model,
-        revision=revision,
-        assumptions=_assumptions(assume),
-        partial=partial,
+        revision=reading.revision,
+        assumptions=_assumptions(reading.assume),
+        partial=reading.partial,
         source=_source(source),
-        from_code=from_code,
-        trust_remote_code=_trusted(from_code, trust_remote_code),
+        from_code=reading.from_code,
+        trust_remote_code=_trusted(reading.from_code, reading.trust_remote_code),
     )
 
 

@@ -14,6 +14,7 @@ from archviz.cli.app import (
     FromCodeOption,
     ModelArgument,
     PartialOption,
+    Reading,
     RevisionOption,
     SourceOption,
     TrustOption,
@@ -93,16 +94,10 @@ def check(
 
     witness_context(context, path="--context")
     with doing("describing the model"):
-        docs = _describe(
-            model,
-            revision=revision,
-            assume=assume,
-            partial=partial,
-            source=source,
-            from_code=from_code,
-            # check's flag is the meta leg's too: reading uses it only with --from-code, and does not refuse it without
-            trust_remote_code=from_code and trust_remote_code,
-        )
+        # check's flag is the meta leg's too: reading uses it only with --from-code, and does not refuse it without
+        trusted = from_code and trust_remote_code
+        reading = Reading(revision, assume, partial, from_code=from_code, trust_remote_code=trusted)
+        docs = _describe(model, reading, source=source)
     with doing("reading the checkpoint"):
         location = _checkpoint_location(docs, checkpoint)
         held = read_checkpoint(location, revision=revision) if location is not None else None

@@ -12,6 +12,7 @@ from archviz.cli.app import (
     FromCodeOption,
     ModelArgument,
     PartialOption,
+    Reading,
     ReadTrustOption,
     RevisionOption,
     _assumptions,
@@ -65,14 +66,8 @@ def cost(
     from archviz.present.jsontext import json_text
 
     try:
-        docs = _describe(
-            model,
-            revision=revision,
-            assume=assume,
-            partial=partial,
-            from_code=from_code,
-            trust_remote_code=trust_remote_code,
-        )
+        reading = Reading(revision, assume, partial, from_code=from_code, trust_remote_code=trust_remote_code)
+        docs = _describe(model, reading)
         dtype = cache_dtype_name(cache_dtype) if cache_dtype is not None else None
     except InputError as error:
         raise _fail(error) from None

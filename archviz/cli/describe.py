@@ -13,6 +13,7 @@ from archviz.cli.app import (
     FromCodeOption,
     ModelArgument,
     PartialOption,
+    Reading,
     ReadTrustOption,
     RevisionOption,
     SourceOption,
@@ -44,15 +45,8 @@ def inspect(
     from archviz.present.jsontext import json_text
 
     try:
-        docs = _describe(
-            model,
-            revision=revision,
-            assume=assume,
-            partial=partial,
-            source=source,
-            from_code=from_code,
-            trust_remote_code=trust_remote_code,
-        )
+        reading = Reading(revision, assume, partial, from_code=from_code, trust_remote_code=trust_remote_code)
+        docs = _describe(model, reading, source=source)
     except InputError as error:
         raise _fail(error) from None
     if as_json:
