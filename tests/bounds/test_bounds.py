@@ -24,6 +24,7 @@ import torch
 from safetensors.torch import save_file
 
 from archviz.site.index import SITE_ENTRIES
+from tests.bounds.forked import SERVER_OF_THIS_PROCESS
 from tests.bounds.test_hostile import TINY_K2 as HOSTILE_K2
 from tests.families.test_families import PUBLISHED
 
@@ -52,8 +53,18 @@ class Run:
 def archviz(
     *args: str, cwd: Path, env: Mapping[str, str] | None = None, fsize: int | None = None, stdout: Any = None
 ) -> Run:
-    """The real command line in a process of its own, with the memory, address-space and time limits; ``stdout``
-    (a file, a descriptor) replaces the captured standard output, ``"closed"`` closes it."""
+    """The real command line in a process of its own, with the memory, address-space and time limits: forked from a
+    process that has imported torch and archviz (``tests/bounds/forked.py``), or, where ``stdout`` (a file, a
+    descriptor) replaces the captured standard output or is ``"closed"``, a new ``python -P -m archviz``."""
+    environment = {**os.environ, "COLUMNS": "200", **(env or {})}
+    if stdout is None:
+        limits = {"RLIMIT_DATA": MEMORY_LIMIT, "RLIMIT_AS": ADDRESS_SPACE_LIMIT}
+        if fsize is not None:
+            limits["RLIMIT_FSIZE"] = fsize
+        code, out, err = SERVER_OF_THIS_PROCESS.run(
+            list(args), cwd=cwd, env=environment, limits=limits, timeout=TIME_LIMIT
+        )
+        return Run(code=code, stdout=out, stderr=err)
 
     def limit() -> None:
         if stdout == "closed":
@@ -67,8 +78,8 @@ def archviz(
     result = subprocess.run(
         [sys.executable, "-P", "-m", "archviz", *args],
         cwd=cwd,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-        stdout=subprocess.PIPE if stdout in (None, "closed") else stdout,
+        env=environment,
+        stdout=subprocess.PIPE if stdout == "closed" else stdout,
         stderr=subprocess.PIPE,
         text=True,
         timeout=TIME_LIMIT,
