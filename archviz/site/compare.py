@@ -173,10 +173,15 @@ class CompareView:
     """Whether the architectures differ, in one sentence."""
     totals: tuple[ValueRow, ...]
     """Every total, with difference and ratio."""
+    close_total: ValueRow | None
+    """The first total within ±5 % of A whose ratio column shows the signed difference instead (``+471 M``): the
+    hint above the table points at it; None when every ratio is a ratio."""
     config: tuple[ConfigRow, ...]
     """Config keys that differ, set to something other than transformers' default on at least one side."""
     config_defaults: tuple[ConfigRow, ...]
     """Keys both leave at transformers' defaults (left out, or set to the default), differing or not: folded."""
+    config_defaults_differing: int
+    """How many of ``config_defaults`` differ between the two configs (the summary's "besides N")."""
     config_same: tuple[ConfigRow, ...]
     """Keys both set to the same value, not a default: folded, second."""
     defaults_witness: str
@@ -377,6 +382,7 @@ def build_compare_view(
     diff = diff_models(a.docs, b.docs, defaults=defaults)
     marks_a, marks_b = _marks(diff)
     config, at_defaults, alike = _config_rows(diff, a, b)
+    totals = _total_rows(diff)
     title = f"{a.title()} vs {b.title()}"
     home = Link(title="Home", href=f"{ROOT}index.html")
     return CompareView(
@@ -386,9 +392,11 @@ def build_compare_view(
         b=_side("B", b),
         summary=summarise(diff, a.docs, b.docs),
         verdict="The architectures differ." if diff.differs else "No architectural difference.",
-        totals=_total_rows(diff),
+        totals=totals,
+        close_total=next((row for row in totals if row.ratio[:1] in ("+", "−")), None),
         config=config,
         config_defaults=at_defaults,
+        config_defaults_differing=sum(1 for key in diff.config if key.defaults),
         config_same=alike,
         defaults_witness=join(diff.defaults_witness),
         config_none=_config_none(diff) if not config else "",

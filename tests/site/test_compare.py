@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from archviz.cli import app
 from archviz.common.errors import InputError
+from archviz.inputs.resolve import BUNDLED
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
 from archviz.site.compare import FEW, compare_pairs
@@ -395,12 +396,43 @@ def test_keys_both_leave_at_transformers_defaults_are_folded(kimi_site: Path) ->
     summary = squash(tree.find("p", "summary").text())
     assert f"{len(prominent)} config keys differ (max_position_embeddings, " in summary
     assert summary.endswith(f"within text_config), besides {differing} both leave at transformers' defaults.")
+    # The fold counts the same keys the summary does: all it lists, and the differing ones among them.
+    assert squash(folded.find("summary").text()).endswith(f", {differing} of which differ between the two")
 
 
 def transformers_version() -> str:
     from archviz.common.versions import installed_versions
 
     return str(installed_versions().transformers)
+
+
+def test_the_hint_on_signed_differences_quotes_a_figure_of_its_own_page(bundled_site: BundledSite) -> None:
+    """The hint above the totals names a row of that page whose ratio column shows a signed difference, or is left
+    out: Kimi-K3 against Kimi-Linear once quoted K2.5's "+471 M", a figure of another page."""
+    site = bundled_site(*sorted(BUNDLED))
+    hints = {}
+    for path in sorted((site / "compare").rglob("*.html")):
+        tree = parse(path.read_text(encoding="utf-8"))
+        rows = {
+            squash(row.find("th").text()): squash(row.find_all("td")[3].text())
+            for row in tree.find("table", "compare-totals").find_all("tr")[1:]
+        }
+        hint = next(
+            (
+                squash(p.text()).replace(" )", ")")
+                for p in tree.find_all("p", "hint")
+                if "signed difference" in p.text()
+            ),
+            None,
+        )
+        close = [label for label, ratio in rows.items() if ratio[:1] in ("+", "−")]
+        hints[str(path.relative_to(site))] = hint
+        if close:
+            assert hint is not None and hint.endswith(f"({close[0]}: {rows[close[0]]})."), (path, hint, rows)
+        else:
+            assert hint is None, (path, hint, rows)
+    assert hints[f"compare/{K2}/{K25}.html"].endswith("(Parameters: +471 M).")
+    assert hints[f"compare/kimi-k3/{KIMI_LINEAR}.html"] is None
 
 
 def test_a_ratio_near_one_reads_as_the_signed_difference(kimi_site: Path) -> None:
