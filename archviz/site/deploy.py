@@ -8,6 +8,8 @@ gets a sentence saying why instead of the plot.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from archviz.common.errors import InputError
 from archviz.cost.gpus import GPUS, Gpu
 from archviz.cost.parallel_plans import Convention, restated_plans
@@ -94,6 +96,7 @@ def deploy_view(index: ModelIndex) -> DeployView:
             said = "no cache bounds them"
         else:
             said = count(at_longest)
+        address = gpu.source.split(" ", 1)[0]
         rows.append(
             DeployRow(
                 label=gpu.title,
@@ -101,7 +104,8 @@ def deploy_view(index: ModelIndex) -> DeployView:
                 memory=f"{gpu.memory / GIB:,.1f} GiB",
                 free=short_bytes(max(usable - weights, 0)),
                 sequences=said,
-                source=gpu.source.split(" ", 1)[0],
+                source=address,
+                source_title=urlsplit(address).netloc.removeprefix("www.") + " datasheet",
             )
         )
     svg = ""
@@ -118,5 +122,5 @@ def deploy_view(index: ModelIndex) -> DeployView:
         weights=f"{count(weights)} bytes ({short_bytes(weights)}) of weights on each GPU",
         svg=svg,
         rows=tuple(rows),
-        longest=f"At {longest:,} tokens",
+        longest=f"Sequences at {longest:,} tokens",
     )

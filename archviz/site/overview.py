@@ -179,14 +179,23 @@ def _layer_labels(index: ModelIndex) -> dict[int, str]:
 
 
 def _layer_groups(index: ModelIndex) -> dict[int, str]:
-    """Each checkpoint layer's token-mixer group (else its feed-forward group): where its cell in the map links."""
-    found: dict[int, str] = {}
-    for kind in (GroupKind.ATTENTION, GroupKind.MOE, GroupKind.MLP):
+    """Where each checkpoint layer's cell in the map links: the group that sets the layer apart. Its token mixer's
+    where the layers' token mixers differ (Kimi-Linear's KDA and MLA), else its feed-forward group where those differ
+    (Kimi-K2's dense layer 0 and MoE layers after it), else its token mixer's."""
+
+    def first_of(kinds: tuple[GroupKind, ...]) -> dict[int, str]:
+        found: dict[int, str] = {}
         for group in index.graph.groups:
-            if group.kind is kind:
+            if group.kind in kinds:
                 for layer in group.placement.layers:
                     found.setdefault(layer, group.id)
-    return found
+        return found
+
+    mixers = first_of((GroupKind.ATTENTION,))
+    feed_forward = first_of((GroupKind.MOE, GroupKind.MLP))
+    apart = feed_forward if len(set(mixers.values())) <= 1 < len(set(feed_forward.values())) else mixers
+    other = mixers if apart is feed_forward else feed_forward
+    return {**other, **apart}
 
 
 def layer_map(index: ModelIndex) -> tuple[tuple[LayerCell, ...], tuple[LegendEntry, ...]]:

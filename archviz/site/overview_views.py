@@ -126,7 +126,9 @@ class DeployRow:
     sequences: str
     """Sequences that fit at the plot's longest context, or why none are counted."""
     source: str
-    """The datasheet its figures come from, its address as text (the site links nothing external but provenance)."""
+    """The address of the datasheet its figures come from: provenance, linked as the site links a config's Hub page."""
+    source_title: str
+    """What the link reads: the datasheet's site (``nvidia.com``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

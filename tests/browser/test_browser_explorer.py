@@ -360,6 +360,24 @@ def test_folding_a_group_hides_what_it_holds(
     assert watch.clean(), watch
 
 
+def test_the_keyboard_skips_the_layer_map_to_the_diagram(site: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
+    """Kimi-K2's layer map holds 61 links before the diagram: a link shown when focused, before the first of them,
+    takes the keyboard to the diagram with one Enter."""
+    page, watch = open_page(site / K2 / "index.html")
+    presses = 0
+    while page.evaluate("document.activeElement.className") != "skip-link":
+        assert page.evaluate("!document.activeElement.closest('.layer-map')"), "a layer cell came before the skip link"
+        page.keyboard.press("Tab")
+        presses += 1
+        assert presses < 60, "no skip link before the layer map"
+    assert page.locator(".skip-link").is_visible()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "diagram"
+    page.keyboard.press("Tab")
+    assert page.evaluate("!!document.activeElement.closest('#explorer')")
+    assert watch.clean(), watch
+
+
 @pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
 def test_one_layer_opens_on_its_own(site: Path, open_page: Callable[..., Any], width: str) -> None:  # noqa: F811
     page, watch = open_page(site / K2 / "index.html", viewport=DIAGRAM_WIDTHS[width])

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from archviz.common.errors import InputError
+from archviz.graph.nodes import GroupKind
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import (
     SITE_MARKER,
@@ -29,6 +30,7 @@ from archviz.site import (
     script_json,
     write_site,
 )
+from archviz.site.overview import layer_map
 from tests.conftest import BundledSite
 
 K2 = "kimi-k2-instruct"
@@ -291,15 +293,34 @@ def test_overview_shows_figures_diagram_chart_layers_and_config(k2_site: Path, k
     assert cells[0].attrs["title"] == "layer 0: MLA + dense"
     assert cells[60].attrs["title"] == "layer 60: MLA + MoE"
     rows = {row.attrs.get("id") for row in page.find_all("tr")}
-    for cell in cells:  # each cell links to its token mixer's row in the groups table, which the page holds
+    for cell in cells:  # each cell links to a row of the groups table, which the page holds
         href = cell.find("a").attrs["href"]
         assert href.startswith("#group-") and href[1:] in rows, href
+    # Every layer's token mixer is MLA: a cell links to what sets its layer apart, the dense MLP or the MoE block.
+    links = {cell.find("a").attrs["href"] for cell in cells[1:]}
+    dense, moe = (next(g.id for g in k2.graph.groups if g.kind is kind) for kind in (GroupKind.MLP, GroupKind.MOE))
+    assert cells[0].find("a").attrs["href"] == f"#group-{dense}" and links == {f"#group-{moe}"}
     config = page.find("pre", "config")
     rows = config.find_all("span", "row")
     assert len(rows) == len(k2.config.text.splitlines())
     marked = [int(r.attrs["id"][1:]) for r in rows if "marked" in r.classes]
     assert 17 in marked and 68 in marked  # hidden_size, vocab_size
     assert 12 not in marked  # aux_loss_alpha: the graph does not use it
+
+
+def test_kimi_linears_layer_map_links_each_layer_to_its_token_mixer() -> None:
+    """Kimi-Linear's layers differ by token mixer (KDA in three of four, MLA in the fourth): each cell links to its
+    own mixer's row, and both kinds of row are linked."""
+    docs = describe_model("kimi-linear-48b-a3b-instruct")
+    cells, _ = layer_map(ModelIndex(docs, "kimi-linear-48b-a3b-instruct", ModelContext()))
+    mixer = {
+        layer: group.id
+        for group in docs.graph.groups
+        if group.kind is GroupKind.ATTENTION
+        for layer in group.placement.layers
+    }
+    assert len(set(mixer.values())) == 2
+    assert {cell.index: cell.href for cell in cells} == {layer: f"#group-{group}" for layer, group in mixer.items()}
 
 
 def test_home_lists_models(k2_site: Path) -> None:
@@ -358,14 +379,22 @@ def test_every_relative_link_resolves(k2_site: Path) -> None:
 
 
 def test_pages_link_nothing_external_but_provenance(k2_site: Path) -> None:
+    """The Hub and transformers' source for what the graph is read from, and the vendors' datasheets that the "Will
+    it fit" figures come from (``archviz/cost/gpus.toml``): nothing else leaves the site."""
+    from archviz.cost.gpus import GPUS
+
+    datasheets = {gpu.source.split(" ", 1)[0] for gpu in GPUS.values()}
     for path in k2_site.rglob("*.html"):
         html = path.read_text(encoding="utf-8")
         for element in parse(html).iter():
             for name in ("href", "src", "xlink:href"):
                 value = element.attrs.get(name, "")
                 if value.startswith(("http:", "https:", "//")):
-                    assert name == "href" and value.startswith(
-                        ("https://huggingface.co/", "https://github.com/huggingface/transformers/blob/v")
+                    assert name == "href" and (
+                        value.startswith(
+                            ("https://huggingface.co/", "https://github.com/huggingface/transformers/blob/v")
+                        )
+                        or value in datasheets
                     ), (path, value)
     css = (k2_site / "assets" / "archviz.css").read_text(encoding="utf-8")
     assert "url(" not in css and "@import" not in css

@@ -68,6 +68,14 @@ def test_k2s_rows_are_archviz_plans_arithmetic(site: Path, docs: dict[str, Model
         else:
             assert said == f"{expected:,}", gpu.key
             assert row.find_all("span", "line-swatch"), gpu.key
+    # The column names what it counts, and each row links the datasheet its figures come from.
+    heads = [squash(cell.text()) for cell in found.find("thead").find_all("th")]
+    assert heads[3] == "Sequences at 131,072 tokens", heads
+    for row, gpu in zip(rows, GPUS.values(), strict=True):
+        link = row.find_all("td")[3].find("a")
+        assert link is not None and gpu.source.startswith(link.attrs["href"] + " "), gpu.key
+        assert link.attrs["href"].startswith("https://") and "external" in link.attrs["rel"], gpu.key
+        assert squash(link.text()).endswith("datasheet ↗"), gpu.key
     # One line per GPU whose weights fit: the H100's (80 GB) do not.
     assert len(found.find_all("polyline")) == len(GPUS) - 1
     assert "134,336,225,184 bytes" in squash(found.text())
