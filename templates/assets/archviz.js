@@ -193,6 +193,28 @@
       if (event.key === "Escape") {
         input.value = "";
         showResults(list, "");
+      } else if (event.key === "ArrowDown") {
+        var first = list.querySelector("a");
+        if (first) {
+          event.preventDefault();
+          first.focus();
+        }
+      }
+    });
+    // The arrow keys move through the results, as in a list of suggestions; up from the first returns to the box,
+    // Escape returns to it too.
+    list.addEventListener("keydown", function (event) {
+      var links = Array.prototype.slice.call(list.querySelectorAll("a"));
+      var at = links.indexOf(document.activeElement);
+      if (at < 0) return;
+      if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+        event.preventDefault();
+        var next = at + (event.key === "ArrowDown" ? 1 : -1);
+        if (next < 0) input.focus();
+        else links[Math.min(next, links.length - 1)].focus();
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        input.focus();
       }
     });
     form.addEventListener("submit", function (event) {

@@ -537,6 +537,33 @@ def test_search_finds_what_a_reader_pastes(open_page: Callable[..., Any], query:
     assert watch.clean(), watch
 
 
+def test_the_arrow_keys_walk_the_search_results(sites: dict[str, Path], open_page: Callable[..., Any]) -> None:
+    """Down from the box enters the results, down and up move through them, up from the first and Escape return
+    to the box; Enter on a result opens it."""
+    page, watch = open_page(sites["k2"] / "index.html")
+    page.fill("#search-input", "embed")
+    results = page.locator("#search-results a")
+    results.first.wait_for()
+    hrefs = page.evaluate("Array.from(document.querySelectorAll('#search-results a'), a => a.href)")
+    assert len(hrefs) >= 2
+    focused = "document.activeElement.id || document.activeElement.href"
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate(focused) == hrefs[0]
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate(focused) == hrefs[1]
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")
+    assert page.evaluate(focused) == "search-input"
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Escape")
+    assert page.evaluate(focused) == "search-input"
+    page.keyboard.press("ArrowDown")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert page.url == hrefs[0]
+    assert watch.clean(), watch
+
+
 def test_search_matches_numbers_whole_and_tensor_names_by_template(open_page: Callable[..., Any]) -> None:
     page, watch = open_page(REPO / "site" / "index.html")
     search = "q => window.archvizSearch(q, 500).map(e => e.u)"
