@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
 from archviz.cost.terms import Phase
@@ -19,7 +20,7 @@ from archviz.site.index import (
     revision_links,
 )
 from archviz.site.overview import headline_figures
-from archviz.site.table import build_model_table
+from archviz.site.table import ROWS, build_model_table
 from archviz.site.views import HomeView, Link, ModelSummary, Page
 
 SEARCH_GLOBAL = "ARCHVIZ_SEARCH_INDEX"
@@ -150,6 +151,18 @@ def _section_entries(index: ModelIndex, name: str, about: str) -> list[dict[str,
     ]
 
 
+_SHORT_FIGURE = re.compile(r"\d[\d.]* ?[a-z]+")
+"""A figure printed with its unit: ``1.03 t``, ``134 tflop``, ``70.3 kb`` (lower-cased)."""
+
+
+def _figures_as_printed(index: ModelIndex) -> str:
+    """The home table's figures of the model as the table prints them (``1.03 T``, ``70.3 KB``), and each once more
+    without its space (``1.03T``): what a reader copies from the table, or types after reading it there."""
+    printed = [cell.text.lower() for cell in (spec.read(index) for spec in ROWS if spec.numeric) if cell.sort]
+    short = [text for text in printed if _SHORT_FIGURE.fullmatch(text)]
+    return _text(*dict.fromkeys([*short, *(text.replace(" ", "") for text in short)]))
+
+
 def build_search_index(indexes: Sequence[ModelIndex]) -> str:
     """``search-index.js``: every model, group and node, with site-root-relative links.
 
@@ -170,7 +183,7 @@ def build_search_index(indexes: Sequence[ModelIndex]) -> str:
                 "g": name,
                 "u": f"{index.slug}/index.html",
                 "s": model_description(index.graph),
-                "x": about,
+                "x": _text(about, _figures_as_printed(index)),
             }
         )
         for group in index.graph.groups:

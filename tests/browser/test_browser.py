@@ -507,8 +507,14 @@ def test_search_for_kda_lists_every_kda_card_grouped_by_model(
 # output; 163,840 is its vocabulary; a dtype (fp8) and "flops" are answered first by the overview's checkpoint-dtype
 # figures and cost section, which say it for the whole model; K2 embeds in BF16, so the first tensor with FP8 block
 # scales (weight_scale_inv) is the first attention projection's (q_a_proj); Kimi-K2.5 stores its routed experts in
-# INT4; a tensor name with its layer and expert numbers lands on the node whose template it fills.
+# INT4; a tensor name with its layer and expert numbers lands on the node whose template it fills. The home table's
+# figures as it prints them (K2's 1.03 T parameters, 32.9 B active, 70.3 KB of cache per token), with or without the
+# space, land on the model's overview.
 PASTED = {
+    "1.03T": f"{K2}/index.html",
+    "1.03 T": f"{K2}/index.html",
+    "32.9 B": f"{K2}/index.html",
+    "70.3 KB": f"{K2}/index.html",
     "7168": f"{K2}/nodes/token-embedding.html",
     "163,840": f"{K2}/nodes/token-embedding.html",
     "163840": f"{K2}/nodes/token-embedding.html",
