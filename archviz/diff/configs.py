@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from archviz.diff.records import ChangeKind, ConfigChange, ConfigSame, Json
 from archviz.inputs.config import ConfigDocument, KeyPath
 from archviz.pipeline import ModelDocs
+from archviz.transformers.configs import RENAMED_KEYS
 
 # ---------------------------------------------------------------------------------------------------
 # Config keys
@@ -121,7 +122,34 @@ def config_changes(a: ConfigSide, b: ConfigSide) -> tuple[ConfigChange, ...]:
                 and b.leaves_at_default((*b_root, *path), in_b, b_value),
             )
         )
-    return tuple(changes)
+    return _renamed(changes, a, b)
+
+
+def _renamed(changes: list[ConfigChange], a: ConfigSide, b: ConfigSide) -> tuple[ConfigChange, ...]:
+    """A key A sets under an older name (``torch_dtype``) and B under the new one (``dtype``) as one change,
+    ``renamed``, in B's place, instead of one removed and one added; B's value against A's."""
+    removed = {change.key: change for change in changes if change.kind is ChangeKind.REMOVED}
+    paired: dict[str, ConfigChange] = {}
+    for change in changes:
+        if change.kind is not ChangeKind.ADDED:
+            continue
+        parent, _, name = change.key.rpartition(".")
+        old = next((o for o, new in RENAMED_KEYS.items() if new == name), None)
+        before = removed.get(f"{parent}.{old}" if parent else str(old)) if old is not None else None
+        if before is not None:
+            paired[before.key] = replace(
+                change,
+                kind=ChangeKind.RENAMED,
+                a=before.a,
+                a_line=before.a_line,
+                a_key=before.key,
+                defaults=before.defaults and change.defaults,
+            )
+    return tuple(
+        paired.get(change.key, change)
+        for change in changes
+        if change.key not in {item.key for item in paired.values()} or change.kind is not ChangeKind.ADDED
+    )
 
 
 def _same_walk(left: Mapping[str, Any], right: Mapping[str, Any], path: KeyPath) -> Iterator[KeyPath]:

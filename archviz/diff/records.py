@@ -19,6 +19,8 @@ class ChangeKind(StrEnum):
     """Only A sets it."""
     CHANGED = "changed"
     """Both set it, to different values."""
+    RENAMED = "renamed"
+    """A sets it under an older name that transformers still reads as B's (``torch_dtype``, now ``dtype``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +56,8 @@ class ConfigChange:
     defaults: bool = False
     """Whether both sides leave it at transformers' default: each either leaves it out or sets it to the value its
     config class holds when given no arguments (``archviz.transformers.configs.config_defaults``)."""
+    a_key: str | None = None
+    """A's name for the key when A sets it under an older one (``renamed``); None otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -75,7 +75,8 @@ def _config_table(diff: ModelDiff, limit: int) -> list[Any]:
     for key in diff.config[:limit]:
         a_value = format_config_value(key.a) if key.a_line is not None else ABSENT
         b_value = format_config_value(key.b) if key.b_line is not None else ABSENT
-        _row(table, key.key, str(key.a_line or ABSENT), a_value, str(key.b_line or ABSENT), b_value)
+        name = key.key if key.a_key is None else f"{key.key} (A: {key.a_key})"
+        _row(table, name, str(key.a_line or ABSENT), a_value, str(key.b_line or ABSENT), b_value)
     more = [Text(f"… and {len(diff.config) - limit:,} more keys (see --json)")] if len(diff.config) > limit else []
     return [table, *more]
 

@@ -355,7 +355,14 @@ def diff_json(diff: ModelDiff, summary: str) -> dict[str, Json]:
         "a": side(diff.a),
         "b": side(diff.b),
         "config": [
-            {"key": change.key, "a": change.a, "b": change.b, "a_line": change.a_line, "b_line": change.b_line}
+            {
+                "key": change.key,
+                **({"a_key": change.a_key} if change.a_key is not None else {}),
+                "a": change.a,
+                "b": change.b,
+                "a_line": change.a_line,
+                "b_line": change.b_line,
+            }
             for change in diff.config
         ],
         "nodes": {

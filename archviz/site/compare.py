@@ -120,7 +120,8 @@ class ConfigRow:
     key: str
     """Its path (``rope_scaling.factor``)."""
     kind: str
-    """``added``, ``removed``, ``changed``, or ``same`` for a key both set to one value."""
+    """``added``, ``removed``, ``changed``, ``renamed from torch_dtype`` (A's older name for it), or ``same`` for a key
+    both set to one value."""
     a: str
     """A's value as JSON text, or a dash."""
     b: str
@@ -248,7 +249,7 @@ def _line(index: ModelIndex, line: int | None) -> Link | None:
 def _change_row(key: ConfigChange, a: ModelIndex, b: ModelIndex) -> ConfigRow:
     return ConfigRow(
         key=key.key,
-        kind=key.kind.value,
+        kind=key.kind.value if key.a_key is None else f"{key.kind.value} from {key.a_key}",
         a=format_config_value(key.a) if key.a_line is not None else "—",
         b=format_config_value(key.b) if key.b_line is not None else "—",
         a_line=_line(a, key.a_line),

@@ -47,6 +47,11 @@ class ConfigDefaults:
     """The instance as JSON (``to_json_string(use_diff=False)``), sub-configs nested."""
 
 
+RENAMED_KEYS: Mapping[str, str] = {"torch_dtype": "dtype"}
+"""Config keys transformers renamed and still reads under their old name, as the new one: every config class's
+``PretrainedConfig.__init__`` takes ``torch_dtype`` as ``dtype`` ("BC for the `torch_dtype` argument")."""
+
+
 def config_defaults(model_type: str) -> ConfigDefaults:
     """The defaults of transformers' config class for ``model_type``, instantiated without arguments; for a
     model_type transformers does not ship (or whose class needs arguments), ``PretrainedConfig``'s, the keys every

@@ -452,6 +452,34 @@ def test_a_wrapped_config_is_compared_within_its_text_config() -> None:
     assert document["summary"].endswith("kimi-k3's within text_config).")
 
 
+def test_a_key_transformers_renamed_is_one_change_not_a_removal_and_an_addition(tmp_path: Path) -> None:
+    """Kimi-K2's config spells the weights' dtype ``torch_dtype``, the name transformers still reads as ``dtype``
+    (``PretrainedConfig.__init__``); a copy spelling it ``dtype`` differs in that spelling alone."""
+    import transformers
+
+    k2 = REPO / "archviz" / "bundled" / "kimi-k2-instruct" / "config.json"
+    config = json.loads(k2.read_text(encoding="utf-8"))
+    config["dtype"] = config.pop("torch_dtype")
+    renamed = write(tmp_path / "renamed", config)
+    # transformers reads both files to one dtype: the two keys are one setting.
+    old, new = transformers.PretrainedConfig(torch_dtype="bfloat16"), transformers.PretrainedConfig(dtype="bfloat16")
+    assert old.dtype == new.dtype is not None and old.to_dict()["dtype"] == new.to_dict()["dtype"]
+    _, document = diff("kimi-k2-instruct", str(renamed))
+    changes = [change for change in document["config"] if "dtype" in change["key"]]
+    assert changes == [
+        {
+            "key": "dtype",
+            "a_key": "torch_dtype",
+            "a": "bfloat16",
+            "b": "bfloat16",
+            "a_line": line_of(k2, '"torch_dtype"'),
+            "b_line": line_of(renamed / "config.json", '"dtype"'),
+        }
+    ]
+    report = runner.invoke(app, ["diff", "kimi-k2-instruct", str(renamed)], env={"COLUMNS": "200"}).output
+    assert "dtype (A: torch_dtype)" in report
+
+
 def test_ratios_never_read_in_exponent_notation() -> None:
     from archviz.present.numbers import ratio_text
 
