@@ -276,3 +276,37 @@ def test_home_table_keeps_its_first_column_and_breaks_only_between_words(
         page.screenshot(path=str(artifacts() / "home.table.420-dark.png"))
     finally:
         tabs.close()
+
+
+# Each word of the overview's headline figures (``1,029,173,249,888 bytes (1,029.17 GB = 958.49 GiB)``) with the
+# number of lines it is drawn on.
+_FIGURE_WORDS = """() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll('.figure .exact, .figure .short')) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+      for (const match of text.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(text, match.index);
+        range.setEnd(text, match.index + match[0].length);
+        if (new Set(Array.from(range.getClientRects(), r => Math.round(r.top))).size > 1) broken.push(match[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_headline_figures_break_only_between_words(tabs: Tabs, site: Path, screen: str) -> None:
+    """A figure's exact value wraps at its spaces, never inside a number: "(1,0" / "29.17 GB" read as two numbers."""
+    viewport, scheme = SCREENS[screen]
+    try:
+        page = tabs.new(viewport=viewport, scheme=scheme)
+        for model in (K2, K25, KIMI_LINEAR):
+            page.goto((site / model / "index.html").as_uri())
+            page.wait_for_load_state("load")
+            assert page.evaluate("document.querySelectorAll('.figure .exact').length") > 3, model
+            assert page.evaluate(_FIGURE_WORDS) == [], model
+    finally:
+        tabs.close()
