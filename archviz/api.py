@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from archviz.common.advice import PYTHON_API
 from archviz.common.errors import InputError
 from archviz.cost import MAX_BATCH, MAX_POSITIONS
 from archviz.cost.cache import cache_dtype_name
@@ -239,7 +240,12 @@ class Model(_Shown):
         location = checkpoint_location(self.docs, checkpoint)
         held = read_checkpoint(location, revision=self.revision) if location is not None else None
         verification = verify(
-            self.docs, checkpoint=held, run_meta=meta, trust_remote_code=trust_remote_code, context=context
+            self.docs,
+            checkpoint=held,
+            run_meta=meta,
+            trust_remote_code=trust_remote_code,
+            context=context,
+            advice=PYTHON_API,
         )
         return Verdict(model=self, verification=verification)
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from archviz.code.modeltree import BuildRecord, ModuleTree
+from archviz.common.advice import COMMAND_LINE, Advice
 from archviz.common.errors import InputError
 from archviz.common.words import plural
 from archviz.cost.pricers import priced as cost_priced
@@ -203,9 +204,9 @@ def _analytic_leg(docs: ModelDocs) -> Leg:
     )
 
 
-def _meta_skip_reason(graph: Graph, run_meta: bool, assumed: Sequence[str]) -> str | None:
+def _meta_skip_reason(graph: Graph, run_meta: bool, assumed: Sequence[str], advice: Advice) -> str | None:
     if not run_meta:
-        return "--no-meta: the meta-device model was not built"
+        return f"{advice.no_meta}: the meta-device model was not built"
     why = []
     if graph.beyond_transformers:
         why.append(
@@ -222,11 +223,11 @@ def _meta_skip_reason(graph: Graph, run_meta: bool, assumed: Sequence[str]) -> s
 
 
 def _meta_leg(
-    docs: ModelDocs, main: Mapping[str, ManifestTensor], *, run_meta: bool, trust_remote_code: bool
+    docs: ModelDocs, main: Mapping[str, ManifestTensor], *, run_meta: bool, trust_remote_code: bool, advice: Advice
 ) -> _Reconciled:
     graph = docs.graph
     independent_of = (legs.CHECKPOINT,) if graph.derived_from_code else (legs.ANALYTIC, legs.CHECKPOINT)
-    reason = _meta_skip_reason(graph, run_meta, [item.key for item in graph.assumptions])
+    reason = _meta_skip_reason(graph, run_meta, [item.key for item in graph.assumptions], advice)
     if reason is not None:
         witness = f"transformers' {graph.model.transformers_model_type} class built on the meta device"
         return _Reconciled(leg=legs.skipped(legs.META, witness, reason, independent_of=independent_of))
@@ -394,12 +395,16 @@ def _last_part(name: str, method: str) -> str:
 
 
 def _checkpoint_leg(
-    docs: ModelDocs, manifest: Sequence[ManifestTensor], checkpoint: Checkpoint | None, meta: _Reconciled
+    docs: ModelDocs,
+    manifest: Sequence[ManifestTensor],
+    checkpoint: Checkpoint | None,
+    meta: _Reconciled,
+    advice: Advice,
 ) -> _Reconciled:
     witness = "the checkpoint's tensors, read from its safetensors headers"
     independent_of = (legs.ANALYTIC, legs.META, legs.SHAPES, legs.FLOPS, legs.CACHE)
     if checkpoint is None:
-        reason = "no checkpoint: pass --checkpoint, or check a folder or Hub repo that holds safetensors"
+        reason = f"no checkpoint: {advice.give_checkpoint}"
         return _Reconciled(leg=legs.skipped(legs.CHECKPOINT, witness, reason, independent_of=independent_of))
     everything = {t.name: t for t in manifest}
     main = {name: t for name, t in everything.items() if t.part is Part.MAIN and t.role in COUNTED}
@@ -563,9 +568,11 @@ def verify(
     trace: bool = True,
     trust_remote_code: bool = False,
     context: int | None = None,
+    advice: Advice = COMMAND_LINE,
 ) -> Verification:
     """Reconcile the graph with every leg that can run: the meta model, its shape trace, a checkpoint's tensors; the
-    cost legs also at ``context`` cached positions when given."""
+    cost legs also at ``context`` cached positions when given. Messages name options as ``advice`` spells them
+    (the command line's flags, or the Python API's arguments)."""
     # Hundreds of thousands of short-lived names and tuples, next to torch's large heap: the cyclic collector
     # would rescan that heap again and again for nothing (none of this makes cycles), so it waits until the end.
     collecting = gc.isenabled()
@@ -578,6 +585,7 @@ def verify(
             trace=trace,
             trust_remote_code=trust_remote_code,
             context=context,
+            advice=advice,
         )
     finally:
         if collecting:
@@ -592,14 +600,15 @@ def _verify(
     trace: bool,
     trust_remote_code: bool,
     context: int | None,
+    advice: Advice,
 ) -> Verification:
     graph = docs.graph
     manifest = bounded_manifest(docs)
     # The meta-device model holds every weight unquantized, as the graph's logical manifest names it.
     main = {t.name: t for t in predicted_manifest(graph, logical=True) if t.part is Part.MAIN and t.role in COUNTED}
-    meta = _meta_leg(docs, main, run_meta=run_meta, trust_remote_code=trust_remote_code)
+    meta = _meta_leg(docs, main, run_meta=run_meta, trust_remote_code=trust_remote_code, advice=advice)
     shapes, costs = _forward_legs(docs, meta, trace=trace, trust_remote_code=trust_remote_code, context=context)
-    held = _checkpoint_leg(docs, manifest, checkpoint, meta)
+    held = _checkpoint_leg(docs, manifest, checkpoint, meta, advice)
     return Verification(
         legs=(_analytic_leg(docs), meta.leg, shapes.leg, costs.flops, costs.cache, held.leg),
         analytic=LegTotals(parameters=docs.totals.parameters, buffers=docs.totals.buffers),
@@ -614,7 +623,7 @@ def _verify(
         shape_nodes=shapes.nodes,
         costs=costs,
         notes=tuple(dict.fromkeys((*meta.notes, *held.notes))),  # what both legs found is said once
-        warnings=tuple(_cited_file_warnings(docs, meta.built)),
+        warnings=tuple(_cited_file_warnings(docs, meta.built, advice)),
         derived_from_code=graph.derived_from_code,
         omitted=graph.omitted,
     )
@@ -644,16 +653,16 @@ def _node_checks(graph: Graph, meta: Counter[str] | None, held: Counter[str] | N
     return nodes
 
 
-def _cited_file_warnings(docs: ModelDocs, built: BuildRecord | None) -> list[str]:
+def _cited_file_warnings(docs: ModelDocs, built: BuildRecord | None, advice: Advice) -> list[str]:
     """A warning when the cards cite another modeling file than the one the meta leg built."""
     cited = cited_file(docs.graph, docs.config, docs.modeling)  # not docs.sources: a check locates nothing
     origin = cited.origin.value if cited.origin is not None else None
     if built is None or (cited.path == built.module_file and origin == built.origin):
         return []
     fix = (
-        "pass --trust-remote-code to build the model's own code"
+        f"{advice.trust_remote_code} to build the model's own code"
         if origin == "remote"
-        else "pass --source transformers to cite the file that was built"
+        else f"{advice.cite_transformers} to cite the file that was built"
     )
     return [
         f"the cards cite {cited.path} ({origin or 'unknown origin'}, {cited.revision}), but the meta leg built "

@@ -7,8 +7,10 @@ processes), the SVG must parse as XML, and nothing may be a script or load from 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 
 import archviz
+from archviz.common.advice import COMMAND_LINE, PYTHON_API
 from tests.bounds.test_hostile import ATTRIBUTE, SCRIPT, TINY_K2, write_files
 from tests.site.test_site import Element, parse, squash
 
@@ -248,7 +251,21 @@ def test_the_same_model_renders_the_same_bytes() -> None:
 def test_check_returns_the_verdict_with_check_json_s_legs() -> None:
     verdict = archviz.describe(MODEL).check(meta=False)
     expected = _cli_json("check", MODEL, "--no-meta", exit_code=3)  # 3: unverified, no checkpoint
-    assert verdict.json() == expected
+    # The same document, but the reasons advise the API's arguments where the command line's name its flags.
+    document = verdict.json()
+    reasons = {leg["name"]: leg.get("reason") for leg in document["legs"]}
+    cli_reasons = {leg["name"]: leg.get("reason") for leg in expected["legs"]}
+    spelled_as_the_cli = json.dumps(document)
+    for field in dataclasses.fields(PYTHON_API):
+        api, cli = getattr(PYTHON_API, field.name), getattr(COMMAND_LINE, field.name)
+        spelled_as_the_cli = spelled_as_the_cli.replace(api, cli)
+    assert json.loads(spelled_as_the_cli) == expected
+    assert cli_reasons["meta model"] == "--no-meta: the meta-device model was not built"
+    assert reasons["meta model"] == "meta=False: the meta-device model was not built"
+    assert cli_reasons["checkpoint"].startswith("no checkpoint: pass --checkpoint, ")
+    assert reasons["checkpoint"].startswith("no checkpoint: pass checkpoint= to Model.check, ")
+    assert {name for name in reasons if reasons[name] != cli_reasons[name]} == {"meta model", "checkpoint"}
+    assert re.search(r"--[a-z]", str(verdict)) is None, str(verdict)
     assert [leg.name for leg in verdict.legs] == [leg["name"] for leg in expected["legs"]]
     assert verdict.outcome.value == expected["outcome"]
     assert_self_contained(verdict._repr_html_())
