@@ -233,56 +233,10 @@ def test_overviews_and_a_compare_page_are_screenshotted(
         tabs.close()
 
 
-# Each word of each cell of the home table, with the number of lines it is drawn on: a word broken across lines is
-# drawn on two. And where the table's first cell in each row is, before and after the table is scrolled sideways.
-_HOME_TABLE = """() => {
-  const table = document.getElementById('models-table');
+# The words of the elements a selector finds that are drawn on more than one line: a word broken across lines.
+_BROKEN_WORDS = """selector => {
   const broken = [];
-  for (const cell of table.querySelectorAll('th, td')) {
-    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
-    for (let text = walker.nextNode(); text; text = walker.nextNode()) {
-      for (const match of text.data.matchAll(/\\S+/g)) {
-        const range = document.createRange();
-        range.setStart(text, match.index);
-        range.setEnd(text, match.index + match[0].length);
-        const tops = new Set(Array.from(range.getClientRects(), r => Math.round(r.top)));
-        if (tops.size > 1) broken.push(match[0]);
-      }
-    }
-  }
-  const wrap = table.closest('.table-wrap');
-  const lefts = () => Array.from(table.rows, row => Math.round(row.cells[0].getBoundingClientRect().left));
-  const before = lefts();
-  wrap.scrollLeft = wrap.scrollWidth;
-  const after = lefts();
-  return {broken, before, after, scrolled: wrap.scrollLeft, wrap: Math.round(wrap.getBoundingClientRect().left)};
-}"""
-
-
-def test_home_table_keeps_its_first_column_and_breaks_only_between_words(
-    tabs: Tabs,
-    site: Path,
-) -> None:
-    viewport, scheme = SCREENS["420-dark"]
-    try:
-        page = tabs.new(viewport=viewport, scheme=scheme)
-        page.goto((site / "index.html").as_uri())
-        page.wait_for_load_state("load")
-        table = page.evaluate(_HOME_TABLE)
-        assert table["broken"] == []
-        assert table["scrolled"] > 100  # four models do not fit in 420 px: the table scrolls
-        assert table["after"] == table["before"]  # the row names stay where they were
-        assert set(table["before"]) == {table["wrap"]}
-        page.screenshot(path=str(artifacts() / "home.table.420-dark.png"))
-    finally:
-        tabs.close()
-
-
-# Each word of the overview's headline figures (``1,029,173,249,888 bytes (1,029.17 GB = 958.49 GiB)``) with the
-# number of lines it is drawn on.
-_FIGURE_WORDS = """() => {
-  const broken = [];
-  for (const cell of document.querySelectorAll('.figure .exact, .figure .short')) {
+  for (const cell of document.querySelectorAll(selector)) {
     const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
     for (let text = walker.nextNode(); text; text = walker.nextNode()) {
       for (const match of text.data.matchAll(/\\S+/g)) {
@@ -296,6 +250,36 @@ _FIGURE_WORDS = """() => {
   return broken;
 }"""
 
+# Where the home table's first cell in each row is, before and after the table is scrolled sideways.
+_HOME_TABLE = """() => {
+  const table = document.getElementById('models-table');
+  const wrap = table.closest('.table-wrap');
+  const lefts = () => Array.from(table.rows, row => Math.round(row.cells[0].getBoundingClientRect().left));
+  const before = lefts();
+  wrap.scrollLeft = wrap.scrollWidth;
+  const after = lefts();
+  return {before, after, scrolled: wrap.scrollLeft, wrap: Math.round(wrap.getBoundingClientRect().left)};
+}"""
+
+
+def test_home_table_keeps_its_first_column_and_breaks_only_between_words(
+    tabs: Tabs,
+    site: Path,
+) -> None:
+    viewport, scheme = SCREENS["420-dark"]
+    try:
+        page = tabs.new(viewport=viewport, scheme=scheme)
+        page.goto((site / "index.html").as_uri())
+        page.wait_for_load_state("load")
+        assert page.evaluate(_BROKEN_WORDS, "#models-table th, #models-table td") == []
+        table = page.evaluate(_HOME_TABLE)
+        assert table["scrolled"] > 100  # four models do not fit in 420 px: the table scrolls
+        assert table["after"] == table["before"]  # the row names stay where they were
+        assert set(table["before"]) == {table["wrap"]}
+        page.screenshot(path=str(artifacts() / "home.table.420-dark.png"))
+    finally:
+        tabs.close()
+
 
 @pytest.mark.parametrize("screen", SCREENS)
 def test_headline_figures_break_only_between_words(tabs: Tabs, site: Path, screen: str) -> None:
@@ -307,6 +291,6 @@ def test_headline_figures_break_only_between_words(tabs: Tabs, site: Path, scree
             page.goto((site / model / "index.html").as_uri())
             page.wait_for_load_state("load")
             assert page.evaluate("document.querySelectorAll('.figure .exact').length") > 3, model
-            assert page.evaluate(_FIGURE_WORDS) == [], model
+            assert page.evaluate(_BROKEN_WORDS, ".figure .exact, .figure .short") == [], model
     finally:
         tabs.close()
