@@ -231,10 +231,14 @@ def render_cost(
     thumb_text = f"{twice:,}" if twice is not None else f"not known: {totals.active_unknown}"
     head.add_row("2 × active parameters per token (rule of thumb)", thumb_text)
     parts = Table(title="FLOPs by part")
-    for column in ("part", "prefill", "decode"):
+    # With MLA, decode is counted both ways, as the headline does: transformers' eager MLA and as engines run it.
+    absorbed = report.decode_absorbed is not None
+    columns = ("part", "prefill", "decode, transformers' eager MLA", "decode, MLA absorbed") if absorbed else None
+    for column in columns or ("part", "prefill", "decode"):
         parts.add_column(column, justify="left" if column == "part" else "right")
+    engines = report.engine_by_part()
     for part, (prefill, decode) in report.by_part.items():
-        parts.add_row(escape(part), f"{prefill:,}", f"{decode:,}")
+        parts.add_row(escape(part), f"{prefill:,}", f"{decode:,}", *([f"{engines[part]:,}"] if absorbed else []))
     layers = Table(title="Cache by layer type")
     for column in ("layer type", "bytes per token", "state bytes"):
         layers.add_column(column, justify="left" if column == "layer type" else "right")

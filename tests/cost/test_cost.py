@@ -470,3 +470,30 @@ def test_absorbed_mla_decode_flops_are_an_absorbed_forwards_count(tmp_path: Path
     report = model_cost(docs.graph, docs.totals, sizes)
     assert report.decode_absorbed == sum(cost.flops(sizes, Phase.DECODE) for cost in absorbed.values())
     assert report.decode_absorbed < report.decode
+
+
+def _by_part_table(model: str) -> tuple[str, list[list[str]]]:
+    text = runner.invoke(app, ["cost", model], env={"COLUMNS": "200"}).stdout
+    table = text.split("FLOPs by part", 1)[1].split("Cache by layer type", 1)[0]
+    header = next(line for line in table.splitlines() if line.startswith("┃"))
+    rows = [
+        [cell.strip() for cell in line.strip("│").split("│")] for line in table.splitlines() if line.startswith("│")
+    ]
+    return header, rows
+
+
+def test_the_terminal_splits_decode_by_part_both_ways_for_mla() -> None:
+    """With MLA, the headline gives decode FLOPs as transformers' eager forward counts them and as engines run it
+    (absorbed); the table by part gives both columns too, as ``cost --json``'s by_part does (it gave transformers'
+    alone, unlabelled). Without MLA there is one decode column."""
+    document = json.loads(runner.invoke(app, ["cost", "kimi-k2-instruct", "--json"]).stdout)
+    header, rows = _by_part_table("kimi-k2-instruct")
+    assert "decode, transformers' eager MLA" in header and "decode, MLA absorbed" in header, header
+    expected = [
+        [part, f"{value['prefill']:,}", f"{value['decode']:,}", f"{value['decode_engines']:,}"]
+        for part, value in document["flops"]["by_part"].items()
+    ]
+    assert rows == expected
+    assert sum(int(row[3].replace(",", "")) for row in rows) == document["flops"]["decode_absorbed"]
+    header, rows = _by_part_table(str(REPO / "tests" / "data" / "released" / "qwen3.5-35b-a3b"))
+    assert "MLA" not in header and len(rows[0]) == 3, header
