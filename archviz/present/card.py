@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from archviz.code.pins import RevisionKind
 from archviz.common.versions import installed_versions, version_line
 from archviz.pipeline import ModelDocs
 from archviz.present.documents import inspect_document
-from archviz.present.labels import PART_TITLES
+from archviz.present.labels import PART_TITLES, REVISION_NOTES
 from archviz.present.markdown import markdown_link, markdown_text
 from archviz.present.mermaid import mermaid_flowchart
 from archviz.present.numbers import count, line_range
@@ -125,7 +126,9 @@ def _sources(document: Mapping[str, Any]) -> list[str]:
     for label, file in (("Modeling code", modeling), ("Config", config)):
         if file is not None:
             where = f"{file['path']} at {file['revision']}" if file.get("revision") else file["path"]
-            lines.append(f"- {label}: {markdown_link(where, file.get('url'))}")
+            note = REVISION_NOTES.get(RevisionKind(file["revision_kind"])) if file.get("revision") else None
+            said = f" ({note})" if note is not None and note != "release" else ""
+            lines.append(f"- {label}: {markdown_link(where, file.get('url'))}{said}")
     lines.append("")
     rows = []
     for node in document["nodes"]:

@@ -7,13 +7,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from archviz.code.pins import RevisionKind
 from archviz.common.words import first_free, join, noun_for, plural
 from archviz.cost.report import CostReport, model_cost, modelled_in_full
 from archviz.cost.terms import DEFAULT_SIZES, Sizes
 from archviz.graph.nodes import Graph, Group, GroupKind, Node
 from archviz.pipeline import ModelDocs
 from archviz.present.check_words import verification_sentence
+from archviz.present.labels import REVISION_NOTES
 from archviz.present.numbers import count, format_layers
 from archviz.provenance.sources import MODEL_GROUP_TITLE
 from archviz.site.formatting import check_id, safe_url
@@ -271,14 +271,6 @@ def partial_badge(graph: Graph, *, overview: str) -> PartialBadge | None:
     )
 
 
-_REVISION_NOTES = {
-    RevisionKind.HUB: "Hub commit",
-    RevisionKind.GIT: "git commit",
-    RevisionKind.PACKAGE_VERSION: "release",
-    RevisionKind.CONTENT_HASH: "content hash; no Hub revision is known",
-}
-
-
 def revision_links(docs: ModelDocs) -> tuple[Link, ...]:
     """``config.json @ fd1984e2b7a3`` and the modeling file's pin, each linking to the file where a URL exists."""
     links = []
@@ -289,7 +281,7 @@ def revision_links(docs: ModelDocs) -> tuple[Link, ...]:
             Link(
                 title=f"{summary.path} @ {summary.revision[:12]}",
                 href=safe_url(summary.url) or "",
-                note=_REVISION_NOTES.get(summary.revision_kind, summary.revision_kind.value),
+                note=REVISION_NOTES.get(summary.revision_kind, summary.revision_kind.value),
             )
         )
     return tuple(links)

@@ -314,3 +314,15 @@ def test_a_partial_models_card_states_no_zero_costs() -> None:
     cost = card[card.index("### Cost") : card.index("### Data flow")]
     assert "Only part of this model is modelled: its FLOPs, cache and state are unknown" in cost
     assert "| 0 |" not in cost and "FLOPs of a prefill" not in cost
+
+
+def test_the_sources_say_what_pins_each_file(write_config: Callable[..., Path]) -> None:
+    """A local folder's config is pinned by a content hash, which is no commit: the card says so, as the site does;
+    a bundled model's config by its Hub commit."""
+    folder = write_config()
+    local = runner.invoke(app, ["card", str(folder)]).stdout
+    inspected = json.loads(runner.invoke(app, ["inspect", str(folder), "--json"]).stdout)["sources"]["config_file"]
+    assert inspected["revision_kind"] == "content-hash"
+    assert f"- Config: config.json at {inspected['revision']} (content hash; no Hub revision is known)" in local
+    bundled = runner.invoke(app, ["card", "kimi-k2-instruct"]).stdout
+    assert "/config.json) (Hub commit)" in bundled
