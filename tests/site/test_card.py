@@ -326,3 +326,22 @@ def test_the_sources_say_what_pins_each_file(write_config: Callable[..., Path]) 
     assert f"- Config: config.json at {inspected['revision']} (content hash; no Hub revision is known)" in local
     bundled = runner.invoke(app, ["card", "kimi-k2-instruct"]).stdout
     assert "/config.json) (Hub commit)" in bundled
+
+
+def test_the_symbols_of_the_diagrams_shapes_are_explained(card: str) -> None:
+    """The Mermaid block writes shapes such as ``[N_e, 7168 d]``: every symbol in them is said below it."""
+    import re
+
+    rendered = " ".join(_rendered(card).text)
+    fence = next(token for token in markdown.parse(card) if token.type == "fence").content
+    labels = re.findall(r'-->\|"([^"]*)"\|', fence)
+    shapes = [shape for label in labels for shape in re.findall(r"\[([^\]]+)\]", label)]
+    # Each dimension is a symbol (B, N_e) or a size and its label (7168 d, 512 kv_lora_rank): every symbol is said,
+    # and every short label (d, ffn) that is not a config key itself.
+    symbols = {part.strip() for shape in shapes for part in shape.split(",") if len(part.split()) == 1}
+    labels = {part.split()[1] for shape in shapes for part in shape.split(",") if len(part.split()) == 2}
+    assert {"B", "T", "N_e"} <= symbols and "d" in labels, (symbols, labels)
+    legend = rendered.split("Symbols in the shapes:", 1)[1]
+    explained = {item.split()[0] for item in legend.split(";") if item.split()}
+    assert symbols <= explained, sorted(symbols - explained)
+    assert {"d", "ffn"} <= explained
