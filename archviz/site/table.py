@@ -74,9 +74,19 @@ def _modelled(index: ModelIndex, value: int) -> TableCell:
     return TableCell(text=cell.text, detail=f"{cell.detail}{PARTIAL_SUFFIX}")
 
 
-def _bytes(value: int) -> TableCell:
-    """``1.03 TB`` over the exact number of bytes."""
-    return TableCell(text=short_bytes(value), detail=f"{count(value)} bytes", sort=str(value))
+def _bytes(index: ModelIndex, value: int) -> TableCell:
+    """``1.03 TB`` over the exact number of bytes; of the modelled part, and never ranked, as ``_modelled``'s."""
+    cell = TableCell(text=short_bytes(value), detail=f"{count(value)} bytes", sort=str(value))
+    return cell if index.complete() else TableCell(text=cell.text, detail=f"{cell.detail}{PARTIAL_SUFFIX}")
+
+
+def _assumed(index: ModelIndex, cell: TableCell, key: str) -> TableCell:
+    """The cell of a value read from an assumed ``key`` (``--assume``, a bundled model's documentation): marked as
+    assumed, saying where from, and never ranked against values the configs set."""
+    assumption = next((item for item in index.graph.assumptions if item.key == key), None)
+    if assumption is None or not cell.sort:
+        return cell
+    return TableCell(text=f"{cell.text} (assumed)", detail=f"{key} assumed: {assumption.source}")
 
 
 def _family(index: ModelIndex) -> TableCell:
@@ -134,7 +144,7 @@ def _width(index: ModelIndex) -> TableCell:
     width = _dim(index.graph, "d")
     if width is None and index.graph.derived_from_code:
         width = _dim(index.graph, "hidden_size")
-    return _number(width, "" if width is not None or index.complete() else NOT_WHOLE)
+    return _assumed(index, _number(width, "" if width is not None or index.complete() else NOT_WHOLE), "hidden_size")
 
 
 def _vocabulary(index: ModelIndex) -> TableCell:
@@ -145,8 +155,9 @@ def _vocabulary(index: ModelIndex) -> TableCell:
     if vocabulary is None:
         tables = [node.parameters for node in graph.nodes if node.id == graph.input_embedding]
         if tables and tables[0] and len(tables[0][0].shape) == 2:
-            return _number(tables[0][0].shape[0], "rows of the input embedding table")
-    return _number(vocabulary, "" if vocabulary is not None else "no vocabulary-sized tensor in the graph")
+            return _assumed(index, _number(tables[0][0].shape[0], "rows of the input embedding table"), "vocab_size")
+    detail = "" if vocabulary is not None else "no vocabulary-sized tensor in the graph"
+    return _assumed(index, _number(vocabulary, detail), "vocab_size")
 
 
 def _context(index: ModelIndex) -> TableCell:
@@ -221,7 +232,7 @@ ROWS: tuple[RowSpec, ...] = (
     RowSpec(
         label="Predicted checkpoint bytes",
         numeric=True,
-        read=lambda index: _bytes(checkpoint_bytes(index.docs.totals)),
+        read=lambda index: _bytes(index, checkpoint_bytes(index.docs.totals)),
     ),
     RowSpec(label="Cache per token (one sequence)", numeric=True, read=_cache),
     RowSpec(

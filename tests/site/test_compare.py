@@ -162,6 +162,15 @@ def test_a_partial_models_counts_are_shown_but_never_ranked() -> None:
         k3, linear = rows[label]
         assert k3.text and k3.detail.endswith(PARTIAL_SUFFIX) and k3.sort == "", (label, k3)
         assert linear.sort == str(int(linear.detail.replace(",", ""))), (label, linear)
+    # Its predicted checkpoint (2.35 GB) is the modelled part's too: sorted by bytes, it once came first.
+    k3, linear = rows["Predicted checkpoint bytes"]
+    assert k3.detail.endswith(PARTIAL_SUFFIX) and k3.sort == "", k3
+    assert linear.sort == str(int(linear.detail.removesuffix(" bytes").replace(",", "")))
+    # Its width and vocabulary are assumed (from its reference card), not set by its config: marked, not ranked.
+    for label, key in (("Width (d)", "hidden_size"), ("Vocabulary", "vocab_size")):
+        k3, linear = rows[label]
+        assert k3.text.endswith(" (assumed)") and k3.detail.startswith(f"{key} assumed: ") and k3.sort == "", k3
+        assert "assumed" not in linear.text and linear.sort, linear
 
 
 def test_a_partial_side_is_badged_and_its_costs_are_not_compared(tmp_path: Path) -> None:
