@@ -18,7 +18,7 @@ from archviz.cost.terms import DEFAULT_SIZES
 from archviz.diff.compare import checkpoint_bytes, layer_label
 from archviz.graph.nodes import Graph, GroupKind, Part
 from archviz.present.numbers import count, short_bytes, short_count, short_flops
-from archviz.site.index import PARTIAL_SUFFIX, ModelIndex
+from archviz.site.index import PARTIAL_SUFFIX, ModelIndex, partial_badge
 from archviz.site.views import Link, ModelTable, TableCell, TableRow
 
 ABSENT = "—"
@@ -257,4 +257,5 @@ def build_model_table(indexes: Sequence[ModelIndex]) -> ModelTable:
             TableRow(label=spec.label, numeric=spec.numeric, cells=tuple(spec.read(index) for index in indexes))
             for spec in ROWS
         ),
+        badges=tuple(partial_badge(index.graph, overview=f"{index.slug}/index.html") for index in indexes),
     )

@@ -379,6 +379,9 @@ class ModelTable:
     """Column heads: each model's overview."""
     rows: tuple[TableRow, ...]
     """The facts, in ``archviz.site.table.ROWS`` order."""
+    badges: tuple[PartialBadge | None, ...] = ()
+    """Each column's partial badge (a model modelled in part, or resting on assumed values), as its heading shows
+    it; empty when none is asked for."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -183,6 +183,9 @@ def test_a_partial_side_is_badged_and_its_costs_are_not_compared(tmp_path: Path)
     assert "Only part of this model is modelled (2 nodes)" in text
     assert "FLOPs, cache and state are not compared: kimi-k3 is modelled only in part" in text
     assert "instead of 0" not in text
+    # The home table's column heads carry the same badge: K3's only.
+    heads = parse(page(tmp_path / "site", "index.html")).find("table", "models-table").find("thead").find_all("th")
+    assert [[squash(b.text()) for b in head.find_all("span", "badge-partial")] for head in heads] == [["partial"], []]
 
 
 def test_default_pairs_are_within_a_family_when_it_is_small(tmp_path: Path) -> None:
