@@ -172,7 +172,9 @@ def build_search_index(indexes: Sequence[ModelIndex]) -> str:
     """
     entries: list[dict[str, str]] = []
     for index in indexes:
-        name = index.title()
+        # A result says what its model's badge says: its counts are of a modelled part, or rest on assumed values.
+        badge = partial_badge(index.graph, overview="")
+        name = index.title() + (f" ({badge.label})" if badge is not None else "")
         model = index.graph.model
         about = _text(name, model.family, model.model_type, model.architecture or "")
         entries.append(

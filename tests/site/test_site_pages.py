@@ -284,6 +284,9 @@ def test_search_index_covers_ids_keys_code_and_families(site: Path) -> None:
     router = next(e for e in entries if e["u"] == f"{K2}/nodes/moe.router.html")
     for term in ("moe.router", "n_routed_experts", "f.linear", "deepseek_v3", K2):
         assert term in router["x"], term
+    # A result names its model as the badges do: Kimi-K3's config is partial, Kimi-Linear is modelled in full.
+    groups = {e["u"].split("/", 1)[0]: e["g"] for e in entries}
+    assert groups["kimi-k3"] == "kimi-k3 (partial)" and groups[KIMI_LINEAR] == KIMI_LINEAR, groups
 
 
 @pytest.mark.skipif(subprocess.run(["which", "node"], capture_output=True).returncode != 0, reason="no node")
