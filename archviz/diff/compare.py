@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from archviz.cost.report import CostReport, costs_unknown, model_cost
+from archviz.cost.report import CostReport, costs_unknown, model_cost, modelled_in_full
 from archviz.cost.terms import DEFAULT_SIZES, NodeCost
 from archviz.cost.terms import Phase as Pass
 from archviz.diff.configs import config_changes, config_same, config_side, same_json
@@ -392,4 +392,5 @@ def diff_models(
         totals=totals,
         costs_unknown=unknown,
         differs=differs,
+        partial=tuple(docs.graph.model.name for docs in (a, b) if not modelled_in_full(docs.graph)),
     )

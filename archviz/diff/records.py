@@ -203,3 +203,6 @@ class ModelDiff:
     compared."""
     differs: bool
     """Whether the architectures differ: the family, a node, the layer map or a total (config keys alone do not)."""
+    partial: tuple[str, ...] = ()
+    """The names of the sides modelled only in part: their totals are the modelled part's, so no total is compared
+    (a difference or a ratio against a part would read as the models')."""

@@ -127,7 +127,11 @@ def _totals_table(diff: ModelDiff) -> Table:
     table = _table("Totals", "total", "A", "B", "difference", "ratio")
     for row in diff.totals:
         _row(
-            table, row.label, f"{row.a:,}", f"{row.b:,}", format_difference(row.difference), format_ratio(row.a, row.b)
+            table,
+            row.label,
+            f"{row.a:,}",
+            f"{row.b:,}",
+            *((ABSENT, ABSENT) if diff.partial else (format_difference(row.difference), format_ratio(row.a, row.b))),
         )
     return table
 

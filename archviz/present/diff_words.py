@@ -126,6 +126,12 @@ def _settings_sentence(parts: _Parts) -> str | None:
 
 
 def _totals_sentence(parts: _Parts) -> str | None:
+    if parts.diff.partial:
+        names = " and ".join(parts.diff.partial)
+        verb = "is" if len(parts.diff.partial) == 1 else "are"
+        return (
+            f"Parameters are not compared: {names} {verb} modelled only in part (its counts are of the modelled part)"
+        )
     rows = {row.name: row for row in parts.diff.totals}
     said = []
     for name, label in (("parameters", "parameters"), ("active_parameters", "active per token")):

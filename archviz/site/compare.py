@@ -323,8 +323,8 @@ def _total_rows(diff: ModelDiff) -> tuple[ValueRow, ...]:
             label=row.label,
             a=f"{row.a:,}",
             b=f"{row.b:,}",
-            difference=format_difference(row.difference),
-            ratio=format_ratio(row.a, row.b),
+            difference="—" if diff.partial else format_difference(row.difference),
+            ratio="—" if diff.partial else format_ratio(row.a, row.b),
             changed=row.difference != 0,
         )
         for row in diff.totals

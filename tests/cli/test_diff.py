@@ -529,6 +529,16 @@ def test_a_partial_graph_has_no_cost_totals_to_compare() -> None:
     unknown = {"cache_bytes_per_token", "state_bytes", "flops_prefill", "flops_decode", "flops_decode_engines"}
     assert unknown.isdisjoint(document["totals"])
     assert "FLOPs, cache and state are not compared: kimi-k3 is modelled only in part" in document["summary"]
+    # Nor are its parameter counts, which are the modelled part's: no "×41.8" against a part (the terminal's totals
+    # table gives both sides' values and no difference or ratio).
+    assert "Parameters are not compared: kimi-k3 is modelled only in part" in document["summary"]
+    assert (
+        "×41.8" not in document["summary"]
+        and "instead of 1,174,405,120 (×" not in document["summary"].split("Parameters are not compared", 1)[1]
+    )
+    report = runner.invoke(app, ["diff", "kimi-k3", KIMI_LINEAR], env={"COLUMNS": "200"}).stdout
+    row = next(line for line in report.split("Totals", 1)[1].splitlines() if line.startswith("│ Parameters "))
+    assert [cell.strip() for cell in row.strip("│").split("│")][3:] == ["—", "—"], row
 
 
 def test_a_change_in_the_mtp_layers_is_said_to_be_there(tmp_path: Path) -> None:

@@ -183,6 +183,9 @@ def test_a_partial_side_is_badged_and_its_costs_are_not_compared(tmp_path: Path)
     assert "Only part of this model is modelled (2 nodes)" in text
     assert "FLOPs, cache and state are not compared: kimi-k3 is modelled only in part" in text
     assert "instead of 0" not in text
+    # Its totals are the modelled part's: shown, but no difference or ratio against Kimi-Linear's whole model.
+    totals = tree.find("table", "compare-totals").find("tbody").find_all("tr")
+    assert totals and all([squash(td.text()) for td in row.find_all("td")][2:] == ["—", "—"] for row in totals)
     # The home table's column heads carry the same badge: K3's only.
     heads = parse(page(tmp_path / "site", "index.html")).find("table", "models-table").find("thead").find_all("th")
     assert [[squash(b.text()) for b in head.find_all("span", "badge-partial")] for head in heads] == [["partial"], []]
