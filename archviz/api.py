@@ -247,6 +247,7 @@ class Model(_Shown):
             context=context,
             advice=PYTHON_API,
         )
+        self.__dict__["_verification"] = verification  # the overview and the cards show what it found from now on
         return Verdict(model=self, verification=verification)
 
     def diff(self, other: Model | str | os.PathLike[str], *, revision: str | None = None) -> Diff:
@@ -262,17 +263,26 @@ class Model(_Shown):
         theirs = other if isinstance(other, Model) else describe(other, revision)
         return Diff(a=self, b=theirs, diff=diff_models(self.docs, theirs.docs))
 
-    @cached_property
+    def _shown(self) -> tuple[ModelIndex, ModelFragment]:
+        """The site's lookups over the model and its overview as of its latest ``check`` (before one: derived, not
+        verified), made again only when a check has run since."""
+        from archviz.site.notebook import model_fragment, model_index
+
+        verification = self.__dict__.get("_verification")
+        made = self.__dict__.get("_made")
+        if made is None or made[0] is not verification:
+            index = model_index(self.docs, verification=verification)
+            made = (verification, index, model_fragment(index, verification))
+            self.__dict__["_made"] = made  # a frozen dataclass: its views are kept beside its fields
+        return made[1], made[2]
+
+    @property
     def _index(self) -> ModelIndex:
-        from archviz.site.notebook import model_index
+        return self._shown()[0]
 
-        return model_index(self.docs)
-
-    @cached_property
+    @property
     def _view(self) -> ModelFragment:
-        from archviz.site.notebook import model_fragment
-
-        return model_fragment(self._index)
+        return self._shown()[1]
 
     def _html(self) -> str:
         return _render("model", self._view)
@@ -310,8 +320,9 @@ class ModelNode(_Shown):
         """Its title (``Query down-projection``)."""
         return self.node.title
 
-    @cached_property
+    @property
     def _view(self) -> CardView:
+        """The card as of the model's latest check (its status chip says what the check found of the node)."""
         from archviz.site.notebook import card_fragment
 
         return card_fragment(self.model._index, self.node.id)

@@ -20,7 +20,7 @@ from archviz.site.cards import build_card_view
 from archviz.site.compare import CompareView, build_compare_view
 from archviz.site.costs import cost_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
-from archviz.site.index import ModelContext, ModelIndex, model_slugs
+from archviz.site.index import ModelContext, ModelIndex, model_context, model_slugs
 from archviz.site.overview import model_head
 from archviz.site.overview_views import CostView, ModelHead
 from archviz.site.render import RenderContext
@@ -78,19 +78,27 @@ INSIDE = DiagramLinks(node=lambda node_id: f"#{dom_id('n', node_id)}", group=lam
 """A diagram's boxes and clusters linked to themselves: a fragment links nowhere outside itself."""
 
 
-def model_index(docs: ModelDocs, *, sizes: Sizes | None = None, cache_dtype: str | None = None) -> ModelIndex:
-    """The site's lookups over one model (its slug as the site would give it), costed at ``sizes``."""
+def model_index(
+    docs: ModelDocs,
+    *,
+    sizes: Sizes | None = None,
+    cache_dtype: str | None = None,
+    verification: Verification | None = None,
+) -> ModelIndex:
+    """The site's lookups over one model (its slug as the site would give it), costed at ``sizes``; its nodes'
+    statuses those of ``verification`` when it has been checked."""
     slug = model_slugs([docs])[0]
+    context = ModelContext() if verification is None else model_context(verification)
     if sizes is None:
-        return ModelIndex(docs, slug, ModelContext())
-    return ModelIndex(docs, slug, ModelContext(), sizes=sizes, cache_dtype=cache_dtype)
+        return ModelIndex(docs, slug, context)
+    return ModelIndex(docs, slug, context, sizes=sizes, cache_dtype=cache_dtype)
 
 
-def model_fragment(index: ModelIndex) -> ModelFragment:
-    """A model's notebook view."""
+def model_fragment(index: ModelIndex, verification: Verification | None = None) -> ModelFragment:
+    """A model's notebook view, saying what its latest check found (none: derived, not verified)."""
     graph = index.graph
     return ModelFragment(
-        head=model_head(index, verification_sentence(None)),
+        head=model_head(index, verification_sentence(verification)),
         not_modelled=graph.not_modelled,
         notes=graph.notes,
         diagram_svg=diagram_svg(graph, INSIDE),

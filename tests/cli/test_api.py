@@ -8,6 +8,7 @@ processes), the SVG must parse as XML, and nothing may be a script or load from 
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import os
 import re
@@ -313,3 +314,22 @@ def test_the_api_is_typed_and_its_error_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="not-a-model"):
         archviz.describe("not-a-model")
     assert (Path(archviz.__file__).parent / "py.typed").is_file()
+
+
+def test_the_notebook_views_follow_the_models_latest_check() -> None:
+    """Before a check the overview says its figures are derived, not verified, and the cards say "not checked";
+    after ``check`` they say what it found (here: unverified, meta=False and no checkpoint), cards made before the
+    check included."""
+    from archviz.present.check_words import verification_sentence
+
+    model = archviz.describe(MODEL)
+    node = model.node("token-embedding")
+    assert verification_sentence(None) in model._repr_html_()
+    card_before = node._repr_html_()
+    assert "not checked" in card_before
+    verdict = model.check(meta=False)
+    sentence = verification_sentence(verdict.verification)
+    assert sentence.startswith("Unverified: ") and html.escape(sentence, quote=False) in model._repr_html_()
+    assert verification_sentence(None) not in model._repr_html_()
+    card_after = node._repr_html_()
+    assert card_after != card_before and "meta=False" in card_after, card_after[:2000]
