@@ -48,12 +48,13 @@ _Bundle = dict[str, str]
 """A Jupyter MIME bundle: ``text/html``, ``text/markdown`` and ``text/plain``."""
 
 
-def _render(kind: str, view: object, name: str = "") -> str:
-    """One notebook fragment through the bundled templates."""
+def _render(kind: str, view: object, name: str = "", *, namespace: str) -> str:
+    """One notebook fragment through the bundled templates, its ids under ``namespace`` (the output's models and
+    node: two outputs of one notebook never share an id)."""
     from archviz.site.notebook import render_fragment
     from archviz.site.render import render_context
 
-    return render_fragment(kind, view, render_context(), name)
+    return render_fragment(kind, view, render_context(), name, namespace=f"archviz-{kind}-{namespace}")
 
 
 class _Shown:
@@ -285,7 +286,7 @@ class Model(_Shown):
         return self._shown()[1]
 
     def _html(self) -> str:
-        return _render("model", self._view)
+        return _render("model", self._view, namespace=self.name)
 
     def _markdown(self) -> str:
         from archviz.site.notebook import model_markdown
@@ -328,7 +329,7 @@ class ModelNode(_Shown):
         return card_fragment(self.model._index, self.node.id)
 
     def _html(self) -> str:
-        return _render("card", self._view)
+        return _render("card", self._view, namespace=f"{self.model.name}-{self.node.id}")
 
     def _markdown(self) -> str:
         from archviz.site.notebook import card_markdown
@@ -376,7 +377,7 @@ class Cost(_Shown):
         return cost_fragment(model_index(self.model.docs, sizes=self.sizes, cache_dtype=self.cache_dtype))
 
     def _html(self) -> str:
-        return _render("cost", self._view, self.model.name)
+        return _render("cost", self._view, self.model.name, namespace=self.model.name)
 
     def _markdown(self) -> str:
         from archviz.site.notebook import cost_markdown
@@ -428,7 +429,7 @@ class Verdict(_Shown):
         return verdict_fragment(self.model.name, self.verification)
 
     def _html(self) -> str:
-        return _render("verdict", self._view)
+        return _render("verdict", self._view, namespace=self.model.name)
 
     def _markdown(self) -> str:
         from archviz.site.notebook import verdict_markdown
@@ -480,7 +481,7 @@ class Diff(_Shown):
         return diff_fragment(self.a._index, self.b._index)
 
     def _html(self) -> str:
-        return _render("diff", self._view)
+        return _render("diff", self._view, namespace=f"{self.a.name}-{self.b.name}")
 
     def _markdown(self) -> str:
         from archviz.site.notebook import diff_markdown

@@ -10,6 +10,7 @@ shows prefill shapes and a card both phases, labelled, as the site does without 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -137,9 +138,28 @@ def verdict_fragment(name: str, verification: Verification) -> VerdictFragment:
     )
 
 
-def render_fragment(kind: str, view: object, context: RenderContext, name: str = "") -> str:
-    """One view's HTML fragment (``notebook/KIND.html``); ``name`` is the model's, for a view that does not say it."""
-    return context.environment.get_template(f"notebook/{kind}.html").render(view=view, name=name)
+def render_fragment(kind: str, view: object, context: RenderContext, name: str = "", namespace: str = "") -> str:
+    """One view's HTML fragment (``notebook/KIND.html``); ``name`` is the model's, for a view that does not say it.
+    Every element id, and every in-fragment link to one, is prefixed with ``namespace``: a notebook shows many
+    outputs in one page, and two models' diagrams would otherwise share ids (a box's link would jump into the other
+    output)."""
+    html = context.environment.get_template(f"notebook/{kind}.html").render(view=view, name=name)
+    return _namespaced(html, namespace) if namespace else html
+
+
+_ID = re.compile(r'\bid="([^"]+)"')
+_LINK = re.compile(r'\b((?:xlink:)?href)="#([^"]+)"')
+
+
+def _namespaced(html: str, namespace: str) -> str:
+    """``html`` with each id ``X`` written ``NAMESPACE-X``, and each link ``#X`` to one of them with it."""
+    prefix = re.sub(r"[^A-Za-z0-9_-]+", "-", namespace).strip("-") + "-"
+    ids = set(_ID.findall(html))
+    html = _ID.sub(lambda match: f'id="{prefix}{match[1]}"', html)
+    return _LINK.sub(
+        lambda match: f'{match[1]}="#{prefix}{match[2]}"' if match[2] in ids else match[0],
+        html,
+    )
 
 
 # -- plain text and Markdown ------------------------------------------------------------------------------------

@@ -163,7 +163,8 @@ def test_the_models_diagram_is_well_formed_svg_with_every_operator(
     assert title is not None and title.text == f"Data flow of {MODEL}"
     ids = {element.get("id") for element in svg.iter()}
     operators = [node["id"] for node in inspected["nodes"] if node["kind"] != "tensor"]
-    assert operators and all(f"dfg-n-{node}" in ids for node in operators)
+    # The output's ids are its own: under archviz-model-<model>-, so that no other output of the notebook shares one.
+    assert operators and all(f"archviz-model-{MODEL}-dfg-n-{node}" in ids for node in operators)
 
 
 def test_a_nodes_card_is_inspect_json_s_node(executed: list[dict[str, Any]], inspected: Any) -> None:
@@ -333,3 +334,14 @@ def test_the_notebook_views_follow_the_models_latest_check() -> None:
     assert verification_sentence(None) not in model._repr_html_()
     card_after = node._repr_html_()
     assert card_after != card_before and "meta=False" in card_after, card_after[:2000]
+
+
+def test_two_outputs_of_one_notebook_share_no_id_and_link_only_inside_themselves() -> None:
+    """A notebook is one page: two models' overviews once shared 135 ids, and a box's link jumped into the other."""
+    outputs = [archviz.describe(name)._repr_html_() for name in (MODEL, "kimi-linear-48b-a3b-instruct")]
+    outputs.append(archviz.describe(MODEL).node("token-embedding")._repr_html_())
+    ids = [set(re.findall(r'\bid="([^"]+)"', html)) for html in outputs]
+    assert ids[0] and ids[1] and not ids[0] & ids[1] and not ids[0] & ids[2] and not ids[1] & ids[2]
+    for html, own in zip(outputs, ids, strict=True):
+        links = re.findall(r'href="#([^"]+)"', html)
+        assert all(link in own for link in links), [link for link in links if link not in own][:5]
