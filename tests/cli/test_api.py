@@ -345,3 +345,14 @@ def test_two_outputs_of_one_notebook_share_no_id_and_link_only_inside_themselves
     for html, own in zip(outputs, ids, strict=True):
         links = re.findall(r'href="#([^"]+)"', html)
         assert all(link in own for link in links), [link for link in links if link not in own][:5]
+
+
+def test_a_diffs_long_tables_are_folded_under_what_they_hold() -> None:
+    """The diff's summary and totals come first; its config keys and node changes, hundreds of rows between two
+    families, are folded under a line that counts them (the view was thousands of pixels tall)."""
+    diff = archviz.describe(MODEL).diff("kimi-linear-48b-a3b-instruct")
+    folds = dict(re.findall(r'<details class="([a-z]+)">(.*?)</details>', diff._repr_html_(), flags=re.S))
+    assert set(folds) == {"config", "nodes"}
+    config_rows = folds["config"].split("<tbody>", 1)[1].count("<tr>")
+    assert f"<summary>{config_rows} config keys differ</summary>" in folds["config"]
+    assert f"<summary>{len(diff.diff.changed)} nodes differ" in folds["nodes"]
