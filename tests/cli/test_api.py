@@ -340,10 +340,10 @@ def test_two_outputs_of_one_notebook_share_no_id_and_link_only_inside_themselves
     """A notebook is one page: two models' overviews once shared 135 ids, and a box's link jumped into the other."""
     outputs = [archviz.describe(name)._repr_html_() for name in (MODEL, "kimi-linear-48b-a3b-instruct")]
     outputs.append(archviz.describe(MODEL).node("token-embedding")._repr_html_())
-    ids = [set(re.findall(r'\bid="([^"]+)"', html)) for html in outputs]
+    ids = [set(re.findall(r'\bid="([^"]+)"', output)) for output in outputs]
     assert ids[0] and ids[1] and not ids[0] & ids[1] and not ids[0] & ids[2] and not ids[1] & ids[2]
-    for html, own in zip(outputs, ids, strict=True):
-        links = re.findall(r'href="#([^"]+)"', html)
+    for output, own in zip(outputs, ids, strict=True):
+        links = re.findall(r'href="#([^"]+)"', output)
         assert all(link in own for link in links), [link for link in links if link not in own][:5]
 
 
