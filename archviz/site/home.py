@@ -110,6 +110,20 @@ def _node_search_text(node: Node, flops: tuple[int, int] | None) -> str:
     return _text(" ".join(str(number) for number in numbers), *dict.fromkeys(words))
 
 
+def _initials(title: str) -> str:
+    """The abbreviation a title's words make, as readers name the parts (``Multi-head latent attention``: ``mla``,
+    ``Mixture of experts``: ``moe``, ``Kimi Delta Attention``: ``kda``); empty for a one-word title."""
+    words = [word for word in title.split() if word[:1].isalpha()]
+    return "".join(word[0] for word in words).lower() if len(words) > 1 else ""
+
+
+def _operator_types(node: Node) -> str:
+    """The torch module classes that hold the node's tensors, by their own and their ``nn.`` names (``Linear``,
+    ``nn.Linear``), where the graph records them."""
+    classes = dict.fromkeys(row.module for row in (*node.parameters, *node.buffers) if row.module)
+    return " ".join(f"{name} nn.{name}" for name in classes)
+
+
 def _section_entries(index: ModelIndex, name: str, about: str) -> list[dict[str, str]]:
     """The overview's sections a reader searches for by what they hold: the headline figures (with their numbers),
     the costs (FLOPs, weight and cache bytes at the site's sizes), will-it-fit and the config file."""
@@ -197,7 +211,7 @@ def build_search_index(indexes: Sequence[ModelIndex]) -> str:
                     "g": name,
                     "u": group_href(group.id, root="", slug=index.slug),
                     "s": group.summary,
-                    "x": _text(group.id, group.title, group.kind.value, about),
+                    "x": _text(group.id, group.title, _initials(group.title), group.kind.value, about),
                 }
             )
         entries.extend(_section_entries(index, name, about))
@@ -222,6 +236,7 @@ def build_search_index(indexes: Sequence[ModelIndex]) -> str:
                         where,
                         " ".join(dict.fromkeys(keys)),
                         _node_search_text(node, flops),
+                        _operator_types(node),
                         about,
                     ),
                 }

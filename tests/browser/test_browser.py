@@ -509,8 +509,11 @@ def test_search_for_kda_lists_every_kda_card_grouped_by_model(
 # scales (weight_scale_inv) is the first attention projection's (q_a_proj); Kimi-K2.5 stores its routed experts in
 # INT4; a tensor name with its layer and expert numbers lands on the node whose template it fills. The home table's
 # figures as it prints them (K2's 1.03 T parameters, 32.9 B active, 70.3 KB of cache per token), with or without the
-# space, land on the model's overview.
+# space, land on the model's overview; an abbreviation (MLA) on the group it abbreviates, an operator type
+# (nn.Linear) on the first operator of that type.
 PASTED = {
+    "MLA": f"{K2}/index.html#group-attention",
+    "nn.Linear": f"{K2}/nodes/attention.q-a-proj.html",
     "1.03T": f"{K2}/index.html",
     "1.03 T": f"{K2}/index.html",
     "32.9 B": f"{K2}/index.html",
