@@ -19,6 +19,7 @@ from tests.browser.test_browser import HOSTILE, PHONE, WIDE, artifacts, open_pag
 from tests.conftest import BundledSite
 from tests.families.test_families import PUBLISHED
 
+REPO = Path(__file__).resolve().parents[2]
 K2 = "kimi-k2-instruct"
 KIMI_LINEAR = "kimi-linear-48b-a3b-instruct"
 DEEPSEEK = str(Path(__file__).parents[1] / "data" / "deepseek-v3.config.json")
@@ -276,4 +277,22 @@ def test_the_phone_page_is_bounded(kimi_page: Path, open_page: Callable[..., Any
     # Unfolding what is folded brings the long tables back: the folding is what keeps the page short.
     page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
     assert page.evaluate("document.documentElement.scrollHeight") > height + 5_000
+    assert watch.clean(), watch
+
+
+def test_both_sides_values_share_the_config_tables_width(open_page: Callable[..., Any]) -> None:  # noqa: F811
+    """Kimi-K2.5's quantization_config, a long JSON object, once took 829 px and left Kimi-K2's side 53: each side's
+    value column now has the same share of the table, and a long value wraps inside its own cell."""
+    page, watch = open_page(REPO / "site" / "compare" / K2 / "kimi-k2.5.html")
+    widths = page.evaluate(
+        """() => Array.from(document.querySelectorAll('table.compare-config'), table => {
+          const row = table.querySelector('tbody tr');
+          const cell = label => row.querySelector(`td[data-label="${label}"]`).getBoundingClientRect().width;
+          return [cell('A'), cell('B'), table.getBoundingClientRect().width];
+        })"""
+    )
+    assert widths
+    for a, b, table in widths:
+        assert abs(a - b) < 2 and a > 0.25 * table, (a, b, table)
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert watch.clean(), watch
