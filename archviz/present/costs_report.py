@@ -68,6 +68,11 @@ PARTIAL_COSTS = (
     "parts the graph does not build are unknown."
 )
 """Said with the costs of a graph that does not model the whole model."""
+PARTIAL_TERMINAL = (
+    "Only part of this model is modelled: its FLOPs, cache and state are not known (the modelled part's would read "
+    "as the model's; --json gives them, with modelled_in_full false)."
+)
+"""What the terminal says instead of the costs of a partial config's graph."""
 
 
 def cost_json(
@@ -202,7 +207,10 @@ def render_cost(
         head.add_row("weights' dtype (the config declares none)", f"assumed {said.assumed_name}")
     # A graph the cost model does not price says so below: "the costs of the modelled part" would contradict it.
     partial = report.priced and not modelled_in_full(graph)
-    warnings = [f"[bold yellow]{escape(PARTIAL_COSTS)}[/]"] if partial else []
+    # A partial config (Kimi-K3's) builds a fragment whose costs would read as the model's: none is shown. A graph
+    # that leaves out a part (a vision tower) shows the costs of what it builds, said to be of that part.
+    unknown = partial and graph.partial
+    warnings = [f"[bold yellow]{escape(PARTIAL_TERMINAL if unknown else PARTIAL_COSTS)}[/]"] if partial else []
     warnings += [f"[bold yellow]Weight bytes estimated:[/] {escape(sentence)}" for sentence in said.estimated]
     if said.assumed_dtype is not None:
         warnings.append(f"[bold yellow]dtype assumed:[/] {escape(said.assumed_dtype.source)}")
@@ -211,6 +219,9 @@ def render_cost(
         return RichGroup(
             head, *warnings, f"[bold yellow]FLOPs and cache not priced:[/] {escape(unpriced_reason(graph))}"
         )
+    if unknown:  # the fragment's FLOPs and cache would read as the model's (Kimi-K3's read 0)
+        head.add_row("FLOPs, cache and state", "not known: only part of the model is modelled")
+        return RichGroup(head, *warnings)
     head.add_row(f"cache per token per sequence ({report.cache_dtype})", bytes_text(report.cache_per_token))
     head.add_row("state per sequence (independent of S)", bytes_text(report.state_bytes))
     head.add_row(f"cache and state at S = {sizes.context:,}, B = {sizes.batch:,}", bytes_text(report.cache_at_context))

@@ -339,8 +339,11 @@ def test_a_partial_graph_is_priced_for_its_modelled_part_and_says_so() -> None:
     partial, whole = cost_json("kimi-k3"), cost_json("kimi-k2-instruct")
     assert partial["modelled_in_full"] is False and whole["modelled_in_full"] is True
     assert "not_priced" not in partial and partial["weights"]["bytes"] > 0
-    shown = runner.invoke(app, ["cost", "kimi-k3"]).output
-    assert "Only part of this model is modelled: these are the costs of the modelled part" in shown
+    shown = runner.invoke(app, ["cost", "kimi-k3"], env={"COLUMNS": "200"}).output
+    # The terminal shows no FLOPs, cache or state of the modelled part: Kimi-K3's read 0 as if they were the model's.
+    assert "Only part of this model is modelled: its FLOPs, cache and state are not known" in shown
+    assert "not known: only part of the model is modelled" in shown
+    assert "prefill FLOPs" not in shown and "cache per token" not in shown and "FLOPs by part" not in shown
     assert "Only part of this model" not in runner.invoke(app, ["cost", "kimi-k2-instruct"]).output
 
 
