@@ -122,22 +122,20 @@ def config_changes(a: ConfigSide, b: ConfigSide) -> tuple[ConfigChange, ...]:
                 and b.leaves_at_default((*b_root, *path), in_b, b_value),
             )
         )
-    return _renamed(changes, a, b)
+    return _renamed(changes)
 
 
-def _renamed(changes: list[ConfigChange], a: ConfigSide, b: ConfigSide) -> tuple[ConfigChange, ...]:
+def _renamed(changes: list[ConfigChange]) -> tuple[ConfigChange, ...]:
     """A key A sets under an older name (``torch_dtype``) and B under the new one (``dtype``) as one change,
-    ``renamed``, in B's place, instead of one removed and one added; B's value against A's."""
+    ``renamed``, in A's place, instead of one removed and one added; B's value against A's."""
     removed = {change.key: change for change in changes if change.kind is ChangeKind.REMOVED}
-    paired: dict[str, ConfigChange] = {}
+    old_names = {new: old for old, new in RENAMED_KEYS.items()}
+    merged: dict[str, ConfigChange] = {}  # by A's key
     for change in changes:
-        if change.kind is not ChangeKind.ADDED:
-            continue
-        parent, _, name = change.key.rpartition(".")
-        old = next((o for o, new in RENAMED_KEYS.items() if new == name), None)
-        before = removed.get(f"{parent}.{old}" if parent else str(old)) if old is not None else None
-        if before is not None:
-            paired[before.key] = replace(
+        parent, dot, name = change.key.rpartition(".")
+        before = removed.get(parent + dot + old_names[name]) if name in old_names else None
+        if change.kind is ChangeKind.ADDED and before is not None:
+            merged[before.key] = replace(
                 change,
                 kind=ChangeKind.RENAMED,
                 a=before.a,
@@ -145,10 +143,11 @@ def _renamed(changes: list[ConfigChange], a: ConfigSide, b: ConfigSide) -> tuple
                 a_key=before.key,
                 defaults=before.defaults and change.defaults,
             )
+    taken = {change.key for change in merged.values()}
     return tuple(
-        paired.get(change.key, change)
+        merged.get(change.key, change)
         for change in changes
-        if change.key not in {item.key for item in paired.values()} or change.kind is not ChangeKind.ADDED
+        if not (change.kind is ChangeKind.ADDED and change.key in taken)
     )
 
 

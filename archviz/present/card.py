@@ -138,8 +138,9 @@ def _sources(document: Mapping[str, Any]) -> list[str]:
     for label, file in (("Modeling code", modeling), ("Config", config)):
         if file is not None:
             where = f"{file['path']} at {file['revision']}" if file.get("revision") else file["path"]
-            note = REVISION_NOTES.get(RevisionKind(file["revision_kind"])) if file.get("revision") else None
-            said = f" ({note})" if note is not None and note != "release" else ""
+            # A release tag (v5.24.0) says what it is; a commit or a content hash is said to be one.
+            shown = file.get("revision") and file["revision_kind"] != RevisionKind.PACKAGE_VERSION
+            said = f" ({REVISION_NOTES[RevisionKind(file['revision_kind'])]})" if shown else ""
             lines.append(f"- {label}: {markdown_link(where, file.get('url'))}{said}")
     lines.append("")
     rows = []

@@ -244,10 +244,10 @@ def render_cost(
     parts = Table(title="FLOPs by part")
     # With MLA, decode is counted both ways, as the headline does: transformers' eager MLA and as engines run it.
     absorbed = report.decode_absorbed is not None
-    columns = ("part", "prefill", "decode, transformers' eager MLA", "decode, MLA absorbed") if absorbed else None
-    for column in columns or ("part", "prefill", "decode"):
+    decodes = ("decode, transformers' eager MLA", "decode, MLA absorbed") if absorbed else ("decode",)
+    for column in ("part", "prefill", *decodes):
         parts.add_column(column, justify="left" if column == "part" else "right")
-    engines = report.engine_by_part()
+    engines = report.engine_by_part() if absorbed else {}
     for part, (prefill, decode) in report.by_part.items():
         parts.add_row(escape(part), f"{prefill:,}", f"{decode:,}", *([f"{engines[part]:,}"] if absorbed else []))
     layers = Table(title="Cache by layer type")

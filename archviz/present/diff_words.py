@@ -130,7 +130,7 @@ def _totals_sentence(parts: _Parts) -> str | None:
         names = " and ".join(parts.diff.partial)
         verb = "is" if len(parts.diff.partial) == 1 else "are"
         return (
-            f"Parameters are not compared: {names} {verb} modelled only in part (its counts are of the modelled part)"
+            f"Parameters are not compared: {names} {verb} modelled only in part (a part's counts are not the model's)"
         )
     rows = {row.name: row for row in parts.diff.totals}
     said = []

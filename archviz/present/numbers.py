@@ -154,14 +154,18 @@ def signed_short(difference: int) -> str:
     return f"−{short_count(-difference)}" if difference < 0 else "0"
 
 
+def reads_as_difference(a: int, b: int) -> bool:
+    """Whether ``change_text`` gives B against A as the signed difference: they differ, and A is zero or B is within
+    ``CLOSE`` of it."""
+    return a != b and (not a or abs(b / a - 1) <= CLOSE)
+
+
 def change_text(a: int, b: int) -> str:
     """B against A in one figure: ``×1.53`` (``ratio_text``), or within ``CLOSE`` of ``×1`` the signed difference
     (``+471 M``), which says how much where a ratio would read as no change; ``×1`` when they are equal."""
     if a == b:
         return "×1"
-    if a and abs(b / a - 1) > CLOSE:
-        return ratio_text(b / a)
-    return signed_short(b - a)
+    return signed_short(b - a) if reads_as_difference(a, b) else ratio_text(b / a)
 
 
 def format_ratio(a: int, b: int) -> str:

@@ -21,7 +21,14 @@ from archviz.diff.records import ConfigChange, ConfigSame, FieldChange, LayerCha
 from archviz.pipeline import ModelDocs
 from archviz.present.diff_report import layer_runs, run_label
 from archviz.present.diff_words import summarise
-from archviz.present.numbers import format_config_value, format_difference, format_ratio, format_value
+from archviz.present.numbers import (
+    ABSENT,
+    format_config_value,
+    format_difference,
+    format_ratio,
+    format_value,
+    reads_as_difference,
+)
 from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
 from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
 from archviz.site.views import Link, Page, PartialBadge
@@ -250,8 +257,8 @@ def _change_row(key: ConfigChange, a: ModelIndex, b: ModelIndex) -> ConfigRow:
     return ConfigRow(
         key=key.key,
         kind=key.kind.value if key.a_key is None else f"{key.kind.value} from {key.a_key}",
-        a=format_config_value(key.a) if key.a_line is not None else "—",
-        b=format_config_value(key.b) if key.b_line is not None else "—",
+        a=format_config_value(key.a) if key.a_line is not None else ABSENT,
+        b=format_config_value(key.b) if key.b_line is not None else ABSENT,
         a_line=_line(a, key.a_line),
         b_line=_line(b, key.b_line),
     )
@@ -312,7 +319,7 @@ def _layer_rows(diff: ModelDiff) -> tuple[ValueRow, ...]:
     b = {layer.index: layer.kind for layer in diff.layer_map.b}
     every = [LayerChange(index=index, a=a.get(index), b=b.get(index)) for index in sorted(a.keys() | b.keys())]
     return tuple(
-        ValueRow(label=run_label(run), a=run.a or "—", b=run.b or "—", changed=run.a != run.b)
+        ValueRow(label=run_label(run), a=run.a or ABSENT, b=run.b or ABSENT, changed=run.a != run.b)
         for run in layer_runs(every)
     )
 
@@ -323,8 +330,8 @@ def _total_rows(diff: ModelDiff) -> tuple[ValueRow, ...]:
             label=row.label,
             a=f"{row.a:,}",
             b=f"{row.b:,}",
-            difference="—" if diff.partial else format_difference(row.difference),
-            ratio="—" if diff.partial else format_ratio(row.a, row.b),
+            difference=ABSENT if diff.partial else format_difference(row.difference),
+            ratio=ABSENT if diff.partial else format_ratio(row.a, row.b),
             changed=row.difference != 0,
         )
         for row in diff.totals
@@ -384,6 +391,9 @@ def build_compare_view(
     marks_a, marks_b = _marks(diff)
     config, at_defaults, alike = _config_rows(diff, a, b)
     totals = _total_rows(diff)
+    # The first total whose ratio column shows the signed difference (none is compared beside a partial side).
+    pairs = zip(totals, diff.totals, strict=True)
+    close = None if diff.partial else next((row for row, t in pairs if t.a and reads_as_difference(t.a, t.b)), None)
     title = f"{a.title()} vs {b.title()}"
     home = Link(title="Home", href=f"{ROOT}index.html")
     return CompareView(
@@ -394,7 +404,7 @@ def build_compare_view(
         summary=summarise(diff, a.docs, b.docs),
         verdict="The architectures differ." if diff.differs else "No architectural difference.",
         totals=totals,
-        close_total=next((row for row in totals if row.ratio[:1] in ("+", "−")), None),
+        close_total=close,
         config=config,
         config_defaults=at_defaults,
         config_defaults_differing=sum(1 for key in diff.config if key.defaults),
