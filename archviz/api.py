@@ -323,10 +323,16 @@ class ModelNode(_Shown):
 
     @property
     def _view(self) -> CardView:
-        """The card as of the model's latest check (its status chip says what the check found of the node)."""
+        """The card as of the model's latest check (its status chip says what the check found of the node), made
+        again only when a check has run since (a notebook asks for the HTML, Markdown and text of one display)."""
         from archviz.site.notebook import card_fragment
 
-        return card_fragment(self.model._index, self.node.id)
+        index = self.model._index
+        made = self.__dict__.get("_made")
+        if made is None or made[0] is not index:
+            made = (index, card_fragment(index, self.node.id))
+            self.__dict__["_made"] = made
+        return made[1]
 
     def _html(self) -> str:
         return _render("card", self._view, namespace=f"{self.model.name}-{self.node.id}")
