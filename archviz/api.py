@@ -264,6 +264,13 @@ class Model(_Shown):
         theirs = other if isinstance(other, Model) else describe(other, revision)
         return Diff(a=self, b=theirs, diff=diff_models(self.docs, theirs.docs))
 
+    def json(self) -> dict[str, Any]:
+        """The ``archviz inspect --json`` document: every node with its shapes, parameter rows and provenance, the
+        totals, and the cost at the default sizes (plain data: dicts, lists, strings, numbers)."""
+        from archviz.present.documents import inspect_document
+
+        return inspect_document(self.docs)
+
     def _shown(self) -> tuple[ModelIndex, ModelFragment]:
         """The site's lookups over the model and its overview as of its latest ``check`` (before one: derived, not
         verified), made again only when a check has run since."""
@@ -320,6 +327,13 @@ class ModelNode(_Shown):
     def title(self) -> str:
         """Its title (``Query down-projection``)."""
         return self.node.title
+
+    def json(self) -> dict[str, Any]:
+        """The node as ``archviz inspect --json`` lists it (one entry of ``Model.json()["nodes"]``)."""
+        from archviz.present.json_documents import node_json
+
+        docs = self.model.docs
+        return node_json(docs.graph, self.node, docs.sources.nodes.get(self.node.id) if docs.sources else None)
 
     @property
     def _view(self) -> CardView:

@@ -178,6 +178,17 @@ def test_a_nodes_card_is_inspect_json_s_node(executed: list[dict[str, Any]], ins
     assert node["outputs"][0] in executed[1]["text/html"]  # the output shape, as inspect writes it
 
 
+def test_a_models_and_a_nodes_json_are_inspect_json_s(inspected: Any) -> None:
+    """``Model.json()`` is the ``inspect --json`` document (here printed by its own process) and ``ModelNode.json()``
+    its node's entry, as plain data that survives a JSON round trip unchanged."""
+    model = archviz.describe(MODEL)
+    document = model.json()
+    assert json.loads(json.dumps(document)) == document == inspected
+    entry = next(item for item in inspected["nodes"] if item["id"] == NODE)
+    assert model.node(NODE).json() == entry
+    assert [node.json()["id"] for node in model.nodes] == [item["id"] for item in inspected["nodes"]]
+
+
 def test_a_cost_is_cost_json_s_at_the_same_sizes(executed: list[dict[str, Any]]) -> None:
     expected = _cli_json("cost", MODEL, "--prompt", "4096", "--context", "8192")
     shown = figures(parse(executed[2]["text/html"]))
