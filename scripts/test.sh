@@ -27,5 +27,8 @@ if command -v node >/dev/null && command -v npm >/dev/null \
   npm ci --prefix tests/js --no-audit --no-fund --silent
 fi
 
+# The processes the tests start keep their compiled bytecode, as an installed package's is compiled when pip installs
+# it (an editable install compiles nothing; without this each fresh interpreter compiles archviz's modules again).
+unset PYTHONDONTWRITEBYTECODE
 # Every core, each test file in one worker (-n 0 runs in one process).
 exec .venv/bin/python -m pytest -n auto --dist loadfile "$@"
