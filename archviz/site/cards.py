@@ -258,6 +258,8 @@ def build_card_view(
         summary=node.summary,
         shapes=shapes,
         parameters_headline=_parameters_headline(node, shares),
+        module_classes=module_classes(node),
+        computes="" if node.op is None else node.op.kind.value,
         parameters=parameters_view(index, node),
         shares=None if shares is None else Link(title=shares.title, href=node_href(shares.id, root=root, slug=slug)),
         flops=flops,
@@ -352,6 +354,12 @@ def context_diagram(
     if drawn is None:
         drawn = diagram_svg(group_graph(index.graph, group.id), links or _card_links(index, root))
     return group_label(group), mark_current(drawn, node.id)
+
+
+def module_classes(node: Node) -> tuple[str, ...]:
+    """The torch module classes that hold the node's tensors (``Linear``, ``Embedding``, a model's own
+    ``Qwen3_5MoeRMSNorm``), each once, where the graph records them."""
+    return tuple(dict.fromkeys(row.module for row in (*node.parameters, *node.buffers) if row.module))
 
 
 def _parameters_headline(node: Node, shares: Node | None) -> str:

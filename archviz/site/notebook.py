@@ -207,6 +207,10 @@ def card_text(view: CardView) -> str:
     lines = [f"{view.title} [{view.kind}] {view.code}", view.summary]
     for row in view.shapes:
         lines += [f"  {row.label}: {item.prefill} {item.name}{item.dtype}" for item in row.shapes]
+    if view.module_classes:
+        lines.append(f"  module: {', '.join(view.module_classes)}")
+    if view.computes:
+        lines.append(f"  computes: {view.computes}")
     if view.parameters_headline:
         lines.append(f"  parameters: {view.parameters_headline}")
     return "\n".join(lines)

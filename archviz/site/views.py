@@ -284,6 +284,10 @@ class CardView:
     """Its tensors' shapes."""
     parameters_headline: str
     """The count shown in the shape list, or empty for tensor states."""
+    module_classes: tuple[str, ...]
+    """The torch module classes holding its tensors (``Linear``), where the graph records them."""
+    computes: str
+    """What the cost model counts it as (an ``OpKind``'s value: ``attention``, ``linear``), or empty."""
     parameters: ParametersView | None
     """The Parameters section; None for a node without parameters or buffers."""
     shares: Link | None

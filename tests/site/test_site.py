@@ -259,6 +259,34 @@ def test_settings_are_shown(k2_site: Path) -> None:
     assert "mscale_all_dim" in text
 
 
+def _facts(site: Path, node: str) -> dict[str, str]:
+    facts = article(site, node).find("dl", "facts")
+    return {squash(div.find("dt").text()): squash(div.find("dd").text()) for div in facts.find_all("div", "fact")}
+
+
+@pytest.mark.parametrize(
+    ("node", "module", "computes"),
+    [
+        ("token-embedding", "Embedding", None),
+        ("attention.q-a-proj", "Linear", "linear"),
+        ("attention.sdpa", None, "attention"),
+        ("moe.routed-expert", "Linear", "experts"),
+        ("embedded-state", None, None),
+    ],
+)
+def test_a_card_names_its_module_class_and_what_it_computes(
+    k2_site: Path, k2: ModelDocs, node: str, module: str | None, computes: str | None
+) -> None:
+    """The torch class that holds the node's tensors, as its parameter rows record it, and the operator kind the cost
+    model counts it as (issue 43: cards named no operator type)."""
+    facts = _facts(k2_site, node)
+    graph_node = next(item for item in k2.graph.nodes if item.id == node)
+    assert facts.get("module") == module
+    assert module is None or {row.module for row in graph_node.parameters} == {module}
+    assert facts.get("computes") == computes
+    assert computes is None or (graph_node.op is not None and graph_node.op.kind.value == computes)
+
+
 # -- overview, home, search ----------------------------------------------------------------------------
 
 
