@@ -297,7 +297,11 @@ def _finish_svg(
         for key in [key for key in element.attrib if key.startswith("{http://www.w3.org/XML/1998/namespace}")]:
             del element.attrib[key]  # xml:space="preserve": the labels have no runs of spaces
     width, height = (root.attrib.pop(key).removesuffix("pt") for key in ("width", "height"))
-    root.attrib.update({"width": width, "height": height, "class": "dfg", "role": "img"})
+    # A group named by its <title>, not an image: an image's children are presentational, which would hide every
+    # box's link from the accessibility tree; as a group, each box is a link named by its text.
+    root.attrib.update(
+        {"width": width, "height": height, "class": "dfg", "role": "group", "aria-roledescription": "diagram"}
+    )
     by_id = {element.get("id"): element for element in root.iter() if element.get("id")}
     for parent in root.iter():  # tooltips come from xlink:title; Graphviz's <title> names DOT nodes
         for child in [child for child in parent if _localname(child.tag) == "title"]:
@@ -307,6 +311,12 @@ def _finish_svg(
     root.insert(0, heading)
     for element_id, lines in (originals or {}).items():  # the real text of labels laid out with ASCII stand-ins
         _write_back(by_id.get(element_id), lines)
+    for link in root.iter(f"{{{SVG_NS}}}a"):
+        # A link's name is what its box or label shows first (the node's title, the tensor's name); Chromium would
+        # otherwise name it by its tooltip, the node's summary, which stays its description.
+        first = next((text.text for text in link.iter(f"{{{SVG_NS}}}text") if text.text and text.text.strip()), None)
+        if link.get(_XLINK_HREF) and first:
+            link.set("aria-label", first.strip())
     for edge_id, prefill, decode in labels:
         label = by_id.get(f"a_{edge_id}-label") or by_id.get(edge_id)
         if label is None:

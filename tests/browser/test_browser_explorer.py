@@ -412,3 +412,40 @@ def test_without_javascript_the_diagram_is_as_before(browser: Any, site: Path) -
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     finally:
         context.close()
+
+
+def test_screen_readers_get_the_diagram_as_a_group_of_links(
+    site: Path,
+    models: dict[str, ModelDocs],
+    open_page: Callable[..., Any],  # noqa: F811
+) -> None:
+    """Chromium's own accessibility tree (the DevTools protocol's, what a screen reader is handed): the diagram is a
+    group named by its title, not an image (whose children ARIA makes presentational: a reader would get one picture
+    and none of its links), and every box that opens a card is a link in it, named by the box's text."""
+    page, watch = open_page(site / K2 / "index.html")
+    tree = page.context.new_cdp_session(page).send("Accessibility.getFullAXTree")["nodes"]
+    by_id = {node["nodeId"]: node for node in tree}
+
+    def role(node: dict[str, Any]) -> str:
+        return str(node.get("role", {}).get("value"))
+
+    def name(node: dict[str, Any]) -> str:
+        return str(node.get("name", {}).get("value", ""))
+
+    (diagram,) = [node for node in tree if name(node) == f"Data flow of {K2}" and not node.get("ignored")]
+    assert role(diagram) == "group"
+    links, stack = [], list(diagram.get("childIds", []))
+    while stack:
+        node = by_id[stack.pop()]
+        if role(node) == "link" and not node.get("ignored"):
+            links.append(name(node))
+        stack += node.get("childIds", [])
+    hrefs = page.evaluate(
+        "() => Array.from(document.querySelectorAll('#diagram svg.dfg a'), a => a.getAttribute('xlink:href') || '')"
+        ".filter(href => href.includes('/nodes/'))"
+    )
+    assert len(links) >= len(hrefs) > 30
+    titles = {node.title for node in models[K2].graph.nodes if node.kind.value != "tensor"}
+    named = {title for title in titles if any(link.startswith(title) for link in links)}
+    assert named == titles, (titles - named, links[:8])
+    assert watch.errors == []
