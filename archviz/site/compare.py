@@ -10,6 +10,7 @@ diagrams side by side with the changed, added and removed nodes marked. The view
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -118,6 +119,14 @@ class ValueRow:
     """``×1.5`` for a total; empty otherwise."""
     changed: bool = True
     """Whether the two differ (only then is the row marked)."""
+
+    @property
+    def numeric(self) -> bool:
+        """Whether both values are whole numbers (``1,174,405,120``): cells a line break must not cut."""
+        return all(_WHOLE_NUMBER.fullmatch(value) for value in (self.a, self.b))
+
+
+_WHOLE_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})*")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

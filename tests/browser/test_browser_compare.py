@@ -4,6 +4,7 @@ errors, no failed requests, links that land, a table that sorts, and a table tha
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -296,3 +297,23 @@ def test_both_sides_values_share_the_config_tables_width(open_page: Callable[...
         assert abs(a - b) < 2 and a > 0.25 * table, (a, b, table)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert watch.clean(), watch
+
+
+def test_no_number_in_a_compare_table_is_cut_on_a_phone(
+    kimi_page: Path,
+    bundled_site: BundledSite,
+    open_page: Callable[..., Any],  # noqa: F811
+) -> None:
+    """At 390 px every whole number in the compare pages' tables (totals, FLOPs, a node's parameters) stays on one line:
+    "140,265," over "847,259,136" reads as two numbers. The page stays within the screen."""
+    from tests.browser.test_browser_a11y import _BROKEN_WORDS
+
+    partial = bundled_site("kimi-k3", KIMI_LINEAR, compare=[("kimi-k3", KIMI_LINEAR)])
+    for path in (kimi_page, partial / "compare" / "kimi-k3" / f"{KIMI_LINEAR}.html"):
+        page, watch = open_page(path, viewport=PHONE, scheme="dark")
+        page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+        broken = page.evaluate(_BROKEN_WORDS, ".compare td, .compare th")
+        numbers = [word for word in broken if re.fullmatch(r"[(+\-×]*[\d,.]+\)?", word)]
+        assert numbers == [], (path.name, numbers)
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path.name
+        assert watch.clean(), watch
