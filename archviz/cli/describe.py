@@ -69,20 +69,37 @@ def card(
     assume: AssumeOption = None,
     partial: PartialOption = False,
     source: SourceOption = "auto",
+    repo: Annotated[
+        str | None,
+        typer.Option(
+            "--repo",
+            metavar="ORG/NAME",
+            help="The Hub repo the card is for, named and linked as where the config is from (for a local folder).",
+        ),
+    ] = None,
 ) -> None:
     """Print an "Architecture" section for MODEL's model card: figures, layer map, cost, a Mermaid diagram, sources.
 
     Every number is the one `inspect --json` gives.
     """
+    from archviz.inputs.resolve import is_repo_id
     from archviz.pipeline import describe_model
     from archviz.present.card import model_card
 
     del markdown  # Markdown is the only format; the flag names it, as the README's command line does
 
-    docs = describe_model(
-        model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
-    )
-    sys.stdout.write(model_card(docs))
+    try:
+        if repo is not None and not is_repo_id(repo):
+            raise InputError("--repo takes a Hub repo id of the form org/name", path=repo)
+        docs = describe_model(
+            model, revision=revision, assumptions=_assumptions(assume), partial=partial, source=_source(source)
+        )
+        known = docs.graph.model.repo
+        if repo is not None and known is not None and known != repo:
+            raise InputError(f"the card is of the Hub repo {known}; --repo names another ({repo})", path=model)
+    except InputError as error:
+        raise _fail(error) from None
+    sys.stdout.write(model_card(docs, repo=repo))
 
 
 def export(

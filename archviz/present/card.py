@@ -174,12 +174,14 @@ def _code_link(node: Mapping[str, Any]) -> str:
     return markdown_link(text, found.get("url"))
 
 
-def model_card(docs: ModelDocs) -> str:
-    """The model card's "Architecture" section as Markdown (the same numbers as ``inspect --json``)."""
+def model_card(docs: ModelDocs, *, repo: str | None = None) -> str:
+    """The model card's "Architecture" section as Markdown (the same numbers as ``inspect --json``). ``repo``: the
+    Hub repo the card is for, named (and linked) as where the config is from when the model was read from a folder."""
     document = inspect_document(docs)
     model = document["model"]
     revision = f" at revision {markdown_text(model['revision'])}" if model.get("revision") else ""
-    origin = f" of {markdown_text(model['repo'])}{revision}" if model.get("repo") else ""
+    name = model.get("repo") or repo
+    origin = f" of {markdown_link(name, f'https://huggingface.co/{name}')}{revision}" if name else ""
     lines = [
         "## Architecture",
         "",

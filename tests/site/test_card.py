@@ -24,6 +24,7 @@ from archviz.present.mermaid import mermaid_flowchart, mermaid_text
 from tests.node_tools import mermaid_parse
 
 K2 = "kimi-k2-instruct"
+REPO = Path(__file__).resolve().parents[2]
 HOSTILE = (
     '``` </td><script>alert(1)</script> "]; n0 --> n1 %%{init: {"theme": "dark"}}%% [x](javascript:alert(1)) #amp; | *_'
 )
@@ -345,3 +346,24 @@ def test_the_symbols_of_the_diagrams_shapes_are_explained(card: str) -> None:
     explained = {item.split()[0] for item in legend.split(";") if item.split()}
     assert symbols <= explained, sorted(symbols - explained)
     assert {"d", "ffn"} <= explained
+
+
+def test_a_folders_card_names_the_hub_repo_it_is_for(tmp_path: Path) -> None:
+    """``--repo``: a card written from a local folder names (and links) the Hub repo it is for; a repo id that is not
+    one, or one that contradicts the Hub repo the model was read from, is bad input (exit 2, one line)."""
+    folder = tmp_path / "my-k2"
+    folder.mkdir()
+    (folder / "config.json").write_bytes((REPO / "archviz" / "bundled" / K2 / "config.json").read_bytes())
+    plain = cli("card", str(folder))
+    named = cli("card", str(folder), "--repo", "acme/my-k2")
+    assert "read from the config by archviz." in plain and "acme" not in plain
+    assert "read from the config of [acme/my-k2](https://huggingface.co/acme/my-k2) by archviz." in named
+    # Everything else is the same card.
+    assert named.replace(" of [acme/my-k2](https://huggingface.co/acme/my-k2)", "") == plain
+    for args, message in (
+        ((str(folder), "--repo", "not a repo"), "not a repo: --repo takes a Hub repo id of the form org/name"),
+        ((K2, "--repo", "acme/other"), "--repo names another (acme/other)"),
+    ):
+        result = runner.invoke(app, ["card", *args])
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1 and message in result.output, result.output
