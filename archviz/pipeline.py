@@ -193,9 +193,14 @@ def _modeling_files(
 
 
 def _transformers_ships(model_type: str) -> bool:
-    from archviz.transformers.configs import transformers_ships
+    from archviz.inputs.cache import cached_answer
 
-    return transformers_ships(model_type)
+    def ask(model_type: str) -> bool:
+        from archviz.transformers.configs import transformers_ships
+
+        return transformers_ships(model_type)
+
+    return bool(cached_answer("ships", model_type, ask))
 
 
 def _code_family(model_type: str) -> Family:
@@ -206,6 +211,11 @@ def _code_family(model_type: str) -> Family:
 
 
 def _read_code(request: CodeRequest) -> ModelCode:
-    from archviz.transformers.module_tree import read_model_code
+    from archviz.inputs.cache import cached_code
 
-    return read_model_code(request)
+    def read(request: CodeRequest) -> ModelCode:
+        from archviz.transformers.module_tree import read_model_code
+
+        return read_model_code(request)
+
+    return cached_code(request, read)

@@ -13,7 +13,13 @@ import pytest
 from filelock import FileLock
 
 from archviz.common.process import collect_less
+from archviz.inputs.cache import NO_CACHE_ENV
 from tests.chromium import browser, tabs  # noqa: F401 - session fixtures: one Chromium per test process
+
+# The description cache is off in every test and the processes they start: a test that plants a misreading (or
+# patches transformers) must read the model itself, and the suite must not read or fill the user's cache.
+# tests/cli/test_cache.py turns it on, in a folder of its own.
+os.environ[NO_CACHE_ENV] = "1"
 
 GOLDENS = Path(__file__).parent / "goldens"
 

@@ -41,6 +41,12 @@ class _Commands(TyperGroup):
         if "--debug" in args[:end]:
             ctx.meta[DEBUG] = True
             args = [arg for arg in args[:end] if arg != "--debug"] + args[end:]
+            end = args.index("--") if "--" in args else len(args)
+        if "--no-cache" in args[:end]:
+            from archviz.inputs.cache import NO_CACHE_ENV
+
+            os.environ[NO_CACHE_ENV] = "1"  # this process and the workers it starts (render --jobs)
+            args = [arg for arg in args[:end] if arg != "--no-cache"] + args[end:]
         for param in self.get_params(ctx):  # with the help option
             _coerce_plainly(param)
         return super().parse_args(ctx, args)
@@ -209,6 +215,14 @@ def _print_version(value: bool) -> None:
 def _root(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show the traceback of an internal error (exit code 4).")
+    ] = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="Neither read nor write the description cache of models read off transformers' code "
+            "($ARCHVIZ_CACHE, else ~/.cache/archviz).",
+        ),
     ] = False,
     version: Annotated[
         bool,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -212,10 +213,18 @@ def plan(
     docs = describe_model(model, revision=revision, assumptions=_assumptions(assume))
     plans = None
     if restated_plans(docs.graph, docs.family) is None:  # read off transformers' classes
-        from archviz.transformers.configs import parallel_plans
+        from archviz.cost.parallel_plans import ParallelPlans
+        from archviz.inputs.cache import cached_answer
+
+        def ask(model_type: str) -> dict[str, Any] | None:
+            from archviz.transformers.configs import parallel_plans
+
+            found = parallel_plans(model_type)
+            return None if found is None else dataclasses.asdict(found)
 
         with doing("reading transformers' parallel plans"):
-            plans = parallel_plans(docs.graph.model.transformers_model_type)
+            held = cached_answer("plans", docs.graph.model.transformers_model_type, ask)
+            plans = None if held is None else ParallelPlans(**held)
     request = PlanRequest(
         gpu=device,
         parallelism=Parallelism(tp=tp, ep=ep, pp=pp, dp=dp),
