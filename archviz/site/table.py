@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from archviz.cost.report import costs_unknown
 from archviz.cost.terms import DEFAULT_SIZES
@@ -89,6 +89,21 @@ def _assumed(index: ModelIndex, cell: TableCell, key: str) -> TableCell:
     return TableCell(text=f"{cell.text} (assumed)", detail=f"{key} assumed: {assumption.source}")
 
 
+def _configured(index: ModelIndex, key: object) -> int | None:
+    """A partial graph's count its config sets at ``key`` (a family's schema key, or a name), where the graph does not
+    model the part it counts; None when the config does not set it as a count."""
+    if key is None or index.complete():
+        return None
+    value = index.docs.config.settings.get(str(key))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _from_config(text: str, key: object, sort: str) -> TableCell:
+    """A fact of the part a partial graph leaves out, as its config states it: shown and ranked (the config sets it),
+    and said to be the config's, not the graph's."""
+    return TableCell(text=f"{text} (config)", detail=f"{key} in the config; this part is not modelled", sort=sort)
+
+
 def _family(index: ModelIndex) -> TableCell:
     model = index.graph.model
     partial = " · partial config" if index.graph.partial else ""
@@ -98,6 +113,9 @@ def _family(index: ModelIndex) -> TableCell:
 def _layers(index: ModelIndex) -> TableCell:
     main = [layer for layer in index.graph.layers if layer.part is Part.MAIN]
     if not main:
+        layers = _configured(index, LAYERS_KEY)
+        if layers is not None:
+            return _from_config(str(layers), LAYERS_KEY, str(layers))
         return TableCell(text=ABSENT, detail="no layer map")
     kinds = Counter(layer_label(layer) for layer in sorted(index.graph.layers, key=lambda layer: layer.index))
     detail = ", ".join(f"{number} × {kind}" for kind, number in kinds.items())
@@ -107,6 +125,8 @@ def _layers(index: ModelIndex) -> TableCell:
 def _attention(index: ModelIndex) -> TableCell:
     mixers = list(dict.fromkeys(layer.mixer for layer in index.graph.layers if layer.part is Part.MAIN))
     heads, kv_heads = _dim(index.graph, "heads"), _dim(index.graph, "kv_heads")
+    if not mixers and heads is None and (configured := _configured(index, HEADS_KEY)) is not None:
+        return _from_config(f"{configured} heads", HEADS_KEY, str(configured))
     detail = "" if heads is None else f"{heads} heads" + (f", {kv_heads} KV heads" if kv_heads else "")
     return TableCell(text=" + ".join(mixers) or ABSENT, detail=detail, sort=str(heads) if heads else "")
 
@@ -130,6 +150,13 @@ def _experts(index: ModelIndex) -> TableCell:
     if not routed:
         if index.graph.derived_from_code:  # its nodes are modules, not roles: experts are not told apart
             return TableCell(text=ABSENT, detail="not known for a graph read off the code")
+        moe = index.docs.family.speaks.moe
+        experts = _configured(index, moe.experts if moe else None)
+        if experts is not None and moe is not None:
+            shared = _configured(index, moe.shared) or 0
+            top_k = _configured(index, moe.top_k)
+            cell = _from_config(f"{experts:,} routed, {shared} shared", moe.experts, str(experts))
+            return cell if top_k is None else replace(cell, detail=f"top-{top_k}; {cell.detail}")
         if not index.complete():
             return TableCell(text=ABSENT, detail=NOT_WHOLE)
         return TableCell(text="none", detail="dense FFNs", sort="0")
@@ -200,6 +227,10 @@ def _decode_flops_engines(index: ModelIndex) -> TableCell:
     return TableCell(text=short_flops(absorbed), detail=f"{count(absorbed)}, MLA absorbed", sort=str(absorbed))
 
 
+LAYERS_KEY = "num_hidden_layers"
+"""The config key of the decoder's depth in every hand-written family (``DECODER.num_hidden_layers``)."""
+HEADS_KEY = "num_attention_heads"
+"""The config key of attention's query heads in every hand-written family."""
 NOT_WHOLE = "not modelled in full"
 """Why a partial graph's cost cells are empty: the cost of the modelled part is not the model's."""
 

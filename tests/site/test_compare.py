@@ -173,6 +173,29 @@ def test_a_partial_models_counts_are_shown_but_never_ranked() -> None:
         assert "assumed" not in linear.text and linear.sort, linear
 
 
+def test_a_partial_models_layers_heads_and_experts_are_read_from_its_config() -> None:
+    """Kimi-K3's graph builds no layers, but its config states them: the home table gives the config's depth, query
+    heads and experts (ranked: the config sets them), each said to be the config's and of a part not modelled, where it
+    once showed "—" (issue 43). A complete model's cells are the graph's, unmarked."""
+    indexes = [ModelIndex(describe_model(name), name, ModelContext()) for name in ("kimi-k3", KIMI_LINEAR)]
+    settings = indexes[0].docs.config.settings
+    rows = {row.label: row.cells for row in build_model_table(indexes).rows}
+    expected = {
+        "Layers": (f"{settings['num_hidden_layers']} (config)", "num_hidden_layers"),
+        "Attention": (f"{settings['num_attention_heads']} heads (config)", "num_attention_heads"),
+        "Experts": (
+            f"{settings['num_experts']} routed, {settings['num_shared_experts']} shared (config)",
+            "num_experts",
+        ),
+    }
+    for label, (text, key) in expected.items():
+        k3, linear = rows[label]
+        assert (k3.text, k3.sort) == (text, text.split()[0]), (label, k3)
+        assert f"{key} in the config; this part is not modelled" in k3.detail, k3
+        assert "(config)" not in linear.text and "config" not in linear.detail and linear.sort, linear
+    assert rows["Experts"][0].detail.startswith(f"top-{settings['num_experts_per_token']}; ")
+
+
 def test_a_partial_side_is_badged_and_its_costs_are_not_compared(tmp_path: Path) -> None:
     k3, linear = describe_model("kimi-k3"), describe_model(KIMI_LINEAR)
     write_site([k3, linear], tmp_path / "site", compare=[("kimi-k3", KIMI_LINEAR)])

@@ -296,14 +296,13 @@ def test_a_partial_model_shows_only_what_it_models_and_says_so(site: Path, docs:
     table = page(site, "index.html").find("table", "models-table")
     for tr in table.find("tbody").find_all("tr"):
         label = squash(tr.find("th").text())
-        if label.startswith(("Cache per token", "Decode FLOPs", "Experts")):  # K3's 896 experts are not built
-            cells = tr.find_all("td")
-            expected = (
-                "— not modelled in full"
-                if label.startswith("Experts")
-                else "— modelled only in part (its costs are of the modelled part)"
-            )
+        cells = tr.find_all("td")
+        if label.startswith(("Cache per token", "Decode FLOPs")):  # costs of the modelled part are not the model's
+            expected = "— modelled only in part (its costs are of the modelled part)"
             assert squash(cells[2].text()) == expected and cells[2].attrs["data-sort"] == ""
+        if label.startswith("Experts"):  # K3's 896 experts are not built: the count is its config's, said so
+            assert squash(cells[2].text()).startswith("896 routed, 2 shared (config)"), squash(cells[2].text())
+            assert "this part is not modelled" in squash(cells[2].text()) and cells[2].attrs["data-sort"] == "896"
         if label.startswith(("Parameters", "Active per token")):  # counts of the modelled part, said so
             assert squash(tr.find_all("td")[2].text()).endswith("(of the modelled part)"), label
 
