@@ -305,7 +305,17 @@ def brief_card(index: ModelIndex, node: Node, root: str) -> BriefCard:
         parameter_count=0 if shares is not None else node_parameters(node) * node.placement.count,
         flops="" if cost is None else count(flops),
         flop_count=flops,
+        find=" ".join(find_words(node)),
     )
+
+
+def find_words(node: Node) -> tuple[str, ...]:
+    """What else find-in-the-diagram matches a node's box by, besides its id, title, code and drawn text: the tensors it
+    reads and writes (``inputs_embeds``), the config keys it uses (``kv_lora_rank``) and its checkpoint tensors
+    (``model.layers.{layer}.self_attn.q_a_proj.weight``), each once."""
+    tensors = (shape.name for shape in (*node.inputs, *node.outputs) if shape.name)
+    rows = (row.tensor for row in (*node.parameters, *node.buffers))
+    return tuple(dict.fromkeys((*tensors, *node.config_keys, *rows)))
 
 
 _OWN_DIAGRAM = (GroupKind.ATTENTION, GroupKind.MLP, GroupKind.MOE, GroupKind.MTP)

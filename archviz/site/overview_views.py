@@ -279,6 +279,8 @@ class BriefCard:
     """Prefill FLOPs of every instance together, formatted; empty for a node that computes nothing counted."""
     flop_count: int
     """The same as a number: what colouring by prefill FLOPs reads."""
+    find: str
+    """Its tensors', config keys' and checkpoint tensors' names, space-separated: what find matches its box by too."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

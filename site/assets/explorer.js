@@ -397,7 +397,8 @@
     groupSelect.addEventListener("change", showFold);
     showFold();
 
-    // -- find in the diagram: boxes and labelled edges by id, title, code or label ---------------------------------
+    // -- find in the diagram: boxes and labelled edges by id, title, code, label, tensor, config key or checkpoint
+    // tensor name (the brief card's data-find) ----------------------------------------------------------------------
 
     var findInput = root.querySelector("#explorer-find");
     var findCount = root.querySelector("#explorer-count");
@@ -406,7 +407,8 @@
       var card = cards[id] ? cards[id].content : null;
       var title = card ? card.querySelector(".explorer-title").textContent : "";
       var code = card && card.querySelector(".expression") ? card.querySelector(".expression").textContent : "";
-      return { element: element, text: [id, title, code, element.textContent].join(" ").toLowerCase() };
+      var names = cards[id] ? cards[id].getAttribute("data-find") || "" : "";
+      return { element: element, text: [id, title, code, names, element.textContent].join(" ").toLowerCase() };
     });
 
     function find(query) {

@@ -175,7 +175,8 @@ def test_ctrl_wheel_zooms_around_the_pointer(site: Path, open_page: Callable[...
     assert watch.clean(), watch
 
 
-@pytest.mark.parametrize("query", ["router", "kv_b_proj"])
+# A title's word, a module in the code, a tensor's name, a config key (issue 43: find knew no tensor or config names).
+@pytest.mark.parametrize("query", ["router", "kv_b_proj", "inputs_embeds", "kv_lora_rank"])
 @pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
 def test_find_highlights_counts_and_goes_to_each_match(
     site: Path,
@@ -192,10 +193,24 @@ def test_find_highlights_counts_and_goes_to_each_match(
         ".map(e => [e.id, (e.id + ' ' + e.textContent).toLowerCase().includes(q)])",
         query,
     )
-    # ... and the drawn nodes whose title or modeling code has it, from the graph's own nodes.
-    named = {f"dfg-n-{node.id}" for node in models[K2].graph.nodes if query in f"{node.title} {node.code}".lower()} & {
-        element for element, _ in drawn
-    }
+    # ... and the drawn nodes whose title, modeling code, tensors, config keys or checkpoint tensors have it, from the
+    # graph's own nodes.
+    named = {
+        f"dfg-n-{node.id}"
+        for node in models[K2].graph.nodes
+        if query
+        in " ".join(
+            (
+                node.title,
+                node.code,
+                *(shape.name for shape in (*node.inputs, *node.outputs)),
+                *node.config_keys,
+                *(row.tensor for row in (*node.parameters, *node.buffers)),
+            )
+        ).lower()
+    } & {element for element, _ in drawn}
+    if query == "kv_lora_rank":  # set on the KV down-projection, whose box draws no such word
+        assert "dfg-n-attention.kv-a-proj" in named and not dict(drawn)["dfg-n-attention.kv-a-proj"]
     expected = sorted({element for element, has in drawn if has} | named)
     assert named, query
     page.fill("#explorer-find", query)
