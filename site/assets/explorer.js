@@ -10,6 +10,10 @@
   var PAN = 60; // pixels an arrow key moves the view
   var DRAG = 4; // pixels a press moves before it is a drag, not a click
   var READABLE = 1; // the scale a found or chosen box is shown at, at least
+  // The diagram opens at a scale its smallest text (the edges' 10-unit labels) is drawn at 11 px or more, and a
+  // small diagram at no more than 1.5 times its size: the whole of it when that fits, else the top of the flow.
+  var OPEN_LEAST = 1.1;
+  var OPEN_MOST = 1.5;
   var BINS = 6; // colours of the sequential scale (archviz.css: --heat-0 to --heat-5)
   var NODE = "dfg-n-";
   var HEAT_CLASSES = ["heat", "heat-none", "heat-0", "heat-1", "heat-2", "heat-3", "heat-4", "heat-5"];
@@ -93,6 +97,23 @@
 
     function fit() {
       show(full);
+    }
+
+    // The opening view (OPEN_LEAST, OPEN_MOST): the whole diagram when it fits at a readable scale; else its top, the
+    // whole width when that fits, else centred across on the first box of the flow.
+    function open() {
+      fit(); // the view in place first: bounds() measures where the browser draws under it
+      var port = size();
+      var fitted = Math.min(port.w / full.w, port.h / full.h) * 0.96;
+      var first = svg.querySelector("[id^='" + NODE + "']");
+      var spine = first ? bounds(first) : null;
+      view.k = clamp(fitted, OPEN_LEAST, OPEN_MOST);
+      var w = port.w / view.k;
+      var h = port.h / view.k;
+      var across = full.w <= w || !spine ? full.x + full.w / 2 : spine.x + spine.w / 2;
+      view.x = across - w / 2;
+      view.y = full.h <= h ? full.y + full.h / 2 - h / 2 : full.y;
+      apply();
     }
 
     function zoomAt(factor, px, py) {
@@ -512,14 +533,14 @@
     });
 
     buildMinimap();
-    fit();
+    open();
     if (colour.value) colourBy(colour.value); // a value the browser kept from the last visit
     if (follow(window.location.hash) && /^#node=/.test(window.location.hash)) root.scrollIntoView();
     window.addEventListener("hashchange", function () { follow(window.location.hash); });
     var width = window.innerWidth;
     window.addEventListener("resize", function () {
       sizeMinimap();
-      if (window.innerWidth !== width) fit(); // a turned phone; not a toolbar hiding
+      if (window.innerWidth !== width) open(); // a turned phone; not a toolbar hiding
       else apply();
       width = window.innerWidth;
     });

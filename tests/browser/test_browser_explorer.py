@@ -1,6 +1,7 @@
 """The overview's diagram as an explorer, in a real headless Chromium loaded from file://, at 1400 and 420 px in light
-and dark: it opens fitted, zooms, pans by drag and keys, keeps its minimap in step, folds groups, finds boxes, opens
-a box's card in brief beside it, colours boxes by parameters or FLOPs, and answers ``#node=<id>`` permalinks."""
+and dark: it opens readable at the top of the flow and fits on request, zooms, pans by drag and keys, keeps its minimap
+in step, folds groups, finds boxes, opens a box's card in brief beside it, colours boxes by parameters or FLOPs, and
+answers ``#node=<id>`` permalinks."""
 
 from __future__ import annotations
 
@@ -63,30 +64,59 @@ def members(graph: Graph, group_id: str) -> set[str]:
     return {node.id for node in graph.nodes if within(node.group)}
 
 
+# The smallest font size of the diagram's drawn text, in diagram units (Graphviz writes font-size on each text).
+_SMALLEST_FONT = (
+    "Math.min(...Array.from(document.querySelectorAll('#diagram svg.dfg text'),"
+    " t => Number(t.getAttribute('font-size'))))"
+)
+
+
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
 @pytest.mark.parametrize("model", [K2, K25])
-def test_opens_fitted_inside_the_screen(
+def test_opens_readable_at_the_top_and_fits_on_request(
     site: Path,
     open_page: Callable[..., Any],  # noqa: F811
     model: str,
     width: str,
     scheme: str,
 ) -> None:
+    """The diagram opens where a reader starts, readable: its smallest text at 11 px or more (fitted whole, a tall
+    model's text was 2-4 px), the first box of the flow in view at the top. Fit then shows all of it."""
     viewport = DIAGRAM_WIDTHS[width]
     page, watch = open_page(site / model / "index.html", viewport=viewport, scheme=scheme)
     frame = rect(page, "#diagram")
-    drawing = rect(page, "#diagram svg.dfg g.graph")
-    # The whole diagram is in its box, and the box on the screen: no scrollbar 2,000 px below, no blank screen.
-    assert _inside(drawing, frame), (drawing, frame)
     assert frame[2] <= viewport["width"] and frame[3] - frame[1] <= viewport["height"], frame
-    filled = max((drawing[2] - drawing[0]) / (frame[2] - frame[0]), (drawing[3] - drawing[1]) / (frame[3] - frame[1]))
-    assert filled > 0.9, filled  # fitted, not a speck in an empty box
+    assert page.evaluate(_SMALLEST_FONT) * page.evaluate(_SCALE) >= 11
+    first = page.evaluate("document.querySelector('#diagram svg [id^=\"dfg-n-\"]').id")
+    assert _inside(rect(page, f"[id='{first}']"), frame), first
+    drawing = rect(page, "#diagram svg.dfg g.graph")
+    assert drawing[1] >= frame[1] - 1 and drawing[1] - frame[1] < 40, (drawing, frame)  # its top edge at the top
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     # The symbols' legend is right below the diagram, not 6,000 px further down.
     legend = rect(page, "#explorer dl.symbols")
     assert 0 <= legend[1] - frame[3] < 250, (legend, frame)
     page.locator("#explorer").screenshot(path=str(artifacts() / f"{model}.explorer.{width}-{scheme}.png"))
+    page.click("button[data-explorer=fit]")
+    frame, drawing = rect(page, "#diagram"), rect(page, "#diagram svg.dfg g.graph")  # the click scrolls the page
+    # The whole diagram is in its box: no scrollbar 2,000 px below, no blank screen.
+    assert _inside(drawing, frame), (drawing, frame)
+    filled = max((drawing[2] - drawing[0]) / (frame[2] - frame[0]), (drawing[3] - drawing[1]) / (frame[3] - frame[1]))
+    assert filled > 0.9, filled  # fitted, not a speck in an empty box
+    assert watch.clean(), watch
+
+
+@pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
+def test_a_small_diagram_opens_whole_and_not_blown_up(
+    bundled_site: BundledSite,
+    open_page: Callable[..., Any],  # noqa: F811
+    width: str,
+) -> None:
+    """Kimi-K3's partial graph draws two boxes: fitted, they once opened 3.9 times their size; now whole, at 1.5 at
+    most."""
+    page, watch = open_page(bundled_site("kimi-k3") / "kimi-k3" / "index.html", viewport=DIAGRAM_WIDTHS[width])
+    assert 1.1 <= page.evaluate(_SCALE) <= 1.5
+    assert _inside(rect(page, "#diagram svg.dfg g.graph"), rect(page, "#diagram"))
     assert watch.clean(), watch
 
 
@@ -99,6 +129,7 @@ def test_zoom_drag_keys_and_minimap(
     scheme: str,
 ) -> None:
     page, watch = open_page(site / K2 / "index.html", viewport=DIAGRAM_WIDTHS[width], scheme=scheme)
+    page.click("button[data-explorer=fit]")  # from the whole diagram
     fitted = page.evaluate(_SCALE)
     minimap_fitted = rect(page, ".explorer-minimap-view")
     page.click("button[data-explorer=zoom-in]")
@@ -161,6 +192,7 @@ def test_zoom_drag_keys_and_minimap(
 
 def test_ctrl_wheel_zooms_around_the_pointer(site: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
     page, watch = open_page(site / K2 / "index.html", viewport=DIAGRAM_WIDTHS["1400"])
+    page.click("button[data-explorer=fit]")  # from the whole diagram, where the router's box is in view
     node = box_of("moe.router")
     page.evaluate(f"document.querySelector(\"{node}\").scrollIntoView({{block: 'center'}})")
     fitted = page.evaluate(_SCALE)
@@ -396,6 +428,7 @@ def test_the_keyboard_skips_the_layer_map_to_the_diagram(site: Path, open_page: 
 @pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
 def test_one_layer_opens_on_its_own(site: Path, open_page: Callable[..., Any], width: str) -> None:  # noqa: F811
     page, watch = open_page(site / K2 / "index.html", viewport=DIAGRAM_WIDTHS[width])
+    page.click("button[data-explorer=fit]")  # from the whole diagram
     options = page.evaluate("Array.from(document.querySelectorAll('#explorer-group option'), o => o.textContent)")
     block = page.input_value("#explorer-group")
     assert block == "dfg-g-block" and any("\u00d761" in option for option in options), options
