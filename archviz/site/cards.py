@@ -305,6 +305,7 @@ def brief_card(index: ModelIndex, node: Node, root: str) -> BriefCard:
         parameter_count=0 if shares is not None else node_parameters(node) * node.placement.count,
         flops="" if cost is None else count(flops),
         flop_count=flops,
+        decode_flops="" if cost is None else count(cost.flops(index.cost.sizes, CostPhase.DECODE)),
         find=" ".join(find_words(node)),
     )
 

@@ -279,6 +279,8 @@ class BriefCard:
     """Prefill FLOPs of every instance together, formatted; empty for a node that computes nothing counted."""
     flop_count: int
     """The same as a number: what colouring by prefill FLOPs reads."""
+    decode_flops: str
+    """Decode FLOPs of every instance together for one token, formatted as on the card; shown when decode is chosen."""
     find: str
     """Its tensors', config keys' and checkpoint tensors' names, space-separated: what find matches its box by too."""
 

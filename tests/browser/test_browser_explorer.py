@@ -310,15 +310,21 @@ def test_a_box_clicked_opens_its_card_in_brief(
     page.focus(f"{box_of(node.id)} a")
     page.keyboard.press("Enter")
     assert panel.is_visible() and panel.locator("h3").inner_text() == node.title
-    flops = page.evaluate(
-        "Array.from(document.querySelectorAll('#explorer-panel .fact'))"
-        ".find(f => f.querySelector('dt').textContent === 'prefill FLOPs').querySelector('dd').textContent"
+    # Decode is still chosen: the panel shows the decode FLOPs, not the prefill ones (issue 43), as drawn.
+    facts = dict(
+        page.evaluate(
+            "Array.from(document.querySelectorAll('#explorer-panel .fact'), f => [f.querySelector('dt').innerText,"
+            " f.querySelector('dd').innerText])"
+        )
     )
+    assert "prefill FLOPs" not in facts, facts
+    flops = facts["decode FLOPs"]
     panel.locator("h3 a").click()
     page.wait_for_load_state("load")
     assert page.url.endswith(f"/nodes/{node.id}.html")
-    # The panel's prefill FLOPs are the card's prefill total (the card sums its FLOP table's rows).
-    assert page.text_content(".flop-pass.phase-prefill h3 .number") == flops
+    # The panel's decode FLOPs are the card's decode total (the card sums its FLOP table's rows).
+    assert page.text_content(".flop-pass.phase-decode h3 .number") == flops
+    assert flops != page.text_content(".flop-pass.phase-prefill h3 .number")
     assert watch.clean(), watch
 
 
