@@ -302,7 +302,27 @@
         window.history.replaceState(null, "", "#node=" + encodeURIComponent(id));
       }
       if (centre) centreOn(element);
+      keepClear(element);
       return true;
+    }
+
+    // The selected box stays in sight beside its panel: where the panel covers it (on a phone the panel fills the
+    // lower part of the diagram), the view moves it to the middle of the largest part the panel leaves free.
+    function keepClear(element) {
+      var frame = box.getBoundingClientRect();
+      var covers = panel.getBoundingClientRect();
+      var r = element.getBoundingClientRect();
+      if (!(r.right > covers.left && r.left < covers.right && r.bottom > covers.top && r.top < covers.bottom)) return;
+      var areas = [
+        { x: frame.left, y: frame.top, w: frame.width, h: covers.top - frame.top },
+        { x: frame.left, y: covers.bottom, w: frame.width, h: frame.bottom - covers.bottom },
+        { x: frame.left, y: frame.top, w: covers.left - frame.left, h: frame.height },
+        { x: covers.right, y: frame.top, w: frame.right - covers.right, h: frame.height }
+      ].filter(function (area) { return area.w > 0 && area.h > 0; });
+      if (!areas.length) return;
+      var fits = areas.filter(function (area) { return area.w >= r.width && area.h >= r.height; });
+      var best = (fits.length ? fits : areas).sort(function (a, b) { return b.w * b.h - a.w * a.h; })[0];
+      panBy(r.left + r.width / 2 - (best.x + best.w / 2), r.top + r.height / 2 - (best.y + best.h / 2));
     }
 
     function closePanel() {

@@ -292,6 +292,10 @@ def test_a_box_clicked_opens_its_card_in_brief(
     assert (path.parent / href).is_file()
     assert f"{node_parameters(node):,}" in panel.inner_text()
     assert _inside(rect(page, "#explorer-panel"), rect(page, ".explorer-stage"))
+    # The panel does not hide the box it describes (on a phone it once covered it), which stays in the diagram's box.
+    chosen, covers = rect(page, box_of(node.id)), rect(page, "#explorer-panel")
+    apart = chosen[2] <= covers[0] or chosen[0] >= covers[2] or chosen[3] <= covers[1] or chosen[1] >= covers[3]
+    assert apart and _inside(chosen, rect(page, "#diagram"), slack=2), (chosen, covers)
     # The panel's shapes follow the prefill/decode switch.
     shown = (
         "Array.from(document.querySelectorAll('#explorer-panel code'))"
@@ -343,8 +347,17 @@ def test_node_permalink_selects_centres_and_opens(
     assert page.locator("#explorer-panel").is_visible()
     assert page.locator("#explorer-panel h3").inner_text() == node.title
     assert page.evaluate(f"document.querySelector(\"{box_of(node.id)}\").classList.contains('selected')")
-    frame = rect(page, "#diagram")
-    assert centre(rect(page, box_of(node.id))) == pytest.approx(centre(frame), abs=2)
+    frame, chosen, covers = rect(page, "#diagram"), rect(page, box_of(node.id)), rect(page, "#explorer-panel")
+    # Centred across; down, in the middle of the diagram, or (a phone, where the panel fills its lower part) of the
+    # part the panel leaves free.
+    assert centre(chosen)[0] == pytest.approx(centre(frame)[0], abs=2)
+    (x, y), w, h = centre(frame), chosen[2] - chosen[0], chosen[3] - chosen[1]
+    at_centre = [x - w / 2, y - h / 2, x + w / 2, y + h / 2]
+    hidden = (
+        at_centre[2] > covers[0] and at_centre[0] < covers[2] and at_centre[3] > covers[1] and at_centre[1] < covers[3]
+    )
+    free = [frame[0], frame[1], frame[2], covers[1]] if hidden else frame
+    assert centre(chosen)[1] == pytest.approx(centre(free)[1], abs=2), (chosen, covers, frame)
     assert watch.clean(), watch
 
 
