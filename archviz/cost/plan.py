@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from archviz.common.errors import InputError
+from archviz.cost import MAX_POSITIONS
 from archviz.cost.cache import cache_bytes_at, cache_costs
 from archviz.cost.gpus import Gpu
 from archviz.cost.parallel_plans import SPLITS, Convention, ParallelPlans, Split, restated_plans
@@ -475,3 +476,34 @@ def sequences_at(plan: Plan, memory: int, context: int) -> int | None:
         if per_sequence:
             counts.append((usable - rank.weight_bytes) // per_sequence)
     return min(counts) * plan.parallelism.dp if counts else None
+
+
+def longest_context(plan: Plan) -> int | None:
+    """The longest context one sequence can have beside the weights on every rank (the plan's reserve kept back): 0
+    when a rank's weights alone do not fit; ``MAX_POSITIONS`` when the memory bounds no length (a cache that stops
+    growing: windows, states); None when the model is not priced or keeps no cache."""
+    if not plan.priced or not any(rank.cache for rank in plan.ranks):
+        return None
+    usable = plan.usable
+
+    def fits(context: int) -> bool:
+        return all(rank.weight_bytes + cache_bytes_at(rank.cache, context) <= usable for rank in plan.ranks)
+
+    if not fits(0):
+        return 0
+    low, high = 0, MAX_POSITIONS  # fits(low); a cache's bytes never shrink as the context grows
+    if fits(high):
+        return high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
+
+
+def decode_tokens_per_second(plan: Plan) -> tuple[float, float] | None:
+    """Upper bounds on decode speed from the step's lower bound: tokens per second of one stream, and of all the
+    plan's streams together (``batch`` per replica × ``dp``); None when the model is not priced."""
+    seconds = plan.decode_seconds
+    if not seconds:
+        return None
+    return 1 / seconds, plan.batch * plan.parallelism.dp / seconds

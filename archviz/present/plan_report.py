@@ -12,8 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from archviz.common.versions import version_fields
+from archviz.cost import MAX_POSITIONS
 from archviz.cost.gpus import Gpu
-from archviz.cost.plan import GIB, PLAN_SCHEMA, Plan
+from archviz.cost.plan import GIB, PLAN_SCHEMA, Plan, decode_tokens_per_second, longest_context
 from archviz.cost.roofline import Rank
 from archviz.present.numbers import at_least_ms, gib_text
 from archviz.present.plan_words import plan_notes
@@ -88,6 +89,7 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
     """The ``archviz plan --json`` document: bytes and FLOPs integers, times in seconds (floats, lower bounds)."""
     p = plan.parallelism
     binding = max(plan.ranks, key=lambda rank: rank.decode_bytes or 0)
+    speed = decode_tokens_per_second(plan)
     return {
         "schema": PLAN_SCHEMA,
         **version_fields(),
@@ -110,6 +112,7 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
             "largest_rank_bytes": max(rank.weight_bytes for rank in plan.ranks),
         },
         "sequences": plan.sequences,
+        "longest_context": longest_context(plan),
         "roofline": None
         if not plan.priced
         else {
@@ -120,6 +123,8 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
             if binding.decode_bytes
             else None,
             "machine_flops_per_byte": round(plan.throughput / plan.gpu.bandwidth, 3),
+            "decode_tokens_per_second_per_stream": speed[0] if speed else None,
+            "decode_tokens_per_second": speed[1] if speed else None,
         },
         "ranks": [_rank_json(plan, rank) for rank in plan.ranks],
         "sums": SUMS,
@@ -148,8 +153,16 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     )
     sequences = plan.sequences
     head.add_row("sequences that fit at the context", "unknown" if sequences is None else f"{sequences:,}")
+    head.add_row("longest context the memory allows one sequence", _longest_text(longest_context(plan)))
     head.add_row(f"decode step at batch {plan.batch:,} per replica ({plan.compute})", at_least_ms(plan.decode_seconds))
     head.add_row("  of which reading memory", at_least_ms(plan.decode_memory_seconds))
+    speed = decode_tokens_per_second(plan)
+    if speed is not None:
+        streams = plan.batch * p.dp
+        head.add_row(
+            f"decode tokens/s: one stream, all {streams:,} streams",
+            f"≤ {speed[0]:,.1f}, ≤ {speed[1]:,.1f}",
+        )
     head.add_row(f"prefill of one {plan.prompt:,}-token prompt ({plan.compute})", at_least_ms(plan.prefill_seconds))
     ranks = Table(title="Ranks")
     columns = ("stage", "rank", "layers", "weights", "cache / sequence", "free", "sequences", "decode bytes")
@@ -170,3 +183,11 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     source = f"[dim]GPU figures: {escape(gpu.source)}[/]"
     notes = [f"[dim]{escape(note)}[/]" for note in plan_notes(plan)]
     return RichGroup(head, ranks, source, *notes)
+
+
+def _longest_text(positions: int | None) -> str:
+    if positions is None:
+        return "unknown (not priced, or no cache)"
+    if positions == MAX_POSITIONS:
+        return "any: the cache stops growing"
+    return f"{positions:,} positions"

@@ -16,9 +16,17 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
+from archviz.cost import MAX_POSITIONS
 from archviz.cost.gpus import GPU_FILE, GPUS
 from archviz.cost.parallel_plans import SPLITS, Convention
-from archviz.cost.plan import PlanRequest, local_shapes, plan_deployment
+from archviz.cost.plan import (
+    PlanRequest,
+    decode_tokens_per_second,
+    local_shapes,
+    longest_context,
+    plan_deployment,
+    sequences_at,
+)
 from archviz.cost.report import model_cost
 from archviz.cost.sharding import Parallelism, chunk, expert_owner, local_experts, stages
 from archviz.cost.terms import DEFAULT_SIZES
@@ -183,6 +191,22 @@ def test_k2_on_8_h200_in_fp8_numbers(k2: Any) -> None:
     usable = int(GPUS["h200"].memory * 0.9)
     assert rank.sequences == (usable - rank.weight_bytes) // rank.cache_per_sequence == plan.sequences
     assert plan.decode_memory_seconds == rank.decode_bytes / GPUS["h200"].bandwidth  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("gpu", "pp"), [("h200", 1), ("h200", 2), ("b200", 1)])
+def test_the_longest_context_is_the_last_at_which_a_sequence_fits(k2: Any, gpu: str, pp: int) -> None:
+    """``longest_context``: one sequence of that length fits beside the weights on every rank, one more position does
+    not; held to ``sequences_at``, which counts sequences by floor division rather than by a search."""
+    request = PlanRequest(gpu=GPUS[gpu], parallelism=Parallelism(tp=8, pp=pp), convention=Convention.ENGINE)
+    plan = plan_deployment(k2.graph, k2.family, request)
+    longest = longest_context(plan)
+    assert longest is not None and 0 < longest < MAX_POSITIONS
+    assert sequences_at(plan, GPUS[gpu].memory, longest) >= 1  # type: ignore[operator]
+    assert sequences_at(plan, GPUS[gpu].memory, longest + 1) == 0
+    # Tokens per second are the decode step's bound turned round, for one stream and for the plan's batch.
+    per_stream, total = decode_tokens_per_second(plan)  # type: ignore[misc]
+    assert per_stream * plan.decode_seconds == pytest.approx(1)  # type: ignore[operator]
+    assert total == pytest.approx(per_stream * plan.batch * plan.parallelism.dp)
 
 
 # -- GQA and the cache per rank ------------------------------------------------------------------------------
