@@ -365,11 +365,25 @@ def _needs(
         if needed is not None
         else f"; no number of pipeline stages with tp {p.tp} and dp {p.dp} fits"
     )
+    built = deployable_gpus(lower)
+    shape = "" if built == lower else f" ({built} as servers are built: {_shape_words(built)})"
     return (
-        f"needs at least {lower} GPUs of this kind: the weights are {weight_total / GIB:,.1f} GiB and one rank of this "
-        f"plan holds {largest / GIB:,.1f} GiB, more than the {usable / GIB:,.1f} GiB one GPU ({request.gpu.title}) "
+        f"needs at least {lower} GPUs of this kind{shape}: the weights are {weight_total / GIB:,.1f} GiB and one "
+        f"rank of this plan holds {largest / GIB:,.1f} GiB, more than the {usable / GIB:,.1f} GiB one GPU ({request.gpu.title}) "
         f"leaves after a {request.reserve:.0%} reserve{fits}"
     )
+
+
+def deployable_gpus(at_least: int) -> int:
+    """The fewest GPUs, ``at_least`` or more, a deployment is built of: 1, 2, 4 or 8 in one server, else whole servers
+    of 8."""
+    if at_least <= 8:
+        return next(count for count in (1, 2, 4, 8) if count >= at_least)
+    return -(-at_least // 8) * 8
+
+
+def _shape_words(gpus: int) -> str:
+    return f"{gpus // 8} servers of 8" if gpus > 8 else f"one server of {gpus}"
 
 
 def local_shapes(

@@ -22,6 +22,7 @@ from archviz.cost.parallel_plans import SPLITS, Convention
 from archviz.cost.plan import (
     PlanRequest,
     decode_tokens_per_second,
+    deployable_gpus,
     local_shapes,
     longest_context,
     plan_deployment,
@@ -264,8 +265,14 @@ def test_a_model_that_does_not_fit_says_how_many_gpus_it_needs() -> None:
     result = runner.invoke(app, ["plan", "kimi-k2-instruct", "--gpu", "h100", "--gpus", "8"])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     # 958.5 GiB of weights over 71.7 GiB usable per H100: at least 14; pipeline stages over TP 8 make it 16.
-    assert "needs at least 14 GPUs of this kind" in result.output
+    assert "needs at least 14 GPUs of this kind (16 as servers are built: 2 servers of 8)" in result.output
     assert "with tp 8 and dp 1, pp 2 (16 GPUs) fits" in result.output
+
+
+def test_gpu_counts_are_the_shapes_servers_are_built_in() -> None:
+    """14 GPUs is no deployment anyone builds: 1, 2, 4 or 8 in a server, else whole servers of 8 (issue 42)."""
+    built = {count: deployable_gpus(count) for count in (1, 2, 3, 5, 8, 9, 14, 16, 17, 320)}
+    assert built == {1: 1, 2: 2, 3: 4, 5: 8, 8: 8, 9: 16, 14: 16, 16: 16, 17: 24, 320: 320}
 
 
 # -- the command -----------------------------------------------------------------------------------------------
