@@ -369,8 +369,8 @@ def _needs(
     shape = "" if built == lower else f" ({built} as servers are built: {_shape_words(built)})"
     return (
         f"needs at least {lower} GPUs of this kind{shape}: the weights are {weight_total / GIB:,.1f} GiB and one "
-        f"rank of this plan holds {largest / GIB:,.1f} GiB, more than the {usable / GIB:,.1f} GiB one GPU ({request.gpu.title}) "
-        f"leaves after a {request.reserve:.0%} reserve{fits}"
+        f"rank of this plan holds {largest / GIB:,.1f} GiB, more than the {usable / GIB:,.1f} GiB one GPU "
+        f"({request.gpu.title}) leaves after a {request.reserve:.0%} reserve{fits}"
     )
 
 
