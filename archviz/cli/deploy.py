@@ -174,8 +174,12 @@ def plan(
         ),
     ] = 0.10,
     convention: Annotated[
-        str, typer.Option("--convention", help="transformers (its own TP/EP plans) or engine (vLLM/SGLang attention).")
-    ] = "transformers",
+        str,
+        typer.Option(
+            "--convention",
+            help="engine (as vLLM and SGLang split attention and MLA) or transformers (its own TP/EP plans).",
+        ),
+    ] = "engine",
     gpu_memory: Annotated[float | None, typer.Option("--gpu-memory", help="Memory per GPU, GiB.")] = None,
     bandwidth: Annotated[float | None, typer.Option("--bandwidth", help="HBM bandwidth per GPU, TB/s.")] = None,
     bf16: Annotated[float | None, typer.Option("--bf16", help="Dense BF16 TFLOP/s per GPU.")] = None,

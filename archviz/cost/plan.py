@@ -255,7 +255,7 @@ class PlanRequest:
     """The GPU every rank is."""
     parallelism: Parallelism
     """How the GPUs are arranged."""
-    convention: Convention = Convention.TRANSFORMERS
+    convention: Convention = Convention.ENGINE
     """How attention and the embedding are split."""
     context: int = 131_072
     """Cached positions per sequence (``S``)."""

@@ -1,5 +1,5 @@
 """Will it fit, on the overview: the sequences that fit beside the weights against the context length, on eight of
-each GPU of archviz's table, with the model split by transformers' own tensor-parallel plans (``archviz.cost.plan``).
+each GPU of archviz's table, with the model split as engines split it (``archviz.cost.plan``'s engine convention).
 
 One plan splits the weights and the cache over the ranks; each GPU's line is then the plan's arithmetic with that
 GPU's memory (``sequences_at``). A model the plans cannot split eight ways, or one the cost model does not price,
@@ -52,8 +52,9 @@ def deploy_view(index: ModelIndex) -> DeployView:
     """The overview's deployment section."""
     graph = index.graph
     setup = (
-        f"On {GPUS_PER_NODE} GPUs with tensor parallelism {GPUS_PER_NODE}, split by transformers' own plans "
-        f"(weights whole where no plan entry names them), the cache in the checkpoint's dtype ({graph.dtype}), "
+        f"On {GPUS_PER_NODE} GPUs with tensor parallelism {GPUS_PER_NODE}, split as vLLM and SGLang split them "
+        f"(attention by heads, MLA's latent projections and cache whole on every GPU, the rest by transformers' "
+        f"plans), the cache in the checkpoint's dtype ({graph.dtype}), "
         f"{DEFAULT_RESERVE:.0%} of each GPU's memory kept back for activations and the runtime. "
         f"archviz plan answers for any GPU count, split and cache dtype."
     )
@@ -73,7 +74,7 @@ def deploy_view(index: ModelIndex) -> DeployView:
             PlanRequest(
                 gpu=_UNLIMITED,
                 parallelism=Parallelism(tp=GPUS_PER_NODE),
-                convention=Convention.TRANSFORMERS,
+                convention=Convention.ENGINE,
                 batch=1,
             ),
         )

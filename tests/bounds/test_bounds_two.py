@@ -87,7 +87,10 @@ DIGITS = "9" * 4300
             ["plan", "--gpu", "h200", "--dp", "1000000"],
             "a stage's 1,000,000 ranks (tp × dp), more than archviz adds up",
         ),
-        (["plan", "--gpu", "h200", "--tp", "100000"], "a stage's 100,000 ranks (tp × dp), more than archviz adds up"),
+        (
+            ["plan", "--gpu", "h200", "--tp", "100000", "--convention", "transformers"],
+            "a stage's 100,000 ranks (tp × dp), more than archviz adds up",
+        ),
         (["plan", "--gpu", "h200", "--pp", "10000"], "more pipeline stages than the model's 61 layers"),
         (["cost", "--prompt", DIGITS], "'--prompt': Input should be less than or equal to 4294967296"),
         (["cost", "--context", DIGITS], "'--context': Input should be less than or equal to 4294967296"),

@@ -168,7 +168,11 @@ def test_k2_engine_replicates_only_mlas_latent_projections_norms_and_routers(k2:
     assert plan.splits["model.layers.*.self_attn.q_a_proj"].startswith("replicated")
     assert plan.splits["model.layers.*.self_attn.kv_a_proj_with_mqa"].startswith("replicated")
     assert plan.splits["model.layers.*.self_attn.q_b_proj"] == "colwise by heads (engine)"
-    transformers = plan_deployment(k2.graph, k2.family, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8)))
+    transformers = plan_deployment(
+        k2.graph,
+        k2.family,
+        PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8), convention=Convention.TRANSFORMERS),
+    )
     assert transformers.splits["model.layers.*.self_attn.q_b_proj"] == "replicated (no plan entry)"
     # MLA's latent cache is whole on every rank under both: 61 layers × (512 + 64) × 2 bytes.
     assert plan.ranks[0].cache_per_token == transformers.ranks[0].cache_per_token == 70_272
@@ -227,7 +231,7 @@ def test_engine_replicates_kv_heads_when_tp_exceeds_them(tmp_path: Path) -> None
 
 def test_transformers_convention_refuses_tp_beyond_the_kv_heads(tmp_path: Path) -> None:
     folder = _folder(tmp_path, _TINY_LLAMA)
-    result = runner.invoke(app, ["plan", folder, "--gpu", "h100", "--gpus", "4"])
+    result = runner.invoke(app, ["plan", folder, "--gpu", "h100", "--gpus", "4", "--convention", "transformers"])
     assert result.exit_code == 2
     assert "TP 4 does not divide the 2 KV heads" in result.output and "--convention engine" in result.output
 
@@ -356,7 +360,11 @@ def test_the_readmes_numbers(k2: Any) -> None:
     """The figures the README's "Will it fit" section states."""
     h200 = GPUS["h200"]
     fp8 = {"gpu": h200, "cache_dtype": "F8_E4M3"}
-    transformers = plan_deployment(k2.graph, k2.family, PlanRequest(parallelism=Parallelism(tp=8), **fp8))  # type: ignore[arg-type]
+    transformers = plan_deployment(
+        k2.graph,
+        k2.family,
+        PlanRequest(parallelism=Parallelism(tp=8), convention=Convention.TRANSFORMERS, **fp8),  # type: ignore[arg-type]
+    )
     engine = plan_deployment(
         k2.graph,
         k2.family,
@@ -372,14 +380,14 @@ def test_the_readmes_numbers(k2: Any) -> None:
     eager = plan_deployment(
         k2.graph,
         k2.family,
-        PlanRequest(parallelism=Parallelism(tp=8), batch=1, **fp8),  # type: ignore[arg-type]
+        PlanRequest(parallelism=Parallelism(tp=8), batch=1, convention=Convention.TRANSFORMERS, **fp8),  # type: ignore[arg-type]
     )
     assert eager.ranks[0].decode_flops is not None and eager.ranks[0].decode_flops > 100 * 149_020_505_007
     linear = describe_model("kimi-linear-48b-a3b-instruct")
     one = plan_deployment(linear.graph, linear.family, PlanRequest(parallelism=Parallelism(tp=1), **fp8))  # type: ignore[arg-type]
     assert (one.ranks[0].cache_per_sequence, one.sequences) == (571_408_384, 65)
     two = plan_deployment(linear.graph, linear.family, PlanRequest(parallelism=Parallelism(tp=2), **fp8))  # type: ignore[arg-type]
-    assert (two.ranks[0].weight_bytes, two.sequences) == (50_132_418_560, 149)
+    assert (two.ranks[0].weight_bytes, two.sequences) == (49_937_907_712, 150)  # the engine convention, the default
 
 
 def test_fused_experts_read_off_the_code_are_cut_along_their_experts(tmp_path: Path) -> None:

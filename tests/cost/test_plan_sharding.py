@@ -34,7 +34,7 @@ from transformers.distributed.expert_parallel import apply_expert_parallelism  #
 from transformers.distributed.tensor_parallel import apply_tensor_parallelism  # noqa: E402
 
 from archviz.cost.gpus import GPUS  # noqa: E402
-from archviz.cost.parallel_plans import restated_plans  # noqa: E402
+from archviz.cost.parallel_plans import Convention, restated_plans  # noqa: E402
 from archviz.cost.plan import PlanRequest, local_shapes  # noqa: E402
 from archviz.cost.sharding import Parallelism  # noqa: E402
 from archviz.families.registry import Family  # noqa: E402
@@ -145,7 +145,9 @@ def test_every_local_shard_is_archvizs_prediction(case: str, tmp_path: Path, fak
     model_type = docs.graph.model.transformers_model_type
     plans = restated_plans(docs.graph, docs.family) or parallel_plans(model_type)
     assert plans is not None, f"transformers ships no TP plan for {model_type}"
-    request = PlanRequest(gpu=GPUS["h100"], parallelism=Parallelism(tp=tp), plans=plans)
+    request = PlanRequest(
+        gpu=GPUS["h100"], parallelism=Parallelism(tp=tp), plans=plans, convention=Convention.TRANSFORMERS
+    )
     for rank in range(tp):
         mesh = fake_group(rank, tp)
         module = instantiate_meta_module(docs.recipe)
@@ -189,7 +191,9 @@ def test_every_ranks_experts_are_archvizs_prediction(case: str, tmp_path: Path, 
     model_type = docs.graph.model.transformers_model_type
     plans = restated_plans(docs.graph, docs.family) or parallel_plans(model_type)
     ep = 2
-    request = PlanRequest(gpu=GPUS["h100"], parallelism=Parallelism(tp=1, dp=ep, ep=ep), plans=plans)
+    request = PlanRequest(
+        gpu=GPUS["h100"], parallelism=Parallelism(tp=1, dp=ep, ep=ep), plans=plans, convention=Convention.TRANSFORMERS
+    )
     for rank in range(ep):
         fake_group(rank, ep)
         mesh = init_device_mesh("cpu", (ep, 1), mesh_dim_names=("ep", "tp"))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from archviz.cost.gpus import GPUS
+from archviz.cost.parallel_plans import Convention
 from archviz.cost.plan import PlanRequest, plan_deployment, sequences_at
 from archviz.cost.sharding import Parallelism
 from archviz.pipeline import ModelDocs, describe_model
@@ -58,7 +59,9 @@ def test_k2s_rows_are_archviz_plans_arithmetic(site: Path, docs: dict[str, Model
     rows = found.find("tbody").find_all("tr")
     assert [squash(row.find("th").text()) for row in rows] == [gpu.title for gpu in GPUS.values()]
     plan = plan_deployment(
-        docs[K2].graph, docs[K2].family, PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8))
+        docs[K2].graph,
+        docs[K2].family,
+        PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8), convention=Convention.ENGINE),
     )
     for row, gpu in zip(rows, GPUS.values(), strict=True):
         said = squash(row.find_all("td")[2].text())
@@ -78,7 +81,8 @@ def test_k2s_rows_are_archviz_plans_arithmetic(site: Path, docs: dict[str, Model
         assert squash(link.text()).endswith("datasheet ↗"), gpu.key
     # One line per GPU whose weights fit: the H100's (80 GB) do not.
     assert len(found.find_all("polyline")) == len(GPUS) - 1
-    assert "134,336,225,184 bytes" in squash(found.text())
+    assert f"{plan.ranks[0].weight_bytes:,} bytes" in squash(found.text())
+    assert "split as vLLM and SGLang split them" in squash(found.text())
 
 
 def test_a_partly_modelled_model_gets_a_sentence_not_a_table(site: Path) -> None:
