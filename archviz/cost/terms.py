@@ -130,7 +130,7 @@ class FlopTerm:
     def formula(self, phase: Phase) -> str:
         """``2 × B × T × q_lora_rank × hidden_size`` (decode shows the single token as 1)."""
         shown = [str(self.coefficient), *(symbol.shown(phase) for symbol in self.symbols)]
-        shown.extend(item.name for item in self.factors)
+        shown.extend(item.term for item in self.factors)
         return " × ".join(shown)
 
     def per_instance(self, sizes: Sizes, phase: Phase) -> int:

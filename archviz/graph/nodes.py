@@ -103,6 +103,22 @@ class Factor:
     value: int
     """Its value for this config."""
 
+    @property
+    def term(self) -> str:
+        """The expression as a factor of a product: a sum or a difference in parentheses
+        (``(qk_nope_head_dim + qk_rope_head_dim)``), so that ``heads × (a + b) × rank`` reads as it is computed."""
+        return f"({self.name})" if _sum_outside_parentheses(self.name) else self.name
+
+
+def _sum_outside_parentheses(text: str) -> bool:
+    """Whether ``text`` adds or subtracts outside any parentheses (``a + b``, ``(a) + b``; not ``h × (a + b)``)."""
+    depth = 0
+    for position, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and char in "+-−" and text[position - 1 : position] == " ":
+            return True
+    return False
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredTensor:

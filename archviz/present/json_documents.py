@@ -42,7 +42,7 @@ def _row_json(row: TensorRow) -> dict[str, Any]:
         "tensor": row.tensor,
         "shape": list(row.shape),
         "dtype": row.dtype,
-        "formula": " × ".join(item.name for item in row.factors),
+        "formula": " × ".join(item.term for item in row.factors),
         "arithmetic": " × ".join(f"{item.value:,}" for item in row.factors),
         "elements": row.elements,
     }

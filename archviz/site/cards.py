@@ -113,7 +113,7 @@ def calculation_row(row: TensorRow) -> CalculationRow:
     return CalculationRow(
         component=row.component,
         tensor=f"{row.tensor} · {row.dtype} · [{', '.join(str(n) for n in row.shape)}]",
-        formula=" × ".join(item.name for item in row.factors),
+        formula=" × ".join(item.term for item in row.factors),
         arithmetic=" × ".join(count(item.value) for item in row.factors),
         elements=count(row.elements),
         note=note,

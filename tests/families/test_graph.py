@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+import operator
 import subprocess
 import sys
 from collections import Counter
@@ -356,3 +358,49 @@ def test_ue8m0_scales_are_predicted_f32_and_said(tmp_path: Path) -> None:
     (said,) = [item for item in docs.graph.assumptions if item.key == "quantization_config.scale_fmt"]
     assert "F8_E8M0" in said.source and "DeepSeek-V3#961" in said.source
     assert not any(item.key == "quantization_config.scale_fmt" for item in plain.graph.assumptions)
+
+
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
+
+
+def _evaluate(node: ast.AST, values: dict[str, int]) -> int:
+    """A formula's value: ``+``, ``-`` and ``×`` of config keys and numbers, with Python's precedence."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return _ARITHMETIC[type(node.op)](_evaluate(node.left, values), _evaluate(node.right, values))
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name | ast.Attribute | ast.Subscript):
+        return values[ast.unparse(node)]
+    raise AssertionError(f"not arithmetic: {ast.unparse(node)}")
+
+
+def _config_numbers(settings: dict[str, object], prefix: str = "") -> dict[str, int]:
+    found: dict[str, int] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            found.update(_config_numbers(value, f"{prefix}{key}."))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            found[f"{prefix}{key}"] = value
+        elif isinstance(value, list) and all(isinstance(item, int) and not isinstance(item, bool) for item in value):
+            found.update({f"{prefix}{key}[{index}]": item for index, item in enumerate(value)})  # a [2, 2] kernel
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED))
+def test_every_calculation_reads_as_it_is_computed(name: str) -> None:
+    """Each parameter row's formula, as the cards and ``inspect --json`` print it, evaluated with the config's values
+    and the usual precedence, is the row's element count: ``num_attention_heads × qk_nope_head_dim + qk_rope_head_dim
+    × q_lora_rank`` once printed a product that reads as a sum (issue 43)."""
+    docs = describe_model(name)
+    # The model's own keys bare (a wrapper's text_config), the document's others by their path (vision_config.…).
+    config = {**_config_numbers(dict(docs.config.data)), **_config_numbers(dict(docs.config.settings))}
+    checked = 0
+    for node in docs.graph.nodes:
+        for row in node.parameters:
+            formula = " × ".join(factor.term for factor in row.factors)
+            # A factor the config does not name as a number (a key holding a list) stands for its own value.
+            values = {**config, **{factor.name: factor.value for factor in row.factors if factor.name not in config}}
+            tree = ast.parse(formula.replace("×", "*").replace("−", "-"), mode="eval").body
+            assert _evaluate(tree, values) == row.elements, (node.id, formula)
+            checked += 1
+    assert checked > 0

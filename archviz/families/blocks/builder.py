@@ -100,7 +100,7 @@ def fixed(label: str, value: int, formula: KeyLike, symbol: str | None = None) -
         label=label,
         value=value,
         formula=text,
-        config_keys=tuple(_IDENTIFIER.findall(text)),
+        config_keys=tuple(dict.fromkeys(_IDENTIFIER.findall(text))),
     )
 
 
@@ -524,8 +524,9 @@ class Scope:
 
 def joined(*parts: tuple[str, int]) -> tuple[str, int]:
     """Several output factors as the one flattened dimension a checkpoint stores: ``num_attention_heads ×
-    qk_nope_head_dim + qk_rope_head_dim`` and the product of their values."""
-    return " × ".join(name for name, _ in parts), math.prod(value for _, value in parts)
+    (qk_nope_head_dim + qk_rope_head_dim)`` (a sum in parentheses) and the product of their values."""
+    terms = (Factor(name=name, value=value).term for name, value in parts)
+    return " × ".join(terms), math.prod(value for _, value in parts)
 
 
 def linear_rows(

@@ -85,16 +85,16 @@ def vision_dims(s: Settings) -> VisionDims:
     heads = vs.dim(key[V.num_attention_heads.name])
     if (d.value or 0) % heads:
         raise vs.fail((key[V.num_attention_heads.name],), f"does not divide the vision width ({d.value})")
+    # The kernel's rows × columns, each named: "× merge_kernel_size" read as one factor of 2 where it is 2 × 2.
+    kernel = f"{K.vision_config}.{V.merge_kernel_size}[0] × {K.vision_config}.{V.merge_kernel_size}[1]"
     return VisionDims(
         d=d,
         ffn=dim("vision ffn", V.intermediate_size.name),
         grid_height=dim("grid rows", V.pos_emb_height.name),
         grid_width=dim("grid columns", V.pos_emb_width.name),
         patch=fixed("patch", vs.dim(V.patch_size), f"{K.vision_config}.{V.patch_size}"),
-        kernel=fixed("merge", merge[0] * merge[1], f"{K.vision_config}.{V.merge_kernel_size}"),
-        merged=fixed(
-            "merged d", merged, f"{K.vision_config}.{key[V.hidden_size.name]} × {K.vision_config}.{V.merge_kernel_size}"
-        ),
+        kernel=fixed("merge", merge[0] * merge[1], kernel),
+        merged=fixed("merged d", merged, f"{K.vision_config}.{key[V.hidden_size.name]} × {kernel}"),
         norm_width=norm,
         text=text,
         layers=vs.count(key[V.num_hidden_layers.name]),
