@@ -33,7 +33,7 @@ MAX_RANKS = 2**20
 """Most GPUs, or ranks of one kind, ``plan`` takes (``--gpus``, ``--tp``, ``--ep``, ``--pp``, ``--dp``); a plan's work
 is bounded further by ``archviz.cost.plan.MAX_RANK_GROUPS``."""
 GPU_MEMORY_RANGE = (0.001, 65_536)
-"""GiB ``--gpu-memory`` takes (the GPUs listed have 76 to 288)."""
+"""GiB ``--gpu-memory`` takes (the GPUs listed have 22 to 288)."""
 BANDWIDTH_RANGE = (0.001, 1_000)
 """TB/s ``--bandwidth`` takes (the GPUs listed have 3.35 to 8)."""
 THROUGHPUT_RANGE = (0.001, 1_000_000)

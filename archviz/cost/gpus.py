@@ -79,9 +79,14 @@ GPUS: dict[str, Gpu] = _read_gpus()
 """The GPU table: each figure from the vendor's public datasheet named in ``source``."""
 
 
+def _plain(name: str) -> str:
+    """A GPU's name as compared: lower case, no spaces, hyphens or underscores (``H100 PCIe`` is ``h100pcie``)."""
+    return "".join(char for char in name.lower() if char not in " -_")
+
+
 def gpu_named(name: str) -> Gpu:
-    """The table's GPU of that name (``h200``, ``H200``); ``InputError`` for another."""
-    found = GPUS.get(name.strip().lower().replace(" ", "").replace("-", ""))
+    """The table's GPU of that name (``h200``, ``H200``, ``a100-80``, ``A100 80``); ``InputError`` for another."""
+    found = {_plain(key): gpu for key, gpu in GPUS.items()}.get(_plain(name.strip()))
     if found is None:
         raise InputError(f"unknown GPU (known: {', '.join(GPUS)})", path=f"--gpu {name}")
     return found

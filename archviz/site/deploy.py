@@ -48,6 +48,11 @@ def _points(plan: Plan, gpu: Gpu, longest: int) -> tuple[tuple[int, int], ...]:
     return tuple(points)
 
 
+SITE_GPUS: tuple[Gpu, ...] = tuple(GPUS[key] for key in ("h100", "h200", "b200", "gb200", "mi300x", "mi325x", "mi355x"))
+"""The GPUs the section draws, a line each in one of the chart's seven colours: the data-centre parts large models are
+served on; `archviz plan --gpu` knows the rest of the table (A100, L4, L40S, RTX, H20, H800, GH200, B300, Gaudi 3)."""
+
+
 def deploy_view(index: ModelIndex) -> DeployView:
     """The overview's deployment section."""
     graph = index.graph
@@ -84,7 +89,7 @@ def deploy_view(index: ModelIndex) -> DeployView:
     weights = max(rank.weight_bytes for rank in plan.ranks)
     rows: list[DeployRow] = []
     series: list[Series] = []
-    for number, gpu in enumerate(GPUS.values()):
+    for number, gpu in enumerate(SITE_GPUS):
         css = f"series-{number}"
         usable = int(gpu.memory * (1 - plan.reserve))
         at_longest = sequences_at(plan, gpu.memory, longest)

@@ -14,6 +14,7 @@ from archviz.cost.plan import PlanRequest, plan_deployment, sequences_at
 from archviz.cost.sharding import Parallelism
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
+from archviz.site.deploy import SITE_GPUS
 from tests.site.test_site import Element, parse, squash
 
 K2 = "kimi-k2-instruct"
@@ -57,13 +58,13 @@ def section(site: Path, model: str) -> Element:
 def test_k2s_rows_are_archviz_plans_arithmetic(site: Path, docs: dict[str, ModelDocs]) -> None:
     found = section(site, K2)
     rows = found.find("tbody").find_all("tr")
-    assert [squash(row.find("th").text()) for row in rows] == [gpu.title for gpu in GPUS.values()]
+    assert [squash(row.find("th").text()) for row in rows] == [gpu.title for gpu in SITE_GPUS]
     plan = plan_deployment(
         docs[K2].graph,
         docs[K2].family,
         PlanRequest(gpu=GPUS["b200"], parallelism=Parallelism(tp=8), convention=Convention.ENGINE),
     )
-    for row, gpu in zip(rows, GPUS.values(), strict=True):
+    for row, gpu in zip(rows, SITE_GPUS, strict=True):
         said = squash(row.find_all("td")[2].text())
         expected = sequences_at(plan, gpu.memory, 131_072)
         if plan.ranks[0].weight_bytes > int(gpu.memory * 0.9):
@@ -74,13 +75,13 @@ def test_k2s_rows_are_archviz_plans_arithmetic(site: Path, docs: dict[str, Model
     # The column names what it counts, and each row links the datasheet its figures come from.
     heads = [squash(cell.text()) for cell in found.find("thead").find_all("th")]
     assert heads[3] == "Sequences at 131,072 tokens", heads
-    for row, gpu in zip(rows, GPUS.values(), strict=True):
+    for row, gpu in zip(rows, SITE_GPUS, strict=True):
         link = row.find_all("td")[3].find("a")
         assert link is not None and gpu.source.startswith(link.attrs["href"] + " "), gpu.key
         assert link.attrs["href"].startswith("https://") and "external" in link.attrs["rel"], gpu.key
         assert squash(link.text()).endswith("datasheet ↗"), gpu.key
     # One line per GPU whose weights fit: the H100's (80 GB) do not.
-    assert len(found.find_all("polyline")) == len(GPUS) - 1
+    assert len(found.find_all("polyline")) == len(SITE_GPUS) - 1
     assert f"{plan.ranks[0].weight_bytes:,} bytes" in squash(found.text())
     assert "split as vLLM and SGLang split them" in squash(found.text())
 
