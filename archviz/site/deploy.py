@@ -16,7 +16,7 @@ from archviz.cost.parallel_plans import Convention, restated_plans
 from archviz.cost.plan import DEFAULT_RESERVE, GIB, Plan, PlanRequest, plan_deployment, sequences_at
 from archviz.cost.report import modelled_in_full
 from archviz.cost.sharding import Parallelism
-from archviz.present.numbers import count, short_bytes
+from archviz.present.numbers import count
 from archviz.site.charts import Series, line_chart
 from archviz.site.costs import plot_context
 from archviz.site.index import ModelIndex
@@ -51,6 +51,11 @@ def _points(plan: Plan, gpu: Gpu, longest: int) -> tuple[tuple[int, int], ...]:
 SITE_GPUS: tuple[Gpu, ...] = tuple(GPUS[key] for key in ("h100", "h200", "b200", "gb200", "mi300x", "mi325x", "mi355x"))
 """The GPUs the section draws, a line each in one of the chart's seven colours: the data-centre parts large models are
 served on; `archviz plan --gpu` knows the rest of the table (A100, L4, L40S, RTX, H20, H800, GH200, B300, Gaudi 3)."""
+
+
+def _gib(value: int) -> str:
+    """Bytes in GiB, the one unit of the section: the memory CUDA and nvidia-smi report is in binary units."""
+    return f"{value / GIB:,.1f} GiB"
 
 
 def deploy_view(index: ModelIndex) -> DeployView:
@@ -97,7 +102,7 @@ def deploy_view(index: ModelIndex) -> DeployView:
         if fits and at_longest is not None:
             series.append(Series(label=gpu.title, points=_points(plan, gpu, longest), css_class=css))
         if not fits:
-            said = f"weights do not fit ({short_bytes(weights)} per GPU, {short_bytes(usable)} usable)"
+            said = f"weights do not fit ({_gib(weights)} per GPU, {_gib(usable)} usable)"
         elif at_longest is None:
             said = "no cache bounds them"
         else:
@@ -107,8 +112,8 @@ def deploy_view(index: ModelIndex) -> DeployView:
             DeployRow(
                 label=gpu.title,
                 css=css if fits and at_longest is not None else "",
-                memory=f"{gpu.memory / GIB:,.1f} GiB",
-                free=short_bytes(max(usable - weights, 0)),
+                memory=_gib(gpu.memory),
+                free=_gib(max(usable - weights, 0)),
                 sequences=said,
                 source=address,
                 source_title=urlsplit(address).netloc.removeprefix("www.") + " datasheet",
@@ -125,7 +130,7 @@ def deploy_view(index: ModelIndex) -> DeployView:
         )
     return DeployView(
         setup=setup,
-        weights=f"{count(weights)} bytes ({short_bytes(weights)}) of weights on each GPU",
+        weights=f"{count(weights)} bytes ({_gib(weights)}) of weights on each GPU",
         svg=svg,
         rows=tuple(rows),
         longest=f"Sequences at {longest:,} tokens",

@@ -4,6 +4,7 @@ computes them, and a sentence instead where the plans cannot split the model or 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,14 @@ def test_k2s_rows_are_archviz_plans_arithmetic(site: Path, docs: dict[str, Model
     assert len(found.find_all("polyline")) == len(SITE_GPUS) - 1
     assert f"{plan.ranks[0].weight_bytes:,} bytes" in squash(found.text())
     assert "split as vLLM and SGLang split them" in squash(found.text())
+
+
+def test_the_section_speaks_one_unit_of_memory(site: Path) -> None:
+    """Memory, what is free of it and the weights, all in GiB (a row once read "79.6 GiB" beside "1.34 GB free": a
+    reader had to guess whether the two differ by units or by bytes)."""
+    text = squash(section(site, K2).text())
+    amounts = re.findall(r"[\d.,]+ (GiB|GB|MiB|MB|TB|TiB)\b", text)
+    assert amounts and set(amounts) == {"GiB"}, sorted(set(amounts))
 
 
 def test_a_partly_modelled_model_gets_a_sentence_not_a_table(site: Path) -> None:
