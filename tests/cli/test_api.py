@@ -208,6 +208,8 @@ def test_a_diff_is_diff_json_s(executed: list[dict[str, Any]]) -> None:
     rows = [[squash(cell.text()) for cell in row.find_all("td")[:2]] for row in table.find_all("tr")[1:]]
     assert [[int(a.replace(",", "")), int(b.replace(",", ""))] for a, b in rows] == list(expected["totals"].values())
     assert "The architectures differ." in executed[3]["text/plain"]
+    # The column holds a ratio or, near ×1, the signed difference ("+471 M"), and the output says which, as the page.
+    assert "B against A" in executed[3]["text/html"] and "signed difference in short" in executed[3]["text/html"]
 
 
 # -- the API itself ------------------------------------------------------------------------------------------
