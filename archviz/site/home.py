@@ -37,7 +37,9 @@ def build_home_view(indexes: Sequence[ModelIndex], comparisons: Sequence[Link] =
                 link=Link(title=index.title(), href=f"{index.slug}/index.html"),
                 architecture=index.graph.model.architecture or "",
                 description=model_description(index.graph),
-                figures=headline_figures(index.docs.totals, index.graph)[:3],
+                # The same three on every card (a wrapper's parts, which a card could not show whole, are on its
+                # overview): parameters, active per token, and active without the input embedding.
+                figures=headline_figures(index.docs.totals, index.graph, parts=False)[:3],
                 verification=index.context.verification or UNVERIFIED_STATUS,
                 partial=partial_badge(index.graph, overview=f"{index.slug}/index.html"),
                 revisions=revision_links(index.docs),

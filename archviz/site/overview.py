@@ -55,15 +55,16 @@ def _active_figure(label: str, value: int | None, unknown: str | None) -> Figure
     return Figure(label=label, value=count(value), short=short_count(value))
 
 
-def headline_figures(totals: Totals, graph: Graph) -> tuple[Figure, ...]:
-    """The model's totals: parameters, active parameters, buffers, scales, MTP ("of the modelled part" when the
-    graph is partial). The checkpoint's elements are a table by dtype (``dtype_rows``)."""
+def headline_figures(totals: Totals, graph: Graph, *, parts: bool = True) -> tuple[Figure, ...]:
+    """The model's totals: parameters (by part too, with ``parts``: a wrapper's text model, vision tower and
+    projector), active parameters, buffers, scales, MTP ("of the modelled part" when the graph is partial). The
+    checkpoint's elements are a table by dtype (``dtype_rows``)."""
     suffix = "" if modelled_in_full(graph) else PARTIAL_SUFFIX
     figures = [
         Figure(label=f"Parameters{suffix}", value=count(totals.parameters), short=short_count(totals.parameters)),
         *(
             Figure(label=f"Parameters of the {PART_TITLES[part]}", value=count(value), short=short_count(value))
-            for part, value in totals.parts.items()
+            for part, value in (totals.parts.items() if parts else ())
         ),
         _active_figure(f"Active per token{suffix}", totals.active_parameters, totals.active_unknown),
         _active_figure(

@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 from archviz.inputs.config import ConfigDocument
+from archviz.inputs.resolve import BUNDLED
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site import write_site
+from archviz.site.index import PARTIAL_SUFFIX
+from tests.conftest import BundledSite
 from tests.site.test_site import Element, parse, squash
 
 K2 = "kimi-k2-instruct"
@@ -39,6 +42,16 @@ def page(site: Path, *parts: str) -> Element:
 
 def sections(element: Element) -> list[Element]:
     return element.find_all("section")
+
+
+def test_every_home_card_shows_the_same_three_figures(bundled_site: BundledSite) -> None:
+    """Parameters, active per token, and active without the input embedding, on every model's card: Kimi-K2.5's once
+    showed its total, text model and vision tower instead (no active counts, and the projector missing from the sum)."""
+    home = page(bundled_site(*sorted(BUNDLED)), "index.html")
+    for item in home.find_all("li", "model"):
+        labels = [squash(dt.text()).removesuffix(PARTIAL_SUFFIX) for dt in item.find("dl", "figures").find_all("dt")]
+        expected = ["Parameters", "Active per token", "Active per token, without the input embedding"]
+        assert labels == expected, (squash(item.find("h2").text()), labels)
 
 
 # -- a partial model ------------------------------------------------------------------------------------
