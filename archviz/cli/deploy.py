@@ -244,6 +244,7 @@ def plan(
     )
     with doing("planning the deployment"):
         planned = plan_deployment(docs.graph, docs.family, request)
+    planned = dataclasses.replace(planned, context_limit=docs.config.context_length())
     if as_json:
         sys.stdout.write(json_text(plan_json(model, planned)))
         return

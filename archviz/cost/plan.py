@@ -102,6 +102,9 @@ class Plan:
     """Whether the graph is priced and its layers keep no cache or state (no sequence count is bounded by it)."""
     nothing_fits: bool = False
     """Whether no sequence of the context fits beside the weights (no batch given: the bounds are at batch 1)."""
+    context_limit: tuple[int, str] | None = None
+    """The model's own context length and the config key that sets it (``max_position_embeddings``), which the
+    memory's longest context may exceed; None when not known."""
     splits: dict[str, str] = field(default_factory=dict)
     """Each checkpoint module pattern (``model.layers.*.self_attn.q_proj``) and how it was split, for the report."""
     checkpoint_bytes_by_split: dict[str, int] = field(default_factory=dict)

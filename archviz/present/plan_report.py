@@ -113,6 +113,9 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
         },
         "sequences": plan.sequences,
         "longest_context": longest_context(plan),
+        "context_limit": None
+        if plan.context_limit is None
+        else {"positions": plan.context_limit[0], "key": plan.context_limit[1]},
         "roofline": None
         if not plan.priced
         else {
@@ -153,7 +156,7 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     )
     sequences = plan.sequences
     head.add_row("sequences that fit at the context", "unknown" if sequences is None else f"{sequences:,}")
-    head.add_row("longest context the memory allows one sequence", _longest_text(longest_context(plan)))
+    head.add_row("longest context the memory allows one sequence", _longest_text(longest_context(plan), plan))
     head.add_row(f"decode step at batch {plan.batch:,} per replica ({plan.compute})", at_least_ms(plan.decode_seconds))
     head.add_row("  of which reading memory", at_least_ms(plan.decode_memory_seconds))
     speed = decode_tokens_per_second(plan)
@@ -185,9 +188,11 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     return RichGroup(head, ranks, source, *notes)
 
 
-def _longest_text(positions: int | None) -> str:
+def _longest_text(positions: int | None, plan: Plan) -> str:
     if positions is None:
         return "unknown (not priced, or no cache)"
-    if positions == MAX_POSITIONS:
-        return "any: the cache stops growing"
-    return f"{positions:,} positions"
+    said = "any: the cache stops growing" if positions == MAX_POSITIONS else f"{positions:,} positions"
+    if plan.context_limit is not None and positions > plan.context_limit[0]:
+        limit, key = plan.context_limit
+        said += f", beyond the model's own {limit:,} ({escape(key)})"
+    return said

@@ -273,6 +273,18 @@ def test_a_model_that_does_not_fit_says_how_many_gpus_it_needs() -> None:
     assert "with tp 8 and dp 1, pp 2 (16 GPUs) fits" in result.output
 
 
+def test_a_longest_context_beyond_the_models_own_says_so() -> None:
+    """The memory of 16 H200s allows one Kimi-K2 sequence about 1.9 M positions; the model's own context is 131,072
+    (max_position_embeddings, its config's line): the report and the JSON say both."""
+    args = ["plan", "kimi-k2-instruct", "--gpu", "h200", "--gpus", "16", "--pp", "2"]
+    document = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert document["context_limit"] == {"positions": 131_072, "key": "max_position_embeddings"}
+    assert document["longest_context"] > 131_072
+    text = " ".join(runner.invoke(app, args).stdout.replace("│", " ").split())  # a wrapped cell read as one
+    said = f"{document['longest_context']:,} positions, beyond the model's own 131,072 (max_position_embeddings)"
+    assert said in text, text
+
+
 def test_gpu_counts_are_the_shapes_servers_are_built_in() -> None:
     """14 GPUs is no deployment anyone builds: 1, 2, 4 or 8 in a server, else whole servers of 8 (issue 42)."""
     built = {count: deployable_gpus(count) for count in (1, 2, 3, 5, 8, 9, 14, 16, 17, 320)}
