@@ -132,9 +132,8 @@ def cached_code(request: CodeRequest, read: Callable[[CodeRequest], ModelCode]) 
     if path.is_file():
         try:
             code = _ModelCodeUnpickler(io.BytesIO(path.read_bytes())).load()
-        except (
-            Exception
-        ) as error:  # any damage to an entry (a short file, a foreign class) means reading again, said so
+        # Any damage to an entry (a short file, a foreign class, an unreadable file) means reading again, said so.
+        except Exception as error:
             _warn(f"the cached description {path} cannot be read ({type(error).__name__}: {error}); reading again")
         else:
             if isinstance(code, ModelCode):

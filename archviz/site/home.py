@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from archviz.cost.terms import Phase
 from archviz.graph.nodes import Node, TensorRow
 from archviz.present.numbers import setting_text
+from archviz.site.cards import module_classes
 from archviz.site.formatting import script_json
 from archviz.site.index import (
     UNVERIFIED_STATUS,
@@ -122,8 +123,7 @@ def _initials(title: str) -> str:
 def _operator_types(node: Node) -> str:
     """The torch module classes that hold the node's tensors, by their own and their ``nn.`` names (``Linear``,
     ``nn.Linear``), where the graph records them."""
-    classes = dict.fromkeys(row.module for row in (*node.parameters, *node.buffers) if row.module)
-    return " ".join(f"{name} nn.{name}" for name in classes)
+    return " ".join(f"{name} nn.{name}" for name in module_classes(node))
 
 
 def _section_entries(index: ModelIndex, name: str, about: str) -> list[dict[str, str]]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from archviz.cost.report import costs_unknown
 from archviz.cost.terms import DEFAULT_SIZES
 from archviz.diff.compare import checkpoint_bytes, layer_label
+from archviz.families.blocks.schema import DECODER
 from archviz.graph.nodes import Graph, GroupKind, Part
 from archviz.present.numbers import count, short_bytes, short_count, short_flops
 from archviz.site.index import PARTIAL_SUFFIX, ModelIndex, partial_badge
@@ -227,9 +228,9 @@ def _decode_flops_engines(index: ModelIndex) -> TableCell:
     return TableCell(text=short_flops(absorbed), detail=f"{count(absorbed)}, MLA absorbed", sort=str(absorbed))
 
 
-LAYERS_KEY = "num_hidden_layers"
-"""The config key of the decoder's depth in every hand-written family (``DECODER.num_hidden_layers``)."""
-HEADS_KEY = "num_attention_heads"
+LAYERS_KEY = DECODER.num_hidden_layers.name
+"""The config key of the decoder's depth in every hand-written family."""
+HEADS_KEY = DECODER.num_attention_heads.name
 """The config key of attention's query heads in every hand-written family."""
 NOT_WHOLE = "not modelled in full"
 """Why a partial graph's cost cells are empty: the cost of the modelled part is not the model's."""
