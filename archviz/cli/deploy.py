@@ -195,12 +195,13 @@ def plan(
     on a decode step and a prefill. Exit 2 for a plan the model cannot run or whose weights do not fit; weights
     that fit with no room for a sequence at the context are reported (0 sequences), not refused."""
     from archviz.cost.cache import cache_dtype_name
-    from archviz.cost.parallel_plans import Convention, restated_plans
+    from archviz.cost.parallel_plans import Convention
     from archviz.cost.plan import PlanRequest, plan_deployment
     from archviz.cost.sharding import Parallelism
     from archviz.pipeline import describe_model
     from archviz.present.jsontext import json_text
     from archviz.present.plan_report import plan_json, render_plan
+    from archviz.transformers.configs import model_parallel_plans
 
     device = _gpu(gpu, gpu_memory, bandwidth, bf16, fp8, fp4)
     if convention not in tuple(Convention):
@@ -215,20 +216,8 @@ def plan(
     if gpus is not None and gpus != tp * pp * dp:
         raise InputError(f"--gpus {gpus} is not tp × pp × dp = {tp * pp * dp}", path=f"--gpus {gpus}")
     docs = describe_model(model, revision=revision, assumptions=_assumptions(assume))
-    plans = None
-    if restated_plans(docs.graph, docs.family) is None:  # read off transformers' classes
-        from archviz.cost.parallel_plans import ParallelPlans
-        from archviz.inputs.cache import cached_answer
-
-        def ask(model_type: str) -> dict[str, Any] | None:
-            from archviz.transformers.configs import parallel_plans
-
-            found = parallel_plans(model_type)
-            return None if found is None else dataclasses.asdict(found)
-
-        with doing("reading transformers' parallel plans"):
-            held = cached_answer("plans", docs.graph.model.transformers_model_type, ask)
-            plans = None if held is None else ParallelPlans(**held)
+    with doing("reading the parallel plans"):
+        plans = model_parallel_plans(docs.graph, docs.family)
     request = PlanRequest(
         gpu=device,
         parallelism=Parallelism(tp=tp, ep=ep, pp=pp, dp=dp),

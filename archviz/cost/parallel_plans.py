@@ -125,4 +125,13 @@ ENGINE_ATTENTION = {
 """The engine convention's attention projections (a softmax-attention or MLA layer's ``self_attn.*``)."""
 
 
+ENGINE_MLP = {
+    **dict.fromkeys(("gate_proj", "up_proj", "gate_up_proj", "w1", "w3", "fc1", "c_fc", "dense_h_to_4h"), Split.OUTPUT),
+    **dict.fromkeys(("down_proj", "w2", "fc2", "dense_4h_to_h"), Split.INPUT),
+}
+"""The engine convention's MLP and expert projections where transformers' plan names none: each cut along the
+intermediate dimension, the output of gate and up and the input of down (vLLM's ``MergedColumnParallelLinear`` and
+``RowParallelLinear``; a fused expert bank as its ``FusedMoE`` cuts it under TP, each expert's intermediate split)."""
+
+
 SOFTMAX_MIXERS = {Mixer.MLA, Mixer.ATTENTION, Mixer.SLIDING_WINDOW}

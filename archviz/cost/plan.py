@@ -19,7 +19,7 @@ from archviz.cost import MAX_POSITIONS
 from archviz.cost.cache import cache_bytes_at, cache_costs
 from archviz.cost.gpus import Gpu
 from archviz.cost.parallel_plans import SPLITS, Convention, ParallelPlans, Split, restated_plans
-from archviz.cost.pricers import absorbed_costs, node_costs
+from archviz.cost.pricers import absorbed_costs, node_costs, unpriced_reason
 from archviz.cost.pricers import priced as cost_priced
 from archviz.cost.report import modelled_in_full
 from archviz.cost.roofline import Rank, rank_list, splits_kv
@@ -89,7 +89,9 @@ class Plan:
     mtp_bytes: int
     """Bytes of the multi-token-prediction layers, left out."""
     priced: bool
-    """Whether the cost model prices the graph (cache, FLOPs); a generic graph's are unknown."""
+    """Whether the cost model prices the graph (cache, FLOPs); where it does not, they are unknown."""
+    unpriced: str = ""
+    """Why it does not (``unpriced_reason``); empty where it does."""
     model_type: str = ""
     """The transformers model_type the graph is of (the one a missing plan is named by)."""
     plans_source: str | None = None
@@ -436,9 +438,7 @@ def _finish(
     mtp_bytes: int,
 ) -> Plan:
     p = request.parallelism
-    # A graph read off the code is priced by ``archviz cost``, but the plan's per-rank split of fused expert banks
-    # (one [E, …] tensor per layer) is not written yet: its plan gives memory, not time or cache.
-    priced = cost_priced(graph) and not graph.derived_from_code
+    priced = cost_priced(graph)
     dtype = request.cache_dtype or graph.dtype
     costs = cache_costs(graph, dtype) if priced else []
     usable = int(request.gpu.memory * (1 - request.reserve))
@@ -470,6 +470,7 @@ def _finish(
         weight_bytes=weight_total,
         mtp_bytes=mtp_bytes,
         priced=priced,
+        unpriced="" if priced else unpriced_reason(graph),
         model_type=graph.model.transformers_model_type,
         plans_source=planner.plans.source if planner.plans is not None else None,
         mixers=frozenset(layer.mixer for layer in graph.layers),

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 from archviz.cost.cache import CacheCost, cache_bytes_at
 from archviz.cost.experts import model_experts
 from archviz.cost.parallel_plans import SPLITS, Convention, Split
+from archviz.cost.pricers import priced as cost_priced
 from archviz.cost.sharding import Heads, Held, Planner, chunk
 from archviz.cost.terms import NodeCost, Phase, Sizes
 from archviz.cost.weights import RoutedBytes, decode_weight_bytes
-from archviz.graph.nodes import Graph, Mixer, Node
+from archviz.graph.nodes import Graph, Mixer, Node, OpKind
 
 if TYPE_CHECKING:
     from archviz.cost.plan import PlanRequest
@@ -70,21 +71,21 @@ def splits_kv(planner: Planner, convention: Convention) -> bool:
 def rank_cache(
     costs: Sequence[CacheCost],
     layers: tuple[int, ...],
-    mixers: Mapping[int, str],
-    heads: Mapping[str, Heads],
+    softmax: Mapping[str, Heads],
     kv_split: bool,
     tp: int,
     tp_index: int,
 ) -> list[CacheCost]:
-    """The cache entries of a stage's layers, each scaled to the KV heads the rank keeps."""
+    """The cache entries of a stage's layers, a softmax-attention layer's scaled to the KV heads the rank keeps
+    (``softmax``: the heads of each such cache node's attention)."""
     on = set(layers)
-    kv = next((found.kv_heads for found in heads.values() if found.kv_heads != 1 and found.kv_heads), 0)
     out: list[CacheCost] = []
     for cost in costs:
         if cost.layer is not None and cost.layer not in on:
             continue
-        mixer = mixers.get(cost.layer) if cost.layer is not None else None
-        if mixer in (Mixer.ATTENTION, Mixer.SLIDING_WINDOW) and kv_split and kv and tp > 1:
+        heads = softmax.get(cost.node)
+        kv = heads.kv_heads if heads is not None else 0
+        if kv_split and kv > 1 and tp > 1:
             local = 1 if tp >= kv else chunk(kv, tp, tp_index)
             out.append(
                 CacheCost(
@@ -100,6 +101,23 @@ def rank_cache(
         else:
             out.append(cost)
     return out
+
+
+def softmax_cache_heads(graph: Graph, heads: Mapping[str, Heads], node_group: Mapping[str, str]) -> dict[str, Heads]:
+    """By cache node of a softmax-attention layer: the heads of its attention, whose KV heads a rank keeps its share
+    of. A hand-written family's layers say their mixer (MLA's latent cache is not among them: engines replicate it);
+    a graph read off the code has a cache node in each attention group that computes attention."""
+    mixers = {layer.index: layer.mixer for layer in graph.layers}
+    found: dict[str, Heads] = {}
+    for node in graph.nodes:
+        group_heads = heads.get(node_group[node.id])
+        if node.op is None or node.op.kind is not OpKind.CACHE or group_heads is None:
+            continue
+        if graph.derived_from_code or any(
+            mixers.get(layer) in (Mixer.ATTENTION, Mixer.SLIDING_WINDOW) for layer in node.placement.layers
+        ):
+            found[node.id] = group_heads
+    return found
 
 
 def rank_list(
@@ -119,8 +137,8 @@ def rank_list(
     """Every rank's figures; the decode and prefill ones only with a ``batch`` (known once the sequences that fit
     are)."""
     p = request.parallelism
-    priced = not graph.derived_from_code
-    mixers = {layer.index: layer.mixer for layer in graph.layers}
+    priced = cost_priced(graph)
+    softmax = softmax_cache_heads(graph, heads, node_group)
     nodes = {node.id: node for node in graph.nodes}
     whole = {node.id: sum(row.elements for row in node.parameters) for node in graph.nodes}
     ranks: list[Rank] = []
@@ -133,7 +151,7 @@ def rank_list(
             local: list[CacheCost] = []
             decode_bytes = decode_flops = prefill_flops = None
             if priced:
-                local = rank_cache(costs, layers, mixers, heads, kv_split, p.tp, tp_index)
+                local = rank_cache(costs, layers, softmax, kv_split, p.tp, tp_index)
                 per_token = sum(cost.per_token for cost in local)
                 state = sum(cost.state for cost in local)
                 per_sequence = cache_bytes_at(local, request.context)

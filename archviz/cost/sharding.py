@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from archviz.cost.experts import model_experts, routed_experts
 from archviz.cost.parallel_plans import (
     ENGINE_ATTENTION,
+    ENGINE_MLP,
     SOFTMAX_MIXERS,
     SPLITS,
     VOCAB_PADDING,
@@ -173,6 +174,8 @@ class Planner:
         self.naming: NamingMap = graph.naming
         self.memo: dict[tuple[object, ...], Rule] = {}
         self.smallest: dict[Experts, int] = {}
+        embedding = nodes.get(graph.input_embedding or "")
+        self.hidden = embedding.parameters[0].shape[-1] if embedding is not None and embedding.parameters else 0
 
     def name(self, checkpoint_name: str) -> PlanName:
         return self.naming.plan_name(checkpoint_name, self.projections)
@@ -234,9 +237,18 @@ class Planner:
         if self.convention is Convention.ENGINE:
             if key in ("model.embed_tokens", "lm_head") and len(shape) == 2:
                 return Rule(Split.ROWS, dim=0, pad_to=VOCAB_PADDING), "vocabulary-parallel, padded to 64 (engine)"
-            if ".self_attn." in key and mixer in SOFTMAX_MIXERS and short in ENGINE_ATTENTION:
+            # a graph read off the code names its layers' mixers its own way: its attention is where heads were read
+            read_heads = self.node_heads.get(group.tensor.node) is not None
+            softmax = mixer in SOFTMAX_MIXERS or (self.graph.derived_from_code and read_heads)
+            if ".self_attn." in key and softmax and short in ENGINE_ATTENTION:
                 return self._engine_attention(group, short, is_bias)
+            if key.endswith(".self_attn") and name.leaf == "sinks" and softmax and len(shape) == 1:
+                return Rule(Split.OUTPUT, dim=0), "attention sinks by heads (engine)"  # one a head (gpt-oss)
         style = self.tp_plan.get(f"{key}.{name.leaf}") or self.tp_plan.get(key)  # a parameter's entry, or its module's
+        if style is None and self.convention is Convention.ENGINE and name.layer is not None:
+            found = self._engine_mlp(group, name)
+            if found is not None:
+                return found
         if style is None:
             return Rule(Split.REPLICATE), "replicated (no plan entry)"
         split = SPLITS.get(style, Split.REPLICATE)
@@ -272,6 +284,39 @@ class Planner:
             return Rule(Split.OUTPUT, dim=dim, unit=max(width, 1), kv_heads=heads.kv_heads), said
         width = rows // heads.heads
         return Rule(Split.OUTPUT, dim=dim, unit=max(width, 1)), "colwise by heads (engine)"
+
+    def _engine_mlp(self, group: ManifestGroup, name: PlanName) -> tuple[Rule, str] | None:
+        """An MLP's or a fused expert bank's projection no plan entry names, cut along its intermediate dimension as
+        engines cut it (``ENGINE_MLP``); None for another tensor. The intermediate dimension is the one of the
+        weight's two that is not the model's width (a bank stored transposed, ``[E, in, out]``, is cut all the same);
+        where both are, the output of gate and up and the input of down. MXFP4's ``*_blocks`` keep their bytes of
+        one block in a last dimension of their own."""
+        leaf = name.leaf
+        for suffix in ("_blocks", "_scales", "_bias", "_weight", "_scale"):
+            leaf = leaf.removesuffix(suffix)
+        short = name.key.rsplit(".", 1)[-1]
+        split = ENGINE_MLP.get(leaf) or ENGINE_MLP.get(short)
+        if split is None or group.tensor.role == TensorRole.SHAPE:
+            return None
+        shape = group.tensor.shape
+        bank = routed_experts(self.nodes[group.tensor.node]) is not None and name.expert is None
+        matrix = shape[1:] if bank else shape
+        if name.leaf.endswith("_blocks"):
+            matrix = matrix[:-1]
+        said = "cut along the intermediate dimension: gate and up colwise, down rowwise, its bias whole (engine)"
+        last = (1 if bank else 0) + len(matrix) - 1  # where the weight's last dimension is in the stored shape
+        if len(matrix) == 1:  # a bias (or a per-row scale): cut with gate's and up's outputs, whole beside down's
+            if split is Split.OUTPUT and matrix[0] != self.hidden:
+                return Rule(Split.OUTPUT, dim=last - len(shape)), said
+            return Rule(Split.REPLICATE), said
+        rows, columns = matrix[-2], matrix[-1]
+        if rows != self.hidden and columns == self.hidden:
+            dim = last - 1
+        elif columns != self.hidden and rows == self.hidden:
+            dim = last
+        else:
+            dim = last - 1 if split is Split.OUTPUT else last
+        return Rule(split, dim=dim - len(shape)), said
 
 
 def tensor_bytes(tensor: ManifestTensor) -> int:

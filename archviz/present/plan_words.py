@@ -50,7 +50,7 @@ def plan_notes(plan: Plan) -> list[str]:
     if Mixer.KDA in plan.mixers:
         notes.append("KDA layers: no plan entry names their projections, so their weights and state are replicated.")
     if not plan.priced:
-        notes.append("The cost model does not price this graph (read off the code): cache, FLOPs and bounds unknown.")
+        notes.append(f"The cost model does not price this model ({plan.unpriced}): cache, FLOPs and bounds unknown.")
     notes.append(
         "Bounds are lower bounds, never latencies: decode reads each rank's weights (routed experts: at most "
         "batch × top-k per layer) and the batch's cache at the context at the HBM bandwidth; prefill runs one prompt's "

@@ -3,7 +3,8 @@ each GPU of archviz's table, with the model split as engines split it (``archviz
 
 One plan splits the weights and the cache over the ranks; each GPU's line is then the plan's arithmetic with that
 GPU's memory (``sequences_at``). A model the plans cannot split eight ways, or one the cost model does not price,
-gets a sentence saying why instead of the plot.
+gets a sentence saying why instead of the plot; a graph read off the code is split by transformers' plans for its model
+type, as ``archviz plan`` splits it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from urllib.parse import urlsplit
 
 from archviz.common.errors import InputError
 from archviz.cost.gpus import GPUS, Gpu
-from archviz.cost.parallel_plans import Convention, restated_plans
+from archviz.cost.parallel_plans import Convention
 from archviz.cost.plan import DEFAULT_RESERVE, GIB, Plan, PlanRequest, plan_deployment, sequences_at
+from archviz.cost.pricers import priced, unpriced_reason
 from archviz.cost.report import modelled_in_full
 from archviz.cost.sharding import Parallelism
 from archviz.present.numbers import count
@@ -21,6 +23,7 @@ from archviz.site.charts import Series, line_chart
 from archviz.site.costs import plot_context
 from archviz.site.index import ModelIndex
 from archviz.site.overview_views import DeployRow, DeployView
+from archviz.transformers.configs import model_parallel_plans
 
 GPUS_PER_NODE = 8
 """The GPUs the section splits the model over: one 8-GPU node, tensor parallel 8."""
@@ -68,15 +71,16 @@ def deploy_view(index: ModelIndex) -> DeployView:
         f"{DEFAULT_RESERVE:.0%} of each GPU's memory kept back for activations and the runtime. "
         f"archviz plan answers for any GPU count, split and cache dtype."
     )
-    if graph.derived_from_code:
-        return DeployView(setup=setup, reason="The cost model does not price a graph read off the code.")
+    if not priced(graph):
+        return DeployView(setup=setup, reason=f"The cost model does not price this model: {unpriced_reason(graph)}.")
     if not modelled_in_full(graph):
         return DeployView(
             setup=setup,
             reason="Only part of this model is modelled: what each GPU would hold is not known from the modelled part.",
         )
-    if restated_plans(graph, index.docs.family) is None:
-        return DeployView(setup=setup, reason="No tensor-parallel plan is restated for this model's family.")
+    plans = model_parallel_plans(graph, index.docs.family)
+    if plans is None:
+        return DeployView(setup=setup, reason="transformers' classes give this model no tensor-parallel plan.")
     try:
         plan = plan_deployment(
             graph,
@@ -86,6 +90,7 @@ def deploy_view(index: ModelIndex) -> DeployView:
                 parallelism=Parallelism(tp=GPUS_PER_NODE),
                 convention=Convention.ENGINE,
                 batch=1,
+                plans=plans,
             ),
         )
     except InputError as error:

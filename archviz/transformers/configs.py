@@ -7,6 +7,7 @@ Imports transformers inside functions (through ``archviz.transformers.internals`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from archviz.transformers import internals
 
 if TYPE_CHECKING:
     from archviz.cost.parallel_plans import ParallelPlans
+    from archviz.families.registry import Family
+    from archviz.graph.nodes import Graph
 
 
 def transformers_ships(model_type: str) -> bool:
@@ -118,3 +121,22 @@ def attribute(holder: object, name: str) -> object:
         return getattr(holder, name, None)
     except Exception:  # a config's own refusal, whatever its type: the value is then not one archviz can read
         return None
+
+
+def model_parallel_plans(graph: Graph, family: Family) -> ParallelPlans | None:
+    """The tensor- and expert-parallel plans a model's weights are split by: its hand-written family's restatement,
+    else transformers' own for its model type (``parallel_plans``, asked once, then read from the description cache);
+    None where transformers' classes have none."""
+    from archviz.cost.parallel_plans import ParallelPlans, restated_plans
+    from archviz.inputs.cache import cached_answer
+
+    restated = restated_plans(graph, family)
+    if restated is not None:
+        return restated
+
+    def ask(model_type: str) -> dict[str, Any] | None:
+        found = parallel_plans(model_type)
+        return None if found is None else dataclasses.asdict(found)
+
+    held = cached_answer("plans", graph.model.transformers_model_type, ask)
+    return None if held is None else ParallelPlans(**held)

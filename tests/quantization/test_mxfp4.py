@@ -145,12 +145,13 @@ def to_mxfp4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return blocks.contiguous(), scales.contiguous()
 
 
-def write_tiny(folder: Path, quantization: dict[str, Any] = RELEASE_QUANTIZATION) -> Path:
-    """A tiny gpt-oss saved by transformers in bfloat16, its experts then stored as MXFP4 blocks and scales."""
+def write_tiny(folder: Path, quantization: dict[str, Any] = RELEASE_QUANTIZATION, **changes: Any) -> Path:
+    """A tiny gpt-oss (``tiny_config`` with ``changes``) saved by transformers in bfloat16, its experts then stored as
+    MXFP4 blocks and scales."""
     import transformers
 
     torch.manual_seed(0)
-    model = transformers.GptOssForCausalLM(tiny_config()).to(torch.bfloat16)
+    model = transformers.GptOssForCausalLM(tiny_config(**changes)).to(torch.bfloat16)
     model.save_pretrained(folder)
     path = folder / "model.safetensors"
     with safe_open(path, framework="pt") as handle:

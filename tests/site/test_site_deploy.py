@@ -29,6 +29,7 @@ def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelDocs]:
     folder.mkdir()
     config = {
         "model_type": "olmo2",
+        "architectures": ["Olmo2ForCausalLM"],
         "vocab_size": 256,
         "hidden_size": 64,
         "intermediate_size": 96,
@@ -100,7 +101,9 @@ def test_a_partly_modelled_model_gets_a_sentence_not_a_table(site: Path) -> None
     assert "Only part of this model is modelled" in squash(found.text()) and not found.find_all("table")
 
 
-def test_a_graph_read_off_the_code_gets_a_sentence_not_a_plot(site: Path) -> None:
+def test_a_graph_read_off_the_code_is_planned_by_transformers_plans(site: Path) -> None:
+    """OLMo-2 has no hand-written family: its graph is read off transformers' code and split by transformers' plans
+    for its model type (``tests/cost/test_plan_code_read.py`` holds that split to the engines' rules)."""
     found = section(site, GENERIC)
-    assert "does not price a graph read off the code" in squash(found.text())
-    assert not found.find_all("svg")
+    assert "does not price" not in squash(found.text())
+    assert len(found.find_all("tr")) == len(SITE_GPUS) + 1 and found.find_all("svg")
