@@ -42,6 +42,8 @@ class Gpu:
     """Where the figures come from (a datasheet's address)."""
     memory_note: str = ""
     """How the memory figure was read."""
+    compute_capability: tuple[int, int] | None = None
+    """CUDA compute capability (9, 0) of an NVIDIA part; None for another (or a custom GPU)."""
 
 
 _TERA = 10**12
@@ -65,6 +67,9 @@ def _gpu(key: str, entry: dict[str, Any]) -> Gpu:
         if name in _UNITS:
             field, unit = _UNITS[name]
             fields[field] = value * unit
+        elif name == "compute_capability":
+            major, minor = value.split(".")
+            fields[name] = (int(major), int(minor))
         else:
             fields[name] = value
     return Gpu(key=key, **fields)

@@ -21,6 +21,7 @@ from archviz.cost.gpus import Gpu
 from archviz.cost.parallel_plans import SPLITS, Convention, ParallelPlans, Split, restated_plans
 from archviz.cost.pricers import absorbed_costs, node_costs, unpriced_reason
 from archviz.cost.pricers import priced as cost_priced
+from archviz.cost.relayout import ENGINE, SOURCE, backend_for, held_bytes, mxfp4_banks
 from archviz.cost.report import modelled_in_full
 from archviz.cost.roofline import Rank, rank_list, splits_kv
 from archviz.cost.sharding import (
@@ -57,6 +58,20 @@ fragmentation: 10 %, what vLLM's default ``gpu_memory_utilization = 0.9`` leaves
 
 
 GIB = 2**30
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Relaid:
+    """Weights an engine lays out again for its kernels (``archviz.cost.relayout``)."""
+
+    engine: str
+    """The engine and version whose loader the arithmetic follows."""
+    backend: str
+    """Its kernels (``Triton``, ``Marlin``)."""
+    source: str
+    """Where its code is."""
+    added: int
+    """Bytes it adds to the checkpoint's share on the rank it adds most to (negative: it holds fewer)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +127,9 @@ class Plan:
     checkpoint_bytes_by_split: dict[str, int] = field(default_factory=dict)
     """The main model's checkpoint bytes by how each tensor is split: a rank holds the ``replicate`` bytes whole and
     about 1/tp of the ``output``, ``input`` and ``rows`` bytes (exactly when the cut dimensions divide)."""
+    relayout: Relaid | None = None
+    """Where the engine lays weights out again for its kernels (gpt-oss's MXFP4 experts in vLLM): what it adds to the
+    checkpoint's share; None where it holds the checkpoint's bytes."""
 
     @property
     def usable(self) -> int:
@@ -343,13 +361,44 @@ def plan_deployment(graph: Graph, family: Family, request: PlanRequest) -> Plan:
             path=_plan_path(request),
         )
     held = hold(graph, groups, p, layer_stage)
+    relaid = _relay(graph, request, held)
     usable = int(request.gpu.memory * (1 - request.reserve))
     largest = max((rank.bytes for rank in held.values()), default=0)
     if largest > usable:
         raise InputError(_needs(graph, groups, request, weight_total, largest, usable), path=_plan_path(request))
     plan = _finish(graph, request, planner, layer_lists, held, weight_total, mtp_bytes)
     _ = plan.throughput  # a GPU without the throughput asked for is refused here, not when the plan is shown
-    return replace(plan, checkpoint_bytes_by_split=by_split)
+    return replace(plan, checkpoint_bytes_by_split=by_split, relayout=relaid)
+
+
+def _relay(graph: Graph, request: PlanRequest, held: Mapping[tuple[int, int], Held]) -> Relaid | None:
+    """Under the engine convention, MXFP4 expert banks as vLLM holds them on the request's GPU
+    (``archviz.cost.relayout``): each rank's share of the checkpoint's bytes replaced by the engine's buffers, in
+    ``held``; None where nothing is laid out again."""
+    backend = backend_for(request.gpu)
+    if request.convention is not Convention.ENGINE or backend is None:
+        return None
+    if not any(
+        row.packed is not None and row.packed.method == "mxfp4" for node in graph.nodes for row in node.parameters
+    ):
+        return None
+    found = mxfp4_banks(manifest_groups(graph))
+    if found is None:
+        return None
+    bank, layers = found
+    p = request.parallelism
+    cut = 1 if p.ep > 1 else p.tp  # under EP each expert is whole on its rank; under TP its intermediate is cut
+    added: list[int] = []
+    for rank in held.values():
+        delta = 0
+        for layer in layers & rank.expert_bytes.keys():
+            engine = held_bytes(bank, backend, rank.experts[layer], cut)
+            delta += engine - rank.expert_bytes[layer]
+            rank.expert_bytes[layer] = engine
+        rank.bytes += delta
+        rank.by_split["engine re-layout"] += delta
+        added.append(delta)
+    return Relaid(engine=ENGINE, backend=backend.name, source=SOURCE, added=max(added, default=0))
 
 
 def _plan_path(request: PlanRequest) -> str:

@@ -110,6 +110,14 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
             "bytes_by_split": plan.checkpoint_bytes_by_split,
             "splits": plan.splits,
             "largest_rank_bytes": max(rank.weight_bytes for rank in plan.ranks),
+            "engine_relayout": None
+            if plan.relayout is None
+            else {
+                "engine": plan.relayout.engine,
+                "backend": plan.relayout.backend,
+                "source": plan.relayout.source,
+                "bytes_added": plan.relayout.added,
+            },
         },
         "sequences": plan.sequences,
         "longest_context": longest_context(plan),
@@ -150,6 +158,12 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     if plan.mtp_bytes:
         head.add_row("MTP layers (left out)", gib_text(plan.mtp_bytes))
     head.add_row("weights on the fullest rank", gib_text(max(rank.weight_bytes for rank in plan.ranks)))
+    if plan.relayout is not None:
+        relaid = plan.relayout
+        head.add_row(
+            f"  of which {relaid.engine}'s re-layout ({relaid.backend} kernels)",
+            f"{relaid.added:+,} B against the checkpoint's share",
+        )
     first = plan.ranks[0]
     head.add_row(
         f"cache per sequence at S = {plan.context:,} ({plan.cache_dtype}), rank 0", gib_text(first.cache_per_sequence)

@@ -49,6 +49,18 @@ def plan_notes(plan: Plan) -> list[str]:
             )
     if Mixer.KDA in plan.mixers:
         notes.append("KDA layers: no plan entry names their projections, so their weights and state are replicated.")
+    if plan.relayout is not None:
+        relaid = plan.relayout
+        notes.append(
+            f"Weights as {relaid.engine} holds them on this GPU: it lays gpt-oss's MXFP4 experts out again for its "
+            f"{relaid.backend} kernels (each rank's intermediate size rounded up, "
+            + (
+                "swizzled scale copies beside the checkpoint's, biases in float32"
+                if relaid.backend == "Triton"
+                else "the hidden size rounded up to 256"
+            )
+            + f"; {relaid.source}). --convention transformers gives the checkpoint's bytes."
+        )
     if not plan.priced:
         notes.append(f"The cost model does not price this model ({plan.unpriced}): cache, FLOPs and bounds unknown.")
     notes.append(

@@ -66,7 +66,7 @@ def test_each_rank_holds_what_vllm_loads_on_it(tiny: Path) -> None:
         }  # noqa: SIM118
     expected = sum(math.prod(vllm_share(name, shape, 2)) * ITEMSIZE[dtype] for name, (shape, dtype) in header.items())
     whole = sum(math.prod(shape) * ITEMSIZE[dtype] for shape, dtype in header.values())
-    plan = run_json("plan", str(tiny), "--gpu", "h100", "--tp", "2")
+    plan = run_json("plan", str(tiny), "--gpu", "b200", "--tp", "2")  # B200: the checkpoint's bytes (test_relayout.py)
     assert plan["convention"] == "engine" and plan["weights"]["bytes"] == whole
     assert [rank["weight_bytes"] for rank in plan["ranks"]] == [expected, expected]
     assert expected < whole // 2 + whole // 4  # the experts are cut, not replicated (transformers' own plan for
@@ -94,5 +94,5 @@ def test_the_cache_and_what_follows_from_it(tiny: Path) -> None:
 def test_the_released_gpt_oss_is_planned_in_full(name: str) -> None:
     plan = run_json("plan", str(RELEASED / name), "--gpu", "h100")
     assert plan["sequences"] > 0 and plan["longest_context"] > 0
-    assert plan["roofline"]["decode_tokens_per_second"] > plan["roofline"]["decode_tokens_per_second_per_stream"] > 0
+    assert plan["roofline"]["decode_tokens_per_second"] >= plan["roofline"]["decode_tokens_per_second_per_stream"] > 0
     assert not any("does not price" in note for note in plan["notes"])
