@@ -34,8 +34,8 @@ def run_json(*arguments: str) -> dict[str, Any]:
 
 
 def vllm_share(name: str, shape: tuple[int, ...], tp: int) -> tuple[int, ...]:
-    """What one of ``tp`` ranks holds of a gpt-oss tensor as vLLM's ``GptOssForCausalLM`` loads it: ``QKVParallelLinear``
-    and ``RowParallelLinear`` by heads (the sinks a head each), ``VocabParallelEmbedding`` and ``ParallelLMHead`` with
+    """What one of ``tp`` ranks holds of a gpt-oss tensor as vLLM's ``GptOssForCausalLM`` loads it:
+    ``QKVParallelLinear`` and ``RowParallelLinear`` by heads (the sinks a head each), ``VocabParallelEmbedding`` and ``ParallelLMHead`` with
     the vocabulary padded to 64, ``FusedMoE`` each expert's intermediate dimension (gate and up's rows, down's
     columns, packed in 32-element blocks); norms, router and down's bias whole."""
     if name in ("model.embed_tokens.weight", "lm_head.weight"):
@@ -62,8 +62,8 @@ def test_each_rank_holds_what_vllm_loads_on_it(tiny: Path) -> None:
     with safe_open(tiny / "model.safetensors", framework="pt") as handle:
         header = {
             name: (tuple(handle.get_slice(name).get_shape()), handle.get_slice(name).get_dtype())
-            for name in handle.keys()
-        }  # noqa: SIM118
+            for name in handle.keys()  # noqa: SIM118 - safe_open API
+        }
     expected = sum(math.prod(vllm_share(name, shape, 2)) * ITEMSIZE[dtype] for name, (shape, dtype) in header.items())
     whole = sum(math.prod(shape) * ITEMSIZE[dtype] for shape, dtype in header.values())
     plan = run_json("plan", str(tiny), "--gpu", "b200", "--tp", "2")  # B200: the checkpoint's bytes (test_relayout.py)
