@@ -35,9 +35,9 @@ def run_json(*arguments: str) -> dict[str, Any]:
 
 def vllm_share(name: str, shape: tuple[int, ...], tp: int) -> tuple[int, ...]:
     """What one of ``tp`` ranks holds of a gpt-oss tensor as vLLM's ``GptOssForCausalLM`` loads it:
-    ``QKVParallelLinear`` and ``RowParallelLinear`` by heads (the sinks a head each), ``VocabParallelEmbedding`` and ``ParallelLMHead`` with
-    the vocabulary padded to 64, ``FusedMoE`` each expert's intermediate dimension (gate and up's rows, down's
-    columns, packed in 32-element blocks); norms, router and down's bias whole."""
+    ``QKVParallelLinear`` and ``RowParallelLinear`` by heads (the sinks a head each), ``VocabParallelEmbedding`` and
+    ``ParallelLMHead`` with the vocabulary padded to 64, ``FusedMoE`` each expert's intermediate dimension (gate and
+    up's rows, down's columns, packed in 32-element blocks); norms, router and down's bias whole."""
     if name in ("model.embed_tokens.weight", "lm_head.weight"):
         return (math.ceil(shape[0] / 64) * 64 // tp, shape[1])
     leaf = name.split(".self_attn.")[-1] if ".self_attn." in name else name.rsplit(".", 1)[-1]
