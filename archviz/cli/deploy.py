@@ -164,15 +164,31 @@ def plan(
         str | None,
         typer.Option("--compute", help="Throughput of the bounds: bf16, fp8 or fp4 (default: the weights')."),
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="Whose startup arithmetic sizes the memory for weights and cache: vllm, sglang, or none (--reserve).",
+        ),
+    ] = "vllm",
+    memory_fraction: Annotated[
+        float | None,
+        typer.Option(
+            "--memory-fraction",
+            min=0.01,
+            max=1.0,
+            help="The engine's fraction: vLLM's --gpu-memory-utilization, SGLang's --mem-fraction-static.",
+        ),
+    ] = None,
     reserve: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--reserve",
             min=0.0,
             max=0.99,
-            help="Share of each GPU's memory kept for activations, runtime, fragmentation.",
+            help="With --engine none: the share of each GPU's memory kept back (default 0.10).",
         ),
-    ] = 0.10,
+    ] = None,
     convention: Annotated[
         str,
         typer.Option(
@@ -195,8 +211,9 @@ def plan(
     on a decode step and a prefill. Exit 2 for a plan the model cannot run or whose weights do not fit; weights
     that fit with no room for a sequence at the context are reported (0 sequences), not refused."""
     from archviz.cost.cache import cache_dtype_name
+    from archviz.cost.engines import Engine
     from archviz.cost.parallel_plans import Convention
-    from archviz.cost.plan import PlanRequest, plan_deployment
+    from archviz.cost.plan import DEFAULT_RESERVE, PlanRequest, plan_deployment
     from archviz.cost.sharding import Parallelism
     from archviz.pipeline import describe_model
     from archviz.present.jsontext import json_text
@@ -206,6 +223,14 @@ def plan(
     device = _gpu(gpu, gpu_memory, bandwidth, bf16, fp8, fp4)
     if convention not in tuple(Convention):
         raise InputError(f"--convention must be one of {', '.join(Convention)}", path=f"--convention {convention}")
+    if engine not in tuple(Engine):
+        raise InputError(f"--engine must be one of {', '.join(Engine)}", path=f"--engine {engine}")
+    if reserve is not None and engine != Engine.NONE:
+        raise InputError("--reserve applies with --engine none (an engine sizes its own memory)", path="--reserve")
+    if memory_fraction is not None and engine == Engine.NONE:
+        raise InputError(
+            "--memory-fraction is an engine's (vllm, sglang); --engine none takes --reserve", path="--memory-fraction"
+        )
     if compute is not None and compute not in ("bf16", "fp8", "fp4"):
         raise InputError("--compute must be bf16, fp8 or fp4", path=f"--compute {compute}")
     if tp is None:
@@ -227,7 +252,9 @@ def plan(
         batch=batch,
         cache_dtype=cache_dtype_name(cache_dtype) if cache_dtype is not None else None,
         compute=compute,
-        reserve=reserve,
+        reserve=DEFAULT_RESERVE if reserve is None else reserve,
+        engine=Engine(engine),
+        memory_fraction=memory_fraction,
         plans=plans,
         config_heads=_config_heads(docs) if docs.graph.derived_from_code else None,
     )

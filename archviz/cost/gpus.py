@@ -42,6 +42,9 @@ class Gpu:
     """Where the figures come from (a datasheet's address)."""
     memory_note: str = ""
     """How the memory figure was read."""
+    cuda_memory: int | None = None
+    """The device total CUDA reports (``torch.cuda.mem_get_info``), below nvidia-smi's, where a log of it is cited;
+    None otherwise."""
     compute_capability: tuple[int, int] | None = None
     """CUDA compute capability (9, 0) of an NVIDIA part; None for another (or a custom GPU)."""
 
@@ -51,6 +54,7 @@ _GIGA = 10**9
 _UNITS = {
     "memory_mib": ("memory", 2**20),
     "memory_gb": ("memory", _GIGA),
+    "cuda_memory_gib": ("cuda_memory", 2**30),
     "bandwidth_gb_per_s": ("bandwidth", _GIGA),
     "bf16_tflops": ("bf16", _TERA),
     "fp8_tflops": ("fp8", _TERA),
@@ -62,11 +66,11 @@ _UNITS = {
 
 def _gpu(key: str, entry: dict[str, Any]) -> Gpu:
     """One table of the data file as a ``Gpu``: each figure times its unit, a throughput left out None."""
-    fields: dict[str, Any] = {"fp8": None, "fp4": None, "interconnect": None}
+    fields: dict[str, Any] = {"fp8": None, "fp4": None, "interconnect": None, "cuda_memory": None}
     for name, value in entry.items():
         if name in _UNITS:
             field, unit = _UNITS[name]
-            fields[field] = value * unit
+            fields[field] = int(value * unit)
         elif name == "compute_capability":
             major, minor = value.split(".")
             fields[name] = (int(major), int(minor))

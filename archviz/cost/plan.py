@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from archviz.common.errors import InputError
 from archviz.cost import MAX_POSITIONS
 from archviz.cost.cache import cache_bytes_at, cache_costs
+from archviz.cost.engines import Engine, EngineMemory, engine_memory
 from archviz.cost.gpus import Gpu
 from archviz.cost.parallel_plans import SPLITS, Convention, ParallelPlans, Split, restated_plans
 from archviz.cost.pricers import absorbed_costs, node_costs, unpriced_reason
@@ -131,9 +132,13 @@ class Plan:
     """Where the engine lays weights out again for its kernels (gpt-oss's MXFP4 experts in vLLM): what it adds to the
     checkpoint's share; None where it holds the checkpoint's bytes."""
 
+    memory: EngineMemory | None = None
+    """What the engine leaves each GPU for its weights and cache, term by term; None: the flat reserve alone."""
+
     @property
     def usable(self) -> int:
-        return int(self.gpu.memory * (1 - self.reserve))
+        """Bytes each GPU has for its weights and cache."""
+        return self.memory.usable if self.memory is not None else int(self.gpu.memory * (1 - self.reserve))
 
     @property
     def sequences(self) -> int | None:
@@ -292,13 +297,30 @@ class PlanRequest:
     """The throughput the bounds use (``bf16``, ``fp8``, ``fp4``); None: FP8 for a checkpoint mostly in FP8, else
     BF16."""
     reserve: float = DEFAULT_RESERVE
-    """The share of each GPU's memory kept back."""
+    """The share of each GPU's memory kept back under ``Engine.NONE``."""
+    engine: Engine = Engine.NONE
+    """Whose startup arithmetic sizes the memory for the weights and cache (``archviz.cost.engines``); the command
+    line's default is vLLM's."""
+    memory_fraction: float | None = None
+    """The engine's fraction (vLLM's ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``); None: its
+    default."""
     plans: ParallelPlans | None = None
     """transformers' plans as read off its classes (a model_type without a hand-written family); None: the
     restatement for a hand-written family's model_type."""
     config_heads: tuple[int, int] | None = None
     """The config's attention and KV heads, for a graph read off the code (its attention carries no head dimension);
     None: the heads of the graph's attention."""
+
+    def engine_memory(self, graph: Graph, gpu: Gpu | None = None) -> EngineMemory:
+        """What the request's engine leaves ``gpu`` (the request's own by default) for the weights and the cache."""
+        return engine_memory(
+            self.engine,
+            gpu or self.gpu,
+            vocabulary=vocabulary(graph),
+            tp=self.parallelism.tp,
+            fraction=self.memory_fraction,
+            reserve=self.reserve,
+        )
 
     def chosen_plans(self, graph: Graph, family: Family) -> ParallelPlans | None:
         """The plans given, else the restatement for the graph's family, else None (everything replicated)."""
@@ -362,13 +384,22 @@ def plan_deployment(graph: Graph, family: Family, request: PlanRequest) -> Plan:
         )
     held = hold(graph, groups, p, layer_stage)
     relaid = _relay(graph, request, held)
-    usable = int(request.gpu.memory * (1 - request.reserve))
+    usable = request.engine_memory(graph).usable
     largest = max((rank.bytes for rank in held.values()), default=0)
     if largest > usable:
         raise InputError(_needs(graph, groups, request, weight_total, largest, usable), path=_plan_path(request))
     plan = _finish(graph, request, planner, layer_lists, held, weight_total, mtp_bytes)
     _ = plan.throughput  # a GPU without the throughput asked for is refused here, not when the plan is shown
     return replace(plan, checkpoint_bytes_by_split=by_split, relayout=relaid)
+
+
+def vocabulary(graph: Graph) -> tuple[int, int]:
+    """The vocabulary and the hidden size, read off the input embedding's table (0, 0 for a graph without one)."""
+    node = next((node for node in graph.nodes if node.id == graph.input_embedding), None)
+    if node is None or not node.parameters or len(node.parameters[0].shape) != 2:
+        return 0, 0
+    rows, width = node.parameters[0].shape
+    return rows, width
 
 
 def _relay(graph: Graph, request: PlanRequest, held: Mapping[tuple[int, int], Held]) -> Relaid | None:
@@ -424,8 +455,14 @@ def _needs(
     return (
         f"needs at least {lower} GPUs of this kind{shape}: the weights are {weight_total / GIB:,.1f} GiB and one "
         f"rank of this plan holds {largest / GIB:,.1f} GiB, more than the {usable / GIB:,.1f} GiB one GPU "
-        f"({request.gpu.title}) leaves after a {request.reserve:.0%} reserve{fits}"
+        f"({request.gpu.title}) leaves for weights and cache ({_memory_words(request)}){fits}"
     )
+
+
+def _memory_words(request: PlanRequest) -> str:
+    if request.engine is Engine.NONE:
+        return f"after a {request.reserve:.0%} reserve"
+    return f"as {request.engine.value} sizes it; --engine none --reserve R for a flat share"
 
 
 def deployable_gpus(at_least: int) -> int:
@@ -490,7 +527,8 @@ def _finish(
     priced = cost_priced(graph)
     dtype = request.cache_dtype or graph.dtype
     costs = cache_costs(graph, dtype) if priced else []
-    usable = int(request.gpu.memory * (1 - request.reserve))
+    memory = request.engine_memory(graph)
+    usable = memory.usable
     heads = attention_heads(graph)
     node_group = {node.id: node.group for node in graph.nodes}
     kv_split = splits_kv(planner, request.convention)
@@ -515,6 +553,7 @@ def _finish(
         cache_dtype=dtype,
         compute=_compute_dtype(graph, request),
         reserve=request.reserve,
+        memory=memory,
         ranks=tuple(ranks),
         weight_bytes=weight_total,
         mtp_bytes=mtp_bytes,
@@ -530,11 +569,10 @@ def _finish(
     )
 
 
-def sequences_at(plan: Plan, memory: int, context: int) -> int | None:
-    """Sequences of ``context`` positions the plan's GPUs hold beside the weights on GPUs of ``memory`` bytes (the
-    plan's reserve kept back): the tightest rank's count, × dp; 0 when a rank's weights alone do not fit; None when
-    the model keeps no cache or is not priced."""
-    usable = int(memory * (1 - plan.reserve))
+def sequences_at(plan: Plan, usable: int, context: int) -> int | None:
+    """Sequences of ``context`` positions the plan's GPUs hold beside the weights on GPUs that leave ``usable`` bytes
+    for weights and cache (``PlanRequest.engine_memory``): the tightest rank's count, × dp; 0 when a rank's weights
+    alone do not fit; None when the model keeps no cache or is not priced."""
     counts = []
     for rank in plan.ranks:
         per_sequence = cache_bytes_at(rank.cache, context)

@@ -49,7 +49,7 @@ from archviz.cost.parallel_plans import (
     Split,
 )
 from archviz.cost.tensor_names import Alike
-from archviz.cost.weights import itemsize
+from archviz.cost.weights import itemsize, tied_tables
 from archviz.graph.naming import EXPERT, NamingMap, PlanName
 from archviz.graph.nodes import Graph, Node, OpKind, Part
 from archviz.graph.totals import Experts, ManifestGroup, ManifestTensor, TensorRole, manifest_groups, node_parts
@@ -451,6 +451,8 @@ def hold(
     experts = experts_per_layer(graph)
     held: dict[tuple[int, int], Held] = defaultdict(Held)
     moe_layers: set[tuple[int, int]] = set()
+    # a lookup reads a row per sequence, unless a head tied to its table multiplies by all of it
+    lookup = graph.input_embedding if graph.input_embedding not in tied_tables(graph) else None
     for (position, node_id, shape, dtype, rule, owner, is_expert), count in groups.items():
         stage = stage_at(position, layer_stage, p.pp)
         if is_expert:
@@ -468,7 +470,7 @@ def hold(
             rank.node_elements[node_id] += elements
             if is_expert:
                 rank.expert_bytes[position] += size
-            if node_id == graph.input_embedding:
+            if node_id == lookup:
                 rank.embedding_bytes += size
                 rank.embedding_rows += local[0] * count if local else 0
     for stage, layer in moe_layers:

@@ -25,7 +25,8 @@ SUMS = {
     "split one cut along the dimension its rule names (splits), a routed expert on its EP rank only",
     "cache_per_sequence": "per rank: context × bytes per token + state bytes of the layers on its stage (cost.cache "
     "of inspect --json, at the cache dtype; a GQA layer's keys and values scaled to the KV heads the rank keeps)",
-    "sequences": "⌊(memory × (1 − reserve) − weight bytes) / cache per sequence⌋ on the tightest rank, × dp",
+    "sequences": "⌊(usable bytes − weight bytes) / cache per sequence⌋ on the tightest rank, × dp; usable bytes: "
+    "what the engine leaves each GPU for weights and cache (memory.terms)",
     "decode_bound": "per stage the slowest rank's max(bytes read / bandwidth, decode FLOPs / throughput), stages "
     "added; bytes read = the rank's weights (routed experts: at most batch × top-k per layer; the embedding: one row "
     "per sequence) + batch × cache per sequence",
@@ -102,8 +103,16 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
         "batch": plan.batch,
         "cache_dtype": plan.cache_dtype,
         "compute": plan.compute,
-        "reserve": plan.reserve,
+        "reserve": plan.reserve if plan.memory is None or plan.memory.engine.value == "none" else None,
         "usable_bytes": plan.usable,
+        "memory": None
+        if plan.memory is None
+        else {
+            "engine": plan.memory.engine.value,
+            "source": plan.memory.source,
+            "fraction": plan.memory.fraction,
+            "terms": [{"name": t.name, "bytes": t.bytes, "formula": t.formula} for t in plan.memory.terms],
+        },
         "weights": {
             "bytes": plan.weight_bytes,
             "mtp_bytes_left_out": plan.mtp_bytes,
@@ -151,7 +160,12 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     head.add_column("value", justify="right")
     head.add_row("GPU", escape(f"{p.gpus} × {gpu.title}"))
     head.add_row("memory per GPU (as used)", f"{gib_text(gpu.memory)}; {escape(gpu.memory_note)}")
-    head.add_row(f"usable after the {plan.reserve:.0%} reserve", gib_text(plan.usable))
+    if plan.memory is not None:
+        for term in plan.memory.terms[1:]:
+            head.add_row(f"  {escape(term.name)}", f"{gib_text(abs(term.bytes))}: {escape(term.formula)}")
+        head.add_row(f"for weights and cache ({plan.memory.engine.value})", gib_text(plan.usable))
+    else:
+        head.add_row(f"usable after the {plan.reserve:.0%} reserve", gib_text(plan.usable))
     head.add_row("tp / ep / pp / dp", f"{p.tp} / {p.ep} / {p.pp} / {p.dp}")
     head.add_row("convention", plan.convention.value)
     head.add_row("weights (checkpoint, main model)", gib_text(plan.weight_bytes))

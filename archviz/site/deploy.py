@@ -12,9 +12,10 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from archviz.common.errors import InputError
+from archviz.cost.engines import VLLM_UTILIZATION, VLLM_VERSION, Engine
 from archviz.cost.gpus import GPUS, Gpu
 from archviz.cost.parallel_plans import Convention
-from archviz.cost.plan import DEFAULT_RESERVE, GIB, Plan, PlanRequest, plan_deployment, sequences_at
+from archviz.cost.plan import GIB, Plan, PlanRequest, plan_deployment, sequences_at
 from archviz.cost.pricers import priced, unpriced_reason
 from archviz.cost.report import modelled_in_full
 from archviz.cost.sharding import Parallelism
@@ -42,11 +43,11 @@ _UNLIMITED = Gpu(
 """The plan's GPU while splitting: the weights and cache do not depend on it; each GPU's memory is applied after."""
 
 
-def _points(plan: Plan, gpu: Gpu, longest: int) -> tuple[tuple[int, int], ...]:
+def _points(plan: Plan, usable: int, longest: int) -> tuple[tuple[int, int], ...]:
     points = []
     for step in range(1, 9):
         context = round(longest * step / 8)
-        found = sequences_at(plan, gpu.memory, context)
+        found = sequences_at(plan, usable, context)
         points.append((context, found or 0))
     return tuple(points)
 
@@ -67,9 +68,10 @@ def deploy_view(index: ModelIndex) -> DeployView:
     setup = (
         f"On {GPUS_PER_NODE} GPUs with tensor parallelism {GPUS_PER_NODE}, split as vLLM and SGLang split them "
         f"(attention by heads, MLA's latent projections and cache whole on every GPU, the rest by transformers' "
-        f"plans), the cache in the checkpoint's dtype ({graph.dtype}), "
-        f"{DEFAULT_RESERVE:.0%} of each GPU's memory kept back for activations and the runtime. "
-        f"archviz plan answers for any GPU count, split and cache dtype."
+        f"plans), the cache in the checkpoint's dtype ({graph.dtype}), each GPU's memory for the weights and the "
+        f"cache as {VLLM_VERSION} sizes it at its defaults ({VLLM_UTILIZATION:.0%} of the memory CUDA reports, less "
+        f"the peak of its profile run and the memory allocated outside torch). "
+        f"archviz plan answers for any GPU count, split, cache dtype and engine."
     )
     if not priced(graph):
         return DeployView(setup=setup, reason=f"The cost model does not price this model: {unpriced_reason(graph)}.")
@@ -81,18 +83,16 @@ def deploy_view(index: ModelIndex) -> DeployView:
     plans = model_parallel_plans(graph, index.docs.family)
     if plans is None:
         return DeployView(setup=setup, reason="transformers' classes give this model no tensor-parallel plan.")
+    request = PlanRequest(
+        gpu=_UNLIMITED,
+        parallelism=Parallelism(tp=GPUS_PER_NODE),
+        convention=Convention.ENGINE,
+        batch=1,
+        plans=plans,
+        engine=Engine.VLLM,
+    )
     try:
-        plan = plan_deployment(
-            graph,
-            index.docs.family,
-            PlanRequest(
-                gpu=_UNLIMITED,
-                parallelism=Parallelism(tp=GPUS_PER_NODE),
-                convention=Convention.ENGINE,
-                batch=1,
-                plans=plans,
-            ),
-        )
+        plan = plan_deployment(graph, index.docs.family, request)
     except InputError as error:
         return DeployView(setup=setup, reason=f"Not shown: {error.message}.")
     longest = plot_context(index)
@@ -101,11 +101,11 @@ def deploy_view(index: ModelIndex) -> DeployView:
     series: list[Series] = []
     for number, gpu in enumerate(SITE_GPUS):
         css = f"series-{number}"
-        usable = int(gpu.memory * (1 - plan.reserve))
-        at_longest = sequences_at(plan, gpu.memory, longest)
+        usable = request.engine_memory(graph, gpu).usable
+        at_longest = sequences_at(plan, usable, longest)
         fits = weights <= usable
         if fits and at_longest is not None:
-            series.append(Series(label=gpu.title, points=_points(plan, gpu, longest), css_class=css))
+            series.append(Series(label=gpu.title, points=_points(plan, usable, longest), css_class=css))
         if not fits:
             said = f"weights do not fit ({_gib(weights)} per GPU, {_gib(usable)} usable)"
         elif at_longest is None:

@@ -24,6 +24,9 @@ GIB = 2**30
 
 
 def plan(model: str, gpu: str, *extra: str) -> dict[str, Any]:
+    """The plan with the whole memory for weights and cache (``--engine none --reserve 0``): what is held, whatever
+    room the engine would leave."""
+    extra = extra if "--tp" in extra or "--convention" in extra else (*extra, "--engine", "none", "--reserve", "0")
     result = runner.invoke(app, ["plan", str(RELEASED / model), "--gpu", gpu, "--json", *extra])
     assert result.exit_code == 0, result.output
     document: dict[str, Any] = json.loads(result.output)
