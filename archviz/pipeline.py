@@ -131,8 +131,9 @@ def _fills_only_missing_keys(
         if span is None:  # a dotted key from the top of the file (text_config.hidden_size)
             span = config.spans.get(tuple(item.key.split(".")))
         if span is not None:
+            given = item.source.removesuffix(" on the command line") if item.source.startswith("--") else "--assume"
             raise InputError(
-                f"{item.key}: --assume fills only keys the config lacks, and the config sets this one",
+                f"{item.key}: {given} fills only keys the config lacks, and the config sets this one",
                 path=where.display_path,
                 line=span.start,
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,7 +27,7 @@ from archviz.common.errors import InputError, doing
 from archviz.cost import MAX_BATCH, MAX_POSITIONS
 
 if TYPE_CHECKING:  # the pipeline and rich are imported by the commands that use them, not by `archviz --help`
-    pass
+    from archviz.graph.nodes import Assumption, Graph
 
 
 MAX_RANKS = 2**20
@@ -196,6 +197,13 @@ def plan(
             help="engine (as vLLM and SGLang split attention and MLA) or transformers (its own TP/EP plans).",
         ),
     ] = "engine",
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            "--weights",
+            help="Plan the release as if stored quantized: fp8, int4, nvfp4 or mxfp4 (a release that is not already).",
+        ),
+    ] = None,
     gpu_memory: Annotated[float | None, typer.Option("--gpu-memory", help="Memory per GPU, GiB.")] = None,
     bandwidth: Annotated[float | None, typer.Option("--bandwidth", help="HBM bandwidth per GPU, TB/s.")] = None,
     bf16: Annotated[float | None, typer.Option("--bf16", help="Dense BF16 TFLOP/s per GPU.")] = None,
@@ -215,6 +223,7 @@ def plan(
     from archviz.cost.parallel_plans import Convention
     from archviz.cost.plan import DEFAULT_RESERVE, PlanRequest, plan_deployment
     from archviz.cost.sharding import Parallelism
+    from archviz.cost.weight_formats import WEIGHT_FORMATS
     from archviz.pipeline import describe_model
     from archviz.present.jsontext import json_text
     from archviz.present.plan_report import plan_json, render_plan
@@ -240,7 +249,12 @@ def plan(
         tp = total // (pp * dp)
     if gpus is not None and gpus != tp * pp * dp:
         raise InputError(f"--gpus {gpus} is not tp × pp × dp = {tp * pp * dp}", path=f"--gpus {gpus}")
-    docs = describe_model(model, revision=revision, assumptions=_assumptions(assume))
+    assumptions = _assumptions(assume)
+    if weights is not None:
+        assumptions.append(_weights_assumption(weights))
+    docs = describe_model(model, revision=revision, assumptions=assumptions)
+    if weights is not None:
+        _check_quantized(docs.graph, weights)
     with doing("reading the parallel plans"):
         plans = model_parallel_plans(docs.graph, docs.family)
     request = PlanRequest(
@@ -256,6 +270,7 @@ def plan(
         engine=Engine(engine),
         memory_fraction=memory_fraction,
         plans=plans,
+        weights=None if weights is None else WEIGHT_FORMATS[weights][1],
         config_heads=_config_heads(docs) if docs.graph.derived_from_code else None,
     )
     with doing("planning the deployment"):
@@ -265,3 +280,27 @@ def plan(
         sys.stdout.write(json_text(plan_json(model, planned)))
         return
     _stdout().print(render_plan(model, planned))
+
+
+def _weights_assumption(weights: str) -> Assumption:
+    """``--weights FORMAT`` as an assumption for the ``quantization_config`` the release lacks."""
+    from archviz.cost.weight_formats import WEIGHT_FORMATS
+    from archviz.graph.nodes import Assumption
+
+    if weights not in WEIGHT_FORMATS:
+        raise InputError(f"--weights must be one of {', '.join(WEIGHT_FORMATS)}", path=f"--weights {weights}")
+    config, _words = WEIGHT_FORMATS[weights]
+    return Assumption(key="quantization_config", value=json.dumps(config), source=f"--weights {weights}")
+
+
+def _check_quantized(graph: Graph, weights: str) -> None:
+    """``InputError`` when ``--weights`` quantizes nothing of the model (MXFP4 of a model without the expert banks
+    transformers' MXFP4 quantizer converts)."""
+    stored = {row.dtype for node in graph.nodes for row in node.parameters}
+    if not any(row.packed or row.scale_block for node in graph.nodes for row in node.parameters) and not any(
+        dtype.startswith("F8") for dtype in stored
+    ):
+        raise InputError(
+            f"quantizes nothing of this model (transformers' {weights.upper()} quantizer converts none of its modules)",
+            path=f"--weights {weights}",
+        )

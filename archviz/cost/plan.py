@@ -134,6 +134,8 @@ class Plan:
 
     memory: EngineMemory | None = None
     """What the engine leaves each GPU for its weights and cache, term by term; None: the flat reserve alone."""
+    weights: str | None = None
+    """What ``--weights`` stores the release as, in words; None: the release as it is."""
 
     @property
     def usable(self) -> int:
@@ -304,6 +306,8 @@ class PlanRequest:
     memory_fraction: float | None = None
     """The engine's fraction (vLLM's ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``); None: its
     default."""
+    weights: str | None = None
+    """What ``--weights`` stores the release as, in words; None: the release as it is."""
     plans: ParallelPlans | None = None
     """transformers' plans as read off its classes (a model_type without a hand-written family); None: the
     restatement for a hand-written family's model_type."""
@@ -554,6 +558,7 @@ def _finish(
         compute=_compute_dtype(graph, request),
         reserve=request.reserve,
         memory=memory,
+        weights=request.weights,
         ranks=tuple(ranks),
         weight_bytes=weight_total,
         mtp_bytes=mtp_bytes,

@@ -29,10 +29,10 @@ def quantization_config(
     s: Settings, method: str, keys: Sequence[str] = ("quantization_config",)
 ) -> tuple[Mapping[str, Any], str] | None:
     """The config under one of ``keys`` whose ``quant_method`` is ``method`` (top level first, then the settings'
-    level, as transformers' loader looks for it) and where it is (``text_config.quantization_config``); None when the
-    config has none."""
+    level, as transformers' loader looks for it, an assumption for a key the config lacks there included: ``plan
+    --weights``) and where it is (``text_config.quantization_config``); None when the config has none."""
     document = s.document
-    for path, level in (((), document.data), (document.root, document.settings)):
+    for path, level in (((), document.data), (document.root, s.values)):
         for key in keys:
             value = level.get(key)
             if isinstance(value, Mapping) and value.get("quant_method") == method:

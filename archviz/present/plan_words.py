@@ -49,6 +49,8 @@ def plan_notes(plan: Plan) -> list[str]:
             )
     if Mixer.KDA in plan.mixers:
         notes.append("KDA layers: no plan entry names their projections, so their weights and state are replicated.")
+    if plan.weights is not None:
+        notes.append(f"Weights planned as a quantized release would store them, not as this one does: {plan.weights}.")
     if plan.relayout is not None:
         relaid = plan.relayout
         notes.append(
