@@ -146,6 +146,15 @@ def plan(
     ep: Annotated[int, typer.Option("--ep", min=1, max=MAX_RANKS, help="Expert-parallel ranks: 1 or tp × dp.")] = 1,
     pp: Annotated[int, typer.Option("--pp", min=1, max=MAX_RANKS, help="Pipeline stages.")] = 1,
     dp: Annotated[int, typer.Option("--dp", min=1, max=MAX_RANKS, help="Data-parallel replicas.")] = 1,
+    redundant_experts: Annotated[
+        int,
+        typer.Option(
+            "--redundant-experts",
+            min=0,
+            max=MAX_RANKS,
+            help="Redundant copies of routed experts per MoE layer over the EP ranks (EP may then exceed the experts).",
+        ),
+    ] = 0,
     context: Annotated[
         int, typer.Option("--context", min=0, max=MAX_POSITIONS, help="Cached positions S per sequence.")
     ] = 131_072,
@@ -259,7 +268,7 @@ def plan(
         plans = model_parallel_plans(docs.graph, docs.family)
     request = PlanRequest(
         gpu=device,
-        parallelism=Parallelism(tp=tp, ep=ep, pp=pp, dp=dp),
+        parallelism=Parallelism(tp=tp, ep=ep, pp=pp, dp=dp, redundant=redundant_experts),
         convention=Convention(convention),
         context=context,
         prompt=prompt,

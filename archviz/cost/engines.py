@@ -105,7 +105,7 @@ def vllm_batch(gpu: Gpu) -> tuple[int, int]:
     return 2048, 256
 
 
-def vllm_memory(gpu: Gpu, *, vocab: int, hidden: int, tp: int, fraction: float | None = None) -> EngineMemory:
+def vllm_memory(gpu: Gpu, *, vocab: int, hidden: int, gpus: int, fraction: float | None = None) -> EngineMemory:
     """What vLLM leaves each GPU for its weights and cache."""
     utilization = VLLM_UTILIZATION if fraction is None else fraction
     total, said = cuda_total(gpu)
@@ -115,7 +115,7 @@ def vllm_memory(gpu: Gpu, *, vocab: int, hidden: int, tp: int, fraction: float |
     sampler = SAMPLER_BYTES_PER_LOGIT * requests * vocab
     hidden_states = 2 * (tokens * hidden + 2 * requests * hidden)
     activation = sampler + hidden_states + CUBLAS_WORKSPACE
-    non_torch = int(NON_TORCH[min(tp, 2)] * GIB)
+    non_torch = int(NON_TORCH[min(gpus, 2)] * GIB)
     terms = (
         MemoryTerm(name="device memory", bytes=total, formula=said),
         MemoryTerm(name="asked for", bytes=requested, formula=f"× gpu_memory_utilization {utilization:g}"),
@@ -130,7 +130,7 @@ def vllm_memory(gpu: Gpu, *, vocab: int, hidden: int, tp: int, fraction: float |
         MemoryTerm(
             name="allocated outside torch",
             bytes=-non_torch,
-            formula=f"{NON_TORCH[min(tp, 2)]} GiB as vLLM logged it on {'one GPU' if tp == 1 else 'TP 2'}",
+            formula=f"{NON_TORCH[min(gpus, 2)]} GiB as vLLM logged it on {'one GPU' if gpus == 1 else 'TP 2 (NCCL)'}",
         ),
     )
     return EngineMemory(
@@ -161,11 +161,11 @@ def sglang_fraction(gpu: Gpu, tp: int) -> float:
     return round((mib - reserved) / mib, 3)
 
 
-def sglang_memory(gpu: Gpu, *, tp: int, fraction: float | None = None) -> EngineMemory:
+def sglang_memory(gpu: Gpu, *, tp: int, gpus: int, fraction: float | None = None) -> EngineMemory:
     """What SGLang leaves each GPU for its weights and cache."""
     static = sglang_fraction(gpu, tp) if fraction is None else fraction
     total, said = cuda_total(gpu)
-    init = int(SGLANG_INIT[min(tp, 2)] * GIB)
+    init = int(SGLANG_INIT[min(gpus, 2)] * GIB)
     free = total - init
     usable = int(free * static)
     terms = (
@@ -173,7 +173,7 @@ def sglang_memory(gpu: Gpu, *, tp: int, fraction: float | None = None) -> Engine
         MemoryTerm(
             name="in use before the weights load",
             bytes=-init,
-            formula="the CUDA context" if tp == 1 else "the CUDA context and NCCL's buffers, as logged at TP 8",
+            formula="the CUDA context" if gpus == 1 else "the CUDA context and NCCL's buffers, as logged at TP 8",
         ),
         MemoryTerm(
             name="weights and cache",
@@ -197,11 +197,19 @@ def flat_memory(gpu: Gpu, reserve: float) -> EngineMemory:
 
 
 def engine_memory(
-    engine: Engine, gpu: Gpu, *, vocabulary: tuple[int, int], tp: int, fraction: float | None, reserve: float
+    engine: Engine,
+    gpu: Gpu,
+    *,
+    vocabulary: tuple[int, int],
+    tp: int,
+    gpus: int,
+    fraction: float | None,
+    reserve: float,
 ) -> EngineMemory:
-    """What ``engine`` leaves ``gpu`` for the weights and the cache (``vocabulary``: the vocabulary and hidden size)."""
+    """What ``engine`` leaves ``gpu`` for the weights and the cache (``vocabulary``: the vocabulary and hidden size;
+    ``gpus``: more than one brings communication buffers)."""
     if engine is Engine.VLLM:
-        return vllm_memory(gpu, vocab=vocabulary[0], hidden=vocabulary[1], tp=tp, fraction=fraction)
+        return vllm_memory(gpu, vocab=vocabulary[0], hidden=vocabulary[1], gpus=gpus, fraction=fraction)
     if engine is Engine.SGLANG:
-        return sglang_memory(gpu, tp=tp, fraction=fraction)
+        return sglang_memory(gpu, tp=tp, gpus=gpus, fraction=fraction)
     return flat_memory(gpu, reserve)

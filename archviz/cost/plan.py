@@ -213,11 +213,23 @@ def check_parallelism(
         if value < 1:
             raise InputError("must be at least 1", path=f"{name} {value}")
     experts = expert_count(graph)
+    if p.redundant < 0:
+        raise InputError("must be at least 0", path=f"--redundant-experts {p.redundant}")
+    if p.redundant and p.ep == 1:
+        raise InputError("redundant experts are copies placed over EP ranks: give --ep", path="--redundant-experts")
     if p.ep > 1:
         if experts == 0:
             raise InputError("the model has no routed experts to place", path=f"--ep {p.ep}")
-        if p.ep > experts:
-            raise InputError(f"EP over more ranks than the model's {experts} experts", path=f"--ep {p.ep}")
+        if p.ep > experts + p.redundant:
+            raise InputError(
+                f"EP over more ranks than the model's {experts} experts"
+                + (f" and {p.redundant} redundant copies" if p.redundant else " (--redundant-experts adds copies)"),
+                path=f"--ep {p.ep}",
+            )
+        if p.redundant > experts:
+            raise InputError(
+                f"more redundant copies than the model's {experts} experts", path=f"--redundant-experts {p.redundant}"
+            )
         if p.ep != p.stage_ranks:
             raise InputError(
                 f"--ep must be 1 or the ranks of a pipeline stage, tp × dp = {p.stage_ranks}", path=f"--ep {p.ep}"
@@ -273,8 +285,8 @@ def expert_count(graph: Graph) -> int:
 
 
 MAX_RANK_GROUPS = 1_000_000
-"""Groups of tensors times a stage's ranks (``tp × dp``) a plan adds up: each pair is a local shape worked out, a few
-microseconds; Kimi-K2's 1,463 groups on 512 ranks are 749,056."""
+"""Local shapes a plan works out, a few microseconds each: each group of tensors once on every rank of a stage (``tp ×
+dp``), a routed expert's once on its EP rank; Kimi-K2's 1,463 groups on 512 ranks are 749,056."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -322,6 +334,7 @@ class PlanRequest:
             gpu or self.gpu,
             vocabulary=vocabulary(graph),
             tp=self.parallelism.tp,
+            gpus=self.parallelism.gpus,
             fraction=self.memory_fraction,
             reserve=self.reserve,
         )
@@ -349,7 +362,7 @@ def fewest_stages(graph: Graph, groups: Counter[TensorGroup], p: Parallelism, us
         for index in range(ranks):
             if owner is not None and owner != (index if p.ep > 1 else 0):
                 continue
-            row[index] += math.prod(local_shape(shape, rule, p.tp, index, p.ep)) * count * itemsize(dtype)
+            row[index] += math.prod(local_shape(shape, rule, p.tp, index, p.ep, p.redundant)) * count * itemsize(dtype)
     everything = sum(sum(row) for row in rows)
     kind: type = np.int64 if everything < 2**62 else object  # exact either way
     held: Any = np.array(rows, dtype=kind).reshape(len(rows), ranks)
@@ -380,10 +393,11 @@ def plan_deployment(graph: Graph, family: Family, request: PlanRequest) -> Plan:
     layer_lists = stages(graph, p.pp)
     layer_stage = {layer: stage for stage, layers in enumerate(layer_lists) for layer in layers}
     groups, weight_total, mtp_bytes, by_split = split_tensors(graph, planner, p)
-    if len(groups) * p.stage_ranks > MAX_RANK_GROUPS:
+    work = sum(1 if key[5] is not None else p.stage_ranks for key in groups)  # an expert's group: its one owner
+    if work > MAX_RANK_GROUPS:
         raise InputError(
-            f"the plan adds up {len(groups):,} groups of tensors on each of a stage's {p.stage_ranks:,} ranks "
-            f"(tp × dp), more than archviz adds up ({MAX_RANK_GROUPS:,} in all)",
+            f"the plan adds up {len(groups):,} groups of tensors over a stage's {p.stage_ranks:,} ranks (tp × dp), "
+            f"{work:,} local shapes, more than archviz adds up ({MAX_RANK_GROUPS:,} in all)",
             path=_plan_path(request),
         )
     held = hold(graph, groups, p, layer_stage)

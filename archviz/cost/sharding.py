@@ -70,6 +70,9 @@ class Parallelism:
     """Pipeline stages."""
     dp: int = 1
     """Data-parallel replicas of a stage's ranks."""
+    redundant: int = 0
+    """Redundant copies of routed experts in each MoE layer under EP (DeepSeek's EPLB): the EP ranks hold ``E + R``
+    experts between them, the first ``R`` experts twice (which ones does not change any rank's bytes)."""
 
     @property
     def gpus(self) -> int:
@@ -105,10 +108,13 @@ def chunk(size: int, parts: int, index: int) -> int:
     return max(0, min(step, size - index * step))
 
 
-def local_shape(shape: tuple[int, ...], rule: Rule, tp: int, index: int, ep: int = 1) -> tuple[int, ...]:
-    """What rank ``index`` holds of a tensor (its TP rank ``index mod tp``; under EP its EP rank ``index``)."""
+def local_shape(
+    shape: tuple[int, ...], rule: Rule, tp: int, index: int, ep: int = 1, redundant: int = 0
+) -> tuple[int, ...]:
+    """What rank ``index`` holds of a tensor (its TP rank ``index mod tp``; under EP its EP rank ``index``, a fused
+    bank of experts cut into the rank's share of its ``E + redundant`` experts)."""
     if rule.split is Split.EXPERTS and rule.dim == 0 and shape:
-        return (local_experts(shape[0], ep, index), *shape[1:])
+        return (local_experts(shape[0] + redundant, ep, index), *shape[1:])
     index %= tp
     if rule.split in (Split.REPLICATE, Split.EXPERTS) or rule.dim is None or tp == 1:
         return shape
@@ -425,22 +431,29 @@ def split_tensors(
         is_expert = routed is not None and (name.expert is not None or routed.fused)
         by_split[rule.split.value] += tensor_bytes(tensor) * alike.tensor_count
         position = tensor_position(name.layer, node, graph, planner.encoders)
-        for owner, count in _owners(alike, rule, experts, p.ep, owners).items():
+        for owner, count in _owners(alike, rule, experts, p, owners).items():
             groups[(position, tensor.node, tensor.shape, tensor.dtype, rule, owner, is_expert)] += count
     return groups, weight_total, mtp_bytes, dict(sorted(by_split.items()))
 
 
 def _owners(
-    alike: Alike, rule: Rule, experts: int, ep: int, memo: dict[Experts, Counter[int | None]]
+    alike: Alike, rule: Rule, experts: int, p: Parallelism, memo: dict[Experts, Counter[int | None]]
 ) -> Counter[int | None]:
     """How many of the tensors each EP rank holds (None: each rank its share of every one); ``memo``: the counts
-    for each set of routed experts met before (every layer's are alike)."""
+    for each set of routed experts met before (every layer's are alike). With redundant experts the ranks hold
+    ``E + R`` slots, slot ``E + e`` a second copy of expert ``e < R``."""
     if rule.split is not Split.EXPERTS or alike.name.expert is None:
         return Counter({None: alike.tensor_count})
+    slots = experts + p.redundant
+
+    def holders(expert: int) -> list[int]:
+        copies = [expert, experts + expert] if expert < p.redundant else [expert]
+        return [expert_owner(slot, slots, p.ep) for slot in copies]
+
     if alike.experts is None:
-        return Counter({expert_owner(alike.name.expert, experts, ep): 1})
+        return Counter(holders(alike.name.expert))
     if alike.experts not in memo:
-        memo[alike.experts] = Counter(expert_owner(expert, experts, ep) for expert in alike.experts)
+        memo[alike.experts] = Counter(owner for expert in alike.experts for owner in holders(expert))
     return memo[alike.experts]
 
 
@@ -457,11 +470,8 @@ def hold(
         stage = stage_at(position, layer_stage, p.pp)
         if is_expert:
             moe_layers.add((stage, position))
-        for index in range(p.stage_ranks):
-            ep_rank = index if p.ep > 1 else 0
-            if owner is not None and owner != ep_rank:
-                continue
-            local = local_shape(shape, rule, p.tp, index, p.ep)
+        for index in (owner,) if owner is not None else range(p.stage_ranks):  # an owner is an EP rank, EP > 1
+            local = local_shape(shape, rule, p.tp, index, p.ep, p.redundant)
             elements = math.prod(local) * count
             size = elements * itemsize(dtype)
             rank = held[(stage, index)]
@@ -475,5 +485,5 @@ def hold(
                 rank.embedding_rows += local[0] * count if local else 0
     for stage, layer in moe_layers:
         for index in range(p.stage_ranks):
-            held[(stage, index)].experts[layer] = local_experts(experts, p.ep, index if p.ep > 1 else 0)
+            held[(stage, index)].experts[layer] = local_experts(experts + p.redundant, p.ep, index if p.ep > 1 else 0)
     return held

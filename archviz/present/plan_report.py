@@ -96,7 +96,14 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
         **version_fields(),
         "model": name,
         "gpu": _gpu_json(plan.gpu),
-        "parallelism": {"gpus": p.gpus, "tp": p.tp, "ep": p.ep, "pp": p.pp, "dp": p.dp},
+        "parallelism": {
+            "gpus": p.gpus,
+            "tp": p.tp,
+            "ep": p.ep,
+            "pp": p.pp,
+            "dp": p.dp,
+            "redundant_experts": p.redundant,
+        },
         "convention": plan.convention.value,
         "context": plan.context,
         "prompt": plan.prompt,
@@ -167,6 +174,8 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     else:
         head.add_row(f"usable after the {plan.reserve:.0%} reserve", gib_text(plan.usable))
     head.add_row("tp / ep / pp / dp", f"{p.tp} / {p.ep} / {p.pp} / {p.dp}")
+    if p.redundant:
+        head.add_row("redundant expert copies per MoE layer", f"{p.redundant:,}")
     head.add_row("convention", plan.convention.value)
     head.add_row("weights (checkpoint, main model)", gib_text(plan.weight_bytes))
     if plan.mtp_bytes:

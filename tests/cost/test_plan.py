@@ -518,3 +518,42 @@ def test_a_graph_read_off_the_code_is_held_to_the_configs_heads(tp: int, code: i
     assert result.exit_code == code, result.output
     if code == 2:
         assert "TP 3 does not divide the 16 attention heads" in result.stderr
+
+
+# -- redundant experts -----------------------------------------------------------------------------------------
+
+
+DEEPSEEK_V3 = str(Path(__file__).parents[1] / "data" / "deepseek-v3.config.json")
+EP320 = ["plan", DEEPSEEK_V3, "--gpu", "h800", "--gpus", "320", "--tp", "1", "--dp", "320", "--ep", "320"]
+
+
+def test_deepseeks_decode_unit_places_one_expert_on_each_of_320_gpus() -> None:
+    """DeepSeek's published decode deployment: EP 320 over 256 routed experts and 64 redundant copies (its EPLB), one
+    expert a GPU. Each GPU holds everything but the routed experts whole (TP 1) and one FP8 expert in each of the 58
+    MoE layers: gate, up and down [2,048 × 7,168] at a byte each, with a float32 scale per 128 × 128 block."""
+    result = runner.invoke(app, [*EP320, "--redundant-experts", "64", "--context", "4096", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert plan["parallelism"]["redundant_experts"] == 64
+    expert = 3 * 2048 * 7168 + 3 * (16 * 56) * 4
+    layers, routed = 58, 256
+    non_expert = plan["weights"]["bytes"] - layers * routed * expert
+    assert {rank["routed_experts_per_layer"] for rank in plan["ranks"]} == {1}
+    assert {rank["weight_bytes"] for rank in plan["ranks"]} == {non_expert + layers * expert}
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ([], "EP over more ranks than the model's 256 experts (--redundant-experts adds copies)"),
+        (["--redundant-experts", "32"], "EP over more ranks than the model's 256 experts and 32 redundant copies"),
+    ],
+)
+def test_ep_beyond_the_experts_needs_redundant_copies(extra: list[str], said: str) -> None:
+    result = runner.invoke(app, [*EP320, *extra])
+    assert result.exit_code == 2 and said in result.output, result.output
+
+
+def test_redundant_copies_need_expert_parallelism() -> None:
+    result = runner.invoke(app, ["plan", DEEPSEEK_V3, "--gpu", "h800", "--gpus", "8", "--redundant-experts", "8"])
+    assert result.exit_code == 2 and "give --ep" in result.output, result.output
