@@ -137,7 +137,10 @@ def find_family(document: ConfigDocument, *, transformers_ships: Callable[[str],
     for model_type in dict.fromkeys(candidates):
         for home in HOMES:
             if model_type in home.model_types:
-                return next(family for family in home.families() if model_type in family.model_types)
+                family = next(family for family in home.families() if model_type in family.model_types)
+                if family.layout is None or family.layout(document.settings) or not transformers_ships(model_type):
+                    return family
+                return _generic_family(model_type)  # transformers' own layout of the model: read off its code
         if transformers_ships(model_type):
             # No hand-written table, but transformers ships the modeling code: read the graph off it
             # (before the architecture fallback, which is for model_types transformers does not know).

@@ -100,3 +100,7 @@ class Family:
     """transformers' tensor- and expert-parallel plans for its ``transformers_model_type``, restated (its folder's
     ``plans.py``, held to transformers by a test); None when they are not (the plan stage reads transformers' classes,
     and a wrapper's language model takes its text family's)."""
+    layout: Callable[[Mapping[str, Any]], bool] | None = None
+    """Whether a config of its model_types is laid out as its schema reads (the release's keys), given the settings'
+    level; a config in another layout (transformers' own ``save_pretrained`` of the same model) is read off
+    transformers' code instead. None: every config of its model_types is."""

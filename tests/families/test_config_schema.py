@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import re
 import subprocess
 import sys
@@ -220,6 +221,49 @@ def test_kimi_linear_reads_the_release_and_transformers_spellings() -> None:
     assert aliases["num_shared_experts"] == ("n_shared_experts",)
     assert aliases["moe_renormalize"] == ("norm_topk_prob",)
     assert aliases["num_expert_group"] == ("n_group",)
+
+
+def test_kimi_linear_in_transformers_own_layout_is_read_off_its_code(tmp_path: Path) -> None:
+    """transformers' KimiLinearConfig saves ``layer_types``, ``mlp_layer_types`` and ``linear_*`` keys where the release
+    writes ``linear_attn_config`` and ``first_k_dense_replace``: such a config is read off transformers' code (it was
+    refused for a key of the release's layout), every parameter matching transformers' class on the meta device; a
+    release-layout config keeps the hand-written family."""
+    import transformers
+
+    from archviz.pipeline import describe_model
+    from tests.quantization.test_compressed import check
+
+    config = transformers.KimiLinearConfig(
+        hidden_size=64,
+        intermediate_size=96,
+        moe_intermediate_size=16,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        num_experts=4,
+        num_experts_per_token=2,
+        kv_lora_rank=16,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=8,
+        v_head_dim=16,
+        linear_num_heads=4,
+        linear_head_dim=16,
+        vocab_size=128,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+    )
+    config.architectures = ["KimiLinearForCausalLM"]
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert "layer_types" in saved and "linear_attn_config" not in saved
+    docs = describe_model(str(tmp_path))
+    assert docs.graph.derived_from_code and docs.family.transformers_model_type == "kimi_linear"
+    report = check(tmp_path)
+    assert report["exit_code"] == 3 and report["totals"]["analytic"] == report["totals"]["meta_model"], report
+    released = describe_model("kimi-linear-48b-a3b-instruct")
+    assert released.family.name == "kimi_linear" and not released.graph.derived_from_code
 
 
 # -- defaults ----------------------------------------------------------------------------------------------------

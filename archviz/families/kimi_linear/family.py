@@ -24,4 +24,7 @@ FAMILY = Family(
     ),
     speaks=FamilySpeech(moe=NAMING, words=WORDS),
     plans=DEEPSEEK_V3_PLANS,  # KimiLinearConfig's plans are DeepseekV3Config's
+    # The release's layout names its KDA and MLA layers in linear_attn_config; transformers' KimiLinearConfig saves
+    # layer_types, mlp_layer_types and linear_* keys instead, read off its code.
+    layout=lambda settings: LINEAR in settings or K.layer_types.name not in settings,
 )

@@ -67,6 +67,9 @@ class KimiLinearSchema(DecoderKeys, RopeKeys, MlaKeys, QuantizationKeys):
     """Multi-token-prediction layers after the main stack."""
     linear_attn_config: Key = Key("linear_attn_config")
     """Kimi Delta Attention's shape and layers (``LinearAttentionKeys``)."""
+    layer_types: Key = Key("layer_types")
+    """Each layer's mixer in transformers' own layout, which names no ``linear_attn_config``: such a config is read off
+    transformers' code (``FAMILY.layout``), not by this schema."""
     mla_use_nope: Key = Key("mla_use_nope", default=False)
     """Whether the MLA layers use no rotary position."""
     attn_res_block_size: Key = Key("attn_res_block_size")
