@@ -166,7 +166,12 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     head.add_column("what")
     head.add_column("value", justify="right")
     head.add_row("GPU", escape(f"{p.gpus} × {gpu.title}"))
-    head.add_row("memory per GPU (as used)", f"{gib_text(gpu.memory)}; {escape(gpu.memory_note)}")
+    if plan.memory is not None and plan.memory.terms[0].bytes != gpu.memory:  # CUDA's total, below nvidia-smi's
+        device = plan.memory.terms[0]
+        head.add_row("memory per GPU (as used)", f"{gib_text(device.bytes)}: {escape(device.formula)}")
+        head.add_row("  nvidia-smi's", f"{gib_text(gpu.memory)}; {escape(gpu.memory_note)}")
+    else:
+        head.add_row("memory per GPU (as used)", f"{gib_text(gpu.memory)}; {escape(gpu.memory_note)}")
     if plan.memory is not None:
         for term in plan.memory.terms[1:]:
             head.add_row(f"  {escape(term.name)}", f"{gib_text(abs(term.bytes))}: {escape(term.formula)}")

@@ -15,7 +15,7 @@ def plan_notes(plan: Plan) -> list[str]:
     if plan.nothing_fits:
         notes.append(
             f"No sequence of {plan.context:,} positions fits beside the weights: the bounds are at batch 1, which "
-            "would not fit (a shorter --context, a smaller --reserve or more GPUs)."
+            f"would not fit (a shorter --context, {_more_memory(plan)} or more GPUs)."
         )
     if not plan.modelled_in_full:
         notes.append(
@@ -71,3 +71,10 @@ def plan_notes(plan: Plan) -> list[str]:
         "FLOPs at the dense throughput; stages in turn; communication, kernels' efficiency and overlap not counted."
     )
     return notes
+
+
+def _more_memory(plan: Plan) -> str:
+    """The knob that gives the cache more of each GPU under the plan's engine."""
+    if plan.memory is None or plan.memory.engine.value == "none":
+        return "a smaller --reserve"
+    return "a larger --memory-fraction"
