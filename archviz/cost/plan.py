@@ -91,6 +91,8 @@ class Plan:
     """Tokens of the prompt the prefill bound is for (``T``)."""
     batch: int
     """Sequences per replica the roofline is evaluated at."""
+    batch_given: bool = False
+    """Whether ``batch`` is the user's (``--batch``), not the sequences that fit."""
     cache_dtype: str
     """The cache's dtype, as safetensors names it."""
     compute: str
@@ -584,6 +586,7 @@ def _finish(
         modelled_in_full=modelled_in_full(graph),
         keeps_no_cache=priced and not counts,
         nothing_fits=priced and sequences == 0 and request.batch is None,
+        batch_given=request.batch is not None,
         splits=dict(sorted(planner.described.items())),
     )
 
@@ -602,8 +605,8 @@ def sequences_at(plan: Plan, usable: int, context: int) -> int | None:
     return min(counts) * plan.parallelism.dp if counts else None
 
 
-def longest_context(plan: Plan) -> int | None:
-    """The longest context one sequence can have beside the weights on every rank (the plan's reserve kept back): 0
+def longest_context(plan: Plan, sequences: int = 1) -> int | None:
+    """The longest context ``sequences`` sequences (per replica) can each have beside the weights on every rank: 0
     when a rank's weights alone do not fit; ``MAX_POSITIONS`` when the memory bounds no length (a cache that stops
     growing: windows, states); None when the model is not priced or keeps no cache."""
     if not plan.priced or not any(rank.cache for rank in plan.ranks):
@@ -611,7 +614,7 @@ def longest_context(plan: Plan) -> int | None:
     usable = plan.usable
 
     def fits(context: int) -> bool:
-        return all(rank.weight_bytes + cache_bytes_at(rank.cache, context) <= usable for rank in plan.ranks)
+        return all(rank.weight_bytes + sequences * cache_bytes_at(rank.cache, context) <= usable for rank in plan.ranks)
 
     if not fits(0):
         return 0

@@ -137,6 +137,7 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
         },
         "sequences": plan.sequences,
         "longest_context": longest_context(plan),
+        "longest_context_for_batch": longest_context(plan, plan.batch) if plan.batch_given else None,
         "context_limit": None
         if plan.context_limit is None
         else {"positions": plan.context_limit[0], "key": plan.context_limit[1]},
@@ -199,6 +200,11 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     sequences = plan.sequences
     head.add_row("sequences that fit at the context", "unknown" if sequences is None else f"{sequences:,}")
     head.add_row("longest context the memory allows one sequence", _longest_text(longest_context(plan), plan))
+    if plan.batch_given:
+        head.add_row(
+            f"  … and each of {plan.batch:,} sequences per replica",
+            _longest_text(longest_context(plan, plan.batch), plan),
+        )
     head.add_row(f"decode step at batch {plan.batch:,} per replica ({plan.compute})", at_least_ms(plan.decode_seconds))
     head.add_row("  of which reading memory", at_least_ms(plan.decode_memory_seconds))
     speed = decode_tokens_per_second(plan)

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from archviz.cli import app
 from archviz.cost import MAX_POSITIONS
+from archviz.cost.engines import Engine
 from archviz.cost.gpus import GPU_FILE, GPUS
 from archviz.cost.parallel_plans import SPLITS, Convention
 from archviz.cost.plan import (
@@ -557,3 +558,26 @@ def test_ep_beyond_the_experts_needs_redundant_copies(extra: list[str], said: st
 def test_redundant_copies_need_expert_parallelism() -> None:
     result = runner.invoke(app, ["plan", DEEPSEEK_V3, "--gpu", "h800", "--gpus", "8", "--redundant-experts", "8"])
     assert result.exit_code == 2 and "give --ep" in result.output, result.output
+
+
+def test_the_longest_context_for_a_batch_is_the_last_at_which_all_of_it_fits(k2: Any) -> None:
+    """``--batch B``: the longest context at which B sequences per replica fit beside the weights on every rank, held
+    to ``sequences_at`` (floor division, not a search): B at that context, fewer one position later."""
+    result = runner.invoke(
+        app, ["plan", "kimi-k2-instruct", "--gpu", "h200", "--gpus", "16", "--pp", "2", "--batch", "8", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    longest = document["longest_context_for_batch"]
+    assert 0 < longest < document["longest_context"]
+    request = PlanRequest(
+        gpu=GPUS["h200"], parallelism=Parallelism(tp=8, pp=2), convention=Convention.ENGINE, engine=Engine.VLLM, batch=8
+    )
+    plan = plan_deployment(k2.graph, k2.family, request)
+    assert sequences_at(plan, plan.usable, longest) >= 8 > sequences_at(plan, plan.usable, longest + 1)  # type: ignore[operator]
+    assert (
+        runner.invoke(
+            app, ["plan", "kimi-k2-instruct", "--gpu", "h200", "--gpus", "16", "--pp", "2", "--json"]
+        ).stdout.count('"longest_context_for_batch": null')
+        == 1
+    )
