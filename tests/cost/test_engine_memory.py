@@ -87,3 +87,25 @@ def test_the_terms_add_up_to_what_the_cache_gets() -> None:
     assert plan["ranks"][0]["free_bytes"] == plan["usable_bytes"] - plan["ranks"][0]["weight_bytes"]
     flat = runner.invoke(app, ["plan", str(model), "--gpu", "h100", "--engine", "none", "--json"])
     assert json.loads(flat.output)["usable_bytes"] == int(GPUS["h100"].memory * 0.9)
+
+
+CONFIG_SHA256 = {
+    "llama-3.1-8b-instruct": "29e4c210b0d6ac178b16b2a255a568bdb23b581e50ca1ef6a6d071dd85704e6e",
+    "qwen3-32b": "97e295b63283935788fac5e4f8860862a56d4089538cafc93f0431f2ebe483bb",
+    "qwen2-7b-instruct": "8b9a4f6c0acf4854a2d301616d4203039c3d7972cb0a557dae98686b6c3ae4b2",
+    "llama-3.3-70b-instruct": "95ef9768e4741543dbfaf0c274f101855883ff338b235c99eca2b6a4f4abee12",
+    "qwen3-235b-a22b-fp8": "702c46d431bb984db9035a1225186bbfdb52c0d19c82104df4a37cd005e0369e",
+    "mistral-small-3.2-24b-instruct-2506": "01ab910a5dda7995709cc355d094eabb8094b78d49240cd167188606c3ff5edb",
+    "gpt-oss-20b": "3a2a26ded679375b7928ddeca59764df7cea83220c1961035f6d6e232659e9ce",
+    "gpt-oss-120b": "933aeb666a3fd851133ddd7686414f369bc564c4185fb5704416550879f10566",
+}
+"""SHA-256 of each calibration case's config as released (the public records tests/data/released/README.md names)."""
+
+
+def test_every_calibration_config_is_the_released_file() -> None:
+    import hashlib
+
+    assert {case["model"] for case in CASES.values()} <= CONFIG_SHA256.keys()
+    for name, digest in CONFIG_SHA256.items():
+        path = REPO / "tests" / "data" / "released" / name / "config.json"
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, name
