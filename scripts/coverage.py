@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ALWAYS_SKIPPED = ("shape trace", "checkpoint")
 """Legs a default config always skips: a graph read off the code is its own trace, and there is no checkpoint."""
+TEMPORARY = re.compile(r"\S*/tmp[A-Za-z0-9_]{8}/")
+"""A path into the temporary folder a model type's config was written to (``tempfile``'s ``tmpXXXXXXXX``)."""
 STATUS = {0: "agree", 1: "disagree", 2: "bad input", 3: "partial or unverified", 4: "internal error"}
 
 
@@ -135,7 +138,8 @@ def write(rows: list[Row], out: Path) -> None:
     ]
 
     def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
+        # a message naming the config file names it from the model type's folder, not this machine's temporary one
+        return TEMPORARY.sub("", text).replace("|", "\\|").replace("\n", " ")
 
     for row in rows:
         status = STATUS.get(row.check, "?") if row.check is not None else "timeout"

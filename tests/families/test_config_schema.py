@@ -260,6 +260,12 @@ def test_kimi_linear_in_transformers_own_layout_is_read_off_its_code(tmp_path: P
     assert "layer_types" in saved and "linear_attn_config" not in saved
     docs = describe_model(str(tmp_path))
     assert docs.graph.derived_from_code and docs.family.transformers_model_type == "kimi_linear"
+    # What is not priced is KDA alone: its class, its short convolution and its forget gate; not the MLA layers'
+    # KimiLinearAttention (the model's own prefix, "KimiLinear", is no sign of linear attention) nor a norm named
+    # post_attention_layernorm.
+    unpriced = " ".join(docs.graph.unpriced)
+    assert "KimiLinearDeltaAttention" in unpriced and "KimiLinearForgetGate" in unpriced
+    assert "KimiLinearAttention " not in unpriced and "RMSNorm" not in unpriced, unpriced
     report = check(tmp_path)
     assert report["exit_code"] == 3 and report["totals"]["analytic"] == report["totals"]["meta_model"], report
     released = describe_model("kimi-linear-48b-a3b-instruct")

@@ -26,8 +26,9 @@ QUERY_NAMES = frozenset({"q_proj", "qkv_proj", "query", "qkv", "wq", "wqkv", "Wq
 """Names transformers gives an attention module's query (or fused query-key-value) projection."""
 
 
-LINEAR_ATTENTION_WORDS = ("linear", "lightning", "deltanet", "mamba", "recurrent", "retention", "rwkv")
-"""Words in the class name of an attention module that mixes tokens without a softmax over scores."""
+LINEAR_ATTENTION_WORDS = ("linear", "lightning", "delta", "mamba", "recurrent", "retention", "rwkv")
+"""Words in the class name of an attention module that mixes tokens without a softmax over scores, read after the
+model's own prefix (``KimiLinear`` of ``KimiLinearForCausalLM``: its MLA class is ``KimiLinearAttention``)."""
 
 
 OUTPUT_NAMES = frozenset({"o_proj", "out_proj", "dense", "wo", "c_proj", "proj", "out"})
@@ -120,7 +121,9 @@ def output_projection(ctx: CodeReading, path: str, module: ModuleRecord) -> str 
         return None
     if (layer_template(ctx, path)[0], module.class_name) in ctx.typed_mixers:
         return None
-    if any(word in module.class_name.lower() for word in LINEAR_ATTENTION_WORDS):
+    prefix = ctx.tree.class_name.split("For", 1)[0] if "For" in ctx.tree.class_name else ""
+    own = module.class_name.removeprefix(prefix).lower() if prefix else module.class_name.lower()
+    if any(word in own for word in LINEAR_ATTENTION_WORDS):
         template = layer_template(ctx, path)[0]
         ctx.unpriced_modules.append(f"{module.class_name} at {template} (attention without a softmax core)")
         return None

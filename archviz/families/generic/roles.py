@@ -26,6 +26,8 @@ def module_role(attr: str, class_name: str) -> str | None:
         return "experts"
     if "router" in name or "router" in lowered:
         return "router"
+    if "norm" in name and "attention" not in name:  # a norm named after what it follows (post_attention_layernorm)
+        return "norm"
     if "attn" in lowered or "attention" in lowered or name.endswith("attention"):
         return "attention"
     if (
