@@ -33,6 +33,7 @@ from archviz.cost.sharding import (
     Planner,
     TensorGroup,
     attention_heads,
+    embedding_table,
     expert_owner,
     experts_per_layer,
     hold,
@@ -71,6 +72,8 @@ class Relaid:
     """Its kernels (``Triton``, ``Marlin``)."""
     source: str
     """Where its code is."""
+    layout: str
+    """What its kernels' layout does to the checkpoint's tensors, in words."""
     added: int
     """Bytes it adds to the checkpoint's share on the rank it adds most to (negative: it holds fewer)."""
 
@@ -133,16 +136,15 @@ class Plan:
     relayout: Relaid | None = None
     """Where the engine lays weights out again for its kernels (gpt-oss's MXFP4 experts in vLLM): what it adds to the
     checkpoint's share; None where it holds the checkpoint's bytes."""
-
-    memory: EngineMemory | None = None
-    """What the engine leaves each GPU for its weights and cache, term by term; None: the flat reserve alone."""
+    memory: EngineMemory
+    """What the engine leaves each GPU for its weights and cache, term by term (``Engine.NONE``: the flat reserve)."""
     weights: str | None = None
     """What ``--weights`` stores the release as, in words; None: the release as it is."""
 
     @property
     def usable(self) -> int:
         """Bytes each GPU has for its weights and cache."""
-        return self.memory.usable if self.memory is not None else int(self.gpu.memory * (1 - self.reserve))
+        return self.memory.usable
 
     @property
     def sequences(self) -> int | None:
@@ -334,7 +336,7 @@ class PlanRequest:
         return engine_memory(
             self.engine,
             gpu or self.gpu,
-            vocabulary=vocabulary(graph),
+            vocabulary=embedding_table(graph),
             tp=self.parallelism.tp,
             gpus=self.parallelism.gpus,
             fraction=self.memory_fraction,
@@ -361,9 +363,7 @@ def fewest_stages(graph: Graph, groups: Counter[TensorGroup], p: Parallelism, us
     first, last = len(layers), len(layers) + 1
     for (position, _node, shape, dtype, rule, owner, _expert), count in groups.items():
         row = rows[first if position == FIRST else row_of.get(position, last)]
-        for index in range(ranks):
-            if owner is not None and owner != (index if p.ep > 1 else 0):
-                continue
+        for index in (owner,) if owner is not None else range(ranks):  # an owner is an EP rank, EP > 1
             row[index] += math.prod(local_shape(shape, rule, p.tp, index, p.ep, p.redundant)) * count * itemsize(dtype)
     everything = sum(sum(row) for row in rows)
     kind: type = np.int64 if everything < 2**62 else object  # exact either way
@@ -404,22 +404,13 @@ def plan_deployment(graph: Graph, family: Family, request: PlanRequest) -> Plan:
         )
     held = hold(graph, groups, p, layer_stage)
     relaid = _relay(graph, request, held)
-    usable = request.engine_memory(graph).usable
+    memory = request.engine_memory(graph)
     largest = max((rank.bytes for rank in held.values()), default=0)
-    if largest > usable:
-        raise InputError(_needs(graph, groups, request, weight_total, largest, usable), path=_plan_path(request))
-    plan = _finish(graph, request, planner, layer_lists, held, weight_total, mtp_bytes)
+    if largest > memory.usable:
+        raise InputError(_needs(graph, groups, request, weight_total, largest, memory.usable), path=_plan_path(request))
+    plan = _finish(graph, request, planner, layer_lists, held, weight_total, mtp_bytes, memory)
     _ = plan.throughput  # a GPU without the throughput asked for is refused here, not when the plan is shown
     return replace(plan, checkpoint_bytes_by_split=by_split, relayout=relaid)
-
-
-def vocabulary(graph: Graph) -> tuple[int, int]:
-    """The vocabulary and the hidden size, read off the input embedding's table (0, 0 for a graph without one)."""
-    node = next((node for node in graph.nodes if node.id == graph.input_embedding), None)
-    if node is None or not node.parameters or len(node.parameters[0].shape) != 2:
-        return 0, 0
-    rows, width = node.parameters[0].shape
-    return rows, width
 
 
 def _relay(graph: Graph, request: PlanRequest, held: Mapping[tuple[int, int], Held]) -> Relaid | None:
@@ -449,7 +440,9 @@ def _relay(graph: Graph, request: PlanRequest, held: Mapping[tuple[int, int], He
         rank.bytes += delta
         rank.by_split["engine re-layout"] += delta
         added.append(delta)
-    return Relaid(engine=ENGINE, backend=backend.name, source=SOURCE, added=max(added, default=0))
+    return Relaid(
+        engine=ENGINE, backend=backend.name, source=SOURCE, layout=backend.layout, added=max(added, default=0)
+    )
 
 
 def _plan_path(request: PlanRequest) -> str:
@@ -542,12 +535,12 @@ def _finish(
     held: Mapping[tuple[int, int], Held],
     weight_total: int,
     mtp_bytes: int,
+    memory: EngineMemory,
 ) -> Plan:
     p = request.parallelism
     priced = cost_priced(graph)
     dtype = request.cache_dtype or graph.dtype
     costs = cache_costs(graph, dtype) if priced else []
-    memory = request.engine_memory(graph)
     usable = memory.usable
     heads = attention_heads(graph)
     node_group = {node.id: node.group for node in graph.nodes}

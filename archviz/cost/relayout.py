@@ -59,10 +59,27 @@ class Backend:
     """Scales copied into a swizzled layout (rows to 256, columns to 2), the checkpoint-layout ones kept besides."""
     bias_bytes: int
     """Bytes of a bias element as held."""
+    layout: str
+    """What it does to the checkpoint's tensors, in words."""
 
 
-TRITON = Backend(name="Triton", intermediate_to=64, hidden_to=1, swizzled_scales=True, bias_bytes=4)
-MARLIN = Backend(name="Marlin", intermediate_to=128, hidden_to=256, swizzled_scales=False, bias_bytes=2)
+TRITON = Backend(
+    name="Triton",
+    intermediate_to=64,
+    hidden_to=1,
+    swizzled_scales=True,
+    bias_bytes=4,
+    layout="each rank's intermediate size rounded up to 64, swizzled scale copies beside the checkpoint's, biases in "
+    "float32",
+)
+MARLIN = Backend(
+    name="Marlin",
+    intermediate_to=128,
+    hidden_to=256,
+    swizzled_scales=False,
+    bias_bytes=2,
+    layout="each rank's intermediate size rounded up to 128 and the hidden size to 256",
+)
 
 
 def backend_for(gpu: Gpu) -> Backend | None:

@@ -180,8 +180,7 @@ class Planner:
         self.naming: NamingMap = graph.naming
         self.memo: dict[tuple[object, ...], Rule] = {}
         self.smallest: dict[Experts, int] = {}
-        embedding = nodes.get(graph.input_embedding or "")
-        self.hidden = embedding.parameters[0].shape[-1] if embedding is not None and embedding.parameters else 0
+        self.hidden = embedding_table(graph)[1]
 
     def name(self, checkpoint_name: str) -> PlanName:
         return self.naming.plan_name(checkpoint_name, self.projections)
@@ -323,6 +322,15 @@ class Planner:
         else:
             dim = last - 1 if split is Split.OUTPUT else last
         return Rule(split, dim=dim - len(shape)), said
+
+
+def embedding_table(graph: Graph) -> tuple[int, int]:
+    """The vocabulary and the hidden size, read off the input embedding's table (0, 0 for a graph without one)."""
+    node = next((node for node in graph.nodes if node.id == graph.input_embedding), None)
+    if node is None or not node.parameters or len(node.parameters[0].shape) != 2:
+        return 0, 0
+    rows, width = node.parameters[0].shape
+    return rows, width
 
 
 def tensor_bytes(tensor: ManifestTensor) -> int:

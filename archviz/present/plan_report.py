@@ -13,6 +13,7 @@ from rich.table import Table
 
 from archviz.common.versions import version_fields
 from archviz.cost import MAX_POSITIONS
+from archviz.cost.engines import Engine
 from archviz.cost.gpus import Gpu
 from archviz.cost.plan import GIB, PLAN_SCHEMA, Plan, decode_tokens_per_second, longest_context
 from archviz.cost.roofline import Rank
@@ -110,11 +111,9 @@ def plan_json(name: str, plan: Plan) -> dict[str, Any]:
         "batch": plan.batch,
         "cache_dtype": plan.cache_dtype,
         "compute": plan.compute,
-        "reserve": plan.reserve if plan.memory is None or plan.memory.engine.value == "none" else None,
+        "reserve": plan.reserve if plan.memory.engine is Engine.NONE else None,
         "usable_bytes": plan.usable,
-        "memory": None
-        if plan.memory is None
-        else {
+        "memory": {
             "engine": plan.memory.engine.value,
             "source": plan.memory.source,
             "fraction": plan.memory.fraction,
@@ -167,18 +166,15 @@ def render_plan(name: str, plan: Plan) -> RichGroup:
     head.add_column("what")
     head.add_column("value", justify="right")
     head.add_row("GPU", escape(f"{p.gpus} × {gpu.title}"))
-    if plan.memory is not None and plan.memory.terms[0].bytes != gpu.memory:  # CUDA's total, below nvidia-smi's
-        device = plan.memory.terms[0]
+    device = plan.memory.terms[0]
+    if device.bytes != gpu.memory:  # CUDA's total, below nvidia-smi's
         head.add_row("memory per GPU (as used)", f"{gib_text(device.bytes)}: {escape(device.formula)}")
         head.add_row("  nvidia-smi's", f"{gib_text(gpu.memory)}; {escape(gpu.memory_note)}")
     else:
         head.add_row("memory per GPU (as used)", f"{gib_text(gpu.memory)}; {escape(gpu.memory_note)}")
-    if plan.memory is not None:
-        for term in plan.memory.terms[1:]:
-            head.add_row(f"  {escape(term.name)}", f"{gib_text(abs(term.bytes))}: {escape(term.formula)}")
-        head.add_row(f"for weights and cache ({plan.memory.engine.value})", gib_text(plan.usable))
-    else:
-        head.add_row(f"usable after the {plan.reserve:.0%} reserve", gib_text(plan.usable))
+    for term in plan.memory.terms[1:]:
+        head.add_row(f"  {escape(term.name)}", f"{gib_text(abs(term.bytes))}: {escape(term.formula)}")
+    head.add_row(f"for weights and cache ({plan.memory.engine.value})", gib_text(plan.usable))
     head.add_row("tp / ep / pp / dp", f"{p.tp} / {p.ep} / {p.pp} / {p.dp}")
     if p.redundant:
         head.add_row("redundant expert copies per MoE layer", f"{p.redundant:,}")

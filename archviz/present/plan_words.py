@@ -3,6 +3,7 @@ sentence each, from the facts ``archviz.cost.plan.Plan`` holds (the terminal and
 
 from __future__ import annotations
 
+from archviz.cost.engines import Engine
 from archviz.cost.parallel_plans import Convention
 from archviz.cost.plan import Plan
 from archviz.cost.pricers import ABSORBED
@@ -55,13 +56,8 @@ def plan_notes(plan: Plan) -> list[str]:
         relaid = plan.relayout
         notes.append(
             f"Weights as {relaid.engine} holds them on this GPU: it lays gpt-oss's MXFP4 experts out again for its "
-            f"{relaid.backend} kernels (each rank's intermediate size rounded up, "
-            + (
-                "swizzled scale copies beside the checkpoint's, biases in float32"
-                if relaid.backend == "Triton"
-                else "the hidden size rounded up to 256"
-            )
-            + f"; {relaid.source}). --convention transformers gives the checkpoint's bytes."
+            f"{relaid.backend} kernels ({relaid.layout}; {relaid.source}). --convention transformers gives the "
+            "checkpoint's bytes."
         )
     if not plan.priced:
         notes.append(f"The cost model does not price this model ({plan.unpriced}): cache, FLOPs and bounds unknown.")
@@ -75,6 +71,6 @@ def plan_notes(plan: Plan) -> list[str]:
 
 def _more_memory(plan: Plan) -> str:
     """The knob that gives the cache more of each GPU under the plan's engine."""
-    if plan.memory is None or plan.memory.engine.value == "none":
+    if plan.memory.engine is Engine.NONE:
         return "a smaller --reserve"
     return "a larger --memory-fraction"
