@@ -120,14 +120,19 @@ def calculation_row(row: TensorRow) -> CalculationRow:
     )
 
 
+def instances_text(index: ModelIndex, node: Node) -> str:
+    """``23,040 instances: layers 1–60 × 384 experts``: how many instances of the node there are, and where."""
+    placement = node.placement
+    return f"{plural(placement.count, 'instance')}: {format_placement(placement, index.graph.instance_unit(node))}"
+
+
 def parameters_view(index: ModelIndex, node: Node) -> ParametersView | None:
     """The Parameters section; None for a node with neither parameters nor buffers."""
     per_instance = node_parameters(node)
     if not per_instance and not node.buffers:
         return None
     placement = node.placement
-    where = format_placement(placement, index.graph.instance_unit(node))
-    text = f"{plural(placement.count, 'instance')}: {where}" if placement.layers else "One instance, at model level"
+    text = instances_text(index, node) if placement.layers else "One instance, at model level"
     if placement.layers and placement.active != placement.count:
         text += (
             f"; a token runs through {count(placement.active_per_layer)} per layer, {count(placement.active)} in all"
@@ -289,10 +294,19 @@ def build_card_view(
 
 
 def brief_card(index: ModelIndex, node: Node, root: str) -> BriefCard:
-    """The node's card in brief (title, kind, shapes, parameters, prefill FLOPs), for the overview's side panel."""
+    """The node's card in brief (title, kind, shapes, parameters, FLOPs), for the overview's side panel. Each number
+    says what it counts: the parameters of one instance and how many there are; the FLOPs of every instance, the
+    decode as engines run it (the convention of the overview's headlines)."""
     shares = index.nodes.get(node.shares_parameters_with or "")
-    cost = index.cost.nodes.get(node.id) if index.priced() else None
-    flops = 0 if cost is None else cost.flops(index.cost.sizes, CostPhase.PREFILL)
+    priced = index.priced()
+    cost = index.cost.nodes.get(node.id) if priced else None
+    engine = index.cost.engine_nodes.get(node.id) if priced else None
+    sizes = index.cost.sizes
+    flops = 0 if cost is None else cost.flops(sizes, CostPhase.PREFILL)
+    placement = node.placement
+    instances = instances_text(index, node) if shares is None and node_parameters(node) and placement.count > 1 else ""
+    every = "every instance" if placement.count > 1 else "one instance"
+    absorbed = ", MLA absorbed as engines run it" if engine is not None and engine is not cost else ""
     return BriefCard(
         id=node.id,
         title=node.title,
@@ -302,11 +316,14 @@ def brief_card(index: ModelIndex, node: Node, root: str) -> BriefCard:
         href=node_href(node.id, root=root, slug=index.slug),
         shapes=shape_rows(node),
         parameters=_parameters_headline(node, shares),
-        parameter_count=0 if shares is not None else node_parameters(node) * node.placement.count,
+        parameter_count=0 if shares is not None else node_parameters(node) * placement.count,
         flops="" if cost is None else count(flops),
         flop_count=flops,
-        decode_flops="" if cost is None else count(cost.flops(index.cost.sizes, CostPhase.DECODE)),
+        decode_flops="" if engine is None else count(engine.flops(sizes, CostPhase.DECODE)),
         find=" ".join(find_words(node)),
+        instances=instances,
+        prefill_note=f"{every}, a prompt of T = {sizes.prompt:,} tokens",
+        decode_note=f"{every}, one token with S = {sizes.context:,} cached{absorbed}",
     )
 
 

@@ -223,11 +223,12 @@ class _Dot:
 
 
 def parameters_note(node: Node) -> str:
-    """``1.17 B``, ``44 M × 23,040``: a learned box's parameters per instance and its instances."""
+    """``1.17 B params``, ``44 M params ×384/layer``: a learned box's parameters per instance, with their unit, and its
+    instances in a layer."""
     parameters = node_parameters(node)
     if node.shares_parameters_with:
         return "tied"
-    note = short_count(parameters) if parameters else "no parameters"
+    note = f"{short_count(parameters)} params" if parameters else "no parameters"
     if node.placement.per_layer > 1:
         note += f" ×{count(node.placement.per_layer)}/layer"
     return note

@@ -279,6 +279,13 @@ class BriefCard:
     """Prefill FLOPs of every instance together, formatted; empty for a node that computes nothing counted."""
     flop_count: int
     """The same as a number: what colouring by prefill FLOPs reads."""
+    instances: str = ""
+    """How many instances the parameters are of, and where (``23,040 instances: layers 2–61, 384 each``); empty for
+    one instance or none."""
+    prefill_note: str = ""
+    """What the prefill figure counts: every instance, over the prompt of T tokens."""
+    decode_note: str = ""
+    """What the decode figure counts, in the convention the headlines use (MLA absorbed as engines run it)."""
     decode_flops: str
     """Decode FLOPs of every instance together for one token, formatted as on the card; shown when decode is chosen."""
     find: str

@@ -39,7 +39,10 @@ _GEOMETRY = """() => {
     bars: Array.from(tr.querySelectorAll('svg.bar')).map(rect),
   }));
   const heads = Array.from(section.querySelectorAll('table.flop-parts thead th')).map(th => th.textContent);
-  return {svg: rect(svg), texts, axes, legend, swatches, rows, heads};
+  const clipped = Array.from(section.querySelectorAll('.table-wrap > table'))
+    .filter(t => t.scrollWidth > t.parentElement.clientWidth + 1)
+    .map(t => `${t.className}: ${t.scrollWidth} px in ${t.parentElement.clientWidth}`);
+  return {svg: rect(svg), texts, axes, legend, swatches, rows, heads, clipped};
 }"""
 
 
@@ -74,6 +77,8 @@ def _check_plot(geometry: dict[str, Any]) -> None:
 
 
 def _check_flops_chart(geometry: dict[str, Any]) -> None:
+    # Every table of the section fits its column: none scrolls sideways to show its last column (the decode one).
+    assert geometry["clipped"] == []
     heads = " ".join(geometry["heads"])
     assert "Prefill: FLOPs for the 2,048-token prompt" in heads and "Decode: FLOPs per token" in heads
     rows = geometry["rows"]

@@ -318,11 +318,14 @@ def test_a_box_clicked_opens_its_card_in_brief(
     facts = dict(
         page.evaluate(
             "Array.from(document.querySelectorAll('#explorer-panel .fact'), f => [f.querySelector('dt').innerText,"
-            " f.querySelector('dd').innerText])"
+            " f.querySelector('dd').innerText.split('\\n')])"
         )
     )
     assert "prefill FLOPs" not in facts, facts
-    flops = facts["decode FLOPs"]
+    # Each number says what it counts: one instance of how many, and every instance at which sizes.
+    assert facts["parameters, each instance"][1].startswith(f"{node.placement.count} instances: layers"), facts
+    flops, said = facts["decode FLOPs"]
+    assert said == "every instance, one token with S = 131,072 cached", said
     panel.locator("h3 a").click()
     page.wait_for_load_state("load")
     assert page.url.endswith(f"/nodes/{node.id}.html")

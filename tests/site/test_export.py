@@ -59,7 +59,7 @@ def _geometry(svg: str) -> list[str]:
 
 def test_the_svg_shows_the_real_characters(svg: str) -> None:
     """Laid out with ASCII stand-ins, drawn with the real text."""
-    assert "Decoder block ×61 (layers 0–60)" in svg and "44 M ×384/layer" in svg
+    assert "Decoder block ×61 (layers 0–60)" in svg and "44 M params ×384/layer" in svg
     assert "x61" not in svg and "0-60" not in svg
 
 

@@ -135,6 +135,29 @@ def test_mla_kv_b_proj_decode_grows_with_the_context(site: Path, docs: dict[str,
     assert number(squash(decode.find("td", "number").text())) == rows[0][2]
 
 
+def test_the_diagrams_brief_cards_say_what_each_number_counts(site: Path, costs: dict[str, dict[str, Any]]) -> None:
+    """The overview's side panel (each box's card in brief): the parameters of one instance and how many there are;
+    the FLOPs of every instance, decode as engines run it (MLA absorbed) and said so, the same figures as ``cost
+    --json``'s nodes. It once gave MLA's decode in transformers' eager form, 100 times the headline, unlabelled."""
+    briefs = {card.attrs["data-node"]: card for card in page(site, K2, "index.html").find_all("template", "brief-card")}
+    nodes = {node["id"]: node for node in costs[K2]["nodes"]}
+    assert nodes.keys() <= briefs.keys()
+    absorbed = 0
+    for node_id, node in nodes.items():
+        # The last span of each phase: the figure (the term before it is the fact's name).
+        prefill, decode = (briefs[node_id].find_all("span", phase)[-1] for phase in ("phase-prefill", "phase-decode"))
+        assert number(squash(prefill.find("span", "number").text())) == node["flops_prefill"]
+        assert number(squash(decode.find("span", "number").text())) == node["flops_decode_engines"]
+        said = squash(decode.find("span", "note").text())
+        assert said.startswith(("every instance, one token with S = 131,072 cached", "one instance, one token")), said
+        if node["flops_decode_engines"] != node["flops_decode"]:
+            assert said.endswith(", MLA absorbed as engines run it"), (node_id, said)
+            absorbed += 1
+    assert absorbed >= 2  # kv_b_proj and the attention core
+    expert = briefs["moe.routed-expert"].find("dl", "facts").text()
+    assert "23,040 instances: layers 1–60 × 384 experts" in squash(expert)
+
+
 # -- the overview ---------------------------------------------------------------------------------------
 
 
