@@ -347,13 +347,18 @@ def _side(docs: ModelDocs) -> ModelSide:
 def diff_models(
     a: ModelDocs, b: ModelDocs, *, defaults: tuple[ConfigDefaults, ConfigDefaults] | None = None
 ) -> ModelDiff:
-    """Compare two described models; B is read as the change from A (``ratio`` is ``b / a``). With ``defaults``,
-    each side's config class's (``archviz.transformers.configs.config_defaults``, which imports transformers), the
-    config keys both leave at transformers' defaults are marked as such."""
+    """Compare two described models; B is read as the change from A (``ratio`` is ``b / a``). The config keys both
+    leave at transformers' defaults are marked as such: ``defaults`` are each side's config class's, asked of
+    transformers when not given (``known_defaults``, kept in the description cache). Every surface that compares two
+    models (``diff``, the API's and notebook's ``Diff``, the compare pages) counts its keys here."""
     a_nodes = {node.id: node for node in a.graph.nodes}
     b_ids = {node.id for node in b.graph.nodes}
     a_cost, b_cost = model_cost(a.graph, a.totals, DEFAULT_SIZES), model_cost(b.graph, b.totals, DEFAULT_SIZES)
-    a_defaults, b_defaults = defaults or (None, None)
+    if defaults is None:
+        from archviz.transformers.configs import known_defaults
+
+        defaults = (known_defaults(a.recipe.model_type), known_defaults(b.recipe.model_type))
+    a_defaults, b_defaults = defaults
     a_config, b_config = config_side(a, a_defaults), config_side(b, b_defaults)
     changed: list[NodeChange] = []
     same = 0
@@ -382,7 +387,7 @@ def diff_models(
         b=_side(b),
         config=config_changes(a_config, b_config),
         config_same=config_same(a_config, b_config),
-        defaults_witness=tuple(dict.fromkeys(side.witness for side in defaults or ())),
+        defaults_witness=tuple(dict.fromkeys(side.witness for side in defaults)),
         added=added,
         removed=removed,
         changed=tuple(changed),

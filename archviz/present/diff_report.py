@@ -69,16 +69,22 @@ def _row(table: Table, *cells: str) -> None:
 
 
 def _config_table(diff: ModelDiff, limit: int) -> list[Any]:
-    if not diff.config:
-        return []
-    table = _table(f"Config keys that differ ({len(diff.config)})", "key", "A line", "A", "B line", "B")
-    for key in diff.config[:limit]:
+    """The keys that differ, as the summary counts them; those both leave at transformers' defaults only counted."""
+    shown = [key for key in diff.config if not key.defaults]
+    defaults = len(diff.config) - len(shown)
+    said = (
+        [Text(f"{defaults:,} more differ that both leave at transformers' defaults (see --json)")] if defaults else []
+    )
+    if not shown:
+        return said
+    table = _table(f"Config keys that differ ({len(shown)})", "key", "A line", "A", "B line", "B")
+    for key in shown[:limit]:
         a_value = format_config_value(key.a) if key.a_line is not None else ABSENT
         b_value = format_config_value(key.b) if key.b_line is not None else ABSENT
         name = key.key if key.a_key is None else f"{key.key} (A: {key.a_key})"
         _row(table, name, str(key.a_line or ABSENT), a_value, str(key.b_line or ABSENT), b_value)
-    more = [Text(f"… and {len(diff.config) - limit:,} more keys (see --json)")] if len(diff.config) > limit else []
-    return [table, *more]
+    more = [Text(f"… and {len(shown) - limit:,} more keys (see --json)")] if len(shown) > limit else []
+    return [table, *more, *said]
 
 
 def _node_parts(diff: ModelDiff, limit: int) -> list[Any]:

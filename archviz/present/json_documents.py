@@ -362,6 +362,7 @@ def diff_json(diff: ModelDiff, summary: str) -> dict[str, Json]:
                 "b": change.b,
                 "a_line": change.a_line,
                 "b_line": change.b_line,
+                "at_defaults": change.defaults,
             }
             for change in diff.config
         ],

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from archviz.common.errors import InputError
 from archviz.common.words import join, plural
@@ -33,9 +32,6 @@ from archviz.present.numbers import (
 from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
 from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
 from archviz.site.views import Link, Page, PartialBadge
-
-if TYPE_CHECKING:
-    from archviz.transformers.configs import ConfigDefaults
 
 COMPARE_FOLDER = "compare"
 """The folder of the compare pages, under the site root."""
@@ -384,19 +380,10 @@ def _side(label: str, index: ModelIndex) -> CompareSide:
     )
 
 
-def transformers_defaults(a: ModelIndex, b: ModelIndex) -> tuple[ConfigDefaults, ConfigDefaults]:
-    """Both sides' config classes' defaults, asked of transformers (imported by the meta stage, here only)."""
-    from archviz.transformers.configs import config_defaults
-
-    return config_defaults(a.docs.recipe.model_type), config_defaults(b.docs.recipe.model_type)
-
-
-def build_compare_view(
-    a: ModelIndex, b: ModelIndex, defaults: tuple[ConfigDefaults, ConfigDefaults] | None = None
-) -> CompareView:
-    """The compare page of A and B, B read as the change from A; with ``defaults`` (``transformers_defaults``), the
-    config keys both leave at transformers' defaults told apart."""
-    diff = diff_models(a.docs, b.docs, defaults=defaults)
+def build_compare_view(a: ModelIndex, b: ModelIndex) -> CompareView:
+    """The compare page of A and B, B read as the change from A, the config keys both leave at transformers' defaults
+    told apart (``diff_models``)."""
+    diff = diff_models(a.docs, b.docs)
     marks_a, marks_b = _marks(diff)
     config, at_defaults, alike = _config_rows(diff, a, b)
     totals = _total_rows(diff)

@@ -17,7 +17,7 @@ import archviz
 from archviz.common.versions import installed_versions, version_line
 from archviz.pipeline import ModelDocs
 from archviz.site.cards import build_card_view, group_diagrams
-from archviz.site.compare import CompareView, build_compare_view, compare_pairs, compare_path, transformers_defaults
+from archviz.site.compare import CompareView, build_compare_view, compare_pairs, compare_path
 from archviz.site.home import build_home_view, build_search_index
 from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slugs
 from archviz.site.llms import LLMS_TXT, llms_txt, model_json, model_json_path
@@ -139,7 +139,7 @@ def site_files(
     yield LLMS_TXT, llms_txt(indexes)
     yield "index.html", render_home(build_home_view(indexes, links), context)
     for a, b in compared:
-        yield compare_path(a, b), render_compare(build_compare_view(a, b, transformers_defaults(a, b)), context)
+        yield compare_path(a, b), render_compare(build_compare_view(a, b), context)
     for index in indexes:
         yield f"{index.slug}/index.html", render_overview(build_overview_view(index), context)
         yield model_json_path(index), model_json(index)

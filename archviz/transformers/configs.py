@@ -73,6 +73,19 @@ def config_defaults(model_type: str) -> ConfigDefaults:
     )
 
 
+def known_defaults(model_type: str) -> ConfigDefaults:
+    """``config_defaults(model_type)``, kept in the description cache (``archviz.inputs.cache``) for this transformers
+    version: a second comparison of the same model types imports nothing."""
+    from archviz.inputs.cache import cached_answer
+
+    def ask(question: str) -> dict[str, Any]:
+        found = config_defaults(question)
+        return {"witness": found.witness, "values": found.values}
+
+    held = cached_answer("defaults", model_type, ask)
+    return ConfigDefaults(witness=held["witness"], values=held["values"])
+
+
 def _with_generation_defaults(values: dict[str, Any], config: Any) -> dict[str, Any]:
     """A config's defaults (``values``, read off ``config``) and, for the generation parameters every config drops
     on load, ``generate``'s own defaults (a config.json written by an older release still carries them), in each of

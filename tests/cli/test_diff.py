@@ -19,6 +19,7 @@ from archviz.cost.pricers import unpriced_reason
 from archviz.graph.nodes import Part
 from archviz.graph.roles import RoleName, node_roles
 from archviz.graph.totals import node_parameters
+from archviz.inputs.cache import CACHE_ENV, NO_CACHE_ENV
 from archviz.pipeline import describe_model
 from tests.bounds.test_hostile import TINY_K2
 from tests.families.test_families import PUBLISHED
@@ -198,6 +199,7 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
                 "b": 48,
                 "a_line": line_of(a / "config.json", '"moe_intermediate_size"'),
                 "b_line": line_of(b / "config.json", '"moe_intermediate_size"'),
+                "at_defaults": False,
             },
             {
                 "key": "routed_scaling_factor",
@@ -205,6 +207,7 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
                 "b": 2.5,
                 "a_line": line_of(a / "config.json", '"routed_scaling_factor"'),
                 "b_line": line_of(b / "config.json", '"routed_scaling_factor"'),
+                "at_defaults": False,
             },
             {
                 "key": "rope_scaling.factor",
@@ -212,6 +215,7 @@ def test_two_tiny_variants_differing_in_three_keys(tmp_path: Path) -> None:
                 "b": 64.0,
                 "a_line": line_of(a / "config.json", '"factor"', after='"rope_scaling"'),
                 "b_line": line_of(b / "config.json", '"factor"', after='"rope_scaling"'),
+                "at_defaults": False,
             },
         ],
         "nodes": {
@@ -275,7 +279,9 @@ def test_released_k2_against_a_changed_rope_factor(tmp_path: Path) -> None:
     assert code == 1
     line = line_of(K2_CONFIG, '"factor"', after='"rope_scaling"')
     assert line == 53
-    assert document["config"] == [{"key": "rope_scaling.factor", "a": 32.0, "b": 64.0, "a_line": 53, "b_line": 53}]
+    assert document["config"] == [
+        {"key": "rope_scaling.factor", "a": 32.0, "b": 64.0, "a_line": 53, "b_line": 53, "at_defaults": False}
+    ]
     # The rotary embedding's context factor, and, because K2 sets mscale_all_dim, YaRN's softmax scale
     # (qk_head_dim^-0.5 · (0.1 · ln factor + 1)^2): nothing else.
     scale = [f"{192**-0.5 * (0.1 * math.log(factor) + 1) ** 2:.6g}" for factor in (32, 64)]
@@ -295,7 +301,9 @@ def test_released_llama_against_a_changed_rope_factor(tmp_path: Path) -> None:
     code, document = diff(str(released), str(copy))
     assert code == 1
     line = line_of(released / "config.json", '"factor"', after='"rope_scaling"')
-    assert document["config"] == [{"key": "rope_scaling.factor", "a": 8.0, "b": 16.0, "a_line": line, "b_line": line}]
+    assert document["config"] == [
+        {"key": "rope_scaling.factor", "a": 8.0, "b": 16.0, "a_line": line, "b_line": line, "at_defaults": False}
+    ]
     assert document["nodes"]["changed"] == [{"id": "rotary-embedding", "fields": {"settings.factor": ["8", "16"]}}]
     assert document["nodes"]["same"] == len(describe_model(str(released)).graph.nodes) - 1
     assert "Rotary embedding: factor 16 instead of 8." in document["summary"]
@@ -422,13 +430,17 @@ def test_two_revisions_of_one_repo_through_the_hf_cache(tmp_path: Path) -> None:
     assert [change["key"] for change in document["config"]] == ["rope_scaling.factor"]
 
 
-def test_diffing_imports_neither_torch_nor_transformers() -> None:
+def test_a_second_diff_imports_neither_torch_nor_transformers(tmp_path: Path) -> None:
+    """The first comparison asks transformers for both config classes' defaults (which keys are at them); the
+    description cache keeps the answers, and the next comparison of the same model types imports nothing."""
     script = (
         "from archviz.diff.compare import diff_models\n"
         "from archviz.pipeline import describe_model\n"
         f"diff_models(describe_model({K2!r}), describe_model({KIMI_LINEAR!r}))\n"
     )
-    assert heavy_modules(script) == []
+    env = {CACHE_ENV: str(tmp_path / "cache"), NO_CACHE_ENV: ""}
+    assert "transformers" in heavy_modules(script, env=env)
+    assert heavy_modules(script, env=env) == []
 
 
 def test_a_wrapped_config_is_compared_within_its_text_config() -> None:
@@ -445,9 +457,10 @@ def test_a_wrapped_config_is_compared_within_its_text_config() -> None:
         "b": 27,
         "a_line": line_of(k3, '"num_hidden_layers"'),
         "b_line": line_of(linear, '"num_hidden_layers"'),
+        "at_defaults": False,
     }
     assert keys["linear_attn_config.num_heads"]["a"] == 96 and keys["linear_attn_config.num_heads"]["b"] == 32
-    assert document["summary"].endswith("kimi-k3's within text_config).")
+    assert "kimi-k3's within text_config), besides " in document["summary"]
 
 
 def test_a_key_transformers_renamed_is_one_change_not_a_removal_and_an_addition(tmp_path: Path) -> None:
@@ -472,6 +485,7 @@ def test_a_key_transformers_renamed_is_one_change_not_a_removal_and_an_addition(
             "b": "bfloat16",
             "a_line": line_of(k2, '"torch_dtype"'),
             "b_line": line_of(renamed / "config.json", '"dtype"'),
+            "at_defaults": False,
         }
     ]
     report = runner.invoke(app, ["diff", "kimi-k2-instruct", str(renamed)], env={"COLUMNS": "200"}).output

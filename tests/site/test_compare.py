@@ -573,3 +573,27 @@ def test_scale_elements_per_format_are_the_checkpoints(
     assert in_checkpoint > 0
     assert totals.scales_by_format == {label: in_checkpoint}
     assert totals.scale_elements == in_checkpoint
+
+
+def test_every_surface_counts_the_same_config_keys(kimi_site: Path) -> None:
+    """The compare page, ``diff --json`` and its summary, and the API's and notebook's diff count the same keys as
+    differing and the same as left at transformers' defaults (the notebook once said 65 where the page said 31 and
+    34: it compared without the defaults)."""
+    import archviz
+
+    tree = parse(page(kimi_site, f"compare/{K2}/{K25}.html"))
+    prominent = config_keys(tree.find("table", "config-differ"))
+    folded = squash(tree.find("details", "config-defaults").find("summary").text())
+    summary = squash(tree.find("p", "summary").text())
+    result = runner.invoke(app, ["diff", K2, K25, "--json"])
+    document = json.loads(result.stdout)
+    assert [change["key"] for change in document["config"] if not change["at_defaults"]] == prominent
+    differing = sum(change["at_defaults"] for change in document["config"])
+    assert folded.endswith(f", {differing} of which differ between the two") and differing > 0
+    assert document["summary"] == summary
+    diff = archviz.describe(K2).diff(K25)
+    assert diff.json()["config"] == document["config"] and diff.summary == summary
+    notebook = parse(diff._html())
+    assert squash(notebook.find("details", "config").find("summary").text()) == f"{len(prominent)} config keys differ"
+    hints = [squash(hint.text()) for hint in notebook.find_all("p", "hint")]
+    assert any(f", {differing} of which differ between the two (" in hint for hint in hints), hints
