@@ -30,7 +30,7 @@ from archviz.present.numbers import (
     reads_as_difference,
 )
 from archviz.site.diagram import DiagramLinks, diagram_svg, mark_node
-from archviz.site.index import ModelIndex, model_description, node_href, partial_badge
+from archviz.site.index import ModelIndex, model_description, node_href, partial_badge, symbol_legend
 from archviz.site.views import Link, Page, PartialBadge
 
 COMPARE_FOLDER = "compare"
@@ -393,7 +393,13 @@ def build_compare_view(a: ModelIndex, b: ModelIndex) -> CompareView:
     title = f"{a.title()} vs {b.title()}"
     home = Link(title="Home", href=f"{ROOT}index.html")
     return CompareView(
-        page=Page(title=f"{title} · archviz", root=ROOT, crumbs=(home,), phase_toggle=False),
+        page=Page(
+            title=f"{title} · archviz",
+            root=ROOT,
+            crumbs=(home,),
+            phase_toggle=False,
+            symbols=symbol_legend((*a.graph.nodes, *b.graph.nodes)),
+        ),
         title=title,
         a=_side("A", a),
         b=_side("B", b),

@@ -21,11 +21,11 @@ from archviz.site.cards import build_card_view
 from archviz.site.compare import CompareView, build_compare_view
 from archviz.site.costs import cost_view
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id
-from archviz.site.index import ModelContext, ModelIndex, model_context, model_slugs
+from archviz.site.index import ModelContext, ModelIndex, model_context, model_slugs, symbol_legend
 from archviz.site.overview import model_head
 from archviz.site.overview_views import CostView, ModelHead
 from archviz.site.render import RenderContext
-from archviz.site.views import CardView, Figure
+from archviz.site.views import CardView, Figure, SymbolView
 from archviz.verify.check import Verification
 from archviz.verify.legs import Leg
 
@@ -43,6 +43,8 @@ class ModelFragment:
     """How the graph was read (a graph read off the code)."""
     diagram_svg: str
     """The overview's data-flow diagram, its links kept inside the fragment."""
+    symbols: tuple[SymbolView, ...]
+    """What the symbols in the diagram's shapes stand for."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +105,7 @@ def model_fragment(index: ModelIndex, verification: Verification | None = None) 
         not_modelled=graph.not_modelled,
         notes=graph.notes,
         diagram_svg=diagram_svg(graph, INSIDE),
+        symbols=symbol_legend(graph.nodes),
     )
 
 

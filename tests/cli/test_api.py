@@ -372,3 +372,15 @@ def test_a_diffs_long_tables_are_folded_under_what_they_hold() -> None:
     config_rows = folds["config"].split("<tbody>", 1)[1].count("<tr>")
     assert f"<summary>{config_rows} config keys differ</summary>" in folds["config"]
     assert f"<summary>{len(diff.diff.changed)} nodes differ" in folds["nodes"]
+
+
+def test_every_view_with_shapes_says_what_their_symbols_stand_for() -> None:
+    """The model's, a node's and a comparison's notebook views each carry the legend of the symbols their shapes use
+    (``N_e`` routed tokens in the MoE, ``S`` cached positions), as the site's pages do."""
+    model = archviz.describe(MODEL)
+    for view in (model, model.node("moe.routed-expert"), model.diff("kimi-k2.5")):
+        legend = {
+            squash(item.find("dt").text()): squash(item.find("dd").text())
+            for item in parse(view._repr_html_()).find("dl", "symbols").find_all("div")
+        }
+        assert "N_e" in legend and legend["B"] == "batch", (view, legend)

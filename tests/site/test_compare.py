@@ -597,3 +597,12 @@ def test_every_surface_counts_the_same_config_keys(kimi_site: Path) -> None:
     assert squash(notebook.find("details", "config").find("summary").text()) == f"{len(prominent)} config keys differ"
     hints = [squash(hint.text()) for hint in notebook.find_all("p", "hint")]
     assert any(f", {differing} of which differ between the two (" in hint for hint in hints), hints
+
+
+def test_the_compare_page_says_what_the_symbols_of_its_diagrams_stand_for(kimi_site: Path) -> None:
+    tree = parse(page(kimi_site, f"compare/{K2}/{K25}.html"))
+    footer = tree.find("footer")
+    assert "Symbols in the shapes on this page:" in squash(footer.text())
+    legend = {squash(item.find("dt").text()) for item in footer.find("dl", "symbols").find_all("div")}
+    drawn = " ".join(text.text() for text in tree.find_all("text"))
+    assert {"N_e", "B", "T"} <= legend and "N_e" in drawn
