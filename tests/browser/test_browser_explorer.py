@@ -448,6 +448,21 @@ def test_the_keyboard_skips_the_layer_map_to_the_diagram(site: Path, open_page: 
 
 
 @pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
+def test_the_prefill_decode_switch_sits_on_the_diagrams_controls(
+    site: Path,
+    open_page: Callable[..., Any],  # noqa: F811
+    width: str,
+) -> None:
+    """The switch the diagram's shapes and panel follow is just above its controls, not above Kimi-K2's 61-cell layer
+    map (the walk-through found it a screen away from the diagram)."""
+    page, watch = open_page(site / K2 / "index.html", viewport=DIAGRAM_WIDTHS[width])
+    switch = rect(page, "#diagram-heading ~ .phase-toggle")
+    controls, layers = rect(page, ".explorer-bar"), rect(page, ".layer-map")
+    assert layers[3] <= switch[1] and 0 <= controls[1] - switch[3] <= 24, (switch, controls, layers)
+    assert watch.clean(), watch
+
+
+@pytest.mark.parametrize("width", DIAGRAM_WIDTHS)
 def test_one_layer_opens_on_its_own(site: Path, open_page: Callable[..., Any], width: str) -> None:  # noqa: F811
     page, watch = open_page(site / K2 / "index.html", viewport=DIAGRAM_WIDTHS[width])
     page.click("button[data-explorer=fit]")  # from the whole diagram
