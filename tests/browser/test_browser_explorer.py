@@ -402,6 +402,35 @@ def test_colour_by_parameters_and_flops(
     assert watch.clean(), watch
 
 
+# Every point of a visible edge that lies inside group ID's frame, the diagram's box and the window, and how many of them a folded
+# group's box is what the reader sees at (``elementFromPoint``), the last of those points, and the box's name.
+_EDGE_ENDS = """id => {
+  const frame = document.querySelector(`[id='${id}'] path, [id='${id}'] polygon`).getBoundingClientRect();
+  const stage = document.querySelector('#diagram').getBoundingClientRect();
+  let sampled = 0, covered = 0, at = null;
+  for (const edge of document.querySelectorAll('#diagram g.edge')) {
+    const path = edge.querySelector('path');
+    if (!path || getComputedStyle(edge).visibility !== 'visible') continue;
+    const m = path.getScreenCTM(), length = path.getTotalLength();
+    for (let i = 0; i <= 40; i++) {
+      const p = path.getPointAtLength(length * i / 40);
+      const x = m.a * p.x + m.c * p.y + m.e, y = m.b * p.x + m.d * p.y + m.f;
+      const within = (r, pad) => x > r.left + pad && x < r.right - pad && y > r.top + pad && y < r.bottom - pad;
+      const screen = {left: 0, top: 0, right: window.innerWidth, bottom: window.innerHeight};
+      if (!within(frame, 4) || !within(stage, 4) || !within(screen, 4)) continue;
+      sampled += 1;
+      const hit = document.elementFromPoint(x, y);
+      if (hit && hit.closest('.fold-cover')) {
+        covered += 1;
+        at = [x, y];
+      }
+    }
+  }
+  const cover = document.querySelector('#diagram .fold-cover');
+  return {sampled, covered, at, name: cover ? cover.querySelector('text').textContent : ''};
+}"""
+
+
 @pytest.mark.parametrize("group", ["attention", "moe"])
 def test_folding_a_group_hides_what_it_holds(
     site: Path,
@@ -416,12 +445,22 @@ def test_folding_a_group_hides_what_it_holds(
     held = [box for box in boxes if box.removeprefix("dfg-n-") in inside]
     assert held
     page.select_option("#explorer-group", f"dfg-g-{group}")
+    page.click("button[data-explorer=open-group]")  # the group in view
     fold = "button[data-explorer=fold]"
     assert page.get_attribute(fold, "aria-pressed") == "false"
+    unfolded = page.evaluate(_EDGE_ENDS, f"dfg-g-{group}")
+    assert unfolded["sampled"] > 5 and unfolded["covered"] == 0  # the edges inside are drawn, nothing covers them
     page.click(fold)
     assert page.get_attribute(fold, "aria-pressed") == "true"
     for box in boxes:
         assert page.evaluate(visible, box) is (box not in held), box
+    # One box: the group's frame, named, over the ends of every edge that crosses its border (they ended mid-air).
+    ends = page.evaluate(_EDGE_ENDS, f"dfg-g-{group}")
+    assert ends["sampled"] > 0 and ends["covered"] == ends["sampled"], ends
+    assert ends["name"] and ends["name"] in page.text_content(f"[id='dfg-g-{group}']")
+    page.mouse.click(*ends["at"])  # a click on the box unfolds it
+    assert page.get_attribute(fold, "aria-pressed") == "false"
+    page.click(fold)
     page.focus(fold)
     page.keyboard.press("Enter")
     assert page.get_attribute(fold, "aria-pressed") == "false"
