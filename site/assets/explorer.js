@@ -360,7 +360,8 @@
       return true;
     }
 
-    // -- folding groups: the fold button hides everything drawn inside the chosen group (the layout stays) ----------
+    // -- folding groups: the fold button draws the chosen group as one box, its frame filled and named, over everything
+    //    drawn inside it (the layout stays): an edge into or out of the group ends at the box's border ----------------
 
     var clusters = Array.prototype.slice.call(svg.querySelectorAll("g.cluster"));
     var drawn = Array.prototype.slice.call(svg.querySelectorAll("g.node, g.edge, g.cluster"));
@@ -384,10 +385,51 @@
       }
     }
 
+    // The box a folded group is drawn as: a copy of its frame and its name, after everything else in the diagram so
+    // that it covers the ends of the edges that cross its border; a click on it unfolds the group.
+    var SVG_NS = "http://www.w3.org/2000/svg";
+
+    function cover(cluster) {
+      var box = document.createElementNS(SVG_NS, "g");
+      box.setAttribute("class", "fold-cover");
+      box.setAttribute("data-cover", cluster.id);
+      var frame = cluster.querySelector("path, polygon");
+      if (frame) box.appendChild(frame.cloneNode(false));
+      Array.prototype.forEach.call(cluster.querySelectorAll("text"), function (text) {
+        box.appendChild(text.cloneNode(true));
+      });
+      var title = document.createElementNS(SVG_NS, "title");
+      title.textContent = label(cluster) + " (folded: click to unfold)";
+      box.insertBefore(title, box.firstChild);
+      box.addEventListener("click", function (event) {
+        event.stopPropagation();
+        setFolded(cluster, false);
+      });
+      cluster.parentNode.appendChild(box);
+      if (frame) {
+        var area = box.querySelector("path, polygon").getBBox();
+        var note = document.createElementNS(SVG_NS, "text");
+        note.setAttribute("class", "fold-note");
+        note.setAttribute("text-anchor", "middle");
+        note.setAttribute("x", String(area.x + area.width / 2));
+        note.setAttribute("y", String(area.y + area.height / 2));
+        note.textContent = "folded: click to unfold";
+        box.appendChild(note);
+      }
+      return box;
+    }
+
     function setFolded(cluster, fold) {
       var at = folded.indexOf(cluster);
-      if (fold && at < 0) folded.push(cluster);
-      if (!fold && at >= 0) folded.splice(at, 1);
+      if (fold && at < 0) {
+        folded.push(cluster);
+        cover(cluster);
+      }
+      if (!fold && at >= 0) {
+        folded.splice(at, 1);
+        var box = svg.querySelector("[data-cover='" + cluster.id + "']");
+        if (box) box.parentNode.removeChild(box);
+      }
       cluster.classList.toggle("folded", fold);
       refold();
       showFold();
