@@ -402,8 +402,8 @@ def test_colour_by_parameters_and_flops(
     assert watch.clean(), watch
 
 
-# Every point of a visible edge that lies inside group ID's frame, the diagram's box and the window, and how many of them a folded
-# group's box is what the reader sees at (``elementFromPoint``), the last of those points, and the box's name.
+# Every point of a visible edge that lies inside group ID's frame, the diagram's box and the window; how many of them
+# a folded group's box is what the reader sees at (``elementFromPoint``), the last of those, and the box's name.
 _EDGE_ENDS = """id => {
   const frame = document.querySelector(`[id='${id}'] path, [id='${id}'] polygon`).getBoundingClientRect();
   const stage = document.querySelector('#diagram').getBoundingClientRect();
