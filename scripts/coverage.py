@@ -112,8 +112,11 @@ def one(model_type: str, architecture: str, timeout: float) -> Row:
                 for leg in report["legs"]
                 if leg["status"] != "ran" and leg["name"] not in ALWAYS_SKIPPED
             ]
+            failed = [
+                f"{leg['name']} failed: {leg.get('reason')}" for leg in report["legs"] if leg["status"] == "failed"
+            ]
             said = [*(f"omitted: {part}" for part in report.get("omitted") or ()), *skipped]
-            reason = "; ".join(findings[:2]) if code == 1 else "" if code == 0 else "; ".join(said[:2])
+            reason = "; ".join([*failed, *findings][:2]) if code == 1 else "" if code == 0 else "; ".join(said[:2])
         return Row(model_type, architecture, builds, cost, code, reason[:400], time.monotonic() - start)
 
 

@@ -24,7 +24,7 @@ This module must not import torch or transformers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from archviz.cost.experts import routed_experts
@@ -186,9 +186,16 @@ def _token_symbols(shape: Shape) -> tuple[tuple[Sym, ...], tuple[Factor, ...]]:
 
 
 def _matrices(node: Node, nodes: Mapping[str, Node]) -> list[TensorRow]:
-    """The 2-D weights a node multiplies by (a tied head's are its embedding's)."""
-    rows = node.parameters or (nodes[node.shares_parameters_with].parameters if node.shares_parameters_with else ())
-    return [row for row in rows if len(row.shape) == 2 and row.tensor.endswith(".weight")]
+    """The 2-D weights a node multiplies by: its own, or a tied head's embedding's (a tied head may hold a bias of its
+    own, as CTRL's does: the bias is no matrix)."""
+
+    def weights(rows: Sequence[TensorRow]) -> list[TensorRow]:
+        return [row for row in rows if len(row.shape) == 2 and row.tensor.endswith(".weight")]
+
+    own = weights(node.parameters)
+    if own or not node.shares_parameters_with:
+        return own
+    return weights(nodes[node.shares_parameters_with].parameters)
 
 
 def _linear(node: Node, nodes: Mapping[str, Node]) -> tuple[FlopTerm, ...]:

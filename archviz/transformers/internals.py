@@ -218,24 +218,54 @@ def errors_only_logging() -> Iterator[None]:
 
 
 @contextmanager
-def no_packed_sequences_on_meta() -> Iterator[None]:
-    """transformers' packed-sequence check (``masking_utils.find_packed_sequence_indices``) answers "not packed" on
-    meta tensors for the duration, and is itself again afterwards.
+def traced_inputs_on_meta() -> Iterator[None]:
+    """transformers' checks of what the inputs hold answer, on meta tensors, what they answer for the traced inputs
+    (one unpadded sequence per row, consecutive positions), for the duration; each is itself again afterwards, and
+    real tensors always go to the original. A meta tensor has no values (``Tensor.item()`` raises), and these checks
+    read values:
 
-    The check runs when a mask is built with no attention mask and no cache (Gemma-4's multimodal model builds its
-    masks before its language model makes the cache): it reads whether any row holds several sequences, a value a
-    meta tensor does not have (``Tensor.item()``). The traced inputs are one sequence per row with consecutive
-    positions, for which the real check answers the same "not packed" (``None``); real tensors go to the original.
+    - the packed-sequence check (``masking_utils.find_packed_sequence_indices``), run when a mask is built with no
+      attention mask and no cache (Gemma-4's multimodal model builds its masks before its language model makes the
+      cache): "not packed" (``None``);
+    - the SDPA mask's shortcut checks (``_ignore_causal_mask_sdpa``, ``_ignore_bidirectional_mask_sdpa``), which ask
+      whether the padding mask is all ones (BART's and BioGPT's decoders make a mask of ones themselves): a mask of
+      ones is no padding, read as none (``None``);
+    - the padding warning (``PreTrainedModel.warn_if_padding_and_no_attention_mask``, BERT-style models), which asks
+      whether the ids end in the pad token: the traced inputs are not padded, so it has nothing to say.
     """
     from transformers import masking_utils
+    from transformers.modeling_utils import PreTrainedModel
 
-    original = masking_utils.find_packed_sequence_indices
+    packed = masking_utils.find_packed_sequence_indices
+    causal = masking_utils._ignore_causal_mask_sdpa
+    bidirectional = masking_utils._ignore_bidirectional_mask_sdpa
+    warn = PreTrainedModel.warn_if_padding_and_no_attention_mask
 
-    def check(position_ids: torch.Tensor) -> torch.Tensor | None:
-        return None if position_ids.is_meta else original(position_ids)
+    def unmeta(mask: torch.Tensor | None) -> torch.Tensor | None:
+        return None if mask is not None and mask.is_meta else mask
 
-    masking_utils.find_packed_sequence_indices = check
+    def check_packed(position_ids: torch.Tensor) -> torch.Tensor | None:
+        return None if position_ids.is_meta else packed(position_ids)
+
+    def check_causal(padding_mask: torch.Tensor | None, *args: Any, **kwargs: Any) -> bool:
+        return bool(causal(unmeta(padding_mask), *args, **kwargs))
+
+    def check_bidirectional(padding_mask: torch.Tensor | None, *args: Any, **kwargs: Any) -> bool:
+        return bool(bidirectional(unmeta(padding_mask), *args, **kwargs))
+
+    def check_padding(self: Any, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None) -> None:
+        if input_ids is not None and input_ids.is_meta:
+            return
+        warn(self, input_ids, attention_mask)  # type: ignore[no-untyped-call]
+
+    masking_utils.find_packed_sequence_indices = check_packed
+    masking_utils._ignore_causal_mask_sdpa = check_causal
+    masking_utils._ignore_bidirectional_mask_sdpa = check_bidirectional
+    PreTrainedModel.warn_if_padding_and_no_attention_mask = check_padding  # type: ignore[method-assign]
     try:
         yield
     finally:
-        masking_utils.find_packed_sequence_indices = original
+        masking_utils.find_packed_sequence_indices = packed
+        masking_utils._ignore_causal_mask_sdpa = causal
+        masking_utils._ignore_bidirectional_mask_sdpa = bidirectional
+        PreTrainedModel.warn_if_padding_and_no_attention_mask = warn  # type: ignore[method-assign]

@@ -64,7 +64,7 @@ def trace_shapes(
         eval_mode(module),
         # Hide transformers' advice about faster kernels: on meta tensors the reference code is what we want.
         internals.errors_only_logging(),
-        internals.no_packed_sequences_on_meta(),
+        internals.traced_inputs_on_meta(),
         experts_kernel(module, experts_implementation) as used,
     ):
         prefill_logits, decode_logits = tracer.run_passes(batch=batch, prefill=prefill, past=past)

@@ -104,7 +104,7 @@ def witness_cost(module: nn.Module, *, batch: int, prompt: int, context: int) ->
         # Without a cache transformers inspects the position ids for packed sequences, a value meta tensors do not
         # have; Gemma-4's multimodal model builds its masks before its language model makes the cache, so the check
         # answers "not packed" on meta tensors, as in the shape trace.
-        internals.no_packed_sequences_on_meta(),
+        internals.traced_inputs_on_meta(),
     ):
         # With a cache the model numbers positions from its length. The new cache is dropped.
         prefill, _ = counted(lambda: module(input_ids=tokens(prompt), use_cache=True))

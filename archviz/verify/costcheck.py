@@ -14,6 +14,7 @@ witness (``archviz.transformers.witness``) is imported only when the legs run.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -125,11 +126,31 @@ def _module(row_tensor: str, layer: int | None, *, bank: bool = False) -> str:
     return name.replace("{layer}", str(layer)) if layer is not None else name
 
 
+def layer_lists(graph: Graph) -> tuple[str, ...]:
+    """The names of the lists that hold the model's layers, as its checkpoint names them (``layers`` in
+    ``model.layers.{layer}.…``, ``h`` in GPT-J's ``transformer.h.{layer}.…``); ``layers`` when no tensor is per
+    layer."""
+    found = {
+        row.tensor.split(".{layer}", 1)[0].rsplit(".", 1)[-1]
+        for node in graph.nodes
+        for row in (*node.parameters, *node.buffers)
+        if ".{layer}" in row.tensor
+    }
+    return tuple(sorted(found)) or ("layers",)
+
+
 def compare_cost(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype: str) -> CostCheck:
     """Compare the graph's costs in its first ``layers`` layers with what the witness counted."""
     sizes = Sizes(batch=witness.batch, prompt=witness.prompt, context=witness.context)
     costs = node_costs(graph)
     nodes = {node.id: node for node in graph.nodes if node.id in costs}
+    lists = "|".join(re.escape(name) for name in layer_lists(graph))
+
+    def within_layer(path: str, layer: int) -> bool:
+        """Whether a module path is in layer ``layer`` of the model's list of layers (``model.layers.3``,
+        ``transformer.h.3``)."""
+        return re.search(rf"(?:^|\.)(?:{lists})\.{layer}(?:\.|$)", path) is not None
+
     rows: list[CostRow] = []
     covered: set[str] = set()
     unclaimed: list[str] = []
@@ -152,9 +173,9 @@ def compare_cost(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype
                     continue
                 rows.append(_linear_row(node, cost, layer, phase, counted, claimed, value, graph))
         for layer, value in core.items():
-            prefix = f"layers.{layer}." if layer is not None else ""
-            rest = sum(v for path, v in counted.items() if path not in claimed and prefix in path)
-            claimed.update(path for path in counted if prefix in path)
+            inside = [path for path in counted if layer is None or within_layer(path, layer)]
+            rest = sum(counted[path] for path in inside if path not in claimed)
+            claimed.update(inside)
             where = f"layer {layer}" if layer is not None else "model"
             rows.append(
                 CostRow(
@@ -181,8 +202,9 @@ def _linear_row(
     rows = node.parameters or ()
     bank = node.op is not None and node.op.kind is OpKind.EXPERTS and node.placement.active_share is not None
     modules = {_module(row.tensor, layer, bank=bank) for row in rows if len(row.shape) >= 2}
-    if not modules and node.shares_parameters_with:  # a tied head's module is its own attribute
-        modules = {"lm_head"}
+    if not modules and node.shares_parameters_with:  # a tied head's module is its own attribute, as its code calls it
+        called = re.match(r"self\.([A-Za-z_][\w.]*)", node.code or "")
+        modules = {called.group(1) if called else "lm_head"}
     found = {graph.naming.lookup(module, counted) for module in modules}
     paths = {path for path in found if path is not None}
     claimed.update(paths)

@@ -43,8 +43,9 @@ PINNED: dict[str, str] = {
     "set_experts_implementation": "PreTrainedModel.set_experts_implementation",
     "class_from_model_code": "transformers.dynamic_module_utils.get_class_from_dynamic_module",
     "errors_only_logging": "transformers.utils.logging get_verbosity / set_verbosity_error / set_verbosity",
-    "no_packed_sequences_on_meta": "transformers.masking_utils.find_packed_sequence_indices (module-level, read by "
-    "_preprocess_mask_arguments)",
+    "traced_inputs_on_meta": "transformers.masking_utils.find_packed_sequence_indices (module-level, read by "
+    "_preprocess_mask_arguments), masking_utils._ignore_causal_mask_sdpa and _ignore_bidirectional_mask_sdpa "
+    "(module-level, read by sdpa_mask), and PreTrainedModel.warn_if_padding_and_no_attention_mask",
 }
 
 # The names of those APIs, which no other archviz module may use (imported, or as an attribute).
@@ -73,6 +74,9 @@ PRIVATE_NAMES = frozenset(
         "set_verbosity",
         "set_verbosity_error",
         "find_packed_sequence_indices",
+        "_ignore_causal_mask_sdpa",
+        "_ignore_bidirectional_mask_sdpa",
+        "warn_if_padding_and_no_attention_mask",
     }
 )
 PACKAGE = Path(internals.__file__).parent
@@ -427,20 +431,46 @@ def test_errors_only_logging() -> None:
             logging.set_verbosity(before)
 
 
-def test_no_packed_sequences_on_meta() -> None:
-    """Regression: Gemma-4's trace stopped at the packed-sequence check (``Tensor.item()`` on meta tensors)."""
+def test_traced_inputs_on_meta() -> None:
+    """Regressions: Gemma-4's trace stopped at the packed-sequence check, BART's and BioGPT's decoders at the SDPA
+    mask's all-ones check, BERT-style models at the padding warning (each ``Tensor.item()`` on meta tensors). Inside
+    the context each answers for the traced inputs; real tensors get the real answers; outside, each is itself."""
     import torch
     from transformers import masking_utils
+    from transformers.modeling_utils import PreTrainedModel
 
-    with pinned("no_packed_sequences_on_meta"):
+    from archviz.transformers.tracing import trace_shapes
+
+    with pinned("traced_inputs_on_meta"):
         positions = torch.arange(5).unsqueeze(0)
         packed = torch.tensor([[0, 1, 2, 0, 1]])
-        original = masking_utils.find_packed_sequence_indices
+        ones, padded = torch.ones((1, 5), dtype=torch.bool), torch.tensor([[False, True, True, True, True]])
+        originals = (
+            masking_utils.find_packed_sequence_indices,
+            masking_utils._ignore_causal_mask_sdpa,
+            masking_utils._ignore_bidirectional_mask_sdpa,
+            PreTrainedModel.warn_if_padding_and_no_attention_mask,
+        )
         with pytest.raises(RuntimeError, match="meta"):
-            original(positions.to("meta"))
-        with internals.no_packed_sequences_on_meta():
+            originals[0](positions.to("meta"))
+        with pytest.raises(RuntimeError, match="meta"):
+            originals[1](ones.to("meta"), 5, 5, 0, 0)
+        bart = on_meta("bart", d_model=32, encoder_layers=1, decoder_layers=1, encoder_ffn_dim=64, decoder_ffn_dim=64)
+        roformer = on_meta("roformer", embedding_size=32, is_decoder=True)
+        with internals.traced_inputs_on_meta():
             assert masking_utils.find_packed_sequence_indices(positions.to("meta")) is None
-            # Real tensors still get the real answer.
+            assert masking_utils._ignore_causal_mask_sdpa(ones.to("meta"), 5, 5, 0, 0)
+            assert masking_utils._ignore_bidirectional_mask_sdpa(ones.to("meta"), 5)
+            # Real tensors still get the real answers.
             assert masking_utils.find_packed_sequence_indices(positions) is None
             assert masking_utils.find_packed_sequence_indices(packed).tolist() == [[0, 0, 0, 1, 1]]
-        assert masking_utils.find_packed_sequence_indices is original
+            assert masking_utils._ignore_causal_mask_sdpa(ones, 5, 5, 0, 0)
+            assert not masking_utils._ignore_causal_mask_sdpa(padded, 5, 5, 0, 0)
+        assert (
+            masking_utils.find_packed_sequence_indices,
+            masking_utils._ignore_causal_mask_sdpa,
+            masking_utils._ignore_bidirectional_mask_sdpa,
+            PreTrainedModel.warn_if_padding_and_no_attention_mask,
+        ) == originals
+        # The trace enters the context itself: both models run through.
+        assert trace_shapes(bart).errors == () and trace_shapes(roformer).errors == ()

@@ -22,8 +22,9 @@ from archviz.families.generic.tree import layer_template
 from archviz.families.generic.words import layer_ranges, node_id
 from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Shape
 
-QUERY_NAMES = frozenset({"q_proj", "qkv_proj", "query", "qkv", "wq", "wqkv", "Wqkv", "c_attn", "query_key_value"})
-"""Names transformers gives an attention module's query (or fused query-key-value) projection."""
+QUERY_NAMES = frozenset({"q_proj", "qkv_proj", "query", "qkv", "wq", "Wq", "wqkv", "Wqkv", "c_attn", "query_key_value"})
+"""Names transformers gives an attention module's query (or fused query-key-value) projection (CTRL's is ``Wq``,
+ModernBERT's ``Wqkv``)."""
 
 
 LINEAR_ATTENTION_WORDS = ("linear", "lightning", "delta", "mamba", "recurrent", "retention", "rwkv")
@@ -31,18 +32,18 @@ LINEAR_ATTENTION_WORDS = ("linear", "lightning", "delta", "mamba", "recurrent", 
 model's own prefix (``KimiLinear`` of ``KimiLinearForCausalLM``: its MLA class is ``KimiLinearAttention``)."""
 
 
-OUTPUT_NAMES = frozenset({"o_proj", "out_proj", "dense", "wo", "c_proj", "proj", "out"})
+OUTPUT_NAMES = frozenset({"o_proj", "out_proj", "dense", "wo", "Wo", "c_proj", "proj", "out"})
 """Names it gives the output projection."""
 
 
 PROJECTION_NAMES = {
-    "key": frozenset({"k_proj", "key", "wk"}),
-    "value": frozenset({"v_proj", "value", "wv"}),
+    "key": frozenset({"k_proj", "key", "wk", "Wk"}),
+    "value": frozenset({"v_proj", "value", "wv", "Wv"}),
 }
 """Names transformers gives an attention module's separate key and value projections."""
 
 
-FUSED_QKV_NAMES = QUERY_NAMES - {"q_proj", "query", "wq"}
+FUSED_QKV_NAMES = QUERY_NAMES - {"q_proj", "query", "wq", "Wq"}
 """Names of a fused query-key-value projection."""
 
 
