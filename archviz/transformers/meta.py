@@ -68,8 +68,9 @@ class MetaModel:
     """Tied weights as ``(alias, source)`` module names: the alias is the same tensor as the source and is
     not in :attr:`parameters`."""
     total_parameters: int
-    """Number of parameter elements, each tied weight counted once; equals the sum over
-    :attr:`parameters` and over :attr:`module_parameters`."""
+    """Number of parameter elements in memory, each tied weight counted once: the sum over
+    :attr:`module_parameters`, and over :attr:`parameters` unless a load-time conversion changes shapes (Inkling-2's
+    checkpoint stores its head padded, and transformers unpads it on load)."""
     total_persistent_buffer_elements: int
     """Number of elements in :attr:`persistent_buffers`."""
     module: nn.Module = field(repr=False, compare=False)

@@ -240,7 +240,10 @@ def _meta_leg(
         found,
         zero_sized_parts(docs.config.settings),
     )
-    totals = LegTotals(parameters=meta.total_parameters, buffers=meta.total_persistent_buffer_elements)
+    # The graph counts parameters as the checkpoint stores them, and so does this: a load-time conversion may change
+    # shapes (Inkling-2 unpads its head's vocabulary), and the model then holds another number in memory (noted).
+    saved = sum(math.prod(shape) for shape in meta.parameters.values())
+    totals = LegTotals(parameters=saved, buffers=meta.total_persistent_buffer_elements)
     analytic = docs.totals
     findings = [_tensor_finding(check) for check in tensors]
     if totals.parameters != analytic.parameters:
@@ -255,11 +258,16 @@ def _meta_leg(
         name=legs.META,
         witness=witness,
         status=LegStatus.RAN,
-        compared={"tensors": len(found), "parameters": meta.total_parameters},
+        compared={"tensors": len(found), "parameters": saved},
         findings=tuple(findings),
         independent_of=independent_of,
     )
     notes = ["tied weights, counted once: " + ", ".join(f"{a} = {b}" for a, b in meta.tied)] if meta.tied else []
+    if saved != meta.total_parameters:
+        notes.append(
+            f"transformers' {meta.class_name} holds {meta.total_parameters:,} parameters in memory and {saved:,} as "
+            "its checkpoint stores them (its load-time conversion changes shapes): the checkpoint's count is compared"
+        )
     notes += [empty] if empty else []
     return _Reconciled(
         leg=leg,

@@ -77,6 +77,24 @@ SMALL: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 64,
     },
 }
+# Inkling-2's checkpoint stores its head padded to vocab_size and transformers unpads it to unpadded_vocab_size on load.
+SMALL["inkling2_text"] = {
+    "vocab_size": 160,
+    "unpadded_vocab_size": 150,
+    "eos_token_id": 2,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "swa_num_attention_heads": 4,
+    "swa_num_key_value_heads": 2,
+    "swa_head_dim": 16,
+    "moe_intermediate_size": 32,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_layers_per_attn_res_block": 2,
+}
 AGREE = ("gptj", "bloom", "biogpt", "ctrl", "gpt_neox_japanese", "modernbert-decoder")
 
 
@@ -126,3 +144,18 @@ def test_the_trace_runs_and_what_is_not_witnessed_is_named(model_type: str, why:
     assert (code, report["outcome"]) == (3, "unverified"), report["problems"]
     said = json.dumps(report)
     assert why in said, said[:2000]
+
+
+def test_parameters_are_compared_as_the_checkpoint_stores_them(tmp_path: Path) -> None:
+    """Inkling-2: the graph counts the head as saved (padded), transformers' model holds it unpadded; the meta leg
+    compares the checkpoint's count and says what the model holds in memory (it said disagree by the padding)."""
+    code, report = check(model_folder("inkling2_text", tmp_path))
+    meta = next(leg for leg in report["legs"] if leg["name"] == "meta model")
+    assert meta["status"] == "ran" and meta["findings"] == [], meta
+    assert code == 3 and report["outcome"] in ("partial", "unverified"), report["problems"]
+    saved = report["totals"]["analytic"]["parameters"]
+    assert report["totals"]["meta_model"]["parameters"] == saved
+    padding = (160 - 150) * 64  # (vocab_size - unpadded_vocab_size) rows of hidden_size
+    assert f"holds {saved - padding:,} parameters in memory and {saved:,} as its checkpoint" in " ".join(
+        report["notes"]
+    )
