@@ -73,7 +73,7 @@ def _config_table(diff: ModelDiff, limit: int) -> list[Any]:
     shown = [key for key in diff.config if not key.defaults]
     defaults = len(diff.config) - len(shown)
     said = (
-        [Text(f"{defaults:,} more differ that both leave at transformers' defaults (see --json)")] if defaults else []
+        [Text(f"{defaults:,} more differ only as the two config classes' defaults do (see --json)")] if defaults else []
     )
     if not shown:
         return said

@@ -189,10 +189,11 @@ def _config_sentence(parts: _Parts) -> str | None:
     """``3 config keys differ (…)``, the keys both leave at transformers' defaults counted apart."""
     keys = [change.key for change in parts.diff.config if not change.defaults]
     defaults = len(parts.diff.config) - len(keys)
-    besides = f", besides {defaults} both leave at transformers' defaults" if defaults else ""
+    besides = f", besides {defaults} that differ only as the two config classes' defaults do" if defaults else ""
     if not keys:
         return (
-            f"the configs differ only in {plural(defaults, 'key')} both leave at transformers' defaults"
+            f"the configs differ only in {plural(defaults, 'key')} both leave at transformers' defaults, as the two "
+            "config classes' defaults do"
             if defaults
             else None
         )

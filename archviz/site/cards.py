@@ -24,7 +24,7 @@ from archviz.graph.shapes import Phase, format_shape
 from archviz.graph.totals import node_parameters, scale_name, scale_shape
 from archviz.present.numbers import count, format_placement, line_range, setting_text
 from archviz.provenance.evidence import Evidence
-from archviz.site.costs import flops_view
+from archviz.site.costs import ABSORBED_FORM, flops_view
 from archviz.site.dataflow import input_roles
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id, group_graph, group_label, mark_current
 from archviz.site.formatting import runs, safe_url
@@ -305,8 +305,10 @@ def brief_card(index: ModelIndex, node: Node, root: str) -> BriefCard:
     flops = 0 if cost is None else cost.flops(sizes, CostPhase.PREFILL)
     placement = node.placement
     instances = instances_text(index, node) if shares is None and node_parameters(node) and placement.count > 1 else ""
-    every = "every instance" if placement.count > 1 else "one instance"
-    absorbed = ", MLA absorbed as engines run it" if engine is not None and engine is not cost else ""
+    every = "summed over its instances" if placement.count > 1 else "one instance"
+    if placement.layers and placement.active != placement.count:  # routed experts: only the chosen ones run
+        every += f" (a token runs through {count(placement.active_per_layer)} per layer)"
+    absorbed = ABSORBED_FORM if engine is not None and engine is not cost else ""
     return BriefCard(
         id=node.id,
         title=node.title,
@@ -322,8 +324,8 @@ def brief_card(index: ModelIndex, node: Node, root: str) -> BriefCard:
         decode_flops="" if engine is None else count(engine.flops(sizes, CostPhase.DECODE)),
         find=" ".join(find_words(node)),
         instances=instances,
-        prefill_note=f"{every}, a prompt of T = {sizes.prompt:,} tokens",
-        decode_note=f"{every}, one token with S = {sizes.context:,} cached{absorbed}",
+        prefill_note=f"{every}; batch {sizes.batch:,}, a prompt of T = {sizes.prompt:,} tokens",
+        decode_note=f"{every}; batch {sizes.batch:,}, one token with S = {sizes.context:,} cached{absorbed}",
     )
 
 

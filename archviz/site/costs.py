@@ -74,6 +74,14 @@ def _grows(term: FlopTerm) -> bool:
     return any(symbol.size == "keys" and symbol.cap is None for symbol in term.symbols)
 
 
+CARD_MLA_NOTE = (
+    "In transformers' eager MLA every cached latent is re-expanded through kv_b_proj at each step, so this decode "
+    "grows with the context; engines absorb kv_b_proj into the query and output projections, and the next table "
+    "prices that form."
+)
+"""A card's note under the eager decode table of an MLA node; the terminal's ``MLA_NOTE`` points at its absorbed row."""
+
+
 def _pass_notes(index: ModelIndex, node: Node, cost: NodeCost, phase: Phase) -> tuple[str, ...]:
     """Why a pass counts nothing, or what makes it grow with the context or leave experts out."""
     terms = cost.terms(phase)
@@ -92,7 +100,7 @@ def _pass_notes(index: ModelIndex, node: Node, cost: NodeCost, phase: Phase) -> 
             notes.append("Grows linearly with the context: it runs over all S + 1 positions at every step.")
             mixers = {layer.mixer for layer in index.graph.layers if layer.index in node.placement.layers}
             if Mixer.MLA in mixers:
-                notes.append(MLA_NOTE[0].upper() + MLA_NOTE[1:])
+                notes.append(CARD_MLA_NOTE)
     if phase is Phase.DECODE and any(symbol.cap is not None for term in terms for symbol in term.symbols):
         notes.append("Sliding-window layers attend at most their window of keys, however long the context.")
     if kind is OpKind.EXPERTS:
@@ -100,7 +108,9 @@ def _pass_notes(index: ModelIndex, node: Node, cost: NodeCost, phase: Phase) -> 
     return tuple(notes)
 
 
-def _flop_pass(index: ModelIndex, node: Node, cost: NodeCost, phase: Phase) -> FlopPass:
+def _flop_pass(index: ModelIndex, node: Node, cost: NodeCost, phase: Phase, *, form: str = "") -> FlopPass:
+    """One pass's table; ``form`` names the form of a decode that engines run otherwise than transformers' eager code
+    (MLA), beside the other."""
     sizes = index.cost.sizes
     rows = tuple(
         FlopRow(component=component, formula=formula, arithmetic=_arithmetic(term, sizes, phase), value=count(value))
@@ -109,7 +119,7 @@ def _flop_pass(index: ModelIndex, node: Node, cost: NodeCost, phase: Phase) -> F
     caption = (
         f"Prefill: a prompt of T = {sizes.prompt:,} tokens, no cache"
         if phase is Phase.PREFILL
-        else f"Decode: one new token, S = {sizes.context:,} cached"
+        else f"Decode{form}: one new token, S = {sizes.context:,} cached"
     )
     return FlopPass(
         phase=phase.value,
@@ -120,14 +130,29 @@ def _flop_pass(index: ModelIndex, node: Node, cost: NodeCost, phase: Phase) -> F
     )
 
 
+EAGER_FORM = ", as transformers' eager MLA runs it"
+ABSORBED_FORM = ", MLA absorbed as engines run it"
+"""How a card names its two decode tables where they differ: the headlines, the diagram's panel and the FLOPs by part
+follow the engines' form."""
+
+
 def flops_view(index: ModelIndex, node: Node, root: str) -> FlopsView | None:
     """A card's FLOPs section: the node's terms in both passes; None for a node that computes nothing counted."""
     cost = index.cost.nodes.get(node.id)
     if cost is None:
         return None
+    engine = index.cost.engine_nodes.get(node.id, cost)
+    if engine is cost:
+        passes = tuple(_flop_pass(index, node, cost, phase) for phase in (Phase.PREFILL, Phase.DECODE))
+    else:  # MLA: the decode as transformers' eager code runs it, and as engines do
+        passes = (
+            _flop_pass(index, node, cost, Phase.PREFILL),
+            _flop_pass(index, node, cost, Phase.DECODE, form=EAGER_FORM),
+            _flop_pass(index, node, engine, Phase.DECODE, form=ABSORBED_FORM),
+        )
     return FlopsView(
         sizes=sizes_sentence(index.cost.sizes),
-        passes=tuple(_flop_pass(index, node, cost, phase) for phase in (Phase.PREFILL, Phase.DECODE)),
+        passes=passes,
         convention=SHORT_CONVENTION,
         convention_href=f"{root}{index.slug}/index.html#{CONVENTION_ID}",
     )

@@ -292,6 +292,21 @@ def test_a_box_clicked_opens_its_card_in_brief(
     assert (path.parent / href).is_file()
     assert f"{node_parameters(node):,}" in panel.inner_text()
     assert _inside(rect(page, "#explorer-panel"), rect(page, ".explorer-stage"))
+    # Nothing in it runs past its right edge: the longest shapes wrap (kv_b_proj's ran 486 px into 353).
+    page.focus("#diagram")
+    page.keyboard.press("Escape")  # the panel closed, so that it covers no box
+    page.fill("#explorer-find", "KV up-projection")
+    page.click("button[data-explorer=next]")
+    page.click(f"{box_of('attention.kv-b-proj')} a")
+    assert panel.locator("h3").inner_text() == "KV up-projection"
+    body = "(b => [b.scrollWidth, b.clientWidth])(document.querySelector('.explorer-panel-body'))"
+    scroll, client = page.evaluate(body)
+    assert scroll <= client + 1, (scroll, client)
+    page.focus("#diagram")
+    page.keyboard.press("Escape")
+    page.fill("#explorer-find", node.title)
+    page.click("button[data-explorer=next]")
+    page.click(f"{box_of(node.id)} a")
     # The panel does not hide the box it describes (on a phone it once covered it), which stays in the diagram's box.
     chosen, covers = rect(page, box_of(node.id)), rect(page, "#explorer-panel")
     apart = chosen[2] <= covers[0] or chosen[0] >= covers[2] or chosen[3] <= covers[1] or chosen[1] >= covers[3]
@@ -325,7 +340,7 @@ def test_a_box_clicked_opens_its_card_in_brief(
     # Each number says what it counts: one instance of how many, and every instance at which sizes.
     assert facts["parameters, each instance"][1].startswith(f"{node.placement.count} instances: layers"), facts
     flops, said = facts["decode FLOPs"]
-    assert said == "every instance, one token with S = 131,072 cached", said
+    assert said == "summed over its instances; batch 1, one token with S = 131,072 cached", said
     panel.locator("h3 a").click()
     page.wait_for_load_state("load")
     assert page.url.endswith(f"/nodes/{node.id}.html")

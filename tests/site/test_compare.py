@@ -433,7 +433,9 @@ def test_keys_both_leave_at_transformers_defaults_are_folded(kimi_site: Path) ->
     assert 0 < differing < count
     summary = squash(tree.find("p", "summary").text())
     assert f"{len(prominent)} config keys differ (max_position_embeddings, " in summary
-    assert summary.endswith(f"within text_config), besides {differing} both leave at transformers' defaults.")
+    assert summary.endswith(
+        f"within text_config), besides {differing} that differ only as the two config classes' defaults do."
+    )
     # The fold counts the same keys the summary does: all it lists, and the differing ones among them.
     assert squash(folded.find("summary").text()).endswith(f", {differing} of which differ between the two")
 

@@ -83,8 +83,16 @@ def test_every_costed_node_has_both_passes_and_no_other_node_has_flops(
             assert sections == [], node.id
             continue
         passes = sections[0].find_all("div", "flop-pass")
-        assert [p.classes for p in passes] == [["flop-pass", "phase-prefill"], ["flop-pass", "phase-decode"]]
-        for phase, div in zip(("prefill", "decode"), passes, strict=True):
+        # Where engines decode otherwise (MLA absorbed), a third table gives that form, after transformers' own.
+        engines = listed[node.id]["flops_decode_engines"]
+        absorbed = engines != listed[node.id]["flops_decode"]
+        assert [p.classes for p in passes] == [
+            ["flop-pass", "phase-prefill"],
+            *[["flop-pass", "phase-decode"]] * (2 if absorbed else 1),
+        ]
+        if absorbed:
+            assert squash(passes[2].find("h3").text()).endswith(f"{engines:,} FLOPs"), node.id
+        for phase, div in zip(("prefill", "decode"), passes[:2], strict=True):
             rows = [[squash(td.text()) for td in tr.find_all("td")] for tr in div.find_all("tr")[1:]]
             expected = listed[node.id][phase]
             assert [row[0] for row in rows] == [item["component"] for item in expected], node.id
@@ -130,7 +138,7 @@ def test_mla_kv_b_proj_decode_grows_with_the_context(site: Path, docs: dict[str,
     assert formula.startswith("2 × B × (S + 1) × ")
     assert "2 × 1 × 131,073 × " in squash(decode.find("span", "arithmetic").text())
     text = squash(decode.text())
-    assert "Grows linearly with the context" in text and "re-expands every cached latent through kv_b_proj" in text
+    assert "Grows linearly with the context" in text and "re-expanded through kv_b_proj at each step" in text
     rows = list(flop_rows(node_costs(docs[K2].graph)["attention.kv-b-proj"], DEFAULT_SIZES, Phase.DECODE))
     assert number(squash(decode.find("td", "number").text())) == rows[0][2]
 
@@ -149,13 +157,26 @@ def test_the_diagrams_brief_cards_say_what_each_number_counts(site: Path, costs:
         assert number(squash(prefill.find("span", "number").text())) == node["flops_prefill"]
         assert number(squash(decode.find("span", "number").text())) == node["flops_decode_engines"]
         said = squash(decode.find("span", "note").text())
-        assert said.startswith(("every instance, one token with S = 131,072 cached", "one instance, one token")), said
+        assert said.startswith(("summed over its instances", "one instance")), said
+        assert "; batch 1, one token with S = 131,072 cached" in said, said
         if node["flops_decode_engines"] != node["flops_decode"]:
             assert said.endswith(", MLA absorbed as engines run it"), (node_id, said)
             absorbed += 1
+            # The node's card gives both decodes, each named, so that neither reads as the other's figure.
+            card = page(site, K2, "nodes", f"{node_id}.html")
+            passes = {
+                squash(h3.text()).split(":", 1)[0]: number(squash(h3.find("span", "number").text()))
+                for h3 in card.find("section", "flops").find_all("h3")
+            }
+            assert passes == {
+                "Prefill": node["flops_prefill"],
+                "Decode, as transformers' eager MLA runs it": node["flops_decode"],
+                "Decode, MLA absorbed as engines run it": node["flops_decode_engines"],
+            }, passes
     assert absorbed >= 2  # kv_b_proj and the attention core
-    expert = briefs["moe.routed-expert"].find("dl", "facts").text()
-    assert "23,040 instances: layers 1–60 × 384 experts" in squash(expert)
+    expert = squash(briefs["moe.routed-expert"].find("dl", "facts").text())
+    assert "23,040 instances: layers 1–60 × 384 experts" in expert
+    assert "summed over its instances (a token runs through 8 per layer); batch 1, one token" in expert
 
 
 # -- the overview ---------------------------------------------------------------------------------------
