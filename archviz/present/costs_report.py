@@ -35,12 +35,15 @@ MLA_NOTE = (
 
 
 def rule_of_thumb(report: CostReport, totals: Totals, graph: Graph) -> dict[str, Any]:
-    """``2 × active parameters`` per token beside the exact decode FLOPs per sequence, and why they differ."""
+    """``2 × active parameters`` per token beside the exact decode FLOPs per sequence as engines run them (MLA
+    absorbed: the convention of every headline, ``CostReport.engine_decode``), and why they differ."""
     batch = report.sizes.batch
-    per_token = report.decode // batch if batch else report.decode
+    per_token = report.engine_decode // batch if batch else report.engine_decode
     active = totals.active_parameters_without_embedding
     estimate = None if active is None else 2 * active  # None: the routing is not known (totals.active_unknown)
-    attention = sum(decode for part, (_, decode) in report.by_part.items() if "ttention" in part) // max(batch, 1)
+    by_part = report.engine_by_part()
+    attention = sum(decode for part, decode in by_part.items() if "ttention" in part) // max(batch, 1)
+    absorbed = " (MLA absorbed, as engines run it)" if report.decode_absorbed is not None else ""
     nodes = {node.id: node for node in graph.nodes}
     tied = sum(node_parameters(nodes[table]) for table in tied_tables(graph) if table == graph.input_embedding)
     head = (
@@ -55,7 +58,7 @@ def rule_of_thumb(report: CostReport, totals: Totals, graph: Graph) -> dict[str,
         "difference": None if estimate is None else per_token - estimate,
         "explanation": (
             "2 × active parameters (input embedding left out: a lookup is no matmul) counts every weight once per "
-            f"token; the exact count adds attention over the {report.sizes.context:,} cached positions "
+            f"token; the exact count{absorbed} adds attention over the {report.sizes.context:,} cached positions "
             f"(the attention parts, projections included, count {attention:,} FLOPs per token){head} and leaves out "
             "parameters no matmul reads "
             "(norms, biases, the router's correction bias)."
