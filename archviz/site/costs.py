@@ -225,7 +225,7 @@ def _bar(value: int, whole: int) -> FlopBar:
 def _as_engines(cost: CostReport) -> str:
     """What a headline decode figure adds to its label: that MLA is absorbed, as engines run it (``ENGINE_DECODE``),
     where the model has MLA; nothing where engines and transformers count the same."""
-    return ", MLA absorbed as engines run it" if cost.decode_absorbed is not None else ""
+    return ABSORBED_FORM if cost.decode_absorbed is not None else ""
 
 
 def flop_heads(cost: CostReport) -> tuple[str, str]:

@@ -280,12 +280,14 @@ class BriefCard:
     flop_count: int
     """The same as a number: what colouring by prefill FLOPs reads."""
     instances: str = ""
-    """How many instances the parameters are of, and where (``23,040 instances: layers 2–61, 384 each``); empty for
-    one instance or none."""
+    """How many instances the parameters are of, and where (``23,040 instances: layers 1–60 × 384 experts``); empty
+    for one instance or none."""
     prefill_note: str = ""
-    """What the prefill figure counts: every instance, over the prompt of T tokens."""
+    """What the prefill figure counts: summed over the instances (a token through its top-k of routed experts), at
+    which batch and prompt."""
     decode_note: str = ""
-    """What the decode figure counts, in the convention the headlines use (MLA absorbed as engines run it)."""
+    """The same for the decode figure, with the context, in the convention the headlines use (MLA absorbed as engines
+    run it, said so)."""
     decode_flops: str
     """Decode FLOPs of every instance together for one token, formatted as on the card; shown when decode is chosen."""
     find: str

@@ -101,9 +101,8 @@ def witness_cost(module: nn.Module, *, batch: int, prompt: int, context: int) ->
         torch.no_grad(),
         eval_mode(module),
         experts_kernel(module, "batched_mm") as experts,
-        # Without a cache transformers inspects the position ids for packed sequences, a value meta tensors do not
-        # have; Gemma-4's multimodal model builds its masks before its language model makes the cache, so the check
-        # answers "not packed" on meta tensors, as in the shape trace.
+        # transformers' checks of the inputs' values (packed sequences, an all-ones padding mask, padding ids) answer
+        # for the traced inputs on meta tensors, as in the shape trace.
         internals.traced_inputs_on_meta(),
     ):
         # With a cache the model numbers positions from its length. The new cache is dropped.

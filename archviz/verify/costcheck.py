@@ -144,13 +144,12 @@ def compare_cost(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype
     sizes = Sizes(batch=witness.batch, prompt=witness.prompt, context=witness.context)
     costs = node_costs(graph)
     nodes = {node.id: node for node in graph.nodes if node.id in costs}
-    lists = "|".join(re.escape(name) for name in layer_lists(graph))
-
-    def within_layer(path: str, layer: int) -> bool:
-        """Whether a module path is in layer ``layer`` of the model's list of layers (``model.layers.3``,
-        ``transformer.h.3``)."""
-        return re.search(rf"(?:^|\.)(?:{lists})\.{layer}(?:\.|$)", path) is not None
-
+    # Each counted module's layer: its index in the model's list of layers (``model.layers.3``, ``transformer.h.3``).
+    lists = re.compile(rf"(?:^|\.)(?:{'|'.join(re.escape(name) for name in layer_lists(graph))})\.(\d+)(?:\.|$)")
+    layer_of: dict[str, int] = {}
+    for path in (*witness.prefill.own, *witness.decode.own):
+        if (found := lists.search(path)) is not None:
+            layer_of[path] = int(found.group(1))
     rows: list[CostRow] = []
     covered: set[str] = set()
     unclaimed: list[str] = []
@@ -173,7 +172,7 @@ def compare_cost(graph: Graph, witness: CostWitness, *, layers: int, cache_dtype
                     continue
                 rows.append(_linear_row(node, cost, layer, phase, counted, claimed, value, graph))
         for layer, value in core.items():
-            inside = [path for path in counted if layer is None or within_layer(path, layer)]
+            inside = [path for path in counted if layer is None or layer_of.get(path) == layer]
             rest = sum(counted[path] for path in inside if path not in claimed)
             claimed.update(inside)
             where = f"layer {layer}" if layer is not None else "model"

@@ -394,7 +394,7 @@
       box.setAttribute("class", "fold-cover");
       box.setAttribute("data-cover", cluster.id);
       var frame = cluster.querySelector("path, polygon");
-      if (frame) box.appendChild(frame.cloneNode(false));
+      var copy = frame ? box.appendChild(frame.cloneNode(false)) : null;
       Array.prototype.forEach.call(cluster.querySelectorAll("text"), function (text) {
         box.appendChild(text.cloneNode(true));
       });
@@ -406,8 +406,8 @@
         setFolded(cluster, false);
       });
       cluster.parentNode.appendChild(box);
-      if (frame) {
-        var area = box.querySelector("path, polygon").getBBox();
+      if (copy) {
+        var area = copy.getBBox();
         var note = document.createElementNS(SVG_NS, "text");
         note.setAttribute("class", "fold-note");
         note.setAttribute("text-anchor", "middle");
@@ -430,7 +430,6 @@
         var box = svg.querySelector("[data-cover='" + cluster.id + "']");
         if (box) box.parentNode.removeChild(box);
       }
-      cluster.classList.toggle("folded", fold);
       refold();
       showFold();
     }
