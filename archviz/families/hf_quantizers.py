@@ -40,6 +40,34 @@ def quantization_config(
     return None
 
 
+BOUNDARY = r"(?:(?<=\.)|(?=\.|$))"
+"""Where a ``modules_to_not_convert`` entry may end its match: after a dot it ends with, or before a dot or the end."""
+
+_PLAIN = re.compile(r"[\w.]+")
+"""An entry with no operator but ``.``: a module path as written (``model.layers.0.input_layernorm``), whose dots
+still match any character, as ``re`` reads them."""
+
+
+def _trie(entries: Sequence[str]) -> str:
+    """One pattern that matches at a position exactly where one of the plain ``entries`` does: the entries share
+    their common beginnings (``model\\.layers`` once, not once per entry), so a path is read about once however many
+    entries there are. Each character stays the token it was (a dot still matches any character); backtracking is
+    bounded by the tree's size, since each branch is a fixed string."""
+    end = ""
+    tree: dict[str, Any] = {}
+    for entry in entries:
+        node = tree
+        for character in entry:
+            node = node.setdefault(character, {})
+        node[end] = {}
+
+    def branch(node: dict[str, Any]) -> str:
+        options = [character + branch(child) if character else "" for character, child in sorted(node.items())]
+        return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+
+    return branch(tree)
+
+
 @dataclass(frozen=True, slots=True)
 class ModulePatterns:
     """A config's ``modules_to_not_convert``, matched within one time budget (``archviz.common.patterns``)."""
@@ -48,6 +76,18 @@ class ModulePatterns:
     """Each a regular expression, as the config lists them."""
     matcher: PatternMatcher = field(default_factory=PatternMatcher, compare=False)
     """Matches them all, within the budget."""
+    plain: str | None = field(default=None, compare=False)
+    """The entries that are module paths as written (``_PLAIN``) as one pattern (``_trie``) followed by ``BOUNDARY``;
+    None when there are none. A release may list hundreds (GLM-5-FP8: 712), and each module path is then matched once,
+    not once per entry."""
+    others: tuple[str, ...] = field(default=(), compare=False)
+    """The entries with operators, each matched alone."""
+
+    def __post_init__(self) -> None:
+        plain = [key for key in self.entries if _PLAIN.fullmatch(key)]
+        if plain:
+            object.__setattr__(self, "plain", f"{_trie(plain)}{BOUNDARY}")
+        object.__setattr__(self, "others", tuple(key for key in self.entries if not _PLAIN.fullmatch(key)))
 
 
 def should_convert(path: str, patterns: ModulePatterns | Sequence[str] | None) -> bool:
@@ -57,11 +97,12 @@ def should_convert(path: str, patterns: ModulePatterns | Sequence[str] | None) -
         return True
     if not isinstance(patterns, ModulePatterns):
         patterns = ModulePatterns(tuple(patterns))
-    boundary = r"(?:(?<=\.)|(?=\.|$))"
-    return not any(
-        patterns.matcher.match(rf"(?:{key}){boundary}", path, shown=key) or path.endswith(key)
-        for key in patterns.entries
-    )
+    if path.endswith(patterns.entries):
+        return False
+    matcher = patterns.matcher
+    if patterns.plain is not None and matcher.match(patterns.plain, path, shown="modules_to_not_convert"):
+        return False
+    return not any(matcher.match(rf"(?:{key}){BOUNDARY}", path, shown=key) for key in patterns.others)
 
 
 def converts(module: str, patterns: ModulePatterns | Sequence[str] | None, naming: NamingMap) -> bool:

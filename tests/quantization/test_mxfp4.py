@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors import safe_open
 from safetensors.torch import save_file
 from typer.testing import CliRunner
@@ -121,6 +123,24 @@ def test_which_modules_are_converted_is_transformers(patterns: list[str] | None)
 
     for path in PATHS:
         assert should_convert(path, patterns) == should_convert_module(path, patterns), (path, patterns)
+
+
+MODULE_PART = st.text(alphabet="ab1._", min_size=1, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    entries=st.lists(MODULE_PART, min_size=1, max_size=12),
+    paths=st.lists(st.text(alphabet="ab1.x_", min_size=1, max_size=9), min_size=1, max_size=8),
+)
+def test_many_plain_entries_read_as_one_match_as_transformers(entries: list[str], paths: list[str]) -> None:
+    """Entries that are module paths as written are matched together (one pattern sharing their beginnings); a dot
+    still matches any character and an entry still ends at a module boundary, as transformers matches them one by
+    one."""
+    from transformers.quantizers.quantizers_utils import should_convert_module
+
+    for path in paths:
+        assert should_convert(path, entries) == should_convert_module(path, entries), (path, entries)
 
 
 # -- a tiny checkpoint in the release's layout ------------------------------------------------------------------
