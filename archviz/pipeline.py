@@ -103,7 +103,7 @@ def describe_model(
         return read[-1]
 
     built = build_graph(
-        config, family, settings, name=name, repo=where.repo, revision=where.revision, read_code=read_code
+        config, family, settings, name=where.name, repo=where.repo, revision=where.revision, read_code=read_code
     )
     graph = built.graph
     code = read[-1] if read else None

@@ -87,6 +87,15 @@ def render(
             "Without it, the models of each family are compared pairwise when the family has at most 4 models.",
         ),
     ] = None,
+    gallery: Annotated[
+        Path | None,
+        typer.Option(
+            "--gallery",
+            metavar="OUT",
+            help="Build the gallery of released configs shipped with archviz into OUT instead: a sortable table of "
+            "every model, trait filters, the lineage of each line of models, and a comparison of any two.",
+        ),
+    ] = None,
 ) -> None:
     """Build the static documentation site for MODELs into OUT (written whole, then moved into place).
 
@@ -99,9 +108,18 @@ def render(
 
     console = SafeConsole(stderr=True, highlight=False, emoji=False)
     try:
-        names = tuple(models or sorted(BUNDLED))
+        entries = None
+        if gallery is not None:
+            if models or compare:
+                raise InputError("renders the gallery's own models: give no MODEL and no --compare", path="--gallery")
+            from archviz.gallery import gallery_entries
+
+            entries = gallery_entries()
+            out = gallery
+        names = tuple(f"gallery/{entry.slug}" for entry in entries) if entries else tuple(models or sorted(BUNDLED))
         request = RenderRequest(
             names=names,
+            gallery=entries,
             out=out,
             template_dir=template_dir,
             force=force,

@@ -104,6 +104,11 @@ BUNDLED_FOLDER = Path(__file__).parent.parent / "bundled"
 archive; ``importlib.resources``, which would find the same folder, costs ``inspect`` ~4 ms to import)."""
 
 
+GALLERY_PREFIX = "gallery/"
+"""``gallery/SLUG`` names a model of the gallery (``archviz.gallery``) where no such path exists: its shipped config,
+titled by its Hub id."""
+
+
 def bundled_config(name: str) -> Path:
     """The path of a bundled model's config.json."""
     return BUNDLED_FOLDER / name / "config.json"
@@ -129,6 +134,20 @@ def resolve_model(name: str, *, revision: str | None = None) -> ModelSource:
             partial=bundled.partial,
             assumptions=bundled.assumptions,
         )
+    if name.startswith(GALLERY_PREFIX) and not os.path.lexists(name):
+        from archviz.gallery import gallery_entry
+
+        entry = gallery_entry(name.removeprefix(GALLERY_PREFIX))
+        if entry is not None:
+            return ModelSource(
+                name=entry.hub_id,
+                config_path=entry.folder / "config.json",
+                display_path=f"{name}/config.json",
+                folder=None,  # a config shipped with archviz, alone: no checkpoint or code beside it
+                repo=None,
+                revision=None,
+                bundled=False,
+            )
     path = Path(name)
     try:
         is_dir, is_file = path.is_dir(), path.is_file()

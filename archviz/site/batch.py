@@ -21,6 +21,7 @@ from typing import Protocol
 
 from archviz.common.errors import InputError
 from archviz.common.process import collect_less
+from archviz.gallery import GalleryEntry
 from archviz.pipeline import ModelDocs, describe_model
 from archviz.site.index import ModelContext, model_context
 from archviz.site.publish import write_site
@@ -80,6 +81,8 @@ class RenderRequest:
     compare: tuple[tuple[str, str], ...] | None = None
     """Pairs of models that get a compare page (as named or by folder name); None: the models of each family
     pairwise when the family has few."""
+    gallery: tuple[GalleryEntry, ...] | None = None
+    """The gallery's entries, whose folders ``names`` are, in the same order: the home page is the gallery's."""
 
 
 def default_jobs() -> int:
@@ -136,9 +139,36 @@ def _verify_all(
     return contexts
 
 
+def _describe_only(name: str, source: str) -> tuple[str, str]:
+    """Describe one model in a worker, for what it leaves in the description cache; ("", "") or an ``InputError``'s
+    (message, path)."""
+    try:
+        describe_model(name, source=source)
+    except InputError as error:
+        return error.message, error.location.path
+    return "", ""
+
+
+def _read_in_workers(request: RenderRequest, reporter: Reporter) -> None:
+    """Read every model off the code in ``jobs`` workers first, so that describing them in this process reads each
+    from the description cache (a gallery's dozens of models would otherwise be read one at a time); an input error
+    is raised as the describing would raise it."""
+    context = multiprocessing.get_context("spawn")
+    workers = min(request.jobs, len(request.names))
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=collect_less) as pool:
+        futures = [pool.submit(_describe_only, name, request.source) for name in request.names]
+        for name in request.names:
+            reporter.stage(name, "read")
+        for message, path in (future.result() for future in futures):
+            if message:
+                raise InputError(message, path=path)
+
+
 def render_site(request: RenderRequest, *, locate: CheckpointLocator, reporter: Reporter | None = None) -> int:
     """Describe, verify and publish the site of ``request``; returns how many models it holds."""
     reporter = reporter or QuietReporter()
+    if request.gallery is not None and request.jobs > 1:
+        _read_in_workers(request, reporter)
     described = []
     for name in request.names:
         reporter.stage(name, "describe")
@@ -156,6 +186,7 @@ def render_site(request: RenderRequest, *, locate: CheckpointLocator, reporter: 
         force=request.force,
         contexts=contexts,
         compare=request.compare,
+        gallery=request.gallery,
         wait=request.wait,
         on_wait=reporter.waiting,
         on_file=reporter.wrote,

@@ -21,6 +21,7 @@ from pathlib import Path
 import jinja2
 
 from archviz.common.errors import InputError
+from archviz.gallery import GalleryEntry
 from archviz.pipeline import ModelDocs
 from archviz.site.index import SITE_MARKER, ModelContext
 from archviz.site.render import render_context, site_files
@@ -49,6 +50,7 @@ def write_site(
     on_wait: Callable[[str], None] | None = None,
     on_file: Callable[[str], None] | None = None,
     compare: Sequence[tuple[str, str]] | None = None,
+    gallery: Sequence[GalleryEntry] | None = None,
 ) -> None:
     """Render the site of ``models`` into ``out``, replacing a previous site there.
 
@@ -61,7 +63,8 @@ def write_site(
     Two renders into the same folder take turns: a lock beside it is held from the repair of leftovers to the
     swap. With ``wait`` the second one tells ``on_wait`` why it waits and then waits; without, it fails with an
     ``InputError``. ``on_file`` hears of every file as it is written.
-    ``compare`` names the pairs that get a compare page (None: ``site_files``' default).
+    ``compare`` names the pairs that get a compare page (None: ``site_files``' default); ``gallery``, the catalog's
+    entries of ``models``, makes the home page the gallery's.
     """
     shown = str(out)  # errors name the folder as the caller did
     out = Path(os.path.abspath(out))
@@ -72,7 +75,7 @@ def write_site(
         with _render_lock(out, shown, wait=wait, on_wait=on_wait):
             _recover_interrupted(out)
             _check_destination(out, force, shown)
-            files = site_files(models, render_context(template_dir), contexts, compare)  # rendered as written
+            files = site_files(models, render_context(template_dir), contexts, compare, gallery)  # rendered as written
             staging = _stage(files, out, template_dir, on_file)
             _swap_into_place(staging, out, force, shown)
     except OSError as error:  # a read-only file system, a folder without write permission, a full disk

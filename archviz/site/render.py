@@ -15,9 +15,11 @@ import jinja2
 
 import archviz
 from archviz.common.versions import installed_versions, version_line
+from archviz.gallery import GalleryEntry, check_records
 from archviz.pipeline import ModelDocs
 from archviz.site.cards import build_card_view, group_diagrams
 from archviz.site.compare import CompareView, build_compare_view, compare_pairs, compare_path
+from archviz.site.gallery import GALLERY_DATA, GalleryView, build_gallery_view, gallery_data
 from archviz.site.home import build_home_view, build_search_index
 from archviz.site.index import SITE_MARKER, ModelContext, ModelIndex, model_slugs
 from archviz.site.llms import LLMS_TXT, llms_txt, model_json, model_json_path
@@ -35,6 +37,8 @@ ASSETS = (
     "assets/explorer.js",
 )
 """Static files copied from the template folders (a user folder may override them)."""
+GALLERY_ASSETS = ("assets/gallery.css", "assets/gallery.js")
+"""The same, for a gallery's home page only."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +98,11 @@ def render_home(view: HomeView, context: RenderContext) -> str:
     return context.environment.get_template("home.html").render(view=view, page=view.page)
 
 
+def render_gallery(view: GalleryView, context: RenderContext) -> str:
+    """The gallery's home page."""
+    return context.environment.get_template("gallery.html").render(view=view, page=view.page)
+
+
 def render_compare(view: CompareView, context: RenderContext) -> str:
     """A compare page."""
     return context.environment.get_template("compare.html").render(view=view, page=view.page)
@@ -117,14 +126,19 @@ def site_files(
     context: RenderContext,
     contexts: Mapping[str, ModelContext] | None = None,
     compare: Sequence[tuple[str, str]] | None = None,
+    gallery: Sequence[GalleryEntry] | None = None,
 ) -> Iterator[tuple[str, str]]:
     """Every file of the site as (relative path, text), in a fixed order.
 
     ``compare`` names the pairs of models that get a compare page (as given or by folder name); None compares the
-    models of each family pairwise when the family has few (``archviz.site.compare.compare_pairs``).
+    models of each family pairwise when the family has few (``archviz.site.compare.compare_pairs``). With ``gallery``
+    (the catalog's entries of ``models``, in their order) the home page is the gallery's, and each model it follows
+    another is compared with it.
     """
     contexts = contexts or {}
     slugs = model_slugs(models)
+    if gallery is not None:
+        compare = [(entry.follows, entry.slug) for entry in gallery if entry.follows is not None]
     pairs = compare_pairs(models, slugs, compare)
     indexes = [
         ModelIndex(docs, slug, contexts.get(docs.graph.model.name, ModelContext()))
@@ -137,9 +151,17 @@ def site_files(
         yield asset, read_asset(asset, context)
     yield "search-index.js", build_search_index(indexes)
     yield LLMS_TXT, llms_txt(indexes)
-    yield "index.html", render_home(build_home_view(indexes, links), context)
+    views = {(a.slug, b.slug): build_compare_view(a, b) for a, b in compared}
+    if gallery is None:
+        yield "index.html", render_home(build_home_view(indexes, links), context)
+    else:
+        summaries = {(a.slug, b.slug): (compare_path(a, b), views[(a.slug, b.slug)].summary) for a, b in compared}
+        for asset in GALLERY_ASSETS:
+            yield asset, read_asset(asset, context)
+        yield GALLERY_DATA, gallery_data(indexes)
+        yield "index.html", render_gallery(build_gallery_view(indexes, gallery, check_records(), summaries), context)
     for a, b in compared:
-        yield compare_path(a, b), render_compare(build_compare_view(a, b), context)
+        yield compare_path(a, b), render_compare(views[(a.slug, b.slug)], context)
     for index in indexes:
         yield f"{index.slug}/index.html", render_overview(build_overview_view(index), context)
         yield model_json_path(index), model_json(index)
