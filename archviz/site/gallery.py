@@ -156,16 +156,19 @@ class GalleryView:
 
 def routed_experts(index: ModelIndex) -> tuple[int, int] | None:
     """(routed experts per MoE layer, how many a token runs) from the graph's placements, whether its nodes are roles
-    (a hand-written family) or modules (read off the code); None for a model without routed experts."""
-    routed = [
-        node.placement
-        for node in index.graph.nodes
-        if node.part is Part.MAIN and node.placement.per_layer > node.placement.active_per_layer >= 1
-    ]
-    if not routed:
-        return None
-    widest = max(routed, key=lambda placement: placement.per_layer)
-    return widest.per_layer, widest.active_per_layer
+    (a hand-written family), modules (read off the code) or a bank of experts in fused tensors (``active_share``);
+    None for a model without routed experts."""
+    routed: list[tuple[int, int]] = []
+    for node in index.graph.nodes:
+        placement = node.placement
+        if node.part is not Part.MAIN:
+            continue
+        if placement.active_share is not None:
+            active, bank = placement.active_share
+            routed.append((bank, active))
+        elif placement.per_layer > placement.active_per_layer >= 1:
+            routed.append((placement.per_layer, placement.active_per_layer))
+    return max(routed, default=None)
 
 
 def _mixers(index: ModelIndex) -> set[str]:

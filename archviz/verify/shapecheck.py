@@ -102,11 +102,20 @@ def trace_failed(graph: Graph, trace: ShapeTrace) -> ShapeResult:
     error = trace.errors[0]
     where = error.module or "the whole model"
     reason = f"the {error.phase} pass on meta tensors raised in {where}: {error.message}"
+    # Raised by the model's own forward outside every module it calls (Llama-4's wrapper reads an attribute its
+    # language model's output lacks, transformers 5.24), or by the inputs it was given: the witnesses cannot run, so
+    # nothing is witnessed (unverified, exit 3), but nothing the graph says was found wrong either.
+    outside = not error.module and not error.internal
+    if outside:
+        reason = (
+            f"{reason} (outside every module: the model's own forward, or the inputs it was given, raised before any "
+            "witness could run; nothing was compared)"
+        )
     nodes = tuple(NodeShape(node=node.id, status=ShapeVerdict.NOT_CHECKED, reason=reason) for node in graph.nodes)
     leg = Leg(
         name=legs.SHAPES,
         witness="a forward pass of the modeling code on meta tensors",
-        status=LegStatus.FAILED,
+        status=LegStatus.SKIPPED if outside else LegStatus.FAILED,
         reason=reason,
         independent_of=(legs.CHECKPOINT,),
         internal_error=any(note.internal for note in trace.errors),

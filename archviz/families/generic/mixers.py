@@ -185,12 +185,34 @@ def add_mixer_nodes(ctx: CodeReading, mixer: MixerSizes, group: str, taken: set[
     )
 
 
+def sparse_attention_indexer(ctx: CodeReading, path: str) -> bool:
+    """Whether the module at ``path`` is a DeepSeek Sparse Attention indexer (``DeepseekV32Indexer``,
+    ``GlmMoeDsaIndexer``, ``Dots3NoteTextIndexer``, ``AXK2Indexer``): an ``…Indexer`` holding an index key projection
+    ``wk`` and the per-head ``weights_proj``. Recognised, not priced."""
+    module = ctx.modules[path]
+    return (
+        module.class_name.endswith("Indexer")
+        and not module.class_name.endswith(LIGHTNING_INDEXER)
+        and f"{path}.wk" in ctx.modules
+        and f"{path}.weights_proj" in ctx.modules
+    )
+
+
 def find_indexers(ctx: CodeReading) -> dict[str, list[MixerSizes]]:
     """Every lightning indexer of the text model, by the template of its key projection: one ``MixerSizes`` per
     distinct set of sizes, with the layers that have it, its sizes the built module's attributes."""
     found: dict[tuple[str, str, tuple[tuple[str, Size], ...]], list[int]] = {}
     for path, module in ctx.modules.items():
-        if not module.class_name.endswith(LIGHTNING_INDEXER) or in_encoder(path):
+        if in_encoder(path):
+            continue
+        if sparse_attention_indexer(ctx, path):
+            # DeepSeek-V3.2's indexer and its kin: its projections are linear nodes, but its scores (its matmuls over
+            # every cached index key) and its key cache have no formula yet, so the model's cost is not claimed.
+            said = f"{module.class_name} at {layer_template(ctx, path)[0]} (its scores and index-key cache)"
+            if said not in ctx.unpriced_modules:
+                ctx.unpriced_modules.append(said)
+            continue
+        if not module.class_name.endswith(LIGHTNING_INDEXER):
             continue
         template = layer_template(ctx, path)[0]
         sizes = read_sizes(INDEXER_SIZES, module)
