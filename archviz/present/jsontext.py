@@ -28,9 +28,13 @@ def inert(text: str) -> str:
     return "".join(repr(char)[1:-1] if _is_active(char) else char for char in text)
 
 
-def json_text(document: Any) -> str:
-    """``document`` as indented JSON text and a line break, control and format characters escaped."""
-    text = json.dumps(document, indent=2, ensure_ascii=False)
+def json_text(document: Any, *, compact: bool = False) -> str:
+    """``document`` as indented JSON text (``compact``: on one line) and a line break, control and format characters
+    escaped."""
+    if compact:
+        text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    else:
+        text = json.dumps(document, indent=2, ensure_ascii=False)
     # The indentation's line breaks are the only unprintable characters of most documents: checked at C speed.
     if text.replace("\n", "").isprintable() or not any(_is_active(char) for char in text if not char.isprintable()):
         return text + "\n"

@@ -27,7 +27,7 @@ from archviz.provenance.evidence import Evidence
 from archviz.site.costs import ABSORBED_FORM, flops_view
 from archviz.site.dataflow import input_roles
 from archviz.site.diagram import DiagramLinks, diagram_svg, dom_id, group_graph, group_label, mark_current
-from archviz.site.formatting import runs, safe_url
+from archviz.site.formatting import runs, safe_url, script_json
 from archviz.site.highlight import code_lines
 from archviz.site.index import (
     ModelIndex,
@@ -224,9 +224,12 @@ def build_card_view(
     *,
     diagram_links: DiagramLinks | None = None,
     diagrams: Mapping[str, str] | None = None,
+    shared: bool = False,
 ) -> CardView:
     """The card of one node; ``diagram_links`` is where its sublayer diagram links (the site's cards by default);
-    ``diagrams``, the sublayer diagrams already drawn for the model (``group_diagrams``), else it is drawn here."""
+    ``diagrams``, the sublayer diagrams already drawn for the model (``group_diagrams``), else it is drawn here.
+    ``shared``: the card loads its sublayer's diagram from the model's script of it (``diagram_script``) instead of
+    holding it (a gallery of dozens of models, where the copies would be most of the site's bytes)."""
     root = "../../"
     slug = index.slug
     position = index.position[node.id]
@@ -238,6 +241,7 @@ def build_card_view(
     shapes = shape_rows(node)
     groups = index.ancestors(node.group)
     context = context_diagram(index, node, root, diagram_links, diagrams or {})
+    group = _diagram_group(index, node) if shared and context[1] else None
     flops = flops_view(index, node, root)
     return CardView(
         page=Page(
@@ -289,7 +293,27 @@ def build_card_view(
             for g in groups
         ),
         context_title=context[0],
-        context_svg=context[1],
+        context_svg="" if group is not None else context[1],
+        context_script="" if group is None else f"../{diagram_script(group.id)}",
+        context_key="" if group is None else group.id,
+        context_current="" if group is None else dom_id("n", node.id),
+    )
+
+
+DIAGRAMS_GLOBAL = "ARCHVIZ_DIAGRAMS"
+"""The global each shared diagram's script adds its SVG to, by group id."""
+
+
+def diagram_script(group_id: str) -> str:
+    """The path of a sublayer's shared diagram script, relative to the model's folder."""
+    return f"diagrams/{group_id}.js"
+
+
+def diagram_script_text(group_id: str, svg: str) -> str:
+    """The script that adds one sublayer's diagram to ``DIAGRAMS_GLOBAL`` (the SVG as a JSON string)."""
+    return (
+        f"(window.{DIAGRAMS_GLOBAL} = window.{DIAGRAMS_GLOBAL} || {{}})[{script_json(group_id)}] = "
+        f"{script_json(svg)};\n"
     )
 
 

@@ -28,9 +28,10 @@ def model_json_path(index: ModelIndex) -> str:
     return f"{index.slug}/{MODEL_JSON}"
 
 
-def model_json(index: ModelIndex) -> str:
-    """A model's JSON document: the ``inspect --json`` document of the graph the pages show."""
-    return json_text(inspect_document(index.docs))
+def model_json(index: ModelIndex, *, compact: bool = False) -> str:
+    """A model's JSON document: the ``inspect --json`` document of the graph the pages show; ``compact`` writes it
+    without indentation (a gallery's dozens of them), the same document."""
+    return json_text(inspect_document(index.docs), compact=compact)
 
 
 def llms_txt(indexes: Sequence[ModelIndex]) -> str:

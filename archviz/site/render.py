@@ -17,7 +17,7 @@ import archviz
 from archviz.common.versions import installed_versions, version_line
 from archviz.gallery import GalleryEntry, check_records
 from archviz.pipeline import ModelDocs
-from archviz.site.cards import build_card_view, group_diagrams
+from archviz.site.cards import build_card_view, diagram_script, diagram_script_text, group_diagrams
 from archviz.site.compare import CompareView, build_compare_view, compare_pairs, compare_path
 from archviz.site.gallery import GALLERY_DATA, GalleryView, build_gallery_view, gallery_data
 from archviz.site.home import build_home_view, build_search_index
@@ -164,10 +164,14 @@ def site_files(
         yield compare_path(a, b), render_compare(views[(a.slug, b.slug)], context)
     for index in indexes:
         yield f"{index.slug}/index.html", render_overview(build_overview_view(index), context)
-        yield model_json_path(index), model_json(index)
+        yield model_json_path(index), model_json(index, compact=gallery is not None)
         diagrams = group_diagrams(index, "../../")  # drawn once, shared by the cards of each sublayer's nodes
+        shared = gallery is not None  # a gallery's cards load them from one script each, not a copy per card
+        if shared:
+            for group_id, svg in diagrams.items():
+                yield f"{index.slug}/{diagram_script(group_id)}", diagram_script_text(group_id, svg)
         for node in index.graph.nodes:
             yield (
                 f"{index.slug}/nodes/{node.id}.html",
-                render_card(build_card_view(index, node, diagrams=diagrams), context),
+                render_card(build_card_view(index, node, diagrams=diagrams, shared=shared), context),
             )

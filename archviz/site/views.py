@@ -317,6 +317,13 @@ class CardView:
     """The group whose own diagram the card shows (``Mixture of experts ×60 (layers 1–60)``), or empty."""
     context_svg: str
     """That diagram as inline SVG with this node marked (checked by ``archviz.site.diagram``), or empty."""
+    context_script: str = ""
+    """Where the diagram is shared from instead (a gallery's cards: one script per sublayer, ``diagram_script``),
+    relative to the page; empty when it is inline."""
+    context_key: str = ""
+    """The shared diagram's key in that script (its group id)."""
+    context_current: str = ""
+    """The SVG id of this node's box, which the page marks once the shared diagram is in."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -83,7 +83,7 @@
     var figures = element("table");
     figures.appendChild(element("caption", "Figures: " + titleA + " and " + titleB));
     var head = figures.createTHead().insertRow();
-    ["", titleA, titleB].forEach(function (text) {
+    ["Figure", titleA, titleB].forEach(function (text) {
       var th = element("th", text);
       th.scope = "col";
       head.appendChild(th);

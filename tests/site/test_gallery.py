@@ -101,7 +101,6 @@ def test_the_gallery_holds_forty_models_of_the_families_people_compare() -> None
 @pytest.mark.slow
 def test_transformers_reads_every_gallery_config() -> None:
     from transformers import AutoConfig
-
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     for entry in gallery_entries():

@@ -1,0 +1,151 @@
+"""The gallery's home page (``archviz render --gallery``) in a real headless Chromium, loaded from file://: it loads
+cleanly at a desktop's and a phone's width in both schemes, axe finds nothing, and sorting, the trait filters and the
+pick-two comparison work by mouse and by keyboard. A gallery card draws its shared sublayer diagram."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from archviz.gallery import gallery_entries
+
+# The fixtures are test_browser's and test_browser_a11y's, used here by name (hence the noqa on the tests that take
+# them); the browser's are tests/conftest.py's.
+from tests.browser.test_browser import PHONE, WIDE, artifacts, open_page, wait_until  # noqa: F401
+from tests.browser.test_browser_a11y import axe, axe_source  # noqa: F401
+from tests.site.test_gallery import SMALL, small_gallery
+
+
+@pytest.fixture(scope="module")
+def gallery(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return small_gallery(tmp_path_factory.mktemp("gallery-browser") / "site")
+
+
+ROWS = "Array.from(document.querySelectorAll('#gallery-table tbody tr'))"
+VISIBLE_ROWS = f"() => {ROWS}.filter(r => !r.hidden).map(r => r.dataset.slug)"
+PARAMETERS = f"""() => {ROWS}.map(r => {{
+  const i = Array.from(document.querySelectorAll('#gallery-table thead th'))
+    .findIndex(h => h.textContent.trim() === 'Parameters');
+  return r.cells[i].getAttribute('data-sort');
+}})"""
+
+
+SORTED_BY = """() => Array.from(document.querySelectorAll('#gallery-table thead th[aria-sort]'))
+  .map(h => [h.textContent.trim(), h.getAttribute('aria-sort')])"""
+
+
+def _config(slug: str) -> dict[str, Any]:
+    folder = next(entry.folder for entry in gallery_entries() if entry.slug == slug)
+    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix: data}
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        flat.update(_flat(value, f"{prefix}.{key}" if prefix else key))
+    return flat
+
+
+@pytest.mark.parametrize(
+    ("viewport", "scheme"), [(WIDE, "light"), (PHONE, "dark"), ({"width": 1440, "height": 900}, "dark")]
+)
+def test_the_gallery_loads_cleanly(gallery: Path, open_page: Callable[..., Any], viewport: Any, scheme: str) -> None:  # noqa: F811
+    page, watch = open_page(gallery / "index.html", viewport=viewport, scheme=scheme)
+    assert watch.clean(), watch
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.evaluate(VISIBLE_ROWS) == [entry.slug for entry in gallery_entries() if entry.slug in SMALL]
+    assert wait_until(page, "() => document.querySelectorAll('#pick-result table').length === 2")
+    page.screenshot(path=str(artifacts() / f"gallery.{viewport['width']}-{scheme}.png"), full_page=False)
+
+
+def test_sorting_by_mouse_and_by_keyboard(gallery: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
+    page, watch = open_page(gallery / "index.html")
+    button = page.get_by_role("button", name="Parameters", exact=True)
+    button.click()
+    keys = page.evaluate(PARAMETERS)
+    known = [int(key) for key in keys if key]
+    assert known == sorted(known) and len(known) >= 5
+    assert keys[len(known) :] == [""] * (len(keys) - len(known))  # partial models last
+    assert page.evaluate(SORTED_BY) == [["Parameters", "ascending"]]
+    button.focus()
+    page.keyboard.press("Enter")
+    keys = page.evaluate(PARAMETERS)
+    known = [int(key) for key in keys if key]
+    assert known == sorted(known, reverse=True)
+    assert keys[len(known) :] == [""] * (len(keys) - len(known))  # still last
+    assert page.evaluate(SORTED_BY) == [["Parameters", "descending"]]
+    assert watch.clean(), watch
+
+
+def test_filters_by_mouse_and_by_keyboard(gallery: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
+    page, watch = open_page(gallery / "index.html")
+    traits = {
+        slug: set(traits.split())
+        for slug, traits in page.evaluate(f"() => {ROWS}.map(r => [r.dataset.slug, r.dataset.traits])")
+    }
+    page.get_by_label("MLA").check()  # by mouse
+    assert set(page.evaluate(VISIBLE_ROWS)) == {slug for slug, held in traits.items() if "mla" in held}
+    page.get_by_label("MLA").uncheck()
+    page.get_by_label("Sliding window").focus()
+    page.keyboard.press("Space")  # by keyboard
+    sliding = {slug for slug, held in traits.items() if "sliding" in held}
+    assert set(page.evaluate(VISIBLE_ROWS)) == sliding == {"gpt-oss-20b"}
+    page.get_by_label("MoE").focus()
+    page.keyboard.press("Space")
+    assert set(page.evaluate(VISIBLE_ROWS)) == {slug for slug in sliding if "moe" in traits[slug]}
+    assert page.locator("#gallery-count").inner_text().startswith("Showing 1 of 7 models: those with")
+    assert watch.clean(), watch
+
+
+def test_pick_two_by_mouse_and_by_keyboard(gallery: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
+    page, watch = open_page(gallery / "index.html")
+    page.select_option("#pick-a", "deepseek-v3")
+    page.locator("#pick-b").focus()
+    order = [entry.slug for entry in gallery_entries() if entry.slug in SMALL]
+    start = page.evaluate("document.getElementById('pick-b').value")
+    target = "kimi-k2-instruct"
+    for _ in range(order.index(target) - order.index(start)):
+        page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.getElementById('pick-b').value") == target
+    a, b = _flat(_config("deepseek-v3")), _flat(_config(target))
+    differing = [
+        key for key in sorted(set(a) | set(b)) if a.get(key, None) != b.get(key, None) or (key in a) != (key in b)
+    ]
+    caption = f"{len(differing)} of {len(set(a) | set(b))} config keys differ"
+    assert wait_until(page, "c => document.querySelector('#pick-result').textContent.includes(c)", caption), caption
+    keys = page.evaluate(
+        "() => Array.from(document.querySelectorAll('#pick-result table:last-child tbody th')).map(t => t.textContent)"
+    )
+    assert keys == differing
+    assert "n_routed_experts" in keys and "num_attention_heads" in keys
+    figures = page.locator("#pick-result table").first
+    assert "moonshotai/Kimi-K2-Instruct" in figures.inner_text()
+    assert figures.locator("tr.differs", has_text="Experts").count() == 1  # 256 against 384 routed experts
+    assert figures.locator("tr.differs", has_text="Width (d)").count() == 0  # both 7,168
+    assert watch.clean(), watch
+
+
+def test_a_gallery_card_draws_its_shared_diagram(gallery: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
+    card = gallery / "deepseek-v3" / "nodes" / "moe.routed-expert.html"
+    assert "<svg" not in card.read_text(encoding="utf-8")  # the card holds no copy of it
+    page, watch = open_page(card)
+    assert page.locator("[data-shared-diagram] svg").count() == 1
+    assert page.locator("[data-shared-diagram] g.current").get_attribute("id") == "dfg-n-moe.routed-expert"
+    page.locator("[data-shared-diagram] g.node a", has_text="Router gate").first.click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith("deepseek-v3/nodes/moe.router.html")
+    assert page.locator("h1").inner_text() == "Router gate"
+    assert watch.clean(), watch
+
+
+@pytest.mark.parametrize("screen", ["1400-light", "1400-dark", "390-light", "390-dark"])
+@pytest.mark.parametrize("name", ["index.html", "deepseek-v3/nodes/moe.routed-expert.html"])
+def test_axe_finds_no_violation_in_the_gallery(gallery: Path, axe: Any, name: str, screen: str) -> None:  # noqa: F811
+    violations = axe(gallery / name, screen)
+    assert violations == [], "\n".join(f"{v['id']} ({v['impact']}): {node}" for v in violations for node in v["nodes"])
