@@ -162,7 +162,22 @@
     }
   }
 
+  // A gallery's card holds no copy of its sublayer's diagram: the diagram's script (archviz's own SVG, as a string)
+  // adds it to ARCHVIZ_DIAGRAMS, and here it is put in its box and this card's node outlined.
+  function placeSharedDiagrams() {
+    var boxes = document.querySelectorAll("[data-shared-diagram]");
+    var shared = window.ARCHVIZ_DIAGRAMS || {};
+    for (var i = 0; i < boxes.length; i++) {
+      var svg = shared[boxes[i].getAttribute("data-shared-diagram")];
+      if (typeof svg !== "string") continue;
+      boxes[i].innerHTML = svg;
+      var current = boxes[i].querySelector('[id="' + boxes[i].getAttribute("data-current") + '"]');
+      if (current) current.setAttribute("class", "current " + (current.getAttribute("class") || ""));
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    placeSharedDiagrams();
     setPhase(html.getAttribute("data-phase") || "prefill", false);
     centreDiagrams();
     var buttons = document.querySelectorAll("[data-set-phase]");
