@@ -123,6 +123,7 @@ def test_a_gallery_model_is_named_gallery_slug_and_titled_by_its_hub_id() -> Non
 # -- the page ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # renders a gallery of seven models
 def test_traits_are_what_each_architecture_has(gallery: Path) -> None:
     traits = {slug: set(row["traits"].split()) for slug, row in rows(gallery).items()}
     assert traits["deepseek-v3"] == {"moe", "mla"}
@@ -133,6 +134,7 @@ def test_traits_are_what_each_architecture_has(gallery: Path) -> None:
     assert traits["nemotron-h-56b-base-8k"] == {"ssm"}
 
 
+@pytest.mark.slow  # renders a gallery of seven models
 def test_figures_are_what_the_config_works_out_to(gallery: Path) -> None:
     table = rows(gallery)
 
@@ -159,6 +161,7 @@ def test_figures_are_what_the_config_works_out_to(gallery: Path) -> None:
     assert nemotron["Experts"] == "0"
 
 
+@pytest.mark.slow  # renders a gallery of seven models
 def test_partial_models_are_marked_and_sort_last(gallery: Path) -> None:
     table = rows(gallery)
     html = (gallery / "index.html").read_text(encoding="utf-8")
@@ -169,6 +172,7 @@ def test_partial_models_are_marked_and_sort_last(gallery: Path) -> None:
         assert "partial" in table[slug]["Model text"], slug
 
 
+@pytest.mark.slow  # renders a gallery of seven models
 def test_lineage_says_what_changed_and_links_the_compare_page(gallery: Path) -> None:
     html = (gallery / "index.html").read_text(encoding="utf-8")
     lineage = html[html.index('id="lineage-heading"') :]
@@ -184,6 +188,7 @@ def test_lineage_says_what_changed_and_links_the_compare_page(gallery: Path) -> 
     assert "deepseek-v3/kimi-k2-instruct" in pages
 
 
+@pytest.mark.slow  # renders a gallery of seven models
 def test_the_data_script_holds_each_config_as_written(gallery: Path) -> None:
     text = (gallery / "gallery-data.js").read_text(encoding="utf-8")
     prefix = "window.ARCHVIZ_GALLERY = "
@@ -196,6 +201,7 @@ def test_the_data_script_holds_each_config_as_written(gallery: Path) -> None:
     assert "</script>" not in text and "<" not in text
 
 
+@pytest.mark.slow  # renders a gallery of seven models
 def test_no_page_names_a_path_of_the_machine(gallery: Path) -> None:
     for path in gallery.rglob("*"):
         if path.is_file():
