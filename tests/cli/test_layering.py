@@ -27,7 +27,7 @@ BANDS: list[tuple[str, ...]] = [
     ("graph",),  # the typed graph, its shapes, the naming map, totals, roles
     # How a typed value reads (numbers and units, part titles): presentation's, used by every stage's sentences.
     ("present.numbers", "present.labels"),
-    ("inputs",),  # where the model is and what its config says
+    ("inputs", "gallery"),  # where the model is and what its config says; the released configs archviz ships
     # transformers' source read as text, never imported (the adapter's modules that need no torch): its modeling files,
     # config classes' attribute maps and conversion renames, which the families and provenance read.
     ("transformers.package", "transformers.renames"),
