@@ -258,17 +258,31 @@ def _index_scores(node: Node) -> NodeCost:
     cached index key (one key head shared by them), in float32. Masks, the max over each block of keys and the top-k
     of blocks count 0; the keys are never capped, as the scores cover the whole cache before any block is picked.
     Inputs: the index queries ``(B, index heads, T, index width)`` and the cached index keys ``(B, 1, S, index
-    width)``."""
+    width)``. A DeepSeek Sparse Attention indexer's third input, the per-head weights ``(B, T, index heads)``, adds
+    their weighted sum over the heads, 2 × B × index heads × queries × keys (its queries are ``(B, T, heads, width)``:
+    the heads are read off the weights)."""
     query = node.inputs[0]
-    factors = (_dim_factor(query.dims[1]), _dim_factor(query.dims[-1]))
+    weights = node.inputs[2] if len(node.inputs) > 2 else None
+    heads = _dim_factor((weights or query).dims[-1 if weights is not None else 1])
     term = FlopTerm(
         component="index scores",
         coefficient=2,
         symbols=(BATCH, TOKENS, KEYS),
-        factors=factors,
+        factors=(heads, _dim_factor(query.dims[-1])),
         layers=node.placement.layers,
     )
-    return NodeCost(node=node.id, prefill=(term,), decode=(term,))
+    terms = [term]
+    if weights is not None:
+        terms.append(
+            FlopTerm(
+                component="index weights",
+                coefficient=2,
+                symbols=(BATCH, TOKENS, KEYS),
+                factors=(heads,),
+                layers=node.placement.layers,
+            )
+        )
+    return NodeCost(node=node.id, prefill=tuple(terms), decode=tuple(terms))
 
 
 def _convolution(node: Node) -> NodeCost:

@@ -46,7 +46,8 @@ class CachedTensor:
     """The cache layer's class (``DynamicLayer``, ``DynamicSlidingWindowLayer``, ``LinearAttentionLayer``), or the
     cache's own for a state it keeps beside its layers (``MiniMaxCache``)."""
     name: str
-    """``keys``, ``values``, ``idx_keys``, ``conv_states[0]``, ``recurrent_states[0]``, ``linear_cache``."""
+    """``keys``, ``values``, ``idx_keys``, ``indexer_keys``, ``conv_states[0]``, ``recurrent_states[0]``,
+    ``linear_cache``."""
     shape: tuple[int, ...]
     """Its shape, batch first."""
     dtype: str
@@ -165,9 +166,10 @@ def _own_flops(counter: Any, root_class: str) -> FlopCount:
     return FlopCount(own=paths, total=int(counter.get_total_flops()))
 
 
-CACHED_TENSORS = ("keys", "values", "idx_keys")
+CACHED_TENSORS = ("keys", "values", "idx_keys", "indexer_keys")
 """The tensors a cache layer holds by name: keys and values, and a sparse layer's index keys
-(``MiniMaxM3VLSparseCacheLayer.idx_keys``); a linear-attention layer's states are dicts, read beside them."""
+(``MiniMaxM3VLSparseCacheLayer.idx_keys``, DeepSeek Sparse Attention's ``DynamicIndexedLayer.indexer_keys``); a
+linear-attention layer's states are dicts, read beside them."""
 
 
 def _cache_tensors(cache: Any) -> Iterator[CachedTensor]:

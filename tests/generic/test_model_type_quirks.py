@@ -7,6 +7,7 @@ suite at a second or two apiece.
   for under ``layers.{i}.`` only, and the witness's count went unclaimed.
 - A decoder that makes its own all-ones padding mask (BART, BioGPT), and BERT-style models' padding warning
   (RoFormer): transformers reads values from them, which meta tensors do not have, and the trace stopped.
+- DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5): its scores went unpriced and its index keys uncached.
 - A tied head that is not ``lm_head`` (BioGPT's ``output_projection``, GPT-NeoX-Japanese's ``embed_out``), a tied head
   with a bias of its own (CTRL: it was priced 0), and projections named ``Wq``/``Wo`` (CTRL, ModernBERT's decoder).
 """
@@ -95,7 +96,35 @@ SMALL["inkling2_text"] = {
     "num_experts_per_tok": 2,
     "n_layers_per_attn_res_block": 2,
 }
-AGREE = ("gptj", "bloom", "biogpt", "ctrl", "gpt_neox_japanese", "modernbert-decoder")
+# DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5): its scores and weights over every cached index key, and
+# the index keys its cache layer keeps beside the latent; a top-k of 4 keys, so the witness runs past it.
+DSA = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "q_lora_rank": 32,
+    "kv_lora_rank": 16,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8,
+    "v_head_dim": 8,
+    "index_n_heads": 2,
+    "index_head_dim": 16,
+    "index_topk": 4,
+    "intermediate_size": 64,
+    "moe_intermediate_size": 32,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_group": 1,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
+    "num_nextn_predict_layers": 0,
+    "vocab_size": 128,
+    "max_position_embeddings": 64,
+}
+SMALL["deepseek_v32"] = DSA
+SMALL["glm_moe_dsa"] = {**DSA, "mlp_layer_types": ["dense", "sparse"]}
+AGREE = ("gptj", "bloom", "biogpt", "ctrl", "gpt_neox_japanese", "modernbert-decoder", "deepseek_v32", "glm_moe_dsa")
 
 
 def model_folder(model_type: str, tmp_path: Path) -> Path:

@@ -81,6 +81,44 @@ def indexer_nodes(
     return IndexerNodes(cache=cache, scores=scores)
 
 
+def sparse_attention_indexer_nodes(
+    at: Scope, *, classes: tuple[str, ...], heads: Size, head_dim: Size, topk: Size
+) -> IndexerNodes:
+    """DeepSeek Sparse Attention's indexer (``DeepseekV32Indexer`` and its kin, ``classes``): the index key cache
+    ``(B, S, index width)``, one key per position shared by every index head, and the index scores: every query's
+    ``heads`` index heads against every cached index key, each head's scores weighted by ``weights_proj`` and summed,
+    and the ``topk`` best keys kept. Ids ``at.prefix + indexer-key-cache`` and ``at.prefix + indexer-scores``."""
+    scope = replace(at, category=Category.ATTENTION, words=NODE_WORDS)
+    h, d = keyed(heads), keyed(head_dim)
+    cached = shape("indexer_keys", BATCH, KEY_POSITIONS, d)
+    cache = scope.node(
+        "indexer-key-cache",
+        kind=NodeKind.OPERATOR,
+        code="k = cache.update_indexer(k, self.layer_idx)",
+        inputs=[shape("k", BATCH, POSITIONS, d)],
+        outputs=[cached],
+        sites=(statement(classes, ".update_indexer("),),
+        op=Op(kind=OpKind.CACHE),
+    )
+    scores = scope.node(
+        "indexer-scores",
+        fill={"top_k": topk[1]},
+        kind=NodeKind.OPERATOR,
+        code="scores = torch.matmul(q.float(), k.transpose(-1, -2).float().unsqueeze(1)) * self.softmax_scale",
+        # The per-head weights are the third input: the pricer adds their sum over heads (``_index_scores``).
+        inputs=[
+            shape("q", BATCH, POSITIONS, h, d, dtype="float32"),
+            cached,
+            shape("weights", BATCH, POSITIONS, h, dtype="float32"),
+        ],
+        outputs=[shape("topk_indices", BATCH, POSITIONS, keyed(topk), dtype="int32")],
+        settings=[Setting(name="top-k keys", value=topk[0], config_keys=(topk[1],))],
+        sites=(statement(classes, "torch.matmul("), statement(classes, ".topk(")),
+        op=Op(kind=OpKind.INDEX_SCORES),
+    )
+    return IndexerNodes(cache=cache, scores=scores)
+
+
 NODE_WORDS = WordsTable(
     {
         "index-scores": Words(
@@ -90,6 +128,20 @@ NODE_WORDS = WordsTable(
             "{local_blocks} nearest; attention is masked to them (its eager and SDPA paths still score every key).",
             claim="The indexer scores every query's index heads against every cached index key and keeps the best "
             "blocks of keys for attention.",
+        ),
+        "indexer-scores": Words(
+            title="Indexer scores and top-k selection",
+            summary="Score each query's index heads against every cached index key (ReLU, in float32), weight each "
+            "head's scores by its per-token weight and sum them, and keep the {top_k} best keys; attention is masked "
+            "to them (its eager and SDPA paths still score every key).",
+            claim="The indexer scores every query against every cached index key and keeps the best keys for "
+            "attention.",
+        ),
+        "indexer-key-cache": Words(
+            title="Indexer key cache",
+            summary="Append this step's index keys (one per position, shared by every index head) to the layer's "
+            "cache and return every cached position's.",
+            claim="The indexer caches one index key per position beside the layer's latent.",
         ),
         "index-key-cache": Words(
             title="Index key cache",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from archviz.code.modeltree import ModuleRecord
 from archviz.families.blocks.builder import MODEL_LEVEL, Scope, layer_placement
-from archviz.families.blocks.indexer import LIGHTNING_INDEXER, indexer_nodes
+from archviz.families.blocks.indexer import LIGHTNING_INDEXER, indexer_nodes, sparse_attention_indexer_nodes
 from archviz.families.blocks.mixers import (
     GATED_DELTA_NET,
     LIGHTNING_ATTENTION,
@@ -91,7 +91,7 @@ class MixerSizes:
     template: str
     """The mixer module's path template."""
     kind: str
-    """``gated delta net``, ``Mamba2``, ``lightning`` or ``indexer``."""
+    """``gated delta net``, ``Mamba2``, ``lightning``, or an indexer's class name."""
     sizes: dict[str, Size]
     """Its helper's size arguments."""
     layers: list[int]
@@ -185,10 +185,18 @@ def add_mixer_nodes(ctx: CodeReading, mixer: MixerSizes, group: str, taken: set[
     )
 
 
+SPARSE_INDEXER_SIZES = {
+    "heads": ("n_heads", "index_n_heads"),
+    "head_dim": ("head_dim", "index_head_dim"),
+    "topk": ("index_topk", "index_topk"),
+}
+"""A DeepSeek Sparse Attention indexer's sizes, as ``INDEXER_SIZES`` (DeepSeek-V3.2's and GLM-5's config keys)."""
+
+
 def sparse_attention_indexer(ctx: CodeReading, path: str) -> bool:
     """Whether the module at ``path`` is a DeepSeek Sparse Attention indexer (``DeepseekV32Indexer``,
     ``GlmMoeDsaIndexer``, ``Dots3NoteTextIndexer``, ``AXK2Indexer``): an ``…Indexer`` holding an index key projection
-    ``wk`` and the per-head ``weights_proj``. Recognised, not priced."""
+    ``wk`` and the per-head ``weights_proj``."""
     module = ctx.modules[path]
     return (
         module.class_name.endswith("Indexer")
@@ -199,33 +207,30 @@ def sparse_attention_indexer(ctx: CodeReading, path: str) -> bool:
 
 
 def find_indexers(ctx: CodeReading) -> dict[str, list[MixerSizes]]:
-    """Every lightning indexer of the text model, by the template of its key projection: one ``MixerSizes`` per
-    distinct set of sizes, with the layers that have it, its sizes the built module's attributes."""
-    found: dict[tuple[str, str, tuple[tuple[str, Size], ...]], list[int]] = {}
+    """Every sparse-attention indexer of the text model (MiniMax-M3's lightning indexer, DeepSeek Sparse Attention's),
+    by the template of the projection its scores follow: one ``MixerSizes`` per distinct set of sizes, with the layers
+    that have it, its sizes the built module's attributes and its kind its class name."""
+    found: dict[tuple[str, str, str, tuple[tuple[str, Size], ...]], list[int]] = {}
     for path, module in ctx.modules.items():
         if in_encoder(path):
             continue
         if sparse_attention_indexer(ctx, path):
-            # DeepSeek-V3.2's indexer and its kin: its projections are linear nodes, but its scores (its matmuls over
-            # every cached index key) and its key cache have no formula yet, so the model's cost is not claimed.
-            said = f"{module.class_name} at {layer_template(ctx, path)[0]} (its scores and index-key cache)"
-            if said not in ctx.unpriced_modules:
-                ctx.unpriced_modules.append(said)
-            continue
-        if not module.class_name.endswith(LIGHTNING_INDEXER):
+            table, follows = SPARSE_INDEXER_SIZES, f"{path}.weights_proj"  # the weights its scores are summed with
+        elif module.class_name.endswith(LIGHTNING_INDEXER):
+            table, follows = INDEXER_SIZES, f"{path}.k_proj"
+        else:
             continue
         template = layer_template(ctx, path)[0]
-        sizes = read_sizes(INDEXER_SIZES, module)
-        key = f"{path}.k_proj"
-        if sizes is None or key not in ctx.modules:
+        sizes = read_sizes(table, module)
+        if sizes is None or follows not in ctx.modules:
             ctx.unpriced_modules.append(f"{module.class_name} at {template} (its sizes are not attributes)")
             continue
-        key_template, layer = layer_template(ctx, key)
-        found.setdefault((key_template, template, sizes), []).append(-1 if layer is None else layer)
+        key_template, layer = layer_template(ctx, follows)
+        found.setdefault((key_template, template, module.class_name, sizes), []).append(-1 if layer is None else layer)
     indexers: dict[str, list[MixerSizes]] = {}
-    for (key, template, sizes), layers in found.items():
+    for (key, template, class_name, sizes), layers in found.items():
         indexers.setdefault(key, []).append(
-            MixerSizes(template=template, kind="indexer", sizes=dict(sizes), layers=[i for i in layers if i >= 0])
+            MixerSizes(template=template, kind=class_name, sizes=dict(sizes), layers=[i for i in layers if i >= 0])
         )
     return indexers
 
@@ -233,6 +238,16 @@ def find_indexers(ctx: CodeReading) -> dict[str, list[MixerSizes]]:
 def add_indexer_nodes(ctx: CodeReading, indexer: MixerSizes, group: str, taken: set[str]) -> None:
     """The indexer's cached index keys and its scores, in the indexer's group."""
     z = indexer.sizes
+    if not indexer.kind.endswith(LIGHTNING_INDEXER):  # DeepSeek Sparse Attention's
+        added = sparse_attention_indexer_nodes(
+            sizes_scope(ctx, indexer, group),
+            classes=(indexer.kind,),
+            heads=z["heads"],
+            head_dim=z["head_dim"],
+            topk=z["topk"],
+        )
+        taken.update((added.cache, added.scores))
+        return
     added = indexer_nodes(
         sizes_scope(ctx, indexer, group),
         heads=z["heads"],
