@@ -4,17 +4,10 @@
    stay last either way. Filtering: the trait checkboxes show only the rows whose data-traits hold every trait
    checked. Compare any two: the two selects lay the picked rows' figures side by side, then the config keys that
    differ, from gallery-data.js (ARCHVIZ_GALLERY: each model's config, keys dotted). Everything shown is set as
-   text, never parsed as HTML. Without JavaScript the table reads as it is. */
+   text, never parsed as HTML. Without JavaScript the table reads as it is. Rows are ordered as assets/compare.js
+   orders the home page's columns (ArchvizSortKeys), which the page loads first. */
 (function () {
   "use strict";
-
-  function byKey(type) {
-    return function (a, b) {
-      if (a.key === "" || b.key === "") return (a.key === "") - (b.key === "") || a.position - b.position;
-      var order = type === "number" ? Number(a.key) - Number(b.key) : a.key.localeCompare(b.key);
-      return order || a.position - b.position;
-    };
-  }
 
   function sortRows(table, header, column) {
     var descending = header.getAttribute("aria-sort") === "ascending";
@@ -22,7 +15,7 @@
     var rows = Array.prototype.slice.call(body.rows).map(function (row, position) {
       return { row: row, position: position, key: row.cells[column].getAttribute("data-sort") || "" };
     });
-    rows.sort(byKey(header.getAttribute("data-sort-type")));
+    rows.sort(window.ArchvizSortKeys(header.getAttribute("data-sort-type")));  // assets/compare.js's order
     if (descending) {
       var present = rows.filter(function (item) { return item.key !== ""; }).reverse();
       rows = present.concat(rows.filter(function (item) { return item.key === ""; }));
