@@ -84,6 +84,9 @@
     });
   }
 
+  // The same order for the gallery's rows (assets/gallery.js).
+  window.ArchvizSortKeys = compare;
+
   document.addEventListener("DOMContentLoaded", function () {
     var tables = document.querySelectorAll("table[data-sortable-columns]");
     for (var t = 0; t < tables.length; t++) enhance(tables[t]);
