@@ -1085,11 +1085,24 @@ HUB_MISSING = (
 )
 
 
+HUB_SETTINGS = (
+    "HF_HUB_OFFLINE",
+    "HF_ENDPOINT",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "HF_HUB_ETAG_TIMEOUT",
+    "HF_HUB_DOWNLOAD_TIMEOUT",
+)
+"""The Hub settings a test sets for itself: the caller's own (``HF_HUB_OFFLINE=1`` on a machine with no Hub) would
+otherwise decide what the test sees."""
+
+
 def run_cli(args: list[str], env: Mapping[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    inherited = {key: value for key, value in os.environ.items() if key not in HUB_SETTINGS}
     return subprocess.run(
         [sys.executable, "-m", "archviz", *args],
         cwd=REPO,
-        env={**os.environ, **env},
+        env={**inherited, **env},
         capture_output=True,
         text=True,
         timeout=timeout,
