@@ -13,6 +13,7 @@ from archviz.cost.cache import CacheCost, cache_bytes_at, cache_costs
 from archviz.cost.pricers import absorbed_costs, node_costs, priced, unpriced_reason
 from archviz.cost.terms import NodeCost, Phase, Sizes
 from archviz.cost.weights import model_decode_weight_bytes, weight_bytes
+from archviz.families.omissions import MTP_KEYS
 from archviz.graph.nodes import Graph, GroupKind, Node
 from archviz.graph.totals import Totals
 from archviz.inputs.config import ConfigDocument
@@ -61,9 +62,22 @@ def beyond_context(sizes: Sizes, config: ConfigDocument) -> tuple[BeyondContext,
 
 
 def modelled_in_full(graph: Graph) -> bool:
-    """Whether the graph models the whole model (assumed values aside): only then are its totals and costs the
-    model's."""
+    """Whether the graph models the whole model (assumed values aside): only then are its totals the model's."""
     return not graph.partial and not graph.not_modelled
+
+
+def forward_in_full(graph: Graph) -> bool:
+    """Whether the graph models the whole forward pass: in full, or leaving out only the multi-token-prediction layers
+    a config declares (``unbuilt_mtp``: transformers' classes build none). The forward pass never runs them, and every
+    family prices only the main part (``Part.MAIN``), so the FLOPs, cache and state are the model's either way; only
+    the totals and the predicted checkpoint lack the MTP tensors."""
+    if modelled_in_full(graph):
+        return True
+    return (
+        not graph.partial
+        and set(graph.omitted) <= set(MTP_KEYS)
+        and all(sentence.startswith(tuple(f"{key} = " for key in MTP_KEYS)) for sentence in graph.not_modelled)
+    )
 
 
 ENGINE_DECODE = (
@@ -168,7 +182,7 @@ def costs_unknown(graph: Graph, report: CostReport) -> str | None:
     diff, the home table and the overview follow."""
     if not report.priced:
         return f"not priced ({unpriced_reason(graph)})"
-    if not modelled_in_full(graph):
+    if not forward_in_full(graph):
         return "modelled only in part (its costs are of the modelled part)"
     return None
 

@@ -29,7 +29,6 @@ from archviz.site.table import (
     _active,
     _attention,
     _bytes,
-    _cache,
     _decode_flops_engines,
     _layers,
     _modelled,
@@ -103,6 +102,8 @@ class GalleryRow:
     """What verified its parameters in this render."""
     checked: str
     """What the last gallery check found (the witness of its FLOPs and cache)."""
+    check_status: str
+    """That check in a word or two (``check: agree``), which the witnesses' cell shows folded."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,6 +221,24 @@ def _cache_at(index: ModelIndex, positions: int) -> TableCell:
     return TableCell(text=short_bytes(value), detail=f"{count(value)} bytes, {index.cost.cache_dtype}", sort=str(value))
 
 
+def _kv_per_token(index: ModelIndex) -> TableCell:
+    """Bytes each cached position adds while the cache grows, every layer's (a sliding layer's too, until its window
+    fills: the 32k and 128k columns say what windows save); beside it, the state a sequence keeps whatever its length
+    (recurrent and convolution states)."""
+    if (absent := _not_costed(index)) is not None:
+        return absent
+    cache = index.cost.cache
+    value = sum(cost.per_token + cost.windowed_per_token for cost in cache)
+    windowed = sum(cost.windowed_per_token for cost in cache)
+    state = sum(cost.state for cost in cache if cost.window is None)
+    detail = f"{count(value)} bytes, {index.cost.cache_dtype}"
+    if windowed:
+        detail += f"; {count(windowed)} of them in sliding layers, until their window fills"
+    if state:
+        detail += f"; plus {short_bytes(state)} of state per sequence"
+    return TableCell(text=short_bytes(value), detail=detail, sort=str(value))
+
+
 def _checkpoint(index: ModelIndex) -> TableCell:
     cell = _bytes(index, checkpoint_bytes(index.docs.totals))
     dtypes = ", ".join(sorted(index.cost.weights))
@@ -241,8 +260,12 @@ COLUMNS: tuple[tuple[GalleryColumn, Any], ...] = (
         lambda index: _active(index, index.docs.totals.active_parameters),
     ),
     (
-        GalleryColumn(label="KV bytes / token", numeric=True, note="cache bytes each cached position adds, all layers"),
-        _cache,
+        GalleryColumn(
+            label="KV bytes / token",
+            numeric=True,
+            note="cache bytes each cached position adds, all layers (a sliding layer's until its window fills)",
+        ),
+        _kv_per_token,
     ),
     *(
         (
@@ -272,6 +295,10 @@ COLUMNS: tuple[tuple[GalleryColumn, Any], ...] = (
 """The columns after the model's name, each with its reader (None: the catalog's family)."""
 
 
+CHECK_WORDS = {0: "agree", 3: "partial"}
+"""What a gallery check's exit code says (``scripts/gallery_check.py`` records no other without failing)."""
+
+
 def _row(index: ModelIndex, entry: GalleryEntry, checked: CheckRecord | None) -> GalleryRow:
     cells = tuple(
         TableCell(text=entry.family, detail=f"model_type {index.graph.model.model_type}", sort=entry.family)
@@ -283,9 +310,10 @@ def _row(index: ModelIndex, entry: GalleryEntry, checked: CheckRecord | None) ->
     if index.complete() and not index.priced():
         partial = "not priced in full: its FLOPs and cache are not known"
     if checked is None:
-        verdict = "not checked by the last gallery check"
+        verdict, status = "not checked by the last gallery check", "not checked"
     else:
         verdict = f"archviz check exit {checked.exit_code}: {checked.verdict}"
+        status = f"check: {CHECK_WORDS.get(checked.exit_code, 'failed')} (exit {checked.exit_code})"
     return GalleryRow(
         slug=index.slug,
         link=Link(title=index.title(), href=f"{index.slug}/index.html"),
@@ -295,6 +323,7 @@ def _row(index: ModelIndex, entry: GalleryEntry, checked: CheckRecord | None) ->
         partial=partial,
         witness=index.context.verification or UNVERIFIED_STATUS,
         checked=verdict,
+        check_status=status,
     )
 
 

@@ -2,8 +2,9 @@
    Sorting: a column's heading button orders the rows by that column's data-sort keys (numbers where the heading
    says data-sort-type="number", else text), ascending, then descending; rows without a key (partial, not known)
    stay last either way. Filtering: the trait checkboxes show only the rows whose data-traits hold every trait
-   checked. Compare any two: the two selects lay the picked rows' figures side by side, then the config keys that
-   differ, from gallery-data.js (ARCHVIZ_GALLERY: each model's config, keys dotted). Everything shown is set as
+   checked. Compare any two: the two selects (or a row's compare button, which makes its model the second and the
+   second the first) lay the picked rows' figures side by side, then the config keys that differ, from
+   gallery-data.js (ARCHVIZ_GALLERY: each model's config, keys dotted). Everything shown is set as
    text, never parsed as HTML. Without JavaScript the table reads as it is. Rows are ordered as assets/compare.js
    orders the home page's columns (ArchvizSortKeys), which the page loads first. */
 (function () {
@@ -83,7 +84,7 @@
     });
     var headers = table.tHead.rows[0].cells;
     var body = figures.createTBody();
-    for (var c = 1; c < headers.length - 1; c++) {
+    for (var c = 1; c < headers.length - 1; c++) {  // every figure; not the witnesses
       var left = cellText(rowA.cells[c]), right = cellText(rowB.cells[c]);
       var row = body.insertRow();
       if (left !== right) row.className = "differs";
@@ -142,6 +143,14 @@
     if (pickA && pickB && result) {
       pickA.addEventListener("change", update);
       pickB.addEventListener("change", update);
+      Array.prototype.forEach.call(table.querySelectorAll("button[data-pick]"), function (button) {
+        button.addEventListener("click", function () {
+          pickA.value = pickB.value;
+          pickB.value = button.getAttribute("data-pick");
+          update();
+          document.getElementById("pick-heading").scrollIntoView();
+        });
+      });
       update();
     }
   }

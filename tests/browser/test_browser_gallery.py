@@ -84,39 +84,34 @@ def test_sorting_by_mouse_and_by_keyboard(gallery: Path, open_page: Callable[...
 
 
 def test_filters_by_mouse_and_by_keyboard(gallery: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
+    # What each of the seven has, as their configs say (tests/site/test_gallery.py holds the page's traits to it).
+    moe = {"deepseek-v3", "deepseek-r1", "kimi-k2-instruct", "qwen3-30b-a3b", "qwen3.5-35b-a3b", "gpt-oss-20b"}
+    mla = {"deepseek-v3", "deepseek-r1", "kimi-k2-instruct"}
     page, watch = open_page(gallery / "index.html")
-    traits = {
-        slug: set(traits.split())
-        for slug, traits in page.evaluate(f"() => {ROWS}.map(r => [r.dataset.slug, r.dataset.traits])")
-    }
     page.get_by_label("MLA").check()  # by mouse
-    assert set(page.evaluate(VISIBLE_ROWS)) == {slug for slug, held in traits.items() if "mla" in held}
+    assert set(page.evaluate(VISIBLE_ROWS)) == mla
     page.get_by_label("MLA").uncheck()
-    page.get_by_label("Sliding window").focus()
-    page.keyboard.press("Space")  # by keyboard
-    sliding = {slug for slug, held in traits.items() if "sliding" in held}
-    assert set(page.evaluate(VISIBLE_ROWS)) == sliding == {"gpt-oss-20b"}
+    assert len(page.evaluate(VISIBLE_ROWS)) == len(SMALL)
     page.get_by_label("MoE").focus()
-    page.keyboard.press("Space")
-    assert set(page.evaluate(VISIBLE_ROWS)) == {slug for slug in sliding if "moe" in traits[slug]}
-    assert page.locator("#gallery-count").inner_text().startswith("Showing 1 of 7 models: those with")
+    page.keyboard.press("Space")  # by keyboard: the dense Mamba hybrid goes
+    assert set(page.evaluate(VISIBLE_ROWS)) == moe
+    page.get_by_label("Linear attention").focus()
+    page.keyboard.press("Space")  # and both: every trait checked must be held
+    assert set(page.evaluate(VISIBLE_ROWS)) == {"qwen3.5-35b-a3b"}
+    assert page.locator("#gallery-count").inner_text().startswith("Showing 1 of 7 models: those with MoE and Linear")
     assert watch.clean(), watch
 
 
 def test_pick_two_by_mouse_and_by_keyboard(gallery: Path, open_page: Callable[..., Any]) -> None:  # noqa: F811
     page, watch = open_page(gallery / "index.html")
-    page.select_option("#pick-a", "deepseek-v3")
-    page.locator("#pick-b").focus()
-    order = [entry.slug for entry in gallery_entries() if entry.slug in SMALL]
-    start = page.evaluate("document.getElementById('pick-b').value")
     target = "kimi-k2-instruct"
-    for _ in range(order.index(target) - order.index(start)):
-        page.keyboard.press("ArrowDown")
-    assert page.evaluate("document.getElementById('pick-b').value") == target
+    # By mouse: each row's compare button makes its model the second, and the second the first.
+    page.get_by_role("button", name="Compare deepseek-ai/DeepSeek-V3").click()
+    page.get_by_role("button", name="Compare moonshotai/Kimi-K2-Instruct").click()
+    picked = "() => [document.getElementById('pick-a').value, document.getElementById('pick-b').value]"
+    assert page.evaluate(picked) == ["deepseek-v3", target]
     a, b = _flat(_config("deepseek-v3")), _flat(_config(target))
-    differing = [
-        key for key in sorted(set(a) | set(b)) if a.get(key, None) != b.get(key, None) or (key in a) != (key in b)
-    ]
+    differing = [key for key in sorted(set(a) | set(b)) if (key in a) != (key in b) or a.get(key) != b.get(key)]
     caption = f"{len(differing)} of {len(set(a) | set(b))} config keys differ"
     assert wait_until(page, "c => document.querySelector('#pick-result').textContent.includes(c)", caption), caption
     keys = page.evaluate(
@@ -128,6 +123,14 @@ def test_pick_two_by_mouse_and_by_keyboard(gallery: Path, open_page: Callable[..
     assert "moonshotai/Kimi-K2-Instruct" in figures.inner_text()
     assert figures.locator("tr.differs", has_text="Experts").count() == 1  # 256 against 384 routed experts
     assert figures.locator("tr.differs", has_text="Width (d)").count() == 0  # both 7,168
+    # By keyboard: the second select moved with the arrow keys to the model after it.
+    order = [entry.slug for entry in gallery_entries() if entry.slug in SMALL]
+    page.locator("#pick-b").focus()
+    page.keyboard.press("ArrowDown")
+    after = order[order.index(target) + 1]
+    assert page.evaluate(picked) == ["deepseek-v3", after]
+    title = next(entry.hub_id for entry in gallery_entries() if entry.slug == after)
+    assert wait_until(page, "t => document.querySelector('#pick-result caption').textContent.includes(t)", title)
     assert watch.clean(), watch
 
 

@@ -152,9 +152,14 @@ def test_figures_are_what_the_config_works_out_to(gallery: Path) -> None:
     deepseek = config("deepseek-v3")
     latent = deepseek["num_hidden_layers"] * (deepseek["kv_lora_rank"] + deepseek["qk_rope_head_dim"]) * 2
     assert table["deepseek-v3"]["KV bytes / token"] == str(latent)
-    # gpt-oss-20b: half its layers keep a window of 128 positions, so 128k positions cost less than 4 × 32k.
-    gpt = table["gpt-oss-20b"]
-    assert int(gpt["Cache at 128k"]) < 4 * int(gpt["Cache at 32k"])
+    # gpt-oss-20b: every layer adds a key and a value per KV head while its cache grows; half its layers keep a window
+    # of 128 positions (127 cached besides the new one), so at 32k positions they hold 127 each.
+    gpt, oss = table["gpt-oss-20b"], config("gpt-oss-20b")
+    layer = 2 * oss["num_key_value_heads"] * oss["head_dim"] * 2
+    assert gpt["KV bytes / token"] == str(oss["num_hidden_layers"] * layer)
+    sliding = oss["layer_types"].count("sliding_attention")
+    full = oss["num_hidden_layers"] - sliding
+    assert gpt["Cache at 32k"] == str(full * layer * 32_768 + sliding * layer * (oss["sliding_window"] - 1))
     # Nemotron-H-56B-Base-8K holds 8,192 positions: its 32k and 128k caches are not figures, and sort last.
     nemotron = table["nemotron-h-56b-base-8k"]
     assert nemotron["Cache at 32k"] == "" and "past its context" in nemotron["Cache at 32k text"]
