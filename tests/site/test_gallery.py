@@ -160,6 +160,14 @@ def test_figures_are_what_the_config_works_out_to(gallery: Path) -> None:
     sliding = oss["layer_types"].count("sliding_attention")
     full = oss["num_hidden_layers"] - sliding
     assert gpt["Cache at 32k"] == str(full * layer * 32_768 + sliding * layer * (oss["sliding_window"] - 1))
+    # Qwen3.5-35B-A3B leaves out only its MTP layer, which the forward pass never runs: its costs are given. Its full
+    # attention layers cache keys and values per position; its linear-attention layers keep a state instead.
+    text = config("qwen3.5-35b-a3b")["text_config"]
+    full = text["layer_types"].count("full_attention")
+    assert table["qwen3.5-35b-a3b"]["KV bytes / token"] == str(
+        full * 2 * text["num_key_value_heads"] * text["head_dim"] * 2
+    )
+    assert "of state per sequence" in table["qwen3.5-35b-a3b"]["KV bytes / token text"]
     # Nemotron-H-56B-Base-8K holds 8,192 positions: its 32k and 128k caches are not figures, and sort last.
     nemotron = table["nemotron-h-56b-base-8k"]
     assert nemotron["Cache at 32k"] == "" and "past its context" in nemotron["Cache at 32k text"]
