@@ -229,7 +229,13 @@ def _kv_per_token(index: ModelIndex) -> TableCell:
         return absent
     cache = index.cost.cache
     value = sum(cost.per_token + cost.windowed_per_token for cost in cache)
-    windowed = sum(cost.windowed_per_token for cost in cache)
+    context = index.context_length()
+    # A window as long as the context never fills (Phi-4-mini's 262,144 in a context of 131,072).
+    windowed = sum(
+        cost.windowed_per_token
+        for cost in cache
+        if cost.window is not None and (context is None or cost.window + 1 < context[0])
+    )
     state = sum(cost.state for cost in cache if cost.window is None)
     detail = f"{count(value)} bytes, {index.cost.cache_dtype}"
     if windowed:

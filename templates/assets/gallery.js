@@ -143,12 +143,14 @@
     if (pickA && pickB && result) {
       pickA.addEventListener("change", update);
       pickB.addEventListener("change", update);
+      var picked = 0;  // the comparison is brought into view after every second pick, once both are chosen
       Array.prototype.forEach.call(table.querySelectorAll("button[data-pick]"), function (button) {
         button.addEventListener("click", function () {
           pickA.value = pickB.value;
           pickB.value = button.getAttribute("data-pick");
           update();
-          document.getElementById("pick-heading").scrollIntoView();
+          picked += 1;
+          if (picked % 2 === 0) document.getElementById("pick-heading").scrollIntoView();
         });
       });
       update();

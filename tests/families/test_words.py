@@ -81,11 +81,13 @@ VARIANTS = ("llama-3.1-8b", "qwen3-8b", "qwen2-sliding", "mixtral-8x7b", "qwen3-
 
 @pytest.fixture(scope="module")
 def graphs(tmp_path_factory: pytest.TempPathFactory) -> list[Graph]:
-    """The bundled models, the test configs, a completed Kimi-K3 and the Llama-family variants, built."""
+    """The bundled models, the test configs, a completed Kimi-K3, the Llama-family variants and the generic path's
+    sparse-attention indexers, built."""
     from archviz.graph.nodes import Assumption
     from tests.cost.test_cost import describe
     from tests.families.test_families import PUBLISHED, TINY
     from tests.generic.test_generic_moe import tiny_minimax
+    from tests.generic.test_model_type_quirks import model_folder
 
     folder = tmp_path_factory.mktemp("variants")
     names = [
@@ -102,6 +104,8 @@ def graphs(tmp_path_factory: pytest.TempPathFactory) -> list[Graph]:
         built.append(describe_model(str(path)).graph)
     # MiniMax's lightning attention (the generic path, with the mixers' words), as tests/cost/test_cost_lightning.py.
     built.append(describe(tiny_minimax(), folder / "minimax").graph)
+    # DeepSeek Sparse Attention's indexer (the generic path), as tests/generic/test_model_type_quirks.py builds it.
+    built.append(describe_model(str(model_folder("deepseek_v32", folder))).graph)
     return built
 
 
