@@ -63,6 +63,22 @@
     return parts.filter(function (part) { return part; }).join(" ");
   }
 
+  var TEXT = "text_config.";
+
+  function hasText(config) {
+    return Object.keys(config).some(function (key) { return key.indexOf(TEXT) === 0; });
+  }
+
+  // text_config.hidden_size read as hidden_size, unless the wrapper has a hidden_size of its own.
+  function lifted(config) {
+    var out = {};
+    Object.keys(config).forEach(function (key) {
+      var bare = key.indexOf(TEXT) === 0 ? key.slice(TEXT.length) : key;
+      out[bare in config ? key : bare] = config[key];
+    });
+    return out;
+  }
+
   function valueText(value) {
     return value === undefined ? "(not set)" : JSON.stringify(value);
   }
@@ -97,11 +113,21 @@
     out.appendChild(figures);
     var configs = window.ARCHVIZ_GALLERY || {};
     var left = configs[a] || {}, right = configs[b] || {};
+    // A wrapper (Kimi-K2.5, Qwen3.5) keeps its language model's keys under text_config: against a model that has
+    // none, they are compared with that model's own keys, and the wrapper's key is named as it writes it.
+    var leftWraps = hasText(left), rightWraps = hasText(right);
+    if (leftWraps !== rightWraps) {
+      left = leftWraps ? lifted(left) : left;
+      right = rightWraps ? lifted(right) : right;
+    }
     var keys = Object.keys(left).concat(Object.keys(right).filter(function (key) { return !(key in left); })).sort();
     var differing = keys.filter(function (key) { return JSON.stringify(left[key]) !== JSON.stringify(right[key]); });
     var keysTable = element("table");
+    var lift = leftWraps !== rightWraps
+      ? "; " + (leftWraps ? titleA : titleB) + "'s text_config keys beside the other's own"
+      : "";
     keysTable.appendChild(element("caption",
-      differing.length + " of " + keys.length + " config keys differ (as each config.json writes them)"));
+      differing.length + " of " + keys.length + " config keys differ (as each config.json writes them" + lift + ")"));
     var keysHead = keysTable.createTHead().insertRow();
     ["key", titleA, titleB].forEach(function (text) {
       var th = element("th", text);

@@ -131,6 +131,16 @@ def test_pick_two_by_mouse_and_by_keyboard(gallery: Path, open_page: Callable[..
     assert page.evaluate(picked) == ["deepseek-v3", after]
     title = next(entry.hub_id for entry in gallery_entries() if entry.slug == after)
     assert wait_until(page, "t => document.querySelector('#pick-result caption').textContent.includes(t)", title)
+    # A wrapper's text_config keys are compared with a plain model's own: Qwen3.5-35B-A3B's hidden_size is under
+    # text_config and equals Qwen3-30B-A3B's, so it is not listed; its vocabulary differs, so vocab_size is.
+    page.select_option("#pick-a", "qwen3-30b-a3b")
+    page.select_option("#pick-b", "qwen3.5-35b-a3b")
+    assert wait_until(page, "() => document.querySelector('#pick-result').textContent.includes('text_config keys')")
+    keys = page.evaluate(
+        "() => Array.from(document.querySelectorAll('#pick-result table:last-child tbody th')).map(t => t.textContent)"
+    )
+    assert "hidden_size" not in keys and "text_config.hidden_size" not in keys
+    assert "vocab_size" in keys
     assert watch.clean(), watch
 
 
