@@ -7,7 +7,8 @@ suite at a second or two apiece.
   for under ``layers.{i}.`` only, and the witness's count went unclaimed.
 - A decoder that makes its own all-ones padding mask (BART, BioGPT), and BERT-style models' padding warning
   (RoFormer): transformers reads values from them, which meta tensors do not have, and the trace stopped.
-- DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5): its scores went unpriced and its index keys uncached.
+- DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5, AXK2): its scores went unpriced and its index keys
+  uncached; AXK2's query projection, fused with its output gate (``q_gate_proj``), was not read as one.
 - A tied head that is not ``lm_head`` (BioGPT's ``output_projection``, GPT-NeoX-Japanese's ``embed_out``), a tied head
   with a bias of its own (CTRL: it was priced 0), and projections named ``Wq``/``Wo`` (CTRL, ModernBERT's decoder).
 """
@@ -124,7 +125,19 @@ DSA = {
 }
 SMALL["deepseek_v32"] = DSA
 SMALL["glm_moe_dsa"] = {**DSA, "mlp_layer_types": ["dense", "sparse"]}
-AGREE = ("gptj", "bloom", "biogpt", "ctrl", "gpt_neox_japanese", "modernbert-decoder", "deepseek_v32", "glm_moe_dsa")
+# AXK2: the same indexer, and a query up-projection fused with the output gate (``q_gate_proj``).
+SMALL["axk2"] = DSA
+AGREE = (
+    "gptj",
+    "bloom",
+    "biogpt",
+    "ctrl",
+    "gpt_neox_japanese",
+    "modernbert-decoder",
+    "deepseek_v32",
+    "glm_moe_dsa",
+    "axk2",
+)
 
 
 def model_folder(model_type: str, tmp_path: Path) -> Path:

@@ -26,8 +26,9 @@ from archviz.graph.nodes import Dim, NodeKind, Op, OpKind, Shape
 LATENT_PROJECTIONS = frozenset({"kv_a_proj_with_mqa", "kv_b_proj"})
 """The children that make an attention module latent: the key/value down-projection (with the shared rotary key) and
 the up-projection to every head."""
-QUERY_PROJECTIONS = ("q_b_proj", "q_proj")
-"""Its query projection: the up-projection from the query latent, or a full projection (no ``q_lora_rank``)."""
+QUERY_PROJECTIONS = ("q_b_proj", "q_proj", "q_gate_proj")
+"""Its query projection: the up-projection from the query latent (AXK2 fuses it with its output gate:
+``q_gate_proj``), or a full projection (no ``q_lora_rank``)."""
 OUTPUT_PROJECTION = "o_proj"
 
 HEAD_COUNT = ("num_heads", "num_attention_heads")
