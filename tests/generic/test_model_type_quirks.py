@@ -9,6 +9,8 @@ suite at a second or two apiece.
   (RoFormer): transformers reads values from them, which meta tensors do not have, and the trace stopped.
 - DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5, AXK2): its scores went unpriced and its index keys
   uncached; AXK2's query projection, fused with its output gate (``q_gate_proj``), was not read as one.
+- A checkpoint whose layer list a conversion renames (EXAONE's ``transformer.h`` is ``model.layers``): the attention
+  core's FLOPs were looked for under the checkpoint's name only.
 - A tied head that is not ``lm_head`` (BioGPT's ``output_projection``, GPT-NeoX-Japanese's ``embed_out``), a tied head
   with a bias of its own (CTRL: it was priced 0), and projections named ``Wq``/``Wo`` (CTRL, ModernBERT's decoder).
 """
@@ -125,6 +127,17 @@ DSA = {
 }
 SMALL["deepseek_v32"] = DSA
 SMALL["glm_moe_dsa"] = {**DSA, "mlp_layer_types": ["dense", "sparse"]}
+# EXAONE (3.x): built as LlamaForCausalLM, its checkpoint's ``transformer.h.{layer}`` renamed to ``model.layers``:
+# the witness counts by module path, so the attention core's layers are found under both names.
+SMALL["exaone"] = {
+    "hidden_size": 64,
+    "num_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 512,
+    "max_position_embeddings": 64,
+}
 # AXK2: the same indexer, and a query up-projection fused with the output gate (``q_gate_proj``).
 SMALL["axk2"] = DSA
 AGREE = (
@@ -137,6 +150,7 @@ AGREE = (
     "deepseek_v32",
     "glm_moe_dsa",
     "axk2",
+    "exaone",
 )
 
 
