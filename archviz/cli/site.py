@@ -101,7 +101,7 @@ def render(
 
     Progress goes to standard error when it is a terminal. Two renders into one OUT take turns.
     """
-    from archviz.inputs.resolve import BUNDLED
+    from archviz.inputs.resolve import BUNDLED, GALLERY_PREFIX
     from archviz.present.terminal import SafeConsole
     from archviz.site.batch import RenderRequest, default_jobs, render_site
     from archviz.site.progress import PlainReporter, RichReporter
@@ -116,7 +116,9 @@ def render(
 
             entries = gallery_entries()
             out = gallery
-        names = tuple(f"gallery/{entry.slug}" for entry in entries) if entries else tuple(models or sorted(BUNDLED))
+        names = (
+            tuple(f"{GALLERY_PREFIX}{entry.slug}" for entry in entries) if entries else tuple(models or sorted(BUNDLED))
+        )
         request = RenderRequest(
             names=names,
             gallery=entries,

@@ -2,9 +2,10 @@
 
 The pipeline runs in turn for each model (describe, then verify, then render), and what a run reports as it goes
 is told to a ``Reporter`` (the command line shows it as a progress display on a terminal). Verification, the slow
-part (transformers' model on the meta device, the checkpoint's headers), runs in ``jobs`` worker processes; each
-worker describes its model again from the same inputs and returns its verification sentence and node statuses,
-used in the models' order, so the site is byte-identical whatever ``jobs`` is. Workers are spawned, not forked: the
+part (transformers' model on the meta device, the checkpoint's headers), runs in ``jobs`` worker processes, first;
+each worker describes its model (leaving its reading of the code in the description cache, from which this process
+then describes it) and returns its verification sentence and node statuses, used in the models' order, so the site
+is byte-identical whatever ``jobs`` is. Workers are spawned, not forked: the
 parent may run a progress thread, and torch is imported only in the workers.
 """
 
@@ -14,7 +15,7 @@ import concurrent.futures
 import functools
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -103,33 +104,36 @@ def verification_for(name: str, source: str, trust_remote_code: bool, locate: Ch
 
 
 def _worker(
-    name: str, source: str, trust_remote_code: bool, locate: CheckpointLocator
+    name: str, source: str, trust_remote_code: bool, locate: CheckpointLocator, verify: bool
 ) -> tuple[ModelContext | None, str, str]:
     """A worker's result: (context, "", "") or (None, message, path), an ``InputError`` sent back as text (its
-    keyword-only constructor does not survive pickling)."""
+    keyword-only constructor does not survive pickling). It describes the model (which leaves its reading of the code
+    in the description cache) and, with ``verify``, verifies it; without, the context is empty."""
     try:
-        return verification_for(name, source, trust_remote_code, locate), "", ""
+        if verify:
+            return verification_for(name, source, trust_remote_code, locate), "", ""
+        describe_model(name, source=source)
+        return ModelContext(), "", ""
     except InputError as error:
         return None, error.message, error.location.path
 
 
-def _verify_all(
-    request: RenderRequest, described: Sequence[ModelDocs], locate: CheckpointLocator, reporter: Reporter
-) -> list[ModelContext]:
-    """Every model's verification sentence and node statuses, in the models' order."""
-    if request.jobs <= 1 or len(described) <= 1:
-        found = []
-        for name, docs in zip(request.names, described, strict=True):
-            reporter.stage(docs.graph.model.name, "verify")
-            found.append(verification_for(name, request.source, request.trust_remote_code, locate))
-        return found
-    work = functools.partial(_worker, source=request.source, trust_remote_code=request.trust_remote_code, locate=locate)
+def _in_workers(request: RenderRequest, locate: CheckpointLocator, reporter: Reporter) -> list[ModelContext]:
+    """Every model described, and verified when the request says so, in ``jobs`` worker processes, in the models'
+    order; an input error is raised as describing the model here would raise it."""
+    work = functools.partial(
+        _worker,
+        source=request.source,
+        trust_remote_code=request.trust_remote_code,
+        locate=locate,
+        verify=request.verify,
+    )
     context = multiprocessing.get_context("spawn")
-    workers = min(request.jobs, len(described))
+    workers = min(request.jobs, len(request.names))
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=collect_less) as pool:
         futures = [pool.submit(work, name) for name in request.names]
-        for docs in described:
-            reporter.stage(docs.graph.model.name, "verify")
+        for name in request.names:
+            reporter.stage(name, "verify" if request.verify else "describe")
         results = [future.result() for future in futures]
     contexts = []
     for result, message, path in results:
@@ -139,58 +143,41 @@ def _verify_all(
     return contexts
 
 
-def _describe_only(name: str, source: str) -> tuple[str, str]:
-    """Describe one model in a worker, for what it leaves in the description cache; ("", "") or an ``InputError``'s
-    (message, path)."""
-    try:
-        describe_model(name, source=source)
-    except InputError as error:
-        return error.message, error.location.path
-    return "", ""
-
-
-def _read_in_workers(request: RenderRequest, reporter: Reporter) -> None:
-    """Read every model off the code in ``jobs`` workers first, so that describing them in this process reads each
-    from the description cache (a gallery's dozens of models would otherwise be read one at a time); an input error
-    is raised as the describing would raise it."""
-    context = multiprocessing.get_context("spawn")
-    workers = min(request.jobs, len(request.names))
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=collect_less) as pool:
-        futures = [pool.submit(_describe_only, name, request.source) for name in request.names]
-        for name in request.names:
-            reporter.stage(name, "read")
-        for message, path in (future.result() for future in futures):
-            if message:
-                raise InputError(message, path=path)
-
-
 def render_site(request: RenderRequest, *, locate: CheckpointLocator, reporter: Reporter | None = None) -> int:
-    """Describe, verify and publish the site of ``request``; returns how many models it holds."""
+    """Describe, verify and publish the site of ``request``; returns how many models it holds.
+
+    With more than one job and more than one model, the workers run first: each describes its model (a gallery's
+    dozens of models read off the code at once) and verifies it when asked, so that describing them here reads each
+    from the description cache. Without verification, only a gallery is worth the workers' start."""
     reporter = reporter or QuietReporter()
-    if request.gallery is not None and request.jobs > 1:
-        _read_in_workers(request, reporter)
+    names = request.names
+    pooled = request.jobs > 1 and len(names) > 1 and (request.verify or request.gallery is not None)
+    contexts = _in_workers(request, locate, reporter) if pooled else None
     described = []
-    for name in request.names:
+    for name in names:
         reporter.stage(name, "describe")
         described.append(describe_model(name, source=request.source))
-    verified = (
-        _verify_all(request, described, locate, reporter) if request.verify else [ModelContext()] * len(described)
-    )
-    contexts = {docs.graph.model.name: context for docs, context in zip(described, verified, strict=True)}
-    for docs in described:
-        reporter.stage(docs.graph.model.name, "render")
+    if not request.verify:
+        contexts = [ModelContext()] * len(described)
+    elif contexts is None:
+        contexts = []
+        for name in names:
+            reporter.stage(name, "verify")
+            contexts.append(verification_for(name, request.source, request.trust_remote_code, locate))
+    for name in names:
+        reporter.stage(name, "render")
     write_site(
         described,
         request.out,
         template_dir=request.template_dir,
         force=request.force,
-        contexts=contexts,
+        contexts={docs.graph.model.name: context for docs, context in zip(described, contexts, strict=True)},
         compare=request.compare,
         gallery=request.gallery,
         wait=request.wait,
         on_wait=reporter.waiting,
         on_file=reporter.wrote,
     )
-    for docs in described:
-        reporter.stage(docs.graph.model.name, "done")
+    for name in names:
+        reporter.stage(name, "done")
     return len(described)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archviz.cost.cache import cache_bytes_at
+from archviz.cost.experts import model_experts
 from archviz.cost.terms import DEFAULT_SIZES
 from archviz.diff.compare import checkpoint_bytes
 from archviz.gallery import CheckRecord, GalleryEntry
@@ -29,11 +30,13 @@ from archviz.site.table import (
     _active,
     _attention,
     _bytes,
+    _cache,
     _decode_flops_engines,
     _layers,
     _modelled,
     _not_costed,
     _width,
+    no_experts,
 )
 from archviz.site.views import Link, Page, TableCell
 
@@ -155,23 +158,6 @@ class GalleryView:
 # -- reading one model --------------------------------------------------------------------------------------------
 
 
-def routed_experts(index: ModelIndex) -> tuple[int, int] | None:
-    """(routed experts per MoE layer, how many a token runs) from the graph's placements, whether its nodes are roles
-    (a hand-written family), modules (read off the code) or a bank of experts in fused tensors (``active_share``);
-    None for a model without routed experts."""
-    routed: list[tuple[int, int]] = []
-    for node in index.graph.nodes:
-        placement = node.placement
-        if node.part is not Part.MAIN:
-            continue
-        if placement.active_share is not None:
-            active, bank = placement.active_share
-            routed.append((bank, active))
-        elif placement.per_layer > placement.active_per_layer >= 1:
-            routed.append((placement.per_layer, placement.active_per_layer))
-    return max(routed, default=None)
-
-
 def _mixers(index: ModelIndex) -> set[str]:
     return {str(layer.mixer).lower() for layer in index.graph.layers if layer.part is Part.MAIN}
 
@@ -188,7 +174,7 @@ def traits_of(index: ModelIndex) -> tuple[str, ...]:
     longest = context[0] if context is not None else None
     windows = [cost.window for cost in index.cost.cache if cost.window is not None]
     found = {
-        "moe": routed_experts(index) is not None,
+        "moe": model_experts(index.graph) is not None,
         "mla": "mla" in mixers or "kv_a_proj" in names,
         "sliding": any(longest is None or window + 1 < longest for window in windows)
         or any("sliding" in mixer or "chunked" in mixer for mixer in mixers),
@@ -201,12 +187,12 @@ def traits_of(index: ModelIndex) -> tuple[str, ...]:
 
 
 def _experts(index: ModelIndex) -> TableCell:
-    experts = routed_experts(index)
+    experts = model_experts(index.graph)
     if experts is None:
-        return TableCell(text="none", detail="dense FFNs", sort="0")
-    routed, active = experts
+        return no_experts(index)
+    routed = experts.experts
     return TableCell(
-        text=f"{routed:,}, top-{active}", detail=f"{routed:,} routed experts per MoE layer", sort=str(routed)
+        text=f"{routed:,}, top-{experts.top_k}", detail=f"{routed:,} routed experts per MoE layer", sort=str(routed)
     )
 
 
@@ -219,30 +205,6 @@ def _cache_at(index: ModelIndex, positions: int) -> TableCell:
         return TableCell(text=ABSENT, detail=f"past its context ({count(context[0])}, {context[1]})")
     value = cache_bytes_at(index.cost.cache, positions)
     return TableCell(text=short_bytes(value), detail=f"{count(value)} bytes, {index.cost.cache_dtype}", sort=str(value))
-
-
-def _kv_per_token(index: ModelIndex) -> TableCell:
-    """Bytes each cached position adds while the cache grows, every layer's (a sliding layer's too, until its window
-    fills: the 32k and 128k columns say what windows save); beside it, the state a sequence keeps whatever its length
-    (recurrent and convolution states)."""
-    if (absent := _not_costed(index)) is not None:
-        return absent
-    cache = index.cost.cache
-    value = sum(cost.per_token + cost.windowed_per_token for cost in cache)
-    context = index.context_length()
-    # A window as long as the context never fills (Phi-4-mini's 262,144 in a context of 131,072).
-    windowed = sum(
-        cost.windowed_per_token
-        for cost in cache
-        if cost.window is not None and (context is None or cost.window + 1 < context[0])
-    )
-    state = sum(cost.state for cost in cache if cost.window is None)
-    detail = f"{count(value)} bytes, {index.cost.cache_dtype}"
-    if windowed:
-        detail += f"; {count(windowed)} of them in sliding layers, until their window fills"
-    if state:
-        detail += f"; plus {short_bytes(state)} of state per sequence"
-    return TableCell(text=short_bytes(value), detail=detail, sort=str(value))
 
 
 def _checkpoint(index: ModelIndex) -> TableCell:
@@ -271,7 +233,7 @@ COLUMNS: tuple[tuple[GalleryColumn, Any], ...] = (
             numeric=True,
             note="cache bytes each cached position adds, all layers (a sliding layer's until its window fills)",
         ),
-        _kv_per_token,
+        _cache,
     ),
     *(
         (

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from archviz.cost.experts import model_experts
 from archviz.cost.report import costs_unknown
 from archviz.cost.terms import DEFAULT_SIZES
 from archviz.diff.compare import checkpoint_bytes, layer_label
@@ -149,8 +150,11 @@ def _experts(index: ModelIndex) -> TableCell:
         if node.part is Part.MAIN and index.groups[node.group].kind is GroupKind.EXPERTS
     ]
     if not routed:
-        if index.graph.derived_from_code:  # its nodes are modules, not roles: experts are not told apart
-            return TableCell(text=ABSENT, detail="not known for a graph read off the code")
+        if index.graph.derived_from_code:  # its nodes are modules, not roles: the experts node says what it holds
+            found = model_experts(index.graph)
+            if found is None:
+                return no_experts(index)
+            return TableCell(text=f"{found.experts:,} routed", detail=f"top-{found.top_k}", sort=str(found.experts))
         moe = index.docs.family.speaks.moe
         experts = _configured(index, moe.experts if moe else None)
         if experts is not None and moe is not None:
@@ -165,6 +169,15 @@ def _experts(index: ModelIndex) -> TableCell:
     shared = _shared_experts(index)
     text = f"{expert.placement.per_layer:,} routed, {shared} shared"
     return TableCell(text=text, detail=f"top-{expert.placement.active_per_layer}", sort=str(expert.placement.per_layer))
+
+
+def no_experts(index: ModelIndex) -> TableCell:
+    """The cell of a graph read off the code with no experts node: dense when every parameter runs for every token,
+    else not known (a MoE whose experts the cost model does not type)."""
+    totals = index.docs.totals
+    if totals.active_parameters is not None and totals.active_parameters == totals.parameters:
+        return TableCell(text="none", detail="dense FFNs", sort="0")
+    return TableCell(text=ABSENT, detail="not known: no module of the graph is read as routed experts")
 
 
 def _width(index: ModelIndex) -> TableCell:
@@ -197,14 +210,27 @@ def _context(index: ModelIndex) -> TableCell:
 
 
 def _cache(index: ModelIndex) -> TableCell:
-    """Bytes each attention layer caches per token, all layers, for one sequence; what does not grow beside it."""
+    """Bytes each cached position adds while the cache grows, every layer's (a sliding layer's too, until its window
+    fills: the cache at a context says what windows save), for one sequence; beside it, the state a sequence keeps
+    whatever its length (recurrent and convolution states)."""
     if (absent := _not_costed(index)) is not None:
         return absent
-    cost = index.cost
-    detail = f"{count(cost.cache_per_token)} bytes, {cost.cache_dtype}"
-    if cost.state_bytes:
-        detail += f"; plus {short_bytes(cost.state_bytes)} of state per sequence"
-    return TableCell(text=short_bytes(cost.cache_per_token), detail=detail, sort=str(cost.cache_per_token))
+    cache = index.cost.cache
+    value = sum(cost.per_token + cost.windowed_per_token for cost in cache)
+    context = index.context_length()
+    # A window as long as the context never fills (Phi-4-mini's 262,144 in a context of 131,072).
+    windowed = sum(
+        cost.windowed_per_token
+        for cost in cache
+        if cost.window is not None and (context is None or cost.window + 1 < context[0])
+    )
+    state = sum(cost.state for cost in cache if cost.window is None)
+    detail = f"{count(value)} bytes, {index.cost.cache_dtype}"
+    if windowed:
+        detail += f"; {count(windowed)} of them in sliding layers, until their window fills"
+    if state:
+        detail += f"; plus {short_bytes(state)} of state per sequence"
+    return TableCell(text=short_bytes(value), detail=detail, sort=str(value))
 
 
 def _decode_flops(index: ModelIndex) -> TableCell:

@@ -131,13 +131,15 @@ def layer_lists(graph: Graph) -> tuple[str, ...]:
     ``model.layers.{layer}.…``, ``h`` in GPT-J's ``transformer.h.{layer}.…``) and as transformers' modules do where
     a conversion renames them (EXAONE's ``transformer.h`` is ``model.layers``: the witness counts by module path);
     ``layers`` when no tensor is per layer."""
-    templates = {row.tensor for node in graph.nodes for row in (*node.parameters, *node.buffers)}
-    found = {name.split(".{layer}", 1)[0].rsplit(".", 1)[-1] for name in templates if ".{layer}" in name}
-    for name in templates:  # the renames name layers by index: ask for layer 0's
-        first = name.replace("{layer}", "0")
-        path = graph.naming.module_path(first)
-        if ".{layer}" in name and path != first and ".0." in path:
-            found.add(path.split(".0.", 1)[0].rsplit(".", 1)[-1])
+    found: set[str] = set()
+    for node in graph.nodes:
+        for row in (*node.parameters, *node.buffers):
+            if ".{layer}" not in row.tensor:
+                continue
+            found.add(row.tensor.split(".{layer}", 1)[0].rsplit(".", 1)[-1])
+            first = row.tensor.replace("{layer}", "0")  # the renames name layers by index: ask for layer 0's
+            if (path := graph.naming.module_path(first)) != first and ".0." in path:
+                found.add(path.split(".0.", 1)[0].rsplit(".", 1)[-1])
     return tuple(sorted(found)) or ("layers",)
 
 
